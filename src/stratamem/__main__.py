@@ -1,0 +1,3 @@
+from stratamem.cli import main
+
+main()

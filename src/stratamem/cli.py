@@ -1,0 +1,341 @@
+"""The ``stratamem`` command line: a thin layer over :mod:`stratamem.api`."""
+
+from __future__ import annotations
+
+import functools
+import json
+import sys
+from collections.abc import Callable
+from datetime import datetime
+from pathlib import Path
+from typing import Any, TypeVar
+
+import click
+from rich.console import Console
+from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from stratamem.api import Memory, default_db_path
+from stratamem.errors import StratamemError
+from stratamem.ingest import registry
+from stratamem.ingest.pipeline import IngestReport
+from stratamem.ingest.pipeline import Progress as IngestProgress
+from stratamem.timeparse import parse_when
+from stratamem.types import QueryResponse, RetrievalHit, SourceKind, rfc3339
+
+F = TypeVar("F", bound=Callable[..., Any])
+out = Console()
+err = Console(stderr=True)
+
+
+def handle_errors(func: F) -> F:
+    """Domain errors and bad arguments become one-line messages and exit code 1."""
+
+    @functools.wraps(func)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return func(*args, **kwargs)
+        except (StratamemError, ValueError, OSError) as exc:
+            err.print(f"[bold red]error:[/] {exc}", highlight=False, markup=True)
+            sys.exit(1)
+
+    return wrapper  # type: ignore[return-value]
+
+
+def json_option(func: F) -> F:
+    return click.option("--json", "as_json", is_flag=True, help="Print JSON for scripts.")(func)
+
+
+def _memory(ctx: click.Context) -> Memory:
+    db: Path = ctx.obj["db"]
+    memory = Memory(db)
+    ctx.call_on_close(memory.close)
+    return memory
+
+
+def _when(value: str | None) -> datetime | None:
+    return parse_when(value) if value else None
+
+
+def _print_json(data: Any) -> None:
+    click.echo(json.dumps(data, indent=2, ensure_ascii=False))
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.option(
+    "--db",
+    type=click.Path(dir_okay=False, path_type=Path),
+    envvar="STRATAMEM_DB",
+    default=None,
+    help="The store file (default: $STRATAMEM_DB, else ~/.local/share/stratamem/stratamem.db).",
+)
+@click.version_option(package_name="stratamem")
+@click.pass_context
+def main(ctx: click.Context, db: Path | None) -> None:
+    """stratamem: local-first retrieval and memory for AI agents.
+
+    \b
+    Examples:
+      stratamem ingest ~/Downloads/slack-export.zip
+      stratamem search "why did we drop Redis?"
+      stratamem entities alice
+    """
+    ctx.ensure_object(dict)
+    ctx.obj["db"] = db or default_db_path()
+
+
+@main.command()
+@click.argument("path", type=click.Path(exists=True, path_type=Path))
+@click.option(
+    "--kind",
+    type=click.Choice([spec.name for spec in registry.known()]),
+    help="The connector to use (default: detected from the path).",
+)
+@click.option("--scope", help="The source scope to file it under (default: from the path).")
+@click.option("--quiet", is_flag=True, help="No progress bar.")
+@json_option
+@click.pass_context
+@handle_errors
+def ingest(
+    ctx: click.Context, path: Path, kind: str | None, scope: str | None, quiet: bool,
+    as_json: bool,
+) -> None:
+    """Read a Slack/Discord export, mailbox, notes folder, IRC log or JSONL file into the store.
+
+    \b
+    Examples:
+      stratamem ingest ./slack-export.zip
+      stratamem ingest ~/Mail/lkml --kind maildir --scope mail:lkml
+      stratamem ingest ~/notes
+    """
+    memory = _memory(ctx)
+    show = not (quiet or as_json)
+    with Progress(
+        SpinnerColumn(),
+        TextColumn("[bold]{task.description}"),
+        TextColumn("{task.fields[counts]}"),
+        TimeElapsedColumn(),
+        console=err,
+        disable=not show,
+        transient=True,
+    ) as bar:
+        task = bar.add_task("ingesting", counts="", total=None)
+
+        def on_progress(p: IngestProgress) -> None:
+            elapsed = max(1e-6, __import__("time").perf_counter() - p.started)
+            bar.update(
+                task,
+                description=p.scope,
+                counts=f"{p.records:,} messages · {p.chunks:,} chunks · "
+                f"{p.chunks / elapsed:,.0f} chunks/s",
+            )
+
+        report = memory.ingest(path, kind=kind, scope=scope, progress=on_progress)
+    if as_json:
+        _print_json(report.to_dict())
+    else:
+        _print_report(report)
+    if report.sources and len(report.failed) == len(report.sources):
+        sys.exit(1)
+
+
+def _print_report(report: IngestReport) -> None:
+    table = Table(title=f"{report.path} ({report.connector})", title_justify="left")
+    for column in ("source", "kind", "messages", "chunks", "new", "removed", "status"):
+        table.add_column(column, justify="right" if column in {"messages", "chunks"} else "left")
+    for s in report.sources:
+        status = f"[red]failed: {s.error}[/]" if s.error else "ok"
+        table.add_row(
+            s.scope, s.kind, f"{s.records:,}", f"{s.chunks:,}", f"{s.added:,}",
+            f"{s.removed:,}", status,
+        )
+    out.print(table)
+    rate = report.chunks / report.seconds if report.seconds else 0.0
+    out.print(
+        f"{report.records:,} messages → {report.chunks:,} chunks ({report.added:,} new) "
+        f"in {report.seconds:.2f}s, {rate:,.0f} chunks/s"
+    )
+    if report.problems:
+        out.print(f"[yellow]skipped {len(report.problems)} item(s):[/]")
+        for problem in report.problems[:20]:
+            out.print(f"  {problem}", highlight=False, markup=False)
+        if len(report.problems) > 20:
+            out.print(f"  … and {len(report.problems) - 20} more (see --json)")
+
+
+@main.command()
+@json_option
+@click.pass_context
+@handle_errors
+def sources(ctx: click.Context, as_json: bool) -> None:
+    """List the ingested sources with their chunk counts."""
+    found = _memory(ctx).sources()
+    if as_json:
+        _print_json(
+            [
+                {
+                    "id": s.id, "scope": s.scope, "kind": s.kind.value, "platform": s.platform,
+                    "location": s.location, "chunks": s.chunk_count, "locked": s.locked,
+                    "ingested_at": rfc3339(s.ingested_at),
+                }
+                for s in found
+            ]
+        )
+        return
+    table = Table()
+    for column in ("id", "scope", "kind", "platform", "chunks", "location"):
+        table.add_column(column)
+    for s in found:
+        table.add_row(s.id, s.scope, s.kind.value, s.platform, f"{s.chunk_count:,}", s.location)
+    out.print(table)
+
+
+@main.command()
+@json_option
+@click.pass_context
+@handle_errors
+def stats(ctx: click.Context, as_json: bool) -> None:
+    """Counts of sources, chunks, tokens, entities and edges in the store."""
+    data = _memory(ctx).stats()
+    if as_json:
+        _print_json(data)
+        return
+    table = Table(show_header=False)
+    for key, value in data.items():
+        shown = ", ".join(f"{k}: {v:,}" for k, v in value.items()) if isinstance(value, dict) \
+            else (f"{value:,}" if isinstance(value, int) else str(value))
+        table.add_row(key, shown)
+    out.print(table)
+
+
+@main.command()
+@click.argument("query")
+@click.option("--source", "sources_", multiple=True, help="Source id or scope (slack:* prefixes).")
+@click.option("--kind", "kinds", multiple=True, type=click.Choice([k.value for k in SourceKind]))
+@click.option("--since", help="Only content at or after this time (2024-03-12, 24h, 7d).")
+@click.option("--until", help="Only content at or before this time.")
+@click.option("--limit", default=10, show_default=True, help="How many hits.")
+@json_option
+@click.pass_context
+@handle_errors
+def search(
+    ctx: click.Context, query: str, sources_: tuple[str, ...], kinds: tuple[str, ...],
+    since: str | None, until: str | None, limit: int, as_json: bool,
+) -> None:
+    """Search the store; each hit says where it came from and why it matched.
+
+    \b
+    Examples:
+      stratamem search "why did we drop Redis?"
+      stratamem search release --source slack:#eng --since 2024-03-01
+      stratamem search postmortem --kind email --json
+    """
+    response = _memory(ctx).search(
+        query, sources=sources_, kinds=kinds, since=_when(since), until=_when(until), limit=limit
+    )
+    if as_json:
+        _print_json(response.to_dict())
+        return
+    _print_hits(response)
+
+
+def _print_hits(response: QueryResponse) -> None:
+    if not response.hits:
+        out.print("no matches")
+        return
+    for rank, hit in enumerate(response.hits, 1):
+        _print_hit(rank, hit)
+    if response.truncated:
+        out.print(f"[dim]showing {len(response.hits)} of {response.total:,} matches[/]")
+
+
+def _print_hit(rank: int, hit: RetrievalHit) -> None:
+    when = rfc3339(hit.time_range_start) or "undated"
+    who = f" · {hit.author}" if hit.author else ""
+    out.print(
+        f"[bold]{rank}. {hit.title or hit.tree_scope}[/]  [dim]{hit.tree_scope} · {when}{who}[/]",
+        highlight=False,
+    )
+    text = hit.snippet or hit.content[:240]
+    out.print("   " + " ".join(text.split()), highlight=False, markup=False)
+    reasons = ", ".join(f"{k} {v}" for k, v in hit.explain.items())
+    out.print(f"   [dim]{hit.node_id} · {hit.source_ref} · score {hit.score:.3f} ({reasons})[/]",
+              highlight=False)
+
+
+@main.command()
+@click.argument("node_id")
+@json_option
+@click.pass_context
+@handle_errors
+def show(ctx: click.Context, node_id: str, as_json: bool) -> None:
+    """Print one node whole, with its source, time range and entities."""
+    hit = _memory(ctx).get(node_id)
+    if as_json:
+        _print_json(hit.to_dict())
+        return
+    out.print(f"[bold]{hit.title or hit.node_id}[/]", highlight=False)
+    out.print(f"[dim]{hit.node_id} · {hit.tree_scope} · {hit.source_ref}[/]", highlight=False)
+    start, end = rfc3339(hit.time_range_start), rfc3339(hit.time_range_end)
+    out.print(f"[dim]{start} → {end}{' · ' + hit.author if hit.author else ''}[/]",
+              highlight=False)
+    out.print()
+    out.print(hit.content, highlight=False, markup=False)
+    if hit.entities:
+        out.print()
+        out.print("[bold]entities:[/] " + ", ".join(hit.entities), highlight=False)
+
+
+@main.command()
+@click.argument("query")
+@click.option("--kind", "kinds", multiple=True,
+              help="Entity kind: person, email, handle, channel, tag, url, note, topic.")
+@click.option("--limit", default=10, show_default=True)
+@json_option
+@click.pass_context
+@handle_errors
+def entities(
+    ctx: click.Context, query: str, kinds: tuple[str, ...], limit: int, as_json: bool
+) -> None:
+    """Find entities by part of their name, with mention counts and who they go with.
+
+    \b
+    Examples:
+      stratamem entities alice
+      stratamem entities redis --kind topic
+    """
+    memory = _memory(ctx)
+    matches = memory.search_entities(query, kinds=kinds, limit=limit)
+    related = {m.canonical_id: memory.related(m.canonical_id, limit=3) for m in matches}
+    if as_json:
+        _print_json(
+            [m.to_dict() | {"related": [e for e, _ in related[m.canonical_id]]} for m in matches]
+        )
+        return
+    if not matches:
+        out.print("no matching entities")
+        return
+    table = Table()
+    for column in ("entity", "kind", "mentions", "last seen", "often with"):
+        table.add_column(column)
+    for m in matches:
+        table.add_row(
+            m.canonical_id, m.kind, str(m.mention_count), rfc3339(m.last_seen) or "",
+            ", ".join(e for e, _ in related[m.canonical_id]),
+        )
+    out.print(table)
+
+
+@main.command()
+@click.argument("source")
+@click.option("--yes", is_flag=True, help="Do not ask for confirmation.")
+@click.pass_context
+@handle_errors
+def forget(ctx: click.Context, source: str, yes: bool) -> None:
+    """Remove a source (by id or scope) and everything derived from it."""
+    memory = _memory(ctx)
+    found = memory.store.resolve_source(source)
+    if not yes and sys.stdin.isatty():
+        click.confirm(f"forget {found.scope} ({found.chunk_count:,} chunks)?", abort=True)
+    removed = memory.forget(found.id)
+    out.print(f"forgot {found.scope}: {removed:,} chunks removed", highlight=False)

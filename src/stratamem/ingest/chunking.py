@@ -1,0 +1,216 @@
+"""Turning a stream of records into chunk drafts, by source kind.
+
+- chat: conversation windows, one per thread, closed by a time gap or a size cap; each line keeps
+  its author (``Alice Chen: …``) and the window keeps the time range of its messages;
+- email: one message per chunk, split with :func:`split_text` only when long;
+- documents and records: heading-aware spans of about 800 characters.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+
+from stratamem.ingest.model import Record
+from stratamem.ingest.splitting import split_text
+from stratamem.types import SourceKind
+
+
+@dataclass(frozen=True, slots=True)
+class ChunkingConfig:
+    doc_target: int = 800
+    doc_min: int = 200
+    doc_max: int = 1200
+    doc_overlap: int = 80
+    chat_gap: timedelta = timedelta(minutes=30)
+    chat_max_chars: int = 1500
+    chat_max_messages: int = 25
+    email_max_chars: int = 4000
+
+
+@dataclass(slots=True)
+class Draft:
+    """A chunk before it has an id: its text, the records it came from and where it lives."""
+
+    content: str
+    records: list[Record]
+    title: str = ""
+    ref: str = ""
+    thread: str | None = None
+    doc: str | None = None
+    tags: tuple[str, ...] = ()
+    meta: dict[str, object] = field(default_factory=dict)
+
+    @property
+    def author(self) -> str | None:
+        return next((r.author for r in self.records if r.author), None)
+
+    @property
+    def time_range(self) -> tuple[datetime | None, datetime | None]:
+        times = [r.ts for r in self.records if r.ts is not None]
+        return (min(times), max(times)) if times else (None, None)
+
+
+def chunk_records(
+    kind: SourceKind, records: Iterable[Record], config: ChunkingConfig | None = None
+) -> Iterator[Draft]:
+    config = config or ChunkingConfig()
+    if kind is SourceKind.CHAT:
+        yield from _chat_windows(records, config)
+    elif kind is SourceKind.EMAIL:
+        for record in records:
+            yield from _email(record, config)
+    else:
+        for record in records:
+            yield from _document(record, config)
+
+
+def _document(record: Record, config: ChunkingConfig) -> Iterator[Draft]:
+    text = record.text
+    body_line = _int(record.meta.get("body_line"), 1)
+    spans = split_text(
+        text,
+        target=config.doc_target,
+        min_chars=config.doc_min,
+        max_chars=config.doc_max,
+        overlap=config.doc_overlap,
+    )
+    for part, span in enumerate(spans):
+        content = text[span.start : span.end].strip()
+        if not content:
+            continue
+        line = body_line + text.count("\n", 0, span.start)
+        line += len(text[span.start : span.end]) - len(text[span.start : span.end].lstrip("\n"))
+        ref = f"{record.ref}:{line}" if len(spans) > 1 or body_line > 1 else record.ref
+        heading = _heading_before(text, span.start)
+        title = record.title or ""
+        if heading and heading != title:
+            title = f"{title} › {heading}" if title else heading
+        yield Draft(
+            content=content,
+            records=[record],
+            title=title,
+            ref=ref,
+            thread=record.thread,
+            doc=record.doc,
+            tags=record.tags,
+            meta={"part": part, "parts": len(spans)} if len(spans) > 1 else {},
+        )
+
+
+def _email(record: Record, config: ChunkingConfig) -> Iterator[Draft]:
+    text = record.text.strip() or record.quoted.strip()
+    if not text:
+        text = record.title or ""
+    if not text:
+        return
+    if len(text) <= config.email_max_chars:
+        spans = [(0, len(text))]
+    else:
+        spans = [(s.start, s.end) for s in split_text(text, target=2000, min_chars=1000,
+                                                        max_chars=config.email_max_chars)]
+    for part, (start, end) in enumerate(spans):
+        content = text[start:end].strip()
+        if content:
+            yield Draft(
+                content=content,
+                records=[record],
+                title=record.title or "",
+                ref=record.ref,
+                thread=record.thread,
+                tags=record.tags,
+                meta={"part": part, "parts": len(spans)} if len(spans) > 1 else {},
+            )
+
+
+@dataclass(slots=True)
+class _Window:
+    thread: str | None
+    records: list[Record] = field(default_factory=list)
+    lines: list[str] = field(default_factory=list)
+    chars: int = 0
+    last: datetime | None = None
+
+
+def _chat_windows(records: Iterable[Record], config: ChunkingConfig) -> Iterator[Draft]:
+    """Windows keyed by thread; a window closes on a gap, a size cap, or the end of the stream.
+
+    Closed windows are emitted in the order they were opened, so the output is deterministic.
+    """
+    open_windows: dict[str | None, _Window] = {}
+    ready: list[_Window] = []
+    for record in records:
+        text = record.text.strip()
+        if not text:
+            continue
+        line = f"{record.author}: {text}" if record.author else text
+        now = record.ts
+        for key in list(open_windows):
+            window = open_windows[key]
+            if now and window.last and now - window.last > config.chat_gap:
+                ready.append(open_windows.pop(key))
+        window = open_windows.get(record.thread)
+        if window and (
+            window.chars + len(line) > config.chat_max_chars
+            or len(window.records) >= config.chat_max_messages
+        ):
+            ready.append(open_windows.pop(record.thread))
+            window = None
+        if window is None:
+            window = open_windows[record.thread] = _Window(record.thread)
+        window.records.append(record)
+        window.lines.append(line)
+        window.chars += len(line) + 1
+        window.last = now or window.last
+        if ready:
+            for closed in ready:
+                yield from _chat_drafts(closed, config)
+            ready.clear()
+    for remaining in open_windows.values():
+        yield from _chat_drafts(remaining, config)
+
+
+def _chat_drafts(window: _Window, config: ChunkingConfig) -> Iterator[Draft]:
+    first = window.records[0]
+    refs = first.ref if len(window.records) == 1 else f"{first.ref} (+{len(window.records) - 1})"
+    content = "\n".join(window.lines)
+    tags: list[str] = []
+    for record in window.records:
+        tags.extend(t for t in record.tags if t not in tags)
+    # Only a single oversized message makes a window this long: split it like a document.
+    spans = split_text(content, target=config.chat_max_chars, min_chars=config.chat_max_chars // 2,
+                       max_chars=config.chat_max_chars * 2, overlap=config.doc_overlap)
+    for part, span in enumerate(spans):
+        meta: dict[str, object] = {"messages": len(window.records)}
+        if len(spans) > 1:
+            meta |= {"part": part, "parts": len(spans)}
+        yield Draft(
+            content=content[span.start : span.end].strip(),
+            records=window.records,
+            title=first.title or "",
+            ref=refs,
+            thread=window.thread,
+            tags=tuple(tags),
+            meta=meta,
+        )
+
+
+def _heading_before(text: str, pos: int) -> str:
+    """The nearest Markdown heading at or before ``pos``, without its hashes."""
+    cut = text.rfind("\n#", 0, pos + 1)
+    if text.startswith("#") and cut == -1:
+        cut = -1
+    elif cut == -1:
+        return ""
+    line_start = cut + 1
+    line_end = text.find("\n", line_start)
+    line = text[line_start : line_end if line_end != -1 else len(text)]
+    stripped = line.lstrip("#")
+    if not stripped.startswith((" ", "\t")):
+        return ""
+    return stripped.strip()
+
+
+def _int(value: object, default: int) -> int:
+    return value if isinstance(value, int) else default

@@ -1,0 +1,128 @@
+"""Numbered, idempotent schema migrations for the SQLite store.
+
+Times are stored as integer milliseconds since the Unix epoch (UTC). Lists are JSON text.
+Each migration runs in its own transaction and bumps ``PRAGMA user_version``; re-running the
+list on an up-to-date file does nothing.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+
+from stratamem.errors import SchemaError
+
+MIGRATIONS: tuple[str, ...] = (
+    # 1: sources, chunks with their FTS5 index, the entity index and co-mention edges.
+    """
+    CREATE TABLE IF NOT EXISTS sources (
+        id          TEXT PRIMARY KEY,
+        scope       TEXT NOT NULL UNIQUE,
+        kind        TEXT NOT NULL,
+        platform    TEXT NOT NULL,
+        location    TEXT NOT NULL,
+        title       TEXT NOT NULL DEFAULT '',
+        access      TEXT NOT NULL DEFAULT '[]',
+        locked      INTEGER NOT NULL DEFAULT 0,
+        meta        TEXT NOT NULL DEFAULT '{}',
+        ingested_at INTEGER NOT NULL
+    );
+    CREATE TABLE IF NOT EXISTS chunks (
+        rowid          INTEGER PRIMARY KEY,
+        id             TEXT NOT NULL UNIQUE,
+        source_id      TEXT NOT NULL REFERENCES sources(id) ON DELETE CASCADE,
+        seq            INTEGER NOT NULL,
+        content        TEXT NOT NULL,
+        title          TEXT NOT NULL DEFAULT '',
+        token_count    INTEGER NOT NULL,
+        author         TEXT,
+        ts_start       INTEGER,
+        ts_end         INTEGER,
+        tags           TEXT NOT NULL DEFAULT '[]',
+        source_ref     TEXT NOT NULL DEFAULT '',
+        thread         TEXT,
+        doc_id         TEXT,
+        version        INTEGER NOT NULL DEFAULT 1,
+        content_sha256 TEXT NOT NULL,
+        parent_summary_id TEXT,
+        meta           TEXT NOT NULL DEFAULT '{}'
+    );
+    CREATE INDEX IF NOT EXISTS chunks_source_seq ON chunks(source_id, seq);
+    CREATE INDEX IF NOT EXISTS chunks_time ON chunks(ts_start);
+    CREATE INDEX IF NOT EXISTS chunks_doc ON chunks(source_id, doc_id);
+    CREATE VIRTUAL TABLE IF NOT EXISTS chunks_fts USING fts5(
+        content, title,
+        content = 'chunks', content_rowid = 'rowid',
+        tokenize = 'porter unicode61 remove_diacritics 2'
+    );
+    CREATE TRIGGER IF NOT EXISTS chunks_fts_insert AFTER INSERT ON chunks BEGIN
+        INSERT INTO chunks_fts(rowid, content, title) VALUES (new.rowid, new.content, new.title);
+    END;
+    CREATE TRIGGER IF NOT EXISTS chunks_fts_delete AFTER DELETE ON chunks BEGIN
+        INSERT INTO chunks_fts(chunks_fts, rowid, content, title)
+        VALUES ('delete', old.rowid, old.content, old.title);
+    END;
+    CREATE TRIGGER IF NOT EXISTS chunks_fts_update AFTER UPDATE OF content, title ON chunks BEGIN
+        INSERT INTO chunks_fts(chunks_fts, rowid, content, title)
+        VALUES ('delete', old.rowid, old.content, old.title);
+        INSERT INTO chunks_fts(rowid, content, title) VALUES (new.rowid, new.content, new.title);
+    END;
+    CREATE TABLE IF NOT EXISTS entity_index (
+        entity_id TEXT NOT NULL,
+        node_id   TEXT NOT NULL,
+        node_kind TEXT NOT NULL DEFAULT 'leaf',
+        kind      TEXT NOT NULL,
+        surface   TEXT NOT NULL,
+        source_id TEXT NOT NULL REFERENCES sources(id) ON DELETE CASCADE,
+        ts        INTEGER,
+        PRIMARY KEY (entity_id, node_id)
+    ) WITHOUT ROWID;
+    CREATE INDEX IF NOT EXISTS entity_index_node ON entity_index(node_id);
+    CREATE INDEX IF NOT EXISTS entity_index_source ON entity_index(source_id);
+    CREATE TABLE IF NOT EXISTS entity_edges (
+        a         TEXT NOT NULL,
+        b         TEXT NOT NULL,
+        source_id TEXT NOT NULL REFERENCES sources(id) ON DELETE CASCADE,
+        weight    REAL NOT NULL,
+        PRIMARY KEY (a, b, source_id)
+    ) WITHOUT ROWID;
+    CREATE INDEX IF NOT EXISTS entity_edges_b ON entity_edges(b);
+    CREATE INDEX IF NOT EXISTS entity_edges_source ON entity_edges(source_id);
+    """,
+)
+
+SCHEMA_VERSION = len(MIGRATIONS)
+
+
+def migrate(conn: sqlite3.Connection) -> int:
+    """Bring the file up to :data:`SCHEMA_VERSION`; returns the version it found."""
+    found = int(conn.execute("PRAGMA user_version").fetchone()[0])
+    if found > SCHEMA_VERSION:
+        raise SchemaError(
+            f"database schema version {found} is newer than this stratamem knows "
+            f"({SCHEMA_VERSION}); upgrade stratamem"
+        )
+    for version in range(found + 1, SCHEMA_VERSION + 1):
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            for statement in _statements(MIGRATIONS[version - 1]):
+                conn.execute(statement)
+            conn.execute(f"PRAGMA user_version = {version}")
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+        conn.execute("COMMIT")
+    return found
+
+
+def _statements(script: str) -> list[str]:
+    """Split a migration into statements; trigger bodies hold semicolons, so use sqlite3's test."""
+    statements: list[str] = []
+    current = ""
+    for line in script.splitlines(keepends=True):
+        current += line
+        if sqlite3.complete_statement(current):
+            statements.append(current.strip())
+            current = ""
+    if current.strip():
+        statements.append(current.strip())
+    return statements

@@ -1,0 +1,196 @@
+"""The frozen value types shared by every layer.
+
+Times are timezone-aware UTC ``datetime`` values in Python and RFC 3339 strings on the wire.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from enum import StrEnum
+from typing import Any
+
+
+class SourceKind(StrEnum):
+    """What a source holds; decides how it is chunked."""
+
+    CHAT = "chat"
+    EMAIL = "email"
+    DOCUMENT = "document"
+    RECORD = "record"
+
+
+class NodeKind(StrEnum):
+    """A retrieval hit is a raw chunk (leaf) or a sealed summary."""
+
+    LEAF = "leaf"
+    SUMMARY = "summary"
+
+
+class TreeKind(StrEnum):
+    SOURCE = "source"
+
+
+@dataclass(frozen=True, slots=True)
+class Source:
+    """One ingested source: a channel, a mailbox, a notes folder, a JSONL file."""
+
+    id: str
+    scope: str
+    kind: SourceKind
+    platform: str
+    location: str
+    title: str = ""
+    access: tuple[str, ...] = ()
+    locked: bool = False
+    ingested_at: datetime | None = None
+    chunk_count: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class Chunk:
+    """A leaf: the unit that is indexed, embedded and cited.
+
+    ``id`` is the first 32 hex digits of sha256 over (source id, seq, content), so an unchanged
+    re-ingest produces the same ids and adds nothing.
+    """
+
+    id: str
+    source_id: str
+    seq: int
+    content: str
+    token_count: int
+    time_start: datetime | None
+    time_end: datetime | None
+    author: str | None = None
+    title: str = ""
+    tags: tuple[str, ...] = ()
+    source_ref: str = ""
+    thread: str | None = None
+    doc_id: str | None = None
+    version: int = 1
+    content_sha256: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class Mention:
+    """An entity found in a node: canonical id (``person:alice chen``), kind and surface form."""
+
+    entity_id: str
+    kind: str
+    surface: str
+
+
+@dataclass(frozen=True, slots=True)
+class RetrievalHit:
+    """The unified hit every primitive and search leg returns."""
+
+    node_id: str
+    node_kind: NodeKind
+    tree_id: str
+    tree_kind: TreeKind
+    tree_scope: str
+    level: int
+    content: str
+    entities: tuple[str, ...]
+    topics: tuple[str, ...]
+    time_range_start: datetime | None
+    time_range_end: datetime | None
+    score: float
+    child_ids: tuple[str, ...] = ()
+    source_ref: str | None = None
+    source_id: str = ""
+    author: str | None = None
+    title: str = ""
+    snippet: str = ""
+    explain: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The wire shape: enums as their strings, times as RFC 3339."""
+        return {
+            "node_id": self.node_id,
+            "node_kind": self.node_kind.value,
+            "tree_id": self.tree_id,
+            "tree_kind": self.tree_kind.value,
+            "tree_scope": self.tree_scope,
+            "level": self.level,
+            "content": self.content,
+            "entities": list(self.entities),
+            "topics": list(self.topics),
+            "time_range_start": rfc3339(self.time_range_start),
+            "time_range_end": rfc3339(self.time_range_end),
+            "score": self.score,
+            "child_ids": list(self.child_ids),
+            "source_ref": self.source_ref,
+            "source_id": self.source_id,
+            "author": self.author,
+            "title": self.title,
+            "snippet": self.snippet,
+            "explain": dict(self.explain),
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class QueryResponse:
+    """A capped list of hits with the match count before the cap."""
+
+    hits: tuple[RetrievalHit, ...]
+    total: int
+
+    @property
+    def truncated(self) -> bool:
+        return self.total > len(self.hits)
+
+    @classmethod
+    def empty(cls) -> QueryResponse:
+        return cls(hits=(), total=0)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "hits": [h.to_dict() for h in self.hits],
+            "total": self.total,
+            "truncated": self.truncated,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class EntityMatch:
+    canonical_id: str
+    kind: str
+    surface: str
+    mention_count: int
+    last_seen: datetime | None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "canonical_id": self.canonical_id,
+            "kind": self.kind,
+            "surface": self.surface,
+            "mention_count": self.mention_count,
+            "last_seen": rfc3339(self.last_seen),
+        }
+
+
+def rfc3339(value: datetime | None) -> str | None:
+    """``2024-05-01T09:30:00Z`` for a UTC time, ``None`` for none."""
+    if value is None:
+        return None
+    return value.isoformat().replace("+00:00", "Z")
+
+
+@dataclass(frozen=True, slots=True)
+class Filters:
+    """Narrowing applied inside every query, before any limit.
+
+    ``sources`` matches source ids or scopes; a scope ending in ``*`` is a prefix
+    (``slack:*``). ``kinds`` are :class:`SourceKind` values. Times are inclusive.
+    """
+
+    sources: tuple[str, ...] = ()
+    kinds: tuple[SourceKind, ...] = ()
+    since: datetime | None = None
+    until: datetime | None = None
+
+    def __post_init__(self) -> None:
+        if self.since and self.until and self.until < self.since:
+            raise ValueError(f"until ({self.until}) is before since ({self.since})")

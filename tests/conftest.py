@@ -1,0 +1,31 @@
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+SHARED_DATA = ROOT.parent / "shared" / "data"
+EXAMPLES = ROOT / "examples" / "workspace"
+FIXTURES = Path(__file__).resolve().parent / "fixtures"
+
+
+@pytest.fixture
+def shared_data() -> Path:
+    """The real evaluation data beside the repository; tests using it skip where it is absent."""
+    if not SHARED_DATA.is_dir():
+        pytest.skip("../shared/data is not present")
+    return SHARED_DATA
+
+
+@pytest.fixture
+def fixtures_dir() -> Path:
+    return FIXTURES
+
+
+@pytest.fixture
+def tmp_memory(tmp_path: Path):  # type: ignore[no-untyped-def]
+    import stratamem
+
+    with stratamem.open(tmp_path / "test.db") as memory:
+        yield memory

@@ -1,0 +1,100 @@
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from stratamem.ingest.chunking import ChunkingConfig, chunk_records
+from stratamem.ingest.model import Record
+from stratamem.types import SourceKind
+
+T0 = datetime(2024, 3, 11, 9, 0, tzinfo=UTC)
+
+
+def chat(minutes: int, author: str, text: str, thread: str | None = None) -> Record:
+    return Record(text=text, ref=f"c#{minutes}", ts=T0 + timedelta(minutes=minutes),
+                  author=author, thread=thread)
+
+
+def test_chat_windows_split_on_time_gap_and_keep_authors() -> None:
+    records = [chat(0, "Alice", "hi"), chat(5, "Bob", "hey"), chat(120, "Alice", "later")]
+    drafts = list(chunk_records(SourceKind.CHAT, records))
+    assert [d.content for d in drafts] == ["Alice: hi\nBob: hey", "Alice: later"]
+    assert drafts[0].time_range == (T0, T0 + timedelta(minutes=5))
+    assert drafts[0].ref == "c#0 (+1)"
+
+
+def test_threads_get_their_own_windows() -> None:
+    records = [
+        chat(0, "Alice", "root", thread="t1"),
+        chat(1, "Bob", "main channel"),
+        chat(2, "Carol", "reply", thread="t1"),
+    ]
+    drafts = list(chunk_records(SourceKind.CHAT, records))
+    contents = sorted(d.content for d in drafts)
+    assert contents == ["Alice: root\nCarol: reply", "Bob: main channel"]
+
+
+def test_chat_window_size_cap() -> None:
+    config = ChunkingConfig(chat_max_messages=3)
+    records = [chat(i, "A", f"m{i}") for i in range(7)]
+    drafts = list(chunk_records(SourceKind.CHAT, records, config))
+    assert [len(d.records) for d in drafts] == [3, 3, 1]
+
+
+def test_one_huge_message_is_split_not_truncated() -> None:
+    text = " ".join(f"word{i}" for i in range(2000))
+    drafts = list(chunk_records(SourceKind.CHAT, [chat(0, "A", text)]))
+    assert len(drafts) > 1
+    joined = " ".join(d.content for d in drafts)
+    assert "word0 " in joined
+    assert "word1999" in joined
+
+
+def test_email_is_one_chunk_per_message_and_long_ones_split() -> None:
+    short = Record(text="Short body", ref="m#1", title="Hi")
+    long = Record(text="para. " * 2000, ref="m#2", title="Long")
+    drafts = list(chunk_records(SourceKind.EMAIL, [short, long]))
+    assert drafts[0].content == "Short body"
+    assert drafts[0].title == "Hi"
+    assert len(drafts) > 2
+    assert all(d.ref == "m#2" for d in drafts[1:])
+
+
+def test_quote_only_email_keeps_the_quote() -> None:
+    record = Record(text="", quoted="> earlier text", ref="m#3", title="Re: x")
+    assert [d.content for d in chunk_records(SourceKind.EMAIL, [record])] == ["> earlier text"]
+
+
+def test_document_chunks_cite_lines_and_headings() -> None:
+    body = "# Queue\n\n" + "Redis costs us ops time. " * 40 + "\n\n## Decision\n\n" + (
+        "We move the queue into SQLite. " * 40
+    )
+    record = Record(text=body, ref="notes/queue.md", title="Queue", meta={"body_line": 5})
+    drafts = list(chunk_records(SourceKind.DOCUMENT, [record]))
+    assert len(drafts) >= 2
+    assert drafts[0].ref == "notes/queue.md:5"
+    decision = next(d for d in drafts if d.content.startswith("## Decision"))
+    assert decision.title == "Queue › Decision"
+    assert decision.ref == "notes/queue.md:9"
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.lists(
+        st.tuples(st.integers(0, 600), st.sampled_from(["A", "B", "C"]),
+                  st.text("abc xyz", min_size=1, max_size=80), st.sampled_from([None, "t1", "t2"])),
+        max_size=80,
+    )
+)
+def test_chat_chunking_keeps_every_message_once_in_order(rows: list[tuple]) -> None:
+    rows = sorted(rows, key=lambda r: r[0])
+    records = [chat(m, a, t, th) for m, a, t, th in rows]
+    kept = [r for r in records if r.text.strip()]
+    drafts = list(chunk_records(SourceKind.CHAT, records))
+    seen = [r for d in drafts for r in d.records]
+    assert sorted(map(id, seen)) == sorted(map(id, kept))
+    for d in drafts:
+        times = [r.ts for r in d.records]
+        assert times == sorted(times)

@@ -1,0 +1,164 @@
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+import stratamem
+from stratamem.errors import SourceFormatError, UnknownFormatError
+from stratamem.ingest import registry
+from stratamem.ingest.model import ReadContext, Record, SourceStream
+from stratamem.types import SourceKind
+
+
+def write_jsonl(path: Path, rows: list[dict[str, object]]) -> Path:
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return path
+
+
+def counts(memory: stratamem.Memory) -> dict[str, int]:
+    one = memory.store.conn.execute
+    return {
+        "sources": one("SELECT count(*) FROM sources").fetchone()[0],
+        "chunks": one("SELECT count(*) FROM chunks").fetchone()[0],
+        "fts": one("SELECT count(*) FROM chunks_fts_docsize").fetchone()[0],
+        "mentions": one("SELECT count(*) FROM entity_index").fetchone()[0],
+        "edges": one("SELECT count(*) FROM entity_edges").fetchone()[0],
+    }
+
+
+NOTES = [
+    {"text": "Alice Chen proposed dropping Redis for SQLite.", "author": "Alice Chen",
+     "timestamp": "2024-03-12T10:00:00Z", "source": "team", "kind": "document"},
+    {"text": "Bob Martins found a migration bug in the release.", "author": "Bob Martins",
+     "timestamp": "2024-03-15T10:00:00Z", "source": "team", "kind": "document"},
+]
+
+
+def test_reingest_of_unchanged_content_adds_nothing(tmp_memory: stratamem.Memory,
+                                                    tmp_path: Path) -> None:
+    path = write_jsonl(tmp_path / "notes.jsonl", NOTES)
+    first = tmp_memory.ingest(path)
+    before = counts(tmp_memory)
+    second = tmp_memory.ingest(path)
+    assert first.added == 2
+    assert second.added == 0
+    assert second.sources[0].unchanged == 2
+    assert second.sources[0].removed == 0
+    assert counts(tmp_memory) == before
+
+
+def test_changed_content_replaces_the_old_chunks(tmp_memory: stratamem.Memory,
+                                                 tmp_path: Path) -> None:
+    path = write_jsonl(tmp_path / "notes.jsonl", NOTES)
+    tmp_memory.ingest(path)
+    changed = [NOTES[0], {**NOTES[1], "text": "Carol Diaz wrote the postmortem."}]
+    report = tmp_memory.ingest(write_jsonl(path, changed))
+    assert (report.added, report.sources[0].removed) == (1, 1)
+    assert tmp_memory.search("migration").total == 0
+    assert tmp_memory.search("postmortem").total == 1
+    assert counts(tmp_memory)["fts"] == counts(tmp_memory)["chunks"] == 2
+
+
+def test_forget_removes_everything_derived(tmp_memory: stratamem.Memory, tmp_path: Path) -> None:
+    keep = write_jsonl(tmp_path / "keep.jsonl", [{"text": "Dan Okafor keeps this"}])
+    tmp_memory.ingest(keep)
+    baseline = counts(tmp_memory)
+    tmp_memory.ingest(write_jsonl(tmp_path / "notes.jsonl", NOTES))
+    assert counts(tmp_memory)["edges"] > baseline["edges"]
+    removed = tmp_memory.forget("jsonl:notes")
+    assert removed == 2
+    assert counts(tmp_memory) == baseline
+    assert tmp_memory.search("redis").total == 0
+    assert tmp_memory.search_entities("alice") == []
+
+
+def test_unknown_path_and_format(tmp_memory: stratamem.Memory, tmp_path: Path) -> None:
+    with pytest.raises(stratamem.IngestError, match="no such file"):
+        tmp_memory.ingest(tmp_path / "missing")
+    odd = tmp_path / "photo.bin"
+    odd.write_bytes(bytes(range(256)) * 10)
+    with pytest.raises(UnknownFormatError, match="photo.bin"):
+        tmp_memory.ingest(odd)
+
+
+class FailingConnector:
+    """Yields a good source, then a source whose records fail half-way, then another good one."""
+
+    name = "failing-test"
+
+    def read(self, path: Path, ctx: ReadContext) -> Iterator[SourceStream]:
+        def good(tag: str) -> Iterator[Record]:
+            for i in range(3):
+                yield Record(text=f"{tag} message {i}", ref=f"{path}:{i}")
+
+        def broken() -> Iterator[Record]:
+            yield Record(text="written before the failure", ref=f"{path}:1")
+            raise SourceFormatError(str(path), "line 2", "unexpected end of data")
+
+        for scope, records in (("a", good("alpha")), ("b", broken()), ("c", good("gamma"))):
+            yield SourceStream(scope=scope, kind=SourceKind.RECORD, platform="test",
+                               location=str(path), records=records)
+
+
+def test_a_failing_source_is_rolled_back_and_the_rest_goes_on(
+    tmp_memory: stratamem.Memory, tmp_path: Path
+) -> None:
+    registry.register("failing-test", FailingConnector, lambda p: 0, "test connector")
+    report = tmp_memory.ingest(tmp_path, kind="failing-test")
+    assert [(s.scope, s.error is None) for s in report.sources] == [
+        ("a", True), ("b", False), ("c", True),
+    ]
+    assert "line 2: unexpected end of data" in (report.sources[1].error or "")
+    assert [s.scope for s in tmp_memory.sources()] == ["a", "c"]
+    assert tmp_memory.search("written before the failure").total == 0
+
+
+CRASH_SCRIPT = """
+import sys, stratamem
+with stratamem.open(sys.argv[1]) as mem:
+    def progress(p):
+        print(p.chunks, flush=True)
+    mem.ingest(sys.argv[2], progress=progress)
+"""
+
+
+@pytest.mark.slow
+def test_a_killed_ingest_leaves_the_store_as_it_was(tmp_path: Path) -> None:
+    db = tmp_path / "crash.db"
+    with stratamem.open(db) as mem:
+        mem.ingest(write_jsonl(tmp_path / "notes.jsonl", NOTES))
+        before = counts(mem)
+    big = tmp_path / "big.jsonl"
+    with big.open("w") as fh:
+        for i in range(200_000):
+            fh.write(json.dumps({"text": f"message {i} about the queue and @bob{i % 50}"}) + "\n")
+    env = {**os.environ, "PYTHONPATH": str(Path(stratamem.__file__).parents[1])}
+    proc = subprocess.Popen(
+        [sys.executable, "-c", CRASH_SCRIPT, str(db), str(big)],
+        stdout=subprocess.PIPE, text=True, env=env,
+    )
+    assert proc.stdout is not None
+    deadline = time.monotonic() + 60
+    written = 0
+    while written < 5000 and time.monotonic() < deadline:
+        line = proc.stdout.readline()
+        if not line:
+            break
+        written = int(line)
+    assert written >= 5000, "the ingest never got going"
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    proc.stdout.close()
+    with stratamem.open(db) as mem:
+        assert counts(mem) == before
+        assert [s.scope for s in mem.sources()] == ["jsonl:notes"]
+        assert mem.store.conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+        mem.store.conn.execute("INSERT INTO chunks_fts(chunks_fts) VALUES ('integrity-check')")
