@@ -18,7 +18,7 @@ SM := $(BIN)/stratamem --db $(DB)
 run: $(STAMP)
 	$(SM) ingest --quiet examples/workspace/slack-export
 	$(SM) ingest --quiet examples/workspace/mail/team.mbox
-	$(SM) ingest --quiet examples/workspace/notes
+	$(SM) ingest --quiet examples/workspace/notes --scope notes:phoenix
 	$(SM) sources
 	$(SM) stats
 	$(SM) search "why did we drop Redis?" --limit 3

@@ -70,16 +70,21 @@ def main() -> None:
                 "mb_per_s": round(size / 1e6 / seconds, 2),
             }
         )
-        print(f"{name}: {rows[-1]['chunks']} chunks in {seconds:.2f}s "
-              f"= {rows[-1]['chunks_per_s']} chunks/s, {rows[-1]['mb_per_s']} MB/s")
+        print(
+            f"{name}: {rows[-1]['chunks']} chunks in {seconds:.2f}s "
+            f"= {rows[-1]['chunks_per_s']} chunks/s, {rows[-1]['mb_per_s']} MB/s"
+        )
     total_chunks = sum(r["chunks"] for r in rows)
     total_seconds = sum(r["seconds"] for r in rows)
     result = {
         "benchmark": "ingest without embeddings",
-        "command": "python benchmarks/ingest.py --repeat %d" % args.repeat,
+        "command": f"python benchmarks/ingest.py --repeat {args.repeat}",
         "date": datetime.now(UTC).isoformat(timespec="seconds"),
-        "machine": {"cpus": os.cpu_count(), "python": platform.python_version(),
-                    "platform": platform.platform()},
+        "machine": {
+            "cpus": os.cpu_count(),
+            "python": platform.python_version(),
+            "platform": platform.platform(),
+        },
         "corpora": rows,
         "overall_chunks_per_s": round(total_chunks / total_seconds),
         "bar_chunks_per_s": 2000,

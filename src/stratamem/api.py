@@ -134,6 +134,6 @@ class Memory:
         return self.store.delete_source(found.id)
 
 
-def open(path: str | Path | None = None) -> Memory:  # noqa: A001  (the public verb)
+def open(path: str | Path | None = None) -> Memory:
     """Open (creating if needed) the store at ``path``, or at :func:`default_db_path`."""
     return Memory(path if path is not None else default_db_path())

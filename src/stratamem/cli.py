@@ -12,6 +12,7 @@ from typing import Any, TypeVar
 
 import click
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
@@ -36,7 +37,7 @@ def handle_errors(func: F) -> F:
         try:
             return func(*args, **kwargs)
         except (StratamemError, ValueError, OSError) as exc:
-            err.print(f"[bold red]error:[/] {exc}", highlight=False, markup=True)
+            err.print(f"[bold red]error:[/] {escape(str(exc))}", highlight=False)
             sys.exit(1)
 
     return wrapper  # type: ignore[return-value]
@@ -97,7 +98,11 @@ def main(ctx: click.Context, db: Path | None) -> None:
 @click.pass_context
 @handle_errors
 def ingest(
-    ctx: click.Context, path: Path, kind: str | None, scope: str | None, quiet: bool,
+    ctx: click.Context,
+    path: Path,
+    kind: str | None,
+    scope: str | None,
+    quiet: bool,
     as_json: bool,
 ) -> None:
     """Read a Slack/Discord export, mailbox, notes folder, IRC log or JSONL file into the store.
@@ -126,7 +131,7 @@ def ingest(
             bar.update(
                 task,
                 description=p.scope,
-                counts=f"{p.records:,} messages · {p.chunks:,} chunks · "
+                counts=f"{p.records:,} items · {p.chunks:,} chunks · "
                 f"{p.chunks / elapsed:,.0f} chunks/s",
             )
 
@@ -141,18 +146,23 @@ def ingest(
 
 def _print_report(report: IngestReport) -> None:
     table = Table(title=f"{report.path} ({report.connector})", title_justify="left")
-    for column in ("source", "kind", "messages", "chunks", "new", "removed", "status"):
-        table.add_column(column, justify="right" if column in {"messages", "chunks"} else "left")
+    for column in ("source", "kind", "items", "chunks", "new", "removed", "status"):
+        table.add_column(column, justify="right" if column in {"items", "chunks"} else "left")
     for s in report.sources:
         status = f"[red]failed: {s.error}[/]" if s.error else "ok"
         table.add_row(
-            s.scope, s.kind, f"{s.records:,}", f"{s.chunks:,}", f"{s.added:,}",
-            f"{s.removed:,}", status,
+            s.scope,
+            s.kind,
+            f"{s.records:,}",
+            f"{s.chunks:,}",
+            f"{s.added:,}",
+            f"{s.removed:,}",
+            status,
         )
     out.print(table)
     rate = report.chunks / report.seconds if report.seconds else 0.0
     out.print(
-        f"{report.records:,} messages → {report.chunks:,} chunks ({report.added:,} new) "
+        f"{report.records:,} items → {report.chunks:,} chunks ({report.added:,} new) "
         f"in {report.seconds:.2f}s, {rate:,.0f} chunks/s"
     )
     if report.problems:
@@ -174,8 +184,13 @@ def sources(ctx: click.Context, as_json: bool) -> None:
         _print_json(
             [
                 {
-                    "id": s.id, "scope": s.scope, "kind": s.kind.value, "platform": s.platform,
-                    "location": s.location, "chunks": s.chunk_count, "locked": s.locked,
+                    "id": s.id,
+                    "scope": s.scope,
+                    "kind": s.kind.value,
+                    "platform": s.platform,
+                    "location": s.location,
+                    "chunks": s.chunk_count,
+                    "locked": s.locked,
                     "ingested_at": rfc3339(s.ingested_at),
                 }
                 for s in found
@@ -183,10 +198,10 @@ def sources(ctx: click.Context, as_json: bool) -> None:
         )
         return
     table = Table()
-    for column in ("id", "scope", "kind", "platform", "chunks", "location"):
-        table.add_column(column)
+    for column in ("scope", "kind", "platform", "chunks", "id"):
+        table.add_column(column, no_wrap=True, justify="right" if column == "chunks" else "left")
     for s in found:
-        table.add_row(s.id, s.scope, s.kind.value, s.platform, f"{s.chunk_count:,}", s.location)
+        table.add_row(s.scope, s.kind.value, s.platform, f"{s.chunk_count:,}", s.id)
     out.print(table)
 
 
@@ -202,8 +217,11 @@ def stats(ctx: click.Context, as_json: bool) -> None:
         return
     table = Table(show_header=False)
     for key, value in data.items():
-        shown = ", ".join(f"{k}: {v:,}" for k, v in value.items()) if isinstance(value, dict) \
+        shown = (
+            ", ".join(f"{k}: {v:,}" for k, v in value.items())
+            if isinstance(value, dict)
             else (f"{value:,}" if isinstance(value, int) else str(value))
+        )
         table.add_row(key, shown)
     out.print(table)
 
@@ -219,8 +237,14 @@ def stats(ctx: click.Context, as_json: bool) -> None:
 @click.pass_context
 @handle_errors
 def search(
-    ctx: click.Context, query: str, sources_: tuple[str, ...], kinds: tuple[str, ...],
-    since: str | None, until: str | None, limit: int, as_json: bool,
+    ctx: click.Context,
+    query: str,
+    sources_: tuple[str, ...],
+    kinds: tuple[str, ...],
+    since: str | None,
+    until: str | None,
+    limit: int,
+    as_json: bool,
 ) -> None:
     """Search the store; each hit says where it came from and why it matched.
 
@@ -250,17 +274,18 @@ def _print_hits(response: QueryResponse) -> None:
 
 
 def _print_hit(rank: int, hit: RetrievalHit) -> None:
-    when = rfc3339(hit.time_range_start) or "undated"
-    who = f" · {hit.author}" if hit.author else ""
-    out.print(
-        f"[bold]{rank}. {hit.title or hit.tree_scope}[/]  [dim]{hit.tree_scope} · {when}{who}[/]",
-        highlight=False,
-    )
+    details = [hit.tree_scope, rfc3339(hit.time_range_start) or "undated"]
+    if hit.author:
+        details.append(hit.author)
+    title = f"{escape(hit.title)}  " if hit.title else ""
+    out.print(f"[bold]{rank}. {title}[/][dim]{escape(' · '.join(details))}[/]", highlight=False)
     text = hit.snippet or hit.content[:240]
     out.print("   " + " ".join(text.split()), highlight=False, markup=False)
     reasons = ", ".join(f"{k} {v}" for k, v in hit.explain.items())
-    out.print(f"   [dim]{hit.node_id} · {hit.source_ref} · score {hit.score:.3f} ({reasons})[/]",
-              highlight=False)
+    cite = escape(hit.source_ref or "")
+    out.print(
+        f"   [dim]{hit.node_id} · {cite} · score {hit.score:.3f} ({reasons})[/]", highlight=False
+    )
 
 
 @main.command()
@@ -274,11 +299,16 @@ def show(ctx: click.Context, node_id: str, as_json: bool) -> None:
     if as_json:
         _print_json(hit.to_dict())
         return
-    out.print(f"[bold]{hit.title or hit.node_id}[/]", highlight=False)
-    out.print(f"[dim]{hit.node_id} · {hit.tree_scope} · {hit.source_ref}[/]", highlight=False)
+    out.print(f"[bold]{escape(hit.title or hit.node_id)}[/]", highlight=False)
+    out.print(
+        f"[dim]{hit.node_id} · {escape(hit.tree_scope)} · {escape(hit.source_ref or '')}[/]",
+        highlight=False,
+    )
     start, end = rfc3339(hit.time_range_start), rfc3339(hit.time_range_end)
-    out.print(f"[dim]{start} → {end}{' · ' + hit.author if hit.author else ''}[/]",
-              highlight=False)
+    out.print(
+        f"[dim]{start} → {end}{escape(' · ' + hit.author) if hit.author else ''}[/]",
+        highlight=False,
+    )
     out.print()
     out.print(hit.content, highlight=False, markup=False)
     if hit.entities:
@@ -288,8 +318,12 @@ def show(ctx: click.Context, node_id: str, as_json: bool) -> None:
 
 @main.command()
 @click.argument("query")
-@click.option("--kind", "kinds", multiple=True,
-              help="Entity kind: person, email, handle, channel, tag, url, note, topic.")
+@click.option(
+    "--kind",
+    "kinds",
+    multiple=True,
+    help="Entity kind: person, email, handle, channel, tag, url, note, topic.",
+)
 @click.option("--limit", default=10, show_default=True)
 @json_option
 @click.pass_context
@@ -320,7 +354,10 @@ def entities(
         table.add_column(column)
     for m in matches:
         table.add_row(
-            m.canonical_id, m.kind, str(m.mention_count), rfc3339(m.last_seen) or "",
+            m.canonical_id,
+            m.kind,
+            str(m.mention_count),
+            rfc3339(m.last_seen) or "",
             ", ".join(e for e, _ in related[m.canonical_id]),
         )
     out.print(table)
@@ -338,4 +375,4 @@ def forget(ctx: click.Context, source: str, yes: bool) -> None:
     if not yes and sys.stdin.isatty():
         click.confirm(f"forget {found.scope} ({found.chunk_count:,} chunks)?", abort=True)
     removed = memory.forget(found.id)
-    out.print(f"forgot {found.scope}: {removed:,} chunks removed", highlight=False)
+    out.print(f"forgot {escape(found.scope)}: {removed:,} chunks removed", highlight=False)

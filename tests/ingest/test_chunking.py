@@ -13,8 +13,13 @@ T0 = datetime(2024, 3, 11, 9, 0, tzinfo=UTC)
 
 
 def chat(minutes: int, author: str, text: str, thread: str | None = None) -> Record:
-    return Record(text=text, ref=f"c#{minutes}", ts=T0 + timedelta(minutes=minutes),
-                  author=author, thread=thread)
+    return Record(
+        text=text,
+        ref=f"c#{minutes}",
+        ts=T0 + timedelta(minutes=minutes),
+        author=author,
+        thread=thread,
+    )
 
 
 def test_chat_windows_split_on_time_gap_and_keep_authors() -> None:
@@ -68,8 +73,11 @@ def test_quote_only_email_keeps_the_quote() -> None:
 
 
 def test_document_chunks_cite_lines_and_headings() -> None:
-    body = "# Queue\n\n" + "Redis costs us ops time. " * 40 + "\n\n## Decision\n\n" + (
-        "We move the queue into SQLite. " * 40
+    body = (
+        "# Queue\n\n"
+        + "Redis costs us ops time. " * 40
+        + "\n\n## Decision\n\n"
+        + ("We move the queue into SQLite. " * 40)
     )
     record = Record(text=body, ref="notes/queue.md", title="Queue", meta={"body_line": 5})
     drafts = list(chunk_records(SourceKind.DOCUMENT, [record]))
@@ -83,8 +91,12 @@ def test_document_chunks_cite_lines_and_headings() -> None:
 @settings(max_examples=60, deadline=None)
 @given(
     st.lists(
-        st.tuples(st.integers(0, 600), st.sampled_from(["A", "B", "C"]),
-                  st.text("abc xyz", min_size=1, max_size=80), st.sampled_from([None, "t1", "t2"])),
+        st.tuples(
+            st.integers(0, 600),
+            st.sampled_from(["A", "B", "C"]),
+            st.text("abc xyz", min_size=1, max_size=80),
+            st.sampled_from([None, "t1", "t2"]),
+        ),
         max_size=80,
     )
 )

@@ -35,15 +35,26 @@ def counts(memory: stratamem.Memory) -> dict[str, int]:
 
 
 NOTES = [
-    {"text": "Alice Chen proposed dropping Redis for SQLite.", "author": "Alice Chen",
-     "timestamp": "2024-03-12T10:00:00Z", "source": "team", "kind": "document"},
-    {"text": "Bob Martins found a migration bug in the release.", "author": "Bob Martins",
-     "timestamp": "2024-03-15T10:00:00Z", "source": "team", "kind": "document"},
+    {
+        "text": "Alice Chen proposed dropping Redis for SQLite.",
+        "author": "Alice Chen",
+        "timestamp": "2024-03-12T10:00:00Z",
+        "source": "team",
+        "kind": "document",
+    },
+    {
+        "text": "Bob Martins found a migration bug in the release.",
+        "author": "Bob Martins",
+        "timestamp": "2024-03-15T10:00:00Z",
+        "source": "team",
+        "kind": "document",
+    },
 ]
 
 
-def test_reingest_of_unchanged_content_adds_nothing(tmp_memory: stratamem.Memory,
-                                                    tmp_path: Path) -> None:
+def test_reingest_of_unchanged_content_adds_nothing(
+    tmp_memory: stratamem.Memory, tmp_path: Path
+) -> None:
     path = write_jsonl(tmp_path / "notes.jsonl", NOTES)
     first = tmp_memory.ingest(path)
     before = counts(tmp_memory)
@@ -55,8 +66,9 @@ def test_reingest_of_unchanged_content_adds_nothing(tmp_memory: stratamem.Memory
     assert counts(tmp_memory) == before
 
 
-def test_changed_content_replaces_the_old_chunks(tmp_memory: stratamem.Memory,
-                                                 tmp_path: Path) -> None:
+def test_changed_content_replaces_the_old_chunks(
+    tmp_memory: stratamem.Memory, tmp_path: Path
+) -> None:
     path = write_jsonl(tmp_path / "notes.jsonl", NOTES)
     tmp_memory.ingest(path)
     changed = [NOTES[0], {**NOTES[1], "text": "Carol Diaz wrote the postmortem."}]
@@ -81,11 +93,11 @@ def test_forget_removes_everything_derived(tmp_memory: stratamem.Memory, tmp_pat
 
 
 def test_unknown_path_and_format(tmp_memory: stratamem.Memory, tmp_path: Path) -> None:
-    with pytest.raises(stratamem.IngestError, match="no such file"):
+    with pytest.raises(stratamem.IngestError, match=r"no such file"):
         tmp_memory.ingest(tmp_path / "missing")
     odd = tmp_path / "photo.bin"
     odd.write_bytes(bytes(range(256)) * 10)
-    with pytest.raises(UnknownFormatError, match="photo.bin"):
+    with pytest.raises(UnknownFormatError, match=r"photo\.bin"):
         tmp_memory.ingest(odd)
 
 
@@ -104,8 +116,13 @@ class FailingConnector:
             raise SourceFormatError(str(path), "line 2", "unexpected end of data")
 
         for scope, records in (("a", good("alpha")), ("b", broken()), ("c", good("gamma"))):
-            yield SourceStream(scope=scope, kind=SourceKind.RECORD, platform="test",
-                               location=str(path), records=records)
+            yield SourceStream(
+                scope=scope,
+                kind=SourceKind.RECORD,
+                platform="test",
+                location=str(path),
+                records=records,
+            )
 
 
 def test_a_failing_source_is_rolled_back_and_the_rest_goes_on(
@@ -114,7 +131,9 @@ def test_a_failing_source_is_rolled_back_and_the_rest_goes_on(
     registry.register("failing-test", FailingConnector, lambda p: 0, "test connector")
     report = tmp_memory.ingest(tmp_path, kind="failing-test")
     assert [(s.scope, s.error is None) for s in report.sources] == [
-        ("a", True), ("b", False), ("c", True),
+        ("a", True),
+        ("b", False),
+        ("c", True),
     ]
     assert "line 2: unexpected end of data" in (report.sources[1].error or "")
     assert [s.scope for s in tmp_memory.sources()] == ["a", "c"]
@@ -143,7 +162,9 @@ def test_a_killed_ingest_leaves_the_store_as_it_was(tmp_path: Path) -> None:
     env = {**os.environ, "PYTHONPATH": str(Path(stratamem.__file__).parents[1])}
     proc = subprocess.Popen(
         [sys.executable, "-c", CRASH_SCRIPT, str(db), str(big)],
-        stdout=subprocess.PIPE, text=True, env=env,
+        stdout=subprocess.PIPE,
+        text=True,
+        env=env,
     )
     assert proc.stdout is not None
     deadline = time.monotonic() + 60

@@ -39,22 +39,24 @@ def test_newer_schema_is_refused(tmp_path: Path) -> None:
 def test_a_file_that_is_not_sqlite_is_a_clear_error(tmp_path: Path) -> None:
     path = tmp_path / "junk.db"
     path.write_bytes(b"this is not a database" * 100)
-    with pytest.raises(StoreError, match="junk.db"):
+    with pytest.raises(StoreError, match=r"junk\.db"):
         SQLiteStore(path)
 
 
 def test_transaction_rolls_back_on_error(tmp_path: Path) -> None:
     from stratamem.types import SourceKind
 
+    def add_then_fail(store: SQLiteStore, scope: str) -> None:
+        with store.transaction():
+            store.upsert_source(scope=scope, kind=SourceKind.CHAT, platform="p", location="l")
+            raise RuntimeError(scope)
+
     with SQLiteStore(tmp_path / "t.db") as store:
-        with pytest.raises(RuntimeError), store.transaction():
-            store.upsert_source(scope="x", kind=SourceKind.CHAT, platform="p", location="l")
-            raise RuntimeError("boom")
+        with pytest.raises(RuntimeError):
+            add_then_fail(store, "x")
         assert store.sources() == []
         with store.transaction():
-            with pytest.raises(RuntimeError), store.transaction():
-                store.upsert_source(scope="inner", kind=SourceKind.CHAT, platform="p",
-                                    location="l")
-                raise RuntimeError("inner")
+            with pytest.raises(RuntimeError):
+                add_then_fail(store, "inner")
             store.upsert_source(scope="outer", kind=SourceKind.CHAT, platform="p", location="l")
         assert [s.scope for s in store.sources()] == ["outer"]

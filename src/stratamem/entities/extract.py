@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Iterable, Set
 
 from stratamem.entities.stopwords import STOPWORDS
 from stratamem.ingest.model import Record
@@ -19,9 +19,10 @@ _EMAIL = re.compile(r"(?<![\w.+-])[\w.+-]+@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*\.[A
 _URL = re.compile(r"https?://[^\s<>\"'`]+", re.IGNORECASE)
 _HANDLE = re.compile(r"(?<![\w@.])@([A-Za-z][\w.-]{1,38})")
 _HASHTAG = re.compile(r"(?<![\w#&/])#([A-Za-z][\w-]{1,49})")
-_WORD = re.compile(r"[A-Za-z][A-Za-z0-9'+-]*[A-Za-z0-9+]|[A-Za-z]")
+_LONG_WORD = re.compile(r"\b[a-z][a-z0-9'+-]{3,}[a-z0-9+]")
 _PROPER = re.compile(r"\b(?:[A-Z][a-z]+|[A-Z]{2,}[a-z]*)(?:[ \t]+(?:[A-Z][a-z]+|[A-Z]{2,}))+\b")
 _CAMEL = re.compile(r"\b[A-Z]?[a-z]+[A-Z][A-Za-z]+\b|\b[A-Z][a-z]*[A-Z][A-Za-z]*\b")
+_LINK_TARGET = re.compile(r"\[\[([^\]\n]+)\]\]|\]\(([^)\s]+)\)")
 _HEX_COLOUR = re.compile(r"[0-9a-fA-F]{3,8}")
 _TRAILING = ".,;:!?)]}'\"-_"
 _TOPICS_PER_CHUNK = 3
@@ -33,7 +34,7 @@ def canonical(kind: str, value: str) -> str:
 
 class _Collector:
     def __init__(self) -> None:
-        self.seen: dict[str, Mention] = {}
+        self.seen: dict[str, Mention | None] = {}
 
     def add(self, kind: str, value: str | None, surface: str | None = None) -> None:
         if not value:
@@ -44,13 +45,27 @@ class _Collector:
         self.seen[entity_id] = Mention(entity_id, kind, (surface or value).strip())
 
     def result(self) -> list[Mention]:
-        return list(self.seen.values())
+        return [m for m in self.seen.values() if m is not None]
 
 
 def extract(
     content: str, records: Iterable[Record], *, scope: str, kind: SourceKind
 ) -> list[Mention]:
     """The entities of one chunk: from its records' structured fields, then from its text."""
+    found, handles_to_skip = record_mentions(content, records, scope=scope, kind=kind)
+    return found + text_mentions(
+        content, skip_ids={m.entity_id for m in found}, skip_handles=handles_to_skip
+    )
+
+
+def record_mentions(
+    content: str, records: Iterable[Record], *, scope: str, kind: SourceKind
+) -> tuple[list[Mention], frozenset[str]]:
+    """Entities from structured fields (authors, recipients, mentions, tags, links).
+
+    Also returns the lowercased words of resolved mention names: ``@Alice Chen`` in the text
+    is that person, not a handle ``alice``.
+    """
     out = _Collector()
     if kind is SourceKind.CHAT:
         out.add("channel", scope)
@@ -64,27 +79,47 @@ def extract(
             mention_words.update(part.lower() for part in name.split())
         for tag in record.tags:
             out.add("tag", tag.lstrip("#"))
-        for link in record.links:
+        links = record.links
+        if kind is SourceKind.DOCUMENT and len(links) > 8:
+            # A long document's links belong to the chunk that holds them, not to every chunk.
+            links = tuple(_links_in(content, links))
+        for link in links:
             if _URL.match(link):
                 out.add("url", _normal_url(link), link)
             else:
                 out.add("note", link)
-    for match in _EMAIL.finditer(content):
-        out.add("email", match.group(0))
-    for match in _URL.finditer(content):
-        out.add("url", _normal_url(match.group(0)), match.group(0))
-    for match in _HANDLE.finditer(content):
-        handle = match.group(1).rstrip(_TRAILING)
-        if handle.lower() not in mention_words:
-            out.add("handle", handle, "@" + handle)
-    if kind is not SourceKind.DOCUMENT or "#" in content:
+    return out.result(), frozenset(mention_words)
+
+
+def text_mentions(
+    content: str, *, skip_ids: Set[str] = frozenset(), skip_handles: Set[str] = frozenset()
+) -> list[Mention]:
+    """Entities found in the text: addresses, URLs, handles, hashtags and topic keyphrases."""
+    out = _Collector()
+    out.seen = dict.fromkeys(skip_ids)
+    # The cheap substring tests skip most regex scans: most chunks hold no '@', '://' or '#'.
+    if "@" in content:
+        for match in _EMAIL.finditer(content):
+            out.add("email", match.group(0))
+        for match in _HANDLE.finditer(content):
+            handle = match.group(1).rstrip(_TRAILING)
+            if handle.lower() not in skip_handles:
+                out.add("handle", handle, "@" + handle)
+    if "://" in content:
+        for match in _URL.finditer(content):
+            out.add("url", _normal_url(match.group(0)), match.group(0))
+    if "#" in content:
         for match in _HASHTAG.finditer(content):
             tag = match.group(1).rstrip(_TRAILING)
             if not _HEX_COLOUR.fullmatch(tag):
                 out.add("tag", tag, "#" + tag)
+    # A name already known as a person is not also a topic ("Alice Chen: …" lines repeat it).
+    names = {e.partition(":")[2] for e in out.seen if e.startswith(("person:", "note:"))}
+    names |= {word for name in names for word in name.split()} | set(skip_handles)
     for phrase in topics(content):
-        out.add("topic", phrase)
-    return out.result()
+        if phrase not in names:
+            out.add("topic", phrase)
+    return [m for m in out.seen.values() if m is not None]
 
 
 def _person_or_address(out: _Collector, name: str | None, address: str | None) -> None:
@@ -92,6 +127,28 @@ def _person_or_address(out: _Collector, name: str | None, address: str | None) -
         out.add("email", address)
     if name and not _EMAIL.fullmatch(name.strip()):
         out.add("person", name)
+
+
+def _links_in(content: str, links: tuple[str, ...]) -> list[str]:
+    global _stem_cache
+    if _stem_cache[0] is not links:
+        by_stem: dict[str, list[str]] = {}
+        for link in links:
+            stem = link.rstrip("/").rsplit("/", 1)[-1].removesuffix(".md").lower()
+            by_stem.setdefault(stem, []).append(link)
+        _stem_cache = (links, by_stem)
+    by_stem = _stem_cache[1]
+    found: list[str] = []
+    for match in _LINK_TARGET.finditer(content):
+        target = match.group(1) or match.group(2)
+        stem = target.split("|")[0].split("#")[0].rstrip("/").rsplit("/", 1)[-1]
+        for link in by_stem.get(stem.removesuffix(".md").lower(), ()):
+            if link not in found:
+                found.append(link)
+    return found
+
+
+_stem_cache: tuple[tuple[str, ...] | None, dict[str, list[str]]] = (None, {})
 
 
 def _normal_url(url: str) -> str:
@@ -119,11 +176,8 @@ def topics(text: str, limit: int = _TOPICS_PER_CHUNK) -> list[str]:
         word = match.group(0)
         if len(word) >= 4:
             scores[word.lower()] += 2
-    counts = Counter(
-        w.lower() for w in _WORD.findall(text) if len(w) >= 5 and w.lower() not in STOPWORDS
-    )
-    for word, count in counts.items():
-        if count >= 2:
+    for word, count in Counter(_LONG_WORD.findall(text.lower())).items():
+        if count >= 2 and word not in STOPWORDS:
             scores[word] += count
     ranked = sorted(scores.items(), key=lambda item: (-item[1], item[0]))
     return [phrase for phrase, score in ranked[:limit] if score >= 2]

@@ -1,7 +1,7 @@
 """A small English stopword list, shared by keyphrase extraction and query building."""
 
-STOPWORDS = frozenset(
-    """a about above after again against all also am an and any are aren't as at be because been
+_WORDS = """
+    a about above after again against all also am an and any are aren't as at be because been
     before being below between both but by can can't cannot could couldn't did didn't do does
     doesn't doing don't down during each few for from further get gets got had hadn't has hasn't
     have haven't having he he'd he'll he's her here here's hers herself him himself his how how's
@@ -13,5 +13,6 @@ STOPWORDS = frozenset(
     we've were weren't what what's when when's where where's which while who who's whom why
     why's will with won't would wouldn't yes yet you you'd you'll you're you've your yours
     yourself yourselves one two also may might much many well still even back going want know
-    think make really thanks thank hi hello ok okay sure yeah yep""".split()
-)
+    think make really thanks thank hi hello ok okay sure yeah yep"""
+
+STOPWORDS = frozenset(_WORDS.split())

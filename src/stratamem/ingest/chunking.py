@@ -24,8 +24,8 @@ class ChunkingConfig:
     doc_max: int = 1200
     doc_overlap: int = 80
     chat_gap: timedelta = timedelta(minutes=30)
-    chat_max_chars: int = 1500
-    chat_max_messages: int = 25
+    chat_max_chars: int = 1000
+    chat_max_messages: int = 20
     email_max_chars: int = 4000
 
 
@@ -108,8 +108,10 @@ def _email(record: Record, config: ChunkingConfig) -> Iterator[Draft]:
     if len(text) <= config.email_max_chars:
         spans = [(0, len(text))]
     else:
-        spans = [(s.start, s.end) for s in split_text(text, target=2000, min_chars=1000,
-                                                        max_chars=config.email_max_chars)]
+        spans = [
+            (s.start, s.end)
+            for s in split_text(text, target=2000, min_chars=1000, max_chars=config.email_max_chars)
+        ]
     for part, (start, end) in enumerate(spans):
         content = text[start:end].strip()
         if content:
@@ -147,10 +149,10 @@ def _chat_windows(records: Iterable[Record], config: ChunkingConfig) -> Iterator
         line = f"{record.author}: {text}" if record.author else text
         now = record.ts
         for key in list(open_windows):
-            window = open_windows[key]
-            if now and window.last and now - window.last > config.chat_gap:
+            last = open_windows[key].last
+            if now and last and now - last > config.chat_gap:
                 ready.append(open_windows.pop(key))
-        window = open_windows.get(record.thread)
+        window: _Window | None = open_windows.get(record.thread)
         if window and (
             window.chars + len(line) > config.chat_max_chars
             or len(window.records) >= config.chat_max_messages
@@ -179,8 +181,13 @@ def _chat_drafts(window: _Window, config: ChunkingConfig) -> Iterator[Draft]:
     for record in window.records:
         tags.extend(t for t in record.tags if t not in tags)
     # Only a single oversized message makes a window this long: split it like a document.
-    spans = split_text(content, target=config.chat_max_chars, min_chars=config.chat_max_chars // 2,
-                       max_chars=config.chat_max_chars * 2, overlap=config.doc_overlap)
+    spans = split_text(
+        content,
+        target=config.chat_max_chars,
+        min_chars=config.chat_max_chars // 2,
+        max_chars=config.chat_max_chars * 2,
+        overlap=config.doc_overlap,
+    )
     for part, span in enumerate(spans):
         meta: dict[str, object] = {"messages": len(window.records)}
         if len(spans) > 1:

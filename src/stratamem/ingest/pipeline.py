@@ -6,24 +6,26 @@ path go on. Malformed items inside a source are skipped and reported by the conn
 
 from __future__ import annotations
 
-import hashlib
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from itertools import islice
 from pathlib import Path
 from typing import Any
 
-from stratamem.entities.extract import extract
-from stratamem.errors import IngestError, StratamemError
+from stratamem.entities.extract import text_mentions
+from stratamem.errors import IngestError
 from stratamem.ingest import registry
-from stratamem.ingest.chunking import ChunkingConfig, Draft, chunk_records
-from stratamem.ingest.model import Problem, ReadContext, SourceStream
-from stratamem.ingest.tokens import estimate_tokens
+from stratamem.ingest.chunking import ChunkingConfig
+from stratamem.ingest.model import Problem
+from stratamem.ingest.reader import (
+    Event,
+    Row,
+    StreamInfo,
+    fork_available,
+    read_events,
+    read_in_process,
+)
 from stratamem.store.sqlite.store import SQLiteStore, to_ms
-from stratamem.types import Chunk
-
-_BATCH = 512
 
 
 @dataclass(slots=True)
@@ -77,9 +79,15 @@ class IngestReport:
             "added": self.added,
             "sources": [
                 {
-                    "scope": s.scope, "source_id": s.source_id, "kind": s.kind,
-                    "platform": s.platform, "records": s.records, "chunks": s.chunks,
-                    "added": s.added, "unchanged": s.unchanged, "removed": s.removed,
+                    "scope": s.scope,
+                    "source_id": s.source_id,
+                    "kind": s.kind,
+                    "platform": s.platform,
+                    "records": s.records,
+                    "chunks": s.chunks,
+                    "added": s.added,
+                    "unchanged": s.unchanged,
+                    "removed": s.removed,
                     "error": s.error,
                 }
                 for s in self.sources
@@ -109,108 +117,108 @@ def ingest_path(
     scope: str | None = None,
     config: ChunkingConfig | None = None,
     progress: ProgressCallback | None = None,
+    parallel: bool | None = None,
 ) -> IngestReport:
+    """Ingest ``path``. ``parallel`` reads in a child process while this one writes; by
+    default it does so where ``fork`` exists and there is more than one CPU."""
     path = Path(path).expanduser()
     if not path.exists():
         raise IngestError(f"{path}: no such file or directory")
     connector = registry.get(kind) if kind else registry.detect(path)
-    ctx = ReadContext(scope=scope)
-    report = IngestReport(path=str(path), connector=connector.name, problems=ctx.problems)
+    report = IngestReport(path=str(path), connector=connector.name)
     counts = Progress()
     started = time.perf_counter()
-    streams = connector.read(path, ctx)
-    while True:
-        try:
-            stream = next(streams)
-        except StopIteration:
-            break
-        except StratamemError as exc:
+    use_process = fork_available() if parallel is None else parallel
+    reader = read_in_process if use_process else read_events
+    events = reader(connector, path, scope, config)
+    for event in events:
+        tag = event[0]
+        if tag == "problem":
+            report.problems.append(event[1])
+        elif tag == "fatal":
             # The connector could not even open the next source: nothing of it was written.
-            report.sources.append(SourceResult(scope=scope or str(path), error=str(exc)))
-            break
-        result = SourceResult(scope=stream.scope, kind=stream.kind.value, platform=stream.platform)
-        report.sources.append(result)
-        try:
-            with store.transaction():
-                _ingest_stream(store, stream, result, config, counts, progress)
-        except (StratamemError, OSError, UnicodeError, ValueError) as exc:
-            result.error = str(exc)
-            result.added = result.removed = 0
+            report.sources.append(SourceResult(scope=scope or str(path), error=event[1]))
+        elif tag == "crash":
+            raise IngestError(f"{path}: reading failed unexpectedly:\n{event[1]}")
+        elif tag == "stream":
+            info: StreamInfo = event[1]
+            result = SourceResult(scope=info.scope, kind=info.kind.value, platform=info.platform)
+            report.sources.append(result)
+            try:
+                with store.transaction():
+                    _write_stream(store, info, events, result, report, counts, progress)
+            except _StreamFailed as exc:
+                result.error = str(exc)
+                result.added = result.removed = 0
     report.seconds = time.perf_counter() - started
     return report
 
 
-def _ingest_stream(
+class _StreamFailed(Exception):
+    pass
+
+
+def _write_stream(
     store: SQLiteStore,
-    stream: SourceStream,
+    info: StreamInfo,
+    events: Iterator[Event],
     result: SourceResult,
-    config: ChunkingConfig | None,
+    report: IngestReport,
     counts: Progress,
     progress: ProgressCallback | None,
 ) -> None:
+    """Consume one source's events inside the caller's transaction."""
     sid = store.upsert_source(
-        scope=stream.scope,
-        kind=stream.kind,
-        platform=stream.platform,
-        location=stream.location,
-        title=stream.title,
-        meta=stream.meta,
+        scope=info.scope,
+        kind=info.kind,
+        platform=info.platform,
+        location=info.location,
+        title=info.title,
+        meta=info.meta,
     )
     result.source_id = sid
-    counts.scope = stream.scope
+    counts.scope = info.scope
     store.begin_keep()
-
-    def counted() -> Iterator[Any]:
-        for record in stream.records:
-            result.records += 1
-            counts.records += 1
-            yield record
-
-    drafts = chunk_records(stream.kind, counted(), config)
-    seq = 0
-    while batch := list(islice(drafts, _BATCH)):
-        chunks = []
-        for draft in batch:
-            chunks.append(_make_chunk(sid, seq, draft))
-            seq += 1
-        ids = [c.id for c, _ in chunks]
-        existing = store.existing_ids(ids)
-        fresh = [(c, d) for (c, d) in chunks if c.id not in existing]
-        store.insert_chunks((c, d.meta) for c, d in fresh)
-        store.insert_mentions(
-            (c.id, sid, m, to_ms(c.time_start))
-            for c, d in fresh
-            for m in extract(c.content, d.records, scope=stream.scope, kind=stream.kind)
-        )
-        store.keep(ids)
-        result.chunks += len(chunks)
-        result.added += len(fresh)
-        counts.chunks += len(chunks)
-        if progress is not None:
-            progress(counts)
+    for event in events:
+        tag = event[0]
+        if tag == "rows":
+            rows: list[Row] = event[1]
+            result.added += _write_rows(store, sid, rows)
+            result.chunks += len(rows)
+            result.records += event[2]
+            counts.chunks += len(rows)
+            counts.records += event[2]
+            if progress is not None:
+                progress(counts)
+        elif tag == "problem":
+            report.problems.append(event[1])
+        elif tag == "end":
+            result.records += event[1]
+            counts.records += event[1]
+            break
+        elif tag == "stream_error":
+            raise _StreamFailed(event[1])
+        elif tag == "crash":
+            raise IngestError(f"{info.location}: reading failed unexpectedly:\n{event[1]}")
+        else:
+            raise IngestError(f"{info.location}: the source ended without being completed")
     result.removed = store.prune_source(sid)
     if result.added or result.removed:
         store.rebuild_edges(sid)
 
 
-def _make_chunk(source_id: str, seq: int, draft: Draft) -> tuple[Chunk, Draft]:
-    sha = hashlib.sha256(draft.content.encode()).hexdigest()
-    node = hashlib.sha256(f"{source_id}\x00{seq}\x00{sha}".encode()).hexdigest()[:32]
-    start, end = draft.time_range
-    chunk = Chunk(
-        id=node,
-        source_id=source_id,
-        seq=seq,
-        content=draft.content,
-        token_count=estimate_tokens(draft.content),
-        time_start=start,
-        time_end=end,
-        author=draft.author,
-        title=draft.title,
-        tags=draft.tags,
-        source_ref=draft.ref,
-        thread=draft.thread,
-        doc_id=draft.doc,
-        content_sha256=sha,
+def _write_rows(store: SQLiteStore, sid: str, rows: list[Row]) -> int:
+    """Insert the chunks not already stored, with their entity rows; returns how many."""
+    ids = [row[0].id for row in rows]
+    existing = store.existing_ids(ids)
+    fresh = [row for row in rows if row[0].id not in existing]
+    store.insert_chunks((chunk, meta) for chunk, meta, _, _ in fresh)
+    store.insert_mentions(
+        (chunk.id, sid, mention, ms)
+        for chunk, _, fields, skip in fresh
+        for ms in (to_ms(chunk.time_start),)
+        for mention in fields
+        + text_mentions(chunk.content, skip_ids={m.entity_id for m in fields}, skip_handles=skip)
     )
-    return chunk, draft
+    store.keep(ids)
+    return len(fresh)

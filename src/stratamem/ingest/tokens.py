@@ -10,10 +10,9 @@ from __future__ import annotations
 import re
 
 _PIECES = re.compile(r"\w+|[^\w\s]")
+_LONG = re.compile(r"\w{9,}")
 
 
 def estimate_tokens(text: str) -> int:
-    count = 0
-    for piece in _PIECES.findall(text):
-        count += 1 + (len(piece) - 1) // 8
-    return count
+    extra = sum((len(word) - 1) // 8 for word in _LONG.findall(text))
+    return len(_PIECES.findall(text)) + extra

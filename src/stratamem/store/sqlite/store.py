@@ -82,8 +82,14 @@ class SQLiteStore:
                  location = excluded.location, title = excluded.title, meta = excluded.meta,
                  ingested_at = excluded.ingested_at""",
             (
-                sid, scope, kind.value, platform, location, title,
-                json.dumps(meta or {}, default=str), to_ms(datetime.now(UTC)),
+                sid,
+                scope,
+                kind.value,
+                platform,
+                location,
+                title,
+                json.dumps(meta or {}, default=str),
+                to_ms(datetime.now(UTC)),
             ),
         )
         return sid
@@ -131,9 +137,21 @@ class SQLiteStore:
                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)""",
             (
                 (
-                    c.id, c.source_id, c.seq, c.content, c.title, c.token_count, c.author,
-                    to_ms(c.time_start), to_ms(c.time_end), json.dumps(list(c.tags)),
-                    c.source_ref, c.thread, c.doc_id, c.version, c.content_sha256,
+                    c.id,
+                    c.source_id,
+                    c.seq,
+                    c.content,
+                    c.title,
+                    c.token_count,
+                    c.author,
+                    to_ms(c.time_start),
+                    to_ms(c.time_end),
+                    json.dumps(list(c.tags)),
+                    c.source_ref,
+                    c.thread,
+                    c.doc_id,
+                    c.version,
+                    c.content_sha256,
                     json.dumps(meta, default=str) if meta else "{}",
                 )
                 for c, meta in chunks

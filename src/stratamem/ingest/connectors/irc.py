@@ -1,0 +1,368 @@
+"""IRC-style chat logs: ``[12:18] <nick> text``, ``[12:18] * nick waves``, ``=== system``.
+
+One file or a folder of ``.txt``/``.log`` files is one chat source; each spoken line is one
+:class:`Record` cited as ``file:line`` (1-based). Files in a folder that do not look like logs
+(the reply annotations beside the Ubuntu logs) are reported and left out.
+
+Times. A line may carry a full timestamp (``[2024-03-11 12:18:02]``, ``2024-03-11T12:18:02``);
+otherwise it carries a clock time and the date comes from the file name (``2004-11-15_03.raw.txt``)
+or, failing that, from the file's modification time (reported once). Clock times are read as
+steps forward from the previous line, so a time earlier than the one before means the next day.
+Two things the Ubuntu logs need:
+
+* Some old logs use a 12-hour clock without am/pm (``12:59`` then ``01:00``). A file whose clock
+  hours stay within 1–12 and that steps from 12 to 1 is read modulo 12 hours, so that step is
+  one minute, not eleven hours back plus a day.
+* A name like ``2011-11-13_02`` gives the date and hour of a line inside the log, not of its first
+  line (the logs start with context from the evening before). When some line's hour equals the
+  name's hour, that line is put on the named date and the rest of the file is shifted with it;
+  when none does, the first line is put on the named date.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import UTC, date, datetime, time, timedelta, timezone
+from pathlib import Path
+
+from stratamem.errors import IngestError
+from stratamem.ingest.model import ReadContext, Record, SourceStream, from_epoch
+from stratamem.ingest.registry import register
+from stratamem.types import SourceKind
+
+NAME = "irc"
+
+_LOG_SUFFIXES = frozenset({".txt", ".log"})
+_SNIFF_LINES = 20
+_SNIFF_FILES = 10
+# Most of the sniffed lines must parse; a few stray lines (a MOTD, a paste) are allowed.
+_SNIFF_SHARE = 0.6
+
+_STAMP = re.compile(
+    r"\[?(?:(?P<date>\d{4}-\d{2}-\d{2})[ T])?"
+    r"(?P<h>\d{1,2}):(?P<m>\d{2})(?::(?P<s>\d{2}))?(?:\.\d+)?"
+    r"(?P<tz>Z|[+-]\d{2}:?\d{2})?\]?\s+"
+)
+_MESSAGE = re.compile(r"<\s*[@+%&~]?(?P<nick>[^>\s]+)\s*>(?:\s(?P<text>.*))?$")
+_ACTION = re.compile(r"\*\s+(?P<nick>[^\s*]\S*)(?:\s+(?P<text>.*))?$")
+_SYSTEM = re.compile(r"(?:===|-!-|\*\*\*|-->|<--|---?)(?:\s|$)")
+_JOINED = re.compile(r"(?P<nick>\S+)\s.*\bhas joined\b")
+_RENAMED = re.compile(r"\S+ is now known as (?P<nick>\S+)")
+_NAME_DATE = re.compile(r"(?P<date>\d{4}-\d{2}-\d{2})(?:[_T ](?P<h>\d{2})(?!\d))?")
+_TOKEN_EDGES = ".,:;!?\"'()<>@"
+
+
+class IrcConnector:
+    """Reads an IRC log file, or a folder of them, into one chat source."""
+
+    name = NAME
+
+    def read(self, path: Path, ctx: ReadContext) -> Iterator[SourceStream]:
+        if path.is_file():
+            files = [path]
+            prefix = ""
+            label = path.stem
+        elif path.is_dir():
+            files = _candidate_files(path)
+            label = path.resolve().name
+            prefix = label + "/"
+        else:
+            raise IngestError(f"{path}: not a file or folder")
+        yield SourceStream(
+            scope=ctx.scope_for(f"irc:{label}"),
+            kind=SourceKind.CHAT,
+            platform="irc",
+            location=str(path),
+            records=_records(path, files, prefix, ctx),
+            title=label,
+            meta={"files": len(files)},
+        )
+
+
+def detect(path: Path) -> int:
+    """70 for a log file, or a folder holding logs, whose lines mostly parse as IRC lines."""
+    if path.is_file():
+        return 70 if path.suffix.lower() in _LOG_SUFFIXES and _looks_like_log(path) else 0
+    if not path.is_dir():
+        return 0
+    sample = _candidate_files(path)[:_SNIFF_FILES]
+    logs = sum(_looks_like_log(file) for file in sample)
+    return 70 if logs and logs >= len(sample) - logs else 0
+
+
+def _candidate_files(root: Path) -> list[Path]:
+    found: list[Path] = []
+    for folder, dirnames, filenames in os.walk(root):
+        dirnames[:] = [d for d in dirnames if not d.startswith(".")]
+        found.extend(
+            Path(folder, name)
+            for name in filenames
+            if not name.startswith(".") and Path(name).suffix.lower() in _LOG_SUFFIXES
+        )
+    return sorted(found, key=lambda file: file.relative_to(root).as_posix())
+
+
+def _looks_like_log(path: Path) -> bool:
+    checked = matched = 0
+    try:
+        with path.open(encoding="utf-8", errors="replace") as handle:
+            for line in handle:
+                line = line.strip()
+                if not line:
+                    continue
+                checked += 1
+                matched += _parse(line) is not None
+                if checked >= _SNIFF_LINES:
+                    break
+    except OSError:
+        return False
+    return checked > 0 and matched >= _SNIFF_SHARE * checked
+
+
+@dataclass(frozen=True, slots=True)
+class _Line:
+    """A parsed line. ``nick`` is None for a system line; ``clock`` is seconds into the day."""
+
+    nick: str | None
+    text: str
+    action: bool
+    clock: int | None
+    stamp: datetime | None
+    hour: int | None
+
+
+def _parse(line: str) -> _Line | None:
+    """A log line parsed, or None when it is no IRC line at all."""
+    stamp = _STAMP.match(line)
+    rest = line[stamp.end() :] if stamp else line
+    if _SYSTEM.match(rest):
+        return _Line(None, rest, False, None, None, None)
+    if stamp is None:
+        return None
+    message = _MESSAGE.match(rest)
+    action = False
+    if message is None:
+        message = _ACTION.match(rest)
+        action = True
+        if message is None:
+            return None
+    hour, minute, second = int(stamp["h"]), int(stamp["m"]), int(stamp["s"] or 0)
+    if hour > 23 or minute > 59 or second > 59:
+        return None
+    full: datetime | None = None
+    if stamp["date"]:
+        try:
+            day = date.fromisoformat(stamp["date"])
+        except ValueError:
+            return None
+        full = datetime.combine(day, time(hour, minute, second), tzinfo=_zone(stamp["tz"]))
+        full = full.astimezone(UTC)
+    return _Line(
+        nick=message["nick"],
+        text=(message["text"] or "").strip(),
+        action=action,
+        clock=hour * 3600 + minute * 60 + second,
+        stamp=full,
+        hour=hour,
+    )
+
+
+def _zone(text: str | None) -> timezone:
+    if not text or text == "Z":
+        return UTC
+    sign = -1 if text[0] == "-" else 1
+    digits = text[1:].replace(":", "")
+    return timezone(sign * timedelta(hours=int(digits[:2]), minutes=int(digits[2:])))
+
+
+def _records(root: Path, files: list[Path], prefix: str, ctx: ReadContext) -> Iterator[Record]:
+    for file in files:
+        if root != file and not _looks_like_log(file):
+            ctx.skip(file, "", "does not look like an IRC log; skipped")
+            continue
+        rel = file.name if root == file else file.relative_to(root).as_posix()
+        yield from _read_file(file, prefix + rel, ctx)
+
+
+def _read_file(file: Path, ref: str, ctx: ReadContext) -> Iterator[Record]:
+    try:
+        lines, not_utf8 = _read_lines(file)
+    except OSError as exc:
+        ctx.skip(file, "", f"cannot be read: {exc.strerror or exc}")
+        return
+    if not_utf8:
+        reason = f"{len(not_utf8)} line(s) not UTF-8, read as Latin-1; the first is here"
+        ctx.skip(file, f"line {not_utf8[0]}", reason)
+    parsed: list[tuple[int, _Line]] = []
+    for number, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        entry = _parse(line.strip())
+        if entry is None:
+            ctx.skip(file, f"line {number}", "unrecognised line")
+        else:
+            parsed.append((number, entry))
+    times = _times(file, [entry for _, entry in parsed], ctx)
+    stem = file.stem
+    speakers: dict[str, str] = {}
+    # Who speaks anywhere in the file may be addressed before their first line.
+    present = {entry.nick.lower(): entry.nick for _, entry in parsed if entry.nick is not None}
+    for (number, entry), ts in zip(parsed, times, strict=True):
+        if entry.nick is None:
+            _note_presence(entry.text, present)
+            continue
+        if entry.text:
+            yield Record(
+                text=entry.text,
+                ref=f"{ref}:{number}",
+                ts=ts,
+                author=entry.nick,
+                author_id=entry.nick.lower(),
+                id=f"{stem}:{number}",
+                mentions=_mentions(entry, speakers, present),
+                meta={"action": entry.action},
+            )
+        speakers.setdefault(entry.nick.lower(), entry.nick)
+
+
+def _read_lines(file: Path) -> tuple[list[str], list[int]]:
+    """The file's lines, each decoded as UTF-8 or else Latin-1 (old logs mix them)."""
+    lines: list[str] = []
+    not_utf8: list[int] = []
+    with file.open("rb") as handle:
+        for number, raw in enumerate(handle, start=1):
+            try:
+                lines.append(raw.decode("utf-8"))
+            except UnicodeDecodeError:
+                lines.append(raw.decode("latin-1"))
+                not_utf8.append(number)
+    return lines, not_utf8
+
+
+def _note_presence(text: str, present: dict[str, str]) -> None:
+    body = text.split(None, 1)[1] if " " in text else ""
+    seen = _RENAMED.match(body) or _JOINED.match(body)
+    if seen is not None:
+        present.setdefault(seen["nick"].lower(), seen["nick"])
+
+
+def _mentions(entry: _Line, speakers: dict[str, str], present: dict[str, str]) -> tuple[str, ...]:
+    """Nicks this line addresses: ``nick:``/``nick,`` first, then any known speaker in it.
+
+    The addressee at the start may be anyone in the file (who speaks later, or joined); elsewhere
+    in the text only nicks that have already spoken count, so that a common word that is also a
+    nick is not taken for a mention before its owner has said anything.
+    """
+    author = entry.nick.lower() if entry.nick else ""
+    found: list[str] = []
+    tokens = entry.text.split()
+    if tokens and tokens[0][-1:] in (":", ","):
+        key = tokens[0][:-1].lstrip("@").lower()
+        nick = speakers.get(key) or present.get(key)
+        if nick is not None and key != author:
+            found.append(nick)
+    for token in tokens:
+        key = token.strip(_TOKEN_EDGES).lower()
+        nick = speakers.get(key)
+        if nick is not None and key != author:
+            found.append(nick)
+    return tuple(dict.fromkeys(found))
+
+
+def _times(file: Path, entries: list[_Line], ctx: ReadContext) -> list[datetime | None]:
+    """The UTC time of each entry (None for system lines without one); see the module doc."""
+    clocks = [entry.hour for entry in entries if entry.stamp is None and entry.hour is not None]
+    period = 12 * 3600 if _twelve_hour_clock(clocks) else 24 * 3600
+    named = _name_date(file.name)
+    if named is not None:
+        base_day, anchor_hour = named
+    else:
+        try:
+            base_day = from_epoch(file.stat().st_mtime).date()
+        except OSError:
+            base_day = datetime.now(UTC).date()
+        anchor_hour = None
+        if clocks:
+            ctx.skip(file, "", "no date in the file name or lines; took the file's date")
+
+    times: list[datetime | None] = []
+    current: datetime | None = None
+    previous_clock: int | None = None
+    clock_based: list[int] = []
+    anchor: tuple[int, int] | None = None
+    for index, entry in enumerate(entries):
+        if entry.stamp is not None:
+            current, previous_clock = entry.stamp, None
+        elif entry.clock is not None:
+            clock = entry.clock % period
+            if current is None:
+                current = datetime.combine(base_day, time(), tzinfo=UTC) + timedelta(seconds=clock)
+            elif previous_clock is None:
+                current = _next_at(current, entry.clock)
+            else:
+                current += timedelta(seconds=(clock - previous_clock) % period)
+            previous_clock = clock
+            clock_based.append(index)
+            if (
+                anchor is None
+                and anchor_hour is not None
+                and entry.hour is not None
+                and entry.hour % (period // 3600) == anchor_hour % (period // 3600)
+            ):
+                anchor = (index, entry.clock - entry.hour * 3600 + anchor_hour * 3600)
+        times.append(current if entry.nick is not None else None)
+
+    if anchor is not None:
+        index, seconds = anchor
+        computed = times[index]
+        if computed is not None:
+            wanted = datetime.combine(base_day, time(), tzinfo=UTC) + timedelta(seconds=seconds)
+            shift = wanted - computed
+            if shift:
+                for i in clock_based:
+                    moved = times[i]
+                    if moved is not None:
+                        times[i] = moved + shift
+    return times
+
+
+def _twelve_hour_clock(hours: list[int]) -> bool:
+    """Hours only from 1 to 12, and 12 followed by 1: a 12-hour clock passing noon or midnight.
+
+    On a 24-hour clock 12 then 1 would be a silence of 13 hours; hours from 1 to 12 alone do
+    not decide it (a morning log), nor does a step back such as 10 then 9 (the next day).
+    """
+    if not hours or min(hours) < 1 or max(hours) > 12:
+        return False
+    return any(a == 12 and b == 1 for a, b in itertools.pairwise(hours))
+
+
+def _name_date(name: str) -> tuple[date, int | None] | None:
+    """The date in a file name, and the hour after it (``2011-11-13_02``) if any."""
+    found = _NAME_DATE.search(name)
+    if found is None:
+        return None
+    try:
+        day = date.fromisoformat(found["date"])
+    except ValueError:
+        return None
+    hour = int(found["h"]) if found["h"] and int(found["h"]) < 24 else None
+    return day, hour
+
+
+def _next_at(after: datetime, clock: int) -> datetime:
+    """The first moment at or after ``after`` whose clock reads ``clock`` seconds into the day."""
+    candidate = datetime.combine(after.date(), time(), tzinfo=UTC) + timedelta(seconds=clock)
+    return candidate if candidate >= after else candidate + timedelta(days=1)
+
+
+register(
+    NAME,
+    IrcConnector,
+    detect,
+    "IRC logs ([12:18] <nick> text), one .txt/.log file or a folder of them",
+)

@@ -1,0 +1,218 @@
+"""The reading half of an ingest: connector → chunker → entity extraction, as a stream of events.
+
+It runs inline, or in a child process so that parsing (Python, one core) overlaps the writing
+(SQLite, the other core). Events are plain picklable tuples:
+
+    ("stream", StreamInfo)             a source begins
+    ("rows", [Row, ...], records)      a batch of chunks with their entities
+    ("end",)                           the source is complete
+    ("stream_error", message)          the source failed part-way: roll it back
+    ("problem", Problem)               an item was skipped
+    ("fatal", message)                 the connector cannot go on: no more sources
+    ("crash", traceback)               a bug in the reader (process mode only)
+"""
+
+from __future__ import annotations
+
+import hashlib
+import multiprocessing
+import os
+import queue
+import traceback
+from collections.abc import Iterator
+from dataclasses import dataclass
+from itertools import islice
+from pathlib import Path
+from typing import Any
+
+from stratamem.entities.extract import record_mentions
+from stratamem.errors import IngestError, StratamemError
+from stratamem.ingest.chunking import ChunkingConfig, Draft, chunk_records
+from stratamem.ingest.model import Connector, ReadContext, Record
+from stratamem.ingest.tokens import estimate_tokens
+from stratamem.store.sqlite.store import source_id_for
+from stratamem.types import Chunk, Mention, SourceKind
+
+BATCH = 64
+# A chunk, its chunk-level metadata, the entities of its records' fields, and the handles
+# the text extraction must skip. Text entities are found by the writer: in process mode that
+# spreads the regex work over both cores.
+Row = tuple[Chunk, dict[str, Any], list[Mention], frozenset[str]]
+Event = tuple[Any, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class StreamInfo:
+    scope: str
+    kind: SourceKind
+    platform: str
+    location: str
+    title: str
+    meta: dict[str, Any]
+
+
+def read_events(
+    connector: Connector, path: Path, scope: str | None, config: ChunkingConfig | None
+) -> Iterator[Event]:
+    """The events of one ingest, read in this process."""
+    problems: list[Event] = []
+    ctx = ReadContext(scope=scope, on_problem=lambda p: problems.append(("problem", p)))
+    streams = connector.read(path, ctx)
+    while True:
+        try:
+            stream = next(streams)
+        except StopIteration:
+            break
+        except StratamemError as exc:
+            yield from _drain(problems)
+            yield ("fatal", str(exc))
+            return
+        yield from _drain(problems)
+        source_id = source_id_for(stream.scope)
+        yield (
+            "stream",
+            StreamInfo(
+                stream.scope,
+                stream.kind,
+                stream.platform,
+                stream.location,
+                stream.title,
+                stream.meta,
+            ),
+        )
+        records = _Counted(stream.records)
+        drafts = chunk_records(stream.kind, records, config)
+        seq = 0
+        try:
+            while batch := list(islice(drafts, BATCH)):
+                rows: list[Row] = []
+                for draft in batch:
+                    chunk = make_chunk(source_id, seq, draft)
+                    mentions, skip = record_mentions(
+                        chunk.content, draft.records, scope=stream.scope, kind=stream.kind
+                    )
+                    rows.append((chunk, draft.meta, mentions, skip))
+                    seq += 1
+                yield from _drain(problems)
+                yield ("rows", rows, records.take())
+        except (StratamemError, OSError, UnicodeError, ValueError) as exc:
+            yield from _drain(problems)
+            yield ("stream_error", str(exc))
+            continue
+        yield from _drain(problems)
+        yield ("end", records.take())
+
+
+def _drain(problems: list[Event]) -> Iterator[Event]:
+    while problems:
+        yield problems.pop(0)
+
+
+class _Counted:
+    """Counts the records a chunker pulls, so progress can report messages as well as chunks."""
+
+    def __init__(self, records: Any) -> None:
+        self.records = iter(records)
+        self.count = 0
+
+    def __iter__(self) -> Iterator[Record]:
+        for record in self.records:
+            self.count += 1
+            yield record
+
+    def take(self) -> int:
+        count, self.count = self.count, 0
+        return count
+
+
+def make_chunk(source_id: str, seq: int, draft: Draft) -> Chunk:
+    """A chunk with its deterministic id: sha256 over (source id, seq, content sha256)."""
+    sha = hashlib.sha256(draft.content.encode()).hexdigest()
+    node = hashlib.sha256(f"{source_id}\x00{seq}\x00{sha}".encode()).hexdigest()[:32]
+    start, end = draft.time_range
+    return Chunk(
+        id=node,
+        source_id=source_id,
+        seq=seq,
+        content=draft.content,
+        token_count=estimate_tokens(draft.content),
+        time_start=start,
+        time_end=end,
+        author=draft.author,
+        title=draft.title,
+        tags=draft.tags,
+        source_ref=draft.ref,
+        thread=draft.thread,
+        doc_id=draft.doc,
+        content_sha256=sha,
+    )
+
+
+# -- process mode --------------------------------------------------------------------------
+
+_POLL = 0.5
+
+
+def read_in_process(
+    connector: Connector, path: Path, scope: str | None, config: ChunkingConfig | None
+) -> Iterator[Event]:
+    """The same events, produced by a forked child while the caller writes.
+
+    The child stops by itself when the parent dies (it checks its parent while the queue is
+    full), and the parent terminates the child if it stops reading early.
+    """
+    context = multiprocessing.get_context("fork")
+    events: Any = context.Queue(maxsize=8)
+    child = context.Process(
+        target=_child, args=(connector, path, scope, config, events, os.getpid()), daemon=True
+    )
+    child.start()
+    try:
+        while True:
+            try:
+                event = events.get(timeout=_POLL)
+            except queue.Empty:
+                if not child.is_alive():
+                    raise IngestError(
+                        f"{path}: the reader process died (exit code {child.exitcode})"
+                    ) from None
+                continue
+            if event[0] == "done":
+                return
+            yield event
+    finally:
+        if child.is_alive():
+            child.terminate()
+        child.join()
+        events.close()
+
+
+def _child(
+    connector: Connector,
+    path: Path,
+    scope: str | None,
+    config: ChunkingConfig | None,
+    events: Any,
+    parent: int,
+) -> None:
+    def send(event: Event) -> None:
+        while True:
+            try:
+                events.put(event, timeout=_POLL)
+                return
+            except queue.Full:
+                if os.getppid() != parent:
+                    os._exit(1)
+
+    try:
+        for event in read_events(connector, path, scope, config):
+            send(event)
+    except BaseException:
+        send(("crash", traceback.format_exc()))
+    send(("done",))
+    events.close()
+    events.join_thread()
+
+
+def fork_available() -> bool:
+    return "fork" in multiprocessing.get_all_start_methods() and (os.cpu_count() or 1) > 1

@@ -1,0 +1,305 @@
+from __future__ import annotations
+
+import os
+from collections import Counter
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+
+from stratamem.ingest import registry
+from stratamem.ingest.connectors import irc
+from stratamem.ingest.model import ReadContext, Record, SourceStream
+from stratamem.types import SourceKind
+
+
+@pytest.fixture
+def logs(fixtures_dir: Path) -> Path:
+    return fixtures_dir / "irc" / "phoenix-dev"
+
+
+def stream_of(path: Path, ctx: ReadContext | None = None) -> SourceStream:
+    streams = list(irc.IrcConnector().read(path, ctx or ReadContext()))
+    assert len(streams) == 1
+    return streams[0]
+
+
+def records_of(path: Path, ctx: ReadContext | None = None) -> list[Record]:
+    return list(stream_of(path, ctx).records)
+
+
+def log(tmp_path: Path, name: str, *lines: str) -> Path:
+    file = tmp_path / name
+    file.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return file
+
+
+def utc(year: int, month: int, day: int, hour: int = 0, minute: int = 0, sec: int = 0) -> datetime:
+    return datetime(year, month, day, hour, minute, sec, tzinfo=UTC)
+
+
+def test_registers_itself() -> None:
+    spec = registry._REGISTRY["irc"]
+    assert spec.detect is irc.detect
+    assert isinstance(spec.factory(), irc.IrcConnector)
+
+
+def test_detect(logs: Path, fixtures_dir: Path, tmp_path: Path) -> None:
+    assert irc.detect(logs) == 70
+    assert irc.detect(logs / "2024-03-18.log") == 70
+    assert irc.detect(logs / "2024-03-19.log") == 70  # full timestamps
+    assert irc.detect(logs / "README.txt") == 0
+    assert irc.detect(fixtures_dir / "markdown" / "vault") == 0
+    assert irc.detect(fixtures_dir / "markdown" / "vault" / "inbox.txt") == 0
+    assert irc.detect(fixtures_dir / "jsonl" / "export.jsonl") == 0
+    assert irc.detect(tmp_path) == 0
+    assert irc.detect(tmp_path / "missing.log") == 0
+
+
+def test_one_chat_stream_for_the_folder(logs: Path) -> None:
+    stream = stream_of(logs)
+    assert stream.kind is SourceKind.CHAT
+    assert stream.platform == "irc"
+    assert stream.scope == "irc:phoenix-dev"
+    assert stream.title == "phoenix-dev"
+    assert stream.location == str(logs)
+    assert isinstance(stream.records, Iterator)
+    assert stream_of(logs, ReadContext(scope="team")).scope == "team"
+
+
+def test_messages_actions_and_refs(logs: Path) -> None:
+    records = records_of(logs)
+    assert [(r.ref, r.author) for r in records] == [
+        ("phoenix-dev/2024-03-18.log:2", "alice"),
+        ("phoenix-dev/2024-03-18.log:3", "bob"),
+        ("phoenix-dev/2024-03-18.log:4", "carol"),
+        ("phoenix-dev/2024-03-18.log:5", "carol"),
+        ("phoenix-dev/2024-03-18.log:6", "dan"),  # <@dan>: the op sign is not part of the nick
+        ("phoenix-dev/2024-03-18.log:7", "alice"),
+        # line 8 is an empty message, 9 a nick change, 10 junk, 11 blank
+        ("phoenix-dev/2024-03-18.log:12", "carol"),
+        ("phoenix-dev/2024-03-18.log:13", "alice"),
+        ("phoenix-dev/2024-03-18.log:14", "carol"),
+        ("phoenix-dev/2024-03-19.log:1", "carol"),
+        ("phoenix-dev/2024-03-19.log:2", "alice"),
+        ("phoenix-dev/2024-03-19.log:3", "bob"),
+        ("phoenix-dev/2024-03-19.log:4", "dan_oncall"),
+    ]
+    first = records[0]
+    assert first.text == "deploy of 2.0-rc3 is out, watching the queue"
+    assert first.id == "2024-03-18:2"
+    assert first.author_id == "alice"
+    assert first.meta == {"action": False}
+    action = records[2]
+    assert action.text == "pulls up the worker logs"
+    assert action.meta == {"action": True}
+
+
+def test_clock_times_take_the_date_from_the_name_and_wrap_past_midnight(logs: Path) -> None:
+    times = [r.ts for r in records_of(logs)][:9]
+    assert times == [
+        utc(2024, 3, 18, 21, 58),
+        utc(2024, 3, 18, 22, 3),
+        utc(2024, 3, 18, 22, 4),
+        utc(2024, 3, 18, 22, 5),
+        utc(2024, 3, 18, 22, 5),
+        utc(2024, 3, 18, 22, 6),
+        utc(2024, 3, 18, 23, 59),
+        utc(2024, 3, 19, 0, 2),
+        utc(2024, 3, 19, 0, 3),
+    ]
+
+
+def test_full_timestamps_with_and_without_offsets(logs: Path) -> None:
+    times = [r.ts for r in records_of(logs)][9:]
+    assert times == [
+        utc(2024, 3, 19, 9, 15, 2),  # [2024-03-19 09:15:02]
+        utc(2024, 3, 19, 9, 16, 30),  # 2024-03-19T09:16:30Z
+        utc(2024, 3, 19, 9, 0),  # [2024-03-19 10:00:00+01:00]
+        utc(2024, 3, 19, 9, 20),
+    ]
+
+
+def test_mentions(logs: Path) -> None:
+    mentions = {r.ref.rsplit("/", 1)[1]: r.mentions for r in records_of(logs) if r.mentions}
+    assert mentions == {
+        "2024-03-18.log:3": ("alice",),  # "alice: ..."
+        "2024-03-18.log:5": ("bob",),  # "bob, ..."
+        "2024-03-18.log:7": ("dan", "carol"),  # addressed, then named in the text
+        "2024-03-18.log:13": ("carol",),  # "nice. carol, ..."
+        "2024-03-19.log:2": ("carol",),
+    }
+
+
+def test_bad_lines_and_non_logs_are_reported(logs: Path) -> None:
+    ctx = ReadContext()
+    records_of(logs, ctx)
+    assert [(p.path, p.where, p.reason) for p in ctx.problems] == [
+        (str(logs / "2024-03-18.log"), "line 10", "unrecognised line"),
+        (str(logs / "README.txt"), "", "does not look like an IRC log; skipped"),
+    ]
+
+
+def test_records_are_read_lazily_one_file_at_a_time(logs: Path) -> None:
+    ctx = ReadContext()
+    records = iter(stream_of(logs, ctx).records)
+    assert ctx.problems == []  # nothing read yet
+    next(records)
+    assert len(ctx.problems) == 1  # the first file only
+    list(records)
+    assert len(ctx.problems) == 2
+
+
+def test_single_file(logs: Path) -> None:
+    stream = stream_of(logs / "2024-03-19.log")
+    assert stream.scope == "irc:2024-03-19"
+    assert [r.ref for r in stream.records] == [f"2024-03-19.log:{n}" for n in (1, 2, 3, 4)]
+
+
+def test_name_hour_anchors_the_date_when_the_log_starts_the_evening_before(
+    tmp_path: Path,
+) -> None:
+    # As in the Ubuntu logs: 2011-11-13_02 names the day and hour of a line inside the file.
+    file = log(tmp_path, "2011-11-13_02.txt", "[23:59] <a> x", "[00:30] <b> y", "[02:00] <a> z")
+    assert [r.ts for r in records_of(file)] == [
+        utc(2011, 11, 12, 23, 59),
+        utc(2011, 11, 13, 0, 30),
+        utc(2011, 11, 13, 2, 0),
+    ]
+
+
+def test_twelve_hour_clock_without_am_pm(tmp_path: Path) -> None:
+    # Hours never reach 13 and 12:59 is followed by 01:00: a 12-hour clock, one minute apart.
+    lines = ("[11:29] <a> x", "[12:59] <b> y", "[01:00] <a> z", "[01:20] <b> w")
+    file = log(tmp_path, "2005-08-08_01.raw.txt", *lines)
+    assert [r.ts for r in records_of(file)] == [
+        utc(2005, 8, 7, 23, 29),
+        utc(2005, 8, 8, 0, 59),
+        utc(2005, 8, 8, 1, 0),
+        utc(2005, 8, 8, 1, 20),
+    ]
+
+
+def test_name_hour_that_matches_no_line_leaves_the_first_line_on_the_date(
+    tmp_path: Path,
+) -> None:
+    file = log(tmp_path, "2024-01-02_07.log", "[22:00] <a> x", "[01:00] <b> y")
+    assert [r.ts for r in records_of(file)] == [utc(2024, 1, 2, 22), utc(2024, 1, 3, 1)]
+
+
+def test_no_date_anywhere_uses_the_file_time_and_says_so_once(tmp_path: Path) -> None:
+    file = log(tmp_path, "channel.log", "[10:00:05] <a> x", "[09:00] <b> y", "[09:30] <a> z")
+    when = utc(2024, 1, 5, 12).timestamp()
+    os.utime(file, (when, when))
+    ctx = ReadContext()
+    assert [r.ts for r in records_of(file, ctx)] == [
+        utc(2024, 1, 5, 10, 0, 5),
+        utc(2024, 1, 6, 9),
+        utc(2024, 1, 6, 9, 30),
+    ]
+    assert [(p.path, p.reason) for p in ctx.problems] == [
+        (str(file), "no date in the file name or lines; took the file's date")
+    ]
+
+
+def test_lines_that_are_not_utf8_are_read_as_latin1(tmp_path: Path) -> None:
+    file = tmp_path / "2024-02-01.log"
+    file.write_bytes(b"[10:00] <jos\xe9> ol\xe9\n[10:01] <ana> \xc3\xa9 ok\n")
+    ctx = ReadContext()
+    records = records_of(file, ctx)
+    assert [(r.author, r.text) for r in records] == [("josé", "olé"), ("ana", "é ok")]
+    assert [(p.where, p.reason) for p in ctx.problems] == [
+        ("line 1", "1 line(s) not UTF-8, read as Latin-1; the first is here")
+    ]
+
+
+@pytest.mark.parametrize(
+    ("line", "nick", "text", "action"),
+    [
+        ("[12:18] <nick> hello there", "nick", "hello there", False),
+        ("[12:18:02] <+voiced> hi", "voiced", "hi", False),
+        ("[12:18]  * nick waves", "nick", "waves", True),
+        ("12:18 <irssi> default irssi format", "irssi", "default irssi format", False),
+        ("[2024-03-11 12:18:02] <n> full", "n", "full", False),
+        ("2024-03-11T12:18:02.123Z < spaced > x", "spaced", "x", False),
+        ("[12:18] <Matt|> |trey|, top", "Matt|", "|trey|, top", False),
+    ],
+)
+def test_line_forms(line: str, nick: str, text: str, action: bool) -> None:
+    parsed = irc._parse(line)
+    assert parsed is not None
+    assert (parsed.nick, parsed.text, parsed.action) == (nick, text, action)
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "=== topyli [~juha@host]  has left #ubuntu []",
+        "[12:18] -!- nick [u@h] has joined #chan",
+        "*** nick is now known as other",
+        "--- Day changed Mon Mar 11 2024",
+    ],
+)
+def test_system_lines(line: str) -> None:
+    parsed = irc._parse(line)
+    assert parsed is not None
+    assert parsed.nick is None
+
+
+@pytest.mark.parametrize("line", ["hello", "1002 1003 -", "[99:99] <a> b", "[12:00] nobody"])
+def test_not_irc_lines(line: str) -> None:
+    assert irc._parse(line) is None
+
+
+@pytest.mark.slow
+def test_real_ubuntu_logs(shared_data: Path) -> None:
+    folder = shared_data / "chat" / "ubuntu-irc" / "dev"
+    ctx = ReadContext()
+    records = records_of(folder, ctx)
+    # 12,500 lines in the 10 logs: 856 system lines (joins, parts, nick changes), 3 empty
+    # messages (`[12:15] <opteron>`) and 2 empty actions (`* homejoe`) carry no text.
+    assert len(records) == 12_500 - 856 - 3 - 2 == 11_639
+    # The reply-link annotations beside the logs are not logs.
+    assert len(ctx.problems) == 10
+    assert all(p.path.endswith(".annotation.txt") for p in ctx.problems)
+
+    by_file: dict[str, list[Record]] = {}
+    for record in records:
+        by_file.setdefault(record.ref.rsplit(":", 1)[0], []).append(record)
+    assert len(by_file) == 10
+    late = by_file["dev/2011-11-13_02.raw.txt"]
+    assert len(late) == 1219
+    # The log starts the evening before the day in its name and runs past midnight.
+    first, last = late[0], late[-1]
+    assert (first.ts, first.ref, first.author) == (
+        utc(2011, 11, 12, 21, 29),
+        "dev/2011-11-13_02.raw.txt:1",
+        "monsemannen",
+    )
+    assert first.mentions == ("guntbert",)  # "@guntbert: here's my sources.list"
+    assert (last.ts, last.ref, last.author, last.text) == (
+        utc(2011, 11, 13, 3, 26),
+        "dev/2011-11-13_02.raw.txt:1250",
+        "sean_",
+        "Hello.",
+    )
+    old = by_file["dev/2004-11-15_03.raw.txt"]  # a 12-hour clock: 12:18 ... 12:59, 01:00 ...
+    assert (old[0].ts, old[-1].ts) == (utc(2004, 11, 15, 0, 18), utc(2004, 11, 15, 4, 51))
+    assert (old[0].author, old[0].text) == ("|trey|", "usual, quite stable though  :)")
+    assert old[0].mentions == ("usual",)
+
+    for name, file_records in by_file.items():
+        times = [r.ts for r in file_records]
+        assert times == sorted(times), name  # type: ignore[type-var]
+        # The annotated part starts at line 1001 (message 1000, counted from 0) at the hour
+        # and on the date that the file's name gives.
+        stem = name.rsplit("/", 1)[1]
+        day, hour = stem[:10], int(stem[11:13])
+        first_annotated = next(r for r in file_records if int(r.ref.rsplit(":", 1)[1]) >= 1001)
+        assert first_annotated.ts is not None
+        assert (first_annotated.ts.date().isoformat(), first_annotated.ts.hour) == (day, hour)
+
+    authors = Counter(r.author for r in records)
+    assert authors.most_common(3) == [("ikonia", 283), ("ActionParsnip", 275), ("bob2", 231)]
+    assert sum(r.meta["action"] for r in records) == 27
