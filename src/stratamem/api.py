@@ -62,10 +62,22 @@ class Memory:
         scope: str | None = None,
         chunking: ChunkingConfig | None = None,
         progress: ProgressCallback | None = None,
+        parallel: bool | None = None,
     ) -> IngestReport:
-        """Read ``path`` with the detected (or named) connector into the store."""
+        """Read ``path`` with the detected (or named) connector into the store.
+
+        Each source is written in one transaction; a source that fails is rolled back whole
+        and reported in the result, the others go on. ``parallel`` reads in a child process
+        while this one writes (default: where fork exists and there are two or more CPUs).
+        """
         return ingest_path(
-            self.store, path, kind=kind, scope=scope, config=chunking, progress=progress
+            self.store,
+            path,
+            kind=kind,
+            scope=scope,
+            config=chunking,
+            progress=progress,
+            parallel=parallel,
         )
 
     def search(

@@ -183,3 +183,81 @@ def test_a_killed_ingest_leaves_the_store_as_it_was(tmp_path: Path) -> None:
         assert [s.scope for s in mem.sources()] == ["jsonl:notes"]
         assert mem.store.conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
         mem.store.conn.execute("INSERT INTO chunks_fts(chunks_fts) VALUES ('integrity-check')")
+
+
+def test_a_source_that_shrank_loses_its_tail(tmp_memory: stratamem.Memory, tmp_path: Path) -> None:
+    path = write_jsonl(tmp_path / "notes.jsonl", NOTES)
+    tmp_memory.ingest(path)
+    report = tmp_memory.ingest(write_jsonl(path, NOTES[:1]))
+    assert (report.added, report.sources[0].removed) == (0, 1)
+    assert counts(tmp_memory)["chunks"] == counts(tmp_memory)["fts"] == 1
+    assert tmp_memory.search("migration").total == 0
+
+
+@pytest.mark.parametrize("parallel", [False, True])
+def test_inline_and_process_reading_store_the_same(tmp_path: Path, parallel: bool) -> None:
+    source = write_jsonl(tmp_path / "notes.jsonl", NOTES * 100)
+    with stratamem.open(tmp_path / f"{parallel}.db") as mem:
+        report = mem.ingest(source, parallel=parallel)
+        rows = mem.store.conn.execute("SELECT id, seq, content FROM chunks ORDER BY seq").fetchall()
+        mentions = mem.store.conn.execute(
+            "SELECT entity_id, node_id FROM entity_index ORDER BY 1, 2"
+        ).fetchall()
+    assert report.chunks == 200
+    with stratamem.open(tmp_path / "reference.db") as ref:
+        ref.ingest(source, parallel=not parallel)
+        assert [tuple(r) for r in rows] == [
+            tuple(r)
+            for r in ref.store.conn.execute("SELECT id, seq, content FROM chunks ORDER BY seq")
+        ]
+        assert [tuple(m) for m in mentions] == [
+            tuple(m)
+            for m in ref.store.conn.execute(
+                "SELECT entity_id, node_id FROM entity_index ORDER BY 1, 2"
+            )
+        ]
+
+
+MEMORY_SCRIPT = """
+import resource, sys, stratamem
+with stratamem.open(sys.argv[1]) as mem:
+    report = mem.ingest(sys.argv[2])
+own = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+reader = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+print(report.chunks, max(own, reader))
+"""
+
+
+def _mbox(path: Path, messages: int) -> Path:
+    body = ("The queue worker restarted and drained the backlog without loss. " * 60 + "\n") * 2
+    with path.open("w") as fh:
+        for i in range(messages):
+            fh.write(
+                f"From sender{i % 7}@acme.io Mon Mar 11 09:00:00 2024\n"
+                f"From: Sender {i % 7} <sender{i % 7}@acme.io>\n"
+                f"To: team@acme.io\nSubject: status {i}\n"
+                f"Message-ID: <m{i}@acme.io>\nDate: Mon, 11 Mar 2024 09:00:00 +0000\n\n"
+                f"{body}\n"
+            )
+    return path
+
+
+@pytest.mark.slow
+def test_memory_stays_flat_as_the_mailbox_grows(tmp_path: Path) -> None:
+    env = {**os.environ, "PYTHONPATH": str(Path(stratamem.__file__).parents[1])}
+    peaks = {}
+    for messages in (400, 4000):
+        mbox = _mbox(tmp_path / f"m{messages}.mbox", messages)
+        out = subprocess.run(
+            [sys.executable, "-c", MEMORY_SCRIPT, str(tmp_path / f"m{messages}.db"), str(mbox)],
+            capture_output=True,
+            text=True,
+            env=env,
+            check=True,
+        ).stdout.split()
+        assert int(out[0]) >= messages
+        peaks[messages] = int(out[1]) // 1024
+    growth_mb = peaks[4000] - peaks[400]
+    # 10x the mail (about 3.5 MB → 35 MB) may grow the SQLite page cache (capped at 32 MB),
+    # but nothing proportional to the mailbox may stay in memory.
+    assert growth_mb < 40, peaks

@@ -178,12 +178,15 @@ def _write_stream(
     )
     result.source_id = sid
     counts.scope = info.scope
-    store.begin_keep()
+    length = 0
     for event in events:
         tag = event[0]
         if tag == "rows":
             rows: list[Row] = event[1]
-            result.added += _write_rows(store, sid, rows)
+            added, replaced = _write_rows(store, sid, rows)
+            result.added += added
+            result.removed += replaced
+            length += len(rows)
             result.chunks += len(rows)
             result.records += event[2]
             counts.chunks += len(rows)
@@ -202,16 +205,17 @@ def _write_stream(
             raise IngestError(f"{info.location}: reading failed unexpectedly:\n{event[1]}")
         else:
             raise IngestError(f"{info.location}: the source ended without being completed")
-    result.removed = store.prune_source(sid)
+    result.removed += store.truncate_source(sid, length)
     if result.added or result.removed:
         store.rebuild_edges(sid)
 
 
-def _write_rows(store: SQLiteStore, sid: str, rows: list[Row]) -> int:
-    """Insert the chunks not already stored, with their entity rows; returns how many."""
-    ids = [row[0].id for row in rows]
-    existing = store.existing_ids(ids)
+def _write_rows(store: SQLiteStore, sid: str, rows: list[Row]) -> tuple[int, int]:
+    """Insert the chunks not already stored, with their entity rows, replacing what stood at
+    their positions; returns (added, replaced)."""
+    existing = store.existing_ids([row[0].id for row in rows])
     fresh = [row for row in rows if row[0].id not in existing]
+    replaced = store.replace_seqs(sid, [row[0].seq for row in fresh])
     store.insert_chunks((chunk, meta) for chunk, meta, _, _ in fresh)
     store.insert_mentions(
         (chunk.id, sid, mention, ms)
@@ -220,5 +224,4 @@ def _write_rows(store: SQLiteStore, sid: str, rows: list[Row]) -> int:
         for mention in fields
         + text_mentions(chunk.content, skip_ids={m.entity_id for m in fields}, skip_handles=skip)
     )
-    store.keep(ids)
-    return len(fresh)
+    return len(fresh), replaced

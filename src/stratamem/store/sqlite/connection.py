@@ -24,8 +24,7 @@ def connect(path: str | Path) -> sqlite3.Connection:
         conn.execute("PRAGMA synchronous = FULL")
         conn.execute("PRAGMA foreign_keys = ON")
         conn.execute("PRAGMA busy_timeout = 10000")
-        conn.execute("PRAGMA temp_store = MEMORY")
-        conn.execute("PRAGMA cache_size = -65536")
+        conn.execute("PRAGMA cache_size = -32768")
     except sqlite3.DatabaseError as exc:
         raise StoreError(f"{path}: cannot open as a stratamem database: {exc}") from exc
     return conn

@@ -166,31 +166,30 @@ class SQLiteStore:
             ((m.entity_id, node, m.kind, m.surface, sid, ts) for node, sid, m, ts in rows),
         )
 
-    def begin_keep(self) -> None:
-        """Start collecting the ids a re-ingest keeps (a temp table, so memory stays flat)."""
-        self.conn.execute("CREATE TEMP TABLE IF NOT EXISTS keep_ids (id TEXT PRIMARY KEY)")
-        self.conn.execute("DELETE FROM keep_ids")
+    def replace_seqs(self, source_id: str, seqs: Sequence[int]) -> int:
+        """Delete the source's chunks at ``seqs`` (about to be replaced); returns how many.
 
-    def keep(self, ids: Iterable[str]) -> None:
-        self.conn.executemany("INSERT OR IGNORE INTO keep_ids VALUES (?)", ((i,) for i in ids))
-
-    def prune_source(self, source_id: str) -> int:
-        """Delete the source's chunks not kept since :meth:`begin_keep`; returns how many."""
-        stale = [
-            row[0]
-            for row in self.conn.execute(
-                """SELECT id FROM chunks WHERE source_id = ?
-                   AND id NOT IN (SELECT id FROM keep_ids)""",
-                (source_id,),
-            )
-        ]
-        for start in range(0, len(stale), _BATCH):
-            part = stale[start : start + _BATCH]
+        A chunk id covers (source, seq, content), so a changed chunk comes back with a new id
+        at the same seq, and the old one must go. Memory stays flat: no set of kept ids.
+        """
+        removed = 0
+        for start in range(0, len(seqs), _BATCH):
+            part = list(seqs[start : start + _BATCH])
             marks = ",".join("?" * len(part))
-            self.conn.execute(f"DELETE FROM entity_index WHERE node_id IN ({marks})", part)
-            self.conn.execute(f"DELETE FROM chunks WHERE id IN ({marks})", part)
-        self.conn.execute("DELETE FROM keep_ids")
-        return len(stale)
+            where = f"source_id = ? AND seq IN ({marks})"
+            removed += self._delete_chunks(where, [source_id, *part])
+        return removed
+
+    def truncate_source(self, source_id: str, length: int) -> int:
+        """Delete the source's chunks at seq ≥ ``length`` (it got shorter); returns how many."""
+        return self._delete_chunks("source_id = ? AND seq >= ?", [source_id, length])
+
+    def _delete_chunks(self, where: str, params: list[Any]) -> int:
+        self.conn.execute(
+            f"DELETE FROM entity_index WHERE node_id IN (SELECT id FROM chunks WHERE {where})",
+            params,
+        )
+        return self.conn.execute(f"DELETE FROM chunks WHERE {where}", params).rowcount
 
     def rebuild_edges(self, source_id: str, *, max_per_node: int = 24) -> None:
         """Recompute the source's co-mention edges from its entity index rows.
