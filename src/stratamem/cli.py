@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 import json
 import sys
+import time
 from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
@@ -127,11 +128,11 @@ def ingest(
         task = bar.add_task("ingesting", counts="", total=None)
 
         def on_progress(p: IngestProgress) -> None:
-            elapsed = max(1e-6, __import__("time").perf_counter() - p.started)
+            elapsed = max(1e-6, time.perf_counter() - p.started)
             bar.update(
                 task,
                 description=p.scope,
-                counts=f"{p.records:,} items · {p.chunks:,} chunks · "
+                counts=f"{p.files:,} files · {p.records:,} items · {p.chunks:,} chunks · "
                 f"{p.chunks / elapsed:,.0f} chunks/s",
             )
 
@@ -178,7 +179,13 @@ def _print_report(report: IngestReport) -> None:
 @click.pass_context
 @handle_errors
 def sources(ctx: click.Context, as_json: bool) -> None:
-    """List the ingested sources with their chunk counts."""
+    """List the ingested sources with their chunk counts.
+
+    \b
+    Examples:
+      stratamem sources
+      stratamem sources --json
+    """
     found = _memory(ctx).sources()
     if as_json:
         _print_json(
@@ -210,7 +217,13 @@ def sources(ctx: click.Context, as_json: bool) -> None:
 @click.pass_context
 @handle_errors
 def stats(ctx: click.Context, as_json: bool) -> None:
-    """Counts of sources, chunks, tokens, entities and edges in the store."""
+    """Counts of sources, chunks, tokens, entities and edges in the store.
+
+    \b
+    Examples:
+      stratamem stats
+      stratamem --db team.db stats --json
+    """
     data = _memory(ctx).stats()
     if as_json:
         _print_json(data)
@@ -294,7 +307,13 @@ def _print_hit(rank: int, hit: RetrievalHit) -> None:
 @click.pass_context
 @handle_errors
 def show(ctx: click.Context, node_id: str, as_json: bool) -> None:
-    """Print one node whole, with its source, time range and entities."""
+    """Print one node whole, with its source, time range and entities.
+
+    \b
+    Examples:
+      stratamem show 8f3c1e0a9b7d4c2e8f3c1e0a9b7d4c2e
+      stratamem show 8f3c1e0a9b7d4c2e8f3c1e0a9b7d4c2e --json
+    """
     hit = _memory(ctx).get(node_id)
     if as_json:
         _print_json(hit.to_dict())
@@ -369,7 +388,13 @@ def entities(
 @click.pass_context
 @handle_errors
 def forget(ctx: click.Context, source: str, yes: bool) -> None:
-    """Remove a source (by id or scope) and everything derived from it."""
+    """Remove a source (by id or scope) and everything derived from it.
+
+    \b
+    Examples:
+      stratamem forget slack:#random
+      stratamem forget src_3d0a9e20c1b2a4f6 --yes
+    """
     memory = _memory(ctx)
     found = memory.store.resolve_source(source)
     if not yes and sys.stdin.isatty():

@@ -101,6 +101,7 @@ class Progress:
     """Running counts handed to the progress callback after every batch."""
 
     scope: str = ""
+    files: int = 0
     records: int = 0
     chunks: int = 0
     started: float = field(default_factory=time.perf_counter)
@@ -191,6 +192,7 @@ def _write_stream(
             result.records += event[2]
             counts.chunks += len(rows)
             counts.records += event[2]
+            counts.files += event[3]
             if progress is not None:
                 progress(counts)
         elif tag == "problem":
@@ -198,6 +200,7 @@ def _write_stream(
         elif tag == "end":
             result.records += event[1]
             counts.records += event[1]
+            counts.files += event[2]
             break
         elif tag == "stream_error":
             raise _StreamFailed(event[1])

@@ -4,8 +4,8 @@ It runs inline, or in a child process so that parsing (Python, one core) overlap
 (SQLite, the other core). Events are plain picklable tuples:
 
     ("stream", StreamInfo)             a source begins
-    ("rows", [Row, ...], records)      a batch of chunks with their entities
-    ("end",)                           the source is complete
+    ("rows", [Row, ...], records, files)  a batch of chunks with their entities
+    ("end", records, files)            the source is complete
     ("stream_error", message)          the source failed part-way: roll it back
     ("problem", Problem)               an item was skipped
     ("fatal", message)                 the connector cannot go on: no more sources
@@ -94,13 +94,13 @@ def read_events(
                     rows.append((chunk, draft.meta, mentions, skip))
                     seq += 1
                 yield from _drain(problems)
-                yield ("rows", rows, records.take())
+                yield ("rows", rows, *records.take())
         except (StratamemError, OSError, UnicodeError, ValueError) as exc:
             yield from _drain(problems)
             yield ("stream_error", str(exc))
             continue
         yield from _drain(problems)
-        yield ("end", records.take())
+        yield ("end", *records.take())
 
 
 def _drain(problems: list[Event]) -> Iterator[Event]:
@@ -109,20 +109,37 @@ def _drain(problems: list[Event]) -> Iterator[Event]:
 
 
 class _Counted:
-    """Counts the records a chunker pulls, so progress can report messages as well as chunks."""
+    """Counts the records a chunker pulls, and the files they come from, for progress.
+
+    Connectors read one file at a time, so a change of the file part of ``ref`` (before
+    ``#`` or a trailing ``:line``) is a new file: counting needs no set of names.
+    """
 
     def __init__(self, records: Any) -> None:
         self.records = iter(records)
         self.count = 0
+        self.files = 0
+        self.last_file = ""
 
     def __iter__(self) -> Iterator[Record]:
         for record in self.records:
             self.count += 1
+            name = _file_of(record.ref)
+            if name != self.last_file:
+                self.files += 1
+                self.last_file = name
             yield record
 
-    def take(self) -> int:
-        count, self.count = self.count, 0
-        return count
+    def take(self) -> tuple[int, int]:
+        taken = (self.count, self.files)
+        self.count = self.files = 0
+        return taken
+
+
+def _file_of(ref: str) -> str:
+    name = ref.partition("#")[0]
+    head, colon, tail = name.rpartition(":")
+    return head if colon and tail.isdigit() else name
 
 
 def make_chunk(source_id: str, seq: int, draft: Draft) -> Chunk:

@@ -1,0 +1,176 @@
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import click
+import pytest
+from click.testing import CliRunner
+
+from stratamem.cli import main
+
+ROOT = Path(__file__).resolve().parents[1]
+EXAMPLES = ROOT / "examples" / "workspace"
+
+
+@pytest.fixture
+def run(tmp_path: Path):  # type: ignore[no-untyped-def]
+    db = tmp_path / "cli.db"
+
+    def invoke(*args: str) -> click.testing.Result:
+        return CliRunner().invoke(main, ["--db", str(db), *args], catch_exceptions=False)
+
+    return invoke
+
+
+@pytest.fixture
+def workspace(run):  # type: ignore[no-untyped-def]
+    for part in ("slack-export", "mail/team.mbox", "notes"):
+        result = run("ingest", "--quiet", str(EXAMPLES / part))
+        assert result.exit_code == 0, result.output
+    return run
+
+
+def test_ingest_json_reports_sources_and_counts(run) -> None:  # type: ignore[no-untyped-def]
+    result = run("ingest", "--json", str(EXAMPLES / "slack-export"))
+    assert result.exit_code == 0
+    report = json.loads(result.output)
+    assert report["connector"] == "slack"
+    scopes = {s["scope"]: s for s in report["sources"]}
+    assert set(scopes) == {"slack:#eng", "slack:#general", "slack:#incidents"}
+    assert all(s["error"] is None and s["chunks"] > 0 for s in scopes.values())
+    again = json.loads(run("ingest", "--json", str(EXAMPLES / "slack-export")).output)
+    assert again["added"] == 0
+    assert again["chunks"] == report["chunks"]
+
+
+def test_ingest_table_for_people(run) -> None:  # type: ignore[no-untyped-def]
+    result = run("ingest", "--quiet", str(EXAMPLES / "mail" / "team.mbox"), "--scope", "mail:team")
+    assert result.exit_code == 0
+    assert "mail:team" in result.output
+    assert re.search(r"12 items → 12 chunks \(12 new\)", result.output)
+
+
+def test_search_json_has_the_unified_hit_shape(workspace) -> None:  # type: ignore[no-untyped-def]
+    result = workspace("search", "why did we drop Redis?", "--json", "--limit", "3")
+    data = json.loads(result.output)
+    assert set(data) == {"hits", "total", "truncated"}
+    assert data["total"] > 3
+    assert data["truncated"] is True
+    first = data["hits"][0]
+    assert first["node_kind"] == "leaf"
+    assert first["level"] == 0
+    assert "redis" in first["content"].lower()
+    assert first["time_range_start"].endswith("Z")
+    assert first["source_ref"]
+    scores = [h["score"] for h in data["hits"]]
+    assert scores == sorted(scores, reverse=True)
+
+
+def test_search_filters(workspace) -> None:  # type: ignore[no-untyped-def]
+    chat = json.loads(workspace("search", "release", "--kind", "chat", "--json").output)
+    assert chat["hits"]
+    assert all(h["tree_scope"].startswith("slack:") for h in chat["hits"])
+    only_eng = json.loads(workspace("search", "queue", "--source", "slack:#eng", "--json").output)
+    assert {h["tree_scope"] for h in only_eng["hits"]} == {"slack:#eng"}
+    window = json.loads(
+        workspace(
+            "search", "queue", "--since", "2024-03-18", "--until", "2024-03-18T23:59", "--json"
+        ).output
+    )
+    assert window["hits"]
+    for hit in window["hits"]:
+        assert hit["time_range_end"] >= "2024-03-18"
+        assert hit["time_range_start"] <= "2024-03-18T23:59"
+
+
+def test_search_text_output_explains_hits(workspace) -> None:  # type: ignore[no-untyped-def]
+    result = workspace("search", "postmortem", "--limit", "2")
+    assert result.exit_code == 0
+    assert "score" in result.output
+    assert "keyword" in result.output
+
+
+def test_show_and_entities(workspace) -> None:  # type: ignore[no-untyped-def]
+    hit = json.loads(workspace("search", "Redis", "--json", "--limit", "1").output)["hits"][0]
+    shown = json.loads(workspace("show", hit["node_id"], "--json").output)
+    assert shown["content"] == hit["content"]
+    assert shown["entities"]
+    text = workspace("show", hit["node_id"]).output
+    assert hit["node_id"] in text
+    found = json.loads(workspace("entities", "alice", "--json").output)
+    ids = [e["canonical_id"] for e in found]
+    assert "person:alice chen" in ids
+    assert any(e["related"] for e in found)
+
+
+def test_sources_stats_and_forget(workspace) -> None:  # type: ignore[no-untyped-def]
+    sources = json.loads(workspace("sources", "--json").output)
+    assert {s["scope"] for s in sources} >= {"mbox:team", "slack:#eng"}
+    stats = json.loads(workspace("stats", "--json").output)
+    assert stats["chunks"] == sum(s["chunks"] for s in sources)
+    result = workspace("forget", "mbox:team", "--yes")
+    assert result.exit_code == 0
+    assert "forgot mbox:team" in result.output
+    after = json.loads(workspace("stats", "--json").output)
+    mail = next(s for s in sources if s["scope"] == "mbox:team")
+    assert after["chunks"] == stats["chunks"] - mail["chunks"]
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (("show", "nope"), "no node with id 'nope'"),
+        (("forget", "slack:#nowhere", "--yes"), "no source with id or scope"),
+        (("search", "x", "--since", "yesterday-ish"), "cannot read 'yesterday-ish' as a time"),
+        (("search", "x", "--since", "2024-03-02", "--until", "2024-03-01"), "is before since"),
+    ],
+)
+def test_errors_are_messages_not_tracebacks(run, args, message) -> None:  # type: ignore[no-untyped-def]
+    result = run(*args)
+    assert result.exit_code == 1
+    assert message in result.output
+    assert "Traceback" not in result.output
+
+
+def test_unrecognised_input_is_an_error(run, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    odd = tmp_path / "blob.bin"
+    odd.write_bytes(bytes(range(256)))
+    result = run("ingest", str(odd))
+    assert result.exit_code == 1
+    assert "no connector recognises" in result.output
+
+
+def test_a_broken_database_file_is_an_error(tmp_path: Path) -> None:
+    db = tmp_path / "broken.db"
+    db.write_bytes(b"not sqlite at all" * 64)
+    result = CliRunner().invoke(main, ["--db", str(db), "stats"])
+    assert result.exit_code == 1
+    assert "broken.db" in result.output
+
+
+def test_db_from_environment(tmp_path: Path) -> None:
+    db = tmp_path / "env.db"
+    result = CliRunner().invoke(main, ["stats", "--json"], env={"STRATAMEM_DB": str(db)})
+    assert result.exit_code == 0
+    assert json.loads(result.output)["path"] == str(db)
+
+
+def test_every_command_has_help_with_examples_and_is_documented() -> None:
+    docs = (ROOT / "docs" / "cli.md").read_text()
+    assert isinstance(main, click.Group)
+    for name in main.commands:
+        result = CliRunner().invoke(main, [name, "--help"])
+        assert result.exit_code == 0
+        assert "Examples:" in result.output, name
+        assert f"## `stratamem {name}" in docs, f"{name} is not in docs/cli.md"
+
+
+def test_python_dash_m() -> None:
+    result = subprocess.run(
+        [sys.executable, "-m", "stratamem", "--help"], capture_output=True, text=True, check=True
+    )
+    assert "ingest" in result.stdout
