@@ -148,7 +148,8 @@ def ingest(
 def _print_report(report: IngestReport) -> None:
     table = Table(title=f"{report.path} ({report.connector})", title_justify="left")
     for column in ("source", "kind", "items", "chunks", "new", "removed", "status"):
-        table.add_column(column, justify="right" if column in {"items", "chunks"} else "left")
+        numeric = column in {"items", "chunks", "new", "removed"}
+        table.add_column(column, justify="right" if numeric else "left")
     for s in report.sources:
         status = f"[red]failed: {s.error}[/]" if s.error else "ok"
         table.add_row(

@@ -52,9 +52,10 @@ def extract(
     content: str, records: Iterable[Record], *, scope: str, kind: SourceKind
 ) -> list[Mention]:
     """The entities of one chunk: from its records' structured fields, then from its text."""
-    found, handles_to_skip = record_mentions(content, records, scope=scope, kind=kind)
+    found, skip_words = record_mentions(content, records, scope=scope, kind=kind)
+    found += topic_mentions(content, known=found, skip_words=skip_words)
     return found + text_mentions(
-        content, skip_ids={m.entity_id for m in found}, skip_handles=handles_to_skip
+        content, skip_ids={m.entity_id for m in found}, skip_handles=skip_words
     )
 
 
@@ -94,7 +95,7 @@ def record_mentions(
 def text_mentions(
     content: str, *, skip_ids: Set[str] = frozenset(), skip_handles: Set[str] = frozenset()
 ) -> list[Mention]:
-    """Entities found in the text: addresses, URLs, handles, hashtags and topic keyphrases."""
+    """Entities found by pattern in the text: addresses, URLs, handles and hashtags."""
     out = _Collector()
     out.seen = dict.fromkeys(skip_ids)
     # The cheap substring tests skip most regex scans: most chunks hold no '@', '://' or '#'.
@@ -113,13 +114,21 @@ def text_mentions(
             tag = match.group(1).rstrip(_TRAILING)
             if not _HEX_COLOUR.fullmatch(tag):
                 out.add("tag", tag, "#" + tag)
-    # A name already known as a person is not also a topic ("Alice Chen: …" lines repeat it).
-    names = {e.partition(":")[2] for e in out.seen if e.startswith(("person:", "note:"))}
-    names |= {word for name in names for word in name.split()} | set(skip_handles)
-    for phrase in topics(content):
-        if phrase not in names:
-            out.add("topic", phrase)
     return [m for m in out.seen.values() if m is not None]
+
+
+def topic_mentions(
+    content: str, *, known: Iterable[Mention] = (), skip_words: Set[str] = frozenset()
+) -> list[Mention]:
+    """Topic keyphrases of the text, leaving out names already known as people or notes
+    ("Alice Chen: …" chat lines repeat a name, which is not a topic)."""
+    names = {m.entity_id.partition(":")[2] for m in known if m.kind in ("person", "note")}
+    names |= {word for name in names for word in name.split()} | set(skip_words)
+    return [
+        Mention(canonical("topic", phrase), "topic", phrase)
+        for phrase in topics(content)
+        if phrase not in names
+    ]
 
 
 def _person_or_address(out: _Collector, name: str | None, address: str | None) -> None:

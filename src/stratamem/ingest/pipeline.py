@@ -25,7 +25,7 @@ from stratamem.ingest.reader import (
     read_events,
     read_in_process,
 )
-from stratamem.store.sqlite.store import SQLiteStore, to_ms
+from stratamem.store.sqlite.store import MentionRow, SQLiteStore
 
 
 @dataclass(slots=True)
@@ -216,15 +216,15 @@ def _write_stream(
 def _write_rows(store: SQLiteStore, sid: str, rows: list[Row]) -> tuple[int, int]:
     """Insert the chunks not already stored, with their entity rows, replacing what stood at
     their positions; returns (added, replaced)."""
-    existing = store.existing_ids([row[0].id for row in rows])
-    fresh = [row for row in rows if row[0].id not in existing]
-    replaced = store.replace_seqs(sid, [row[0].seq for row in fresh])
-    store.insert_chunks((chunk, meta) for chunk, meta, _, _ in fresh)
-    store.insert_mentions(
-        (chunk.id, sid, mention, ms)
-        for chunk, _, fields, skip in fresh
-        for ms in (to_ms(chunk.time_start),)
-        for mention in fields
-        + text_mentions(chunk.content, skip_ids={m.entity_id for m in fields}, skip_handles=skip)
-    )
+    existing = store.existing_ids([row[0][0] for row in rows])
+    fresh = [row for row in rows if row[0][0] not in existing]
+    replaced = store.replace_seqs(sid, [row[0][2] for row in fresh])
+    store.insert_chunks(row[0] for row in fresh)
+    mentions: list[MentionRow] = []
+    for chunk, fields, skip in fresh:
+        node, content, ts = chunk[0], chunk[3], chunk[7]
+        mentions.extend((entity, node, kind, surface, sid, ts) for entity, kind, surface in fields)
+        found = text_mentions(content, skip_ids={f[0] for f in fields}, skip_handles=skip)
+        mentions.extend((m.entity_id, node, m.kind, m.surface, sid, ts) for m in found)
+    store.insert_mentions(mentions)
     return len(fresh), replaced

@@ -25,19 +25,19 @@ from itertools import islice
 from pathlib import Path
 from typing import Any
 
-from stratamem.entities.extract import record_mentions
+from stratamem.entities.extract import record_mentions, topic_mentions
 from stratamem.errors import IngestError, StratamemError
 from stratamem.ingest.chunking import ChunkingConfig, Draft, chunk_records
 from stratamem.ingest.model import Connector, ReadContext, Record
 from stratamem.ingest.tokens import estimate_tokens
-from stratamem.store.sqlite.store import source_id_for
-from stratamem.types import Chunk, Mention, SourceKind
+from stratamem.store.sqlite.store import ChunkRow, chunk_row, source_id_for
+from stratamem.types import Chunk, SourceKind
 
 BATCH = 64
-# A chunk, its chunk-level metadata, the entities of its records' fields, and the handles
-# the text extraction must skip. Text entities are found by the writer: in process mode that
-# spreads the regex work over both cores.
-Row = tuple[Chunk, dict[str, Any], list[Mention], frozenset[str]]
+# A chunk's insert tuple, the (id, kind, surface) of the entities of its records' fields and
+# its topics, and the handles the pattern extraction must skip. Pattern entities are found by
+# the writer: in process mode that spreads the regex work over both cores.
+Row = tuple[ChunkRow, list[tuple[str, str, str]], frozenset[str]]
 Event = tuple[Any, ...]
 
 
@@ -91,7 +91,9 @@ def read_events(
                     mentions, skip = record_mentions(
                         chunk.content, draft.records, scope=stream.scope, kind=stream.kind
                     )
-                    rows.append((chunk, draft.meta, mentions, skip))
+                    mentions += topic_mentions(chunk.content, known=mentions, skip_words=skip)
+                    entities = [(m.entity_id, m.kind, m.surface) for m in mentions]
+                    rows.append((chunk_row(chunk, draft.meta), entities, skip))
                     seq += 1
                 yield from _drain(problems)
                 yield ("rows", rows, *records.take())

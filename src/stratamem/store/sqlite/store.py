@@ -18,7 +18,7 @@ from typing import Any
 from stratamem.errors import NotFoundError, StoreError
 from stratamem.store.sqlite.connection import atomic, connect
 from stratamem.store.sqlite.migrations import migrate
-from stratamem.types import Chunk, Filters, Mention, Source, SourceKind
+from stratamem.types import Chunk, Filters, Source, SourceKind
 
 _BATCH = 500
 
@@ -130,40 +130,21 @@ class SQLiteStore:
             )
         return found
 
-    def insert_chunks(self, chunks: Iterable[tuple[Chunk, dict[str, Any]]]) -> None:
+    def insert_chunks(self, rows: Iterable[ChunkRow]) -> None:
+        """Rows made by :func:`chunk_row`."""
         self.conn.executemany(
             """INSERT INTO chunks (id, source_id, seq, content, title, token_count, author,
                  ts_start, ts_end, tags, source_ref, thread, doc_id, version, content_sha256, meta)
                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)""",
-            (
-                (
-                    c.id,
-                    c.source_id,
-                    c.seq,
-                    c.content,
-                    c.title,
-                    c.token_count,
-                    c.author,
-                    to_ms(c.time_start),
-                    to_ms(c.time_end),
-                    json.dumps(list(c.tags)),
-                    c.source_ref,
-                    c.thread,
-                    c.doc_id,
-                    c.version,
-                    c.content_sha256,
-                    json.dumps(meta, default=str) if meta else "{}",
-                )
-                for c, meta in chunks
-            ),
+            rows,
         )
 
-    def insert_mentions(self, rows: Iterable[tuple[str, str, Mention, int | None]]) -> None:
-        """Rows of (node id, source id, mention, ts in ms)."""
+    def insert_mentions(self, rows: Iterable[MentionRow]) -> None:
+        """Rows of (entity id, node id, kind, surface, source id, ts in ms)."""
         self.conn.executemany(
             """INSERT OR IGNORE INTO entity_index (entity_id, node_id, kind, surface, source_id, ts)
                VALUES (?, ?, ?, ?, ?, ?)""",
-            ((m.entity_id, node, m.kind, m.surface, sid, ts) for node, sid, m, ts in rows),
+            rows,
         )
 
     def replace_seqs(self, source_id: str, seqs: Sequence[int]) -> int:
@@ -259,6 +240,34 @@ class SQLiteStore:
             ),
             "bytes": Path(self.path).stat().st_size if Path(self.path).exists() else 0,
         }
+
+
+# The column tuples the writers take: plain tuples pickle fast between the reader process and
+# the writer, and go to executemany as they are.
+ChunkRow = tuple[Any, ...]
+MentionRow = tuple[str, str, str, str, str, int | None]
+
+
+def chunk_row(c: Chunk, meta: dict[str, Any] | None = None) -> ChunkRow:
+    """The ``chunks`` insert tuple of a chunk (column order of :meth:`insert_chunks`)."""
+    return (
+        c.id,
+        c.source_id,
+        c.seq,
+        c.content,
+        c.title,
+        c.token_count,
+        c.author,
+        to_ms(c.time_start),
+        to_ms(c.time_end),
+        json.dumps(list(c.tags)),
+        c.source_ref,
+        c.thread,
+        c.doc_id,
+        c.version,
+        c.content_sha256,
+        json.dumps(meta, default=str) if meta else "{}",
+    )
 
 
 def chunk_from_row(row: sqlite3.Row) -> Chunk:
