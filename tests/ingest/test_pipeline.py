@@ -261,3 +261,36 @@ def test_memory_stays_flat_as_the_mailbox_grows(tmp_path: Path) -> None:
     # 10x the mail (about 3.5 MB → 35 MB) may grow the SQLite page cache (capped at 32 MB),
     # but nothing proportional to the mailbox may stay in memory.
     assert growth_mb < 40, peaks
+
+
+def test_edges_kept_up_to_date_equal_a_rebuild(
+    tmp_memory: stratamem.Memory, tmp_path: Path
+) -> None:
+    rows = [
+        {
+            "text": f"Alice Chen and @bob{i % 3} discussed Redis and SQLite #queue{i % 2}",
+            "author": ["Carol Diaz", "Dan Okafor"][i % 2],
+            "source": "team",
+        }
+        for i in range(150)
+    ]
+    path = write_jsonl(tmp_path / "team.jsonl", rows)
+    tmp_memory.ingest(path)
+    changed = rows[:40] + [{**r, "text": r["text"] + " and Postgres"} for r in rows[40:90]]
+    tmp_memory.ingest(write_jsonl(path, changed))
+
+    def edges() -> list[tuple[str, str, float]]:
+        return [
+            tuple(r)
+            for r in tmp_memory.store.conn.execute(
+                "SELECT a, b, weight FROM entity_edges ORDER BY a, b"
+            )
+        ]
+
+    kept = edges()
+    assert kept
+    assert all(weight > 0 for _, _, weight in kept)
+    source = tmp_memory.sources()[0].id
+    with tmp_memory.store.transaction():
+        tmp_memory.store.rebuild_edges(source)
+    assert edges() == kept

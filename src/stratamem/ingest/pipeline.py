@@ -209,8 +209,6 @@ def _write_stream(
         else:
             raise IngestError(f"{info.location}: the source ended without being completed")
     result.removed += store.truncate_source(sid, length)
-    if result.added or result.removed:
-        store.rebuild_edges(sid)
 
 
 def _write_rows(store: SQLiteStore, sid: str, rows: list[Row]) -> tuple[int, int]:
@@ -227,4 +225,5 @@ def _write_rows(store: SQLiteStore, sid: str, rows: list[Row]) -> tuple[int, int
         found = text_mentions(content, skip_ids={f[0] for f in fields}, skip_handles=skip)
         mentions.extend((m.entity_id, node, m.kind, m.surface, sid, ts) for m in found)
     store.insert_mentions(mentions)
+    store.add_edges(sid, [row[0][0] for row in fresh])
     return len(fresh), replaced

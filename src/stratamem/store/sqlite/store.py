@@ -21,6 +21,7 @@ from stratamem.store.sqlite.migrations import migrate
 from stratamem.types import Chunk, Filters, Source, SourceKind
 
 _BATCH = 500
+MAX_EDGE_NODE_ENTITIES = 24
 
 
 def source_id_for(scope: str) -> str:
@@ -166,30 +167,58 @@ class SQLiteStore:
         return self._delete_chunks("source_id = ? AND seq >= ?", [source_id, length])
 
     def _delete_chunks(self, where: str, params: list[Any]) -> int:
+        nodes = [
+            row[0] for row in self.conn.execute(f"SELECT id FROM chunks WHERE {where}", params)
+        ]
+        if not nodes:
+            return 0
+        source_id = params[0]
+        for start in range(0, len(nodes), _BATCH):
+            part = nodes[start : start + _BATCH]
+            self.add_edges(source_id, part, sign=-1)
+            marks = ",".join("?" * len(part))
+            self.conn.execute(f"DELETE FROM entity_index WHERE node_id IN ({marks})", part)
+            self.conn.execute(f"DELETE FROM chunks WHERE id IN ({marks})", part)
         self.conn.execute(
-            f"DELETE FROM entity_index WHERE node_id IN (SELECT id FROM chunks WHERE {where})",
-            params,
+            "DELETE FROM entity_edges WHERE source_id = ? AND weight <= 0", (source_id,)
         )
-        return self.conn.execute(f"DELETE FROM chunks WHERE {where}", params).rowcount
+        return len(nodes)
 
-    def rebuild_edges(self, source_id: str, *, max_per_node: int = 24) -> None:
-        """Recompute the source's co-mention edges from its entity index rows.
+    def add_edges(self, source_id: str, node_ids: Sequence[str], *, sign: int = 1) -> None:
+        """Add (or with ``sign=-1`` take back) the co-mention pairs of these nodes' entities.
 
-        A node with more than ``max_per_node`` entities contributes none: such lists (a long
-        CC line, a digest) say little about which entities belong together and cost n².
+        Edges are kept up to date batch by batch as chunks come and go, so an ingest never
+        pays for a whole-source rebuild. A node with more than :data:`MAX_EDGE_NODE_ENTITIES`
+        entities adds none: such lists (a long CC line, a digest) say little about which
+        entities belong together, and cost n².
         """
-        self.conn.execute("DELETE FROM entity_edges WHERE source_id = ?", (source_id,))
+        if not node_ids:
+            return
+        marks = ",".join("?" * len(node_ids))
         self.conn.execute(
-            """INSERT INTO entity_edges (a, b, source_id, weight)
-               SELECT x.entity_id, y.entity_id, ?, count(*)
-               FROM entity_index x
-               JOIN entity_index y ON y.node_id = x.node_id AND x.entity_id < y.entity_id
-               WHERE x.source_id = ? AND x.node_id IN (
-                   SELECT node_id FROM entity_index WHERE source_id = ?
-                   GROUP BY node_id HAVING count(*) <= ?)
-               GROUP BY x.entity_id, y.entity_id""",
-            (source_id, source_id, source_id, max_per_node),
+            f"""INSERT INTO entity_edges (a, b, source_id, weight)
+                SELECT x.entity_id, y.entity_id, ?, ? * count(*)
+                FROM entity_index x
+                JOIN entity_index y ON y.node_id = x.node_id AND x.entity_id < y.entity_id
+                WHERE x.node_id IN (
+                    SELECT node_id FROM entity_index WHERE node_id IN ({marks})
+                    GROUP BY node_id HAVING count(*) <= ?)
+                GROUP BY x.entity_id, y.entity_id
+                ON CONFLICT (a, b, source_id) DO UPDATE SET weight = weight + excluded.weight""",
+            (source_id, sign, *node_ids, MAX_EDGE_NODE_ENTITIES),
         )
+
+    def rebuild_edges(self, source_id: str) -> None:
+        """Recompute the source's edges from scratch (a repair; ingest keeps them current)."""
+        self.conn.execute("DELETE FROM entity_edges WHERE source_id = ?", (source_id,))
+        nodes = [
+            row[0]
+            for row in self.conn.execute(
+                "SELECT DISTINCT node_id FROM entity_index WHERE source_id = ?", (source_id,)
+            )
+        ]
+        for start in range(0, len(nodes), _BATCH):
+            self.add_edges(source_id, nodes[start : start + _BATCH])
 
     def chunks(self, ids: Sequence[str]) -> list[Chunk]:
         """Chunks by id, in the order asked; unknown ids are left out."""
