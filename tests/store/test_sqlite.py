@@ -60,3 +60,10 @@ def test_transaction_rolls_back_on_error(tmp_path: Path) -> None:
                 add_then_fail(store, "inner")
             store.upsert_source(scope="outer", kind=SourceKind.CHAT, platform="p", location="l")
         assert [s.scope for s in store.sources()] == ["outer"]
+
+
+def test_sqlite_store_fulfils_the_store_protocol(tmp_path: Path) -> None:
+    from stratamem.store.base import Store
+
+    with SQLiteStore(tmp_path / "s.db") as store:
+        assert isinstance(store, Store)

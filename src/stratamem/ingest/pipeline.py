@@ -25,7 +25,7 @@ from stratamem.ingest.reader import (
     read_events,
     read_in_process,
 )
-from stratamem.store.sqlite.store import MentionRow, SQLiteStore
+from stratamem.store.base import MentionRow, Store
 
 
 @dataclass(slots=True)
@@ -111,7 +111,7 @@ ProgressCallback = Callable[[Progress], None]
 
 
 def ingest_path(
-    store: SQLiteStore,
+    store: Store,
     path: str | Path,
     *,
     kind: str | None = None,
@@ -160,7 +160,7 @@ class _StreamFailed(Exception):
 
 
 def _write_stream(
-    store: SQLiteStore,
+    store: Store,
     info: StreamInfo,
     events: Iterator[Event],
     result: SourceResult,
@@ -211,7 +211,7 @@ def _write_stream(
     result.removed += store.truncate_source(sid, length)
 
 
-def _write_rows(store: SQLiteStore, sid: str, rows: list[Row]) -> tuple[int, int]:
+def _write_rows(store: Store, sid: str, rows: list[Row]) -> tuple[int, int]:
     """Insert the chunks not already stored, with their entity rows, replacing what stood at
     their positions; returns (added, replaced)."""
     existing = store.existing_ids([row[0][0] for row in rows])

@@ -30,7 +30,7 @@ from stratamem.errors import IngestError, StratamemError
 from stratamem.ingest.chunking import ChunkingConfig, Draft, chunk_records
 from stratamem.ingest.model import Connector, ReadContext, Record
 from stratamem.ingest.tokens import estimate_tokens
-from stratamem.store.sqlite.store import ChunkRow, chunk_row, source_id_for
+from stratamem.store.base import ChunkRow, chunk_row, source_id_for
 from stratamem.types import Chunk, SourceKind
 
 BATCH = 64

@@ -6,7 +6,6 @@ sha256(scope); a chunk id is the first 32 hex digits of sha256(source id, seq, c
 
 from __future__ import annotations
 
-import hashlib
 import json
 import sqlite3
 from collections.abc import Iterable, Iterator, Sequence
@@ -16,24 +15,13 @@ from pathlib import Path
 from typing import Any
 
 from stratamem.errors import NotFoundError, StoreError
+from stratamem.store.base import ChunkRow, MentionRow, from_ms, source_id_for, to_ms
 from stratamem.store.sqlite.connection import atomic, connect
 from stratamem.store.sqlite.migrations import migrate
-from stratamem.types import Chunk, Filters, Source, SourceKind
+from stratamem.types import Chunk, EntityMatch, Filters, RetrievalHit, Source, SourceKind
 
 _BATCH = 500
 MAX_EDGE_NODE_ENTITIES = 24
-
-
-def source_id_for(scope: str) -> str:
-    return "src_" + hashlib.sha256(scope.encode()).hexdigest()[:16]
-
-
-def to_ms(value: datetime | None) -> int | None:
-    return None if value is None else int(value.timestamp() * 1000)
-
-
-def from_ms(value: int | None) -> datetime | None:
-    return None if value is None else datetime.fromtimestamp(value / 1000, tz=UTC)
 
 
 class SQLiteStore:
@@ -249,6 +237,25 @@ class SQLiteStore:
                 out[node].append(entity)
         return out
 
+    # -- reads (SQL in search.py) ---------------------------------------------------------
+
+    def fts_search(
+        self, expression: str, filters: Filters, limit: int, *, snippets: bool = True
+    ) -> tuple[list[RetrievalHit], int]:
+        from stratamem.store.sqlite import search
+
+        return search.fts_search(self, expression, filters, limit, snippets=snippets)
+
+    def search_entities(self, needle: str, kinds: Sequence[str], limit: int) -> list[EntityMatch]:
+        from stratamem.store.sqlite import search
+
+        return search.search_entities(self, needle, kinds, limit)
+
+    def neighbours(self, entity_id: str, limit: int) -> list[tuple[str, float]]:
+        from stratamem.store.sqlite import search
+
+        return search.neighbours(self, entity_id, limit)
+
     # -- stats -----------------------------------------------------------------------------
 
     def stats(self) -> dict[str, Any]:
@@ -269,34 +276,6 @@ class SQLiteStore:
             ),
             "bytes": Path(self.path).stat().st_size if Path(self.path).exists() else 0,
         }
-
-
-# The column tuples the writers take: plain tuples pickle fast between the reader process and
-# the writer, and go to executemany as they are.
-ChunkRow = tuple[Any, ...]
-MentionRow = tuple[str, str, str, str, str, int | None]
-
-
-def chunk_row(c: Chunk, meta: dict[str, Any] | None = None) -> ChunkRow:
-    """The ``chunks`` insert tuple of a chunk (column order of :meth:`insert_chunks`)."""
-    return (
-        c.id,
-        c.source_id,
-        c.seq,
-        c.content,
-        c.title,
-        c.token_count,
-        c.author,
-        to_ms(c.time_start),
-        to_ms(c.time_end),
-        json.dumps(list(c.tags)),
-        c.source_ref,
-        c.thread,
-        c.doc_id,
-        c.version,
-        c.content_sha256,
-        json.dumps(meta, default=str) if meta else "{}",
-    )
 
 
 def chunk_from_row(row: sqlite3.Row) -> Chunk:
