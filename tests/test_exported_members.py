@@ -9,8 +9,11 @@ def test_all_is_sorted_and_complete() -> None:
     modules = {
         "api",
         "cli",
+        "config",
+        "embed",
         "entities",
         "errors",
+        "eval",
         "ingest",
         "retrieval",
         "store",

@@ -1,6 +1,8 @@
 """stratamem: a local-first retrieval and memory engine for AI agents."""
 
 from stratamem.api import Memory, default_db_path, open
+from stratamem.config import SearchConfig, WeightProfile
+from stratamem.embed.base import Embedder, ModelSpec
 from stratamem.errors import (
     IngestError,
     NotFoundError,
@@ -13,35 +15,45 @@ from stratamem.errors import (
 )
 from stratamem.ingest.pipeline import IngestReport
 from stratamem.types import (
+    Card,
     Chunk,
     EntityMatch,
     Filters,
     NodeKind,
     QueryResponse,
     RetrievalHit,
+    ScoreBreakdown,
+    SearchResponse,
     Source,
     SourceKind,
 )
 
 __all__ = [
+    "Card",
     "Chunk",
+    "Embedder",
     "EntityMatch",
     "Filters",
     "IngestError",
     "IngestReport",
     "Memory",
+    "ModelSpec",
     "NodeKind",
     "NotFoundError",
     "QueryResponse",
     "RegistryError",
     "RetrievalHit",
     "SchemaError",
+    "ScoreBreakdown",
+    "SearchConfig",
+    "SearchResponse",
     "Source",
     "SourceFormatError",
     "SourceKind",
     "StoreError",
     "StratamemError",
     "UnknownFormatError",
+    "WeightProfile",
     "default_db_path",
     "open",
 ]

@@ -14,16 +14,18 @@ from typing import Any, TypeVar
 import click
 from rich.console import Console
 from rich.markup import escape
-from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from stratamem.api import Memory, default_db_path
+from stratamem.config import PROFILES
+from stratamem.embed.indexing import EmbedProgress
 from stratamem.errors import StratamemError
 from stratamem.ingest import registry
 from stratamem.ingest.pipeline import IngestReport
 from stratamem.ingest.pipeline import Progress as IngestProgress
 from stratamem.timeparse import parse_when
-from stratamem.types import QueryResponse, RetrievalHit, SourceKind, rfc3339
+from stratamem.types import RetrievalHit, SearchResponse, SourceKind, rfc3339
 
 F = TypeVar("F", bound=Callable[..., Any])
 out = Console()
@@ -247,6 +249,20 @@ def stats(ctx: click.Context, as_json: bool) -> None:
 @click.option("--since", help="Only content at or after this time (2024-03-12, 24h, 7d).")
 @click.option("--until", help="Only content at or before this time.")
 @click.option("--limit", default=10, show_default=True, help="How many hits.")
+@click.option(
+    "--mode",
+    type=click.Choice(["hybrid", "keyword", "vector", "graph"]),
+    default="hybrid",
+    show_default=True,
+    help="hybrid fuses keyword, vector and graph legs; the others run one leg.",
+)
+@click.option(
+    "--profile",
+    type=click.Choice(sorted(PROFILES)),
+    help="Fusion weight profile (default: balanced).",
+)
+@click.option("--budget", type=int, help="Pack the hits into this many tokens as cards.")
+@click.option("--explain", is_flag=True, help="Show each hit's score breakdown and the legs.")
 @json_option
 @click.pass_context
 @handle_errors
@@ -258,36 +274,66 @@ def search(
     since: str | None,
     until: str | None,
     limit: int,
+    mode: str,
+    profile: str | None,
+    budget: int | None,
+    explain: bool,
     as_json: bool,
 ) -> None:
-    """Search the store; each hit says where it came from and why it matched.
+    """Search the store; each hit says where it came from and why it ranks where it does.
 
     \b
     Examples:
       stratamem search "why did we drop Redis?"
       stratamem search release --source slack:#eng --since 2024-03-01
       stratamem search postmortem --kind email --json
+      stratamem search "queue incident" --budget 800 --explain
     """
     response = _memory(ctx).search(
-        query, sources=sources_, kinds=kinds, since=_when(since), until=_when(until), limit=limit
+        query,
+        sources=sources_,
+        kinds=kinds,
+        since=_when(since),
+        until=_when(until),
+        limit=limit,
+        mode=mode,
+        profile=profile,
+        budget=budget,
     )
     if as_json:
         _print_json(response.to_dict())
         return
-    _print_hits(response)
+    if explain:
+        for leg, state in response.legs.items():
+            out.print(f"[dim]{leg}: {escape(state)}[/]", highlight=False)
+    for note in response.notes:
+        out.print(f"[yellow]{escape(note)}[/]", highlight=False)
+    if response.cards:
+        _print_cards(response)
+    else:
+        _print_hits(response, explain=explain)
 
 
-def _print_hits(response: QueryResponse) -> None:
+def _print_cards(response: SearchResponse) -> None:
+    used = sum(card.tokens for card in response.cards)
+    out.print(f"[dim]{len(response.cards)} cards, {used} of {response.budget} tokens[/]")
+    for rank, card in enumerate(response.cards, 1):
+        out.print(f"[bold]{rank}.[/] [dim]({card.form}, {card.tokens} tokens)[/]")
+        out.print(card.text, highlight=False, markup=False)
+        out.print(f"   [dim]{escape(card.reason)}[/]", highlight=False)
+
+
+def _print_hits(response: SearchResponse, *, explain: bool = False) -> None:
     if not response.hits:
         out.print("no matches")
         return
     for rank, hit in enumerate(response.hits, 1):
-        _print_hit(rank, hit)
+        _print_hit(rank, hit, explain=explain)
     if response.truncated:
-        out.print(f"[dim]showing {len(response.hits)} of {response.total:,} matches[/]")
+        out.print(f"[dim]showing {len(response.hits)} of {response.total:,} candidates[/]")
 
 
-def _print_hit(rank: int, hit: RetrievalHit) -> None:
+def _print_hit(rank: int, hit: RetrievalHit, *, explain: bool = False) -> None:
     details = [hit.tree_scope, rfc3339(hit.time_range_start) or "undated"]
     if hit.author:
         details.append(hit.author)
@@ -295,11 +341,16 @@ def _print_hit(rank: int, hit: RetrievalHit) -> None:
     out.print(f"[bold]{rank}. {title}[/][dim]{escape(' · '.join(details))}[/]", highlight=False)
     text = hit.snippet or hit.content[:240]
     out.print("   " + " ".join(text.split()), highlight=False, markup=False)
-    reasons = ", ".join(f"{k} {v}" for k, v in hit.explain.items())
+    why = hit.explain.get("reason") or ", ".join(f"{k} {v}" for k, v in hit.explain.items())
     cite = escape(hit.source_ref or "")
     out.print(
-        f"   [dim]{hit.node_id} · {cite} · score {hit.score:.3f} ({reasons})[/]", highlight=False
+        f"   [dim]{hit.node_id} · {cite} · score {hit.score:.3f} ({escape(str(why))})[/]",
+        highlight=False,
     )
+    breakdown = hit.explain.get("breakdown")
+    if explain and isinstance(breakdown, dict):
+        parts = " ".join(f"{k}={v}" for k, v in breakdown.items() if v not in (None, 0.0))
+        out.print(f"   [dim]breakdown: {escape(parts)}[/]", highlight=False)
 
 
 @main.command()
@@ -381,6 +432,80 @@ def entities(
             ", ".join(e for e, _ in related[m.canonical_id]),
         )
     out.print(table)
+
+
+@main.command()
+@click.option("--quiet", is_flag=True, help="No progress bar.")
+@json_option
+@click.pass_context
+@handle_errors
+def embed(ctx: click.Context, quiet: bool, as_json: bool) -> None:
+    """Embed every chunk that has no vector yet (the bundled MiniLM model by default).
+
+    Resumable: each batch is committed, and a vector already made for the same text is
+    reused.
+
+    \b
+    Examples:
+      stratamem embed
+      stratamem --db team.db embed --json
+    """
+    _run_embedding(ctx, quiet, as_json, reindex=False)
+
+
+@main.command()
+@click.option("--quiet", is_flag=True, help="No progress bar.")
+@json_option
+@click.pass_context
+@handle_errors
+def reindex(ctx: click.Context, quiet: bool, as_json: bool) -> None:
+    """Switch the store's vectors to the configured model and re-embed every chunk.
+
+    Needed after changing the embedding model or its prefixes: until then the vector leg
+    stays off, and search says why.
+
+    \b
+    Examples:
+      stratamem reindex
+    """
+    _run_embedding(ctx, quiet, as_json, reindex=True)
+
+
+def _run_embedding(ctx: click.Context, quiet: bool, as_json: bool, *, reindex: bool) -> None:
+    memory = _memory(ctx)
+    with Progress(
+        SpinnerColumn(),
+        TextColumn("[bold]embedding"),
+        BarColumn(),
+        TextColumn("{task.completed:,}/{task.total:,} · {task.fields[rate]}"),
+        TimeElapsedColumn(),
+        console=err,
+        disable=quiet or as_json,
+        transient=True,
+    ) as bar:
+        task = bar.add_task("embedding", total=None, rate="")
+
+        def on_progress(p: EmbedProgress) -> None:
+            elapsed = max(1e-6, time.time() - p.started)
+            bar.update(task, completed=p.done, total=p.total, rate=f"{p.done / elapsed:,.0f}/s")
+
+        run = memory.reindex if reindex else memory.embed
+        report = run(progress=on_progress)
+    data = {
+        "model": report.model,
+        "embedded": report.embedded,
+        "reused": report.cached,
+        "seconds": round(report.seconds, 2),
+    }
+    if as_json:
+        _print_json(data)
+        return
+    rate = report.embedded / report.seconds if report.seconds else 0.0
+    out.print(
+        f"embedded {report.embedded:,} chunks ({report.cached:,} reused) with "
+        f"{escape(report.model)} in {report.seconds:.1f}s, {rate:,.1f}/s",
+        highlight=False,
+    )
 
 
 @main.command()

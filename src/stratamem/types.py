@@ -194,3 +194,89 @@ class Filters:
     def __post_init__(self) -> None:
         if self.since and self.until and self.until < self.since:
             raise ValueError(f"until ({self.until}) is before since ({self.since})")
+
+
+@dataclass(frozen=True, slots=True)
+class ScoreBreakdown:
+    """Why a hit ranks where it does: each signal's weighted share of ``final``.
+
+    ``keyword``, ``vector``, ``graph`` and ``freshness`` are the fused contributions (already
+    weighted); ``expansion`` is what a hit reached through the graph inherited from its seed;
+    ``boost`` the multiplier applied (1.0 = none); ``rerank`` the reranker's score if one ran.
+    """
+
+    keyword: float = 0.0
+    vector: float = 0.0
+    graph: float = 0.0
+    freshness: float = 0.0
+    expansion: float = 0.0
+    boost: float = 1.0
+    rerank: float | None = None
+    final: float = 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "keyword": round(self.keyword, 6),
+            "vector": round(self.vector, 6),
+            "graph": round(self.graph, 6),
+            "freshness": round(self.freshness, 6),
+            "expansion": round(self.expansion, 6),
+            "boost": round(self.boost, 6),
+            "rerank": None if self.rerank is None else round(self.rerank, 6),
+            "final": round(self.final, 6),
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class Card:
+    """A hit packed for a prompt: its text at the detail the token budget allowed.
+
+    ``form`` is ``full`` (the whole chunk), ``compact`` (cut to a share of the budget at a
+    token boundary) or ``line`` (title, source and time only).
+    """
+
+    hit: RetrievalHit
+    text: str
+    tokens: int
+    form: str
+    reason: str
+    breakdown: ScoreBreakdown
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "node_id": self.hit.node_id,
+            "text": self.text,
+            "tokens": self.tokens,
+            "form": self.form,
+            "reason": self.reason,
+            "breakdown": self.breakdown.to_dict(),
+            "hit": self.hit.to_dict(),
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class SearchResponse:
+    """The hybrid search result: ranked hits, their cards when a budget was given, and what
+    each stage did (legs that ran or were off and why, rerank status)."""
+
+    hits: tuple[RetrievalHit, ...]
+    total: int
+    cards: tuple[Card, ...] = ()
+    budget: int | None = None
+    legs: dict[str, str] = field(default_factory=dict)
+    notes: tuple[str, ...] = ()
+
+    @property
+    def truncated(self) -> bool:
+        return self.total > len(self.hits)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "hits": [h.to_dict() for h in self.hits],
+            "total": self.total,
+            "truncated": self.truncated,
+            "cards": [c.to_dict() for c in self.cards],
+            "budget": self.budget,
+            "legs": dict(self.legs),
+            "notes": list(self.notes),
+        }

@@ -74,8 +74,8 @@ def test_changed_content_replaces_the_old_chunks(
     changed = [NOTES[0], {**NOTES[1], "text": "Carol Diaz wrote the postmortem."}]
     report = tmp_memory.ingest(write_jsonl(path, changed))
     assert (report.added, report.sources[0].removed) == (1, 1)
-    assert tmp_memory.search("migration").total == 0
-    assert tmp_memory.search("postmortem").total == 1
+    assert tmp_memory.search("migration", mode="keyword").total == 0
+    assert tmp_memory.search("postmortem", mode="keyword").total == 1
     assert counts(tmp_memory)["fts"] == counts(tmp_memory)["chunks"] == 2
 
 
@@ -88,7 +88,7 @@ def test_forget_removes_everything_derived(tmp_memory: stratamem.Memory, tmp_pat
     removed = tmp_memory.forget("jsonl:notes")
     assert removed == 2
     assert counts(tmp_memory) == baseline
-    assert tmp_memory.search("redis").total == 0
+    assert tmp_memory.search("redis", mode="keyword").total == 0
     assert tmp_memory.search_entities("alice") == []
 
 
@@ -137,7 +137,7 @@ def test_a_failing_source_is_rolled_back_and_the_rest_goes_on(
     ]
     assert "line 2: unexpected end of data" in (report.sources[1].error or "")
     assert [s.scope for s in tmp_memory.sources()] == ["a", "c"]
-    assert tmp_memory.search("written before the failure").total == 0
+    assert tmp_memory.search("written before the failure", mode="keyword").total == 0
 
 
 CRASH_SCRIPT = """
@@ -191,7 +191,7 @@ def test_a_source_that_shrank_loses_its_tail(tmp_memory: stratamem.Memory, tmp_p
     report = tmp_memory.ingest(write_jsonl(path, NOTES[:1]))
     assert (report.added, report.sources[0].removed) == (0, 1)
     assert counts(tmp_memory)["chunks"] == counts(tmp_memory)["fts"] == 1
-    assert tmp_memory.search("migration").total == 0
+    assert tmp_memory.search("migration", mode="keyword").total == 0
 
 
 @pytest.mark.parametrize("parallel", [False, True])

@@ -16,7 +16,7 @@ from stratamem.entities.extract import text_mentions
 from stratamem.errors import IngestError
 from stratamem.ingest import registry
 from stratamem.ingest.chunking import ChunkingConfig
-from stratamem.ingest.model import Problem
+from stratamem.ingest.model import Connector, Problem
 from stratamem.ingest.reader import (
     Event,
     Row,
@@ -119,13 +119,16 @@ def ingest_path(
     config: ChunkingConfig | None = None,
     progress: ProgressCallback | None = None,
     parallel: bool | None = None,
+    connector: Connector | None = None,
 ) -> IngestReport:
     """Ingest ``path``. ``parallel`` reads in a child process while this one writes; by
-    default it does so where ``fork`` exists and there is more than one CPU."""
+    default it does so where ``fork`` exists and there is more than one CPU. ``connector``
+    bypasses the registry (for readers built in code, such as evaluation datasets)."""
     path = Path(path).expanduser()
-    if not path.exists():
-        raise IngestError(f"{path}: no such file or directory")
-    connector = registry.get(kind) if kind else registry.detect(path)
+    if connector is None:
+        if not path.exists():
+            raise IngestError(f"{path}: no such file or directory")
+        connector = registry.get(kind) if kind else registry.detect(path)
     report = IngestReport(path=str(path), connector=connector.name)
     counts = Progress()
     started = time.perf_counter()

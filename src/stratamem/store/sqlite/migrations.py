@@ -88,6 +88,24 @@ MIGRATIONS: tuple[str, ...] = (
     CREATE INDEX IF NOT EXISTS entity_edges_b ON entity_edges(b);
     CREATE INDEX IF NOT EXISTS entity_edges_source ON entity_edges(source_id);
     """,
+    # 2: vectors per model signature, the embedding cache by content hash, and settings.
+    """
+    CREATE TABLE IF NOT EXISTS embeddings (
+        node_id        TEXT NOT NULL,
+        model          TEXT NOT NULL,
+        source_id      TEXT NOT NULL REFERENCES sources(id) ON DELETE CASCADE,
+        dim            INTEGER NOT NULL,
+        vector         BLOB NOT NULL,
+        content_sha256 TEXT NOT NULL,
+        PRIMARY KEY (node_id, model)
+    ) WITHOUT ROWID;
+    CREATE INDEX IF NOT EXISTS embeddings_hash ON embeddings(model, content_sha256);
+    CREATE INDEX IF NOT EXISTS embeddings_source ON embeddings(source_id);
+    CREATE TABLE IF NOT EXISTS settings (
+        key   TEXT PRIMARY KEY,
+        value TEXT NOT NULL
+    );
+    """,
 )
 
 SCHEMA_VERSION = len(MIGRATIONS)

@@ -104,6 +104,7 @@ class SQLiteStore:
                 "SELECT count(*) FROM chunks WHERE source_id = ?", (source_id,)
             ).fetchone()
             self.conn.execute("DELETE FROM sources WHERE id = ?", (source_id,))
+            self.bump_generation()
         return int(count)
 
     # -- chunks ----------------------------------------------------------------------------
@@ -166,7 +167,9 @@ class SQLiteStore:
             self.add_edges(source_id, part, sign=-1)
             marks = ",".join("?" * len(part))
             self.conn.execute(f"DELETE FROM entity_index WHERE node_id IN ({marks})", part)
+            self.conn.execute(f"DELETE FROM embeddings WHERE node_id IN ({marks})", part)
             self.conn.execute(f"DELETE FROM chunks WHERE id IN ({marks})", part)
+        self.bump_generation()
         self.conn.execute(
             "DELETE FROM entity_edges WHERE source_id = ? AND weight <= 0", (source_id,)
         )
@@ -235,6 +238,204 @@ class SQLiteStore:
                 part,
             ):
                 out[node].append(entity)
+        return out
+
+    # -- settings and vectors --------------------------------------------------------------
+
+    def get_setting(self, key: str) -> str | None:
+        row = self.conn.execute("SELECT value FROM settings WHERE key = ?", (key,)).fetchone()
+        return None if row is None else str(row[0])
+
+    def set_setting(self, key: str, value: str) -> None:
+        self.conn.execute(
+            "INSERT INTO settings (key, value) VALUES (?, ?) "
+            "ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+            (key, value),
+        )
+
+    def bump_generation(self) -> None:
+        """Mark the vectors changed, so a persisted vector index knows it is stale."""
+        self.conn.execute(
+            "INSERT INTO settings (key, value) VALUES ('vectors.generation', '1') "
+            "ON CONFLICT (key) DO UPDATE SET value = CAST(value AS INTEGER) + 1"
+        )
+
+    def generation(self) -> int:
+        return int(self.get_setting("vectors.generation") or 0)
+
+    def pending_embeddings(self, model: str, limit: int) -> list[sqlite3.Row]:
+        """Chunks with no vector for ``model``, oldest first: rowid, id, source_id, title,
+        content, content_sha256."""
+        return self.conn.execute(
+            """SELECT c.rowid, c.id, c.source_id, c.title, c.content, c.content_sha256
+               FROM chunks c JOIN sources s ON s.id = c.source_id
+               WHERE s.locked = 0 AND NOT EXISTS (
+                   SELECT 1 FROM embeddings e WHERE e.node_id = c.id AND e.model = ?)
+               ORDER BY c.rowid LIMIT ?""",
+            (model, limit),
+        ).fetchall()
+
+    def count_pending_embeddings(self, model: str) -> int:
+        return int(
+            self.conn.execute(
+                """SELECT count(*) FROM chunks c JOIN sources s ON s.id = c.source_id
+                   WHERE s.locked = 0 AND NOT EXISTS (
+                       SELECT 1 FROM embeddings e WHERE e.node_id = c.id AND e.model = ?)""",
+                (model,),
+            ).fetchone()[0]
+        )
+
+    def cached_vectors(self, model: str, hashes: Sequence[str]) -> dict[str, bytes]:
+        """Vectors already made by ``model`` for these content hashes (any node)."""
+        found: dict[str, bytes] = {}
+        for start in range(0, len(hashes), _BATCH):
+            part = list(hashes[start : start + _BATCH])
+            marks = ",".join("?" * len(part))
+            for sha, blob in self.conn.execute(
+                f"""SELECT content_sha256, vector FROM embeddings
+                    WHERE model = ? AND content_sha256 IN ({marks})""",
+                (model, *part),
+            ):
+                found[sha] = blob
+        return found
+
+    def insert_vectors(self, rows: Iterable[tuple[str, str, str, int, bytes, str]]) -> None:
+        """Rows of (node id, model signature, source id, dim, float32 LE blob, content sha)."""
+        self.conn.executemany(
+            """INSERT OR REPLACE INTO embeddings
+               (node_id, model, source_id, dim, vector, content_sha256)
+               VALUES (?, ?, ?, ?, ?, ?)""",
+            rows,
+        )
+        self.bump_generation()
+
+    def vector_models(self) -> dict[str, int]:
+        """Model signature → vector count."""
+        return dict(
+            self.conn.execute("SELECT model, count(*) FROM embeddings GROUP BY model").fetchall()
+        )
+
+    def delete_vectors(self, *, keep_model: str | None = None) -> int:
+        """Delete the vectors of every model but ``keep_model`` (all when None)."""
+        if keep_model is None:
+            cursor = self.conn.execute("DELETE FROM embeddings")
+        else:
+            cursor = self.conn.execute("DELETE FROM embeddings WHERE model != ?", (keep_model,))
+        self.bump_generation()
+        return cursor.rowcount
+
+    def iter_vectors(self, model: str, batch: int = 10_000) -> Iterator[tuple[list[int], bytes]]:
+        """(chunk rowids, concatenated float32 blobs) of ``model``'s vectors, in rowid order."""
+        cursor = self.conn.execute(
+            """SELECT c.rowid, e.vector FROM embeddings e JOIN chunks c ON c.id = e.node_id
+               WHERE e.model = ? ORDER BY c.rowid""",
+            (model,),
+        )
+        while rows := cursor.fetchmany(batch):
+            yield [r[0] for r in rows], b"".join(r[1] for r in rows)
+
+    def rowids_to_ids(self, rowids: Sequence[int]) -> dict[int, str]:
+        found: dict[int, str] = {}
+        for start in range(0, len(rowids), _BATCH):
+            part = [int(r) for r in rowids[start : start + _BATCH]]
+            marks = ",".join("?" * len(part))
+            for rowid, node in self.conn.execute(
+                f"SELECT rowid, id FROM chunks WHERE rowid IN ({marks})", part
+            ):
+                found[rowid] = node
+        return found
+
+    def allowed_rowids(self, filters: Filters) -> list[int] | None:
+        """The chunk rowids ``filters`` admit, or None when every chunk is admitted (no
+        filter and no locked source), which lets the vector leg skip building a mask."""
+        locked = self.conn.execute("SELECT 1 FROM sources WHERE locked = 1 LIMIT 1").fetchone()
+        if filters == Filters() and locked is None:
+            return None
+        where, params = filter_sql(filters)
+        return [
+            row[0]
+            for row in self.conn.execute(
+                f"""SELECT c.rowid FROM chunks c JOIN sources s ON s.id = c.source_id
+                    WHERE {where}""",
+                params,
+            )
+        ]
+
+    def vectors_of(self, model: str, node_ids: Sequence[str]) -> dict[str, bytes]:
+        found: dict[str, bytes] = {}
+        for start in range(0, len(node_ids), _BATCH):
+            part = list(node_ids[start : start + _BATCH])
+            marks = ",".join("?" * len(part))
+            for node, blob in self.conn.execute(
+                f"SELECT node_id, vector FROM embeddings WHERE model = ? AND node_id IN ({marks})",
+                (model, *part),
+            ):
+                found[node] = blob
+        return found
+
+    # -- graph -----------------------------------------------------------------------------
+
+    def chunk_count(self) -> int:
+        return int(self.conn.execute("SELECT count(*) FROM chunks").fetchone()[0])
+
+    def entity_frequencies(self, entity_ids: Sequence[str]) -> dict[str, int]:
+        """How many nodes mention each of these entities (absent ones are left out)."""
+        if not entity_ids:
+            return {}
+        marks = ",".join("?" * len(entity_ids))
+        return dict(
+            self.conn.execute(
+                f"""SELECT entity_id, count(*) FROM entity_index WHERE entity_id IN ({marks})
+                    GROUP BY entity_id""",
+                list(entity_ids),
+            ).fetchall()
+        )
+
+    def nodes_by_entities(
+        self,
+        weights: dict[str, float],
+        filters: Filters,
+        limit: int,
+        *,
+        exclude: Sequence[str] = (),
+    ) -> dict[str, float]:
+        """Nodes mentioning any of these entities, scored by the summed entity weights,
+        filtered before the limit."""
+        if not weights:
+            return {}
+        values = ",".join("(?, ?)" for _ in weights)
+        where, params = filter_sql(filters)
+        skip = ""
+        if exclude:
+            skip = f"AND e.node_id NOT IN ({','.join('?' * len(exclude))})"
+        rows = self.conn.execute(
+            f"""WITH q(entity_id, weight) AS (VALUES {values})
+                SELECT e.node_id, sum(q.weight) AS score
+                FROM q JOIN entity_index e ON e.entity_id = q.entity_id
+                JOIN chunks c ON c.id = e.node_id JOIN sources s ON s.id = c.source_id
+                WHERE {where} {skip}
+                GROUP BY e.node_id ORDER BY score DESC, e.node_id LIMIT ?""",
+            (*[x for pair in weights.items() for x in pair], *params, *exclude, limit),
+        ).fetchall()
+        return {row[0]: float(row[1]) for row in rows}
+
+    def neighbour_chunks(self, node_ids: Sequence[str], filters: Filters) -> dict[str, list[str]]:
+        """For each chunk, the chunks right before and after it in its source (seq ± 1):
+        the next and previous turns of a conversation, the parts of a document."""
+        out: dict[str, list[str]] = {n: [] for n in node_ids}
+        if not node_ids:
+            return out
+        where, params = filter_sql(filters, chunk="n")
+        marks = ",".join("?" * len(node_ids))
+        for seed, node in self.conn.execute(
+            f"""SELECT c.id, n.id FROM chunks c
+                JOIN chunks n ON n.source_id = c.source_id AND n.seq IN (c.seq - 1, c.seq + 1)
+                JOIN sources s ON s.id = n.source_id
+                WHERE c.id IN ({marks}) AND {where}
+                ORDER BY c.id, n.seq""",
+            (*node_ids, *params),
+        ):
+            out[seed].append(node)
         return out
 
     # -- reads (SQL in search.py) ---------------------------------------------------------

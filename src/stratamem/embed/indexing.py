@@ -1,0 +1,142 @@
+"""Keeping the store's vectors in step with its chunks, for one active model.
+
+The store records the signature of the model its vectors were made with (setting
+``embed.model``). :func:`embed_pending` embeds the chunks that have no vector yet, in batches,
+committing each batch (an interrupted run resumes where it stopped), reusing a vector already
+made for the same content (the cache is keyed by model and content sha256). A different
+model is refused until :func:`reindex` switches the store over; until then the vector leg
+stays off and says why (:func:`vector_status`).
+
+Vectors are float32 little-endian BLOBs of ``dim`` values, L2-normalised.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+
+from stratamem.embed.base import Embedder
+from stratamem.errors import StratamemError
+from stratamem.store.sqlite.store import SQLiteStore
+
+ACTIVE_MODEL = "embed.model"
+ACTIVE_DIM = "embed.dim"
+
+
+class ModelMismatchError(StratamemError):
+    """The store's vectors were made by another model; ``stratamem reindex`` switches."""
+
+
+@dataclass(slots=True)
+class EmbedProgress:
+    done: int = 0
+    total: int = 0
+    cached: int = 0
+    started: float = 0.0
+
+
+@dataclass(slots=True)
+class EmbedReport:
+    model: str
+    embedded: int = 0
+    cached: int = 0
+    seconds: float = 0.0
+
+
+def embed_text(title: str, content: str) -> str:
+    """What a chunk's vector is made from: its title (subject, note and heading) and text."""
+    if title and title not in content:
+        return f"{title}\n{content}"
+    return content
+
+
+def vector_status(store: SQLiteStore, embedder: Embedder) -> str | None:
+    """Why the vector leg cannot run for this embedder, or None when it can."""
+    active = store.get_setting(ACTIVE_MODEL)
+    signature = embedder.spec.signature
+    if active is None:
+        return "no vectors yet: run `stratamem embed`"
+    if active != signature:
+        return (
+            f"the store's vectors were made by {active}, the configured model is {signature}: "
+            "run `stratamem reindex` to switch"
+        )
+    return None
+
+
+def embed_pending(
+    store: SQLiteStore,
+    embedder: Embedder,
+    *,
+    batch: int = 64,
+    progress: Callable[[EmbedProgress], None] | None = None,
+) -> EmbedReport:
+    """Embed every chunk that has no vector for the active model (set it if none is)."""
+    signature = embedder.spec.signature
+    with store.transaction():
+        active = store.get_setting(ACTIVE_MODEL)
+        if active is None:
+            store.set_setting(ACTIVE_MODEL, signature)
+            store.set_setting(ACTIVE_DIM, str(embedder.spec.dim))
+        elif active != signature:
+            raise ModelMismatchError(
+                f"the store's vectors were made by {active}; to use {signature}, run "
+                "`stratamem reindex` (it re-embeds every chunk)"
+            )
+    report = EmbedReport(model=signature)
+    state = EmbedProgress(total=store.count_pending_embeddings(signature), started=time.time())
+    started = time.perf_counter()
+    while rows := store.pending_embeddings(signature, batch):
+        cached = store.cached_vectors(signature, [r["content_sha256"] for r in rows])
+        todo = [r for r in rows if r["content_sha256"] not in cached]
+        if todo:
+            # The model runs outside any transaction: writers are never held up by it.
+            vectors = embedder.embed_batch(
+                [embed_text(r["title"], r["content"]) for r in todo], role="passage"
+            )
+            fresh = {
+                r["content_sha256"]: np.ascontiguousarray(v, dtype="<f4").tobytes()
+                for r, v in zip(todo, vectors, strict=True)
+            }
+        else:
+            fresh = {}
+        blobs = {**cached, **fresh}
+        dim = embedder.spec.dim
+        with store.transaction():
+            store.insert_vectors(
+                (
+                    r["id"],
+                    signature,
+                    r["source_id"],
+                    dim,
+                    blobs[r["content_sha256"]],
+                    r["content_sha256"],
+                )
+                for r in rows
+            )
+        report.embedded += len(todo)
+        report.cached += len(rows) - len(todo)
+        state.done += len(rows)
+        state.cached = report.cached
+        if progress is not None:
+            progress(state)
+    report.seconds = time.perf_counter() - started
+    return report
+
+
+def reindex(
+    store: SQLiteStore,
+    embedder: Embedder,
+    *,
+    batch: int = 64,
+    progress: Callable[[EmbedProgress], None] | None = None,
+) -> EmbedReport:
+    """Switch the store to ``embedder``'s model: drop other models' vectors, embed all."""
+    with store.transaction():
+        store.delete_vectors(keep_model=embedder.spec.signature)
+        store.set_setting(ACTIVE_MODEL, embedder.spec.signature)
+        store.set_setting(ACTIVE_DIM, str(embedder.spec.dim))
+    return embed_pending(store, embedder, batch=batch, progress=progress)

@@ -1,0 +1,358 @@
+"""Hybrid search: keyword, vector and graph legs, fused, expanded, boosted, reranked,
+diversified and packed.
+
+    legs (each filtered inside its query, before its limit)
+      → fusion (weighted min-max with empty-leg redistribution, or RRF; freshness if asked)
+      → expansion (one hop from the top seeds: chunks sharing their rarer entities, and the
+        chunks right before and after them; damped)
+      → tier-0 boost (pinned and decision items, multiplicative)
+      → rerank (optional; a failure keeps the fused order and says so)
+      → MMR (λ = 0.7) over candidates that have vectors
+      → hits, and cards packed into a token budget when one is given
+
+Every hit carries a :class:`ScoreBreakdown` and a one-line reason in ``explain``. A leg that
+cannot run (no vectors, a changed model, an embedding failure) is left out, its weight goes to
+the others, and ``SearchResponse.legs`` says why. Nothing here raises for a bad query.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
+
+from stratamem.config import SearchConfig
+from stratamem.errors import StratamemError
+from stratamem.retrieval import fusion
+from stratamem.retrieval.fts_query import match_expression
+from stratamem.retrieval.graph_leg import entity_weights, graph_leg
+from stratamem.retrieval.mmr import mmr
+from stratamem.retrieval.rerank import Reranker, apply_rerank
+from stratamem.retrieval.vector_leg import VectorLeg
+from stratamem.store.sqlite.store import SQLiteStore
+from stratamem.types import (
+    Chunk,
+    Filters,
+    NodeKind,
+    RetrievalHit,
+    ScoreBreakdown,
+    SearchResponse,
+    TreeKind,
+)
+
+MAX_LIMIT = 1000
+_GRAPH_QUERY_WORDS = 48
+
+
+@dataclass(slots=True)
+class _Candidate:
+    parts: dict[str, float] = field(default_factory=dict)
+    expansion: float = 0.0
+    via: str = ""
+    boost: float = 1.0
+    rerank: float | None = None
+
+    @property
+    def fused(self) -> float:
+        return sum(self.parts.values())
+
+    @property
+    def final(self) -> float:
+        return max(self.fused, self.expansion) * self.boost
+
+
+class HybridSearcher:
+    def __init__(
+        self,
+        store: SQLiteStore,
+        *,
+        vectors: VectorLeg | None = None,
+        reranker: Reranker | None = None,
+        config: SearchConfig | None = None,
+    ) -> None:
+        self.store = store
+        self.vectors = vectors
+        self.reranker = reranker
+        self.config = config or SearchConfig()
+
+    def search(
+        self,
+        query: str,
+        *,
+        filters: Filters | None = None,
+        limit: int = 10,
+        budget: int | None = None,
+        config: SearchConfig | None = None,
+        legs: Sequence[str] = ("keyword", "vector", "graph"),
+        rerank: bool = True,
+        diversify: bool = True,
+    ) -> SearchResponse:
+        cfg = config or self.config
+        filters = filters or Filters()
+        limit = 10 if limit <= 0 else min(limit, MAX_LIMIT)
+        if not query.strip():
+            return SearchResponse(hits=(), total=0, notes=("empty query: nothing to match",))
+        status: dict[str, str] = {}
+        notes: list[str] = []
+        pool = max(cfg.pool, limit)
+        scores = self._legs(query, filters, pool, legs, cfg, status, notes)
+        weights = cfg.leg_weights()
+        if weights.get("freshness", 0.0) > 0:
+            scores["freshness"] = self._freshness(scores, cfg)
+        if cfg.fusion == "rrf":
+            parts = fusion.rrf(scores, weights, k=cfg.rrf_k)
+        else:
+            parts = fusion.weighted_minmax(scores, weights)
+        candidates = {key: _Candidate(parts=value) for key, value in parts.items()}
+        if not candidates:
+            return SearchResponse(hits=(), total=0, budget=budget, legs=status, notes=tuple(notes))
+        if cfg.expand_seeds > 0 and cfg.expand_damping > 0:
+            self._expand(candidates, filters, cfg)
+        order = fusion.ranking({k: c.final for k, c in candidates.items()})
+        head = order[: max(limit * 4, cfg.rerank_top, 40)]
+        chunks = {c.id: c for c in self.store.chunks(head)}
+        head = [key for key in head if key in chunks]
+        for key in head:
+            if set(chunks[key].tags) & set(cfg.tier0_tags):
+                candidates[key].boost = cfg.tier0_boost
+        head = sorted(head, key=lambda k: (-candidates[k].final, k))
+        if rerank and self.reranker is not None and head:
+            head = self._rerank(query, head, chunks, candidates, cfg, notes)
+        if diversify and self.vectors is not None and status.get("vector", "").startswith("ok"):
+            vectors = self.vectors.vectors(head)
+            if vectors:
+                rel = {k: float(len(head) - i) for i, k in enumerate(head)}
+                head = mmr(head, rel, vectors, lam=cfg.mmr_lambda)
+        top = head[:limit]
+        hits, breakdowns = self._hits(top, chunks, candidates)
+        response = SearchResponse(
+            hits=tuple(hits),
+            total=len(candidates),
+            budget=budget,
+            legs=status,
+            notes=tuple(notes),
+        )
+        if budget is not None:
+            response = _with_cards(response, budget, breakdowns)
+        return response
+
+    # -- legs ------------------------------------------------------------------------------
+
+    def _legs(
+        self,
+        query: str,
+        filters: Filters,
+        pool: int,
+        legs: Sequence[str],
+        cfg: SearchConfig,
+        status: dict[str, str],
+        notes: list[str],
+    ) -> dict[str, dict[str, float]]:
+        scores: dict[str, dict[str, float]] = {}
+        if "keyword" in legs:
+            expression = match_expression(query)
+            if expression is None:
+                status["keyword"] = "off: the query has no searchable words"
+            else:
+                found, total = self.store.fts_search(expression, filters, pool, snippets=False)
+                scores["keyword"] = {h.node_id: h.score for h in found}
+                status["keyword"] = f"ok: {len(found)} of {total} matches"
+        if "vector" in legs:
+            scores["vector"] = self._vector_leg(query, filters, pool, status)
+        if "graph" in legs:
+            words = " ".join(query.split()[:_GRAPH_QUERY_WORDS])
+            found_nodes, entities = graph_leg(
+                self.store, words, filters, pool, hub_fraction=cfg.hub_fraction
+            )
+            scores["graph"] = found_nodes
+            status["graph"] = (
+                f"ok: {len(found_nodes)} nodes via {', '.join(sorted(entities))}"
+                if entities
+                else "ok: no known entity in the query"
+            )
+        return scores
+
+    def _vector_leg(
+        self, query: str, filters: Filters, pool: int, status: dict[str, str]
+    ) -> dict[str, float]:
+        if self.vectors is None:
+            status["vector"] = "off: no embedder configured"
+            return {}
+        reason = self.vectors.status()
+        if reason is not None:
+            status["vector"] = f"off: {reason}"
+            return {}
+        try:
+            found = self.vectors.search(query, filters, pool)
+        except (StratamemError, OSError, ValueError, RuntimeError) as exc:
+            # An embedding failure degrades to the other legs; it never fails the search.
+            status["vector"] = f"off: the query could not be embedded ({exc})"
+            return {}
+        status["vector"] = f"ok: {len(found)} nearest"
+        return found
+
+    def _freshness(
+        self, scores: dict[str, dict[str, float]], cfg: SearchConfig
+    ) -> dict[str, float]:
+        keys = sorted({k for leg in scores.values() for k in leg})
+        chunks = self.store.chunks(keys)
+        times = {c.id: (c.time_end or c.time_start) for c in chunks}
+        known = {k: t for k, t in times.items() if t is not None}
+        if not known:
+            return {}
+        newest = max(known.values())
+        half_life = _half_life(cfg)
+        return {
+            k: math.exp(-math.log(2) * (newest - t).total_seconds() / 86400 / half_life)
+            for k, t in known.items()
+        }
+
+    # -- expansion, rerank, hits -------------------------------------------------------------
+
+    def _expand(
+        self, candidates: dict[str, _Candidate], filters: Filters, cfg: SearchConfig
+    ) -> None:
+        seeds = fusion.ranking({k: c.final for k, c in candidates.items()})[: cfg.expand_seeds]
+        reached: dict[str, tuple[float, str]] = {}
+
+        def reach(node: str, value: float, seed: str) -> None:
+            if value > reached.get(node, (0.0, ""))[0]:
+                reached[node] = (value, seed)
+
+        for seed, neighbours in self.store.neighbour_chunks(seeds, filters).items():
+            for node in neighbours:
+                reach(node, candidates[seed].final * cfg.expand_damping, seed)
+        mentions = self.store.mentions_of(seeds)
+        for seed in seeds:
+            weights = entity_weights(
+                self.store, mentions.get(seed, []), hub_fraction=cfg.hub_fraction
+            )
+            total = sum(weights.values())
+            if not total:
+                continue
+            shared = self.store.nodes_by_entities(
+                weights, filters, cfg.expand_per_seed, exclude=seeds
+            )
+            for node, overlap in shared.items():
+                strength = overlap / total
+                reach(node, candidates[seed].final * cfg.expand_damping * strength, seed)
+        for node, (value, seed) in reached.items():
+            candidate = candidates.setdefault(node, _Candidate())
+            if value > candidate.expansion:
+                candidate.expansion, candidate.via = value, seed
+
+    def _rerank(
+        self,
+        query: str,
+        head: list[str],
+        chunks: dict[str, Chunk],
+        candidates: dict[str, _Candidate],
+        cfg: SearchConfig,
+        notes: list[str],
+    ) -> list[str]:
+        assert self.reranker is not None
+        top = head[: cfg.rerank_top]
+        texts = [chunks[k].content for k in top]
+        scores, note = apply_rerank(self.reranker, query, texts, timeout=cfg.rerank_timeout_s)
+        notes.append(note)
+        if scores is None:
+            return head
+        for key, score in zip(top, scores, strict=True):
+            candidates[key].rerank = score
+        reordered = sorted(top, key=lambda k: (-(candidates[k].rerank or 0.0), k))
+        return reordered + head[cfg.rerank_top :]
+
+    def _hits(
+        self, keys: list[str], chunks: dict[str, Chunk], candidates: dict[str, _Candidate]
+    ) -> tuple[list[RetrievalHit], list[ScoreBreakdown]]:
+        scopes = {s.id: s.scope for s in self.store.sources()}
+        entities = self.store.mentions_of(keys)
+        hits = []
+        breakdowns = []
+        for key in keys:
+            chunk, candidate = chunks[key], candidates[key]
+            breakdown = ScoreBreakdown(
+                keyword=candidate.parts.get("keyword", 0.0),
+                vector=candidate.parts.get("vector", 0.0),
+                graph=candidate.parts.get("graph", 0.0),
+                freshness=candidate.parts.get("freshness", 0.0),
+                expansion=candidate.expansion if candidate.expansion > candidate.fused else 0.0,
+                boost=candidate.boost,
+                rerank=candidate.rerank,
+                final=candidate.final,
+            )
+            breakdowns.append(breakdown)
+            hits.append(
+                RetrievalHit(
+                    node_id=chunk.id,
+                    node_kind=NodeKind.LEAF,
+                    tree_id="",
+                    tree_kind=TreeKind.SOURCE,
+                    tree_scope=scopes.get(chunk.source_id, ""),
+                    level=0,
+                    content=chunk.content,
+                    entities=tuple(entities.get(key, ())),
+                    topics=chunk.tags,
+                    time_range_start=chunk.time_start,
+                    time_range_end=chunk.time_end,
+                    score=candidate.final,
+                    source_ref=chunk.source_ref,
+                    source_id=chunk.source_id,
+                    author=chunk.author,
+                    title=chunk.title,
+                    explain={
+                        "breakdown": breakdown.to_dict(),
+                        "reason": reason(breakdown, candidate.via),
+                    },
+                )
+            )
+        return hits, breakdowns
+
+
+def _half_life(cfg: SearchConfig) -> float:
+    from stratamem.config import profile
+
+    return max(profile(cfg.profile).freshness_half_life_days, 1e-6)
+
+
+def reason(breakdown: ScoreBreakdown, via: str = "") -> str:
+    """One line: the signals that made the score, largest first."""
+    signals = [
+        (name, value)
+        for name, value in (
+            ("keyword", breakdown.keyword),
+            ("vector", breakdown.vector),
+            ("graph", breakdown.graph),
+            ("fresh", breakdown.freshness),
+        )
+        if value > 0
+    ]
+    signals.sort(key=lambda item: -item[1])
+    text = " + ".join(f"{name} {value:.2f}" for name, value in signals) or "no direct match"
+    if breakdown.expansion > 0:
+        text = f"reached from {via[:12]} ({breakdown.expansion:.2f}); {text}"
+    if breakdown.boost != 1.0:
+        text += f"; boosted ×{breakdown.boost:g}"
+    if breakdown.rerank is not None:
+        text += f"; rerank {breakdown.rerank:.3f}"
+    return text
+
+
+def _with_cards(
+    response: SearchResponse, budget: int, breakdowns: list[ScoreBreakdown]
+) -> SearchResponse:
+    from stratamem.embed.tokens import count_tokens, truncate_to_tokens
+    from stratamem.retrieval.packing import pack
+
+    cards, dropped = pack(
+        response.hits,
+        budget,
+        reasons=[str(h.explain.get("reason", "")) for h in response.hits],
+        breakdowns=breakdowns,
+        count=count_tokens,
+        truncate=truncate_to_tokens,
+    )
+    notes = response.notes
+    if dropped:
+        notes += (f"{dropped} hit(s) did not fit the {budget}-token budget",)
+    return replace(response, cards=tuple(cards), notes=notes)

@@ -1,0 +1,120 @@
+"""Rerankers: an optional last opinion on the top of the fused list.
+
+A reranker scores (query, text) pairs; it never gates retrieval. :func:`apply_rerank` runs it
+with a timeout, and on any failure or timeout returns ``None`` with the reason, so the caller
+keeps the fused order and says so in the response.
+
+Implementations: :class:`HTTPReranker` for Cohere/Jina-style ``POST /rerank`` endpoints (also
+served by vLLM, Infinity and llama.cpp's server), and :class:`CrossEncoderReranker` over a
+sentence-transformers cross-encoder (the ``sentence-transformers`` extra).
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import json
+import urllib.error
+import urllib.request
+from collections.abc import Sequence
+from typing import Any, Protocol, runtime_checkable
+
+from stratamem.errors import StratamemError
+
+
+class RerankError(StratamemError):
+    pass
+
+
+@runtime_checkable
+class Reranker(Protocol):
+    name: str
+
+    def rerank(self, query: str, texts: Sequence[str]) -> list[float]:
+        """A relevance score per text, higher is better."""
+        ...
+
+
+class HTTPReranker:
+    """``POST {base_url}/rerank`` with ``{"model", "query", "documents"}``; reads
+    ``results: [{"index", "relevance_score"}]``."""
+
+    def __init__(
+        self, base_url: str, *, model: str = "", api_key: str | None = None, timeout: float = 10.0
+    ) -> None:
+        self.url = base_url.rstrip("/") + "/rerank"
+        self.model = model
+        self.api_key = api_key
+        self.timeout = timeout
+        self.name = f"http:{model or self.url}"
+
+    def rerank(self, query: str, texts: Sequence[str]) -> list[float]:
+        body = json.dumps({"model": self.model, "query": query, "documents": list(texts)})
+        headers = {"Content-Type": "application/json"}
+        if self.api_key:
+            headers["Authorization"] = f"Bearer {self.api_key}"
+        request = urllib.request.Request(self.url, data=body.encode(), headers=headers)
+        try:
+            with urllib.request.urlopen(request, timeout=self.timeout) as response:
+                data: Any = json.loads(response.read())
+        except urllib.error.HTTPError as exc:
+            exc.close()  # it holds the response socket
+            raise RerankError(f"{self.url}: HTTP {exc.code} {exc.reason}") from exc
+        except (urllib.error.URLError, TimeoutError, OSError) as exc:
+            raise RerankError(f"{self.url}: {exc}") from exc
+        except json.JSONDecodeError as exc:
+            raise RerankError(f"{self.url}: the response is not JSON ({exc})") from exc
+        try:
+            scores = [0.0] * len(texts)
+            seen = set()
+            for item in data["results"]:
+                index = int(item["index"])
+                scores[index] = float(item["relevance_score"])
+                seen.add(index)
+        except (KeyError, TypeError, ValueError, IndexError) as exc:
+            raise RerankError(f"{self.url}: unexpected response shape ({exc!r})") from exc
+        if len(seen) != len(texts):
+            raise RerankError(f"{self.url}: scored {len(seen)} of {len(texts)} documents")
+        return scores
+
+
+class CrossEncoderReranker:
+    """A sentence-transformers cross-encoder by name or path (needs the extra)."""
+
+    def __init__(self, model: str) -> None:
+        try:
+            from sentence_transformers import CrossEncoder
+        except ImportError as exc:
+            raise RerankError(
+                "the cross-encoder reranker needs sentence-transformers: "
+                "pip install 'stratamem[sentence-transformers]'"
+            ) from exc
+        self._model = CrossEncoder(model)
+        self.name = f"cross-encoder:{model}"
+
+    def rerank(self, query: str, texts: Sequence[str]) -> list[float]:
+        scores = self._model.predict([(query, text) for text in texts])
+        return [float(s) for s in scores]
+
+
+_pool = concurrent.futures.ThreadPoolExecutor(max_workers=2, thread_name_prefix="rerank")
+
+
+def apply_rerank(
+    reranker: Reranker, query: str, texts: Sequence[str], *, timeout: float
+) -> tuple[list[float] | None, str]:
+    """(scores, note). Scores are None when the reranker failed or ran out of time."""
+    future = _pool.submit(reranker.rerank, query, list(texts))
+    try:
+        scores = future.result(timeout=timeout)
+    except concurrent.futures.TimeoutError:
+        future.cancel()
+        return None, f"rerank by {reranker.name} timed out after {timeout:g}s; fused order kept"
+    except Exception as exc:  # a reranker never breaks retrieval, whatever it raised
+        return None, f"rerank by {reranker.name} failed ({exc}); fused order kept"
+    if len(scores) != len(texts):
+        return (
+            None,
+            f"rerank by {reranker.name} returned {len(scores)} scores for "
+            f"{len(texts)} texts; fused order kept",
+        )
+    return scores, f"reranked the top {len(texts)} with {reranker.name}"

@@ -1,0 +1,771 @@
+"""Nearest-neighbour search over L2-normalised vectors: exact while small, HNSW once large.
+
+Vectors are keyed by non-negative integer row ids (the caller maps them to node ids) and
+normalised on the way in, so a score is the cosine similarity (inner product of unit
+vectors). Below ``hnsw_threshold`` vectors the index scans one contiguous float32 matrix with
+numpy; at or above it, it builds a faiss ``IndexHNSWFlat`` (inner-product metric), which was
+the fastest of faiss, hnswlib and usearch at 100k × 384 on two cores
+(``benchmarks/results/vector_index.md``). The graph stays until a compaction or ``rebuild``
+finds fewer live vectors than the threshold.
+
+Ranking. Results are ordered by score descending, then row id ascending. BLAS gives
+identical rows slightly different float32 scores depending on where they sit in the matrix,
+so the candidates near the k-th score are rescored row by row in float64 before the final
+sort; equal vectors therefore tie exactly and the tie goes to the lower id, on both paths.
+HNSW results are approximate (recall@10 ≥ 0.99 on clustered 384-d vectors at the default
+``ef_search``); which of several equal-score rows at the cut the graph returns is its choice.
+
+Filters. ``allow`` restricts the candidates before the top k is taken; it is never applied
+to an already truncated list. The exact path masks or gathers the allowed rows. The HNSW path
+answers small allowed sets (< 5,000 ids or < 2 % of the index) exactly over just those rows.
+Otherwise it fetches the graph's top ``ef`` rows, ``ef`` sized so that about 2k allowed rows
+are expected among them, and keeps the allowed ones; that prefix holds the true top k of the
+allowed set whenever it holds at least k allowed rows (anything allowed outside it scores
+lower). A query whose prefix holds fewer, or whose ``ef`` would exceed 1,024, is answered
+exactly over the allowed rows. faiss's own filtered search (``SearchParametersHNSW.sel``) is
+used only to hide deleted nodes: with an allowed set that is correlated with the topic (whole
+sources far from the query) it returned recall@10 of 0.003-0.2 even at ``ef`` 1,000, with no
+sign that anything was missed. Fewer than k results come back only when fewer are allowed.
+
+Updates. ``add`` replaces the vector of an id already present. The exact path overwrites in
+place and fills the holes left by ``remove`` with the last rows. faiss HNSW cannot delete, so
+a replaced or removed node is marked dead (hidden from every search by a bitmap selector) and
+the index is rebuilt from its live vectors once dead nodes exceed 20 %. Crossing the
+threshold in ``add`` builds the graph there and then (about 5 s per 20k vectors × 384 at
+``ef_construction`` 200 on two cores).
+
+Threading. Searches may run concurrently with each other and with nothing else: ``add``,
+``remove``, ``rebuild``, ``save`` and ``load`` need the caller's exclusive (writer) lock. No
+locking happens here.
+
+File format (``save``; little-endian throughout), written to a temporary file beside the
+target, fsynced, then renamed over it::
+
+    offset   size      content
+    0        8         magic b"SMVECIX1"
+    8        4         H, the header length, uint32
+    12       H         header, UTF-8 JSON object (below)
+    12+H     8·S       slot → row id map, int64, S = header["slots"]; -1 marks a dead slot
+    ...      ...       payload: "exact": the S × dim float32 matrix, row per slot;
+                       "hnsw": the faiss index as written by faiss.write_index
+    end-32   32        SHA-256 of every byte before it
+
+Header keys: ``format_version`` (1), ``kind`` ("exact" | "hnsw"), ``library`` ("numpy" |
+"faiss") and ``library_version``, ``dim``, ``metric`` ("inner_product"), ``count`` (live
+vectors), ``slots``, ``ids_sha256`` (``id_set_checksum`` of the live ids), ``signature`` (the
+caller's model signature), ``generation`` (the caller's integer), ``m`` and
+``ef_construction``. ``VectorIndex.load`` returns ``None`` rather than raising when the file is
+missing, truncated, corrupt, of another format version, or when its dim, signature,
+generation or (if given) id checksum differ from what the caller expects; the caller then
+rebuilds from the store.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib
+import io
+import json
+import logging
+import math
+import os
+import tempfile
+from pathlib import Path
+from typing import Any, BinaryIO, Final, Literal
+
+import numpy as np
+import numpy.typing as npt
+
+IdArray = npt.NDArray[np.int64]
+ScoreArray = npt.NDArray[np.float32]
+Matrix = npt.NDArray[np.float32]
+
+FORMAT_VERSION: Final = 1
+MAGIC: Final = b"SMVECIX1"
+DEFAULT_HNSW_THRESHOLD: Final = 20_000
+DEFAULT_M: Final = 16
+DEFAULT_EF_CONSTRUCTION: Final = 200
+DEFAULT_EF_SEARCH: Final = 64
+
+EXACT_ALLOW_MIN: Final = 5_000
+"""Allowed sets smaller than this are searched exactly, even on the HNSW path."""
+EXACT_ALLOW_FRACTION: Final = 0.02
+"""... and so are those smaller than this fraction of the index."""
+FILTER_OVERSAMPLE: Final = 2.0
+"""Fetch enough graph results that this many times k allowed rows are expected among them."""
+MAX_FILTERED_EF: Final = 1_024
+"""Beyond this ``ef`` an exact scan of the allowed rows is as fast and is exact."""
+MAX_DEAD_FRACTION: Final = 0.2
+"""Rebuild the graph from its live vectors once dead nodes exceed this fraction."""
+
+_TIE_EPS: Final = 1e-4  # far above float32 rounding of a unit-vector dot product
+_GATHER_FRACTION: Final = 0.25  # gather allowed rows below this fraction, else mask all
+_HEADER_MAX: Final = 1 << 20
+_DIGEST_SIZE: Final = 32
+_CHUNK: Final = 1 << 20
+
+_log = logging.getLogger(__name__)
+
+
+def id_set_checksum(ids: npt.ArrayLike) -> str:
+    """SHA-256 (hex) of the distinct ids, ascending, as little-endian int64 (``ids_sha256``).
+
+    A caller can compute it from its own store and pass it to ``VectorIndex.load`` to refuse
+    an index that has drifted from the store.
+    """
+    canonical = np.unique(np.asarray(ids, dtype=np.int64)).astype("<i8", copy=False)
+    return hashlib.sha256(canonical.tobytes()).hexdigest()
+
+
+class VectorIndex:
+    """Top-k cosine search over vectors keyed by row id; see the module docstring."""
+
+    def __init__(
+        self,
+        dim: int,
+        *,
+        hnsw_threshold: int = DEFAULT_HNSW_THRESHOLD,
+        path: Path | None = None,
+        m: int = DEFAULT_M,
+        ef_construction: int = DEFAULT_EF_CONSTRUCTION,
+        ef_search: int = DEFAULT_EF_SEARCH,
+        signature: str = "",
+        generation: int = 0,
+    ) -> None:
+        for name, value, low in (
+            ("dim", dim, 1),
+            ("hnsw_threshold", hnsw_threshold, 1),
+            ("m", m, 2),
+            ("ef_construction", ef_construction, 1),
+            ("ef_search", ef_search, 1),
+        ):
+            if isinstance(value, bool) or not isinstance(value, int) or value < low:
+                raise ValueError(f"{name} must be an integer ≥ {low}, got {value!r}")
+        self.dim: Final = dim
+        self.hnsw_threshold = hnsw_threshold
+        self.path = path
+        self.m = m
+        self.ef_construction = ef_construction
+        self.ef_search = ef_search
+        self.signature = signature
+        self.generation = generation
+        self._reset(np.empty(0, np.int64), np.empty((0, dim), np.float32))
+
+    # ------------------------------------------------------------------ state
+
+    def _reset(self, ids: IdArray, vectors: Matrix) -> None:
+        """Start over from ``ids`` (sorted, distinct) and their normalised vectors."""
+        count = len(ids)
+        self._n = count  # slots in use
+        self._slot_ids: IdArray = ids.copy()  # slot → row id; -1 marks a dead slot (HNSW only)
+        self._sorted_ids: IdArray = ids.copy()  # live ids, ascending ...
+        self._sorted_slots: IdArray = np.arange(count, dtype=np.int64)  # ... and their slots
+        self._dead = 0
+        self._live_bitmap: npt.NDArray[np.uint8] | None = None
+        self._hnsw: Any = None  # faiss.IndexHNSWFlat on the HNSW path
+        self._matrix: Matrix = np.empty((0, self.dim), np.float32)  # the exact path's rows
+        if count >= self.hnsw_threshold:
+            self._hnsw = _new_hnsw(self.dim, self.m, self.ef_construction)
+            self._hnsw.add(vectors)
+        else:
+            self._matrix = np.array(vectors, dtype=np.float32, order="C")
+
+    @property
+    def kind(self) -> Literal["exact", "hnsw"]:
+        """Which path searches run on now."""
+        return "exact" if self._hnsw is None else "hnsw"
+
+    def __len__(self) -> int:
+        return len(self._sorted_ids)
+
+    def __contains__(self, row_id: object) -> bool:
+        if not isinstance(row_id, int | np.integer):
+            return False
+        pos = int(np.searchsorted(self._sorted_ids, row_id))
+        return pos < len(self._sorted_ids) and int(self._sorted_ids[pos]) == row_id
+
+    def __repr__(self) -> str:
+        return f"VectorIndex(dim={self.dim}, count={len(self)}, kind={self.kind!r})"
+
+    def ids(self) -> IdArray:
+        """The ids present, ascending (a copy)."""
+        return self._sorted_ids.copy()
+
+    @property
+    def ids_checksum(self) -> str:
+        """``id_set_checksum`` of the ids present."""
+        return id_set_checksum(self._sorted_ids)
+
+    # ---------------------------------------------------------------- updates
+
+    def add(self, ids: npt.ArrayLike, vectors: npt.ArrayLike) -> None:
+        """Add vectors; an id already present gets the new vector, and within one call the
+        last occurrence of an id wins. May build the HNSW graph (see the module docstring)."""
+        row_ids = _as_ids(ids, "ids")
+        matrix = _as_vectors(vectors, self.dim, len(row_ids))
+        if not len(row_ids):
+            return
+        row_ids, matrix = _last_wins(row_ids, matrix)
+        pos, found = self._find(row_ids)
+        if self._hnsw is None:
+            self._matrix[self._sorted_slots[pos[found]]] = matrix[found]
+            fresh = ~found
+            self._append(row_ids[fresh], matrix[fresh])
+            if len(self) >= self.hnsw_threshold:
+                live = self._slot_ids[: self._n]
+                order = np.argsort(live, kind="stable")
+                self._reset(live[order], self._matrix[: self._n][order])
+            return
+        if found.any():
+            self._bury(pos[found])
+        self._append(row_ids, matrix)
+        self._compact_if_needed()
+
+    def remove(self, ids: npt.ArrayLike) -> int:
+        """Remove the given ids (absent ones are ignored); returns how many were present."""
+        row_ids = np.unique(_as_ids(ids, "ids"))
+        pos, found = self._find(row_ids)
+        pos = pos[found]
+        if not len(pos):
+            return 0
+        if self._hnsw is not None:
+            self._bury(pos)
+            self._compact_if_needed()
+            return len(pos)
+        holes = np.sort(self._sorted_slots[pos])
+        self._sorted_ids = np.delete(self._sorted_ids, pos)
+        self._sorted_slots = np.delete(self._sorted_slots, pos)
+        # Move the last live rows into the holes so the matrix stays contiguous.
+        new_n = self._n - len(holes)
+        tail = np.arange(new_n, self._n, dtype=np.int64)
+        movers = tail[~np.isin(tail, holes)]
+        targets = holes[holes < new_n]
+        if len(movers):
+            self._matrix[targets] = self._matrix[movers]
+            moved_ids = self._slot_ids[movers]
+            self._slot_ids[targets] = moved_ids
+            self._sorted_slots[np.searchsorted(self._sorted_ids, moved_ids)] = targets
+        self._n = new_n
+        return len(pos)
+
+    def rebuild(self, ids: npt.ArrayLike, vectors: npt.ArrayLike) -> None:
+        """Replace everything with these vectors (the last occurrence of a repeated id wins)."""
+        row_ids = _as_ids(ids, "ids")
+        matrix = _as_vectors(vectors, self.dim, len(row_ids))
+        row_ids, matrix = _last_wins(row_ids, matrix)
+        self._reset(row_ids, matrix)
+
+    def _find(self, ids: IdArray) -> tuple[IdArray, npt.NDArray[np.bool_]]:
+        """Positions of ``ids`` in the sorted id array, and which of them are present."""
+        if not len(self._sorted_ids):
+            return np.zeros(len(ids), np.int64), np.zeros(len(ids), np.bool_)
+        pos = np.minimum(np.searchsorted(self._sorted_ids, ids), len(self._sorted_ids) - 1)
+        return pos.astype(np.int64), self._sorted_ids[pos] == ids
+
+    def _append(self, ids: IdArray, matrix: Matrix) -> None:
+        """Give new (sorted, absent) ids the next slots."""
+        count = len(ids)
+        if not count:
+            return
+        start, end = self._n, self._n + count
+        if end > len(self._slot_ids):
+            capacity = max(end, 2 * len(self._slot_ids), 64)
+            self._slot_ids = _grow(self._slot_ids, capacity)
+            if self._hnsw is None:
+                self._matrix = _grow(self._matrix, capacity)
+        self._slot_ids[start:end] = ids
+        if self._hnsw is None:
+            self._matrix[start:end] = matrix
+        else:
+            self._hnsw.add(matrix)
+            self._live_bitmap = None
+        slots = np.arange(start, end, dtype=np.int64)
+        at = np.searchsorted(self._sorted_ids, ids)
+        self._sorted_ids = np.insert(self._sorted_ids, at, ids)
+        self._sorted_slots = np.insert(self._sorted_slots, at, slots)
+        self._n = end
+
+    def _bury(self, pos: IdArray) -> None:
+        """HNSW path: mark the slots at these sorted positions dead and forget their ids."""
+        self._slot_ids[self._sorted_slots[pos]] = -1
+        self._dead += len(pos)
+        self._live_bitmap = None
+        self._sorted_ids = np.delete(self._sorted_ids, pos)
+        self._sorted_slots = np.delete(self._sorted_slots, pos)
+
+    def _compact_if_needed(self) -> None:
+        if self._dead > MAX_DEAD_FRACTION * self._n:
+            vectors = self._storage()[self._sorted_slots]
+            self._reset(self._sorted_ids, vectors)
+
+    def _storage(self) -> Matrix:
+        """The (slots × dim) vectors; on the HNSW path a view into faiss, valid until a write."""
+        if self._hnsw is None:
+            return self._matrix[: self._n]
+        return _faiss_vectors(self._hnsw, self._n, self.dim)
+
+    # ----------------------------------------------------------------- search
+
+    def search(
+        self,
+        query: npt.ArrayLike,
+        k: int,
+        *,
+        allow: npt.ArrayLike | None = None,
+    ) -> tuple[IdArray, ScoreArray]:
+        """The top ``k`` row ids and cosine scores for a query of shape (dim,) or (q, dim).
+
+        A (dim,) query returns 1-D arrays, a (q, dim) batch returns (q, k') arrays. ``allow``
+        restricts the candidates to those row ids before the top k is taken; ids it names
+        that are absent are ignored. Fewer than ``k`` come back only when fewer are present
+        (or allowed); ``k`` ≤ 0 gives none.
+        """
+        queries, single = _as_queries(query, self.dim)
+        slots: IdArray | None = None
+        available = len(self)
+        if allow is not None:
+            slots = self._allowed_slots(_as_ids(allow, "allow"))
+            available = len(slots)
+        k = min(int(k), available)
+        if k <= 0 or not len(queries):
+            ids = np.empty((len(queries), 0), np.int64)
+            scores = np.empty((len(queries), 0), np.float32)
+        elif self._hnsw is None:
+            ids, scores = self._exact(queries, k, slots)
+        else:
+            ids, scores = self._approximate(queries, k, slots)
+        if single:
+            return ids[0], scores[0]
+        return ids, scores
+
+    def _allowed_slots(self, allow: IdArray) -> IdArray:
+        """Slots of the allowed ids that are present, ascending and distinct."""
+        pos, found = self._find(allow)
+        mask = np.zeros(self._n, np.bool_)
+        mask[self._sorted_slots[pos[found]]] = True
+        return np.flatnonzero(mask).astype(np.int64)
+
+    def _live_slots(self) -> IdArray | None:
+        """None when every slot is live."""
+        if not self._dead:
+            return None
+        return np.flatnonzero(self._slot_ids[: self._n] >= 0).astype(np.int64)
+
+    def _exact(self, queries: Matrix, k: int, slots: IdArray | None) -> tuple[IdArray, ScoreArray]:
+        storage = self._storage()
+        if slots is None:
+            slots = self._live_slots()
+        out_ids = np.empty((len(queries), k), np.int64)
+        out_scores = np.empty((len(queries), k), np.float32)
+        if slots is not None and len(slots) < _GATHER_FRACTION * self._n:
+            sub = storage[slots]
+            scores = queries @ sub.T
+            for row in range(len(queries)):
+                out_ids[row], out_scores[row] = self._select(
+                    scores[row], slots, k, queries[row], storage
+                )
+            return out_ids, out_scores
+        scores = queries @ storage.T
+        if slots is not None:
+            hidden = np.ones(self._n, np.bool_)
+            hidden[slots] = False
+            scores[:, hidden] = -np.inf
+        every = np.arange(self._n, dtype=np.int64)
+        for row in range(len(queries)):
+            out_ids[row], out_scores[row] = self._select(
+                scores[row], every, k, queries[row], storage
+            )
+        return out_ids, out_scores
+
+    def _approximate(
+        self, queries: Matrix, k: int, slots: IdArray | None
+    ) -> tuple[IdArray, ScoreArray]:
+        live = len(self)
+        allowed: npt.NDArray[np.bool_] | None = None
+        ef = max(self.ef_search, k)
+        fetch = k
+        if slots is not None:
+            count = len(slots)
+            if count < max(EXACT_ALLOW_MIN, EXACT_ALLOW_FRACTION * live):
+                return self._exact(queries, k, slots)
+            ef = max(ef, math.ceil(FILTER_OVERSAMPLE * k * live / count))
+            if ef > MAX_FILTERED_EF:
+                return self._exact(queries, k, slots)
+            fetch = ef
+            allowed = np.zeros(self._n, np.bool_)
+            allowed[slots] = True
+        if self._dead and self._live_bitmap is None:
+            self._live_bitmap = np.packbits(self._slot_ids[: self._n] >= 0, bitorder="little")
+        distances, nodes = _faiss_search(
+            self._hnsw, queries, fetch, ef, self._live_bitmap if self._dead else None
+        )
+        out_ids = np.empty((len(queries), k), np.int64)
+        out_scores = np.empty((len(queries), k), np.float32)
+        storage = self._storage()
+        short: list[int] = []
+        for row in range(len(queries)):
+            keep = nodes[row] >= 0
+            if allowed is not None:
+                keep &= allowed[np.maximum(nodes[row], 0)]
+            if int(keep.sum()) < k:
+                short.append(row)
+                continue
+            out_ids[row], out_scores[row] = self._select(
+                distances[row][keep], nodes[row][keep], k, queries[row], storage
+            )
+        if short:
+            # The graph did not surface k (allowed) rows: answer those queries exactly.
+            out_ids[short], out_scores[short] = self._exact(queries[short], k, slots)
+        return out_ids, out_scores
+
+    def _select(
+        self, scores: ScoreArray, slots: IdArray, k: int, query: Matrix, storage: Matrix
+    ) -> tuple[IdArray, ScoreArray]:
+        """The top ``k`` of ``scores`` (aligned with ``slots``), ties by row id ascending.
+
+        Candidates within ``_TIE_EPS`` of the k-th score are rescored row by row in float64,
+        which gives equal vectors equal scores wherever they sit, then sorted.
+        """
+        if len(scores) > k:
+            kth = np.partition(scores, len(scores) - k)[len(scores) - k]
+            candidates = np.flatnonzero(scores >= kth - _TIE_EPS)
+            slots = slots[candidates]
+        vectors = storage[slots].astype(np.float64)
+        exact = (vectors * query.astype(np.float64)).sum(axis=1)
+        row_ids = self._slot_ids[slots]
+        order = np.lexsort((row_ids, -exact))[:k]
+        return row_ids[order], exact[order].astype(np.float32)
+
+    # ------------------------------------------------------------ persistence
+
+    def save(self, path: Path | None = None) -> Path:
+        """Write the index atomically to ``path`` (default: the ``path`` given at creation)."""
+        target = path if path is not None else self.path
+        if target is None:
+            raise ValueError("save() needs a path: none was given here or to VectorIndex()")
+        target = Path(target)
+        if self._hnsw is not None:
+            library, version = "faiss", str(_faiss().__version__)
+        else:
+            library, version = "numpy", np.__version__
+        header = {
+            "format_version": FORMAT_VERSION,
+            "kind": self.kind,
+            "library": library,
+            "library_version": version,
+            "dim": self.dim,
+            "metric": "inner_product",
+            "count": len(self),
+            "slots": self._n,
+            "ids_sha256": self.ids_checksum,
+            "signature": self.signature,
+            "generation": self.generation,
+            "m": self.m,
+            "ef_construction": self.ef_construction,
+        }
+        encoded = json.dumps(header, sort_keys=True).encode()
+        handle, temp_name = tempfile.mkstemp(
+            prefix=f".{target.name}.", suffix=".tmp", dir=target.parent
+        )
+        temp = Path(temp_name)
+        try:
+            with os.fdopen(handle, "wb") as file:
+                out = _HashingWriter(file)
+                out.write(MAGIC)
+                out.write(len(encoded).to_bytes(4, "little"))
+                out.write(encoded)
+                out.write(self._slot_ids[: self._n].astype("<i8").tobytes())
+                if self._hnsw is None:
+                    out.write(self._matrix[: self._n].astype("<f4").tobytes())
+                else:
+                    faiss = _faiss()
+                    faiss.write_index(self._hnsw, faiss.PyCallbackIOWriter(out.write))
+                file.write(out.digest.digest())
+                file.flush()
+                os.fsync(file.fileno())
+            os.replace(temp, target)
+        except BaseException:
+            temp.unlink(missing_ok=True)
+            raise
+        self.path = target
+        return target
+
+    @classmethod
+    def load(
+        cls,
+        path: Path,
+        dim: int,
+        *,
+        signature: str = "",
+        generation: int = 0,
+        ids_checksum: str | None = None,
+        hnsw_threshold: int = DEFAULT_HNSW_THRESHOLD,
+        ef_search: int = DEFAULT_EF_SEARCH,
+    ) -> VectorIndex | None:
+        """The index saved at ``path``, or ``None`` if it is missing, damaged or not the one
+        expected (dim, signature, generation, id checksum): rebuild from the store then.
+
+        ``m`` and ``ef_construction`` come from the file. An exact index at or above
+        ``hnsw_threshold`` builds its graph here.
+        """
+        path = Path(path)
+        try:
+            return cls._read(
+                path,
+                dim,
+                signature=signature,
+                generation=generation,
+                ids_checksum=ids_checksum,
+                hnsw_threshold=hnsw_threshold,
+                ef_search=ef_search,
+            )
+        except FileNotFoundError:
+            _log.info("no vector index at %s", path)
+        except _Rejected as reason:
+            _log.info("vector index %s not used: %s", path, reason)
+        except (OSError, ValueError, KeyError, TypeError, RuntimeError, MemoryError) as error:
+            _log.warning("vector index %s unreadable: %s", path, error)
+        return None
+
+    @classmethod
+    def _read(
+        cls,
+        path: Path,
+        dim: int,
+        *,
+        signature: str,
+        generation: int,
+        ids_checksum: str | None,
+        hnsw_threshold: int,
+        ef_search: int,
+    ) -> VectorIndex:
+        size = path.stat().st_size
+        with path.open("rb") as file:
+            if file.read(len(MAGIC)) != MAGIC:
+                raise _Rejected("not a stratamem vector index")
+            length = int.from_bytes(file.read(4), "little")
+            if length > min(_HEADER_MAX, size):
+                raise _Rejected("header length out of range")
+            header = json.loads(file.read(length).decode())
+            if not isinstance(header, dict):
+                raise _Rejected("header is not an object")
+            expected = {
+                "format_version": FORMAT_VERSION,
+                "dim": dim,
+                "metric": "inner_product",
+                "signature": signature,
+                "generation": generation,
+            }
+            for key, want in expected.items():
+                if header.get(key) != want:
+                    raise _Rejected(f"{key} is {header.get(key)!r}, expected {want!r}")
+            if ids_checksum is not None and header.get("ids_sha256") != ids_checksum:
+                raise _Rejected("its ids differ from the store's")
+            kind, library = header["kind"], header["library"]
+            if (kind, library) not in {("exact", "numpy"), ("hnsw", "faiss")}:
+                raise _Rejected(f"unknown kind {kind!r} / library {library!r}")
+            slots, count = int(header["slots"]), int(header["count"])
+            if not 0 <= count <= slots:
+                raise _Rejected("count and slots disagree")
+            body_end = size - _DIGEST_SIZE
+            if body_end < 12 + length + 8 * slots or _digest_of(file, body_end) != file.read():
+                raise _Rejected("checksum mismatch (truncated or corrupt)")
+
+            index = cls(
+                dim,
+                hnsw_threshold=hnsw_threshold,
+                path=path,
+                m=int(header["m"]),
+                ef_construction=int(header["ef_construction"]),
+                ef_search=ef_search,
+                signature=signature,
+                generation=generation,
+            )
+            file.seek(12 + length)
+            slot_ids = _read_array(file, (slots,), "<i8").astype(np.int64)
+            if kind == "exact":
+                matrix = _read_array(file, (slots, dim), "<f4").astype(np.float32)
+                hnsw = None
+            else:
+                faiss = _faiss()
+                # read_index already returns the concrete class; downcasting again breaks it.
+                hnsw = faiss.read_index(faiss.PyCallbackIOReader(file.read))
+                if (
+                    not isinstance(hnsw, faiss.IndexHNSWFlat)
+                    or hnsw.d != dim
+                    or hnsw.ntotal != slots
+                    or hnsw.metric_type != faiss.METRIC_INNER_PRODUCT
+                ):
+                    raise _Rejected("the faiss index does not match the header")
+                matrix = np.empty((0, dim), np.float32)
+            if file.tell() != body_end:
+                raise _Rejected("payload length does not match the header")
+
+        live = slot_ids[slot_ids >= 0]
+        order = np.argsort(live, kind="stable")
+        sorted_ids = live[order]
+        if (
+            len(live) != count
+            or bool((slot_ids < -1).any())
+            or bool((np.diff(sorted_ids) == 0).any())
+            or (kind == "exact" and count != slots)
+            or id_set_checksum(sorted_ids) != header["ids_sha256"]
+        ):
+            raise _Rejected("the id map does not match the header")
+        index._n = slots
+        index._slot_ids = slot_ids
+        index._sorted_ids = sorted_ids
+        index._sorted_slots = np.flatnonzero(slot_ids >= 0).astype(np.int64)[order]
+        index._dead = slots - count
+        index._matrix = matrix
+        index._hnsw = hnsw
+        if hnsw is None and count >= hnsw_threshold:
+            index._reset(sorted_ids, matrix[index._sorted_slots])
+        return index
+
+
+class _Rejected(Exception):
+    """A saved index that is readable but not the one the caller can use."""
+
+
+class _HashingWriter:
+    def __init__(self, file: BinaryIO) -> None:
+        self._file = file
+        self.digest = hashlib.sha256()
+
+    def write(self, data: bytes) -> None:
+        self.digest.update(data)
+        self._file.write(data)
+
+
+def _digest_of(file: BinaryIO, end: int) -> bytes:
+    """SHA-256 of the file's first ``end`` bytes; leaves the position at ``end``."""
+    file.seek(0)
+    digest = hashlib.sha256()
+    remaining = end
+    while remaining > 0:
+        block = file.read(min(_CHUNK, remaining))
+        if not block:
+            break
+        digest.update(block)
+        remaining -= len(block)
+    return digest.digest()
+
+
+def _read_array(file: io.BufferedReader, shape: tuple[int, ...], dtype: str) -> npt.NDArray[Any]:
+    array = np.empty(shape, dtype=dtype)
+    view = array.data.cast("B")
+    if file.readinto(view) != view.nbytes:
+        raise _Rejected("file ends early")
+    return array
+
+
+# ------------------------------------------------------------------ inputs
+
+
+def _as_ids(ids: npt.ArrayLike, name: str) -> IdArray:
+    array = np.asarray(ids)
+    if array.ndim != 1:
+        raise ValueError(f"{name} must be a 1-D array of integers, got shape {array.shape}")
+    if not array.size:
+        return np.empty(0, np.int64)
+    if array.dtype.kind not in "iu":
+        raise ValueError(f"{name} must be integers, got dtype {array.dtype}")
+    if array.dtype.kind == "u" and int(array.max()) > np.iinfo(np.int64).max:
+        raise ValueError(f"{name} must fit in int64")
+    if int(array.min()) < 0:
+        raise ValueError(f"{name} must be non-negative, got {int(array.min())}")
+    return array.astype(np.int64)
+
+
+def _as_vectors(vectors: npt.ArrayLike, dim: int, count: int) -> Matrix:
+    matrix = np.asarray(vectors, dtype=np.float32)
+    if matrix.ndim != 2:
+        raise ValueError(f"vectors must be a 2-D (n, {dim}) array, got shape {matrix.shape}")
+    if matrix.shape[1] != dim:
+        raise ValueError(f"vectors have dimension {matrix.shape[1]}, the index has {dim}")
+    if matrix.shape[0] != count:
+        raise ValueError(f"{count} ids but {matrix.shape[0]} vectors")
+    return _normalised(matrix, "vectors")
+
+
+def _as_queries(query: npt.ArrayLike, dim: int) -> tuple[Matrix, bool]:
+    matrix = np.asarray(query, dtype=np.float32)
+    single = matrix.ndim == 1
+    if single:
+        matrix = matrix[None, :]
+    if matrix.ndim != 2:
+        raise ValueError(f"query must have shape ({dim},) or (q, {dim}), got {matrix.shape}")
+    if matrix.shape[1] != dim:
+        raise ValueError(f"query has dimension {matrix.shape[1]}, the index has {dim}")
+    return _normalised(matrix, "query"), single
+
+
+def _normalised(matrix: Matrix, name: str) -> Matrix:
+    if not len(matrix):
+        return np.empty((0, matrix.shape[1]), np.float32)
+    finite = np.isfinite(matrix).all(axis=1)
+    if not finite.all():
+        rows = np.flatnonzero(~finite)[:5].tolist()
+        raise ValueError(f"{name} contain NaN or infinity (rows {rows})")
+    norms = np.linalg.norm(matrix, axis=1)
+    if not (norms > 0).all():
+        rows = np.flatnonzero(norms <= 0)[:5].tolist()
+        raise ValueError(f"{name} contain zero vectors (rows {rows}), which have no direction")
+    return np.ascontiguousarray(matrix / norms[:, None], dtype=np.float32)
+
+
+def _last_wins(ids: IdArray, matrix: Matrix) -> tuple[IdArray, Matrix]:
+    """Distinct ids ascending, each with the vector of its last occurrence."""
+    unique, first_from_end = np.unique(ids[::-1], return_index=True)
+    return unique, matrix[len(ids) - 1 - first_from_end]
+
+
+def _grow(array: npt.NDArray[Any], capacity: int) -> npt.NDArray[Any]:
+    grown = np.empty((capacity, *array.shape[1:]), dtype=array.dtype)
+    grown[: len(array)] = array
+    return grown
+
+
+# ------------------------------------------------------------------- faiss
+
+
+def _faiss() -> Any:
+    # Imported on first use: it costs ~0.2 s and small stores never need it. Typed as Any
+    # because faiss's bundled stubs miss SearchParametersHNSW and the callback IO classes.
+    return importlib.import_module("faiss")
+
+
+def _new_hnsw(dim: int, m: int, ef_construction: int) -> Any:
+    faiss = _faiss()
+    index = faiss.IndexHNSWFlat(dim, m, faiss.METRIC_INNER_PRODUCT)
+    index.hnsw.efConstruction = ef_construction
+    return index
+
+
+def _faiss_vectors(index: Any, count: int, dim: int) -> Matrix:
+    if not count:
+        return np.empty((0, dim), np.float32)
+    faiss = _faiss()
+    storage = faiss.downcast_index(index.storage)
+    flat: Matrix = faiss.rev_swig_ptr(storage.get_xb(), count * dim)
+    return flat.reshape(count, dim)
+
+
+def _faiss_search(
+    index: Any,
+    queries: Matrix,
+    k: int,
+    ef: int,
+    live_bitmap: npt.NDArray[np.uint8] | None,
+) -> tuple[ScoreArray, IdArray]:
+    faiss = _faiss()
+    params = faiss.SearchParametersHNSW()
+    params.efSearch = ef
+    selector = None
+    if live_bitmap is not None:
+        selector = faiss.IDSelectorBitmap(index.ntotal, faiss.swig_ptr(live_bitmap))
+        params.sel = selector
+    distances, nodes = index.search(queries, k, params=params)
+    del selector  # it borrows live_bitmap; both had to outlive the search
+    return distances, nodes

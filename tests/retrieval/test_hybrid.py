@@ -1,0 +1,185 @@
+from __future__ import annotations
+
+import http.server
+import json
+import threading
+import time
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+
+import pytest
+
+import stratamem
+from stratamem.config import SearchConfig
+from stratamem.embed.base import ModelSpec
+from stratamem.embed.hashing import HashingEmbedder
+from stratamem.retrieval.rerank import HTTPReranker
+
+ROOT = Path(__file__).resolve().parents[2]
+EXAMPLES = ROOT / "examples" / "workspace"
+
+
+@pytest.fixture
+def mem(tmp_path: Path) -> Iterator[stratamem.Memory]:
+    with stratamem.open(tmp_path / "h.db", embedder=HashingEmbedder()) as memory:
+        for part in ("slack-export", "mail/team.mbox", "notes"):
+            memory.ingest(EXAMPLES / part)
+        memory.embed()
+        yield memory
+
+
+def test_all_three_legs_run_and_every_hit_explains_itself(mem: stratamem.Memory) -> None:
+    response = mem.search("why did we drop Redis for the SQLite queue?", limit=5)
+    assert set(response.legs) == {"keyword", "vector", "graph"}
+    assert all(state.startswith("ok") for state in response.legs.values()), response.legs
+    assert len(response.hits) == 5
+    for hit in response.hits:
+        breakdown = hit.explain["breakdown"]
+        assert set(breakdown) >= {"keyword", "vector", "graph", "freshness", "final"}
+        assert breakdown["final"] == pytest.approx(hit.score, abs=1e-6)
+        assert hit.explain["reason"]
+    assert "redis" in response.hits[0].content.lower()
+
+
+def test_vector_leg_off_without_vectors_and_says_why(tmp_path: Path) -> None:
+    with stratamem.open(tmp_path / "n.db", embedder=HashingEmbedder()) as memory:
+        memory.ingest(EXAMPLES / "mail" / "team.mbox")
+        response = memory.search("redis")
+        assert response.legs["vector"].startswith("off: no vectors yet")
+        assert response.hits
+        assert all(h.explain["breakdown"]["vector"] == 0 for h in response.hits)
+
+
+def test_a_changed_model_turns_the_vector_leg_off(mem: stratamem.Memory, tmp_path: Path) -> None:
+    other = HashingEmbedder(spec=ModelSpec(name="hashing-v1", dim=384, query_prefix="q: "))
+    with stratamem.open(mem.path, embedder=other) as changed:
+        response = changed.search("redis")
+        assert "reindex" in response.legs["vector"]
+        with pytest.raises(stratamem.StratamemError, match="reindex"):
+            changed.embed()
+        report = changed.reindex()
+        assert report.embedded + report.cached > 0
+        assert changed.search("redis").legs["vector"].startswith("ok")
+
+
+class FailingEmbedder(HashingEmbedder):
+    def embed_batch(self, texts: Sequence[str], *, role: str = "passage"):  # type: ignore[override]
+        if role == "query":
+            raise stratamem.StratamemError("model server unreachable")
+        return super().embed_batch(texts, role=role)  # type: ignore[arg-type]
+
+
+def test_an_embedding_failure_degrades_to_the_other_legs(tmp_path: Path) -> None:
+    with stratamem.open(tmp_path / "f.db", embedder=FailingEmbedder()) as memory:
+        memory.ingest(EXAMPLES / "mail" / "team.mbox")
+        memory.embed()
+        response = memory.search("redis")
+        assert "model server unreachable" in response.legs["vector"]
+        assert response.hits
+
+
+@pytest.mark.parametrize(
+    "query", ["", "   ", "?!?", '"AND" OR NEAR(', "x" * 10_000, "the of and a"]
+)
+def test_odd_queries_never_crash(mem: stratamem.Memory, query: str) -> None:
+    response = mem.search(query)
+    assert response.total >= len(response.hits)
+
+
+def test_filters_apply_before_the_limit_in_every_leg(mem: stratamem.Memory) -> None:
+    # #incidents holds few chunks; the best global matches are elsewhere.
+    response = mem.search("Redis queue release", sources=["slack:#incidents"], limit=5)
+    assert response.hits
+    assert {h.tree_scope for h in response.hits} == {"slack:#incidents"}
+    for mode in ("keyword", "vector", "graph"):
+        one = mem.search("Redis queue incident", sources=["slack:#incidents"], mode=mode)
+        assert {h.tree_scope for h in one.hits} <= {"slack:#incidents"}
+
+
+def test_same_query_same_ranking(mem: stratamem.Memory) -> None:
+    first = [h.node_id for h in mem.search("release slipped to April").hits]
+    assert first == [h.node_id for h in mem.search("release slipped to April").hits]
+
+
+def test_budget_packs_cards_without_dropping_hits(mem: stratamem.Memory) -> None:
+    response = mem.search("queue incident postmortem", limit=8, budget=300)
+    assert len(response.cards) == len(response.hits) == 8
+    assert sum(c.tokens for c in response.cards) <= 300
+    forms = [c.form for c in response.cards]
+    assert set(forms) <= {"full", "compact", "line"}
+    assert "line" in forms or "compact" in forms
+    roomy = mem.search("queue incident postmortem", limit=8, budget=20_000)
+    assert [c.form for c in roomy.cards] == ["full"] * 8
+    assert [c.hit.node_id for c in roomy.cards] == [c.hit.node_id for c in response.cards]
+    tiny = mem.search("queue incident postmortem", limit=8, budget=30)
+    assert 0 < len(tiny.cards) < 8
+    assert any("did not fit" in note for note in tiny.notes)
+
+
+def test_tier0_items_are_boosted(mem: stratamem.Memory) -> None:
+    plain = mem.search("Redis SQLite queue decision", limit=20)
+    boosted = [h for h in plain.hits if h.explain["breakdown"]["boost"] > 1]
+    tagged = [h for h in plain.hits if {"decision", "pinned"} & set(h.topics)]
+    assert [h.node_id for h in boosted] == [h.node_id for h in tagged]
+
+
+class _RerankHandler(http.server.BaseHTTPRequestHandler):
+    mode = "ok"
+
+    def do_POST(self) -> None:
+        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        if self.mode == "slow":
+            time.sleep(2)
+        if self.mode == "error":
+            self.send_response(500)
+            self.end_headers()
+            return
+        # Scores prefer the shortest document: an order unlike the fused one.
+        docs = body["documents"]
+        results = [{"index": i, "relevance_score": 1.0 / (1 + len(d))} for i, d in enumerate(docs)]
+        payload = json.dumps({"results": results}).encode()
+        try:
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(payload)))
+            self.end_headers()
+            self.wfile.write(payload)
+        except OSError:
+            pass  # the client gave up (the timeout case)
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+@pytest.fixture
+def rerank_server() -> Iterator[tuple[str, type[_RerankHandler]]]:
+    handler = type("Handler", (_RerankHandler,), {"mode": "ok"})
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    server.daemon_threads = False  # server_close() waits for a sleeping handler to finish
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_address[1]}", handler
+    server.shutdown()
+    server.server_close()
+
+
+def test_rerank_reorders_the_top_and_failures_keep_the_fused_order(
+    mem: stratamem.Memory, rerank_server: tuple[str, type[_RerankHandler]]
+) -> None:
+    url, handler = rerank_server
+    fused = mem.search("queue", limit=5, rerank=False)
+    mem.reranker = HTTPReranker(url, timeout=5)
+    mem.config = SearchConfig(rerank_timeout_s=1.0)
+    reranked = mem.search("queue", limit=5, diversify=False)
+    lengths = [len(h.content) for h in reranked.hits]
+    assert lengths == sorted(lengths)
+    assert any("reranked the top" in n for n in reranked.notes)
+    assert all(h.explain["breakdown"]["rerank"] is not None for h in reranked.hits)
+    for mode, words in (("error", "failed"), ("slow", "timed out")):
+        handler.mode = mode
+        kept = mem.search("queue", limit=5)
+        assert any(words in n and "fused order kept" in n for n in kept.notes), kept.notes
+        assert [h.node_id for h in kept.hits] == [
+            h.node_id for h in mem.search("queue", limit=5, rerank=False).hits
+        ]
+    assert fused.hits
