@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import json
+import os
 import sys
 import time
 from collections.abc import Callable
@@ -18,7 +19,7 @@ from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeEl
 from rich.table import Table
 
 from stratamem.api import Memory, default_db_path
-from stratamem.config import PROFILES
+from stratamem.config import PROFILES, SearchConfig
 from stratamem.embed.indexing import EmbedProgress
 from stratamem.errors import StratamemError
 from stratamem.ingest import registry
@@ -506,6 +507,166 @@ def _run_embedding(ctx: click.Context, quiet: bool, as_json: bool, *, reindex: b
         f"{escape(report.model)} in {report.seconds:.1f}s, {rate:,.1f}/s",
         highlight=False,
     )
+
+
+@main.command("eval")
+@click.argument("dataset", type=click.Path(exists=True, file_okay=False, path_type=Path))
+@click.option(
+    "--mode",
+    "modes",
+    multiple=True,
+    type=click.Choice(["fts", "vector", "hybrid", "hybrid+rerank", "all"]),
+    default=("all",),
+    show_default=True,
+    help="Retrieval modes to score; all = fts, vector, hybrid (and hybrid+rerank if a "
+    "reranker is configured).",
+)
+@click.option("--split", help="Query split to score (default: test; tune/heldout for tuning).")
+@click.option("--profile", type=click.Choice(sorted(PROFILES)), help="Fusion weight profile.")
+@click.option(
+    "--store",
+    "store_dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    help="Where the dataset's store is kept between runs (default: the user cache).",
+)
+@click.option(
+    "--out",
+    "out_dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=Path("benchmarks/results"),
+    show_default=True,
+    help="Folder for the Markdown and JSON report.",
+)
+@click.option("--name", help="Report file name (default: eval-<dataset>).")
+@json_option
+@handle_errors
+def eval_command(
+    dataset: Path,
+    modes: tuple[str, ...],
+    split: str | None,
+    profile: str | None,
+    store_dir: Path | None,
+    out_dir: Path,
+    name: str | None,
+    as_json: bool,
+) -> None:
+    """Score retrieval modes on a BEIR-layout folder or LoCoMo with nDCG@10, recall, MRR.
+
+    The dataset is ingested and embedded into a store of its own, kept between runs. LoCoMo
+    is scored by evidence recall@5/10/25/50 per category, each question answered from its
+    own conversation only.
+
+    \b
+    Examples:
+      stratamem eval ../shared/data/scifact
+      stratamem eval ../shared/data/locomo --mode hybrid --mode fts
+      stratamem eval ../shared/data/cranfield --json
+    """
+    from stratamem.eval.datasets import load_dataset
+    from stratamem.eval.report import write_report
+    from stratamem.eval.runner import BASELINES, MODES, evaluate, store_path
+
+    data = load_dataset(dataset)
+    chosen = list(MODES) if "all" in modes else list(dict.fromkeys(modes))
+    cache = store_dir or _cache_dir() / "eval"
+    config = SearchConfig(profile=profile) if profile else None
+    with Memory(store_path(data, cache)) as memory:
+        results = evaluate(
+            data,
+            memory,
+            chosen,
+            split=split,
+            config=config,
+            progress=None if as_json else (lambda m: err.print(f"[dim]{escape(m)}[/]")),
+        )
+    report_name = name or f"eval-{data.name}"
+    json_path, md_path = write_report(
+        results, out_dir, report_name, baselines=BASELINES.get(data.name, [])
+    )
+    if as_json:
+        _print_json(json.loads(json_path.read_text()))
+        return
+    out.print(md_path.read_text(), highlight=False, markup=False)
+    out.print(f"[dim]wrote {escape(str(md_path))} and {escape(str(json_path))}[/]")
+
+
+@main.command("tune")
+@click.argument("dataset", type=click.Path(exists=True, file_okay=False, path_type=Path))
+@click.option("--metric", help="Metric to maximise (default: nDCG@10; LoCoMo: recall@10).")
+@click.option(
+    "--store",
+    "store_dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    help="Where the dataset's store is kept between runs (default: the user cache).",
+)
+@click.option(
+    "--out",
+    "out_dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=Path("benchmarks/results"),
+    show_default=True,
+    help="Folder for the Markdown and JSON report.",
+)
+@json_option
+@handle_errors
+def tune_command(
+    dataset: Path, metric: str | None, store_dir: Path | None, out_dir: Path, as_json: bool
+) -> None:
+    """Learn hybrid fusion weights on one half of a dataset's queries; report the other.
+
+    The test queries are split 50/50 by a fixed hash: weights are chosen on `tune` and the
+    reported score is on `heldout`, beside the default profile on the same queries.
+
+    \b
+    Examples:
+      stratamem tune ../shared/data/scifact
+      stratamem tune ../shared/data/locomo --metric recall_25
+    """
+    from stratamem.eval.datasets import load_dataset
+    from stratamem.eval.report import write_report
+    from stratamem.eval.runner import store_path, tune
+
+    data = load_dataset(dataset)
+    cache = store_dir or _cache_dir() / "eval"
+    with Memory(store_path(data, cache)) as memory:
+        result = tune(
+            data,
+            memory,
+            metric=metric,
+            progress=None if as_json else (lambda m: err.print(f"[dim]{escape(m)}[/]")),
+        )
+    json_path, md_path = write_report(
+        [result.default_heldout, result.heldout], out_dir, f"tune-{data.name}"
+    )
+    summary = {
+        "dataset": result.dataset,
+        "metric": result.metric,
+        "weights": result.weights,
+        "tune_score": round(result.tune_score, 4),
+        "heldout_tuned": round(result.heldout.metrics[result.metric], 4),
+        "heldout_default": round(result.default_heldout.metrics[result.metric], 4),
+        "tried": result.tried,
+        "report": str(md_path),
+    }
+    if as_json:
+        _print_json(summary)
+        return
+    out.print(
+        f"best weights on tune: {result.weights} ({result.metric} {result.tune_score:.4f}, "
+        f"{result.tried} tried)",
+        highlight=False,
+    )
+    out.print(
+        f"heldout {result.metric}: tuned {summary['heldout_tuned']} vs default "
+        f"{summary['heldout_default']}",
+        highlight=False,
+    )
+    out.print(f"[dim]wrote {escape(str(md_path))} and {escape(str(json_path))}[/]")
+
+
+def _cache_dir() -> Path:
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "stratamem"
 
 
 @main.command()

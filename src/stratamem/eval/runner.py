@@ -9,14 +9,15 @@ model reuses it. Each mode is a configuration of :meth:`stratamem.Memory.search`
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
 from pathlib import Path
 
 from stratamem.api import Memory
 from stratamem.config import SearchConfig
-from stratamem.eval.datasets import Dataset, Doc, Query
+from stratamem.eval.datasets import HELDOUT, TUNE, Dataset, Doc, Query
+from stratamem.eval.report import Baseline, EvalResult, run_retriever
 from stratamem.ingest.chunking import ChunkingConfig
 from stratamem.ingest.model import ReadContext, Record, SourceStream, to_utc
 from stratamem.types import SourceKind
@@ -137,3 +138,122 @@ class StoreRetriever:
         for hit in response.hits:
             ranked.setdefault(hit.source_ref or hit.node_id)
         return list(ranked)
+
+
+BASELINES: dict[str, list[Baseline]] = {
+    "scifact": [
+        Baseline("scifact", "BM25 (BEIR, multifield)", {"ndcg_cut_10": 0.665}, "BEIR paper"),
+        Baseline("scifact", "BM25 (Pyserini flat)", {"ndcg_cut_10": 0.679}, "Pyserini"),
+        Baseline("scifact", "all-MiniLM-L6-v2", {"ndcg_cut_10": 0.645}, "SBERT/MTEB"),
+    ],
+    "locomo": [
+        Baseline(
+            "locomo",
+            "DRAGON (LoCoMo paper, dialog turns)",
+            {"recall_5": 0.567, "recall_10": 0.662, "recall_25": 0.767, "recall_50": 0.827},
+            "Maharana et al. 2024",
+        ),
+    ],
+    "cranfield": [
+        Baseline("cranfield", "plain BM25 (about)", {"ndcg_cut_10": 0.35}, "shared data README"),
+    ],
+}
+
+
+def evaluate(
+    dataset: Dataset,
+    memory: Memory,
+    modes: Sequence[str],
+    *,
+    split: str | None = None,
+    k: int = 100,
+    config: SearchConfig | None = None,
+    progress: Callable[[str], None] | None = None,
+) -> list[EvalResult]:
+    """Prepare the store and score each mode on ``split`` (default: the test queries)."""
+    unknown = [m for m in modes if m not in MODES]
+    if unknown:
+        raise ValueError(f"unknown mode(s) {', '.join(unknown)}; known: {', '.join(MODES)}")
+    prepare(memory, dataset, embed=any(m != "fts" for m in modes), progress=progress)
+    results = []
+    for mode in modes:
+        if mode == "hybrid+rerank" and memory.reranker is None:
+            if progress:
+                progress("hybrid+rerank skipped: no reranker configured")
+            continue
+        if progress:
+            progress(f"{dataset.name}: {mode}")
+        retriever = StoreRetriever(memory, dataset, mode, config)
+        results.append(run_retriever(dataset, retriever, k=k, split=split, mode=mode))
+    return results
+
+
+@dataclass(frozen=True, slots=True)
+class TuneResult:
+    """Fusion weights fitted on the ``tune`` split, and what they score on ``heldout``."""
+
+    dataset: str
+    metric: str
+    weights: dict[str, float]
+    tune_score: float
+    heldout: EvalResult
+    default_heldout: EvalResult
+    tried: int
+
+
+def weight_grid(
+    step: float = 0.1, graph: Sequence[float] = (0.0, 0.1, 0.2)
+) -> list[dict[str, float]]:
+    """Keyword/vector splits of what graph leaves, in ``step`` increments."""
+    grid = []
+    for g in graph:
+        steps = int((1.0 - g) / step + 1e-9)
+        for i in range(steps + 1):
+            keyword = round(i * step, 4)
+            grid.append({"keyword": keyword, "vector": round(1.0 - g - keyword, 4), "graph": g})
+    return grid
+
+
+def tune(
+    dataset: Dataset,
+    memory: Memory,
+    *,
+    metric: str | None = None,
+    grid: Sequence[dict[str, float]] | None = None,
+    progress: Callable[[str], None] | None = None,
+) -> TuneResult:
+    """Grid-search the hybrid fusion weights on ``tune``; report them on ``heldout``.
+
+    The two splits are a fixed 50/50 partition of the test queries, so the reported number
+    never comes from a query the weights were chosen on.
+    """
+    metric = metric or ("recall_10" if dataset.kind.startswith("locomo") else "ndcg_cut_10")
+    prepare(memory, dataset, progress=progress)
+    base = memory.config
+    best: tuple[float, dict[str, float]] | None = None
+    candidates = list(grid or weight_grid())
+    for number, weights in enumerate(candidates, 1):
+        config = replace(base, weights=weights)
+        result = run_retriever(
+            dataset, StoreRetriever(memory, dataset, "hybrid", config), split=TUNE, mode="hybrid"
+        )
+        score = result.metrics[metric]
+        if progress:
+            progress(f"{number}/{len(candidates)} {weights} → {metric} {score:.4f}")
+        if best is None or score > best[0]:
+            best = (score, weights)
+    assert best is not None
+    tuned = replace(base, weights=best[1])
+    heldout = run_retriever(
+        dataset,
+        StoreRetriever(memory, dataset, "hybrid", tuned),
+        split=HELDOUT,
+        mode="hybrid (tuned)",
+    )
+    default = run_retriever(
+        dataset,
+        StoreRetriever(memory, dataset, "hybrid", base),
+        split=HELDOUT,
+        mode=f"hybrid ({base.profile})",
+    )
+    return TuneResult(dataset.name, metric, best[1], best[0], heldout, default, len(candidates))

@@ -161,7 +161,7 @@ class VectorIndex:
         self._sorted_ids: IdArray = ids.copy()  # live ids, ascending ...
         self._sorted_slots: IdArray = np.arange(count, dtype=np.int64)  # ... and their slots
         self._dead = 0
-        self._live_bitmap: npt.NDArray[np.uint8] | None = None
+        self._live_bitmap: npt.NDArray[np.uint8] | None = None  # live HNSW nodes, when any dead
         self._hnsw: Any = None  # faiss.IndexHNSWFlat on the HNSW path
         self._matrix: Matrix = np.empty((0, self.dim), np.float32)  # the exact path's rows
         if count >= self.hnsw_threshold:
@@ -278,20 +278,26 @@ class VectorIndex:
             self._matrix[start:end] = matrix
         else:
             self._hnsw.add(matrix)
-            self._live_bitmap = None
         slots = np.arange(start, end, dtype=np.int64)
         at = np.searchsorted(self._sorted_ids, ids)
         self._sorted_ids = np.insert(self._sorted_ids, at, ids)
         self._sorted_slots = np.insert(self._sorted_slots, at, slots)
         self._n = end
+        self._refresh_bitmap()
 
     def _bury(self, pos: IdArray) -> None:
         """HNSW path: mark the slots at these sorted positions dead and forget their ids."""
         self._slot_ids[self._sorted_slots[pos]] = -1
         self._dead += len(pos)
-        self._live_bitmap = None
         self._sorted_ids = np.delete(self._sorted_ids, pos)
         self._sorted_slots = np.delete(self._sorted_slots, pos)
+        self._refresh_bitmap()
+
+    def _refresh_bitmap(self) -> None:
+        """Keep the live-node bitmap current after a write, so searches only read."""
+        self._live_bitmap = None
+        if self._hnsw is not None and self._dead:
+            self._live_bitmap = np.packbits(self._slot_ids[: self._n] >= 0, bitorder="little")
 
     def _compact_if_needed(self) -> None:
         if self._dead > MAX_DEAD_FRACTION * self._n:
@@ -394,11 +400,7 @@ class VectorIndex:
             fetch = ef
             allowed = np.zeros(self._n, np.bool_)
             allowed[slots] = True
-        if self._dead and self._live_bitmap is None:
-            self._live_bitmap = np.packbits(self._slot_ids[: self._n] >= 0, bitorder="little")
-        distances, nodes = _faiss_search(
-            self._hnsw, queries, fetch, ef, self._live_bitmap if self._dead else None
-        )
+        distances, nodes = _faiss_search(self._hnsw, queries, fetch, ef, self._live_bitmap)
         out_ids = np.empty((len(queries), k), np.int64)
         out_scores = np.empty((len(queries), k), np.float32)
         storage = self._storage()
@@ -474,9 +476,9 @@ class VectorIndex:
                 out.write(MAGIC)
                 out.write(len(encoded).to_bytes(4, "little"))
                 out.write(encoded)
-                out.write(self._slot_ids[: self._n].astype("<i8").tobytes())
+                out.write(np.ascontiguousarray(self._slot_ids[: self._n], dtype="<i8").data)
                 if self._hnsw is None:
-                    out.write(self._matrix[: self._n].astype("<f4").tobytes())
+                    out.write(np.ascontiguousarray(self._matrix[: self._n], dtype="<f4").data)
                 else:
                     faiss = _faiss()
                     faiss.write_index(self._hnsw, faiss.PyCallbackIOWriter(out.write))
@@ -619,6 +621,7 @@ class VectorIndex:
         index._dead = slots - count
         index._matrix = matrix
         index._hnsw = hnsw
+        index._refresh_bitmap()
         if hnsw is None and count >= hnsw_threshold:
             index._reset(sorted_ids, matrix[index._sorted_slots])
         return index
@@ -633,7 +636,7 @@ class _HashingWriter:
         self._file = file
         self.digest = hashlib.sha256()
 
-    def write(self, data: bytes) -> None:
+    def write(self, data: bytes | memoryview) -> None:
         self.digest.update(data)
         self._file.write(data)
 
@@ -764,7 +767,7 @@ def _faiss_search(
     params.efSearch = ef
     selector = None
     if live_bitmap is not None:
-        selector = faiss.IDSelectorBitmap(index.ntotal, faiss.swig_ptr(live_bitmap))
+        selector = faiss.IDSelectorBitmap(len(live_bitmap), faiss.swig_ptr(live_bitmap))
         params.sel = selector
     distances, nodes = index.search(queries, k, params=params)
     del selector  # it borrows live_bitmap; both had to outlive the search

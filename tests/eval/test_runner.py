@@ -1,0 +1,93 @@
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+import stratamem
+from stratamem.cli import main
+from stratamem.embed.hashing import HashingEmbedder
+from stratamem.eval.datasets import load_dataset
+from stratamem.eval.runner import evaluate, tune, weight_grid
+
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "eval"
+
+
+@pytest.mark.parametrize("name", ["beir-standard", "beir-graded", "locomo-json"])
+def test_every_mode_runs_through_the_real_pipeline(tmp_path: Path, name: str) -> None:
+    dataset = load_dataset(FIXTURES / name)
+    with stratamem.open(tmp_path / "e.db", embedder=HashingEmbedder()) as mem:
+        results = evaluate(dataset, mem, ["fts", "vector", "hybrid"])
+        assert [r.mode for r in results] == ["fts", "vector", "hybrid"]
+        for result in results:
+            assert result.metrics
+            assert all(0.0 <= v <= 1.0 for v in result.metrics.values())
+        assert mem.store.stats()["chunks"] == len(dataset.docs)
+        again = evaluate(dataset, mem, ["fts"])  # the prepared store is reused as it is
+        assert again[0].metrics == results[0].metrics
+        assert mem.store.stats()["chunks"] == len(dataset.docs)
+
+
+def test_locomo_questions_only_see_their_own_conversation(tmp_path: Path) -> None:
+    dataset = load_dataset(FIXTURES / "locomo-json")
+    with stratamem.open(tmp_path / "l.db", embedder=HashingEmbedder()) as mem:
+        result = evaluate(dataset, mem, ["hybrid"])[0]
+    assert result.counts.get("dropped_out_of_group", 0) == 0
+    assert result.per_category
+
+
+def test_the_fts_mode_finds_an_exact_title(tmp_path: Path) -> None:
+    dataset = load_dataset(FIXTURES / "beir-standard")
+    with stratamem.open(tmp_path / "t.db", embedder=HashingEmbedder()) as mem:
+        result = evaluate(dataset, mem, ["fts"])[0]
+    assert result.metrics["ndcg_cut_10"] > 0.5
+
+
+def test_unknown_mode_is_refused(tmp_path: Path) -> None:
+    dataset = load_dataset(FIXTURES / "beir-standard")
+    with (
+        stratamem.open(tmp_path / "u.db", embedder=HashingEmbedder()) as mem,
+        pytest.raises(ValueError, match="unknown mode"),
+    ):
+        evaluate(dataset, mem, ["bm42"])
+
+
+def test_weight_grid_sums_to_one() -> None:
+    grid = weight_grid(step=0.25, graph=(0.0, 0.2, 0.9))
+    assert all(sum(w.values()) == pytest.approx(1.0) for w in grid)
+    assert all(v >= 0 for w in grid for v in w.values())
+    assert len(grid) == 5 + 4 + 1
+
+
+def test_tune_reports_on_heldout(tmp_path: Path) -> None:
+    dataset = load_dataset(FIXTURES / "beir-graded")
+    with stratamem.open(tmp_path / "w.db", embedder=HashingEmbedder()) as mem:
+        result = tune(dataset, mem, grid=weight_grid(step=0.5, graph=(0.0,)))
+    assert result.tried == 3
+    assert result.heldout.split == "heldout"
+    assert result.default_heldout.split == "heldout"
+    assert sum(result.weights.values()) == pytest.approx(1.0)
+
+
+def test_eval_command_writes_reports(tmp_path: Path) -> None:
+    out = tmp_path / "reports"
+    result = CliRunner().invoke(
+        main,
+        [
+            "eval",
+            str(FIXTURES / "beir-standard"),
+            "--mode",
+            "fts",
+            "--store",
+            str(tmp_path / "store"),
+            "--out",
+            str(out),
+            "--json",
+        ],
+    )
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.output)
+    assert data["results"][0]["mode"] == "fts"
+    assert (out / "eval-beir-standard.md").exists()
