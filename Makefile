@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 DB ?= .example/stratamem.db
 
-.PHONY: run test lint typecheck bench clean
+.PHONY: run test lint typecheck bench eval clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -21,11 +21,13 @@ run: $(STAMP)
 	$(SM) ingest --quiet examples/workspace/slack-export
 	$(SM) ingest --quiet examples/workspace/mail/team.mbox
 	$(SM) ingest --quiet examples/workspace/notes --scope notes:phoenix
+	$(SM) embed --quiet
 	$(SM) sources
 	$(SM) stats
-	$(SM) search "why did we drop Redis?" --limit 3
+	$(SM) search "why did we drop Redis?" --limit 3 --explain
 	$(SM) search "release date slipped" --kind chat --limit 3
 	$(SM) search "queue stalled after deploy" --since 2024-03-18 --until 2024-03-20 --limit 3
+	$(SM) search "what went wrong with the queue?" --budget 300
 	$(SM) entities alice
 
 test: $(STAMP)
@@ -40,6 +42,14 @@ typecheck: $(STAMP)
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/ingest.py
+	$(BIN)/python benchmarks/embed_speed.py
+	$(BIN)/python benchmarks/vector_index.py
+	$(BIN)/python benchmarks/search_latency.py
+
+eval: $(STAMP)
+	$(BIN)/stratamem eval ../shared/data/scifact
+	$(BIN)/stratamem eval ../shared/data/locomo
+	$(BIN)/stratamem eval ../shared/data/cranfield
 
 clean:
 	rm -rf $(VENV) .example .pytest_cache .mypy_cache .ruff_cache

@@ -89,4 +89,4 @@ def test_very_long_text_is_truncated_not_an_error(embedder: Embedder) -> None:
 
 def test_a_single_string_is_refused(embedder: Embedder) -> None:
     with pytest.raises(ValueError, match="sequence of strings"):
-        embedder.embed_batch("not a list")  # type: ignore[arg-type]
+        embedder.embed_batch("not a list")

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from stratamem.embed import HashingEmbedder, ModelSpec
@@ -75,6 +75,7 @@ def test_prefixes_reach_the_model(query_prefix: str, passage_prefix: str) -> Non
     )
 
 
+@settings(deadline=None)
 @given(st.lists(st.text(max_size=60), max_size=8))
 def test_always_unit_norm(texts: list[str]) -> None:
     vectors = HashingEmbedder(dim=32).embed_batch(texts)

@@ -130,12 +130,12 @@ def test_404_names_base_url_and_model(openai_server: Any) -> None:
 
 
 def test_timeout(openai_server: Any) -> None:
-    openai_server.queue(200, b"{}", delay=1.0)
+    openai_server.queue(200, b"{}", delay=2.0)
     started = time.monotonic()
     with pytest.raises(EmbeddingServerError, match=r"no answer within 0\.2 s") as caught:
         client(openai_server, timeout=0.2, retries=0).embed_batch(["x"])
     assert caught.value.status is None
-    assert time.monotonic() - started < 0.9
+    assert time.monotonic() - started < 1.5  # it did not wait for the answer
 
 
 @pytest.mark.parametrize(

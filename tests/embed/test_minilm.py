@@ -3,6 +3,7 @@ from __future__ import annotations
 import hashlib
 import json
 import shutil
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -162,3 +163,12 @@ def test_fast_model_is_reused_and_rebuilt_when_damaged(fast_cache: Path) -> None
     rebuilt = FastMiniLMEmbedder(cache_dir=fast_cache)
     assert rebuilt.model_path == model
     assert rebuilt.embed_batch(["works again"]).shape == (1, 384)
+
+
+def test_fast_variant_without_onnx_says_what_to_install(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setitem(sys.modules, "onnx", None)  # makes `import onnx` fail
+    with pytest.raises(MissingDependencyError, match="pip install onnx"):
+        FastMiniLMEmbedder(cache_dir=tmp_path).embed_batch(["x"])
+    assert not list(tmp_path.glob("*.onnx"))

@@ -83,13 +83,13 @@ def _erf(x: F32) -> F32:
     poly = t * (
         0.254829592 + t * (-0.284496736 + t * (1.421413741 + t * (-1.453152027 + t * 1.061405429)))
     )
-    return np.sign(x) * (1.0 - poly * np.exp(-x * x))
+    return np.asarray(np.sign(x) * (1.0 - poly * np.exp(-x * x)), dtype=np.float32)
 
 
 def _layer_norm(x: F32, weight: F32, bias: F32) -> F32:
     mean = x.mean(-1, keepdims=True)
     var = ((x - mean) ** 2).mean(-1, keepdims=True)
-    return (x - mean) / np.sqrt(var + 1e-12) * weight + bias
+    return np.asarray((x - mean) / np.sqrt(var + 1e-12) * weight + bias, dtype=np.float32)
 
 
 def bert_sentence_vectors(w: dict[str, npt.NDArray[np.generic]], batch: list[list[int]]) -> F32:

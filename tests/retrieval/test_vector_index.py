@@ -45,9 +45,9 @@ def reference(
     """A full scan: every score in float64, sorted by score descending then id ascending."""
     matrix = np.asarray(vectors, dtype=np.float32)
     matrix = matrix / np.linalg.norm(matrix, axis=1, keepdims=True)
-    q = np.asarray(query, dtype=np.float32)
-    q = q / np.linalg.norm(q)
-    scores = (matrix.astype(np.float64) * q.astype(np.float64)).sum(axis=1)
+    q = np.asarray(query, dtype=np.float32)[None, :]
+    q = q / np.linalg.norm(q, axis=1, keepdims=True)  # as the index does, to the last bit
+    scores = (matrix.astype(np.float64) * q[0].astype(np.float64)).sum(axis=1)
     rows = range(len(ids)) if allow is None else np.flatnonzero(np.isin(ids, allow))
     ranked = sorted(rows, key=lambda row: (-scores[row], ids[row]))[: max(k, 0)]
     return [int(ids[row]) for row in ranked], scores[ranked]
@@ -122,8 +122,9 @@ def test_exact_equals_a_sorted_full_scan(rows, raw_ids, query, k, allow) -> None
         max_size=12,
     )
 )
-def test_adds_and_removes_match_a_dict_model(ops) -> None:  # type: ignore[no-untyped-def]
-    index = VectorIndex(4)
+@pytest.mark.parametrize("threshold", [10**9, 12])  # 12: the graph is built, buried, compacted
+def test_adds_and_removes_match_a_dict_model(ops, threshold: int) -> None:  # type: ignore[no-untyped-def]
+    index = VectorIndex(4, hnsw_threshold=threshold)
     model: dict[int, npt.NDArray[np.float32]] = {}
     for is_add, batch, seed in ops:
         batch_ids = np.array(batch, dtype=np.int64)
@@ -361,13 +362,13 @@ def test_exact_file_loaded_above_threshold_builds_the_graph(tmp_path: Path, exac
         lambda raw: vector_index.MAGIC + (2**31).to_bytes(4, "little") + raw[12:],
     ],
 )
-@pytest.mark.parametrize("threshold", [10**9, THRESHOLD])
-def test_damaged_file_loads_as_none(tmp_path: Path, data, ids, damage, threshold: int) -> None:  # type: ignore[no-untyped-def]
-    index = VectorIndex(DIM, hnsw_threshold=threshold)
-    index.add(ids, data[0])
+@pytest.mark.parametrize("mode", ["exact", "hnsw"])
+def test_damaged_file_loads_as_none(tmp_path: Path, exact, hnsw, damage, mode: str) -> None:  # type: ignore[no-untyped-def]
+    index = exact if mode == "exact" else hnsw
     path = index.save(tmp_path / "v.smvi")
+    assert VectorIndex.load(path, DIM, hnsw_threshold=index.hnsw_threshold) is not None
     path.write_bytes(damage(path.read_bytes()))
-    assert VectorIndex.load(path, DIM, hnsw_threshold=threshold) is None
+    assert VectorIndex.load(path, DIM, hnsw_threshold=index.hnsw_threshold) is None
 
 
 @pytest.mark.parametrize(

@@ -139,20 +139,17 @@ class OpenAIEmbedder:
     @property
     def spec(self) -> ModelSpec:
         """The model's spec; when its dimension is not known yet, the server is asked once."""
-        if self._spec is None:
-            self._learn_dim(self._request([" "]).shape[1])
-        if self._spec is None:  # pragma: no cover - _learn_dim sets it
-            raise EmbeddingServerError(self.url, None, "the dimension could not be learnt")
-        return self._spec
+        return self._spec or self._learn_dim(self._request([" "]).shape[1])
 
     @spec.setter
     def spec(self, value: ModelSpec) -> None:
         self._spec = value
 
-    def _learn_dim(self, dim: int) -> None:
+    def _learn_dim(self, dim: int) -> ModelSpec:
         with self._lock:
             if self._spec is None:
                 self._spec = self._make_spec(dim)
+            return self._spec
 
     def embed_batch(self, texts: Sequence[str], *, role: Role = "passage") -> Vectors:
         # Prefixes do not depend on the dimension: a spec with a placeholder one gives them.
@@ -164,9 +161,7 @@ class OpenAIEmbedder:
             self._request(prepared[start : start + self.batch_size])
             for start in range(0, len(prepared), self.batch_size)
         ]
-        if self._spec is None:
-            self._learn_dim(parts[0].shape[1])
-        dim = self.spec.dim
+        dim = (self._spec or self._learn_dim(parts[0].shape[1])).dim
         for part in parts:
             if part.shape[1] != dim:
                 raise EmbeddingServerError(

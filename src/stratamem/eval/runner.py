@@ -23,8 +23,11 @@ from stratamem.ingest.model import ReadContext, Record, SourceStream, to_utc
 from stratamem.types import SourceKind
 
 MODES = ("fts", "vector", "hybrid", "hybrid+rerank")
-# One chunk per document: the qrels judge documents, and the model truncates long ones anyway.
-WHOLE_DOCS = ChunkingConfig(doc_target=10**8, doc_min=1, doc_max=10**9)
+# One chunk per document (or dialog turn): the qrels judge documents, and the model truncates
+# long ones anyway.
+WHOLE_DOCS = ChunkingConfig(
+    doc_target=10**8, doc_min=1, doc_max=10**9, chat_max_messages=1, chat_max_chars=10**8
+)
 
 
 class DatasetConnector:
@@ -34,6 +37,8 @@ class DatasetConnector:
 
     def __init__(self, dataset: Dataset) -> None:
         self.dataset = dataset
+        # Conversations are chats (their turns are neighbours); BEIR documents stand alone.
+        self.kind = SourceKind.CHAT if dataset.kind == "locomo" else SourceKind.RECORD
 
     def read(self, path: Path, ctx: ReadContext) -> Iterator[SourceStream]:
         for group, ids in sorted(
@@ -44,10 +49,10 @@ class DatasetConnector:
             docs = [d for d in self.dataset.docs if d.id in wanted]
             yield SourceStream(
                 scope=scope,
-                kind=SourceKind.RECORD,
+                kind=self.kind,
                 platform="eval",
                 location=str(path),
-                records=(_record(d) for d in docs),
+                records=(_record(d, chat=self.kind is SourceKind.CHAT) for d in docs),
                 title=scope,
             )
 
@@ -56,7 +61,7 @@ def scope_of(dataset: Dataset, group: str | None) -> str:
     return f"eval:{dataset.name}" if group is None else f"eval:{dataset.name}/{group}"
 
 
-def _record(doc: Doc) -> Record:
+def _record(doc: Doc, *, chat: bool = False) -> Record:
     ts = doc.meta.get("timestamp")
     when = None
     if isinstance(ts, str) and ts:
@@ -69,7 +74,9 @@ def _record(doc: Doc) -> Record:
         text=doc.text,
         ref=doc.id,
         ts=when,
-        author=speaker if isinstance(speaker, str) else None,
+        # A LoCoMo turn's text already names its speaker; as a chat author it would be
+        # prefixed a second time.
+        author=speaker if isinstance(speaker, str) and not chat else None,
         title=doc.title or None,
         doc=doc.id,
     )

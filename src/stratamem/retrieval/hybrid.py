@@ -121,8 +121,7 @@ class HybridSearcher:
         if diversify and self.vectors is not None and status.get("vector", "").startswith("ok"):
             vectors = self.vectors.vectors(head)
             if vectors:
-                rel = {k: float(len(head) - i) for i, k in enumerate(head)}
-                head = mmr(head, rel, vectors, lam=cfg.mmr_lambda)
+                head = mmr(head, _relevance(head, candidates), vectors, lam=cfg.mmr_lambda)
         top = head[:limit]
         hits, breakdowns = self._hits(top, chunks, candidates)
         response = SearchResponse(
@@ -154,9 +153,11 @@ class HybridSearcher:
             if expression is None:
                 status["keyword"] = "off: the query has no searchable words"
             else:
-                found, total = self.store.fts_search(expression, filters, pool, snippets=False)
+                found, _ = self.store.fts_search(
+                    expression, filters, pool, snippets=False, count=False
+                )
                 scores["keyword"] = {h.node_id: h.score for h in found}
-                status["keyword"] = f"ok: {len(found)} of {total} matches"
+                status["keyword"] = f"ok: {len(found)} matches"
         if "vector" in legs:
             scores["vector"] = self._vector_leg(query, filters, pool, status)
         if "graph" in legs:
@@ -178,11 +179,11 @@ class HybridSearcher:
         if self.vectors is None:
             status["vector"] = "off: no embedder configured"
             return {}
-        reason = self.vectors.status()
-        if reason is not None:
-            status["vector"] = f"off: {reason}"
-            return {}
         try:
+            reason = self.vectors.status()
+            if reason is not None:
+                status["vector"] = f"off: {reason}"
+                return {}
             found = self.vectors.search(query, filters, pool)
         except (StratamemError, OSError, ValueError, RuntimeError) as exc:
             # An embedding failure degrades to the other legs; it never fails the search.
@@ -307,6 +308,20 @@ class HybridSearcher:
                 )
             )
         return hits, breakdowns
+
+
+def _relevance(head: list[str], candidates: dict[str, _Candidate]) -> dict[str, float]:
+    """What MMR weighs against similarity: the final scores; reranked items, whose scores are
+    on the reranker's own scale, stay above the rest and in the reranker's order."""
+    rel = {k: candidates[k].final for k in head}
+    reranked = {k: c.rerank for k in head if (c := candidates[k]).rerank is not None}
+    if reranked:
+        low, high = min(reranked.values()), max(reranked.values())
+        span = (high - low) or 1.0
+        top = max(rel.values())
+        for key, score in reranked.items():
+            rel[key] = top + 1.0 + (score - low) / span
+    return rel
 
 
 def _half_life(cfg: SearchConfig) -> float:

@@ -3,10 +3,14 @@
 Vectors are keyed by non-negative integer row ids (the caller maps them to node ids) and
 normalised on the way in, so a score is the cosine similarity (inner product of unit
 vectors). Below ``hnsw_threshold`` vectors the index scans one contiguous float32 matrix with
-numpy; at or above it, it builds a faiss ``IndexHNSWFlat`` (inner-product metric), which was
-the fastest of faiss, hnswlib and usearch at 100k × 384 on two cores
-(``benchmarks/results/vector_index.md``). The graph stays until a compaction or ``rebuild``
-finds fewer live vectors than the threshold.
+numpy; at or above it, it builds a faiss ``IndexHNSWFlat`` (inner-product metric). The graph
+stays until a compaction or ``rebuild`` finds fewer live vectors than the threshold.
+
+Why faiss (``benchmarks/results/vector_index.md``, 100k clustered × 384, two shared cores):
+at M 16 and ef 64 it answers in ~0.2 ms at recall@10 0.99, as hnswlib does (usearch: ~0.6
+ms). hnswlib built the graph 1.3-2× faster, but PyPI has it only as source to compile, while
+faiss-cpu is already a dependency with wheels, streams into our file and lends its stored
+vectors to numpy without a copy (the exact fallbacks below need them).
 
 Ranking. Results are ordered by score descending, then row id ascending. BLAS gives
 identical rows slightly different float32 scores depending on where they sit in the matrix,
@@ -23,16 +27,18 @@ are expected among them, and keeps the allowed ones; that prefix holds the true 
 allowed set whenever it holds at least k allowed rows (anything allowed outside it scores
 lower). A query whose prefix holds fewer, or whose ``ef`` would exceed 1,024, is answered
 exactly over the allowed rows. faiss's own filtered search (``SearchParametersHNSW.sel``) is
-used only to hide deleted nodes: with an allowed set that is correlated with the topic (whole
-sources far from the query) it returned recall@10 of 0.003-0.2 even at ``ef`` 1,000, with no
-sign that anything was missed. Fewer than k results come back only when fewer are allowed.
+used only to hide deleted nodes: when the allowed 10 % were the neighbourhoods farthest from
+the query (as access rules by source can make them) it returned recall@10 of 0.14-0.24 on
+clustered and 0.04-0.13 on real MiniLM vectors at ef 64-256, with no sign that anything was
+missed. Fewer than k results come back only when fewer are allowed.
 
 Updates. ``add`` replaces the vector of an id already present. The exact path overwrites in
 place and fills the holes left by ``remove`` with the last rows. faiss HNSW cannot delete, so
 a replaced or removed node is marked dead (hidden from every search by a bitmap selector) and
 the index is rebuilt from its live vectors once dead nodes exceed 20 %. Crossing the
-threshold in ``add`` builds the graph there and then (about 5 s per 20k vectors × 384 at
-``ef_construction`` 200 on two cores).
+threshold in ``add`` builds the graph there and then. Builds are slow: at ``ef_construction``
+200 on two shared cores, ~4-16 s for 10-20k vectors × 384 and 30-80 s for 100k, so callers
+should ``save`` after building and ``load`` on open.
 
 Threading. Searches may run concurrently with each other and with nothing else: ``add``,
 ``remove``, ``rebuild``, ``save`` and ``load`` need the caller's exclusive (writer) lock. No
@@ -365,13 +371,13 @@ class VectorIndex:
         out_scores = np.empty((len(queries), k), np.float32)
         if slots is not None and len(slots) < _GATHER_FRACTION * self._n:
             sub = storage[slots]
-            scores = queries @ sub.T
+            scores = _dot(queries, sub)
             for row in range(len(queries)):
                 out_ids[row], out_scores[row] = self._select(
                     scores[row], slots, k, queries[row], storage
                 )
             return out_ids, out_scores
-        scores = queries @ storage.T
+        scores = _dot(queries, storage)
         if slots is not None:
             hidden = np.ones(self._n, np.bool_)
             hidden[slots] = False
@@ -716,6 +722,15 @@ def _normalised(matrix: Matrix, name: str) -> Matrix:
         rows = np.flatnonzero(norms <= 0)[:5].tolist()
         raise ValueError(f"{name} contain zero vectors (rows {rows}), which have no direction")
     return np.ascontiguousarray(matrix / norms[:, None], dtype=np.float32)
+
+
+def _dot(queries: Matrix, rows: Matrix) -> Matrix:
+    """(q, n) inner products. One query runs single-threaded: a multi-threaded BLAS gemv was
+    2-8× slower than this on a shared two-core machine, whose other threads were busy."""
+    if len(queries) == 1:
+        scores: Matrix = np.einsum("ij,j->i", rows, queries[0])
+        return scores[None, :]
+    return queries @ rows.T
 
 
 def _last_wins(ids: IdArray, matrix: Matrix) -> tuple[IdArray, Matrix]:

@@ -103,7 +103,13 @@ class Store(Protocol):
     def mentions_of(self, node_ids: Sequence[str]) -> dict[str, list[str]]: ...
 
     def fts_search(
-        self, expression: str, filters: Filters, limit: int, *, snippets: bool = True
+        self,
+        expression: str,
+        filters: Filters,
+        limit: int,
+        *,
+        snippets: bool = True,
+        count: bool = True,
     ) -> tuple[list[RetrievalHit], int]: ...
 
     def search_entities(

@@ -18,34 +18,77 @@ from stratamem.types import EntityMatch, Filters, NodeKind, RetrievalHit, TreeKi
 if TYPE_CHECKING:
     from stratamem.store.sqlite.store import SQLiteStore
 
-# BM25 column weights: body text, then the title (subject, note title, heading path).
-BM25_WEIGHTS = (1.0, 0.6)
-
 
 def fts_search(
-    store: SQLiteStore, expression: str, filters: Filters, limit: int, *, snippets: bool = True
+    store: SQLiteStore,
+    expression: str,
+    filters: Filters,
+    limit: int,
+    *,
+    snippets: bool = True,
+    count: bool = True,
 ) -> tuple[list[RetrievalHit], int]:
-    """Leaves matching an FTS5 expression, best BM25 first (ties by id), and the match count."""
-    where, params = filter_sql(filters)
-    base = f"""FROM chunks_fts f
-               JOIN chunks c ON c.rowid = f.rowid
-               JOIN sources s ON s.id = c.source_id
-               WHERE chunks_fts MATCH ? AND {where}"""
-    snippet = "snippet(chunks_fts, 0, '[', ']', '…', 24)" if snippets else "''"
-    rows = store.conn.execute(
-        f"""SELECT c.id, c.content, c.title, c.author, c.ts_start, c.ts_end, c.tags,
-                   c.source_ref, c.source_id, s.scope,
-                   bm25(chunks_fts, {BM25_WEIGHTS[0]}, {BM25_WEIGHTS[1]}) AS rank,
-                   {snippet} AS snip
-            {base} ORDER BY rank, c.id LIMIT ?""",
+    """Leaves matching an FTS5 expression, best BM25 first (ties by id), and the match count
+    (``count=False`` skips counting past the limit and reports what was returned).
+
+    The ranking runs on the FTS index alone (its ``rank`` is bm25 with the column weights set
+    by the schema), restricted by rowid to the admitted chunks when a filter or a lock is in
+    force; only the top ``limit`` rows are then read from ``chunks``.
+    """
+    admitted = store.allowed_rowids(filters)
+    params: list[Any]
+    if admitted is None:
+        restrict, params = "", []
+    else:
+        where, params = filter_sql(filters)
+        restrict = f"""AND rowid IN (SELECT c.rowid FROM chunks c
+                       JOIN sources s ON s.id = c.source_id WHERE {where})"""
+    ranked = store.conn.execute(
+        f"""SELECT rowid, rank FROM chunks_fts WHERE chunks_fts MATCH ? {restrict}
+            ORDER BY rank LIMIT ?""",
         (expression, *params, limit),
     ).fetchall()
-    if len(rows) < limit:
-        total = len(rows)
-    else:
-        total = store.conn.execute(f"SELECT count(*) {base}", (expression, *params)).fetchone()[0]
-    entities = store.mentions_of([r["id"] for r in rows])
-    return [_hit(row, entities[row["id"]]) for row in rows], int(total)
+    if not ranked:
+        return [], 0
+    rowids = [r[0] for r in ranked]
+    marks = ",".join("?" * len(rowids))
+    rows = {
+        row["rowid"]: row
+        for row in store.conn.execute(
+            f"""SELECT c.rowid, c.id, c.content, c.title, c.author, c.ts_start, c.ts_end,
+                       c.tags, c.source_ref, c.source_id, s.scope
+                FROM chunks c JOIN sources s ON s.id = c.source_id
+                WHERE c.rowid IN ({marks})""",
+            rowids,
+        )
+    }
+    snips: dict[int, str] = {}
+    if snippets:
+        snips = dict(
+            store.conn.execute(
+                f"""SELECT rowid, snippet(chunks_fts, 0, '[', ']', '…', 24) FROM chunks_fts
+                    WHERE chunks_fts MATCH ? AND rowid IN ({marks})""",
+                (expression, *rowids),
+            ).fetchall()
+        )
+    order = sorted(
+        ((-float(rank), rows[rowid]["id"], rowid) for rowid, rank in ranked if rowid in rows),
+        key=lambda item: (-item[0], item[1]),
+    )
+    total = len(order)
+    if count and len(ranked) >= limit:
+        total = int(
+            store.conn.execute(
+                f"SELECT count(*) FROM chunks_fts WHERE chunks_fts MATCH ? {restrict}",
+                (expression, *params),
+            ).fetchone()[0]
+        )
+    entities = store.mentions_of([rows[rowid]["id"] for _, _, rowid in order])
+    hits = [
+        _hit(rows[rowid], entities[node], score, snips.get(rowid, ""))
+        for score, node, rowid in order
+    ]
+    return hits, total
 
 
 def search_entities(
@@ -94,8 +137,7 @@ def neighbours(store: SQLiteStore, entity_id: str, limit: int) -> list[tuple[str
     return [(row["other"], float(row["w"])) for row in rows]
 
 
-def _hit(row: sqlite3.Row, entities: list[str]) -> RetrievalHit:
-    score = -float(row["rank"])
+def _hit(row: sqlite3.Row, entities: list[str], score: float, snippet: str) -> RetrievalHit:
     explain: dict[str, Any] = {"keyword": round(score, 4)}
     return RetrievalHit(
         node_id=row["id"],
@@ -114,6 +156,6 @@ def _hit(row: sqlite3.Row, entities: list[str]) -> RetrievalHit:
         source_id=row["source_id"],
         author=row["author"],
         title=row["title"],
-        snippet=row["snip"],
+        snippet=snippet,
         explain=explain,
     )

@@ -420,8 +420,8 @@ class SQLiteStore:
         return {row[0]: float(row[1]) for row in rows}
 
     def neighbour_chunks(self, node_ids: Sequence[str], filters: Filters) -> dict[str, list[str]]:
-        """For each chunk, the chunks right before and after it in its source (seq ± 1):
-        the next and previous turns of a conversation, the parts of a document."""
+        """For each chat chunk, the chunks right before and after it in its source (seq ± 1):
+        the turns around it in the conversation. Independent documents have no such link."""
         out: dict[str, list[str]] = {n: [] for n in node_ids}
         if not node_ids:
             return out
@@ -431,7 +431,7 @@ class SQLiteStore:
             f"""SELECT c.id, n.id FROM chunks c
                 JOIN chunks n ON n.source_id = c.source_id AND n.seq IN (c.seq - 1, c.seq + 1)
                 JOIN sources s ON s.id = n.source_id
-                WHERE c.id IN ({marks}) AND {where}
+                WHERE c.id IN ({marks}) AND s.kind = 'chat' AND {where}
                 ORDER BY c.id, n.seq""",
             (*node_ids, *params),
         ):
@@ -441,11 +441,17 @@ class SQLiteStore:
     # -- reads (SQL in search.py) ---------------------------------------------------------
 
     def fts_search(
-        self, expression: str, filters: Filters, limit: int, *, snippets: bool = True
+        self,
+        expression: str,
+        filters: Filters,
+        limit: int,
+        *,
+        snippets: bool = True,
+        count: bool = True,
     ) -> tuple[list[RetrievalHit], int]:
         from stratamem.store.sqlite import search
 
-        return search.fts_search(self, expression, filters, limit, snippets=snippets)
+        return search.fts_search(self, expression, filters, limit, snippets=snippets, count=count)
 
     def search_entities(self, needle: str, kinds: Sequence[str], limit: int) -> list[EntityMatch]:
         from stratamem.store.sqlite import search
