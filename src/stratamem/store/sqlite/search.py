@@ -6,13 +6,13 @@ inside the SQL, so filtering always happens before the limit.
 
 from __future__ import annotations
 
+import heapq
 import json
 import sqlite3
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from stratamem.store.base import from_ms
-from stratamem.store.sqlite.store import filter_sql
 from stratamem.types import EntityMatch, Filters, NodeKind, RetrievalHit, TreeKind
 
 if TYPE_CHECKING:
@@ -36,18 +36,22 @@ def fts_search(
     force; only the top ``limit`` rows are then read from ``chunks``.
     """
     admitted = store.allowed_rowids(filters)
-    params: list[Any]
     if admitted is None:
-        restrict, params = "", []
+        ranked = store.conn.execute(
+            "SELECT rowid, rank FROM chunks_fts WHERE chunks_fts MATCH ? ORDER BY rank LIMIT ?",
+            (expression, limit),
+        ).fetchall()
+        matched = len(ranked)
     else:
-        where, params = filter_sql(filters)
-        restrict = f"""AND rowid IN (SELECT c.rowid FROM chunks c
-                       JOIN sources s ON s.id = c.source_id WHERE {where})"""
-    ranked = store.conn.execute(
-        f"""SELECT rowid, rank FROM chunks_fts WHERE chunks_fts MATCH ? {restrict}
-            ORDER BY rank LIMIT ?""",
-        (expression, *params, limit),
-    ).fetchall()
+        # A rowid constraint would make FTS5 rerun the whole query once per admitted rowid;
+        # reading every match's (rowid, rank) and keeping the admitted ones is far cheaper.
+        allowed = set(admitted)
+        everything = store.conn.execute(
+            "SELECT rowid, rank FROM chunks_fts WHERE chunks_fts MATCH ?", (expression,)
+        ).fetchall()
+        kept = [row for row in everything if row[0] in allowed]
+        matched = len(kept)
+        ranked = heapq.nsmallest(limit, kept, key=lambda row: (row[1], row[0]))
     if not ranked:
         return [], 0
     rowids = [r[0] for r in ranked]
@@ -76,11 +80,12 @@ def fts_search(
         key=lambda item: (-item[0], item[1]),
     )
     total = len(order)
-    if count and len(ranked) >= limit:
+    if count and admitted is not None:
+        total = matched
+    elif count and len(ranked) >= limit:
         total = int(
             store.conn.execute(
-                f"SELECT count(*) FROM chunks_fts WHERE chunks_fts MATCH ? {restrict}",
-                (expression, *params),
+                "SELECT count(*) FROM chunks_fts WHERE chunks_fts MATCH ?", (expression,)
             ).fetchone()[0]
         )
     entities = store.mentions_of([rows[rowid]["id"] for _, _, rowid in order])
