@@ -47,6 +47,24 @@ def handle_errors(func: F) -> F:
     return wrapper  # type: ignore[return-value]
 
 
+def eval_store_options(func: F) -> F:
+    """--store and --out, shared by the commands that evaluate on datasets."""
+    func = click.option(
+        "--out",
+        "out_dir",
+        type=click.Path(file_okay=False, path_type=Path),
+        default=Path("benchmarks/results"),
+        show_default=True,
+        help="Folder for the Markdown and JSON report.",
+    )(func)
+    return click.option(
+        "--store",
+        "store_dir",
+        type=click.Path(file_okay=False, path_type=Path),
+        help="Where the dataset's store is kept between runs (default: the user cache).",
+    )(func)
+
+
 def json_option(func: F) -> F:
     return click.option("--json", "as_json", is_flag=True, help="Print JSON for scripts.")(func)
 
@@ -523,20 +541,7 @@ def _run_embedding(ctx: click.Context, quiet: bool, as_json: bool, *, reindex: b
 )
 @click.option("--split", help="Query split to score (default: test; tune/heldout for tuning).")
 @click.option("--profile", type=click.Choice(sorted(PROFILES)), help="Fusion weight profile.")
-@click.option(
-    "--store",
-    "store_dir",
-    type=click.Path(file_okay=False, path_type=Path),
-    help="Where the dataset's store is kept between runs (default: the user cache).",
-)
-@click.option(
-    "--out",
-    "out_dir",
-    type=click.Path(file_okay=False, path_type=Path),
-    default=Path("benchmarks/results"),
-    show_default=True,
-    help="Folder for the Markdown and JSON report.",
-)
+@eval_store_options
 @click.option("--name", help="Report file name (default: eval-<dataset>).")
 @json_option
 @handle_errors
@@ -593,20 +598,7 @@ def eval_command(
 @main.command("tune")
 @click.argument("dataset", type=click.Path(exists=True, file_okay=False, path_type=Path))
 @click.option("--metric", help="Metric to maximise (default: nDCG@10; LoCoMo: recall@10).")
-@click.option(
-    "--store",
-    "store_dir",
-    type=click.Path(file_okay=False, path_type=Path),
-    help="Where the dataset's store is kept between runs (default: the user cache).",
-)
-@click.option(
-    "--out",
-    "out_dir",
-    type=click.Path(file_okay=False, path_type=Path),
-    default=Path("benchmarks/results"),
-    show_default=True,
-    help="Folder for the Markdown and JSON report.",
-)
+@eval_store_options
 @json_option
 @handle_errors
 def tune_command(

@@ -7,8 +7,8 @@ numpy; at or above it, it builds a faiss ``IndexHNSWFlat`` (inner-product metric
 stays until a compaction or ``rebuild`` finds fewer live vectors than the threshold.
 
 Why faiss (``benchmarks/results/vector_index.md``, 100k clustered × 384, two shared cores):
-at M 16 and ef 64 it answers in ~0.2 ms at recall@10 0.99, as hnswlib does (usearch: ~0.6
-ms). hnswlib built the graph 1.3-2× faster, but PyPI has it only as source to compile, while
+at M 16 and ef 64 it answers in ~0.2 ms at recall@10 0.99, as hnswlib does (usearch: 0.4-0.6
+ms). hnswlib built the graph 1.2-2× faster, but PyPI has it only as source to compile, while
 faiss-cpu is already a dependency with wheels, streams into our file and lends its stored
 vectors to numpy without a copy (the exact fallbacks below need them).
 
