@@ -157,8 +157,12 @@ BASELINES: dict[str, list[Baseline]] = {
         Baseline(
             "locomo",
             "DRAGON (LoCoMo paper, dialog turns)",
-            {"recall_5": 0.567, "recall_10": 0.662, "recall_25": 0.767, "recall_50": 0.827},
+            {"R@5": 0.567, "R@10": 0.662, "R@25": 0.767, "R@50": 0.827},
             "Maharana et al. 2024",
+        ),
+        Baseline(
+            "locomo", "plain BM25 (about)", {"R@5": 0.52, "R@10": 0.60, "R@25": 0.70},
+            "shared data README",
         ),
     ],
     "cranfield": [
