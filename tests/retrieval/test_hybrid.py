@@ -183,3 +183,20 @@ def test_rerank_reorders_the_top_and_failures_keep_the_fused_order(
             h.node_id for h in mem.search("queue", limit=5, rerank=False).hits
         ]
     assert fused.hits
+
+
+def test_the_vector_index_follows_the_store_in_place(mem: stratamem.Memory) -> None:
+    leg = mem.vectors
+    assert leg is not None
+    first = leg.index()
+    before = len(first)
+    mem.forget("mbox:team")
+    after = leg.index()
+    assert after is first  # synced in place, not rebuilt
+    assert len(after) == before - 12
+    mem.ingest(EXAMPLES / "mail" / "team.mbox")
+    mem.embed()
+    assert len(leg.index()) == before
+    assert leg.index() is first
+    hits = mem.search("Redis", mode="vector", sources=["mbox:team"]).hits
+    assert hits

@@ -161,7 +161,9 @@ BASELINES: dict[str, list[Baseline]] = {
             "Maharana et al. 2024",
         ),
         Baseline(
-            "locomo", "plain BM25 (about)", {"R@5": 0.52, "R@10": 0.60, "R@25": 0.70},
+            "locomo",
+            "plain BM25 (about)",
+            {"R@5": 0.52, "R@10": 0.60, "R@25": 0.70},
             "shared data README",
         ),
     ],

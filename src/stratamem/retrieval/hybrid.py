@@ -117,7 +117,7 @@ class HybridSearcher:
                 candidates[key].boost = cfg.tier0_boost
         head = sorted(head, key=lambda k: (-candidates[k].final, k))
         if rerank and self.reranker is not None and head:
-            head = self._rerank(query, head, chunks, candidates, cfg, notes)
+            head = _rerank(self.reranker, query, head, chunks, candidates, cfg, notes)
         if diversify and self.vectors is not None and status.get("vector", "").startswith("ok"):
             vectors = self.vectors.vectors(head)
             if vectors:
@@ -242,31 +242,10 @@ class HybridSearcher:
             if value > candidate.expansion:
                 candidate.expansion, candidate.via = value, seed
 
-    def _rerank(
-        self,
-        query: str,
-        head: list[str],
-        chunks: dict[str, Chunk],
-        candidates: dict[str, _Candidate],
-        cfg: SearchConfig,
-        notes: list[str],
-    ) -> list[str]:
-        assert self.reranker is not None
-        top = head[: cfg.rerank_top]
-        texts = [chunks[k].content for k in top]
-        scores, note = apply_rerank(self.reranker, query, texts, timeout=cfg.rerank_timeout_s)
-        notes.append(note)
-        if scores is None:
-            return head
-        for key, score in zip(top, scores, strict=True):
-            candidates[key].rerank = score
-        reordered = sorted(top, key=lambda k: (-(candidates[k].rerank or 0.0), k))
-        return reordered + head[cfg.rerank_top :]
-
     def _hits(
         self, keys: list[str], chunks: dict[str, Chunk], candidates: dict[str, _Candidate]
     ) -> tuple[list[RetrievalHit], list[ScoreBreakdown]]:
-        scopes = {s.id: s.scope for s in self.store.sources()}
+        scopes = self.store.scopes()
         entities = self.store.mentions_of(keys)
         hits = []
         breakdowns = []
@@ -308,6 +287,27 @@ class HybridSearcher:
                 )
             )
         return hits, breakdowns
+
+
+def _rerank(
+    reranker: Reranker,
+    query: str,
+    head: list[str],
+    chunks: dict[str, Chunk],
+    candidates: dict[str, _Candidate],
+    cfg: SearchConfig,
+    notes: list[str],
+) -> list[str]:
+    top = head[: cfg.rerank_top]
+    texts = [chunks[k].content for k in top]
+    scores, note = apply_rerank(reranker, query, texts, timeout=cfg.rerank_timeout_s)
+    notes.append(note)
+    if scores is None:
+        return head
+    for key, score in zip(top, scores, strict=True):
+        candidates[key].rerank = score
+    reordered = sorted(top, key=lambda k: (-(candidates[k].rerank or 0.0), k))
+    return reordered + head[cfg.rerank_top :]
 
 
 def _relevance(head: list[str], candidates: dict[str, _Candidate]) -> dict[str, float]:

@@ -63,6 +63,14 @@ class VectorLeg:
         if self._index is not None and generation == self._generation:
             return self._index
         dim = self.embedder.spec.dim
+        if self._index is not None:
+            # Bring the live index up to date in place: a rebuild of a large HNSW graph takes
+            # a minute, a sync of what changed takes milliseconds.
+            self._sync(self._index, dim)
+            self._index.generation = self._generation = generation
+            if self._index.path is not None and len(self._index) >= self.hnsw_threshold:
+                self._index.save()
+            return self._index
         path = self.index_path()
         index = None
         if path is not None and path.exists():
@@ -92,6 +100,19 @@ class VectorLeg:
                 index.save()
         self._index, self._generation = index, generation
         return index
+
+    def _sync(self, index: VectorIndex, dim: int) -> None:
+        stored = np.asarray(self.store.vector_rowids(self.signature), dtype=np.int64)
+        indexed = index.ids()
+        gone = np.setdiff1d(indexed, stored, assume_unique=True)
+        new = np.setdiff1d(stored, indexed, assume_unique=True)
+        if len(gone):
+            index.remove(gone)
+        if len(new):
+            found = self.store.vectors_by_rowid(self.signature, [int(r) for r in new])
+            rowids = np.asarray(list(found), dtype=np.int64)
+            vectors = np.stack([np.frombuffer(b, dtype="<f4") for b in found.values()])
+            index.add(rowids, vectors.reshape(-1, dim))
 
     def embed_query(self, text: str) -> Vector:
         cached = self._queries.get(text)

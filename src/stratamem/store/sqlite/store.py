@@ -32,6 +32,7 @@ class SQLiteStore:
     def __init__(self, path: str | Path) -> None:
         self.path = str(path)
         self.conn = connect(path)
+        self._count_cache: tuple[tuple[int, int], int] | None = None
         try:
             migrate(self.conn)
         except sqlite3.DatabaseError as exc:
@@ -334,6 +335,31 @@ class SQLiteStore:
         while rows := cursor.fetchmany(batch):
             yield [r[0] for r in rows], b"".join(r[1] for r in rows)
 
+    def vector_rowids(self, model: str) -> list[int]:
+        """The chunk rowids that have a vector of ``model``, ascending."""
+        return [
+            row[0]
+            for row in self.conn.execute(
+                """SELECT c.rowid FROM embeddings e JOIN chunks c ON c.id = e.node_id
+                   WHERE e.model = ? ORDER BY c.rowid""",
+                (model,),
+            )
+        ]
+
+    def vectors_by_rowid(self, model: str, rowids: Sequence[int]) -> dict[int, bytes]:
+        found: dict[int, bytes] = {}
+        for start in range(0, len(rowids), _BATCH):
+            part = list(rowids[start : start + _BATCH])
+            marks = ",".join("?" * len(part))
+            for rowid, blob in self.conn.execute(
+                f"""SELECT c.rowid, e.vector FROM chunks c
+                    JOIN embeddings e ON e.node_id = c.id AND e.model = ?
+                    WHERE c.rowid IN ({marks})""",
+                (model, *part),
+            ):
+                found[rowid] = blob
+        return found
+
     def rowids_to_ids(self, rowids: Sequence[int]) -> dict[int, str]:
         found: dict[int, str] = {}
         for start in range(0, len(rowids), _BATCH):
@@ -376,7 +402,16 @@ class SQLiteStore:
     # -- graph -----------------------------------------------------------------------------
 
     def chunk_count(self) -> int:
-        return int(self.conn.execute("SELECT count(*) FROM chunks").fetchone()[0])
+        """The number of chunks, cached until this or another connection writes."""
+        key = (self.conn.execute("PRAGMA data_version").fetchone()[0], self.conn.total_changes)
+        if self._count_cache is None or self._count_cache[0] != key:
+            count = int(self.conn.execute("SELECT count(*) FROM chunks").fetchone()[0])
+            self._count_cache = (key, count)
+        return self._count_cache[1]
+
+    def scopes(self) -> dict[str, str]:
+        """Source id → scope, without the per-source counts :meth:`sources` makes."""
+        return dict(self.conn.execute("SELECT id, scope FROM sources").fetchall())
 
     def entity_frequencies(self, entity_ids: Sequence[str]) -> dict[str, int]:
         """How many nodes mention each of these entities (absent ones are left out)."""
