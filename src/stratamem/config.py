@@ -57,6 +57,7 @@ class SearchConfig:
     expand_seeds: int = 5
     expand_damping: float = 0.5
     expand_per_seed: int = 3
+    expand_window: int = 2
     hub_fraction: float = 0.05
     tier0_boost: float = 1.25
     tier0_tags: tuple[str, ...] = ("pinned", "decision")

@@ -67,3 +67,31 @@ def test_sqlite_store_fulfils_the_store_protocol(tmp_path: Path) -> None:
 
     with SQLiteStore(tmp_path / "s.db") as store:
         assert isinstance(store, Store)
+
+
+def test_conversation_neighbours_within_a_window(tmp_path: Path) -> None:
+    import stratamem
+    from stratamem.types import Filters
+
+    rows = (
+        "".join(
+            f'{{"text": "turn {i}", "source": "chat-a", "kind": "chat", "author": "A"}}\n'
+            for i in range(6)
+        )
+        + '{"text": "a note", "source": "notes", "kind": "document"}\n'
+    )
+    path = tmp_path / "mixed.jsonl"
+    path.write_text(rows)
+    config = stratamem.ingest.chunking.ChunkingConfig(chat_max_messages=1)
+    with stratamem.open(tmp_path / "w.db", embedder=None) as mem:
+        mem.ingest(path, chunking=config)
+        chat = list(mem.store.iter_chunks(mem.store.resolve_source("jsonl:chat-a").id))
+        note = list(mem.store.iter_chunks(mem.store.resolve_source("jsonl:notes").id))
+        around = mem.store.neighbour_chunks([chat[2].id, note[0].id], Filters(), window=2)
+    assert around[chat[2].id] == [
+        (chat[0].id, 2),
+        (chat[1].id, 1),
+        (chat[3].id, 1),
+        (chat[4].id, 2),
+    ]
+    assert around[note[0].id] == []

@@ -20,7 +20,7 @@ import numpy as np
 
 from stratamem.embed.base import Embedder
 from stratamem.errors import StratamemError
-from stratamem.store.sqlite.store import SQLiteStore
+from stratamem.store.base import Store
 
 ACTIVE_MODEL = "embed.model"
 ACTIVE_DIM = "embed.dim"
@@ -53,7 +53,7 @@ def embed_text(title: str, content: str) -> str:
     return content
 
 
-def vector_status(store: SQLiteStore, embedder: Embedder) -> str | None:
+def vector_status(store: Store, embedder: Embedder) -> str | None:
     """Why the vector leg cannot run for this embedder, or None when it can."""
     active = store.get_setting(ACTIVE_MODEL)
     signature = embedder.spec.signature
@@ -68,7 +68,7 @@ def vector_status(store: SQLiteStore, embedder: Embedder) -> str | None:
 
 
 def embed_pending(
-    store: SQLiteStore,
+    store: Store,
     embedder: Embedder,
     *,
     batch: int = 64,
@@ -128,7 +128,7 @@ def embed_pending(
 
 
 def reindex(
-    store: SQLiteStore,
+    store: Store,
     embedder: Embedder,
     *,
     batch: int = 64,

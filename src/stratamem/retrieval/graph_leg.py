@@ -15,7 +15,7 @@ import re
 
 from stratamem.entities.extract import canonical, text_mentions
 from stratamem.entities.stopwords import STOPWORDS
-from stratamem.store.sqlite.store import SQLiteStore
+from stratamem.store.base import Store
 from stratamem.types import Filters
 
 _WORD = re.compile(r"[\w@#.+-]+")
@@ -42,9 +42,7 @@ def query_entity_candidates(query: str) -> list[str]:
     return list(found)
 
 
-def entity_weights(
-    store: SQLiteStore, candidates: list[str], *, hub_fraction: float
-) -> dict[str, float]:
+def entity_weights(store: Store, candidates: list[str], *, hub_fraction: float) -> dict[str, float]:
     """The idf weight of each candidate the store knows, hubs left out."""
     frequencies = store.entity_frequencies(candidates)
     if not frequencies:
@@ -55,7 +53,7 @@ def entity_weights(
 
 
 def graph_leg(
-    store: SQLiteStore, query: str, filters: Filters, limit: int, *, hub_fraction: float = 0.05
+    store: Store, query: str, filters: Filters, limit: int, *, hub_fraction: float = 0.05
 ) -> tuple[dict[str, float], dict[str, float]]:
     """(node → score, matched entity → weight)."""
     weights = entity_weights(store, query_entity_candidates(query), hub_fraction=hub_fraction)

@@ -29,7 +29,7 @@ from stratamem.retrieval.graph_leg import entity_weights, graph_leg
 from stratamem.retrieval.mmr import mmr
 from stratamem.retrieval.rerank import Reranker, apply_rerank
 from stratamem.retrieval.vector_leg import VectorLeg
-from stratamem.store.sqlite.store import SQLiteStore
+from stratamem.store.base import Store
 from stratamem.types import (
     Chunk,
     Filters,
@@ -64,7 +64,7 @@ class _Candidate:
 class HybridSearcher:
     def __init__(
         self,
-        store: SQLiteStore,
+        store: Store,
         *,
         vectors: VectorLeg | None = None,
         reranker: Reranker | None = None,
@@ -220,9 +220,11 @@ class HybridSearcher:
             if value > reached.get(node, (0.0, ""))[0]:
                 reached[node] = (value, seed)
 
-        for seed, neighbours in self.store.neighbour_chunks(seeds, filters).items():
-            for node in neighbours:
-                reach(node, candidates[seed].final * cfg.expand_damping, seed)
+        around = self.store.neighbour_chunks(seeds, filters, window=cfg.expand_window)
+        for seed, neighbours in around.items():
+            for node, distance in neighbours:
+                # Each step further from the seed halves what it passes on again.
+                reach(node, candidates[seed].final * cfg.expand_damping**distance, seed)
         mentions = self.store.mentions_of(seeds)
         for seed in seeds:
             weights = entity_weights(

@@ -19,7 +19,7 @@ import numpy.typing as npt
 from stratamem.embed.base import Embedder
 from stratamem.embed.indexing import vector_status
 from stratamem.retrieval.vector_index import VectorIndex
-from stratamem.store.sqlite.store import SQLiteStore
+from stratamem.store.base import Store
 from stratamem.types import Filters
 
 Vector = npt.NDArray[np.float32]
@@ -29,7 +29,7 @@ _QUERY_CACHE = 256
 class VectorLeg:
     def __init__(
         self,
-        store: SQLiteStore,
+        store: Store,
         embedder: Embedder,
         *,
         hnsw_threshold: int = 20_000,

@@ -454,23 +454,27 @@ class SQLiteStore:
         ).fetchall()
         return {row[0]: float(row[1]) for row in rows}
 
-    def neighbour_chunks(self, node_ids: Sequence[str], filters: Filters) -> dict[str, list[str]]:
-        """For each chat chunk, the chunks right before and after it in its source (seq ± 1):
-        the turns around it in the conversation. Independent documents have no such link."""
-        out: dict[str, list[str]] = {n: [] for n in node_ids}
+    def neighbour_chunks(
+        self, node_ids: Sequence[str], filters: Filters, *, window: int = 1
+    ) -> dict[str, list[tuple[str, int]]]:
+        """For each chat chunk, the chunks up to ``window`` places before and after it in its
+        source, with their distance: the turns around it in the conversation. Independent
+        documents have no such link."""
+        out: dict[str, list[tuple[str, int]]] = {n: [] for n in node_ids}
         if not node_ids:
             return out
         where, params = filter_sql(filters, chunk="n")
         marks = ",".join("?" * len(node_ids))
-        for seed, node in self.conn.execute(
-            f"""SELECT c.id, n.id FROM chunks c
-                JOIN chunks n ON n.source_id = c.source_id AND n.seq IN (c.seq - 1, c.seq + 1)
+        for seed, node, distance in self.conn.execute(
+            f"""SELECT c.id, n.id, abs(n.seq - c.seq) FROM chunks c
+                JOIN chunks n ON n.source_id = c.source_id
+                    AND n.seq BETWEEN c.seq - ? AND c.seq + ? AND n.seq != c.seq
                 JOIN sources s ON s.id = n.source_id
                 WHERE c.id IN ({marks}) AND s.kind = 'chat' AND {where}
                 ORDER BY c.id, n.seq""",
-            (*node_ids, *params),
+            (window, window, *node_ids, *params),
         ):
-            out[seed].append(node)
+            out[seed].append((node, int(distance)))
         return out
 
     # -- reads (SQL in search.py) ---------------------------------------------------------
