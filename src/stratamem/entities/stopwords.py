@@ -13,6 +13,7 @@ _WORDS = """
     we've were weren't what what's when when's where where's which while who who's whom why
     why's will with won't would wouldn't yes yet you you'd you'll you're you've your yours
     yourself yourselves one two also may might much many well still even back going want know
-    think make really thanks thank hi hello ok okay sure yeah yep"""
+    think make really thanks thank hi hello ok okay sure yeah yep go goes went gone done
+    said says say made getting"""
 
 STOPWORDS = frozenset(_WORDS.split())
