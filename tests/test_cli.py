@@ -174,3 +174,12 @@ def test_python_dash_m() -> None:
         [sys.executable, "-m", "stratamem", "--help"], capture_output=True, text=True, check=True
     )
     assert "ingest" in result.stdout
+
+
+def test_ingest_can_embed_right_away(run) -> None:  # type: ignore[no-untyped-def]
+    result = run("ingest", "--json", "--embed", str(EXAMPLES / "mail" / "team.mbox"))
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.output)
+    assert data["embedding"]["embedded"] + data["embedding"]["reused"] == data["chunks"]
+    explained = json.loads(run("search", "Redis", "--json").output)
+    assert explained["legs"]["vector"].startswith("ok")

@@ -115,6 +115,7 @@ def main(ctx: click.Context, db: Path | None) -> None:
     help="The connector to use (default: detected from the path).",
 )
 @click.option("--scope", help="The source scope to file it under (default: from the path).")
+@click.option("--embed", "embed_now", is_flag=True, help="Embed the new chunks right away.")
 @click.option("--quiet", is_flag=True, help="No progress bar.")
 @json_option
 @click.pass_context
@@ -124,6 +125,7 @@ def ingest(
     path: Path,
     kind: str | None,
     scope: str | None,
+    embed_now: bool,
     quiet: bool,
     as_json: bool,
 ) -> None:
@@ -133,7 +135,7 @@ def ingest(
     Examples:
       stratamem ingest ./slack-export.zip
       stratamem ingest ~/Mail/lkml --kind maildir --scope mail:lkml
-      stratamem ingest ~/notes
+      stratamem ingest ~/notes --embed
     """
     memory = _memory(ctx)
     show = not (quiet or as_json)
@@ -158,11 +160,17 @@ def ingest(
             )
 
         report = memory.ingest(path, kind=kind, scope=scope, progress=on_progress)
+    failed = bool(report.sources) and len(report.failed) == len(report.sources)
     if as_json:
-        _print_json(report.to_dict())
+        data = report.to_dict()
+        if embed_now and not failed:
+            data["embedding"] = _run_embedding(ctx, True, True, reindex=False, emit=False)
+        _print_json(data)
     else:
         _print_report(report)
-    if report.sources and len(report.failed) == len(report.sources):
+        if embed_now and not failed:
+            _run_embedding(ctx, quiet, False, reindex=False)
+    if failed:
         sys.exit(1)
 
 
@@ -490,7 +498,9 @@ def reindex(ctx: click.Context, quiet: bool, as_json: bool) -> None:
     _run_embedding(ctx, quiet, as_json, reindex=True)
 
 
-def _run_embedding(ctx: click.Context, quiet: bool, as_json: bool, *, reindex: bool) -> None:
+def _run_embedding(
+    ctx: click.Context, quiet: bool, as_json: bool, *, reindex: bool, emit: bool = True
+) -> dict[str, Any]:
     memory = _memory(ctx)
     with Progress(
         SpinnerColumn(),
@@ -516,15 +526,18 @@ def _run_embedding(ctx: click.Context, quiet: bool, as_json: bool, *, reindex: b
         "reused": report.cached,
         "seconds": round(report.seconds, 2),
     }
+    if not emit:
+        return data
     if as_json:
         _print_json(data)
-        return
+        return data
     rate = report.embedded / report.seconds if report.seconds else 0.0
     out.print(
         f"embedded {report.embedded:,} chunks ({report.cached:,} reused) with "
         f"{escape(report.model)} in {report.seconds:.1f}s, {rate:,.1f}/s",
         highlight=False,
     )
+    return data
 
 
 @main.command("eval")
