@@ -44,50 +44,31 @@ Threading. Searches may run concurrently with each other and with nothing else: 
 ``remove``, ``rebuild``, ``save`` and ``load`` need the caller's exclusive (writer) lock. No
 locking happens here.
 
-File format (``save``; little-endian throughout), written to a temporary file beside the
-target, fsynced, then renamed over it::
-
-    offset   size      content
-    0        8         magic b"SMVECIX1"
-    8        4         H, the header length, uint32
-    12       H         header, UTF-8 JSON object (below)
-    12+H     8·S       slot → row id map, int64, S = header["slots"]; -1 marks a dead slot
-    ...      ...       payload: "exact": the S × dim float32 matrix, row per slot;
-                       "hnsw": the faiss index as written by faiss.write_index
-    end-32   32        SHA-256 of every byte before it
-
-Header keys: ``format_version`` (1), ``kind`` ("exact" | "hnsw"), ``library`` ("numpy" |
-"faiss") and ``library_version``, ``dim``, ``metric`` ("inner_product"), ``count`` (live
-vectors), ``slots``, ``ids_sha256`` (``id_set_checksum`` of the live ids), ``signature`` (the
-caller's model signature), ``generation`` (the caller's integer), ``m`` and
-``ef_construction``. ``VectorIndex.load`` returns ``None`` rather than raising when the file is
-missing, truncated, corrupt, of another format version, or when its dim, signature,
-generation or (if given) id checksum differ from what the caller expects; the caller then
-rebuilds from the store.
+Persistence. ``save`` and ``load`` write and read the file format described in
+``vector_store_file``; ``load`` returns ``None`` rather than raising when the file is missing,
+damaged or not the index the caller expects, and the caller then rebuilds from the store.
 """
 
 from __future__ import annotations
 
-import hashlib
 import importlib
-import io
-import json
 import logging
 import math
-import os
-import tempfile
 from pathlib import Path
-from typing import Any, BinaryIO, Final, Literal
+from typing import Any, Final, Literal
 
 import numpy as np
 import numpy.typing as npt
+
+from stratamem.retrieval import vector_store_file
+from stratamem.retrieval.vector_store_file import FORMAT_VERSION as FORMAT_VERSION
+from stratamem.retrieval.vector_store_file import MAGIC as MAGIC
+from stratamem.retrieval.vector_store_file import id_set_checksum as id_set_checksum
 
 IdArray = npt.NDArray[np.int64]
 ScoreArray = npt.NDArray[np.float32]
 Matrix = npt.NDArray[np.float32]
 
-FORMAT_VERSION: Final = 1
-MAGIC: Final = b"SMVECIX1"
 DEFAULT_HNSW_THRESHOLD: Final = 20_000
 DEFAULT_M: Final = 16
 DEFAULT_EF_CONSTRUCTION: Final = 200
@@ -106,21 +87,8 @@ MAX_DEAD_FRACTION: Final = 0.2
 
 _TIE_EPS: Final = 1e-4  # far above float32 rounding of a unit-vector dot product
 _GATHER_FRACTION: Final = 0.25  # gather allowed rows below this fraction, else mask all
-_HEADER_MAX: Final = 1 << 20
-_DIGEST_SIZE: Final = 32
-_CHUNK: Final = 1 << 20
 
 _log = logging.getLogger(__name__)
-
-
-def id_set_checksum(ids: npt.ArrayLike) -> str:
-    """SHA-256 (hex) of the distinct ids, ascending, as little-endian int64 (``ids_sha256``).
-
-    A caller can compute it from its own store and pass it to ``VectorIndex.load`` to refuse
-    an index that has drifted from the store.
-    """
-    canonical = np.unique(np.asarray(ids, dtype=np.int64)).astype("<i8", copy=False)
-    return hashlib.sha256(canonical.tobytes()).hexdigest()
 
 
 class VectorIndex:
@@ -452,49 +420,19 @@ class VectorIndex:
         if target is None:
             raise ValueError("save() needs a path: none was given here or to VectorIndex()")
         target = Path(target)
-        if self._hnsw is not None:
-            library, version = "faiss", str(_faiss().__version__)
-        else:
-            library, version = "numpy", np.__version__
-        header = {
-            "format_version": FORMAT_VERSION,
-            "kind": self.kind,
-            "library": library,
-            "library_version": version,
-            "dim": self.dim,
-            "metric": "inner_product",
-            "count": len(self),
-            "slots": self._n,
-            "ids_sha256": self.ids_checksum,
-            "signature": self.signature,
-            "generation": self.generation,
-            "m": self.m,
-            "ef_construction": self.ef_construction,
-        }
-        encoded = json.dumps(header, sort_keys=True).encode()
-        handle, temp_name = tempfile.mkstemp(
-            prefix=f".{target.name}.", suffix=".tmp", dir=target.parent
+        vector_store_file.write_file(
+            target,
+            dim=self.dim,
+            signature=self.signature,
+            generation=self.generation,
+            m=self.m,
+            ef_construction=self.ef_construction,
+            slot_ids=self._slot_ids[: self._n],
+            live_count=len(self),
+            ids_checksum=self.ids_checksum,
+            matrix=self._matrix[: self._n],
+            hnsw=self._hnsw,
         )
-        temp = Path(temp_name)
-        try:
-            with os.fdopen(handle, "wb") as file:
-                out = _HashingWriter(file)
-                out.write(MAGIC)
-                out.write(len(encoded).to_bytes(4, "little"))
-                out.write(encoded)
-                out.write(np.ascontiguousarray(self._slot_ids[: self._n], dtype="<i8").data)
-                if self._hnsw is None:
-                    out.write(np.ascontiguousarray(self._matrix[: self._n], dtype="<f4").data)
-                else:
-                    faiss = _faiss()
-                    faiss.write_index(self._hnsw, faiss.PyCallbackIOWriter(out.write))
-                file.write(out.digest.digest())
-                file.flush()
-                os.fsync(file.fileno())
-            os.replace(temp, target)
-        except BaseException:
-            temp.unlink(missing_ok=True)
-            raise
         self.path = target
         return target
 
@@ -518,155 +456,45 @@ class VectorIndex:
         """
         path = Path(path)
         try:
-            return cls._read(
+            stored = vector_store_file.read_file(
                 path,
                 dim,
                 signature=signature,
                 generation=generation,
                 ids_checksum=ids_checksum,
-                hnsw_threshold=hnsw_threshold,
-                ef_search=ef_search,
             )
+            index = cls(
+                dim,
+                hnsw_threshold=hnsw_threshold,
+                path=path,
+                m=stored.m,
+                ef_construction=stored.ef_construction,
+                ef_search=ef_search,
+                signature=signature,
+                generation=generation,
+            )
+            index._adopt(stored)
+            return index
         except FileNotFoundError:
             _log.info("no vector index at %s", path)
-        except _Rejected as reason:
+        except vector_store_file.Rejected as reason:
             _log.info("vector index %s not used: %s", path, reason)
         except (OSError, ValueError, KeyError, TypeError, RuntimeError, MemoryError) as error:
             _log.warning("vector index %s unreadable: %s", path, error)
         return None
 
-    @classmethod
-    def _read(
-        cls,
-        path: Path,
-        dim: int,
-        *,
-        signature: str,
-        generation: int,
-        ids_checksum: str | None,
-        hnsw_threshold: int,
-        ef_search: int,
-    ) -> VectorIndex:
-        size = path.stat().st_size
-        with path.open("rb") as file:
-            if file.read(len(MAGIC)) != MAGIC:
-                raise _Rejected("not a stratamem vector index")
-            length = int.from_bytes(file.read(4), "little")
-            if length > min(_HEADER_MAX, size):
-                raise _Rejected("header length out of range")
-            header = json.loads(file.read(length).decode())
-            if not isinstance(header, dict):
-                raise _Rejected("header is not an object")
-            expected = {
-                "format_version": FORMAT_VERSION,
-                "dim": dim,
-                "metric": "inner_product",
-                "signature": signature,
-                "generation": generation,
-            }
-            for key, want in expected.items():
-                if header.get(key) != want:
-                    raise _Rejected(f"{key} is {header.get(key)!r}, expected {want!r}")
-            if ids_checksum is not None and header.get("ids_sha256") != ids_checksum:
-                raise _Rejected("its ids differ from the store's")
-            kind, library = header["kind"], header["library"]
-            if (kind, library) not in {("exact", "numpy"), ("hnsw", "faiss")}:
-                raise _Rejected(f"unknown kind {kind!r} / library {library!r}")
-            slots, count = int(header["slots"]), int(header["count"])
-            if not 0 <= count <= slots:
-                raise _Rejected("count and slots disagree")
-            body_end = size - _DIGEST_SIZE
-            if body_end < 12 + length + 8 * slots or _digest_of(file, body_end) != file.read():
-                raise _Rejected("checksum mismatch (truncated or corrupt)")
-
-            index = cls(
-                dim,
-                hnsw_threshold=hnsw_threshold,
-                path=path,
-                m=int(header["m"]),
-                ef_construction=int(header["ef_construction"]),
-                ef_search=ef_search,
-                signature=signature,
-                generation=generation,
-            )
-            file.seek(12 + length)
-            slot_ids = _read_array(file, (slots,), "<i8").astype(np.int64)
-            if kind == "exact":
-                matrix = _read_array(file, (slots, dim), "<f4").astype(np.float32)
-                hnsw = None
-            else:
-                faiss = _faiss()
-                # read_index already returns the concrete class; downcasting again breaks it.
-                hnsw = faiss.read_index(faiss.PyCallbackIOReader(file.read))
-                if (
-                    not isinstance(hnsw, faiss.IndexHNSWFlat)
-                    or hnsw.d != dim
-                    or hnsw.ntotal != slots
-                    or hnsw.metric_type != faiss.METRIC_INNER_PRODUCT
-                ):
-                    raise _Rejected("the faiss index does not match the header")
-                matrix = np.empty((0, dim), np.float32)
-            if file.tell() != body_end:
-                raise _Rejected("payload length does not match the header")
-
-        live = slot_ids[slot_ids >= 0]
-        order = np.argsort(live, kind="stable")
-        sorted_ids = live[order]
-        if (
-            len(live) != count
-            or bool((slot_ids < -1).any())
-            or bool((np.diff(sorted_ids) == 0).any())
-            or (kind == "exact" and count != slots)
-            or id_set_checksum(sorted_ids) != header["ids_sha256"]
-        ):
-            raise _Rejected("the id map does not match the header")
-        index._n = slots
-        index._slot_ids = slot_ids
-        index._sorted_ids = sorted_ids
-        index._sorted_slots = np.flatnonzero(slot_ids >= 0).astype(np.int64)[order]
-        index._dead = slots - count
-        index._matrix = matrix
-        index._hnsw = hnsw
-        index._refresh_bitmap()
-        if hnsw is None and count >= hnsw_threshold:
-            index._reset(sorted_ids, matrix[index._sorted_slots])
-        return index
-
-
-class _Rejected(Exception):
-    """A saved index that is readable but not the one the caller can use."""
-
-
-class _HashingWriter:
-    def __init__(self, file: BinaryIO) -> None:
-        self._file = file
-        self.digest = hashlib.sha256()
-
-    def write(self, data: bytes | memoryview) -> None:
-        self.digest.update(data)
-        self._file.write(data)
-
-
-def _digest_of(file: BinaryIO, end: int) -> bytes:
-    """SHA-256 of the file's first ``end`` bytes; leaves the position at ``end``."""
-    file.seek(0)
-    digest = hashlib.sha256()
-    remaining = end
-    while remaining > 0:
-        block = file.read(min(_CHUNK, remaining))
-        if not block:
-            break
-        digest.update(block)
-        remaining -= len(block)
-    return digest.digest()
-
-
-def _read_array(file: io.BufferedReader, shape: tuple[int, ...], dtype: str) -> npt.NDArray[Any]:
-    array = np.empty(shape, dtype=dtype)
-    view = array.data.cast("B")
-    if file.readinto(view) != view.nbytes:
-        raise _Rejected("file ends early")
-    return array
+    def _adopt(self, stored: vector_store_file.StoredIndex) -> None:
+        """Take over the state read from a file (building the graph if it is now due)."""
+        self._n = len(stored.slot_ids)
+        self._slot_ids = stored.slot_ids
+        self._sorted_ids = stored.sorted_ids
+        self._sorted_slots = stored.sorted_slots
+        self._dead = self._n - len(stored.sorted_ids)
+        self._matrix = stored.matrix
+        self._hnsw = stored.hnsw
+        self._refresh_bitmap()
+        if self._hnsw is None and len(self) >= self.hnsw_threshold:
+            self._reset(stored.sorted_ids, stored.matrix[stored.sorted_slots])
 
 
 # ------------------------------------------------------------------ inputs
