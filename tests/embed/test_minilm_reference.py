@@ -46,8 +46,8 @@ SENTENCES = [
     "ok",
     "",
     "Numbers like 3.14159 and 2,718 appear in URLs such as https://example.com/a?b=c.",
-    "Microstructural development of human newborn cerebral white matter assessed in vivo "
-    "by diffusion tensor magnetic resonance imaging. " * 2,
+    "Growth of insulating tissue in the brains of young songbirds, tracked over "
+    "their first months by repeated scans. " * 2,
 ]
 
 

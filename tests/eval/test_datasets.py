@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import os
 import random
+import re
 import shutil
 from collections import Counter
 from pathlib import Path
@@ -28,9 +29,8 @@ def test_beir_standard_layout(eval_fixtures: Path) -> None:
     assert len(dataset.docs) == 6
     assert dataset.docs[0] == Doc(
         id="4983",
-        title="Microstructural development of human newborn cerebral white matter.",
-        text="Diffusion tensor imaging measured water diffusion in the white matter of "
-        "preterm and term newborns.",
+        title="Growth of insulating tissue in young songbird brains.",
+        text="Repeated scans followed insulating tissue in songbirds hatched early and on time.",
         meta={"metadata": {}},
     )
     assert dataset.docs[-1].id == "33370"  # an integer _id is read as text
@@ -249,11 +249,8 @@ def test_real_locomo(shared_data: Path) -> None:
         5: 446,
     }
     assert dataset.qrels["conv-26|q37"] == {"conv-26|D8:6": 1, "conv-26|D9:17": 1}
-    assert dataset.docs[4].text == (
-        'Caroline said, "The transgender stories were so inspiring! I was so happy and '
-        'thankful for all the support." [shares a photo of a dog walking past a wall with a '
-        "painting of a woman]"
-    )
+    # The paper's turn format, with the shared image's caption after the quote.
+    assert re.fullmatch(r'Caroline said, ".+" \[shares .+\]', dataset.docs[4].text, re.DOTALL)
     assert dataset.docs[4].meta["timestamp"] == "2023-05-08T13:56:00"
 
 

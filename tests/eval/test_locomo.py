@@ -35,19 +35,19 @@ def test_turn_docs(locomo_json: Path) -> None:
     ]
     assert dataset.docs[2] == Doc(
         id="conv-1|D1:3",
-        text='Caroline said, "Yes! Here\'s the lake I visited." '
-        "[shares a photo of a lake at sunrise]",
+        text='Priya said, "Sure! Here\'s the harbour I drew." '
+        "[shares a photo of a harbour at dusk]",
         meta={
             "sample_id": "conv-1",
             "session": 1,
-            "speaker": "Caroline",
+            "speaker": "Priya",
             "timestamp": "2023-05-08T13:56:00",
             "date_time": "1:56 pm on 8 May, 2023",
             "dia_id": "D1:3",
         },
     )
     assert dataset.docs[3].meta["timestamp"] == "2023-09-13T00:09:00"
-    assert dataset.docs[3].text == 'Melanie said, "I signed up for a pottery class on Monday."'
+    assert dataset.docs[3].text == 'Tomas said, "I signed up for a woodworking class on Monday."'
     assert dataset.doc_ids_by_group() == {
         "conv-1": [f"conv-1|D{s}:{t}" for s in (1, 2) for t in (1, 2, 3)],
         "conv-2": ["conv-2|D1:1", "conv-2|D1:2"],
@@ -60,11 +60,11 @@ def test_queries(locomo_json: Path) -> None:
     assert len(dataset.queries) == 9
     assert dataset.queries[1] == Query(
         id="conv-1|q1",
-        text="When did Melanie paint a sunrise?",
+        text="When did Tomas sketch a lighthouse?",
         meta={"sample_id": "conv-1", "category": 2, "answer": "2022", "adversarial": False},
     )
     adversarial = dataset.queries[5]
-    assert adversarial.meta["answer"] == "self-care is important"
+    assert adversarial.meta["answer"] == "rest days matter"
     assert adversarial.meta["adversarial"] is True
     assert dataset.group_of(adversarial) == "conv-1"
 
@@ -112,8 +112,8 @@ def test_session_level(locomo_json: Path) -> None:
     assert (dataset.name, dataset.kind) == ("locomo-sessions", "locomo-sessions")
     assert [d.id for d in dataset.docs] == ["conv-1|S1", "conv-1|S2", "conv-2|S1"]
     assert dataset.docs[2].text == (
-        "Jon: I lost my job as a banker, so I'm starting a dance studio.\n"
-        "Gina: Me too! I lost my job at Door Dash this month."
+        "Jon: The bakery closed, so I'm opening a bike repair shop.\n"
+        "Gina: Same here, the print shop let me go this month."
     )
     assert dataset.docs[2].meta == {
         "sample_id": "conv-2",
@@ -140,7 +140,7 @@ def test_flattened_files_read_the_same(locomo_json: Path, locomo_flat: Path, lev
 
 
 def test_the_json_file_itself_can_be_given(locomo_json: Path) -> None:
-    assert load_dataset(locomo_json / "locomo10.json").qrels == load_dataset(locomo_json).qrels
+    assert load_dataset(locomo_json / "locomo.json").qrels == load_dataset(locomo_json).qrels
 
 
 def test_flattened_layout_names_missing_files(locomo_flat: Path, tmp_path: Path) -> None:

@@ -140,7 +140,7 @@ def test_single_source_defaults_to_the_stem(fixtures_dir: Path) -> None:
         "single",
     )
     first, second = stream.records
-    assert (first.id, first.author, first.ref) == ("conv-1|D1:1", "Caroline", "single.ndjson:1")
+    assert (first.id, first.author, first.ref) == ("conv-1|D1:1", "Priya", "single.ndjson:1")
     assert first.ts == datetime(2023, 5, 8, 13, 56, tzinfo=UTC)  # naive ISO is UTC
     assert second.ts == datetime(2023, 5, 8, 13, 56, 30, tzinfo=UTC)
 

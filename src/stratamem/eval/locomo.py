@@ -65,6 +65,8 @@ SESSION_KS = (1, 3, 5, 10)
 GROUP_KEY = "sample_id"
 
 _JSON = "locomo10.json"
+# The published file's name, and a plain one for other conversation sets in the same format.
+_JSON_NAMES = (_JSON, "locomo.json")
 _SESSION_KEY = re.compile(r"session_(\d+)")
 _EVIDENCE_SEPARATORS = re.compile(r"[;,\s]+")
 _CAPTION_SUFFIX = re.compile(r"(.*) \[shares ([^\[\]]*)\]", re.DOTALL)
@@ -98,8 +100,11 @@ _MONTHS = {
 def is_locomo(path: Path) -> bool:
     """Whether ``path`` is ``locomo10.json`` or a folder holding it or its flattened files."""
     if path.is_file():
-        return path.name == _JSON
-    return (path / _JSON).is_file() or (path / "corpus_turns.jsonl").is_file()
+        return path.name in _JSON_NAMES
+    return (
+        any((path / name).is_file() for name in _JSON_NAMES)
+        or (path / "corpus_turns.jsonl").is_file()
+    )
 
 
 def load_locomo(path: Path, *, level: Level = "turn") -> Dataset:
@@ -110,7 +115,11 @@ def load_locomo(path: Path, *, level: Level = "turn") -> Dataset:
     """
     if level not in ("turn", "session"):
         raise ValueError(f"level must be 'turn' or 'session', not {level!r}")
-    source = path if path.is_file() else path / _JSON
+    source = (
+        path
+        if path.is_file()
+        else next((path / name for name in _JSON_NAMES if (path / name).is_file()), path / _JSON)
+    )
     if source.is_file():
         return _from_json(source, level)
     return _from_flat(path, level)
