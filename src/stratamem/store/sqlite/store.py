@@ -12,7 +12,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from stratamem.errors import NotFoundError, StoreError
 from stratamem.store.base import ChunkRow, MentionRow, from_ms, source_id_for, to_ms
@@ -21,6 +21,7 @@ from stratamem.store.sqlite.migrations import migrate
 from stratamem.types import Chunk, EntityMatch, Filters, RetrievalHit, Source, SourceKind
 
 _BATCH = 500
+T = TypeVar("T")
 MAX_EDGE_NODE_ENTITIES = 24
 
 
@@ -112,9 +113,7 @@ class SQLiteStore:
 
     def existing_ids(self, ids: Sequence[str]) -> set[str]:
         found: set[str] = set()
-        for start in range(0, len(ids), _BATCH):
-            part = ids[start : start + _BATCH]
-            marks = ",".join("?" * len(part))
+        for part, marks in _batches(ids):
             found.update(
                 row[0]
                 for row in self.conn.execute(f"SELECT id FROM chunks WHERE id IN ({marks})", part)
@@ -145,9 +144,7 @@ class SQLiteStore:
         at the same seq, and the old one must go. Memory stays flat: no set of kept ids.
         """
         removed = 0
-        for start in range(0, len(seqs), _BATCH):
-            part = list(seqs[start : start + _BATCH])
-            marks = ",".join("?" * len(part))
+        for part, marks in _batches(seqs):
             where = f"source_id = ? AND seq IN ({marks})"
             removed += self._delete_chunks(where, [source_id, *part])
         return removed
@@ -163,10 +160,8 @@ class SQLiteStore:
         if not nodes:
             return 0
         source_id = params[0]
-        for start in range(0, len(nodes), _BATCH):
-            part = nodes[start : start + _BATCH]
+        for part, marks in _batches(nodes):
             self.add_edges(source_id, part, sign=-1)
-            marks = ",".join("?" * len(part))
             self.conn.execute(f"DELETE FROM entity_index WHERE node_id IN ({marks})", part)
             self.conn.execute(f"DELETE FROM embeddings WHERE node_id IN ({marks})", part)
             self.conn.execute(f"DELETE FROM chunks WHERE id IN ({marks})", part)
@@ -209,15 +204,13 @@ class SQLiteStore:
                 "SELECT DISTINCT node_id FROM entity_index WHERE source_id = ?", (source_id,)
             )
         ]
-        for start in range(0, len(nodes), _BATCH):
-            self.add_edges(source_id, nodes[start : start + _BATCH])
+        for part, _ in _batches(nodes):
+            self.add_edges(source_id, part)
 
     def chunks(self, ids: Sequence[str]) -> list[Chunk]:
         """Chunks by id, in the order asked; unknown ids are left out."""
         found: dict[str, Chunk] = {}
-        for start in range(0, len(ids), _BATCH):
-            part = list(ids[start : start + _BATCH])
-            marks = ",".join("?" * len(part))
+        for part, marks in _batches(ids):
             for row in self.conn.execute(f"SELECT * FROM chunks WHERE id IN ({marks})", part):
                 found[row["id"]] = chunk_from_row(row)
         return [found[i] for i in ids if i in found]
@@ -230,9 +223,7 @@ class SQLiteStore:
 
     def mentions_of(self, node_ids: Sequence[str]) -> dict[str, list[str]]:
         out: dict[str, list[str]] = {i: [] for i in node_ids}
-        for start in range(0, len(node_ids), _BATCH):
-            part = list(node_ids[start : start + _BATCH])
-            marks = ",".join("?" * len(part))
+        for part, marks in _batches(node_ids):
             for node, entity in self.conn.execute(
                 f"""SELECT node_id, entity_id FROM entity_index WHERE node_id IN ({marks})
                     ORDER BY node_id, entity_id""",
@@ -289,9 +280,7 @@ class SQLiteStore:
     def cached_vectors(self, model: str, hashes: Sequence[str]) -> dict[str, bytes]:
         """Vectors already made by ``model`` for these content hashes (any node)."""
         found: dict[str, bytes] = {}
-        for start in range(0, len(hashes), _BATCH):
-            part = list(hashes[start : start + _BATCH])
-            marks = ",".join("?" * len(part))
+        for part, marks in _batches(hashes):
             for sha, blob in self.conn.execute(
                 f"""SELECT content_sha256, vector FROM embeddings
                     WHERE model = ? AND content_sha256 IN ({marks})""",
@@ -348,9 +337,7 @@ class SQLiteStore:
 
     def vectors_by_rowid(self, model: str, rowids: Sequence[int]) -> dict[int, bytes]:
         found: dict[int, bytes] = {}
-        for start in range(0, len(rowids), _BATCH):
-            part = list(rowids[start : start + _BATCH])
-            marks = ",".join("?" * len(part))
+        for part, marks in _batches(rowids):
             for rowid, blob in self.conn.execute(
                 f"""SELECT c.rowid, e.vector FROM chunks c
                     JOIN embeddings e ON e.node_id = c.id AND e.model = ?
@@ -362,9 +349,7 @@ class SQLiteStore:
 
     def rowids_to_ids(self, rowids: Sequence[int]) -> dict[int, str]:
         found: dict[int, str] = {}
-        for start in range(0, len(rowids), _BATCH):
-            part = [int(r) for r in rowids[start : start + _BATCH]]
-            marks = ",".join("?" * len(part))
+        for part, marks in _batches([int(r) for r in rowids]):
             for rowid, node in self.conn.execute(
                 f"SELECT rowid, id FROM chunks WHERE rowid IN ({marks})", part
             ):
@@ -389,9 +374,7 @@ class SQLiteStore:
 
     def vectors_of(self, model: str, node_ids: Sequence[str]) -> dict[str, bytes]:
         found: dict[str, bytes] = {}
-        for start in range(0, len(node_ids), _BATCH):
-            part = list(node_ids[start : start + _BATCH])
-            marks = ",".join("?" * len(part))
+        for part, marks in _batches(node_ids):
             for node, blob in self.conn.execute(
                 f"SELECT node_id, vector FROM embeddings WHERE model = ? AND node_id IN ({marks})",
                 (model, *part),
@@ -522,6 +505,14 @@ class SQLiteStore:
             ),
             "bytes": Path(self.path).stat().st_size if Path(self.path).exists() else 0,
         }
+
+
+def _batches(values: Sequence[T]) -> Iterator[tuple[list[T], str]]:
+    """``values`` in slices of :data:`_BATCH`, each with its ``?,?,…`` placeholder list, so an
+    ``IN (…)`` query never passes SQLite's limit on bound parameters."""
+    for start in range(0, len(values), _BATCH):
+        part = list(values[start : start + _BATCH])
+        yield part, ",".join("?" * len(part))
 
 
 def chunk_from_row(row: sqlite3.Row) -> Chunk:
