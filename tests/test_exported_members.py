@@ -18,6 +18,7 @@ def test_all_is_sorted_and_complete() -> None:
         "retrieval",
         "store",
         "timeparse",
+        "tree",
         "types",
     }
     assert stratamem.__all__ == sorted(stratamem.__all__)

@@ -1,7 +1,7 @@
 """stratamem: a local-first retrieval and memory engine for AI agents."""
 
 from stratamem.api import Memory, default_db_path, open
-from stratamem.config import SearchConfig, WeightProfile
+from stratamem.config import SearchConfig, TreeConfig, WeightProfile
 from stratamem.embed.base import Embedder, ModelSpec
 from stratamem.errors import (
     IngestError,
@@ -26,7 +26,12 @@ from stratamem.types import (
     SearchResponse,
     Source,
     SourceKind,
+    SummaryNode,
+    Tree,
+    TreeKind,
 )
+from stratamem.tree.builder import SealReport
+from stratamem.tree.summarizer import Summarizer, SummaryItem
 
 __all__ = [
     "Card",
@@ -45,6 +50,7 @@ __all__ = [
     "RetrievalHit",
     "SchemaError",
     "ScoreBreakdown",
+    "SealReport",
     "SearchConfig",
     "SearchResponse",
     "Source",
@@ -52,6 +58,12 @@ __all__ = [
     "SourceKind",
     "StoreError",
     "StratamemError",
+    "Summarizer",
+    "SummaryItem",
+    "SummaryNode",
+    "Tree",
+    "TreeConfig",
+    "TreeKind",
     "UnknownFormatError",
     "WeightProfile",
     "default_db_path",

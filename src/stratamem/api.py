@@ -9,29 +9,38 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from stratamem.config import SearchConfig
+from stratamem.config import SearchConfig, TreeConfig
 from stratamem.embed.base import Embedder
-from stratamem.embed.indexing import EmbedProgress, EmbedReport, embed_pending, reindex
+from stratamem.embed.indexing import (
+    EmbedProgress,
+    EmbedReport,
+    embed_pending,
+    reindex,
+    vector_status,
+)
 from stratamem.embed.registry import get_embedder
 from stratamem.entities.search import neighbours, search_entities
 from stratamem.errors import NotFoundError, StratamemError
 from stratamem.ingest.chunking import ChunkingConfig
 from stratamem.ingest.model import Connector
 from stratamem.ingest.pipeline import IngestReport, ProgressCallback, ingest_path
+from stratamem.retrieval import primitives
 from stratamem.retrieval.hybrid import HybridSearcher
 from stratamem.retrieval.keyword import keyword_search
 from stratamem.retrieval.rerank import Reranker
 from stratamem.retrieval.vector_leg import VectorLeg
 from stratamem.store.sqlite.store import SQLiteStore
+from stratamem.tree.builder import SealProgress, SealReport, TreeBuilder
+from stratamem.tree.summarizer import Summarizer
 from stratamem.types import (
     EntityMatch,
     Filters,
-    NodeKind,
+    QueryResponse,
     RetrievalHit,
     SearchResponse,
     Source,
     SourceKind,
-    TreeKind,
+    Tree,
 )
 
 DEFAULT_EMBEDDER = "minilm"
@@ -56,8 +65,12 @@ class Memory:
         embedder: str | Embedder | None = DEFAULT_EMBEDDER,
         reranker: Reranker | None = None,
         config: SearchConfig | None = None,
+        summarizer: Summarizer | None = None,
+        tree_config: TreeConfig | None = None,
     ) -> None:
         self.store = SQLiteStore(path)
+        self.summarizer = summarizer
+        self.tree_config = tree_config or TreeConfig()
         self._embedder_choice = embedder
         self._embedder: Embedder | None = None
         self._embedder_error: str | None = None
@@ -116,14 +129,18 @@ class Memory:
         progress: ProgressCallback | None = None,
         parallel: bool | None = None,
         connector: Connector | None = None,
+        trees: bool = True,
+        tree_progress: Callable[[SealProgress], None] | None = None,
     ) -> IngestReport:
         """Read ``path`` with the detected (or named) connector into the store.
 
         Each source is written in one transaction; a source that fails is rolled back whole
         and reported in the result, the others go on. ``parallel`` reads in a child process
         while this one writes (default: where fork exists and there are two or more CPUs).
+        Then the changed sources' summary trees are sealed (``trees=False`` leaves that
+        queued for :meth:`build_trees`); the result's ``trees`` says what was sealed.
         """
-        return ingest_path(
+        report = ingest_path(
             self.store,
             path,
             kind=kind,
@@ -133,6 +150,170 @@ class Memory:
             parallel=parallel,
             connector=connector,
         )
+        if trees:
+            report.trees = self.build_trees(progress=tree_progress)
+        return report
+
+    # -- summary trees -----------------------------------------------------------------------
+
+    @property
+    def tree_builder(self) -> TreeBuilder:
+        return TreeBuilder(
+            self.store,
+            summarizer=self.summarizer,
+            embedder=self._embedder if self._embedder is not None else self._loaded_embedder(),
+            config=self.tree_config,
+        )
+
+    def _loaded_embedder(self) -> Embedder | None:
+        """The embedder, but only where the store already holds its vectors: loading a model
+        just to embed summaries that nothing can compare them with would be waste."""
+        if self.store.get_setting("embed.model") is None:
+            return None
+        return self.embedder
+
+    def build_trees(self, *, progress: Callable[[SealProgress], None] | None = None) -> SealReport:
+        """Run the queued seal jobs (ingest queues one per changed source)."""
+        return self.tree_builder.run_pending(progress=progress)
+
+    def flush(
+        self,
+        sources: Sequence[str] = (),
+        *,
+        progress: Callable[[SealProgress], None] | None = None,
+    ) -> SealReport:
+        """Seal every partial level-0 buffer now (of these sources, or all), however young.
+        Upper levels still wait for a full fan-out."""
+        builder = self.tree_builder
+        builder.enqueue(sources, force=True)
+        return builder.run_pending(progress=progress)
+
+    def trees(self) -> list[Tree]:
+        return self.store.trees.all()
+
+    def tree(self, source: str) -> Tree:
+        """The summary tree of a source (by id or scope)."""
+        found = self.store.resolve_source(source)
+        tree = self.store.trees.of_source(found.id)
+        if tree is None:
+            raise NotFoundError(f"source {found.scope!r} has no summary tree yet")
+        return tree
+
+    def query_source(
+        self,
+        source: str | None = None,
+        *,
+        source_kind: str | None = None,
+        time_window_days: float | None = None,
+        query: str | None = None,
+        limit: int = primitives.DEFAULT_LIMIT,
+        now: datetime | None = None,
+        filters: Filters | None = None,
+    ) -> QueryResponse:
+        """Summaries of one source, a kind of source, or all; newest first or by ``query``."""
+        return primitives.query_source(
+            self.store,
+            source=source,
+            source_kind=source_kind,
+            time_window_days=time_window_days,
+            query=query,
+            embedder=self._query_embedder(query),
+            limit=limit,
+            now=now,
+            filters=filters,
+        )
+
+    def query_global(
+        self,
+        *,
+        since: datetime,
+        until: datetime,
+        source_kind: str | None = None,
+        query: str | None = None,
+        limit: int = primitives.DEFAULT_LIMIT,
+        filters: Filters | None = None,
+    ) -> QueryResponse:
+        """Summaries of every source overlapping [since, until]."""
+        return primitives.query_global(
+            self.store,
+            since=since,
+            until=until,
+            source_kind=source_kind,
+            query=query,
+            embedder=self._query_embedder(query),
+            limit=limit,
+            filters=filters,
+        )
+
+    def query_topic(
+        self,
+        entity_id: str,
+        *,
+        since: datetime | None = None,
+        until: datetime | None = None,
+        query: str | None = None,
+        limit: int = primitives.DEFAULT_LIMIT,
+        filters: Filters | None = None,
+    ) -> QueryResponse:
+        """Summaries and leaves that name a canonical entity id."""
+        return primitives.query_topic(
+            self.store,
+            entity_id,
+            since=since,
+            until=until,
+            query=query,
+            embedder=self._query_embedder(query),
+            limit=limit,
+            filters=filters,
+        )
+
+    def cover_window(
+        self,
+        *,
+        since: datetime,
+        until: datetime,
+        limit: int = primitives.COVER_DEFAULT_LIMIT,
+        filters: Filters | None = None,
+    ) -> QueryResponse:
+        """The fewest summaries and leaves covering every leaf in [since, until]."""
+        return primitives.cover_window(
+            self.store, since=since, until=until, limit=limit, filters=filters
+        )
+
+    def drill_down(
+        self,
+        node_id: str,
+        *,
+        max_depth: int = 1,
+        query: str | None = None,
+        limit: int | None = None,
+        filters: Filters | None = None,
+    ) -> list[RetrievalHit]:
+        """A summary's descendants, ``max_depth`` levels down, breadth first."""
+        return primitives.drill_down(
+            self.store,
+            node_id,
+            max_depth=max_depth,
+            query=query,
+            embedder=self._query_embedder(query),
+            limit=limit,
+            filters=filters,
+        )
+
+    def fetch_leaves(
+        self, chunk_ids: Sequence[str], *, filters: Filters | None = None
+    ) -> list[RetrievalHit]:
+        """Up to 20 chunks by id, in the order asked; missing ids are skipped."""
+        return primitives.fetch_leaves(self.store, chunk_ids, filters=filters)
+
+    def _query_embedder(self, query: str | None) -> Embedder | None:
+        """The embedder for ranking by ``query``, only when the store has vectors of it."""
+        if not query or not query.strip():
+            return None
+        embedder = self.embedder
+        if embedder is None or vector_status(self.store, embedder) is not None:
+            return None
+        return embedder
 
     def search(
         self,
@@ -205,30 +386,16 @@ class Memory:
         return self.store.stats()
 
     def get(self, node_id: str) -> RetrievalHit:
-        """One leaf by id, with its entities and provenance."""
-        found = self.store.chunks([node_id])
+        """One node (a chunk or a summary) by id, with its entities and provenance."""
+        found = self.nodes([node_id])
         if not found:
             raise NotFoundError(f"no node with id {node_id!r}")
-        chunk = found[0]
-        scope = next((s.scope for s in self.sources() if s.id == chunk.source_id), "")
-        return RetrievalHit(
-            node_id=chunk.id,
-            node_kind=NodeKind.LEAF,
-            tree_id="",
-            tree_kind=TreeKind.SOURCE,
-            tree_scope=scope,
-            level=0,
-            content=chunk.content,
-            entities=tuple(self.store.mentions_of([chunk.id])[chunk.id]),
-            topics=chunk.tags,
-            time_range_start=chunk.time_start,
-            time_range_end=chunk.time_end,
-            score=0.0,
-            source_ref=chunk.source_ref,
-            source_id=chunk.source_id,
-            author=chunk.author,
-            title=chunk.title,
-        )
+        return found[0]
+
+    def nodes(self, node_ids: Sequence[str]) -> list[RetrievalHit]:
+        """Chunks and summaries by id, in the order asked (unknown ids left out), in two
+        batched reads whatever their number."""
+        return primitives.nodes(self.store, node_ids)
 
     def search_entities(
         self, query: str, *, kinds: Sequence[str] = (), limit: int = 5
@@ -251,15 +418,21 @@ def open(
     embedder: str | Embedder | None = DEFAULT_EMBEDDER,
     reranker: Reranker | None = None,
     config: SearchConfig | None = None,
+    summarizer: Summarizer | None = None,
+    tree_config: TreeConfig | None = None,
 ) -> Memory:
     """Open (creating if needed) the store at ``path``, or at :func:`default_db_path`.
 
     ``embedder`` is a registered name (default ``minilm``, bundled and offline), an
-    :class:`Embedder`, or None for keyword and graph search only.
+    :class:`Embedder`, or None for keyword and graph search only. ``summarizer`` writes the
+    summary trees (default: the extractive one, no model needed); ``tree_config`` sets when
+    buffers seal.
     """
     return Memory(
         path if path is not None else default_db_path(),
         embedder=embedder,
         reranker=reranker,
         config=config,
+        summarizer=summarizer,
+        tree_config=tree_config,
     )

@@ -69,3 +69,35 @@ class SearchConfig:
     def leg_weights(self) -> dict[str, float]:
         """The profile's weights, overridden by any explicit ``weights`` (e.g. tuned)."""
         return {**profile(self.profile).weights(), **self.weights}
+
+
+@dataclass(frozen=True, slots=True)
+class TreeConfig:
+    """When buffers seal into summaries, and how big summaries are.
+
+    Level 0 (chunks) seals when its buffered tokens reach ``input_token_budget``, or when it
+    has gone stale: its oldest item is more than ``flush_age_days`` of source time older than
+    the next item, or than the source's newest item (explicit ``flush`` seals it at once).
+    Levels ≥ 1 seal every ``summary_fanout`` summaries and are never force-sealed. A cascade
+    climbs at most ``max_depth`` levels. Document sources seal each document on its own.
+    """
+
+    input_token_budget: int = 8000
+    summary_fanout: int = 10
+    max_depth: int = 32
+    flush_age_days: float = 7.0
+    output_token_budget: int = 400
+    max_entities: int = 32
+    max_topics: int = 16
+
+    def __post_init__(self) -> None:
+        if self.input_token_budget < 1:
+            raise ValueError("input_token_budget must be at least 1")
+        if self.summary_fanout < 2:
+            raise ValueError("summary_fanout must be at least 2")
+        if not 1 <= self.max_depth <= 32:
+            raise ValueError("max_depth must be between 1 and 32")
+        if self.flush_age_days <= 0:
+            raise ValueError("flush_age_days must be positive")
+        if self.output_token_budget < 8:
+            raise ValueError("output_token_budget must be at least 8")

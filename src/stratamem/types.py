@@ -73,6 +73,50 @@ class Chunk:
 
 
 @dataclass(frozen=True, slots=True)
+class SummaryNode:
+    """A sealed summary: level ≥ 1 of a source tree, immutable once written.
+
+    ``child_ids`` are chunk ids at level 1 and summary ids above. The time range is the
+    min/max of the children's (unknown when any child's is), ``score`` the max of theirs.
+    A summary of one document carries its ``doc_id`` and ``version``; a superseded version is
+    kept, marked ``deleted``, and never read.
+    """
+
+    id: str
+    tree_id: str
+    source_id: str
+    level: int
+    parent_id: str | None
+    child_ids: tuple[str, ...]
+    content: str
+    token_count: int
+    entities: tuple[str, ...]
+    topics: tuple[str, ...]
+    time_start: datetime | None
+    time_end: datetime | None
+    score: float
+    sealed_at: datetime | None
+    summarizer: str
+    deleted: bool = False
+    doc_id: str | None = None
+    version: int = 1
+
+
+@dataclass(frozen=True, slots=True)
+class Tree:
+    """The summary tree of one source: its top node and how many levels it has grown."""
+
+    id: str
+    kind: TreeKind
+    scope: str
+    source_id: str
+    root_id: str | None
+    max_level: int
+    status: str
+    created_at: datetime | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class Mention:
     """An entity found in a node: canonical id (``person:alice chen``), kind and surface form."""
 

@@ -57,7 +57,7 @@ def embeddings_url(base_url: str) -> str:
     return urllib.parse.urlunsplit((parts.scheme, parts.netloc, path, parts.query, ""))
 
 
-def _is_loopback(host: str | None) -> bool:
+def is_loopback(host: str | None) -> bool:
     if host is None:
         return False
     if host.lower() in _LOCAL_HOSTS:
@@ -123,7 +123,7 @@ class OpenAIEmbedder:
         self._spec = self._make_spec(dim) if dim is not None else None
         host = urllib.parse.urlsplit(self.url).hostname
         # A proxy from the environment must not swallow requests to a server on this machine.
-        handlers = [urllib.request.ProxyHandler({})] if _is_loopback(host) else []
+        handlers = [urllib.request.ProxyHandler({})] if is_loopback(host) else []
         self._opener = urllib.request.build_opener(*handlers)
 
     def _make_spec(self, dim: int) -> ModelSpec:
@@ -214,7 +214,7 @@ class OpenAIEmbedder:
 
     def _status_error(self, exc: urllib.error.HTTPError) -> Exception:
         try:
-            detail = _error_message(exc.read())
+            detail = error_message(exc.read())
         except OSError:
             detail = ""
         status = exc.code
@@ -225,7 +225,7 @@ class OpenAIEmbedder:
             reason = f"not found, check base_url and model {self.model!r}: {reason}"
         error = EmbeddingServerError(self.url, status, reason)
         if status in RETRY_STATUSES or status >= 500:
-            return _Retry(error, _retry_after(exc.headers.get("Retry-After")))
+            return _Retry(error, retry_after(exc.headers.get("Retry-After")))
         return error
 
     def _parse(self, raw: bytes, status: int, count: int) -> Vectors:
@@ -271,7 +271,7 @@ def _vector(embedding: Any) -> Any:
     return embedding
 
 
-def _error_message(raw: bytes) -> str:
+def error_message(raw: bytes) -> str:
     """The server's own message: OpenAI's ``{"error": {"message"}}``, Ollama's ``{"error"}``."""
     text = raw.decode("utf-8", "replace").strip()
     try:
@@ -287,7 +287,7 @@ def _error_message(raw: bytes) -> str:
     return text[:200]
 
 
-def _retry_after(value: str | None) -> float | None:
+def retry_after(value: str | None) -> float | None:
     if value is None:
         return None
     try:

@@ -43,6 +43,7 @@ class EmbedReport:
     model: str
     embedded: int = 0
     cached: int = 0
+    summaries: int = 0
     seconds: float = 0.0
 
 
@@ -123,8 +124,25 @@ def embed_pending(
         state.cached = report.cached
         if progress is not None:
             progress(state)
+    report.summaries = _embed_summaries(store, embedder, batch)
     report.seconds = time.perf_counter() - started
     return report
+
+
+def _embed_summaries(store: Store, embedder: Embedder, batch: int) -> int:
+    """Embed the sealed summaries that have no vector of this model (they are few: one per
+    thousands of tokens of chunks)."""
+    signature, dim = embedder.spec.signature, embedder.spec.dim
+    done = 0
+    while rows := store.trees.unembedded(signature, batch):
+        vectors = embedder.embed_batch([r["content"] for r in rows], role="passage")
+        with store.transaction():
+            store.trees.insert_vectors(
+                (r["id"], signature, dim, np.ascontiguousarray(v, dtype="<f4").tobytes())
+                for r, v in zip(rows, vectors, strict=True)
+            )
+        done += len(rows)
+    return done
 
 
 def reindex(
@@ -137,6 +155,7 @@ def reindex(
     """Switch the store to ``embedder``'s model: drop other models' vectors, embed all."""
     with store.transaction():
         store.delete_vectors(keep_model=embedder.spec.signature)
+        store.trees.delete_vectors(keep_model=embedder.spec.signature)
         store.set_setting(ACTIVE_MODEL, embedder.spec.signature)
         store.set_setting(ACTIVE_DIM, str(embedder.spec.dim))
     return embed_pending(store, embedder, batch=batch, progress=progress)

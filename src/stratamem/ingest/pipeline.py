@@ -10,7 +10,7 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from stratamem.entities.extract import text_mentions
 from stratamem.errors import IngestError
@@ -26,6 +26,9 @@ from stratamem.ingest.reader import (
     read_in_process,
 )
 from stratamem.store.base import MentionRow, Store
+
+if TYPE_CHECKING:
+    from stratamem.tree.builder import SealReport
 
 
 @dataclass(slots=True)
@@ -52,6 +55,7 @@ class IngestReport:
     sources: list[SourceResult] = field(default_factory=list)
     problems: list[Problem] = field(default_factory=list)
     seconds: float = 0.0
+    trees: SealReport | None = None
 
     @property
     def chunks(self) -> int:
@@ -93,6 +97,7 @@ class IngestReport:
                 for s in self.sources
             ],
             "problems": [str(p) for p in self.problems],
+            "trees": None if self.trees is None else self.trees.to_dict(),
         }
 
 
@@ -212,6 +217,11 @@ def _write_stream(
         else:
             raise IngestError(f"{info.location}: the source ended without being completed")
     result.removed += store.truncate_source(sid, length)
+    if result.added or result.removed:
+        # Queued in the same transaction as the chunks: a crash after the commit still leaves
+        # the seal to do, and a failed source leaves no job.
+        tree_id = store.trees.ensure(sid, info.scope)
+        store.jobs.enqueue("seal", f"seal:{tree_id}", {"tree_id": tree_id})
 
 
 def _write_rows(store: Store, sid: str, rows: list[Row]) -> tuple[int, int]:

@@ -12,9 +12,13 @@ import json
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager
 from datetime import UTC, datetime
-from typing import Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from stratamem.types import Chunk, EntityMatch, Filters, RetrievalHit, Source, SourceKind
+
+if TYPE_CHECKING:
+    from stratamem.store.sqlite.jobs import JobQueue
+    from stratamem.store.sqlite.trees import TreeTables
 
 ChunkRow = tuple[Any, ...]
 MentionRow = tuple[str, str, str, str, str, int | None]
@@ -57,6 +61,8 @@ def chunk_row(c: Chunk, meta: dict[str, Any] | None = None) -> ChunkRow:
 @runtime_checkable
 class Store(Protocol):
     path: str
+    trees: TreeTables
+    jobs: JobQueue
 
     def close(self) -> None: ...
 

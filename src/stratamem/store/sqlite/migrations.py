@@ -111,6 +111,78 @@ MIGRATIONS: tuple[str, ...] = (
     """
     INSERT INTO chunks_fts(chunks_fts, rank) VALUES ('rank', 'bm25(1.0, 0.6)');
     """,
+    # 4: summary trees. A tree's buffers are not stored apart: the level-L buffer is the set of
+    # its level-L items that have no parent yet (chunks.parent_summary_id, summaries.parent_id),
+    # so a seal that sets those parents consumes exactly what it summarised. Summary vectors
+    # live apart from chunk vectors so the chunk vector index never sees them. ``jobs`` is the
+    # durable queue sealing runs from.
+    """
+    CREATE TABLE IF NOT EXISTS trees (
+        id         TEXT PRIMARY KEY,
+        kind       TEXT NOT NULL DEFAULT 'source',
+        scope      TEXT NOT NULL,
+        source_id  TEXT NOT NULL REFERENCES sources(id) ON DELETE CASCADE,
+        root_id    TEXT,
+        max_level  INTEGER NOT NULL DEFAULT 0,
+        status     TEXT NOT NULL DEFAULT 'active',
+        created_at INTEGER NOT NULL,
+        UNIQUE (kind, scope)
+    );
+    CREATE TABLE IF NOT EXISTS summaries (
+        rowid          INTEGER PRIMARY KEY,
+        id             TEXT NOT NULL UNIQUE,
+        tree_id        TEXT NOT NULL REFERENCES trees(id) ON DELETE CASCADE,
+        source_id      TEXT NOT NULL REFERENCES sources(id) ON DELETE CASCADE,
+        level          INTEGER NOT NULL,
+        parent_id      TEXT,
+        child_ids      TEXT NOT NULL,
+        content        TEXT NOT NULL,
+        token_count    INTEGER NOT NULL,
+        entities       TEXT NOT NULL DEFAULT '[]',
+        topics         TEXT NOT NULL DEFAULT '[]',
+        ts_start       INTEGER,
+        ts_end         INTEGER,
+        score          REAL NOT NULL DEFAULT 0,
+        sealed_at      INTEGER NOT NULL,
+        deleted        INTEGER NOT NULL DEFAULT 0,
+        doc_id         TEXT,
+        version        INTEGER NOT NULL DEFAULT 1,
+        summarizer     TEXT NOT NULL,
+        content_sha256 TEXT NOT NULL
+    );
+    CREATE INDEX IF NOT EXISTS summaries_tree ON summaries(tree_id, level, parent_id);
+    CREATE INDEX IF NOT EXISTS summaries_parent ON summaries(parent_id);
+    CREATE INDEX IF NOT EXISTS summaries_time ON summaries(ts_start, ts_end);
+    CREATE INDEX IF NOT EXISTS summaries_doc ON summaries(tree_id, doc_id);
+    CREATE INDEX IF NOT EXISTS chunks_parent ON chunks(parent_summary_id);
+    CREATE TABLE IF NOT EXISTS summary_entities (
+        entity_id  TEXT NOT NULL,
+        summary_id TEXT NOT NULL REFERENCES summaries(id) ON DELETE CASCADE,
+        source_id  TEXT NOT NULL REFERENCES sources(id) ON DELETE CASCADE,
+        PRIMARY KEY (entity_id, summary_id)
+    ) WITHOUT ROWID;
+    CREATE INDEX IF NOT EXISTS summary_entities_summary ON summary_entities(summary_id);
+    CREATE TABLE IF NOT EXISTS summary_vectors (
+        summary_id     TEXT NOT NULL REFERENCES summaries(id) ON DELETE CASCADE,
+        model          TEXT NOT NULL,
+        dim            INTEGER NOT NULL,
+        vector         BLOB NOT NULL,
+        PRIMARY KEY (summary_id, model)
+    ) WITHOUT ROWID;
+    CREATE TABLE IF NOT EXISTS jobs (
+        id          INTEGER PRIMARY KEY,
+        kind        TEXT NOT NULL,
+        dedupe_key  TEXT NOT NULL UNIQUE,
+        payload     TEXT NOT NULL DEFAULT '{}',
+        status      TEXT NOT NULL DEFAULT 'pending',
+        attempts    INTEGER NOT NULL DEFAULT 0,
+        not_before  INTEGER NOT NULL DEFAULT 0,
+        last_error  TEXT,
+        created_at  INTEGER NOT NULL,
+        updated_at  INTEGER NOT NULL
+    );
+    CREATE INDEX IF NOT EXISTS jobs_ready ON jobs(status, not_before);
+    """,
 )
 
 SCHEMA_VERSION = len(MIGRATIONS)

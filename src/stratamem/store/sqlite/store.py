@@ -17,7 +17,9 @@ from typing import Any, TypeVar
 from stratamem.errors import NotFoundError, StoreError
 from stratamem.store.base import ChunkRow, MentionRow, from_ms, source_id_for, to_ms
 from stratamem.store.sqlite.connection import atomic, connect
+from stratamem.store.sqlite.jobs import JobQueue
 from stratamem.store.sqlite.migrations import migrate
+from stratamem.store.sqlite.trees import TreeTables
 from stratamem.types import Chunk, EntityMatch, Filters, RetrievalHit, Source, SourceKind
 
 _BATCH = 500
@@ -39,6 +41,8 @@ class SQLiteStore:
         except sqlite3.DatabaseError as exc:
             self.conn.close()
             raise StoreError(f"{path}: cannot open as a stratamem database: {exc}") from exc
+        self.trees = TreeTables(self)
+        self.jobs = JobQueue(self.conn)
 
     def __enter__(self) -> SQLiteStore:
         return self
@@ -105,6 +109,12 @@ class SQLiteStore:
             (count,) = self.conn.execute(
                 "SELECT count(*) FROM chunks WHERE source_id = ?", (source_id,)
             ).fetchone()
+            self.conn.execute(
+                """DELETE FROM jobs WHERE dedupe_key IN (
+                       SELECT 'seal:' || id FROM trees WHERE source_id = ?)""",
+                (source_id,),
+            )
+            # Trees, summaries, their entities and vectors go with the source (foreign keys).
             self.conn.execute("DELETE FROM sources WHERE id = ?", (source_id,))
             self.bump_generation()
         return int(count)
@@ -160,6 +170,10 @@ class SQLiteStore:
         if not nodes:
             return 0
         source_id = params[0]
+        # Summaries over the doomed chunks summarise text that is going away: retire them and
+        # have the tree sealed again.
+        for tree_id in self.trees.invalidate_chunks(nodes):
+            self.jobs.enqueue("seal", f"seal:{tree_id}", {"tree_id": tree_id})
         for part, marks in _batches(nodes):
             self.add_edges(source_id, part, sign=-1)
             self.conn.execute(f"DELETE FROM entity_index WHERE node_id IN ({marks})", part)

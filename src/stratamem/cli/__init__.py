@@ -1,87 +1,41 @@
-"""The ``stratamem`` command line: a thin layer over :mod:`stratamem.api`."""
+"""The ``stratamem`` command line: a thin layer over :mod:`stratamem.api`.
+
+Shared helpers live in :mod:`stratamem.cli.common`; the summary-tree commands in
+:mod:`stratamem.cli.trees`.
+"""
 
 from __future__ import annotations
 
-import functools
 import json
 import os
 import sys
 import time
-from collections.abc import Callable
-from datetime import datetime
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import click
-from rich.console import Console
 from rich.markup import escape
 from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from stratamem.api import Memory, default_db_path
+from stratamem.cli.common import (
+    err,
+    eval_store_options,
+    handle_errors,
+    json_option,
+    open_memory,
+    out,
+    print_json,
+    when,
+)
+from stratamem.cli.trees import COMMANDS, print_seal_report
 from stratamem.config import PROFILES, SearchConfig
 from stratamem.embed.indexing import EmbedProgress
-from stratamem.errors import StratamemError
 from stratamem.ingest import registry
 from stratamem.ingest.pipeline import IngestReport
 from stratamem.ingest.pipeline import Progress as IngestProgress
-from stratamem.timeparse import parse_when
 from stratamem.types import RetrievalHit, SearchResponse, SourceKind, rfc3339
-
-F = TypeVar("F", bound=Callable[..., Any])
-out = Console()
-err = Console(stderr=True)
-
-
-def handle_errors(func: F) -> F:
-    """Domain errors and bad arguments become one-line messages and exit code 1."""
-
-    @functools.wraps(func)
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
-        try:
-            return func(*args, **kwargs)
-        except (StratamemError, ValueError, OSError) as exc:
-            err.print(f"[bold red]error:[/] {escape(str(exc))}", highlight=False)
-            sys.exit(1)
-
-    return wrapper  # type: ignore[return-value]
-
-
-def eval_store_options(func: F) -> F:
-    """--store and --out, shared by the commands that evaluate on datasets."""
-    func = click.option(
-        "--out",
-        "out_dir",
-        type=click.Path(file_okay=False, path_type=Path),
-        default=Path("benchmarks/results"),
-        show_default=True,
-        help="Folder for the Markdown and JSON report.",
-    )(func)
-    return click.option(
-        "--store",
-        "store_dir",
-        type=click.Path(file_okay=False, path_type=Path),
-        help="Where the dataset's store is kept between runs (default: the user cache).",
-    )(func)
-
-
-def json_option(func: F) -> F:
-    return click.option("--json", "as_json", is_flag=True, help="Print JSON for scripts.")(func)
-
-
-def _memory(ctx: click.Context) -> Memory:
-    db: Path = ctx.obj["db"]
-    memory = Memory(db)
-    ctx.call_on_close(memory.close)
-    return memory
-
-
-def _when(value: str | None) -> datetime | None:
-    return parse_when(value) if value else None
-
-
-def _print_json(data: Any) -> None:
-    click.echo(json.dumps(data, indent=2, ensure_ascii=False))
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -137,7 +91,7 @@ def ingest(
       stratamem ingest ~/Mail/lkml --kind maildir --scope mail:lkml
       stratamem ingest ~/notes --embed
     """
-    memory = _memory(ctx)
+    memory = open_memory(ctx)
     show = not (quiet or as_json)
     with Progress(
         SpinnerColumn(),
@@ -165,9 +119,11 @@ def ingest(
         data = report.to_dict()
         if embed_now and not failed:
             data["embedding"] = _run_embedding(ctx, True, True, reindex=False, emit=False)
-        _print_json(data)
+        print_json(data)
     else:
         _print_report(report)
+        if report.trees is not None and report.trees.trees:
+            print_seal_report(report.trees)
         if embed_now and not failed:
             _run_embedding(ctx, quiet, False, reindex=False)
     if failed:
@@ -216,9 +172,9 @@ def sources(ctx: click.Context, as_json: bool) -> None:
       stratamem sources
       stratamem sources --json
     """
-    found = _memory(ctx).sources()
+    found = open_memory(ctx).sources()
     if as_json:
-        _print_json(
+        print_json(
             [
                 {
                     "id": s.id,
@@ -254,9 +210,9 @@ def stats(ctx: click.Context, as_json: bool) -> None:
       stratamem stats
       stratamem --db team.db stats --json
     """
-    data = _memory(ctx).stats()
+    data = open_memory(ctx).stats()
     if as_json:
-        _print_json(data)
+        print_json(data)
         return
     table = Table(show_header=False)
     for key, value in data.items():
@@ -316,19 +272,19 @@ def search(
       stratamem search postmortem --kind email --json
       stratamem search "queue incident" --budget 800 --explain
     """
-    response = _memory(ctx).search(
+    response = open_memory(ctx).search(
         query,
         sources=sources_,
         kinds=kinds,
-        since=_when(since),
-        until=_when(until),
+        since=when(since),
+        until=when(until),
         limit=limit,
         mode=mode,
         profile=profile,
         budget=budget,
     )
     if as_json:
-        _print_json(response.to_dict())
+        print_json(response.to_dict())
         return
     if explain:
         for leg, state in response.legs.items():
@@ -381,23 +337,38 @@ def _print_hit(rank: int, hit: RetrievalHit, *, explain: bool = False) -> None:
 
 
 @main.command()
-@click.argument("node_id")
+@click.argument("node_ids", nargs=-1, required=True)
 @json_option
 @click.pass_context
 @handle_errors
-def show(ctx: click.Context, node_id: str, as_json: bool) -> None:
-    """Print one node whole, with its source, time range and entities.
+def show(ctx: click.Context, node_ids: tuple[str, ...], as_json: bool) -> None:
+    """Print nodes whole (chunks or summaries), with source, time range and entities.
 
     \b
     Examples:
       stratamem show 8f3c1e0a9b7d4c2e8f3c1e0a9b7d4c2e
-      stratamem show 8f3c1e0a9b7d4c2e8f3c1e0a9b7d4c2e --json
+      stratamem show sum_3f2a9c0d1e4b5a6c7d8e9f0a1b2c3d4e --json
+      stratamem show 8f3c1e0a9b7d4c2e8f3c1e0a9b7d4c2e 0b1c2d3e4f5a6b7c8d9e0f1a2b3c4d5e
     """
-    hit = _memory(ctx).get(node_id)
+    memory = open_memory(ctx)
+    hits = memory.nodes(node_ids)
+    missing = [i for i in node_ids if i not in {h.node_id for h in hits}]
+    if len(node_ids) == 1 and missing:
+        memory.get(node_ids[0])  # raises the not-found error
     if as_json:
-        _print_json(hit.to_dict())
+        print_json(hits[0].to_dict() if len(node_ids) == 1 else [h.to_dict() for h in hits])
         return
-    out.print(f"[bold]{escape(hit.title or hit.node_id)}[/]", highlight=False)
+    for number, hit in enumerate(hits):
+        if number:
+            out.rule()
+        _print_node_whole(hit)
+    for node_id in missing:
+        err.print(f"[yellow]no node with id {escape(node_id)}[/]")
+
+
+def _print_node_whole(hit: RetrievalHit) -> None:
+    kind = f"summary L{hit.level} · " if hit.level else ""
+    out.print(f"[bold]{escape(kind + (hit.title or hit.node_id))}[/]", highlight=False)
     out.print(
         f"[dim]{hit.node_id} · {escape(hit.tree_scope)} · {escape(hit.source_ref or '')}[/]",
         highlight=False,
@@ -436,11 +407,11 @@ def entities(
       stratamem entities alice
       stratamem entities redis --kind topic
     """
-    memory = _memory(ctx)
+    memory = open_memory(ctx)
     matches = memory.search_entities(query, kinds=kinds, limit=limit)
     related = {m.canonical_id: memory.related(m.canonical_id, limit=3) for m in matches}
     if as_json:
-        _print_json(
+        print_json(
             [m.to_dict() | {"related": [e for e, _ in related[m.canonical_id]]} for m in matches]
         )
         return
@@ -501,7 +472,7 @@ def reindex(ctx: click.Context, quiet: bool, as_json: bool) -> None:
 def _run_embedding(
     ctx: click.Context, quiet: bool, as_json: bool, *, reindex: bool, emit: bool = True
 ) -> dict[str, Any]:
-    memory = _memory(ctx)
+    memory = open_memory(ctx)
     with Progress(
         SpinnerColumn(),
         TextColumn("[bold]embedding"),
@@ -529,7 +500,7 @@ def _run_embedding(
     if not emit:
         return data
     if as_json:
-        _print_json(data)
+        print_json(data)
         return data
     rate = report.embedded / report.seconds if report.seconds else 0.0
     out.print(
@@ -602,7 +573,7 @@ def eval_command(
         results, out_dir, report_name, baselines=BASELINES.get(data.name, [])
     )
     if as_json:
-        _print_json(json.loads(json_path.read_text()))
+        print_json(json.loads(json_path.read_text()))
         return
     out.print(md_path.read_text(), highlight=False, markup=False)
     out.print(f"[dim]wrote {escape(str(md_path))} and {escape(str(json_path))}[/]")
@@ -654,7 +625,7 @@ def tune_command(
         "report": str(md_path),
     }
     if as_json:
-        _print_json(summary)
+        print_json(summary)
         return
     out.print(
         f"best weights on tune: {result.weights} ({result.metric} {result.tune_score:.4f}, "
@@ -687,9 +658,13 @@ def forget(ctx: click.Context, source: str, yes: bool) -> None:
       stratamem forget slack:#random
       stratamem forget src_3d0a9e20c1b2a4f6 --yes
     """
-    memory = _memory(ctx)
+    memory = open_memory(ctx)
     found = memory.store.resolve_source(source)
     if not yes and sys.stdin.isatty():
         click.confirm(f"forget {found.scope} ({found.chunk_count:,} chunks)?", abort=True)
     removed = memory.forget(found.id)
     out.print(f"forgot {escape(found.scope)}: {removed:,} chunks removed", highlight=False)
+
+
+for _command in COMMANDS:
+    main.add_command(_command)

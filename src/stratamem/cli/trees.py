@@ -1,0 +1,337 @@
+"""Summary-tree commands: tree, brief, summaries, topic, drill, flush."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+import click
+from rich.markup import escape
+from rich.tree import Tree as RichTree
+
+from stratamem.api import Memory
+from stratamem.cli.common import handle_errors, json_option, open_memory, out, print_json, when
+from stratamem.timeparse import parse_when
+from stratamem.tree.builder import SealReport
+from stratamem.types import Filters, NodeKind, QueryResponse, RetrievalHit, SourceKind, rfc3339
+
+KINDS = [k.value for k in SourceKind]
+
+
+@click.command()
+@click.argument("source")
+@click.option("--depth", default=2, show_default=True, help="Levels to draw below the top.")
+@click.option("--children", default=8, show_default=True, help="Children drawn per node.")
+@json_option
+@click.pass_context
+@handle_errors
+def tree(ctx: click.Context, source: str, depth: int, children: int, as_json: bool) -> None:
+    """Draw a source's summary tree: levels, sizes and the time each node covers.
+
+    \b
+    Examples:
+      stratamem tree "slack:#eng"
+      stratamem tree notes:til --depth 1 --json
+    """
+    memory = open_memory(ctx)
+    found = memory.tree(source)
+    stats = memory.store.trees.stats(found.id)
+    unsealed = len(memory.store.trees.leaf_buffer(found.source_id))
+    tops = _top_nodes(memory, found.id)
+    if as_json:
+        print_json(
+            {
+                "tree_id": found.id,
+                "scope": found.scope,
+                "root_id": found.root_id,
+                "max_level": found.max_level,
+                "levels": {str(k): {"summaries": n, "open": o} for k, (n, o) in stats.items()},
+                "unsealed_leaves": unsealed,
+                "top": [_node_json(memory, hit, depth) for hit in tops],
+            }
+        )
+        return
+    sizes = " · ".join(f"L{k}: {n}" for k, (n, _) in stats.items()) or "no summaries yet"
+    root = RichTree(
+        f"[bold]{escape(found.scope)}[/] [dim]{found.id} · {sizes} · "
+        f"{unsealed:,} leaves waiting in the buffer[/]"
+    )
+    for hit in tops:
+        _draw(memory, root.add(_label(hit)), hit, depth, children)
+    out.print(root)
+
+
+def _top_nodes(memory: Memory, tree_id: str) -> list[RetrievalHit]:
+    """The tree's unparented live summaries, highest level first, newest first."""
+    return memory.nodes(memory.store.trees.top_ids(tree_id))
+
+
+def _draw(memory: Memory, branch: Any, hit: RetrievalHit, depth: int, limit: int) -> None:
+    if depth <= 0 or hit.node_kind is NodeKind.LEAF:
+        return
+    below = memory.drill_down(hit.node_id, max_depth=1)
+    for child in below[:limit]:
+        _draw(memory, branch.add(_label(child)), child, depth - 1, limit)
+    if len(below) > limit:
+        branch.add(f"[dim]… {len(below) - limit} more[/]")
+
+
+def _node_json(memory: Memory, hit: RetrievalHit, depth: int) -> dict[str, Any]:
+    data = hit.to_dict()
+    if depth > 0 and hit.node_kind is NodeKind.SUMMARY:
+        data["children"] = [
+            _node_json(memory, child, depth - 1)
+            for child in memory.drill_down(hit.node_id, max_depth=1)
+        ]
+    return data
+
+
+def _label(hit: RetrievalHit) -> str:
+    span = _span(hit)
+    first = " ".join(hit.content.split())[:90]
+    if hit.node_kind is NodeKind.LEAF:
+        who = f"{hit.author}: " if hit.author and not first.startswith(hit.author) else ""
+        return f"[dim]{span}[/] {escape(who + first)} [dim]{hit.node_id}[/]"
+    return (
+        f"[bold]L{hit.level}[/] [dim]{span} · {len(hit.child_ids)} children ·[/] "
+        f"{escape(first)} [dim]{hit.node_id}[/]"
+    )
+
+
+def _span(hit: RetrievalHit) -> str:
+    start, end = hit.time_range_start, hit.time_range_end
+    if start is None:
+        return "undated"
+    if end is None or end == start:
+        return start.strftime("%Y-%m-%d %H:%M")
+    return f"{start:%Y-%m-%d %H:%M} → {end:%Y-%m-%d %H:%M}"
+
+
+def _filters(sources: tuple[str, ...], kinds: tuple[str, ...]) -> Filters:
+    return Filters(sources=sources, kinds=tuple(SourceKind(k) for k in kinds))
+
+
+def _print_response(response: QueryResponse, *, full: bool, empty: str) -> None:
+    if not response.hits:
+        out.print(f"[dim]{empty}[/]")
+        return
+    scope = None
+    for hit in response.hits:
+        if hit.tree_scope != scope:
+            scope = hit.tree_scope
+            out.print(f"\n[bold]{escape(scope or '(no source)')}[/]")
+        _print_node(hit, full=full)
+    if response.truncated:
+        out.print(f"\n[dim]{len(response.hits)} of {response.total}; raise --limit for more[/]")
+
+
+def _print_node(hit: RetrievalHit, *, full: bool) -> None:
+    if hit.node_kind is NodeKind.SUMMARY:
+        head = f"[bold cyan]summary L{hit.level}[/] [dim]{_span(hit)} · {hit.node_id}[/]"
+    else:
+        who = f" · {escape(hit.author)}" if hit.author else ""
+        head = f"[bold]leaf[/] [dim]{_span(hit)}{who} · {hit.node_id}[/]"
+    out.print(head, highlight=False)
+    text = hit.content if full else " ".join(hit.content.split())[:300]
+    out.print("  " + text.replace("\n", "\n  "), highlight=False, markup=False)
+
+
+@click.command()
+@click.option("--since", default="24h", show_default=True, help="Start (2024-03-12, 24h, 7d).")
+@click.option("--until", help="End (default: now).")
+@click.option("--source", "sources_", multiple=True, help="Source id or scope (slack:* prefixes).")
+@click.option("--kind", "kinds", multiple=True, type=click.Choice(KINDS))
+@click.option("--limit", default=200, show_default=True, help="At most this many nodes.")
+@json_option
+@click.pass_context
+@handle_errors
+def brief(
+    ctx: click.Context,
+    since: str,
+    until: str | None,
+    sources_: tuple[str, ...],
+    kinds: tuple[str, ...],
+    limit: int,
+    as_json: bool,
+) -> None:
+    """What happened in a window, from the fewest nodes: whole summaries where a summary lies
+    inside the window, raw messages elsewhere, per source in time order.
+
+    \b
+    Examples:
+      stratamem brief --since 24h
+      stratamem brief --since 2024-03-11 --until 2024-03-12 --source "slack:#eng"
+    """
+    start = parse_when(since)
+    end = when(until) or datetime.now(UTC)
+    response = open_memory(ctx).cover_window(
+        since=start, until=end, limit=limit, filters=_filters(sources_, kinds)
+    )
+    if as_json:
+        print_json(response.to_dict())
+        return
+    out.print(f"[bold]{rfc3339(start)} → {rfc3339(end)}[/]", highlight=False)
+    _print_response(response, full=True, empty="nothing in this window")
+
+
+@click.command()
+@click.option("--source", help="One source (id or scope).")
+@click.option("--kind", "source_kind", help="A kind (chat, email, document) or platform (slack).")
+@click.option("--days", type=float, help="Only summaries overlapping the last N days.")
+@click.option("--since", help="With --until: summaries of every source overlapping the window.")
+@click.option("--until", help="End of the --since window (default: now).")
+@click.option("--query", help="Rank by similarity to this text (needs embedded summaries).")
+@click.option("--limit", default=10, show_default=True)
+@json_option
+@click.pass_context
+@handle_errors
+def summaries(
+    ctx: click.Context,
+    source: str | None,
+    source_kind: str | None,
+    days: float | None,
+    since: str | None,
+    until: str | None,
+    query: str | None,
+    limit: int,
+    as_json: bool,
+) -> None:
+    """Sealed summaries of a source, a kind, or everything: newest first, or ranked by --query.
+
+    \b
+    Examples:
+      stratamem summaries --source "slack:#eng" --days 7
+      stratamem summaries --kind email --query "release schedule"
+      stratamem summaries --since 2024-03-01 --until 2024-03-31
+    """
+    memory = open_memory(ctx)
+    if since is not None:
+        response = memory.query_global(
+            since=parse_when(since),
+            until=when(until) or datetime.now(UTC),
+            source_kind=source_kind,
+            query=query,
+            limit=limit,
+            filters=Filters(sources=(source,)) if source else None,
+        )
+    else:
+        response = memory.query_source(
+            source, source_kind=source_kind, time_window_days=days, query=query, limit=limit
+        )
+    if as_json:
+        print_json(response.to_dict())
+        return
+    _print_response(response, full=False, empty="no summaries match")
+
+
+@click.command()
+@click.argument("entity")
+@click.option("--since", help="Only nodes at or after this time.")
+@click.option("--until", help="Only nodes at or before this time.")
+@click.option("--query", help="Rank by similarity to this text.")
+@click.option("--limit", default=10, show_default=True)
+@json_option
+@click.pass_context
+@handle_errors
+def topic(
+    ctx: click.Context,
+    entity: str,
+    since: str | None,
+    until: str | None,
+    query: str | None,
+    limit: int,
+    as_json: bool,
+) -> None:
+    """Summaries and messages about one entity. ENTITY is a canonical id (topic:phoenix,
+    person:alice chen, email:alice@example.com) or a name to look it up by.
+
+    \b
+    Examples:
+      stratamem topic topic:phoenix --since 90d
+      stratamem topic alice --query "on-call handover"
+    """
+    memory = open_memory(ctx)
+    entity_id = entity.strip()
+    note = ""
+    if entity_id and ":" not in entity_id:
+        matches = memory.search_entities(entity_id, limit=1)
+        if matches:
+            entity_id = matches[0].canonical_id
+            note = f"{entity!r} is {entity_id}"
+    response = memory.query_topic(
+        entity_id, since=when(since), until=when(until), query=query, limit=limit
+    )
+    if as_json:
+        print_json({"entity_id": entity_id, **response.to_dict()})
+        return
+    if note:
+        out.print(f"[dim]{escape(note)}[/]")
+    _print_response(response, full=False, empty=f"nothing indexed under {entity_id!r}")
+
+
+@click.command()
+@click.argument("node_id")
+@click.option("--depth", default=1, show_default=True, help="Levels to descend.")
+@click.option("--query", help="Rank the nodes found by similarity to this text.")
+@click.option("--limit", type=int, help="At most this many nodes.")
+@json_option
+@click.pass_context
+@handle_errors
+def drill(
+    ctx: click.Context,
+    node_id: str,
+    depth: int,
+    query: str | None,
+    limit: int | None,
+    as_json: bool,
+) -> None:
+    """Open a summary: its children (summaries or messages), --depth levels down.
+
+    \b
+    Examples:
+      stratamem drill sum_3f2a9c0d1e4b5a6c7d8e9f0a1b2c3d4e
+      stratamem drill sum_3f2a9c0d1e4b5a6c7d8e9f0a1b2c3d4e --depth 2 --query redis
+    """
+    hits = open_memory(ctx).drill_down(node_id, max_depth=depth, query=query, limit=limit)
+    if as_json:
+        print_json([h.to_dict() for h in hits])
+        return
+    if not hits:
+        out.print(f"[dim]{escape(node_id)} is not a summary you can open (or depth is 0)[/]")
+        return
+    for hit in hits:
+        _print_node(hit, full=False)
+
+
+@click.command()
+@click.option("--source", "sources_", multiple=True, help="Only these sources (id or scope).")
+@json_option
+@click.pass_context
+@handle_errors
+def flush(ctx: click.Context, sources_: tuple[str, ...], as_json: bool) -> None:
+    """Seal every partly filled message buffer now, so the newest content has summaries too.
+    Upper levels still wait for a full set of children.
+
+    \b
+    Examples:
+      stratamem flush
+      stratamem flush --source "slack:#eng" --json
+    """
+    report = open_memory(ctx).flush(sources_)
+    if as_json:
+        print_json(report.to_dict())
+        return
+    print_seal_report(report)
+
+
+def print_seal_report(report: SealReport) -> None:
+    levels = ", ".join(f"L{k}: {v}" for k, v in sorted(report.by_level.items()))
+    out.print(
+        f"sealed {report.summaries:,} summaries ({levels or 'none due'}) over "
+        f"{report.leaves:,} leaves in {report.trees} tree(s), {report.seconds:.2f}s"
+    )
+    for failure in report.failed:
+        out.print(f"[red]failed:[/] {escape(failure)}")
+
+
+COMMANDS = (tree, brief, summaries, topic, drill, flush)

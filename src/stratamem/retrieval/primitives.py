@@ -1,0 +1,315 @@
+"""The seven retrieval primitives: deterministic, read-only views over trees, chunks and the
+entity index, each returning the unified :class:`RetrievalHit` shape.
+
+================  =====================  ==============================================
+primitive         returns                axis
+================  =====================  ==============================================
+query_source      QueryResponse          summaries of one source, a kind, or all
+query_global      QueryResponse          summaries of every source over a time window
+query_topic       QueryResponse          summaries and leaves naming an entity
+cover_window      QueryResponse          fewest nodes covering every leaf in a window
+search_entities   list[EntityMatch]      fuzzy lookup of canonical entity ids
+drill_down        list[RetrievalHit]     a summary's descendants, breadth first
+fetch_leaves      list[RetrievalHit]     chunks by id, for citing
+================  =====================  ==============================================
+
+Access filters and time windows are applied in SQL before any cap; ``total`` counts matches
+before the caller's ``limit``. Deciding which primitive to call, and how to combine them, is
+the caller's job.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from datetime import UTC, datetime, timedelta
+
+from stratamem.embed.base import Embedder
+from stratamem.entities.search import search_entities
+from stratamem.retrieval.tree_hits import leaf_hits, rerank, summary_hit
+from stratamem.store.sqlite import tree_search
+from stratamem.store.sqlite.store import SQLiteStore
+from stratamem.types import Filters, QueryResponse, RetrievalHit, Source, SourceKind
+
+DEFAULT_LIMIT = 10
+RERANK_POOL = 2_000
+TOPIC_LOOKUP_CAP = 200
+COVER_DEFAULT_LIMIT = 200
+MAX_WINDOW_CHUNKS = 5_000
+MAX_BATCH = 20
+
+__all__ = [
+    "COVER_DEFAULT_LIMIT",
+    "DEFAULT_LIMIT",
+    "MAX_BATCH",
+    "MAX_WINDOW_CHUNKS",
+    "TOPIC_LOOKUP_CAP",
+    "cover_window",
+    "drill_down",
+    "fetch_leaves",
+    "nodes",
+    "query_global",
+    "query_source",
+    "query_topic",
+    "search_entities",
+]
+
+
+def query_source(
+    store: SQLiteStore,
+    *,
+    source: str | None = None,
+    source_kind: str | None = None,
+    time_window_days: float | None = None,
+    query: str | None = None,
+    embedder: Embedder | None = None,
+    limit: int = DEFAULT_LIMIT,
+    now: datetime | None = None,
+    filters: Filters | None = None,
+) -> QueryResponse:
+    """Summaries of one source (id or scope), else of every source of a kind (``chat``,
+    ``email``, ``document``, ``record``, or a platform such as ``slack``), else of all sources.
+
+    ``time_window_days`` keeps summaries overlapping the last that many days. With a ``query``
+    the newest :data:`RERANK_POOL` matches are ranked by cosine similarity to it; without, the
+    newest come first. ``limit`` 0 means 10. An unknown source gives an empty response.
+    """
+    base = filters or Filters()
+    kinds, platforms = _kind_or_platform(source_kind)
+    since = until = None
+    if time_window_days is not None:
+        until = now or datetime.now(UTC)
+        since = until - timedelta(days=time_window_days)
+    sources = base.sources
+    if source:
+        found = next((s for s in store.sources() if source in (s.id, s.scope)), None)
+        if found is None or (base.sources and not _allowed(found, base)):
+            return QueryResponse.empty()
+        sources = (found.id,)
+    allowed_kinds = _narrow(base.kinds, kinds)
+    if allowed_kinds is None:
+        return QueryResponse.empty()
+    narrowed = Filters(
+        sources=sources,
+        kinds=allowed_kinds,
+        since=since or base.since,
+        until=until or base.until,
+    )
+    return _summaries(store, narrowed, platforms, query, embedder, limit)
+
+
+def query_global(
+    store: SQLiteStore,
+    *,
+    since: datetime,
+    until: datetime,
+    source_kind: str | None = None,
+    query: str | None = None,
+    embedder: Embedder | None = None,
+    limit: int = DEFAULT_LIMIT,
+    filters: Filters | None = None,
+) -> QueryResponse:
+    """Summaries of every source whose time range overlaps [since, until], newest first or by
+    similarity to ``query``. ``until`` before ``since`` is a ``ValueError``."""
+    _check_window(since, until)
+    base = filters or Filters()
+    kinds, platforms = _kind_or_platform(source_kind)
+    allowed_kinds = _narrow(base.kinds, kinds)
+    if allowed_kinds is None:
+        return QueryResponse.empty()
+    narrowed = Filters(sources=base.sources, kinds=allowed_kinds, since=since, until=until)
+    return _summaries(store, narrowed, platforms, query, embedder, limit)
+
+
+def query_topic(
+    store: SQLiteStore,
+    entity_id: str,
+    *,
+    since: datetime | None = None,
+    until: datetime | None = None,
+    query: str | None = None,
+    embedder: Embedder | None = None,
+    limit: int = DEFAULT_LIMIT,
+    filters: Filters | None = None,
+) -> QueryResponse:
+    """Summaries and leaves indexed under a canonical entity id (``topic:phoenix``,
+    ``email:alice@example.com``), the window applied before the lookup cap of
+    :data:`TOPIC_LOOKUP_CAP` newest nodes; then ranked by ``query`` when one is given. A blank
+    id gives an empty response."""
+    entity = entity_id.strip()
+    if not entity:
+        return QueryResponse.empty()
+    if since is not None and until is not None:
+        _check_window(since, until)
+    base = filters or Filters()
+    narrowed = Filters(sources=base.sources, kinds=base.kinds, since=since, until=until)
+    found, total = tree_search.topic_nodes(store, entity, narrowed, TOPIC_LOOKUP_CAP)
+    hits = nodes(store, [node for _, node, _ in found], filters=narrowed)
+    hits = rerank(store, hits, query, embedder)
+    return QueryResponse(hits=tuple(hits[: _limit(limit)]), total=total)
+
+
+def cover_window(
+    store: SQLiteStore,
+    *,
+    since: datetime,
+    until: datetime,
+    limit: int = COVER_DEFAULT_LIMIT,
+    filters: Filters | None = None,
+) -> QueryResponse:
+    """The fewest nodes that cover every leaf inside [since, until]: each summary whose whole
+    time range lies in the window and whose parent's does not, plus the in-window leaves no
+    such summary covers (at most :data:`MAX_WINDOW_CHUNKS` of them are scanned). Grouped by
+    source, then by start time. ``limit`` 0 means 200."""
+    _check_window(since, until)
+    base = filters or Filters()
+    narrowed = Filters(sources=base.sources, kinds=base.kinds)
+    since_ms, until_ms = int(since.timestamp() * 1000), int(until.timestamp() * 1000)
+    frontier, leaves, uncovered = tree_search.window_cover(
+        store, since_ms, until_ms, narrowed, MAX_WINDOW_CHUNKS
+    )
+    hits = [summary_hit(row) for row in frontier] + leaf_hits(store, leaves)
+    hits.sort(key=lambda h: (h.tree_scope, _start(h), h.level == 0, h.node_id))
+    capped = hits[: _limit(limit, COVER_DEFAULT_LIMIT)]
+    return QueryResponse(hits=tuple(capped), total=len(frontier) + uncovered)
+
+
+def drill_down(
+    store: SQLiteStore,
+    node_id: str,
+    *,
+    max_depth: int = 1,
+    query: str | None = None,
+    embedder: Embedder | None = None,
+    limit: int | None = None,
+    filters: Filters | None = None,
+) -> list[RetrievalHit]:
+    """A summary's descendants, breadth first, ``max_depth`` levels down (0 gives nothing).
+
+    An unknown id, a leaf id or a summary the caller may not see gives nothing, not an error.
+    Each level is one batched read; deleted and superseded summaries are skipped, duplicates
+    dropped. With a ``query`` the visited nodes are ranked by similarity to it.
+    """
+    if max_depth <= 0:
+        return []
+    base = filters or Filters()
+    access = Filters(sources=base.sources, kinds=base.kinds)
+    root = tree_search.summaries_by_id(store, [node_id], access).get(node_id)
+    if root is None:
+        return []
+    out: list[RetrievalHit] = []
+    seen: set[str] = {node_id}
+    frontier = [root]
+    for _ in range(max_depth):
+        leaf_ids: list[str] = []
+        summary_ids: list[str] = []
+        for row in frontier:
+            target = leaf_ids if int(row["level"]) == 1 else summary_ids
+            for child in _json_ids(row["child_ids"]):
+                if child not in seen:
+                    seen.add(child)
+                    target.append(child)
+        frontier = []
+        if summary_ids:
+            rows = tree_search.summaries_by_id(store, summary_ids, access)
+            frontier = [rows[i] for i in summary_ids if i in rows]
+            out.extend(summary_hit(row) for row in frontier)
+        if leaf_ids:
+            rows = tree_search.leaves_by_id(store, leaf_ids, access)
+            out.extend(leaf_hits(store, [rows[i] for i in leaf_ids if i in rows]))
+        if not frontier:
+            break
+    out = rerank(store, out, query, embedder)
+    return out if limit is None else out[: max(0, limit)]
+
+
+def fetch_leaves(
+    store: SQLiteStore, chunk_ids: Sequence[str], *, filters: Filters | None = None
+) -> list[RetrievalHit]:
+    """Chunks by id in the order asked, for citing. At most :data:`MAX_BATCH` ids are read
+    (the rest are ignored); unknown or hidden ids are skipped, so fewer hits than ids means
+    some were missing."""
+    ids = list(dict.fromkeys(chunk_ids))[:MAX_BATCH] if chunk_ids else []
+    base = filters or Filters()
+    rows = tree_search.leaves_by_id(store, ids, Filters(sources=base.sources, kinds=base.kinds))
+    return leaf_hits(store, [rows[i] for i in ids if i in rows])
+
+
+def nodes(
+    store: SQLiteStore, node_ids: Sequence[str], *, filters: Filters | None = None
+) -> list[RetrievalHit]:
+    """Chunks and summaries by id, in the order asked, with no cap; unknown ids left out."""
+    base = filters or Filters()
+    access = Filters(sources=base.sources, kinds=base.kinds)
+    ids = list(dict.fromkeys(node_ids))
+    summaries = tree_search.summaries_by_id(store, ids, access)
+    leaf_rows = tree_search.leaves_by_id(store, [i for i in ids if i not in summaries], access)
+    leaves = {h.node_id: h for h in leaf_hits(store, list(leaf_rows.values()))}
+    return [
+        summary_hit(summaries[i]) if i in summaries else leaves[i]
+        for i in ids
+        if i in summaries or i in leaves
+    ]
+
+
+# -- helpers -------------------------------------------------------------------------------
+
+
+def _summaries(
+    store: SQLiteStore,
+    filters: Filters,
+    platforms: Sequence[str],
+    query: str | None,
+    embedder: Embedder | None,
+    limit: int,
+) -> QueryResponse:
+    want = _limit(limit)
+    ranked = bool(query and query.strip() and embedder is not None)
+    rows, total = tree_search.summaries_where(
+        store, filters, platforms=platforms, limit=RERANK_POOL if ranked else want
+    )
+    hits = rerank(store, [summary_hit(row) for row in rows], query, embedder)
+    return QueryResponse(hits=tuple(hits[:want]), total=total)
+
+
+def _kind_or_platform(value: str | None) -> tuple[tuple[SourceKind, ...], tuple[str, ...]]:
+    if not value:
+        return (), ()
+    try:
+        return (SourceKind(value.lower()),), ()
+    except ValueError:
+        return (), (value.lower(),)
+
+
+def _narrow(
+    allowed: tuple[SourceKind, ...], wanted: tuple[SourceKind, ...]
+) -> tuple[SourceKind, ...] | None:
+    """The kinds both the caller's filters and the request admit; None when none are."""
+    if not allowed or not wanted:
+        return allowed or wanted
+    return tuple(k for k in allowed if k in wanted) or None
+
+
+def _allowed(source: Source, base: Filters) -> bool:
+    return any(
+        ref in (source.id, source.scope)
+        or (ref.endswith("*") and source.scope.startswith(ref[:-1]))
+        for ref in base.sources
+    )
+
+
+def _check_window(since: datetime, until: datetime) -> None:
+    if until < since:
+        raise ValueError(f"until ({until.isoformat()}) is before since ({since.isoformat()})")
+
+
+def _limit(limit: int, default: int = DEFAULT_LIMIT) -> int:
+    return default if limit <= 0 else limit
+
+
+def _start(hit: RetrievalHit) -> float:
+    return float("inf") if hit.time_range_start is None else hit.time_range_start.timestamp()
+
+
+def _json_ids(text: str) -> list[str]:
+    return [str(v) for v in json.loads(text)]

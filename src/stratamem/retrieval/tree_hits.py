@@ -1,0 +1,117 @@
+"""Turning tree rows into :class:`RetrievalHit` values, and the shared semantic rerank.
+
+The rerank decorates each hit with the cosine similarity between the query and the hit's stored
+vector (chunk vectors for leaves, summary vectors for summaries, of the embedder's model only)
+and sorts by similarity, newest end time breaking ties. Hits without a vector sort last in the
+order they came. If the query cannot be embedded the incoming order stands: a primitive never
+fails because a model is unavailable.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import sqlite3
+from collections.abc import Sequence
+from dataclasses import replace
+from datetime import datetime
+
+import numpy as np
+
+from stratamem.embed.base import Embedder
+from stratamem.store.base import from_ms
+from stratamem.store.sqlite.store import SQLiteStore
+from stratamem.tree.builder import leaf_score
+from stratamem.types import NodeKind, RetrievalHit, TreeKind
+
+log = logging.getLogger(__name__)
+
+
+def summary_hit(row: sqlite3.Row, *, score: float | None = None) -> RetrievalHit:
+    """A hit from a summaries row joined with its tree's ``scope`` and ``tree_kind``."""
+    return RetrievalHit(
+        node_id=row["id"],
+        node_kind=NodeKind.SUMMARY,
+        tree_id=row["tree_id"],
+        tree_kind=TreeKind(row["tree_kind"]),
+        tree_scope=row["scope"],
+        level=int(row["level"]),
+        content=row["content"],
+        entities=tuple(json.loads(row["entities"])),
+        topics=tuple(json.loads(row["topics"])),
+        time_range_start=from_ms(row["ts_start"]),
+        time_range_end=from_ms(row["ts_end"]),
+        score=float(row["score"]) if score is None else score,
+        child_ids=tuple(json.loads(row["child_ids"])),
+        source_ref=None,
+        source_id=row["source_id"],
+    )
+
+
+def leaf_hits(store: SQLiteStore, rows: Sequence[sqlite3.Row]) -> list[RetrievalHit]:
+    """Hits from chunk rows joined with ``scope`` and ``tree_id`` (empty while unsealed);
+    entities come in one batched read, the score is the leaf's salience."""
+    mentions = store.mentions_of([row["id"] for row in rows])
+    hits = []
+    for row in rows:
+        entities = tuple(mentions.get(row["id"], ()))
+        tags = tuple(json.loads(row["tags"]))
+        hits.append(
+            RetrievalHit(
+                node_id=row["id"],
+                node_kind=NodeKind.LEAF,
+                tree_id=row["tree_id"],
+                tree_kind=TreeKind.SOURCE,
+                tree_scope=row["scope"],
+                level=0,
+                content=row["content"],
+                entities=entities,
+                topics=tags,
+                time_range_start=from_ms(row["ts_start"]),
+                time_range_end=from_ms(
+                    row["ts_end"] if row["ts_end"] is not None else row["ts_start"]
+                ),
+                score=leaf_score(tags, len(entities)),
+                source_ref=row["source_ref"],
+                source_id=row["source_id"],
+                author=row["author"],
+                title=row["title"],
+            )
+        )
+    return hits
+
+
+def rerank(
+    store: SQLiteStore,
+    hits: Sequence[RetrievalHit],
+    query: str | None,
+    embedder: Embedder | None,
+) -> list[RetrievalHit]:
+    """``hits`` by cosine similarity to ``query`` (see the module docstring)."""
+    if not query or not query.strip() or embedder is None or not hits:
+        return list(hits)
+    try:
+        q = np.asarray(embedder.embed_batch([query], role="query")[0], dtype=np.float32)
+    except Exception as exc:
+        log.warning("query could not be embedded, keeping the incoming order: %s", exc)
+        return list(hits)
+    model = embedder.spec.signature
+    leaves = [h.node_id for h in hits if h.node_kind is NodeKind.LEAF]
+    summaries = [h.node_id for h in hits if h.node_kind is NodeKind.SUMMARY]
+    blobs = {**store.vectors_of(model, leaves), **store.trees.vectors(model, summaries)}
+    scored: list[tuple[float, float, int, RetrievalHit]] = []
+    rest: list[RetrievalHit] = []
+    for position, hit in enumerate(hits):
+        blob = blobs.get(hit.node_id)
+        vector = None if blob is None else np.frombuffer(blob, dtype="<f4")
+        if vector is None or vector.shape != q.shape:
+            rest.append(hit)
+            continue
+        similarity = float(vector @ q)
+        scored.append((-similarity, -_ts(hit.time_range_end), position, hit))
+    scored.sort(key=lambda item: item[:3])
+    return [replace(hit, score=-neg) for neg, _, _, hit in scored] + rest
+
+
+def _ts(value: datetime | None) -> float:
+    return float("-inf") if value is None else value.timestamp()

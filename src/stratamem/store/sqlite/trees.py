@@ -1,0 +1,400 @@
+"""Summary-tree tables of the SQLite store: trees, sealed summaries, their entities and vectors.
+
+A tree's level-L buffer is the set of its level-L items without a parent: chunks whose
+``parent_summary_id`` is NULL, summaries whose ``parent_id`` is NULL. Sealing a summary sets
+the parents of exactly the items it covers, only if they are still unparented, so a seal that
+raced with another writer changes nothing and is planned again.
+
+Ids: a tree id is ``tree_`` + the first 16 hex digits of sha256("source:" + scope); a summary
+id is ``sum_`` + the first 32 hex digits of sha256(tree id, level, version, child ids).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import sqlite3
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING
+
+from stratamem.store.base import from_ms, to_ms
+from stratamem.types import SummaryNode, Tree, TreeKind
+
+if TYPE_CHECKING:
+    from stratamem.store.sqlite.store import SQLiteStore
+
+_BATCH = 500
+
+
+def tree_id_for(scope: str, kind: TreeKind = TreeKind.SOURCE) -> str:
+    return "tree_" + hashlib.sha256(f"{kind.value}:{scope}".encode()).hexdigest()[:16]
+
+
+def summary_id_for(tree_id: str, level: int, version: int, child_ids: Sequence[str]) -> str:
+    digest = hashlib.sha256(f"{tree_id}\x1f{level}\x1f{version}\x1f".encode())
+    digest.update("\x1f".join(child_ids).encode())
+    return "sum_" + digest.hexdigest()[:32]
+
+
+@dataclass(frozen=True, slots=True)
+class BufferItem:
+    """What planning a seal needs to know of one buffered item (no text)."""
+
+    id: str
+    tokens: int
+    ts_start: int | None
+    ts_end: int | None
+    doc_id: str | None
+
+
+class TreeTables:
+    """The tree half of :class:`SQLiteStore`; reached as ``store.trees``."""
+
+    def __init__(self, store: SQLiteStore) -> None:
+        self.store = store
+
+    @property
+    def conn(self) -> sqlite3.Connection:
+        return self.store.conn
+
+    # -- trees -----------------------------------------------------------------------------
+
+    def ensure(self, source_id: str, scope: str) -> str:
+        tree_id = tree_id_for(scope)
+        self.conn.execute(
+            """INSERT OR IGNORE INTO trees (id, kind, scope, source_id, created_at)
+               VALUES (?, 'source', ?, ?, ?)""",
+            (tree_id, scope, source_id, to_ms(datetime.now(UTC))),
+        )
+        return tree_id
+
+    def get(self, tree_id: str) -> Tree | None:
+        row = self.conn.execute("SELECT * FROM trees WHERE id = ?", (tree_id,)).fetchone()
+        return None if row is None else _tree(row)
+
+    def of_source(self, source_id: str) -> Tree | None:
+        row = self.conn.execute(
+            "SELECT * FROM trees WHERE source_id = ? AND kind = 'source'", (source_id,)
+        ).fetchone()
+        return None if row is None else _tree(row)
+
+    def all(self) -> list[Tree]:
+        return [_tree(r) for r in self.conn.execute("SELECT * FROM trees ORDER BY scope")]
+
+    def refresh_root(self, tree_id: str) -> None:
+        """Point the tree at its highest live summary (the newest one when several share the
+        top level, since upper levels are never force-sealed)."""
+        row = self.conn.execute(
+            """SELECT id, level FROM summaries WHERE tree_id = ? AND deleted = 0
+               ORDER BY level DESC, (parent_id IS NULL) DESC, rowid DESC LIMIT 1""",
+            (tree_id,),
+        ).fetchone()
+        root, level = (row[0], row[1]) if row else (None, 0)
+        self.conn.execute(
+            "UPDATE trees SET root_id = ?, max_level = ? WHERE id = ?", (root, level, tree_id)
+        )
+
+    # -- buffers ---------------------------------------------------------------------------
+
+    def leaf_buffer(self, source_id: str) -> list[BufferItem]:
+        """The source's unsealed chunks, in source order."""
+        return [
+            BufferItem(*row)
+            for row in self.conn.execute(
+                """SELECT id, token_count, ts_start, ts_end, doc_id FROM chunks
+                   WHERE source_id = ? AND parent_summary_id IS NULL ORDER BY seq""",
+                (source_id,),
+            )
+        ]
+
+    def summary_buffer(self, tree_id: str, level: int) -> list[BufferItem]:
+        """The tree's unparented live summaries at ``level``, in the order they were sealed."""
+        return [
+            BufferItem(*row)
+            for row in self.conn.execute(
+                """SELECT id, token_count, ts_start, ts_end, doc_id FROM summaries
+                   WHERE tree_id = ? AND level = ? AND parent_id IS NULL AND deleted = 0
+                   ORDER BY rowid""",
+                (tree_id, level),
+            )
+        ]
+
+    def newest_leaf_ms(self, source_id: str) -> int | None:
+        row = self.conn.execute(
+            "SELECT max(coalesce(ts_end, ts_start)) FROM chunks WHERE source_id = ?",
+            (source_id,),
+        ).fetchone()
+        return None if row[0] is None else int(row[0])
+
+    def next_version(self, tree_id: str, doc_id: str) -> int:
+        row = self.conn.execute(
+            "SELECT max(version) FROM summaries WHERE tree_id = ? AND doc_id = ?",
+            (tree_id, doc_id),
+        ).fetchone()
+        return 1 if row[0] is None else int(row[0]) + 1
+
+    def grown_document_summaries(self, tree_id: str, source_id: str) -> list[str]:
+        """The live level-1 summaries of documents that also have unsealed leaves."""
+        return [
+            row[0]
+            for row in self.conn.execute(
+                """SELECT s.id FROM summaries s
+                   WHERE s.tree_id = ? AND s.level = 1 AND s.deleted = 0 AND s.doc_id IN (
+                       SELECT DISTINCT doc_id FROM chunks WHERE source_id = ?
+                       AND parent_summary_id IS NULL AND doc_id IS NOT NULL)
+                   ORDER BY s.rowid""",
+                (tree_id, source_id),
+            )
+        ]
+
+    # -- summaries -------------------------------------------------------------------------
+
+    def insert(self, node: SummaryNode, *, vector: tuple[str, int, bytes] | None = None) -> None:
+        """Write a sealed summary and claim its children. Run inside a transaction: raises
+        :class:`SealRaced` when a child is gone or already has a parent, and the caller's
+        rollback undoes the partial claim."""
+        children = list(node.child_ids)
+        claimed = 0
+        for start in range(0, len(children), _BATCH):
+            part = children[start : start + _BATCH]
+            marks = ",".join("?" * len(part))
+            if node.level == 1:
+                sql = f"""UPDATE chunks SET parent_summary_id = ?
+                          WHERE id IN ({marks}) AND parent_summary_id IS NULL"""
+            else:
+                sql = f"""UPDATE summaries SET parent_id = ?
+                          WHERE id IN ({marks}) AND parent_id IS NULL AND deleted = 0"""
+            claimed += self.conn.execute(sql, (node.id, *part)).rowcount
+        if claimed != len(children):
+            raise SealRaced
+        self.conn.execute(
+            """INSERT INTO summaries (id, tree_id, source_id, level, parent_id, child_ids,
+                 content, token_count, entities, topics, ts_start, ts_end, score, sealed_at,
+                 deleted, doc_id, version, summarizer, content_sha256)
+               VALUES (?, ?, ?, ?, NULL, ?, ?, ?, ?, ?, ?, ?, ?, ?, 0, ?, ?, ?, ?)
+               ON CONFLICT (id) DO UPDATE SET deleted = 0, parent_id = NULL,
+                 content = excluded.content, token_count = excluded.token_count,
+                 entities = excluded.entities, topics = excluded.topics,
+                 score = excluded.score, sealed_at = excluded.sealed_at,
+                 summarizer = excluded.summarizer, content_sha256 = excluded.content_sha256""",
+            (
+                node.id,
+                node.tree_id,
+                node.source_id,
+                node.level,
+                json.dumps(children),
+                node.content,
+                node.token_count,
+                json.dumps(list(node.entities)),
+                json.dumps(list(node.topics)),
+                to_ms(node.time_start),
+                to_ms(node.time_end),
+                node.score,
+                to_ms(node.sealed_at),
+                node.doc_id,
+                node.version,
+                node.summarizer,
+                hashlib.sha256(node.content.encode()).hexdigest(),
+            ),
+        )
+        self.conn.execute("DELETE FROM summary_entities WHERE summary_id = ?", (node.id,))
+        self.conn.executemany(
+            """INSERT OR IGNORE INTO summary_entities (entity_id, summary_id, source_id)
+               VALUES (?, ?, ?)""",
+            [(e, node.id, node.source_id) for e in node.entities],
+        )
+        if vector is not None:
+            model, dim, blob = vector
+            self.conn.execute(
+                """INSERT OR REPLACE INTO summary_vectors (summary_id, model, dim, vector)
+                   VALUES (?, ?, ?, ?)""",
+                (node.id, model, dim, blob),
+            )
+
+    def summaries(self, ids: Sequence[str], *, live_only: bool = True) -> list[SummaryNode]:
+        """Summaries by id, in the order asked; unknown (and deleted) ids are left out."""
+        found: dict[str, SummaryNode] = {}
+        for start in range(0, len(ids), _BATCH):
+            part = list(ids[start : start + _BATCH])
+            marks = ",".join("?" * len(part))
+            extra = " AND deleted = 0" if live_only else ""
+            for row in self.conn.execute(
+                f"SELECT * FROM summaries WHERE id IN ({marks}){extra}", part
+            ):
+                found[row["id"]] = summary_from_row(row)
+        return [found[i] for i in ids if i in found]
+
+    def items_text(self, level: int, ids: Sequence[str]) -> list[sqlite3.Row]:
+        """The rows a seal summarises, in the order given: chunks at level 0, else summaries."""
+        table = "chunks" if level == 0 else "summaries"
+        found: dict[str, sqlite3.Row] = {}
+        for start in range(0, len(ids), _BATCH):
+            part = list(ids[start : start + _BATCH])
+            marks = ",".join("?" * len(part))
+            for row in self.conn.execute(f"SELECT * FROM {table} WHERE id IN ({marks})", part):
+                found[row["id"]] = row
+        return [found[i] for i in ids if i in found]
+
+    def vectors(self, model: str, ids: Sequence[str]) -> dict[str, bytes]:
+        out: dict[str, bytes] = {}
+        for start in range(0, len(ids), _BATCH):
+            part = list(ids[start : start + _BATCH])
+            marks = ",".join("?" * len(part))
+            out.update(
+                (row[0], row[1])
+                for row in self.conn.execute(
+                    f"""SELECT summary_id, vector FROM summary_vectors
+                        WHERE model = ? AND summary_id IN ({marks})""",
+                    (model, *part),
+                )
+            )
+        return out
+
+    def unembedded(self, model: str, limit: int) -> list[sqlite3.Row]:
+        return self.conn.execute(
+            """SELECT s.id, s.content FROM summaries s
+               WHERE s.deleted = 0 AND NOT EXISTS (
+                   SELECT 1 FROM summary_vectors v WHERE v.summary_id = s.id AND v.model = ?)
+               ORDER BY s.rowid LIMIT ?""",
+            (model, limit),
+        ).fetchall()
+
+    def insert_vectors(self, rows: Iterable[tuple[str, str, int, bytes]]) -> None:
+        self.conn.executemany(
+            """INSERT OR REPLACE INTO summary_vectors (summary_id, model, dim, vector)
+               VALUES (?, ?, ?, ?)""",
+            rows,
+        )
+
+    def delete_vectors(self, *, keep_model: str | None = None) -> None:
+        self.conn.execute("DELETE FROM summary_vectors WHERE model IS NOT ?", (keep_model,))
+
+    def invalidate_chunks(self, chunk_ids: Sequence[str]) -> set[str]:
+        """Retire every live summary above these chunks (about to be deleted): they summarise
+        text that no longer exists. Returns the trees touched, which need a new seal."""
+        parents: set[str] = set()
+        for start in range(0, len(chunk_ids), _BATCH):
+            part = list(chunk_ids[start : start + _BATCH])
+            marks = ",".join("?" * len(part))
+            parents.update(
+                row[0]
+                for row in self.conn.execute(
+                    f"""SELECT DISTINCT parent_summary_id FROM chunks
+                        WHERE id IN ({marks}) AND parent_summary_id IS NOT NULL""",
+                    part,
+                )
+            )
+        return self.invalidate(sorted(parents))
+
+    def invalidate(self, summary_ids: Sequence[str]) -> set[str]:
+        """Mark these summaries, their ancestors and (for a document) every summary of the same
+        document deleted; their surviving children go back to the buffers. Superseded
+        versions stay in the table for the record and are never read."""
+        doomed: set[str] = set()
+        frontier = list(summary_ids)
+        trees: set[str] = set()
+        while frontier:
+            rows = self.summaries(frontier)
+            frontier = []
+            for node in rows:
+                if node.id in doomed:
+                    continue
+                doomed.add(node.id)
+                trees.add(node.tree_id)
+                if node.parent_id:
+                    frontier.append(node.parent_id)
+            for node in rows:
+                if node.doc_id is None:
+                    continue
+                frontier.extend(
+                    r[0]
+                    for r in self.conn.execute(
+                        """SELECT id FROM summaries
+                           WHERE tree_id = ? AND doc_id = ? AND deleted = 0 AND level = 1""",
+                        (node.tree_id, node.doc_id),
+                    )
+                    if r[0] not in doomed
+                )
+        ids = sorted(doomed)
+        for start in range(0, len(ids), _BATCH):
+            part = ids[start : start + _BATCH]
+            marks = ",".join("?" * len(part))
+            self.conn.execute(
+                f"UPDATE summaries SET deleted = 1, parent_id = NULL WHERE id IN ({marks})", part
+            )
+            self.conn.execute(
+                f"UPDATE summaries SET parent_id = NULL WHERE parent_id IN ({marks})", part
+            )
+            self.conn.execute(
+                f"""UPDATE chunks SET parent_summary_id = NULL
+                    WHERE parent_summary_id IN ({marks})""",
+                part,
+            )
+            self.conn.execute(f"DELETE FROM summary_entities WHERE summary_id IN ({marks})", part)
+        for tree_id in trees:
+            self.refresh_root(tree_id)
+        return trees
+
+    def top_ids(self, tree_id: str) -> list[str]:
+        """The tree's unparented live summaries: highest level first, then newest first."""
+        return [
+            row[0]
+            for row in self.conn.execute(
+                """SELECT id FROM summaries WHERE tree_id = ? AND parent_id IS NULL
+                   AND deleted = 0 ORDER BY level DESC, ts_end DESC, id""",
+                (tree_id,),
+            )
+        ]
+
+    def stats(self, tree_id: str) -> dict[int, tuple[int, int]]:
+        """Per level: (live summaries, of which still unparented)."""
+        return {
+            int(level): (int(n), int(open_))
+            for level, n, open_ in self.conn.execute(
+                """SELECT level, count(*), sum(parent_id IS NULL) FROM summaries
+                   WHERE tree_id = ? AND deleted = 0 GROUP BY level ORDER BY level""",
+                (tree_id,),
+            )
+        }
+
+
+class SealRaced(Exception):
+    """A seal's children changed between planning and commit; nothing was written."""
+
+
+def summary_from_row(row: sqlite3.Row) -> SummaryNode:
+    return SummaryNode(
+        id=row["id"],
+        tree_id=row["tree_id"],
+        source_id=row["source_id"],
+        level=row["level"],
+        parent_id=row["parent_id"],
+        child_ids=tuple(json.loads(row["child_ids"])),
+        content=row["content"],
+        token_count=row["token_count"],
+        entities=tuple(json.loads(row["entities"])),
+        topics=tuple(json.loads(row["topics"])),
+        time_start=from_ms(row["ts_start"]),
+        time_end=from_ms(row["ts_end"]),
+        score=row["score"],
+        sealed_at=from_ms(row["sealed_at"]),
+        summarizer=row["summarizer"],
+        deleted=bool(row["deleted"]),
+        doc_id=row["doc_id"],
+        version=row["version"],
+    )
+
+
+def _tree(row: sqlite3.Row) -> Tree:
+    return Tree(
+        id=row["id"],
+        kind=TreeKind(row["kind"]),
+        scope=row["scope"],
+        source_id=row["source_id"],
+        root_id=row["root_id"],
+        max_level=row["max_level"],
+        status=row["status"],
+        created_at=from_ms(row["created_at"]),
+    )

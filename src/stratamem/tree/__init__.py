@@ -1,0 +1,1 @@
+"""Summary trees: per-source buffers sealed into immutable summaries, level by level."""

@@ -1,0 +1,327 @@
+"""Building summary trees: seal jobs from the durable queue, run level by level.
+
+Every ingest that changes a source queues a ``seal:<tree id>`` job in the same transaction as
+its chunks. :meth:`TreeBuilder.run_pending` works through the queue. For each tree it plans the
+seals that are due (:mod:`stratamem.tree.plan`), reads their inputs, summarises and embeds them
+with no transaction open, then commits each summary in a short transaction that claims exactly
+the items it summarised; items appended meanwhile stay in the buffer for the next seal. Then it
+climbs a level, up to ``max_depth``. A process killed mid-job leaves the job running; the next
+run reclaims it after its lease and, since summary ids are a hash of their children and the
+plan depends only on what is committed, finishes the same tree.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from collections import Counter
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+
+import numpy as np
+
+from stratamem.config import TreeConfig
+from stratamem.embed.base import Embedder
+from stratamem.embed.indexing import ACTIVE_MODEL
+from stratamem.ingest.tokens import estimate_tokens
+from stratamem.store.base import Store, from_ms
+from stratamem.store.sqlite.jobs import Job
+from stratamem.store.sqlite.trees import BufferItem, SealRaced, summary_id_for
+from stratamem.tree import plan
+from stratamem.tree.extractive import ExtractiveSummarizer
+from stratamem.tree.summarizer import Summarizer, SummaryItem
+from stratamem.types import SourceKind, SummaryNode, Tree
+
+log = logging.getLogger(__name__)
+
+TIER0_TAGS = frozenset({"pinned", "decision"})
+MAX_RACES = 8
+
+
+def leaf_score(tags: Sequence[str], entity_count: int) -> float:
+    """A leaf's salience in [0, 1]: pinned and decision items score 1; otherwise it grows with
+    the distinct entities the leaf names (a message naming people, projects and dates matters
+    more than "ok"), from 0.25 for none to 1 at five or more."""
+    if TIER0_TAGS.intersection(tags):
+        return 1.0
+    return min(1.0, 0.25 + 0.15 * entity_count)
+
+
+@dataclass(slots=True)
+class SealProgress:
+    trees: int = 0
+    summaries: int = 0
+    leaves: int = 0
+    scope: str = ""
+
+
+@dataclass(slots=True)
+class SealReport:
+    trees: int = 0
+    summaries: int = 0
+    leaves: int = 0
+    by_level: dict[int, int] = field(default_factory=dict)
+    failed: list[str] = field(default_factory=list)
+    seconds: float = 0.0
+
+    def to_dict(self) -> dict[str, object]:
+        return {
+            "trees": self.trees,
+            "summaries": self.summaries,
+            "leaves": self.leaves,
+            "by_level": {str(k): v for k, v in sorted(self.by_level.items())},
+            "failed": list(self.failed),
+            "seconds": round(self.seconds, 3),
+        }
+
+
+class TreeBuilder:
+    """Seals the trees of one store. ``embedder`` embeds each summary when the store's vectors
+    are of its model (so summaries and chunks are always comparable)."""
+
+    def __init__(
+        self,
+        store: Store,
+        *,
+        summarizer: Summarizer | None = None,
+        embedder: Embedder | None = None,
+        config: TreeConfig | None = None,
+    ) -> None:
+        self.store = store
+        self.summarizer = summarizer or ExtractiveSummarizer()
+        self.embedder = embedder
+        self.config = config or TreeConfig()
+
+    # -- the queue -------------------------------------------------------------------------
+
+    def enqueue(self, sources: Sequence[str] = (), *, force: bool = False) -> int:
+        """Queue a seal for these sources (ids or scopes; all when empty); ``force`` also seals
+        every partial level-0 buffer (a flush). Returns how many were queued."""
+        wanted = set(sources)
+        queued = 0
+        for source in self.store.sources():
+            if wanted and source.id not in wanted and source.scope not in wanted:
+                continue
+            with self.store.transaction():
+                tree_id = self.store.trees.ensure(source.id, source.scope)
+                payload: dict[str, object] = {"tree_id": tree_id}
+                if force:
+                    payload["force"] = True
+                self.store.jobs.enqueue("seal", f"seal:{tree_id}", payload)
+            queued += 1
+        return queued
+
+    def run_pending(
+        self,
+        *,
+        lease_s: float = 600.0,
+        progress: Callable[[SealProgress], None] | None = None,
+    ) -> SealReport:
+        """Run every ready seal job; a job that fails is retried later with backoff."""
+        report = SealReport()
+        state = SealProgress()
+        started = time.perf_counter()
+        while (job := self.store.jobs.claim(lease_s=lease_s, kind="seal")) is not None:
+            tree = self.store.trees.get(str(job.payload.get("tree_id", "")))
+            if tree is None:
+                self.store.jobs.done(job)
+                continue
+            state.scope = tree.scope
+            try:
+                self.seal(tree, force=bool(job.payload.get("force")), report=report, job=job)
+            except Exception as exc:
+                log.warning("sealing %s failed: %s", tree.scope, exc)
+                self.store.jobs.fail(job, f"{type(exc).__name__}: {exc}")
+                report.failed.append(f"{tree.scope}: {exc}")
+                continue
+            self.store.jobs.done(job)
+            report.trees += 1
+            state.trees = report.trees
+            state.summaries = report.summaries
+            state.leaves = report.leaves
+            if progress is not None:
+                progress(state)
+        report.seconds = time.perf_counter() - started
+        return report
+
+    # -- sealing ---------------------------------------------------------------------------
+
+    def seal(
+        self,
+        tree: Tree,
+        *,
+        force: bool = False,
+        report: SealReport | None = None,
+        job: Job | None = None,
+    ) -> SealReport:
+        """Seal everything that is due in ``tree``, climbing level by level."""
+        report = report if report is not None else SealReport()
+        source = next((s for s in self.store.sources() if s.id == tree.source_id), None)
+        if source is None:
+            return report
+        documents = source.kind is SourceKind.DOCUMENT
+        cfg = self.config
+        level = 0
+        races = 0
+        while level < cfg.max_depth:
+            if level == 0:
+                if documents:
+                    self._reopen_grown_documents(tree)
+                items = self.store.trees.leaf_buffer(tree.source_id)
+                if documents:
+                    runs = plan.document_runs(items, budget=cfg.input_token_budget)
+                else:
+                    runs = plan.stream_runs(
+                        items,
+                        budget=cfg.input_token_budget,
+                        flush_age_ms=int(cfg.flush_age_days * 86_400_000),
+                        newest_ms=self.store.trees.newest_leaf_ms(tree.source_id),
+                        force=force,
+                    )
+            else:
+                items = self.store.trees.summary_buffer(tree.id, level)
+                runs = plan.fanout_runs(items, fanout=cfg.summary_fanout)
+            raced = False
+            for run in runs:
+                if races > MAX_RACES:
+                    raise RuntimeError(f"{tree.scope}: its buffers kept changing during sealing")
+                try:
+                    self._seal_run(tree, level, run, report)
+                except SealRaced:
+                    raced = True
+                    races += 1
+                    break
+                if job is not None:
+                    self.store.jobs.touch(job)
+            if raced:
+                continue  # plan this level again from what is committed now
+            if not runs and level > 0 and not items:
+                break
+            level += 1
+        return report
+
+    def _reopen_grown_documents(self, tree: Tree) -> None:
+        """A document with new unsealed leaves beside sealed ones changed: retire its sealed
+        version so the whole document is summarised again as the next version."""
+        with self.store.transaction():
+            doomed = self.store.trees.grown_document_summaries(tree.id, tree.source_id)
+            if doomed:
+                self.store.trees.invalidate(doomed)
+
+    def _seal_run(self, tree: Tree, level: int, run: list[BufferItem], report: SealReport) -> None:
+        trees = self.store.trees
+        ids = [item.id for item in run]
+        rows = trees.items_text(level, ids)
+        if len(rows) != len(ids):
+            raise SealRaced
+        inputs: list[SummaryItem] = []
+        entity_counts: Counter[str] = Counter()
+        topic_counts: Counter[str] = Counter()
+        scores: list[float] = []
+        if level == 0:
+            mentions = self.store.mentions_of(ids)
+            for row in rows:
+                tags = _json_list(row["tags"])
+                found = mentions.get(row["id"], [])
+                entity_counts.update(found)
+                topic_counts.update(tags)
+                topic_counts.update(e for e in found if e.startswith("topic:"))
+                scores.append(leaf_score(tags, len(found)))
+                text = row["content"]
+                if row["title"] and row["title"] not in text:
+                    text = f"{row['title']}\n{text}"
+                inputs.append(
+                    SummaryItem(
+                        node_id=row["id"],
+                        text=text,
+                        level=0,
+                        author=row["author"],
+                        time_start=from_ms(row["ts_start"]),
+                        time_end=from_ms(row["ts_end"]),
+                        title=row["title"],
+                    )
+                )
+        else:
+            for row in rows:
+                entity_counts.update(_json_list(row["entities"]))
+                topic_counts.update(_json_list(row["topics"]))
+                scores.append(float(row["score"]))
+                inputs.append(
+                    SummaryItem(
+                        node_id=row["id"],
+                        text=row["content"],
+                        level=int(row["level"]),
+                        time_start=from_ms(row["ts_start"]),
+                        time_end=from_ms(row["ts_end"]),
+                    )
+                )
+        starts = [row["ts_start"] for row in rows]
+        ends = [row["ts_end"] if row["ts_end"] is not None else row["ts_start"] for row in rows]
+        known = None not in starts and None not in ends
+        docs = {row["doc_id"] for row in rows}
+        doc_id = next(iter(docs)) if len(docs) == 1 else None
+        if doc_id is None:
+            version = 1
+        elif level == 0:
+            version = trees.next_version(tree.id, doc_id)
+        else:
+            version = max(int(row["version"]) for row in rows)
+        content = self.summarizer.summarize(inputs, budget=self.config.output_token_budget)
+        node = SummaryNode(
+            id=summary_id_for(tree.id, level + 1, version, ids),
+            tree_id=tree.id,
+            source_id=tree.source_id,
+            level=level + 1,
+            parent_id=None,
+            child_ids=tuple(ids),
+            content=content,
+            token_count=estimate_tokens(content),
+            entities=_top(entity_counts, self.config.max_entities),
+            topics=_top(topic_counts, self.config.max_topics),
+            time_start=from_ms(min(starts)) if known else None,
+            time_end=from_ms(max(ends)) if known else None,
+            score=max(scores, default=0.0),
+            sealed_at=datetime.now(UTC),
+            summarizer=self.summarizer.name,
+            doc_id=doc_id,
+            version=version,
+        )
+        vector = self._embed(content)
+        with self.store.transaction():
+            trees.insert(node, vector=vector)
+            trees.refresh_root(tree.id)
+        report.summaries += 1
+        report.by_level[level + 1] = report.by_level.get(level + 1, 0) + 1
+        if level == 0:
+            report.leaves += len(ids)
+
+    def _embed(self, content: str) -> tuple[str, int, bytes] | None:
+        embedder = self.embedder
+        if embedder is None:
+            return None
+        signature = embedder.spec.signature
+        if self.store.get_setting(ACTIVE_MODEL) != signature:
+            return None
+        try:
+            vector = embedder.embed_batch([content], role="passage")[0]
+        except Exception as exc:
+            # A summary without a vector still serves time and topic queries; `embed` fills
+            # it in later.
+            log.warning("could not embed a summary: %s", exc)
+            return None
+        blob = np.ascontiguousarray(vector, dtype="<f4").tobytes()
+        return signature, embedder.spec.dim, blob
+
+
+def _top(counts: Counter[str], limit: int) -> tuple[str, ...]:
+    ranked = sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))
+    return tuple(k for k, _ in ranked[:limit])
+
+
+def _json_list(text: str | None) -> list[str]:
+    if not text:
+        return []
+    value = json.loads(text)
+    return [str(v) for v in value] if isinstance(value, list) else []

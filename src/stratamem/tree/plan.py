@@ -1,0 +1,74 @@
+"""Which buffered items seal together: the seal rules, as pure functions over buffer items.
+
+Level 0 of a stream (chat, mail, records) is walked in source order. A run of leaves seals
+when its tokens reach the input budget, or when it has gone stale: the next leaf comes more
+than ``flush_age`` after the run's oldest leaf, or, for the last run, the source's newest leaf
+does (or ``force``, an explicit flush). Level 0 of a document source seals per document, since
+a document arrives whole. Levels ≥ 1 seal every ``fanout`` items, oldest first, and are never
+forced: a partial group waits for more.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from stratamem.store.sqlite.trees import BufferItem
+
+
+def stream_runs(
+    items: Sequence[BufferItem],
+    *,
+    budget: int,
+    flush_age_ms: int,
+    newest_ms: int | None,
+    force: bool = False,
+) -> list[list[BufferItem]]:
+    runs: list[list[BufferItem]] = []
+    run: list[BufferItem] = []
+    tokens = 0
+    oldest: int | None = None
+    for item in items:
+        if run and _stale(oldest, item.ts_start, flush_age_ms):
+            runs.append(run)
+            run, tokens, oldest = [], 0, None
+        run.append(item)
+        tokens += item.tokens
+        if item.ts_start is not None:
+            oldest = item.ts_start if oldest is None else min(oldest, item.ts_start)
+        if tokens >= budget:
+            runs.append(run)
+            run, tokens, oldest = [], 0, None
+    if run and (force or _stale(oldest, newest_ms, flush_age_ms)):
+        runs.append(run)
+    return runs
+
+
+def document_runs(items: Sequence[BufferItem], *, budget: int) -> list[list[BufferItem]]:
+    """Each document's leaves, cut into runs of about ``budget`` tokens; a leaf without a
+    document is a document of its own."""
+    runs: list[list[BufferItem]] = []
+    by_doc: dict[str, list[BufferItem]] = {}
+    for item in items:
+        by_doc.setdefault(item.doc_id or f"\x00{item.id}", []).append(item)
+    for leaves in by_doc.values():
+        run: list[BufferItem] = []
+        tokens = 0
+        for item in leaves:
+            run.append(item)
+            tokens += item.tokens
+            if tokens >= budget:
+                runs.append(run)
+                run, tokens = [], 0
+        if run:
+            runs.append(run)
+    return runs
+
+
+def fanout_runs(items: Sequence[BufferItem], *, fanout: int) -> list[list[BufferItem]]:
+    """Full groups of ``fanout`` items, oldest first; the remainder waits."""
+    full = len(items) - len(items) % fanout
+    return [list(items[i : i + fanout]) for i in range(0, full, fanout)]
+
+
+def _stale(oldest: int | None, later: int | None, age_ms: int) -> bool:
+    return oldest is not None and later is not None and later - oldest > age_ms

@@ -1,0 +1,115 @@
+"""The summary-tree commands on the example workspace: tree, brief, summaries, topic, drill,
+flush, and show on summaries and several ids."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import click
+import pytest
+from click.testing import CliRunner
+
+from stratamem.cli import main
+
+EXAMPLES = Path(__file__).resolve().parents[1] / "examples" / "workspace"
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-untyped-def]
+    db = tmp_path_factory.mktemp("cli-trees") / "cli.db"
+
+    def invoke(*args: str) -> click.testing.Result:
+        return CliRunner().invoke(main, ["--db", str(db), *args], catch_exceptions=False)
+
+    for part in ("slack-export", "mail/team.mbox", "notes"):
+        result = invoke("ingest", "--quiet", str(EXAMPLES / part))
+        assert result.exit_code == 0, result.output
+    return invoke
+
+
+def test_ingest_reports_what_it_sealed(tmp_path: Path) -> None:
+    db = tmp_path / "one.db"
+    result = CliRunner().invoke(main, ["--db", str(db), "ingest", str(EXAMPLES / "notes")])
+    assert result.exit_code == 0
+    assert "sealed" in result.output
+    data = json.loads(
+        CliRunner()
+        .invoke(main, ["--db", str(db), "ingest", "--json", str(EXAMPLES / "notes")])
+        .output
+    )
+    assert data["trees"] is None or data["trees"]["summaries"] == 0  # nothing changed
+
+
+def test_flush_then_tree(run) -> None:  # type: ignore[no-untyped-def]
+    flushed = json.loads(run("flush", "--json").output)
+    assert flushed["failed"] == []
+    data = json.loads(run("tree", "slack:#eng", "--json").output)
+    assert data["scope"] == "slack:#eng"
+    assert data["unsealed_leaves"] == 0  # flushed
+    assert data["top"]
+    first = data["top"][0]
+    assert first["node_kind"] == "summary"
+    assert first["children"]
+    drawn = run("tree", "slack:#eng").output
+    assert "slack:#eng" in drawn
+    assert "L1" in drawn
+    missing = run("tree", "slack:#nope")
+    assert missing.exit_code == 1
+
+
+def test_brief_covers_a_window_in_time_order(run) -> None:  # type: ignore[no-untyped-def]
+    run("flush")
+    data = json.loads(
+        run("brief", "--since", "2024-03-01", "--until", "2024-04-30", "--json").output
+    )
+    assert data["hits"]
+    assert {"hits", "total", "truncated"} <= set(data)
+    kinds = {h["node_kind"] for h in data["hits"]}
+    assert "summary" in kinds
+    keys = [(h["tree_scope"], h["time_range_start"]) for h in data["hits"]]
+    assert keys == sorted(keys)
+    text = run("brief", "--since", "2024-03-01", "--until", "2024-04-30").output
+    assert "summary L" in text
+    empty = run("brief", "--since", "2001-01-01", "--until", "2001-01-02").output
+    assert "nothing in this window" in empty
+    backwards = run("brief", "--since", "2024-03-02", "--until", "2024-03-01")
+    assert backwards.exit_code == 1
+    assert "before since" in backwards.output
+
+
+def test_summaries_by_source_kind_and_window(run) -> None:  # type: ignore[no-untyped-def]
+    run("flush")
+    one = json.loads(run("summaries", "--source", "slack:#eng", "--json").output)
+    assert {h["tree_scope"] for h in one["hits"]} == {"slack:#eng"}
+    mail = json.loads(run("summaries", "--kind", "email", "--json").output)
+    assert {h["tree_scope"] for h in mail["hits"]} == {"mbox:team"}
+    window = json.loads(
+        run("summaries", "--since", "2024-03-10", "--until", "2024-03-13", "--json").output
+    )
+    assert window["hits"]
+    for hit in window["hits"]:
+        assert hit["time_range_start"] <= "2024-03-13T00:00:00Z"
+        assert hit["time_range_end"] >= "2024-03-10T00:00:00Z"
+
+
+def test_topic_resolves_a_name_and_lists_nodes(run) -> None:  # type: ignore[no-untyped-def]
+    data = json.loads(run("topic", "alice", "--json").output)
+    assert data["entity_id"] == "person:alice chen"
+    assert data["hits"]
+    assert all("person:alice chen" in h["entities"] for h in data["hits"])
+    assert "nothing indexed" in run("topic", "topic:no-such-thing").output
+
+
+def test_drill_and_show_a_summary(run) -> None:  # type: ignore[no-untyped-def]
+    run("flush")
+    top = json.loads(run("summaries", "--source", "slack:#eng", "--json").output)["hits"][0]
+    children = json.loads(run("drill", top["node_id"], "--json").output)
+    assert [c["node_id"] for c in children] == top["child_ids"]
+    assert run("drill", top["node_id"], "--depth", "0", "--json").output.strip() == "[]"
+    shown = json.loads(run("show", top["node_id"], "--json").output)
+    assert shown["node_kind"] == "summary"
+    assert shown["content"] == top["content"]
+    several = json.loads(run("show", *top["child_ids"][:2], "--json").output)
+    assert [h["node_id"] for h in several] == top["child_ids"][:2]
+    assert "not a summary" in run("drill", "nope").output
