@@ -29,6 +29,11 @@ run: $(STAMP)
 	$(SM) search "queue stalled after deploy" --since 2024-03-18 --until 2024-03-20 --limit 3
 	$(SM) search "what went wrong with the queue?" --budget 300
 	$(SM) entities alice
+	$(SM) flush
+	$(SM) tree "slack:#eng" --depth 1
+	$(SM) brief --since 2024-03-18 --until 2024-03-21
+	$(SM) summaries --query "job queue migration" --limit 2
+	$(SM) topic alice --limit 3
 
 test: $(STAMP)
 	$(BIN)/python -m pytest -q
