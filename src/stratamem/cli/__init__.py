@@ -35,6 +35,7 @@ from stratamem.embed.indexing import EmbedProgress
 from stratamem.ingest import registry
 from stratamem.ingest.pipeline import IngestReport
 from stratamem.ingest.pipeline import Progress as IngestProgress
+from stratamem.tree.builder import SealProgress
 from stratamem.types import RetrievalHit, SearchResponse, SourceKind, rfc3339
 
 
@@ -113,7 +114,16 @@ def ingest(
                 f"{p.chunks / elapsed:,.0f} chunks/s",
             )
 
-        report = memory.ingest(path, kind=kind, scope=scope, progress=on_progress)
+        def on_seal(p: SealProgress) -> None:
+            bar.update(
+                task,
+                description=f"summarising {p.scope}",
+                counts=f"{p.summaries:,} summaries over {p.leaves:,} chunks",
+            )
+
+        report = memory.ingest(
+            path, kind=kind, scope=scope, progress=on_progress, tree_progress=on_seal
+        )
     failed = bool(report.sources) and len(report.failed) == len(report.sources)
     if as_json:
         data = report.to_dict()

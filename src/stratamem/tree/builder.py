@@ -12,6 +12,7 @@ plan depends only on what is committed, finishes the same tree.
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import time
@@ -38,6 +39,7 @@ log = logging.getLogger(__name__)
 
 TIER0_TAGS = frozenset({"pinned", "decision"})
 MAX_RACES = 8
+LEASE_RENEWAL_S = 30.0
 
 
 def leaf_score(tags: Sequence[str], entity_count: int) -> float:
@@ -123,14 +125,28 @@ class TreeBuilder:
         report = SealReport()
         state = SealProgress()
         started = time.perf_counter()
+
+        def tick(scope: str) -> None:
+            if progress is not None:
+                state.scope = scope
+                state.trees = report.trees
+                state.summaries = report.summaries
+                state.leaves = report.leaves
+                progress(state)
+
         while (job := self.store.jobs.claim(lease_s=lease_s, kind="seal")) is not None:
             tree = self.store.trees.get(str(job.payload.get("tree_id", "")))
             if tree is None:
                 self.store.jobs.done(job)
                 continue
-            state.scope = tree.scope
             try:
-                self.seal(tree, force=bool(job.payload.get("force")), report=report, job=job)
+                self.seal(
+                    tree,
+                    force=bool(job.payload.get("force")),
+                    report=report,
+                    job=job,
+                    on_summary=functools.partial(tick, tree.scope),
+                )
             except Exception as exc:
                 log.warning("sealing %s failed: %s", tree.scope, exc)
                 self.store.jobs.fail(job, f"{type(exc).__name__}: {exc}")
@@ -138,11 +154,7 @@ class TreeBuilder:
                 continue
             self.store.jobs.done(job)
             report.trees += 1
-            state.trees = report.trees
-            state.summaries = report.summaries
-            state.leaves = report.leaves
-            if progress is not None:
-                progress(state)
+            tick(tree.scope)
         report.seconds = time.perf_counter() - started
         return report
 
@@ -155,8 +167,10 @@ class TreeBuilder:
         force: bool = False,
         report: SealReport | None = None,
         job: Job | None = None,
+        on_summary: Callable[[], None] | None = None,
     ) -> SealReport:
-        """Seal everything that is due in ``tree``, climbing level by level."""
+        """Seal everything that is due in ``tree``, climbing level by level; ``on_summary``
+        is called after each summary is committed."""
         report = report if report is not None else SealReport()
         source = next((s for s in self.store.sources() if s.id == tree.source_id), None)
         if source is None:
@@ -165,6 +179,7 @@ class TreeBuilder:
         cfg = self.config
         level = 0
         races = 0
+        touched = time.monotonic()
         while level < cfg.max_depth:
             if level == 0:
                 if documents:
@@ -193,8 +208,11 @@ class TreeBuilder:
                     raced = True
                     races += 1
                     break
-                if job is not None:
+                if job is not None and time.monotonic() - touched > LEASE_RENEWAL_S:
                     self.store.jobs.touch(job)
+                    touched = time.monotonic()
+                if on_summary is not None:
+                    on_summary()
             if raced:
                 continue  # plan this level again from what is committed now
             if not runs and level > 0 and not items:
