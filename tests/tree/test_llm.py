@@ -11,10 +11,13 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import Any
 
 import pytest
 
+import stratamem
+from stratamem.config import TreeConfig
 from stratamem.ingest.tokens import estimate_tokens
 from stratamem.tree.extractive import ExtractiveSummarizer
 from stratamem.tree.llm import LLMSummarizer, chat_completions_url
@@ -446,3 +449,26 @@ def test_chat_completions_url(base: str, url: str) -> None:
 def test_bad_base_url(base: str) -> None:
     with pytest.raises(ValueError, match="http"):
         LLMSummarizer(base_url=base, model="m")
+
+
+def test_a_tree_built_through_the_llm_summarizer(chat_server: ChatServer, tmp_path: Path) -> None:
+    """End to end: ingest seals with the LLM; an answer that fails mid-build still leaves a
+    summary (the extractive one) and the tree complete."""
+    chat_server.queue(200, completion("   "))  # the first seal gets an empty answer
+    llm = summarizer(chat_server)
+    config = TreeConfig(input_token_budget=40, summary_fanout=2, flush_age_days=1.0)
+    slack = Path(__file__).parents[1] / "fixtures" / "slack"
+    with stratamem.open(
+        tmp_path / "m.db", embedder=None, summarizer=llm, tree_config=config
+    ) as mem:
+        mem.ingest(slack)
+        mem.flush()
+        rows = mem.store.conn.execute(
+            "SELECT content, summarizer FROM summaries WHERE deleted = 0 ORDER BY rowid"
+        ).fetchall()
+    assert len(rows) >= 2
+    assert {r["summarizer"] for r in rows} == {"llm:llama3.2"}
+    assert not rows[0]["content"].startswith("SUMMARY:")  # the fallback wrote it
+    assert rows[0]["content"].strip()
+    assert all(r["content"].startswith("SUMMARY:") for r in rows[1:])
+    assert len(chat_server.seen) == len(rows)
