@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 from collections.abc import Callable, Sequence
 from dataclasses import replace
@@ -28,6 +29,7 @@ from stratamem.retrieval import primitives
 from stratamem.retrieval.hybrid import HybridSearcher
 from stratamem.retrieval.keyword import keyword_search
 from stratamem.retrieval.rerank import Reranker
+from stratamem.retrieval.tree_hits import leaf_evidence
 from stratamem.retrieval.vector_leg import VectorLeg
 from stratamem.store.sqlite.store import SQLiteStore
 from stratamem.tree.builder import SealProgress, SealReport, TreeBuilder
@@ -44,6 +46,9 @@ from stratamem.types import (
 )
 
 DEFAULT_EMBEDDER = "minilm"
+EVIDENCE_POOL = 100
+
+log = logging.getLogger(__name__)
 
 
 def default_db_path() -> Path:
@@ -218,6 +223,7 @@ class Memory:
             time_window_days=time_window_days,
             query=query,
             embedder=self._query_embedder(query),
+            evidence=self._evidence(query, filters),
             limit=limit,
             now=now,
             filters=filters,
@@ -241,6 +247,7 @@ class Memory:
             source_kind=source_kind,
             query=query,
             embedder=self._query_embedder(query),
+            evidence=self._evidence(query, filters, since=since, until=until),
             limit=limit,
             filters=filters,
         )
@@ -263,6 +270,7 @@ class Memory:
             until=until,
             query=query,
             embedder=self._query_embedder(query),
+            evidence=self._evidence(query, filters, since=since, until=until),
             limit=limit,
             filters=filters,
         )
@@ -296,6 +304,7 @@ class Memory:
             max_depth=max_depth,
             query=query,
             embedder=self._query_embedder(query),
+            evidence=self._evidence(query, filters),
             limit=limit,
             filters=filters,
         )
@@ -305,6 +314,35 @@ class Memory:
     ) -> list[RetrievalHit]:
         """Up to 20 chunks by id, in the order asked; missing ids are skipped."""
         return primitives.fetch_leaves(self.store, chunk_ids, filters=filters)
+
+    def _evidence(
+        self,
+        query: str | None,
+        filters: Filters | None,
+        *,
+        since: datetime | None = None,
+        until: datetime | None = None,
+    ) -> dict[str, float] | None:
+        """The hybrid search's best leaves for ``query`` under the same filters, their scores
+        spread up the trees (see :func:`~stratamem.retrieval.tree_hits.leaf_evidence`)."""
+        if not query or not query.strip():
+            return None
+        base = filters or Filters()
+        try:
+            found = self.search(
+                query,
+                sources=base.sources,
+                kinds=base.kinds,
+                since=since or base.since,
+                until=until or base.until,
+                limit=EVIDENCE_POOL,
+                rerank=False,
+                diversify=False,
+            )
+        except (StratamemError, ValueError) as exc:
+            log.warning("no search evidence for ranking: %s", exc)
+            return None
+        return leaf_evidence(self.store, {h.node_id: h.score for h in found.hits})
 
     def _query_embedder(self, query: str | None) -> Embedder | None:
         """The embedder for ranking by ``query``, only when the store has vectors of it."""

@@ -434,3 +434,52 @@ def test_numpy_is_not_leaked_into_scores(memory: stratamem.Memory) -> None:
 def test_kinds_filter_and_source_kind_must_agree(memory: stratamem.Memory) -> None:
     response = memory.query_source(source_kind="email", filters=Filters(kinds=(SourceKind.CHAT,)))
     assert response.total == 0
+
+
+# -- ranking with search evidence -----------------------------------------------------------
+
+
+def test_leaf_evidence_spreads_the_best_leaf_score_up_the_tree(memory: stratamem.Memory) -> None:
+    from stratamem.retrieval.tree_hits import leaf_evidence
+
+    node = memory.get(_a_level2(memory))
+    first, second = memory.drill_down(node.node_id)[:2]
+    a, b = first.child_ids[0], second.child_ids[0]
+    evidence = leaf_evidence(memory.store, {a: 2.0, b: 1.0, "unsealed-or-unknown": 0.5})
+    assert evidence[a] == 1.0
+    assert evidence[b] == 0.5
+    assert evidence["unsealed-or-unknown"] == 0.25
+    assert evidence[first.node_id] == 1.0
+    assert evidence[second.node_id] == 0.5
+    assert evidence[node.node_id] == 1.0  # the best of everything under it
+    assert leaf_evidence(memory.store, {}) == {}
+
+
+def test_evidence_lifts_a_summary_whose_own_text_does_not_match(
+    memory: stratamem.Memory,
+) -> None:
+    from stratamem.retrieval.tree_hits import rerank
+
+    hits = list(memory.query_source(limit=100).hits)
+    target = hits[-1]
+    plain = rerank(memory.store, hits, "redis", memory.embedder)
+    lifted = rerank(memory.store, hits, "redis", memory.embedder, evidence={target.node_id: 1.0})
+    assert lifted[0].node_id == target.node_id
+    assert lifted[0].score == pytest.approx(
+        0.5 * next(h.score for h in plain if h.node_id == target.node_id) + 0.5
+    )
+    # Without an embedder the evidence alone ranks, and hits with none keep their order after.
+    alone = rerank(memory.store, hits, "redis", None, evidence={target.node_id: 0.8})
+    assert alone[0].node_id == target.node_id
+    assert [h.node_id for h in alone[1:]] == [h.node_id for h in hits[:-1]]
+
+
+def test_a_query_ranks_with_the_search_evidence(memory: stratamem.Memory) -> None:
+    """The API passes the hybrid search's best leaves: the top summary holds a message that
+    scores as high as the search's best."""
+    query = "budget review thursday"
+    found = memory.search(query, limit=100, rerank=False, diversify=False).hits
+    best = {h.node_id for h in found if h.score == found[0].score}
+    top = memory.query_source(query=query, limit=1).hits[0]
+    under = {h.node_id for h in memory.drill_down(top.node_id, max_depth=32)}
+    assert best & under

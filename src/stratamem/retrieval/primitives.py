@@ -21,7 +21,7 @@ the caller's job.
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 
 from stratamem.embed.base import Embedder
@@ -63,6 +63,7 @@ def query_source(
     time_window_days: float | None = None,
     query: str | None = None,
     embedder: Embedder | None = None,
+    evidence: Mapping[str, float] | None = None,
     limit: int = DEFAULT_LIMIT,
     now: datetime | None = None,
     filters: Filters | None = None,
@@ -95,7 +96,7 @@ def query_source(
         since=since or base.since,
         until=until or base.until,
     )
-    return _summaries(store, narrowed, platforms, query, embedder, limit)
+    return _summaries(store, narrowed, platforms, query, embedder, evidence, limit)
 
 
 def query_global(
@@ -106,6 +107,7 @@ def query_global(
     source_kind: str | None = None,
     query: str | None = None,
     embedder: Embedder | None = None,
+    evidence: Mapping[str, float] | None = None,
     limit: int = DEFAULT_LIMIT,
     filters: Filters | None = None,
 ) -> QueryResponse:
@@ -118,7 +120,7 @@ def query_global(
     if allowed_kinds is None:
         return QueryResponse.empty()
     narrowed = Filters(sources=base.sources, kinds=allowed_kinds, since=since, until=until)
-    return _summaries(store, narrowed, platforms, query, embedder, limit)
+    return _summaries(store, narrowed, platforms, query, embedder, evidence, limit)
 
 
 def query_topic(
@@ -129,6 +131,7 @@ def query_topic(
     until: datetime | None = None,
     query: str | None = None,
     embedder: Embedder | None = None,
+    evidence: Mapping[str, float] | None = None,
     limit: int = DEFAULT_LIMIT,
     filters: Filters | None = None,
 ) -> QueryResponse:
@@ -145,7 +148,7 @@ def query_topic(
     narrowed = Filters(sources=base.sources, kinds=base.kinds, since=since, until=until)
     found, total = tree_search.topic_nodes(store, entity, narrowed, TOPIC_LOOKUP_CAP)
     hits = nodes(store, [node for _, node, _ in found], filters=narrowed)
-    hits = rerank(store, hits, query, embedder)
+    hits = rerank(store, hits, query, embedder, evidence=evidence)
     return QueryResponse(hits=tuple(hits[: _limit(limit)]), total=total)
 
 
@@ -181,6 +184,7 @@ def drill_down(
     max_depth: int = 1,
     query: str | None = None,
     embedder: Embedder | None = None,
+    evidence: Mapping[str, float] | None = None,
     limit: int | None = None,
     filters: Filters | None = None,
 ) -> list[RetrievalHit]:
@@ -219,7 +223,7 @@ def drill_down(
             out.extend(leaf_hits(store, [rows[i] for i in leaf_ids if i in rows]))
         if not frontier:
             break
-    out = rerank(store, out, query, embedder)
+    out = rerank(store, out, query, embedder, evidence=evidence)
     return out if limit is None else out[: max(0, limit)]
 
 
@@ -261,14 +265,15 @@ def _summaries(
     platforms: Sequence[str],
     query: str | None,
     embedder: Embedder | None,
+    evidence: Mapping[str, float] | None,
     limit: int,
 ) -> QueryResponse:
     want = _limit(limit)
-    ranked = bool(query and query.strip() and embedder is not None)
+    ranked = bool(query and query.strip() and (embedder is not None or evidence))
     rows, total = tree_search.summaries_where(
         store, filters, platforms=platforms, limit=RERANK_POOL if ranked else want
     )
-    hits = rerank(store, [summary_hit(row) for row in rows], query, embedder)
+    hits = rerank(store, [summary_hit(row) for row in rows], query, embedder, evidence=evidence)
     return QueryResponse(hits=tuple(hits[:want]), total=total)
 
 

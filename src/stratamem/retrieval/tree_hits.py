@@ -2,9 +2,12 @@
 
 The rerank decorates each hit with the cosine similarity between the query and the hit's stored
 vector (chunk vectors for leaves, summary vectors for summaries, of the embedder's model only)
-and sorts by similarity, newest end time breaking ties. Hits without a vector sort last in the
-order they came. If the query cannot be embedded the incoming order stands: a primitive never
-fails because a model is unavailable.
+and sorts by it, newest end time breaking ties. Given ``evidence`` (node id → [0, 1], see
+:func:`leaf_evidence`), the score is ``(1 − w) · cosine + w · evidence``: a summary also ranks
+by the best search hit among the leaves under it, which matters because the model reads only
+the first 256 word pieces of a summary. Hits with neither sort last in the order they came. If
+the query cannot be embedded the other signal (or the incoming order) stands: a primitive
+never fails because a model is unavailable.
 """
 
 from __future__ import annotations
@@ -12,7 +15,7 @@ from __future__ import annotations
 import json
 import logging
 import sqlite3
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from datetime import datetime
 
@@ -25,6 +28,8 @@ from stratamem.tree.builder import leaf_score
 from stratamem.types import NodeKind, RetrievalHit, TreeKind
 
 log = logging.getLogger(__name__)
+
+EVIDENCE_WEIGHT = 0.5
 
 
 def summary_hit(row: sqlite3.Row, *, score: float | None = None) -> RetrievalHit:
@@ -86,31 +91,73 @@ def rerank(
     hits: Sequence[RetrievalHit],
     query: str | None,
     embedder: Embedder | None,
+    *,
+    evidence: Mapping[str, float] | None = None,
+    evidence_weight: float = EVIDENCE_WEIGHT,
 ) -> list[RetrievalHit]:
-    """``hits`` by cosine similarity to ``query`` (see the module docstring)."""
-    if not query or not query.strip() or embedder is None or not hits:
+    """``hits`` ranked by their relevance to ``query`` (see the module docstring)."""
+    if not query or not query.strip() or not hits:
         return list(hits)
+    similarities = _similarities(store, hits, query, embedder)
+    if not similarities and not evidence:
+        return list(hits)
+    scored: list[tuple[float, float, int, RetrievalHit]] = []
+    rest: list[RetrievalHit] = []
+    for position, hit in enumerate(hits):
+        similarity = similarities.get(hit.node_id)
+        found = None if evidence is None else evidence.get(hit.node_id)
+        if similarity is None and found is None:
+            rest.append(hit)
+            continue
+        if evidence is None:
+            score = float(similarity or 0.0)
+        else:
+            score = (1 - evidence_weight) * (similarity or 0.0) + evidence_weight * (found or 0.0)
+        scored.append((-score, -_ts(hit.time_range_end), position, hit))
+    scored.sort(key=lambda item: item[:3])
+    return [replace(hit, score=-neg) for neg, _, _, hit in scored] + rest
+
+
+def _similarities(
+    store: SQLiteStore, hits: Sequence[RetrievalHit], query: str, embedder: Embedder | None
+) -> dict[str, float]:
+    """Cosine between the query and each hit's stored vector of the embedder's model."""
+    if embedder is None:
+        return {}
     try:
         q = np.asarray(embedder.embed_batch([query], role="query")[0], dtype=np.float32)
     except Exception as exc:
         log.warning("query could not be embedded, keeping the incoming order: %s", exc)
-        return list(hits)
+        return {}
     model = embedder.spec.signature
     leaves = [h.node_id for h in hits if h.node_kind is NodeKind.LEAF]
     summaries = [h.node_id for h in hits if h.node_kind is NodeKind.SUMMARY]
     blobs = {**store.vectors_of(model, leaves), **store.trees.vectors(model, summaries)}
-    scored: list[tuple[float, float, int, RetrievalHit]] = []
-    rest: list[RetrievalHit] = []
-    for position, hit in enumerate(hits):
-        blob = blobs.get(hit.node_id)
-        vector = None if blob is None else np.frombuffer(blob, dtype="<f4")
-        if vector is None or vector.shape != q.shape:
-            rest.append(hit)
-            continue
-        similarity = float(vector @ q)
-        scored.append((-similarity, -_ts(hit.time_range_end), position, hit))
-    scored.sort(key=lambda item: item[:3])
-    return [replace(hit, score=-neg) for neg, _, _, hit in scored] + rest
+    out: dict[str, float] = {}
+    for node_id, blob in blobs.items():
+        vector = np.frombuffer(blob, dtype="<f4")
+        if vector.shape == q.shape:
+            out[node_id] = float(vector @ q)
+    return out
+
+
+def leaf_evidence(store: SQLiteStore, scored_leaves: Mapping[str, float]) -> dict[str, float]:
+    """Spread leaf scores up their trees: each leaf keeps its score divided by the best one,
+    and each summary gets the best normalised score among the leaves under it. One batched
+    read per level."""
+    top = max(scored_leaves.values(), default=0.0)
+    if top <= 0:
+        return {}
+    out = {leaf: max(0.0, score / top) for leaf, score in scored_leaves.items()}
+    frontier = store.trees.parents_of_chunks(list(out))
+    while frontier:
+        raised: dict[str, float] = {}
+        for child, parent in frontier.items():
+            raised[parent] = max(raised.get(parent, 0.0), out[child])
+        for parent, score in raised.items():
+            out[parent] = max(out.get(parent, 0.0), score)
+        frontier = store.trees.parents_of_summaries(list(raised))
+    return out
 
 
 def _ts(value: datetime | None) -> float:

@@ -337,6 +337,29 @@ class TreeTables:
             self.refresh_root(tree_id)
         return trees
 
+    def parents_of_chunks(self, chunk_ids: Sequence[str]) -> dict[str, str]:
+        """chunk id → its level-1 summary, for the sealed ones."""
+        return self._parents("chunks", "parent_summary_id", chunk_ids)
+
+    def parents_of_summaries(self, summary_ids: Sequence[str]) -> dict[str, str]:
+        """summary id → its parent, for the live summaries that have one."""
+        return self._parents("summaries", "parent_id", summary_ids)
+
+    def _parents(self, table: str, column: str, ids: Sequence[str]) -> dict[str, str]:
+        out: dict[str, str] = {}
+        for start in range(0, len(ids), _BATCH):
+            part = list(ids[start : start + _BATCH])
+            marks = ",".join("?" * len(part))
+            out.update(
+                (row[0], row[1])
+                for row in self.conn.execute(
+                    f"""SELECT id, {column} FROM {table}
+                        WHERE id IN ({marks}) AND {column} IS NOT NULL""",
+                    part,
+                )
+            )
+        return out
+
     def top_ids(self, tree_id: str) -> list[str]:
         """The tree's unparented live summaries: highest level first, then newest first."""
         return [
