@@ -14,6 +14,8 @@ from stratamem.errors import (
     UnknownFormatError,
 )
 from stratamem.ingest.pipeline import IngestReport
+from stratamem.tree.builder import SealReport
+from stratamem.tree.summarizer import Summarizer, SummaryItem
 from stratamem.types import (
     Card,
     Chunk,
@@ -30,8 +32,6 @@ from stratamem.types import (
     Tree,
     TreeKind,
 )
-from stratamem.tree.builder import SealReport
-from stratamem.tree.summarizer import Summarizer, SummaryItem
 
 __all__ = [
     "Card",

@@ -80,6 +80,10 @@ def test_upper_levels_seal_on_fanout_and_are_never_forced(store: SQLiteStore, ch
         assert len(json.loads(row["child_ids"])) == 3
     unparented = [r for r in level1 if r["parent_id"] is None]
     assert len(unparented) == len(level1) % 3  # the partial group waits, even on flush
+    tree = store.trees.all()[0]
+    top = max(r["level"] for r in live(store))
+    assert tree.max_level == top
+    assert tree.root_id == [r["id"] for r in live(store, top)][-1]
 
 
 def test_envelope_score_entities_and_parents(store: SQLiteStore, chat: Chat) -> None:

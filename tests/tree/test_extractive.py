@@ -310,3 +310,19 @@ def test_fast_on_a_full_buffer() -> None:
     assert estimate_tokens(out) <= 400
     # A generous bound for a loaded test machine; a quiet core takes a few milliseconds.
     assert min(timings) < 0.25
+
+
+def test_one_item_that_fits_is_kept_whole_with_its_label() -> None:
+    item = SummaryItem(
+        "n",
+        "Plan: ship on April 5.\nThe plan: ship on April 5, again.",
+        author="alice",
+        time_start=datetime(2024, 3, 1, tzinfo=UTC),
+    )
+    out = ExtractiveSummarizer().summarize([item], budget=200)
+    # Kept whole, the near-duplicate line too: there is nothing to choose between.
+    assert out.splitlines() == [
+        "[2024-03-01 alice] Plan: ship on April 5.",
+        "[2024-03-01 alice] The plan: ship on April 5, again.",
+    ]
+    assert estimate_tokens(out) <= 200

@@ -68,6 +68,8 @@ class Store(Protocol):
 
     def transaction(self) -> AbstractContextManager[Any]: ...
 
+    def rebuildable_writes(self) -> AbstractContextManager[None]: ...
+
     # sources
     def upsert_source(
         self,

@@ -140,13 +140,14 @@ class TreeBuilder:
                 self.store.jobs.done(job)
                 continue
             try:
-                self.seal(
-                    tree,
-                    force=bool(job.payload.get("force")),
-                    report=report,
-                    job=job,
-                    on_summary=functools.partial(tick, tree.scope),
-                )
+                with self.store.rebuildable_writes():
+                    self.seal(
+                        tree,
+                        force=bool(job.payload.get("force")),
+                        report=report,
+                        job=job,
+                        on_summary=functools.partial(tick, tree.scope),
+                    )
             except Exception as exc:
                 log.warning("sealing %s failed: %s", tree.scope, exc)
                 self.store.jobs.fail(job, f"{type(exc).__name__}: {exc}")
@@ -309,7 +310,7 @@ class TreeBuilder:
         vector = self._embed(content)
         with self.store.transaction():
             trees.insert(node, vector=vector)
-            trees.refresh_root(tree.id)
+            trees.raise_root(tree.id, node.id, node.level)
         report.summaries += 1
         report.by_level[level + 1] = report.by_level.get(level + 1, 0) + 1
         if level == 0:

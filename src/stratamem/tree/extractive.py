@@ -104,6 +104,11 @@ class ExtractiveSummarizer:
         if 2 * max(label_costs) > budget:
             labels = [""] * len(labels)
             label_costs = [0] * len(labels)
+        if len(items) == 1:
+            whole = _render(sentences, [(i, s.text) for i, s in enumerate(sentences)], labels, 0)
+            if estimate_tokens(whole) <= budget:
+                # One item that fits whole (a short note): it is its own best summary.
+                return whole
         vectors = _Vectors.build([s.words for s in sentences], names)
         chosen = _cover(sentences, vectors, label_costs, budget, self.redundancy)
         if not chosen:
@@ -398,8 +403,9 @@ def _render(
             block = sentences[index].block
             lines.append(labels[block])
         lines[-1] = f"{lines[-1]} {text}".lstrip()
-    # Costs add up exactly, so this cut is a guard that never bites.
-    return cut_to_budget("\n".join(lines), budget) or _EMPTY
+    # Costs add up exactly, so this cut is a guard that never bites (0: no cut).
+    text = "\n".join(lines)
+    return (cut_to_budget(text, budget) if budget else text) or _EMPTY
 
 
 def _fallback(items: Sequence[SummaryItem], budget: int) -> str:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import sqlite3
 from collections.abc import Iterable, Iterator, Sequence
-from contextlib import AbstractContextManager
+from contextlib import AbstractContextManager, contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TypeVar
@@ -55,6 +55,17 @@ class SQLiteStore:
 
     def transaction(self) -> AbstractContextManager[sqlite3.Connection]:
         return atomic(self.conn)
+
+    @contextmanager
+    def rebuildable_writes(self) -> Iterator[None]:
+        """Commits made inside skip the fsync (``synchronous = NORMAL``): for derived data such
+        as summaries, which a crash can cost but never corrupt (WAL keeps each commit atomic)
+        and which their durable job rebuilds. Everything else stays ``FULL``."""
+        self.conn.execute("PRAGMA synchronous = NORMAL")
+        try:
+            yield
+        finally:
+            self.conn.execute("PRAGMA synchronous = FULL")
 
     # -- sources ---------------------------------------------------------------------------
 

@@ -83,6 +83,14 @@ class TreeTables:
     def all(self) -> list[Tree]:
         return [_tree(r) for r in self.conn.execute("SELECT * FROM trees ORDER BY scope")]
 
+    def raise_root(self, tree_id: str, summary_id: str, level: int) -> None:
+        """A summary just sealed at ``level`` is the root when no level above it exists yet
+        (seals climb in order, so the newest of the top level wins)."""
+        self.conn.execute(
+            """UPDATE trees SET root_id = ?, max_level = ? WHERE id = ? AND max_level <= ?""",
+            (summary_id, level, tree_id, level),
+        )
+
     def refresh_root(self, tree_id: str) -> None:
         """Point the tree at its highest live summary (the newest one when several share the
         top level, since upper levels are never force-sealed)."""
