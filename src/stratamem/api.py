@@ -6,7 +6,7 @@ import logging
 import os
 from collections.abc import Callable, Sequence
 from dataclasses import replace
-from datetime import datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -223,7 +223,9 @@ class Memory:
             time_window_days=time_window_days,
             query=query,
             embedder=self._query_embedder(query),
-            evidence=self._evidence(query, filters),
+            evidence=self._evidence(
+                query, _scoped(filters, source, source_kind, time_window_days, now)
+            ),
             limit=limit,
             now=now,
             filters=filters,
@@ -473,4 +475,28 @@ def open(
         config=config,
         summarizer=summarizer,
         tree_config=tree_config,
+    )
+
+
+def _scoped(
+    filters: Filters | None,
+    source: str | None,
+    source_kind: str | None,
+    days: float | None,
+    now: datetime | None,
+) -> Filters:
+    """The caller's filters narrowed the way ``query_source`` narrows its summaries, so the
+    search evidence comes from the same leaves."""
+    base = filters or Filters()
+    kinds = base.kinds
+    if source_kind and source_kind.lower() in {k.value for k in SourceKind} and not kinds:
+        kinds = (SourceKind(source_kind.lower()),)
+    since = base.since
+    if days is not None:
+        since = (now or datetime.now(UTC)) - timedelta(days=days)
+    return Filters(
+        sources=(source,) if source else base.sources,
+        kinds=kinds,
+        since=since,
+        until=base.until if days is None else (now or datetime.now(UTC)),
     )

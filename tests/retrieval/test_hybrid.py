@@ -200,3 +200,43 @@ def test_the_vector_index_follows_the_store_in_place(mem: stratamem.Memory) -> N
     assert leg.index() is first
     hits = mem.search("Redis", mode="vector", sources=["mbox:team"]).hits
     assert hits
+
+
+@pytest.mark.parametrize("locked", [False, True])
+def test_the_graph_queries_fast_path_answers_as_the_store_does(
+    mem: stratamem.Memory, locked: bool
+) -> None:
+    from stratamem.retrieval.graph_leg import nodes_by_entities
+    from stratamem.types import Filters, SourceKind
+
+    store = mem.store
+    if locked:
+        store.conn.execute("UPDATE sources SET locked = 1 WHERE scope = 'mbox:team'")
+    entities = [
+        row[0]
+        for row in store.conn.execute(
+            "SELECT entity_id FROM entity_index GROUP BY entity_id ORDER BY count(*) DESC, 1"
+        )
+    ][:40]
+    weights = {entity: 1.0 + (i % 7) / 3 for i, entity in enumerate(entities)}
+    exclude = [row[0] for row in store.conn.execute("SELECT id FROM chunks LIMIT 3")]
+    scopes = sorted(s.scope for s in store.sources())
+    for filters in (
+        Filters(),
+        Filters(sources=(scopes[0],)),
+        Filters(sources=(scopes[-1].split(":")[0] + ":*",)),
+        Filters(kinds=(SourceKind.CHAT,)),
+        Filters(kinds=(SourceKind.EMAIL, SourceKind.DOCUMENT)),
+    ):
+        for limit in (3, 100):
+            fast = nodes_by_entities(store, weights, filters, limit, exclude=exclude)
+            assert fast == store.nodes_by_entities(weights, filters, limit, exclude=exclude)
+            assert fast or filters.sources
+
+
+def test_the_keyword_leg_of_a_hybrid_search_says_which_index_answered(
+    mem: stratamem.Memory,
+) -> None:
+    assert mem.search("redis queue").legs["keyword"].startswith("ok: ")
+    assert "FTS5" not in mem.search("redis queue").legs["keyword"]
+    assert "FTS5" in mem.search("redis job_queue").legs["keyword"]

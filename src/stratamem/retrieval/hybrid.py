@@ -24,8 +24,8 @@ from dataclasses import dataclass, field, replace
 from stratamem.config import SearchConfig
 from stratamem.errors import StratamemError
 from stratamem.retrieval import fusion
-from stratamem.retrieval.fts_query import match_expression
-from stratamem.retrieval.graph_leg import entity_weights, graph_leg
+from stratamem.retrieval.bm25_leg import keyword_leg
+from stratamem.retrieval.graph_leg import graph_leg, idf_weights, nodes_by_entities
 from stratamem.retrieval.mmr import mmr
 from stratamem.retrieval.rerank import Reranker, apply_rerank
 from stratamem.retrieval.vector_leg import VectorLeg
@@ -149,15 +149,9 @@ class HybridSearcher:
     ) -> dict[str, dict[str, float]]:
         scores: dict[str, dict[str, float]] = {}
         if "keyword" in legs:
-            expression = match_expression(query)
-            if expression is None:
-                status["keyword"] = "off: the query has no searchable words"
-            else:
-                found, _ = self.store.fts_search(
-                    expression, filters, pool, snippets=False, count=False
-                )
-                scores["keyword"] = {h.node_id: h.score for h in found}
-                status["keyword"] = f"ok: {len(found)} matches"
+            found, status["keyword"] = keyword_leg(self.store, query, filters, pool)
+            if found is not None:
+                scores["keyword"] = found
         if "vector" in legs:
             scores["vector"] = self._vector_leg(query, filters, pool, status)
         if "graph" in legs:
@@ -226,15 +220,22 @@ class HybridSearcher:
                 # Each step further from the seed halves what it passes on again.
                 reach(node, candidates[seed].final * cfg.expand_damping**distance, seed)
         mentions = self.store.mentions_of(seeds)
+        # One frequency lookup for every seed's entities rather than one per seed.
+        frequencies = self.store.entity_frequencies(
+            sorted({e for found in mentions.values() for e in found})
+        )
+        chunk_total = self.store.chunk_count() if frequencies else 0
         for seed in seeds:
-            weights = entity_weights(
-                self.store, mentions.get(seed, []), hub_fraction=cfg.hub_fraction
+            weights = idf_weights(
+                {e: frequencies[e] for e in mentions.get(seed, []) if e in frequencies},
+                chunk_total,
+                hub_fraction=cfg.hub_fraction,
             )
             total = sum(weights.values())
             if not total:
                 continue
-            shared = self.store.nodes_by_entities(
-                weights, filters, cfg.expand_per_seed, exclude=seeds
+            shared = nodes_by_entities(
+                self.store, weights, filters, cfg.expand_per_seed, exclude=seeds
             )
             for node, overlap in shared.items():
                 strength = overlap / total

@@ -1,0 +1,274 @@
+"""What the sparse BM25 index reads from SQLite's full-text index, so that it holds exactly
+the tokens FTS5 indexed and tokenizes queries exactly as FTS5 does.
+
+- Documents: an ``fts5vocab`` table of type ``instance`` over ``chunks_fts``, created in the
+  connection's TEMP schema (nothing is written to the database file), lists every token
+  instance as (term, rowid, column). One pass grouped by term, which that table delivers in
+  order, is aggregated with numpy into per-(term, document) column-weighted frequencies.
+- New documents and query terms: a contentless TEMP FTS5 table declared with the same
+  tokenizer as ``chunks_fts`` indexes the text, its own ``instance`` vocabulary is read back,
+  and it is emptied again. FTS5 tokenizers are context-free, so a word comes out of it as it
+  comes out of ``chunks_fts``.
+- Statistics: FTS5's averages record (``chunks_fts_data`` row 1: the row count, then the
+  token total of each column, as SQLite varints) is what ``bm25()`` divides by, and is the
+  check that the sparse index holds the same documents.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import sqlite3
+from collections import OrderedDict
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Final
+
+import numpy as np
+
+from stratamem.retrieval.bm25_index import IntArray, Postings
+
+FTS_TABLE: Final = "chunks_fts"
+_VOCAB: Final = "temp.stratamem_bm25_vocab"
+_TEXT: Final = "stratamem_bm25_text"
+_TEXT_VOCAB: Final = "temp.stratamem_bm25_text_vocab"
+_TOKENIZE = re.compile(r"tokenize\s*=\s*'((?:[^']|'')*)'", re.IGNORECASE)
+_QUERY_CACHE: Final = 4096
+_BATCH: Final = 4096
+
+
+class FtsUnavailable(Exception):
+    """The full-text index cannot back a sparse index (another schema, another store)."""
+
+
+@dataclass(frozen=True, slots=True)
+class FtsSchema:
+    columns: tuple[str, ...]
+    tokenize: str
+    sql_sha256: str
+
+
+@dataclass(frozen=True, slots=True)
+class FtsState:
+    """What says whether a sparse index is still the full-text index's image."""
+
+    generation: int
+    max_rowid: int
+    averages: bytes
+
+    def totals(self) -> tuple[int, tuple[int, ...]]:
+        """(row count, token total per column) from the averages record."""
+        return decode_averages(self.averages)
+
+
+def fts_schema(conn: sqlite3.Connection) -> FtsSchema:
+    row = conn.execute(
+        "SELECT sql FROM sqlite_master WHERE type = 'table' AND name = ?", (FTS_TABLE,)
+    ).fetchone()
+    if row is None or row[0] is None:
+        raise FtsUnavailable(f"no {FTS_TABLE} table")
+    sql = str(row[0])
+    match = _TOKENIZE.search(sql)
+    if match is None:
+        raise FtsUnavailable(f"{FTS_TABLE} names no tokenizer")
+    columns = tuple(str(r[1]) for r in conn.execute(f"PRAGMA table_info({FTS_TABLE})"))
+    return FtsSchema(
+        columns=columns,
+        tokenize=match.group(1).replace("''", "'"),
+        sql_sha256=hashlib.sha256(sql.encode()).hexdigest(),
+    )
+
+
+def fts_state(conn: sqlite3.Connection, generation: int) -> FtsState:
+    max_rowid = conn.execute("SELECT max(rowid) FROM chunks").fetchone()[0]
+    averages = conn.execute(f"SELECT block FROM {FTS_TABLE}_data WHERE id = 1").fetchone()
+    return FtsState(
+        generation=generation,
+        max_rowid=int(max_rowid or 0),
+        averages=bytes(averages[0]) if averages is not None and averages[0] else b"",
+    )
+
+
+def decode_averages(blob: bytes) -> tuple[int, tuple[int, ...]]:
+    """The SQLite varints of FTS5's averages record: (row count, totals per column)."""
+    values: list[int] = []
+    at = 0
+    while at < len(blob):
+        value = 0
+        for i in range(9):
+            if at >= len(blob):
+                raise ValueError("truncated varint in the averages record")
+            byte = blob[at]
+            at += 1
+            if i == 8:
+                value = (value << 8) | byte
+                break
+            value = (value << 7) | (byte & 0x7F)
+            if not byte & 0x80:
+                break
+        values.append(value)
+    if not values:
+        return 0, ()
+    return values[0], tuple(values[1:])
+
+
+def chunk_rows(
+    conn: sqlite3.Connection, *, above: int = 0, upto: int | None = None
+) -> list[tuple[int, str]]:
+    """(rowid, id) of the chunks with ``above`` < rowid ≤ ``upto``, ascending."""
+    sql = "SELECT rowid, id FROM chunks WHERE rowid > ? AND rowid <= ? ORDER BY rowid"
+    params = (above, (1 << 63) - 1 if upto is None else upto)
+    return [(int(r[0]), str(r[1])) for r in conn.execute(sql, params)]
+
+
+def read_postings(
+    conn: sqlite3.Connection,
+    vocab: str,
+    rowids: IntArray,
+    columns: Sequence[str],
+    weights: Sequence[float],
+) -> Postings:
+    """Every token instance of an ``instance`` vocabulary table, aggregated per (term,
+    document): frequencies weighted by column, and token counts per (document, column).
+    ``rowids`` (ascending) are the documents; an instance of any other rowid is an error."""
+    ncols = len(columns)
+    case = " ".join(f"WHEN ? THEN {i}" for i in range(ncols))
+    cursor = conn.execute(
+        f"""SELECT term, count(*), group_concat(doc * {ncols} + CASE col {case} END)
+            FROM {vocab} GROUP BY term""",
+        tuple(columns),
+    )
+    n = len(rowids)
+    weight_of = np.asarray(weights, dtype=np.float64)
+    terms: list[str] = []
+    lengths = np.zeros(n * ncols, np.int64)
+    parts: list[tuple[IntArray, IntArray, np.ndarray]] = []
+    while batch := cursor.fetchmany(_BATCH):
+        base = len(terms)
+        terms.extend(str(r[0]) for r in batch)
+        counts = np.fromiter((r[1] for r in batch), np.int64, len(batch))
+        codes = np.fromstring(",".join(r[2] for r in batch), dtype=np.int64, sep=",")
+        if len(codes) != int(counts.sum()):
+            raise ValueError("the vocabulary scan returned a malformed list")
+        term = np.repeat(np.arange(base, base + len(batch), dtype=np.int64), counts)
+        rowid, col = np.divmod(codes, ncols)
+        position = np.searchsorted(rowids, rowid)
+        inside = np.minimum(position, max(n - 1, 0))
+        if len(codes) and (n == 0 or bool((rowids[inside] != rowid).any())):
+            raise ValueError("the full-text index holds a row the chunks table does not")
+        cell = position * ncols + col
+        lengths += np.bincount(cell, minlength=n * ncols)
+        key = term * n + position
+        if bool((np.diff(key) < 0).any()):
+            order = np.argsort(key, kind="stable")
+            key, term, position, col = key[order], term[order], position[order], col[order]
+        starts = np.concatenate([[0], np.flatnonzero(np.diff(key)) + 1])
+        freq = np.add.reduceat(weight_of[col], starts) if len(starts) and len(key) else np.empty(0)
+        parts.append((term[starts], position[starts], freq))
+    if parts:
+        term_all = np.concatenate([p[0] for p in parts])
+        doc_all = np.concatenate([p[1] for p in parts])
+        freq_all = np.concatenate([p[2] for p in parts]).astype(np.float64)
+    else:
+        term_all = doc_all = np.empty(0, np.int64)
+        freq_all = np.empty(0, np.float64)
+    return Postings(
+        terms=terms, term=term_all, doc=doc_all, freq=freq_all, lengths=lengths.reshape(n, ncols)
+    )
+
+
+def empty_postings(columns: int) -> Postings:
+    none = np.empty(0, np.int64)
+    return Postings([], none, none, np.empty(0, np.float64), np.zeros((0, columns), np.int64))
+
+
+class FtsTokenizer:
+    """FTS5's own tokenizer, run over TEMP tables on the store's connection."""
+
+    def __init__(self, conn: sqlite3.Connection, schema: FtsSchema) -> None:
+        self.conn = conn
+        self.schema = schema
+        self._phrases: OrderedDict[str, tuple[str, ...]] = OrderedDict()
+        self._ready = False
+
+    def _prepare(self) -> None:
+        if self._ready:
+            return
+        columns = ", ".join(_quote_id(c) for c in self.schema.columns)
+        tokenize = self.schema.tokenize.replace("'", "''")
+        self.conn.execute(
+            f"CREATE VIRTUAL TABLE IF NOT EXISTS {_VOCAB} "
+            f"USING fts5vocab(main, {FTS_TABLE}, instance)"
+        )
+        self.conn.execute(
+            f"CREATE VIRTUAL TABLE IF NOT EXISTS temp.{_TEXT} "
+            f"USING fts5({columns}, content='', tokenize='{tokenize}')"
+        )
+        self.conn.execute(
+            f"CREATE VIRTUAL TABLE IF NOT EXISTS {_TEXT_VOCAB} "
+            f"USING fts5vocab(temp, {_TEXT}, instance)"
+        )
+        self._ready = True
+
+    def index_postings(self, rowids: IntArray, weights: Sequence[float]) -> Postings:
+        """The postings of ``chunks_fts`` itself, for every document in ``rowids``."""
+        self._prepare()
+        return read_postings(self.conn, _VOCAB, rowids, self.schema.columns, weights)
+
+    def chunk_postings(
+        self, above: int, weights: Sequence[float]
+    ) -> tuple[IntArray, list[str], Postings]:
+        """(rowids, ids, postings) of the chunks with a rowid above ``above``."""
+        self._prepare()
+        rows = chunk_rows(self.conn, above=above)
+        rowids = np.asarray([r[0] for r in rows], dtype=np.int64)
+        ids = [r[1] for r in rows]
+        if not rows:
+            return rowids, ids, empty_postings(len(self.schema.columns))
+        columns = ", ".join(_quote_id(c) for c in self.schema.columns)
+        self.conn.execute(
+            f"""INSERT INTO temp.{_TEXT} (rowid, {columns})
+                SELECT rowid, {columns} FROM main.chunks WHERE rowid > ?""",
+            (above,),
+        )
+        try:
+            postings = read_postings(self.conn, _TEXT_VOCAB, rowids, self.schema.columns, weights)
+        finally:
+            self._clear()
+        return rowids, ids, postings
+
+    def phrases(self, terms: Sequence[str]) -> list[tuple[str, ...]]:
+        """The tokens FTS5 makes of each term, in order: what each quoted term of a MATCH
+        expression becomes (one token, a phrase of several, or nothing)."""
+        missing = list(dict.fromkeys(t for t in terms if t not in self._phrases))
+        if missing:
+            self._prepare()
+            first = self.schema.columns[0]
+            self.conn.executemany(
+                f"INSERT INTO temp.{_TEXT} (rowid, {_quote_id(first)}) VALUES (?, ?)",
+                list(enumerate(missing, start=1)),
+            )
+            try:
+                found: dict[int, list[str]] = {}
+                for doc, term in self.conn.execute(
+                    f"SELECT doc, term FROM {_TEXT_VOCAB} ORDER BY doc, offset"
+                ):
+                    found.setdefault(int(doc), []).append(str(term))
+            finally:
+                self._clear()
+            for i, term in enumerate(missing, start=1):
+                self._phrases[term] = tuple(found.get(i, ()))
+            while len(self._phrases) > _QUERY_CACHE:
+                self._phrases.popitem(last=False)
+        out = []
+        for term in terms:
+            self._phrases.move_to_end(term)
+            out.append(self._phrases[term])
+        return out
+
+    def _clear(self) -> None:
+        self.conn.execute(f"INSERT INTO temp.{_TEXT} ({_TEXT}) VALUES ('delete-all')")
+
+
+def _quote_id(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'

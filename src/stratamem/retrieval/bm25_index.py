@@ -1,0 +1,209 @@
+"""An in-memory sparse BM25 index that scores exactly as SQLite FTS5's ``bm25()`` does.
+
+Postings are kept term-major, in the compressed-sparse-column layout of xhluca/bm25s: the
+postings of term ``t`` are ``doc[indptr[t]:indptr[t + 1]]`` (document positions, ascending)
+with their column-weighted frequencies ``freq`` alongside. Documents are held in ascending
+rowid order, so a new document always goes at the end.
+
+Unlike bm25s, whole scores are not stored: N, avgdl and the document frequencies move with
+every chunk added or removed, and FTS5 recomputes them on every query. What is stored per
+posting is the part of FTS5's formula (``ext/fts5/fts5_aux.c``, ``fts5Bm25Function``) that
+only avgdl changes, recomputed on the first query after the documents change; a query
+multiplies its terms' postings by their idf and sums them per document::
+
+    f(q, d)  = Σ over instances of q in d of the weight of the instance's column
+    idf(q)   = log((N - n(q) + 0.5) / (n(q) + 0.5)), or 1e-6 where that is ≤ 0
+    score(d) = Σ_q idf(q) · f(q, d) · (k1 + 1) / (f(q, d) + k1 · (1 - b + b · |d| / avgdl))
+
+with k1 = 1.2, b = 0.75, N the number of rows, n(q) the rows containing q, |d| the tokens of
+the row over all its columns and avgdl the mean of |d|. FTS5 returns the negated score; this
+module returns it positive. Each query phrase counts once per occurrence in the query, as in
+FTS5 (a query naming the same stem twice weighs it twice).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Final
+
+import numpy as np
+import numpy.typing as npt
+
+K1: Final = 1.2
+B: Final = 0.75
+MIN_IDF: Final = 1e-6
+
+IntArray = npt.NDArray[np.int64]
+DocArray = npt.NDArray[np.int32]
+FreqArray = npt.NDArray[np.float32]
+Scores = npt.NDArray[np.float64]
+
+
+@dataclass(slots=True)
+class Postings:
+    """(term id, document position, weighted frequency) triples, sorted by term then
+    document; what a reader of the full-text index hands over for a batch of documents."""
+
+    terms: list[str]
+    term: IntArray
+    doc: IntArray
+    freq: npt.NDArray[np.float64]
+    lengths: npt.NDArray[np.int64]  # tokens per (document, column), documents × columns
+
+
+@dataclass(slots=True)
+class BM25Index:
+    """Documents (rowid, id, per-column token counts) and the term-major postings."""
+
+    columns: tuple[str, ...]
+    weights: tuple[float, ...]
+    rowids: IntArray = field(default_factory=lambda: np.empty(0, np.int64))
+    ids: list[str] = field(default_factory=list)
+    lengths: npt.NDArray[np.int32] = field(default_factory=lambda: np.empty((0, 0), np.int32))
+    vocab: dict[str, int] = field(default_factory=dict)
+    indptr: IntArray = field(default_factory=lambda: np.zeros(1, np.int64))
+    doc: DocArray = field(default_factory=lambda: np.empty(0, np.int32))
+    freq: FreqArray = field(default_factory=lambda: np.empty(0, np.float32))
+    _gain: FreqArray | None = field(default=None, repr=False)
+
+    def __post_init__(self) -> None:
+        if len(self.columns) != len(self.weights):
+            raise ValueError("one weight per column")
+        if self.lengths.shape != (len(self.rowids), len(self.columns)):
+            self.lengths = np.zeros((len(self.rowids), len(self.columns)), np.int32)
+
+    def __len__(self) -> int:
+        return len(self.rowids)
+
+    @property
+    def terms(self) -> list[str]:
+        """Terms by id."""
+        out = [""] * len(self.vocab)
+        for term, tid in self.vocab.items():
+            out[tid] = term
+        return out
+
+    @property
+    def nnz(self) -> int:
+        return len(self.doc)
+
+    @property
+    def max_rowid(self) -> int:
+        return int(self.rowids[-1]) if len(self.rowids) else 0
+
+    def column_totals(self) -> tuple[int, ...]:
+        """Tokens per column over every document (FTS5 keeps the same totals)."""
+        return tuple(int(x) for x in self.lengths.sum(axis=0, dtype=np.int64))
+
+    # -- change ----------------------------------------------------------------------------
+
+    def append(self, rowids: IntArray, ids: Sequence[str], postings: Postings) -> None:
+        """Add documents whose rowids are all above the current ones; ``postings.doc`` counts
+        from 0 for the first of them."""
+        if len(rowids) == 0:
+            return
+        if len(self.rowids) and int(rowids[0]) <= self.max_rowid:
+            raise ValueError("appended rowids must be above the indexed ones")
+        if bool((np.diff(rowids) <= 0).any()):
+            raise ValueError("appended rowids must ascend")
+        base = len(self.rowids)
+        local = np.asarray(
+            [self.vocab.setdefault(t, len(self.vocab)) for t in postings.terms], dtype=np.int64
+        )
+        term = local[postings.term] if len(postings.term) else np.empty(0, np.int64)
+        doc, freq = postings.doc, postings.freq
+        key = term * (len(rowids) + 1) + doc
+        if bool((np.diff(key) < 0).any()):
+            order = np.argsort(key, kind="stable")
+            term, doc, freq = term[order], doc[order], freq[order]
+        doc = doc + base
+        old_indptr = np.concatenate(
+            [self.indptr, np.full(len(self.vocab) + 1 - len(self.indptr), self.indptr[-1])]
+        )
+        if self.nnz == 0:
+            self.doc, self.freq = doc.astype(np.int32), freq.astype(np.float32)
+        else:
+            # np.insert keeps equal insertion points in the order given, so each term's new
+            # postings land after its old ones, still ascending by document.
+            at = old_indptr[term + 1]
+            self.doc = np.insert(self.doc, at, doc.astype(np.int32))
+            self.freq = np.insert(self.freq, at, freq.astype(np.float32))
+        counts = np.diff(old_indptr) + np.bincount(term, minlength=len(self.vocab))
+        self.indptr = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
+        self.rowids = np.concatenate([self.rowids, rowids.astype(np.int64)])
+        self.ids = [*self.ids, *ids]
+        self.lengths = np.concatenate([self.lengths, postings.lengths.astype(np.int32)])
+        self._gain = None
+
+    def remove(self, keep: npt.NDArray[np.bool_]) -> None:
+        """Drop the documents where ``keep`` is False, and their postings."""
+        if bool(keep.all()):
+            return
+        position = np.cumsum(keep) - 1
+        alive = keep[self.doc]
+        term = np.repeat(np.arange(len(self.indptr) - 1), np.diff(self.indptr))[alive]
+        self.doc = position[self.doc[alive]].astype(np.int32)
+        self.freq = self.freq[alive]
+        counts = np.bincount(term, minlength=len(self.indptr) - 1)
+        self.indptr = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
+        self.rowids = self.rowids[keep]
+        self.ids = [i for i, k in zip(self.ids, keep.tolist(), strict=True) if k]
+        self.lengths = self.lengths[keep]
+        self._gain = None
+
+    # -- query -----------------------------------------------------------------------------
+
+    def _gains(self) -> FreqArray:
+        """f · (k1 + 1) / (f + k1 · (1 - b + b · |d| / avgdl)) per posting: everything of the
+        score but the idf, kept until the documents change (avgdl moves with them)."""
+        if self._gain is None:
+            size = self.lengths.sum(axis=1, dtype=np.int64).astype(np.float64)
+            avgdl = float(size.sum()) / max(len(size), 1)
+            norm = K1 * (1.0 - B + B * size / avgdl) if avgdl > 0 else np.full_like(size, K1)
+            freq = self.freq.astype(np.float64)
+            self._gain = (freq * (K1 + 1.0) / (freq + norm[self.doc])).astype(np.float32)
+        return self._gain
+
+    def idf(self, term_ids: Sequence[int]) -> npt.NDArray[np.float64]:
+        n = len(self.rowids)
+        hits = np.diff(self.indptr)[np.asarray(term_ids, dtype=np.int64)].astype(np.float64)
+        value = np.log((n - hits + 0.5) / (hits + 0.5))
+        return np.where(value <= 0.0, MIN_IDF, value)
+
+    def scores(self, phrases: Sequence[str]) -> Scores:
+        """The BM25 score of every document for a query of single-token phrases (0 where
+        none matches)."""
+        known = [self.vocab[p] for p in phrases if p in self.vocab]
+        scores = np.zeros(len(self.rowids), np.float64)
+        if not known:
+            return scores
+        starts, ends = self.indptr[known], self.indptr[np.asarray(known) + 1]
+        lengths = ends - starts
+        if not lengths.sum():
+            return scores
+        gains = self._gains()
+        doc = np.concatenate([self.doc[s:e] for s, e in zip(starts, ends, strict=True)])
+        gain = np.concatenate([gains[s:e] for s, e in zip(starts, ends, strict=True)])
+        value = np.repeat(self.idf(known), lengths) * gain
+        summed: Scores = np.bincount(doc, weights=value, minlength=len(self.rowids)).astype(
+            np.float64, copy=False
+        )
+        return summed
+
+    def top(
+        self, phrases: Sequence[str], k: int, *, allow: npt.NDArray[np.bool_] | None = None
+    ) -> tuple[IntArray, Scores]:
+        """Positions and scores of the ``k`` best matching documents among those ``allow``
+        admits (all when None), best first, ties by rowid. The gate applies before the cut."""
+        scores = self.scores(phrases)
+        if allow is not None:
+            scores = np.where(allow, scores, 0.0)
+        matched = np.flatnonzero(scores > 0.0)
+        values = scores[matched]
+        if k < len(matched):
+            kth = np.partition(values, len(values) - k)[len(values) - k]
+            keep = values >= kth
+            matched, values = matched[keep], values[keep]
+        order = np.lexsort((matched, -values))[:k]
+        return matched[order], values[order]

@@ -1,0 +1,293 @@
+"""The hybrid keyword leg on a sparse in-memory BM25 index, with the FTS5 query as fallback.
+
+The index is the full-text index's image: the same tokens (read from ``chunks_fts`` itself),
+the same statistics and the same formula, so it ranks as ``ORDER BY rank`` over
+``chunks_fts`` does, only without walking FTS5's doclists for every query.
+
+Staleness: the index carries the store state it reflects (the store's generation, which
+every deletion bumps; the highest chunk rowid; FTS5's averages record). When that state moves,
+chunks gone or replaced since are dropped (their rowid and id are checked) and chunks above
+the indexed rowids are tokenized and appended; then the index's row count and per-column token
+totals must equal FTS5's, or it is rebuilt from scratch. A large index is saved beside the
+database (``<db>.bm25.idx``, see ``bm25_file``) and brought up to date the same way when it is
+opened. A missing, corrupt or incompatible file is rebuilt from the store; whatever cannot be
+built or read leaves the leg on the FTS5 query, and the leg's status says why.
+
+The access gate is a mask over the index's documents, applied before the top-k is taken.
+"""
+
+from __future__ import annotations
+
+import re
+import sqlite3
+import threading
+import weakref
+from pathlib import Path
+from typing import Final
+
+import numpy as np
+import numpy.typing as npt
+
+from stratamem.retrieval import bm25_file
+from stratamem.retrieval.bm25_fts import (
+    FTS_TABLE,
+    FtsSchema,
+    FtsState,
+    FtsTokenizer,
+    FtsUnavailable,
+    chunk_rows,
+    fts_schema,
+    fts_state,
+)
+from stratamem.retrieval.bm25_index import BM25Index
+from stratamem.retrieval.fts_query import match_expression, query_terms
+from stratamem.store.base import Store
+from stratamem.types import Filters
+
+PERSIST_MIN_DOCS: Final = 2000
+_RANK = re.compile(r"^\s*bm25\s*\(([^)]*)\)\s*$", re.IGNORECASE)
+
+
+class _Rebuild(Exception):
+    """The index cannot be brought up to date in place."""
+
+
+class SparseKeywordIndex:
+    """One store's sparse BM25 index, kept up to date with the store and (for file stores
+    with at least ``persist_min_docs`` chunks) saved beside it."""
+
+    def __init__(
+        self, store: Store, *, persist: bool = True, persist_min_docs: int = PERSIST_MIN_DOCS
+    ) -> None:
+        self._store = weakref.ref(store)
+        self.persist = persist and store.path != ":memory:"
+        self.persist_min_docs = persist_min_docs
+        self.note = ""
+        self._lock = threading.Lock()
+        self._index: BM25Index | None = None
+        self._state: FtsState | None = None
+        self._weights: tuple[float, ...] = ()
+        self._tokenizer: FtsTokenizer | None = None
+        self._unsaved = 0
+        self._failed: tuple[FtsState, str] | None = None
+
+    def index_path(self) -> Path | None:
+        store = self._store()
+        if not self.persist or store is None:
+            return None
+        return Path(f"{store.path}.bm25.idx")
+
+    def search(self, terms: list[str], filters: Filters, k: int) -> dict[str, float] | None:
+        """node id → BM25 score of the ``k`` best admitted chunks, or None (with ``note``
+        saying why) where the sparse index cannot answer and the FTS5 query must."""
+        store = self._store()
+        conn = getattr(store, "conn", None)
+        if store is None or not isinstance(conn, sqlite3.Connection):
+            self.note = "no SQLite full-text index"
+            return None
+        if conn.in_transaction:
+            # Inside an open write transaction FTS5 holds changes it has not yet written to
+            # the tables the index is checked against.
+            self.note = "a write transaction is open"
+            return None
+        with self._lock:
+            self.note = ""
+            try:
+                index, tokenizer = self._current(store, conn)
+                phrases = tokenizer.phrases(terms)
+            except (FtsUnavailable, sqlite3.Error, ValueError, MemoryError) as exc:
+                self._index = self._state = None
+                self.note = f"sparse index unavailable: {exc}"
+                try:
+                    # Not retried (a full build can take seconds) until the store changes.
+                    self._failed = (fts_state(conn, store.generation()), str(exc))
+                except sqlite3.Error:
+                    self._failed = None
+                return None
+            if any(len(p) > 1 for p in phrases):
+                self.note = "a query term is a phrase of several tokens"
+                return None
+            tokens = [p[0] for p in phrases if p]
+            allow = _mask(index, store.allowed_rowids(filters))
+            # Scored under the lock: a sync on another thread changes the arrays in place.
+            positions, scores = index.top(tokens, k, allow=allow)
+            return {index.ids[p]: float(s) for p, s in zip(positions.tolist(), scores, strict=True)}
+
+    # -- keeping the index current -----------------------------------------------------------
+
+    def _current(self, store: Store, conn: sqlite3.Connection) -> tuple[BM25Index, FtsTokenizer]:
+        if self._tokenizer is None:
+            schema = fts_schema(conn)
+            self._weights = _weights(conn, schema)
+            self._tokenizer = FtsTokenizer(conn, schema)
+        tokenizer = self._tokenizer
+        state = fts_state(conn, store.generation())
+        if self._index is not None and state == self._state:
+            return self._index, tokenizer
+        if self._failed is not None and self._failed[0] == state:
+            raise FtsUnavailable(self._failed[1])
+        # One read snapshot for the state, the chunk list and the tokens.
+        conn.execute("BEGIN")
+        try:
+            state = fts_state(conn, store.generation())
+            current = None
+            if self._index is not None and self._state is not None:
+                current = (self._index, self._state, False)
+            else:
+                loaded = self._load(tokenizer.schema)
+                if loaded is not None:
+                    # A saved file may come from another copy of the database: check it all.
+                    current = (*loaded, True)
+            if current is None:
+                index = self._build(conn, tokenizer, state)
+                changed = len(index)
+            else:
+                index, have, force = current
+                try:
+                    changed = self._sync(conn, tokenizer, index, have, state, force=force)
+                except _Rebuild as exc:
+                    self.note = f"sparse index rebuilt ({exc})"
+                    index = self._build(conn, tokenizer, state)
+                    changed = len(index)
+        finally:
+            conn.execute("COMMIT")
+        self._index, self._state = index, state
+        self._unsaved += changed
+        self._save(index, tokenizer.schema, state)
+        return index, tokenizer
+
+    def _load(self, schema: FtsSchema) -> tuple[BM25Index, FtsState] | None:
+        path = self.index_path()
+        if path is None or not path.exists():
+            return None
+        try:
+            return bm25_file.read_file(path, schema, self._weights)
+        except (bm25_file.Rejected, OSError, ValueError, KeyError, TypeError) as exc:
+            self.note = f"sparse index rebuilt: the saved one was unusable ({exc})"
+            return None
+
+    def _build(
+        self, conn: sqlite3.Connection, tokenizer: FtsTokenizer, state: FtsState
+    ) -> BM25Index:
+        rows = chunk_rows(conn)
+        rowids = np.asarray([r[0] for r in rows], dtype=np.int64)
+        postings = tokenizer.index_postings(rowids, self._weights)
+        index = BM25Index(tokenizer.schema.columns, self._weights)
+        index.append(rowids, [r[1] for r in rows], postings)
+        problem = _disagreement(index, state)
+        if problem:
+            raise FtsUnavailable(f"the full-text index and the chunks disagree ({problem})")
+        return index
+
+    def _sync(
+        self,
+        conn: sqlite3.Connection,
+        tokenizer: FtsTokenizer,
+        index: BM25Index,
+        have: FtsState,
+        now: FtsState,
+        *,
+        force: bool,
+    ) -> int:
+        """Bring ``index`` (at state ``have``) to ``now`` in place; how many documents changed."""
+        changed = 0
+        if force or now.generation != have.generation or now.max_rowid < index.max_rowid:
+            rows = chunk_rows(conn, upto=index.max_rowid)
+            rowids = np.asarray([r[0] for r in rows], dtype=np.int64)
+            keep = np.zeros(len(index), np.bool_)
+            if len(rowids):
+                at = np.minimum(np.searchsorted(rowids, index.rowids), len(rowids) - 1)
+                keep = rowids[at] == index.rowids
+                for i in np.flatnonzero(keep).tolist():
+                    # A rowid comes back for another chunk once the highest one was deleted.
+                    if rows[int(at[i])][1] != index.ids[i]:
+                        keep[i] = False
+            if int(keep.sum()) != len(rows):
+                raise _Rebuild("chunks appeared among the indexed ones")
+            changed += len(index) - int(keep.sum())
+            index.remove(keep)
+        if now.max_rowid > index.max_rowid:
+            rowids, ids, postings = tokenizer.chunk_postings(index.max_rowid, self._weights)
+            index.append(rowids, ids, postings)
+            changed += len(rowids)
+        problem = _disagreement(index, now)
+        if problem:
+            raise _Rebuild(problem)
+        return changed
+
+    def _save(self, index: BM25Index, schema: FtsSchema, state: FtsState) -> None:
+        path = self.index_path()
+        if path is None or len(index) < self.persist_min_docs:
+            return
+        if self._unsaved < max(1, len(index) // 100):
+            return
+        try:
+            bm25_file.write_file(path, index, schema, state)
+        except (OSError, ValueError) as exc:
+            self.note = f"sparse index not saved ({exc})"
+            return
+        self._unsaved = 0
+
+
+def _weights(conn: sqlite3.Connection, schema: FtsSchema) -> tuple[float, ...]:
+    """The column weights of the table's configured rank, ``bm25(w0, w1, …)``; FTS5 weighs
+    a column without one 1.0."""
+    row = conn.execute(f"SELECT v FROM {FTS_TABLE}_config WHERE k = 'rank'").fetchone()
+    text = "bm25()" if row is None else str(row[0])
+    match = _RANK.match(text)
+    if match is None:
+        raise FtsUnavailable(f"the full-text rank is {text!r}, not bm25")
+    given = [float(x) for x in match.group(1).split(",") if x.strip()]
+    return tuple((given + [1.0] * len(schema.columns))[: len(schema.columns)])
+
+
+def _disagreement(index: BM25Index, state: FtsState) -> str:
+    rows, totals = state.totals()
+    if rows != len(index):
+        return f"{len(index)} documents indexed, FTS5 counts {rows}"
+    if rows and totals != index.column_totals():
+        return f"token totals {index.column_totals()} differ from FTS5's {totals}"
+    return ""
+
+
+def _mask(index: BM25Index, allowed: list[int] | None) -> npt.NDArray[np.bool_] | None:
+    if allowed is None:
+        return None
+    wanted = np.asarray(allowed, dtype=np.int64)
+    mask = np.zeros(len(index), np.bool_)
+    if len(index) == 0 or len(wanted) == 0:
+        return mask
+    at = np.minimum(np.searchsorted(index.rowids, wanted), len(index) - 1)
+    mask[at[index.rowids[at] == wanted]] = True
+    return mask
+
+
+_INDEXES: weakref.WeakKeyDictionary[Store, SparseKeywordIndex] = weakref.WeakKeyDictionary()
+_INDEXES_LOCK = threading.Lock()
+
+
+def sparse_index(store: Store) -> SparseKeywordIndex:
+    """The store's sparse keyword index, one per open store, created on first use."""
+    with _INDEXES_LOCK:
+        found = _INDEXES.get(store)
+        if found is None:
+            found = _INDEXES[store] = SparseKeywordIndex(store)
+        return found
+
+
+def keyword_leg(
+    store: Store, query: str, filters: Filters, k: int
+) -> tuple[dict[str, float] | None, str]:
+    """(node id → BM25 score of the best ``k`` admitted chunks, status line) for the hybrid
+    search; the scores are None when the query has no searchable word."""
+    terms = query_terms(query)
+    if not terms:
+        return None, "off: the query has no searchable words"
+    index = sparse_index(store)
+    found = index.search(terms, filters, k)
+    if found is not None:
+        note = f" ({index.note})" if index.note else ""
+        return found, f"ok: {len(found)} matches{note}"
+    expression = match_expression(query) or ""
+    hits, _ = store.fts_search(expression, filters, k, snippets=False, count=False)
+    return {h.node_id: h.score for h in hits}, f"ok: {len(hits)} matches (FTS5: {index.note})"

@@ -1,0 +1,364 @@
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import stratamem
+from stratamem.retrieval import bm25_file
+from stratamem.retrieval.bm25_fts import decode_averages
+from stratamem.retrieval.bm25_index import BM25Index, Postings
+from stratamem.retrieval.bm25_leg import SparseKeywordIndex, keyword_leg, sparse_index
+from stratamem.retrieval.fts_query import match_expression, query_terms
+from stratamem.types import Filters
+
+ROOT = Path(__file__).resolve().parents[2]
+EXAMPLES = ROOT / "examples" / "workspace"
+
+# Four rows, (content, title): "cat" is in row 1 only, "run" in rows 1 and 2.
+TINY = [
+    ("running cats", "cat"),
+    ("dog runs", ""),
+    ("bird", ""),
+    ("fish", ""),
+]
+
+
+def write_docs(path: Path, docs: list[tuple[str, str]], *, source: str = "docs") -> Path:
+    with path.open("w") as fh:
+        for i, (text, title) in enumerate(docs):
+            record = {"id": f"{source}-{i}", "text": text, "title": title, "source": source}
+            fh.write(json.dumps(record | {"kind": "document"}) + "\n")
+    return path
+
+
+@pytest.fixture
+def tiny(tmp_path: Path) -> Iterator[stratamem.Memory]:
+    with stratamem.open(tmp_path / "tiny.db", embedder=None) as mem:
+        mem.ingest(write_docs(tmp_path / "tiny.jsonl", TINY))
+        yield mem
+
+
+@pytest.fixture
+def workspace(tmp_path: Path) -> Iterator[stratamem.Memory]:
+    with stratamem.open(tmp_path / "w.db", embedder=None) as mem:
+        for part in ("slack-export", "mail/team.mbox", "notes"):
+            mem.ingest(EXAMPLES / part)
+        yield mem
+
+
+def fts5_top(mem: stratamem.Memory, query: str, k: int) -> dict[str, float]:
+    expression = match_expression(query)
+    assert expression is not None
+    rows = mem.store.conn.execute(
+        """SELECT c.id, f.rank FROM chunks_fts f JOIN chunks c ON c.rowid = f.rowid
+           WHERE chunks_fts MATCH ? ORDER BY f.rank, f.rowid LIMIT ?""",
+        (expression, k),
+    ).fetchall()
+    return {row[0]: -row[1] for row in rows}
+
+
+def sparse(mem: stratamem.Memory, **kwargs: object) -> SparseKeywordIndex:
+    return SparseKeywordIndex(mem.store, **kwargs)  # type: ignore[arg-type]
+
+
+# -- the formula, worked by hand ------------------------------------------------------------
+
+
+def hand_score(f: float, length: int, n: int, hits: int, avgdl: float) -> float:
+    idf = max(math.log((n - hits + 0.5) / (hits + 0.5)), 0.0) or 1e-6
+    return idf * f * 2.2 / (f + 1.2 * (0.25 + 0.75 * length / avgdl))
+
+
+def test_a_hand_worked_score_matches_fts5(tiny: stratamem.Memory) -> None:
+    # Row 1 holds "run cat" in the body and "cat" in the title: f = 1 + 0.6, |d| = 3 tokens,
+    # avgdl = 7 / 4, and "cat" is in 1 of 4 rows: idf = log(3.5 / 1.5).
+    expected = math.log(3.5 / 1.5) * 1.6 * 2.2 / (1.6 + 1.2 * (0.25 + 0.75 * 3 / 1.75))
+    assert expected == pytest.approx(0.866283, abs=1e-6)
+    found = sparse(tiny).search(["cat"], Filters(), 10)
+    assert found is not None
+    assert list(found.values()) == pytest.approx([expected], rel=1e-6)
+    assert list(fts5_top(tiny, "cat", 10).values()) == pytest.approx([expected], rel=1e-12)
+
+
+def test_a_term_in_half_the_rows_weighs_the_idf_floor(tiny: stratamem.Memory) -> None:
+    # "run" is in 2 of 4 rows: log(2.5 / 2.5) = 0, which FTS5 raises to 1e-6.
+    found = sparse(tiny).search(["cat", "run"], Filters(), 10)
+    assert found is not None
+    theirs = fts5_top(tiny, "cat run", 10)
+    assert list(found) == list(theirs)
+    assert list(found.values()) == pytest.approx(list(theirs.values()), rel=1e-6)
+    second = hand_score(1.0, 2, 4, 2, 1.75)
+    assert list(found.values())[1] == pytest.approx(second, rel=1e-6)
+
+
+def test_a_stem_named_twice_counts_twice_as_in_fts5(tiny: stratamem.Memory) -> None:
+    found = sparse(tiny).search(["cat", "cats"], Filters(), 10)
+    assert found is not None
+    assert list(found.values()) == pytest.approx(list(fts5_top(tiny, "cat cats", 10).values()))
+    assert next(iter(found.values())) == pytest.approx(2 * 0.866283, abs=1e-5)
+
+
+def test_the_kernel_alone_on_hand_made_postings() -> None:
+    # Two documents, one column of weight 1: "a" twice in doc 0 (length 2), once in doc 1
+    # (length 1). N = 2, n("a") = 2, so idf = 1e-6; avgdl = 1.5.
+    index = BM25Index(("content",), (1.0,))
+    postings = Postings(
+        terms=["a"],
+        term=np.array([0, 0]),
+        doc=np.array([0, 1]),
+        freq=np.array([2.0, 1.0]),
+        lengths=np.array([[2], [1]]),
+    )
+    index.append(np.array([10, 11]), ["x", "y"], postings)
+    positions, scores = index.top(["a", "missing"], 5)
+    assert positions.tolist() == [0, 1]
+    assert scores.tolist() == pytest.approx(
+        [hand_score(2.0, 2, 2, 2, 1.5), hand_score(1.0, 1, 2, 2, 1.5)]
+    )
+
+
+def test_ties_are_broken_by_rowid_after_the_cut() -> None:
+    index = BM25Index(("content",), (1.0,))
+    n = 6
+    postings = Postings(
+        terms=["a", "b"],
+        term=np.array([0] * n + [1]),
+        doc=np.array([*range(n), 5]),
+        freq=np.ones(n + 1),
+        lengths=np.ones((n, 1), np.int64),
+    )
+    index.append(np.arange(1, n + 1), [str(i) for i in range(n)], postings)
+    positions, _ = index.top(["a", "b"], 3)
+    assert positions.tolist() == [5, 0, 1]
+
+
+def test_append_then_remove_equals_a_fresh_build() -> None:
+    rng = np.random.default_rng(3)
+    docs = [rng.choice(["a", "b", "c", "d", "e"], size=rng.integers(1, 6)) for _ in range(30)]
+
+    def postings_of(part: list[np.ndarray]) -> Postings:
+        terms = sorted({str(t) for d in part for t in d})
+        rows = sorted(
+            {(terms.index(str(t)), i, int((d == t).sum())) for i, d in enumerate(part) for t in d}
+        )
+        return Postings(
+            terms=terms,
+            term=np.array([r[0] for r in rows]),
+            doc=np.array([r[1] for r in rows]),
+            freq=np.array([r[2] for r in rows], dtype=np.float64),
+            lengths=np.array([[len(d)] for d in part]),
+        )
+
+    grown = BM25Index(("content",), (1.0,))
+    grown.append(np.arange(1, 21), [str(i) for i in range(20)], postings_of(docs[:20]))
+    grown.append(np.arange(21, 31), [str(i) for i in range(20, 30)], postings_of(docs[20:]))
+    keep = np.ones(30, np.bool_)
+    keep[[0, 7, 22]] = False
+    grown.remove(keep)
+    kept = [d for d, k in zip(docs, keep, strict=True) if k]
+    fresh = BM25Index(("content",), (1.0,))
+    fresh.append(np.arange(1, 31)[keep], [str(i) for i in range(30) if keep[i]], postings_of(kept))
+    for query in (["a"], ["b", "e"], ["c", "d", "a"]):
+        assert np.allclose(grown.scores(query), fresh.scores(query))
+    assert grown.ids == fresh.ids
+
+
+# -- agreement with FTS5 ---------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "query",
+    [
+        "why did we drop Redis for the SQLite queue?",
+        "release date slipped",
+        "queue stalled after deploy",
+        "who owns the incident review",
+        "alice bob",
+    ],
+)
+def test_ranking_and_scores_agree_with_fts5(workspace: stratamem.Memory, query: str) -> None:
+    found = sparse(workspace).search(query_terms(query), Filters(), 20)
+    theirs = fts5_top(workspace, query, 20)
+    assert found is not None
+    assert list(found) == list(theirs)
+    assert list(found.values()) == pytest.approx(list(theirs.values()), rel=1e-6)
+
+
+def test_the_hybrid_keyword_leg_runs_on_the_sparse_index(workspace: stratamem.Memory) -> None:
+    found, status = keyword_leg(workspace.store, "queue stalled", Filters(), 10)
+    assert found is not None
+    assert status == f"ok: {len(found)} matches"
+    response = workspace.search("queue stalled", limit=5, mode="hybrid")
+    assert response.legs["keyword"].startswith("ok")
+    assert "FTS5" not in response.legs["keyword"]
+
+
+def test_a_term_fts5_reads_as_a_phrase_falls_back_to_fts5(workspace: stratamem.Memory) -> None:
+    # unicode61 splits on "_", so FTS5 matches "job_queue" as the phrase "job queue".
+    found, status = keyword_leg(workspace.store, "job_queue", Filters(), 10)
+    assert "FTS5" in status
+    assert "phrase" in status
+    assert found is not None
+
+
+def test_a_query_without_words_leaves_the_leg_off(workspace: stratamem.Memory) -> None:
+    found, status = keyword_leg(workspace.store, "?!", Filters(), 10)
+    assert found is None
+    assert status.startswith("off")
+
+
+def test_inside_a_write_transaction_the_fts5_query_answers(tiny: stratamem.Memory) -> None:
+    with tiny.store.transaction():
+        found, status = keyword_leg(tiny.store, "cat", Filters(), 10)
+    assert "FTS5" in status
+    assert found is not None
+    assert len(found) == 1
+
+
+# -- the access gate -------------------------------------------------------------------------
+
+
+def test_filters_apply_before_the_limit(tmp_path: Path) -> None:
+    strong = [("redis redis redis queue", "redis")] * 30
+    weak = [(f"a note that mentions redis once, number {i}", "") for i in range(5)]
+    with stratamem.open(tmp_path / "f.db", embedder=None) as mem:
+        mem.ingest(write_docs(tmp_path / "strong.jsonl", strong, source="strong"))
+        mem.ingest(write_docs(tmp_path / "weak.jsonl", weak, source="weak"))
+        index = sparse(mem)
+        unfiltered = index.search(["redis"], Filters(), 5)
+        assert unfiltered is not None
+        strong_ids = {
+            c.id for c in mem.store.iter_chunks(mem.store.resolve_source("jsonl:strong").id)
+        }
+        assert set(unfiltered) <= strong_ids
+        only_weak = index.search(["redis"], Filters(sources=("jsonl:weak",)), 5)
+        assert only_weak is not None
+        assert len(only_weak) == 5
+        assert not set(only_weak) & strong_ids
+        assert index.search(["redis"], Filters(sources=("nowhere",)), 5) == {}
+
+
+# -- change, persistence, corruption -------------------------------------------------------
+
+
+def test_chunks_added_later_are_found(tiny: stratamem.Memory, tmp_path: Path) -> None:
+    index = sparse(tiny)
+    assert index.search(["otter"], Filters(), 10) == {}
+    tiny.ingest(write_docs(tmp_path / "more.jsonl", [("an otter swims", "")], source="more"))
+    found = index.search(["otter", "cat"], Filters(), 10)
+    assert found is not None
+    theirs = fts5_top(tiny, "otter cat", 10)
+    assert list(found) == list(theirs)
+    assert list(found.values()) == pytest.approx(list(theirs.values()), rel=1e-6)
+
+
+def test_deleted_chunks_never_appear(workspace: stratamem.Memory) -> None:
+    index = sparse(workspace)
+    before = index.search(["redis"], Filters(), 50)
+    assert before
+    mail = workspace.store.resolve_source(
+        next(s.id for s in workspace.store.sources() if s.kind.value == "email")
+    )
+    gone = {c.id for c in workspace.store.iter_chunks(mail.id)}
+    assert gone & set(before)
+    workspace.store.delete_source(mail.id)
+    after = index.search(["redis"], Filters(), 50)
+    assert after is not None
+    assert not gone & set(after)
+    assert list(after.values()) == pytest.approx(list(fts5_top(workspace, "redis", 50).values()))
+
+
+def test_the_index_is_saved_beside_the_database_and_reused(tiny: stratamem.Memory) -> None:
+    first = sparse(tiny, persist_min_docs=0)
+    found = first.search(["cat"], Filters(), 10)
+    path = first.index_path()
+    assert path is not None
+    assert path.exists()
+    second = sparse(tiny, persist_min_docs=0)
+    assert second.search(["cat"], Filters(), 10) == found
+    assert second.note == ""
+
+
+def test_a_saved_index_of_an_older_state_is_brought_up_to_date(
+    tiny: stratamem.Memory, tmp_path: Path
+) -> None:
+    sparse(tiny, persist_min_docs=0).search(["cat"], Filters(), 10)
+    tiny.ingest(write_docs(tmp_path / "more.jsonl", [("a cat and an otter", "")], source="more"))
+    tiny.store.delete_source(tiny.store.resolve_source("jsonl:tiny").id)
+    reopened = sparse(tiny, persist_min_docs=0)
+    found = reopened.search(["cat", "otter"], Filters(), 10)
+    assert found is not None
+    assert list(found.values()) == pytest.approx(list(fts5_top(tiny, "cat otter", 10).values()))
+    assert len(found) == 1
+
+
+@pytest.mark.parametrize(
+    "damage",
+    [
+        lambda data: data[: len(data) // 2],
+        lambda data: data[:40] + bytes([data[40] ^ 0xFF]) + data[41:],
+        lambda data: b"not an index at all",
+        lambda data: b"",
+    ],
+)
+def test_a_corrupt_file_is_rebuilt_and_says_so(tiny: stratamem.Memory, damage) -> None:  # type: ignore[no-untyped-def]
+    first = sparse(tiny, persist_min_docs=0)
+    expected = first.search(["cat"], Filters(), 10)
+    path = first.index_path()
+    assert path is not None
+    path.write_bytes(damage(path.read_bytes()))
+    second = sparse(tiny, persist_min_docs=0)
+    assert second.search(["cat"], Filters(), 10) == expected
+    assert "rebuilt" in second.note
+
+
+def test_a_file_built_with_other_weights_is_rejected(tiny: stratamem.Memory) -> None:
+    first = sparse(tiny, persist_min_docs=0)
+    first.search(["cat"], Filters(), 10)
+    path = first.index_path()
+    assert path is not None
+    from stratamem.retrieval.bm25_fts import fts_schema
+
+    schema = fts_schema(tiny.store.conn)
+    with pytest.raises(bm25_file.Rejected, match="weights"):
+        bm25_file.read_file(path, schema, (1.0, 1.0))
+
+
+def test_a_missing_file_is_rebuilt(tiny: stratamem.Memory) -> None:
+    first = sparse(tiny, persist_min_docs=0)
+    expected = first.search(["cat"], Filters(), 10)
+    path = first.index_path()
+    assert path is not None
+    path.unlink()
+    assert sparse(tiny, persist_min_docs=0).search(["cat"], Filters(), 10) == expected
+    assert path.exists()
+
+
+def test_small_and_in_memory_stores_write_no_file(tiny: stratamem.Memory) -> None:
+    index = sparse(tiny)
+    index.search(["cat"], Filters(), 10)
+    path = index.index_path()
+    assert path is not None
+    assert not path.exists()
+    with stratamem.open(":memory:", embedder=None) as mem:
+        assert sparse(mem).index_path() is None
+
+
+def test_one_index_per_open_store(tiny: stratamem.Memory) -> None:
+    assert sparse_index(tiny.store) is sparse_index(tiny.store)
+
+
+def test_the_averages_record_decodes_to_fts5_totals(tiny: stratamem.Memory) -> None:
+    (blob,) = tiny.store.conn.execute("SELECT block FROM chunks_fts_data WHERE id = 1").fetchone()
+    assert decode_averages(blob) == (4, (6, 1))
+
+
+def test_an_empty_store_matches_nothing(tmp_path: Path) -> None:
+    with stratamem.open(tmp_path / "empty.db", embedder=None) as mem:
+        assert sparse(mem).search(["anything"], Filters(), 10) == {}
+        assert keyword_leg(mem.store, "anything", Filters(), 10) == ({}, "ok: 0 matches")
