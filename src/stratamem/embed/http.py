@@ -46,14 +46,20 @@ _LOCAL_HOSTS = frozenset({"localhost", "localhost.localdomain"})
 def embeddings_url(base_url: str) -> str:
     """``http://host:11434`` → ``…/v1/embeddings``; ``…/v1`` → ``…/v1/embeddings``; a URL that
     already ends in ``/embeddings`` is kept."""
+    return openai_url(base_url, "/embeddings")
+
+
+def openai_url(base_url: str, endpoint: str) -> str:
+    """``endpoint`` (``/embeddings``, ``/chat/completions``) of an OpenAI-compatible server:
+    appended to the base's path, ``/v1`` when it has none, kept when already there."""
     parts = urllib.parse.urlsplit(base_url.strip())
     if parts.scheme not in ("http", "https") or not parts.netloc:
         raise ValueError(f"base_url must be an http(s) URL, got {base_url!r}")
     path = parts.path.rstrip("/")
     if not path:
-        path = "/v1/embeddings"
-    elif not path.endswith("/embeddings"):
-        path += "/embeddings"
+        path = "/v1" + endpoint
+    elif not path.endswith(endpoint):
+        path += endpoint
     return urllib.parse.urlunsplit((parts.scheme, parts.netloc, path, parts.query, ""))
 
 

@@ -42,6 +42,7 @@ import numpy.typing as npt
 
 from stratamem.retrieval.bm25_fts import FtsSchema, FtsState
 from stratamem.retrieval.bm25_index import K1, B, BM25Index
+from stratamem.retrieval.vector_store_file import digest_of
 
 FORMAT_VERSION: Final = 1
 MAGIC: Final = b"SMBM25X1"
@@ -146,7 +147,7 @@ def read_file(
         body_end = size - _DIGEST_SIZE
         if min(n, t, p, ids_bytes, terms_bytes) < 0 or body_end != 12 + length + body:
             raise Rejected("the file's length does not match its header")
-        if _digest_of(file, body_end) != file.read():
+        if digest_of(file, body_end) != file.read():
             raise Rejected("checksum mismatch (truncated or corrupt)")
         file.seek(12 + length)
         rowids = _read_array(file, (n,), "<i8").astype(np.int64)
@@ -185,20 +186,6 @@ def read_file(
         averages=bytes.fromhex(str(header["averages"])),
     )
     return index, state
-
-
-def _digest_of(file: BinaryIO, end: int) -> bytes:
-    """SHA-256 of the file's first ``end`` bytes; leaves the position at ``end``."""
-    file.seek(0)
-    digest = hashlib.sha256()
-    remaining = end
-    while remaining > 0:
-        block = file.read(min(_CHUNK, remaining))
-        if not block:
-            break
-        digest.update(block)
-        remaining -= len(block)
-    return digest.digest()
 
 
 def _read_array(file: BinaryIO, shape: tuple[int, ...], dtype: str) -> npt.NDArray[Any]:

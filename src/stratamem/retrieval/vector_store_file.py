@@ -179,7 +179,7 @@ def read_file(
         if not 0 <= count <= slots:
             raise Rejected("count and slots disagree")
         body_end = size - _DIGEST_SIZE
-        if body_end < 12 + length + 8 * slots or _digest_of(file, body_end) != file.read():
+        if body_end < 12 + length + 8 * slots or digest_of(file, body_end) != file.read():
             raise Rejected("checksum mismatch (truncated or corrupt)")
         m, ef_construction = int(header["m"]), int(header["ef_construction"])
 
@@ -236,7 +236,7 @@ class _HashingWriter:
         self._file.write(data)
 
 
-def _digest_of(file: BinaryIO, end: int) -> bytes:
+def digest_of(file: BinaryIO, end: int) -> bytes:
     """SHA-256 of the file's first ``end`` bytes; leaves the position at ``end``."""
     file.seek(0)
     digest = hashlib.sha256()

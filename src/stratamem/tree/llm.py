@@ -30,7 +30,13 @@ import urllib.request
 from collections.abc import Sequence
 from typing import Any
 
-from stratamem.embed.http import RETRY_STATUSES, error_message, is_loopback, retry_after
+from stratamem.embed.http import (
+    RETRY_STATUSES,
+    error_message,
+    is_loopback,
+    openai_url,
+    retry_after,
+)
 from stratamem.ingest.tokens import estimate_tokens
 from stratamem.tree.extractive import (
     ExtractiveSummarizer,
@@ -57,15 +63,7 @@ SYSTEM_PROMPT = (
 def chat_completions_url(base_url: str) -> str:
     """``http://host:11434`` → ``…/v1/chat/completions``; ``…/v1`` → ``…/v1/chat/completions``;
     a URL that already ends in ``/chat/completions`` is kept."""
-    parts = urllib.parse.urlsplit(base_url.strip())
-    if parts.scheme not in ("http", "https") or not parts.netloc:
-        raise ValueError(f"base_url must be an http(s) URL, got {base_url!r}")
-    path = parts.path.rstrip("/")
-    if not path:
-        path = "/v1/chat/completions"
-    elif not path.endswith("/chat/completions"):
-        path += "/chat/completions"
-    return urllib.parse.urlunsplit((parts.scheme, parts.netloc, path, parts.query, ""))
+    return openai_url(base_url, "/chat/completions")
 
 
 class _Failure(Exception):
