@@ -49,7 +49,6 @@ MAGIC: Final = b"SMBM25X1"
 
 _HEADER_MAX: Final = 1 << 20
 _DIGEST_SIZE: Final = 32
-_CHUNK: Final = 1 << 20
 
 
 class Rejected(Exception):
