@@ -8,7 +8,7 @@ from collections.abc import Callable, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from stratamem.config import TreeConfig
@@ -125,6 +125,12 @@ class _Crash(BaseException):
 
 @SETTINGS
 @given(chats=histories, config=configs, crash_at=st.integers(min_value=1, max_value=12))
+# A crash while sealing level 2 leaves level 1 empty, yet level 3 is still due.
+@example(
+    chats=[[0, 0, 0, 0, 0, 0]],
+    config=TreeConfig(input_token_budget=4, summary_fanout=2, flush_age_days=1.0),
+    crash_at=10,
+)
 def test_a_seal_interrupted_anywhere_resumes_to_the_same_tree(
     chat: Chat, shape: Shape, chats: list[list[int]], config: TreeConfig, crash_at: int
 ) -> None:

@@ -216,8 +216,8 @@ class TreeBuilder:
                     on_summary()
             if raced:
                 continue  # plan this level again from what is committed now
-            if not runs and level > 0 and not items:
-                break
+            if not runs and level > 0 and self.store.trees.highest_open_level(tree.id) <= level:
+                break  # nothing sealed here and nothing waits above (a resumed seal may have)
             level += 1
         return report
 

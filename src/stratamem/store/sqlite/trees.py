@@ -129,6 +129,15 @@ class TreeTables:
             )
         ]
 
+    def highest_open_level(self, tree_id: str) -> int:
+        """The highest level holding an unparented live summary (0 when there is none)."""
+        row = self.conn.execute(
+            """SELECT max(level) FROM summaries
+               WHERE tree_id = ? AND parent_id IS NULL AND deleted = 0""",
+            (tree_id,),
+        ).fetchone()
+        return int(row[0] or 0)
+
     def newest_leaf_ms(self, source_id: str) -> int | None:
         row = self.conn.execute(
             "SELECT max(coalesce(ts_end, ts_start)) FROM chunks WHERE source_id = ?",
