@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import http.server
 import json
+import sqlite3
 import threading
 import time
 from collections.abc import Iterator, Sequence
@@ -14,6 +15,8 @@ from stratamem.config import SearchConfig
 from stratamem.embed.base import ModelSpec
 from stratamem.embed.hashing import HashingEmbedder
 from stratamem.retrieval.rerank import HTTPReranker
+from stratamem.store.sqlite.store import SQLiteStore, filter_sql
+from stratamem.types import Filters, SourceKind
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "examples" / "workspace"
@@ -202,14 +205,50 @@ def test_the_vector_index_follows_the_store_in_place(mem: stratamem.Memory) -> N
     assert hits
 
 
+def test_the_vectors_mmr_weighs_are_the_stored_ones(mem: stratamem.Memory) -> None:
+    import numpy as np
+
+    leg = mem.vectors
+    assert leg is not None
+    ids = [row[0] for row in mem.store.conn.execute("SELECT id FROM chunks ORDER BY id LIMIT 30")]
+    from_store = leg.vectors(ids)  # no index built yet: read from the store
+    leg.index()
+    from_index = leg.vectors([*ids, "no-such-chunk"])
+    assert list(from_index) == list(from_store) == ids
+    for node in ids:
+        np.testing.assert_allclose(from_index[node], from_store[node], atol=1e-6)
+
+
+def _nodes_by_entities_in_sql(
+    store: SQLiteStore,
+    weights: dict[str, float],
+    filters: Filters,
+    limit: int,
+    exclude: list[str],
+) -> list[tuple[str, float]]:
+    where, params = filter_sql(filters)
+    values = ",".join("(?, ?)" for _ in weights)
+    skip = f"AND e.node_id NOT IN ({','.join('?' * len(exclude))})"
+    return [
+        (row[0], row[1])
+        for row in store.conn.execute(
+            f"""WITH q(entity_id, weight) AS (VALUES {values})
+                SELECT e.node_id, sum(q.weight) AS score
+                FROM q JOIN entity_index e ON e.entity_id = q.entity_id
+                JOIN chunks c ON c.id = e.node_id JOIN sources s ON s.id = c.source_id
+                WHERE {where} {skip}
+                GROUP BY e.node_id ORDER BY score DESC, e.node_id LIMIT ?""",
+            (*[x for pair in weights.items() for x in pair], *params, *exclude, limit),
+        )
+    ]
+
+
 @pytest.mark.parametrize("locked", [False, True])
-def test_the_graph_queries_fast_path_answers_as_the_store_does(
+def test_the_in_memory_entity_postings_rank_as_the_sql_query_does(
     mem: stratamem.Memory, locked: bool
 ) -> None:
-    from stratamem.retrieval.graph_leg import nodes_by_entities
-    from stratamem.types import Filters, SourceKind
-
     store = mem.store
+    assert isinstance(store, SQLiteStore)
     if locked:
         store.conn.execute("UPDATE sources SET locked = 1 WHERE scope = 'mbox:team'")
     entities = [
@@ -218,7 +257,8 @@ def test_the_graph_queries_fast_path_answers_as_the_store_does(
             "SELECT entity_id FROM entity_index GROUP BY entity_id ORDER BY count(*) DESC, 1"
         )
     ][:40]
-    weights = {entity: 1.0 + (i % 7) / 3 for i, entity in enumerate(entities)}
+    # Binary fractions sum exactly in any order, so ties are ties on both sides.
+    weights = {entity: 0.25 * (1 + i % 7) for i, entity in enumerate(entities)}
     exclude = [row[0] for row in store.conn.execute("SELECT id FROM chunks LIMIT 3")]
     scopes = sorted(s.scope for s in store.sources())
     for filters in (
@@ -228,10 +268,50 @@ def test_the_graph_queries_fast_path_answers_as_the_store_does(
         Filters(kinds=(SourceKind.CHAT,)),
         Filters(kinds=(SourceKind.EMAIL, SourceKind.DOCUMENT)),
     ):
-        for limit in (3, 100):
-            fast = nodes_by_entities(store, weights, filters, limit, exclude=exclude)
-            assert fast == store.nodes_by_entities(weights, filters, limit, exclude=exclude)
-            assert fast or filters.sources
+        for limit in (1, 3, 100):
+            found = store.nodes_by_entities(weights, filters, limit, exclude=exclude)
+            expected = _nodes_by_entities_in_sql(store, weights, filters, limit, exclude)
+            assert list(found.items()) == expected
+            assert found or filters.sources
+    frequencies = dict(
+        store.conn.execute(
+            "SELECT entity_id, count(*) FROM entity_index GROUP BY entity_id"
+        ).fetchall()
+    )
+    assert store.entity_frequencies([*entities, "topic:nowhere"]) == {
+        e: frequencies[e] for e in entities
+    }
+
+
+def test_the_entity_postings_follow_every_change_to_the_store(
+    mem: stratamem.Memory, tmp_path: Path
+) -> None:
+    store = mem.store
+    assert isinstance(store, SQLiteStore)
+    entity = store.conn.execute(
+        "SELECT entity_id FROM entity_index GROUP BY entity_id ORDER BY count(*) DESC, 1"
+    ).fetchone()[0]
+    before = store.entity_frequencies([entity])[entity]
+    ranked = store.nodes_by_entities({entity: 1.0}, Filters(), 1000)
+    assert len(ranked) == before
+    node = next(iter(ranked))
+    # A write on this connection.
+    store.conn.execute(
+        "DELETE FROM entity_index WHERE entity_id = ? AND node_id = ?", (entity, node)
+    )
+    assert store.entity_frequencies([entity])[entity] == before - 1
+    assert node not in store.nodes_by_entities({entity: 1.0}, Filters(), 1000)
+    # A commit by another connection to the same file.
+    other = sqlite3.connect(store.path)
+    with other:
+        other.execute(
+            """INSERT INTO entity_index (entity_id, node_id, kind, surface, source_id)
+               SELECT ?, id, 'topic', 'x', source_id FROM chunks WHERE id = ?""",
+            (entity, node),
+        )
+    other.close()
+    assert store.entity_frequencies([entity])[entity] == before
+    assert node in store.nodes_by_entities({entity: 1.0}, Filters(), 1000)
 
 
 def test_the_keyword_leg_of_a_hybrid_search_says_which_index_answered(

@@ -274,6 +274,19 @@ def test_replace_and_remove(data, ids, threshold: int) -> None:  # type: ignore[
     assert len(index) == len(ids) - 1
 
 
+@pytest.mark.parametrize("threshold", [10**9, THRESHOLD])
+def test_stored_vectors_come_back_by_id_in_the_order_asked(data, ids, threshold: int) -> None:  # type: ignore[no-untyped-def]
+    index = VectorIndex(DIM, hnsw_threshold=threshold)
+    index.add(ids, data[0])
+    index.remove(ids[10:11])
+    asked = np.array([ids[500], 10**12, ids[3], ids[10], ids[500]])
+    found, vectors = index.vectors(asked)
+    assert found.tolist() == [ids[500], ids[3], ids[500]]
+    normalised = data[0] / np.linalg.norm(data[0], axis=1, keepdims=True)
+    np.testing.assert_allclose(vectors, normalised[[500, 3, 500]], atol=1e-6)
+    assert index.vectors(np.array([], dtype=np.int64))[1].shape == (0, DIM)
+
+
 def test_hnsw_compacts_after_many_removals(data, ids) -> None:  # type: ignore[no-untyped-def]
     index = VectorIndex(DIM, hnsw_threshold=THRESHOLD)
     index.add(ids, data[0])

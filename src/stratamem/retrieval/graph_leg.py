@@ -12,13 +12,10 @@ from __future__ import annotations
 
 import math
 import re
-import sqlite3
-from collections.abc import Sequence
 
 from stratamem.entities.extract import canonical, text_mentions
 from stratamem.entities.stopwords import STOPWORDS
 from stratamem.store.base import Store
-from stratamem.store.sqlite.store import filter_sql
 from stratamem.types import Filters
 
 _WORD = re.compile(r"[\w@#.+-]+")
@@ -70,43 +67,4 @@ def graph_leg(
     weights = entity_weights(store, query_entity_candidates(query), hub_fraction=hub_fraction)
     if not weights:
         return {}, {}
-    return nodes_by_entities(store, weights, filters, limit), weights
-
-
-def nodes_by_entities(
-    store: Store,
-    weights: dict[str, float],
-    filters: Filters,
-    limit: int,
-    *,
-    exclude: Sequence[str] = (),
-) -> dict[str, float]:
-    """Nodes mentioning any of these entities, scored by the summed entity weights, filtered
-    before the limit: ``store.nodes_by_entities``, with a faster path on SQLite.
-
-    The store's query reads every mentioning chunk's row to reach its source, a page read
-    per mention that dominates at 100k chunks. A mention row carries its chunk's source
-    itself, so when no time filter needs the chunk's times, the gate (locks, sources, kinds)
-    is applied through that source and the chunk rows are not read.
-    """
-    conn = getattr(store, "conn", None)
-    if (
-        not weights
-        or filters.since is not None
-        or filters.until is not None
-        or not isinstance(conn, sqlite3.Connection)
-    ):
-        return store.nodes_by_entities(weights, filters, limit, exclude=exclude)
-    values = ",".join("(?, ?)" for _ in weights)
-    where, params = filter_sql(filters)
-    skip = f"AND e.node_id NOT IN ({','.join('?' * len(exclude))})" if exclude else ""
-    rows = conn.execute(
-        f"""WITH q(entity_id, weight) AS (VALUES {values})
-            SELECT e.node_id, sum(q.weight) AS score
-            FROM q JOIN entity_index e ON e.entity_id = q.entity_id
-            JOIN sources s ON s.id = e.source_id
-            WHERE e.node_kind = 'leaf' AND {where} {skip}
-            GROUP BY e.node_id ORDER BY score DESC, e.node_id LIMIT ?""",
-        (*[x for pair in weights.items() for x in pair], *params, *exclude, limit),
-    ).fetchall()
-    return {row[0]: float(row[1]) for row in rows}
+    return store.nodes_by_entities(weights, filters, limit), weights

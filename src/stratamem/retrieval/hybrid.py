@@ -18,17 +18,19 @@ the others, and ``SearchResponse.legs`` says why. Nothing here raises for a bad 
 from __future__ import annotations
 
 import math
+import threading
 from collections.abc import Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 
 from stratamem.config import SearchConfig
 from stratamem.errors import StratamemError
 from stratamem.retrieval import fusion
 from stratamem.retrieval.bm25_leg import keyword_leg
-from stratamem.retrieval.graph_leg import graph_leg, idf_weights, nodes_by_entities
+from stratamem.retrieval.graph_leg import graph_leg, idf_weights
 from stratamem.retrieval.mmr import mmr
 from stratamem.retrieval.rerank import Reranker, apply_rerank
-from stratamem.retrieval.vector_leg import VectorLeg
+from stratamem.retrieval.vector_leg import Vector, VectorLeg
 from stratamem.store.base import Store
 from stratamem.types import (
     Chunk,
@@ -41,6 +43,8 @@ from stratamem.types import (
 )
 
 MAX_LIMIT = 1000
+_EMBEDDING_THREAD: ThreadPoolExecutor | None = None
+_EMBEDDING_THREAD_LOCK = threading.Lock()
 _GRAPH_QUERY_WORDS = 48
 
 
@@ -148,12 +152,13 @@ class HybridSearcher:
         notes: list[str],
     ) -> dict[str, dict[str, float]]:
         scores: dict[str, dict[str, float]] = {}
+        # The query is embedded on another thread while the keyword and graph legs run here
+        # (onnxruntime and SQLite both let go of the GIL).
+        embedding = self._embed_query(query, status) if "vector" in legs else None
         if "keyword" in legs:
             found, status["keyword"] = keyword_leg(self.store, query, filters, pool)
             if found is not None:
                 scores["keyword"] = found
-        if "vector" in legs:
-            scores["vector"] = self._vector_leg(query, filters, pool, status)
         if "graph" in legs:
             words = " ".join(query.split()[:_GRAPH_QUERY_WORDS])
             found_nodes, entities = graph_leg(
@@ -165,20 +170,34 @@ class HybridSearcher:
                 if entities
                 else "ok: no known entity in the query"
             )
+        if embedding is not None:
+            scores["vector"] = self._vector_leg(embedding, filters, pool, status)
+        elif "vector" in legs:
+            scores["vector"] = {}
         return scores
 
-    def _vector_leg(
-        self, query: str, filters: Filters, pool: int, status: dict[str, str]
-    ) -> dict[str, float]:
+    def _embed_query(self, query: str, status: dict[str, str]) -> Future[Vector] | None:
+        """The query's embedding, under way; None (with the reason in ``status``) when the
+        vector leg cannot run."""
         if self.vectors is None:
             status["vector"] = "off: no embedder configured"
-            return {}
+            return None
         try:
             reason = self.vectors.status()
-            if reason is not None:
-                status["vector"] = f"off: {reason}"
-                return {}
-            found = self.vectors.search(query, filters, pool)
+        except (StratamemError, OSError, ValueError, RuntimeError) as exc:
+            status["vector"] = f"off: {exc}"
+            return None
+        if reason is not None:
+            status["vector"] = f"off: {reason}"
+            return None
+        return _embedding_thread().submit(self.vectors.embed_query, query)
+
+    def _vector_leg(
+        self, embedding: Future[Vector], filters: Filters, pool: int, status: dict[str, str]
+    ) -> dict[str, float]:
+        assert self.vectors is not None
+        try:
+            found = self.vectors.search(embedding.result(), filters, pool)
         except (StratamemError, OSError, ValueError, RuntimeError) as exc:
             # An embedding failure degrades to the other legs; it never fails the search.
             status["vector"] = f"off: the query could not be embedded ({exc})"
@@ -234,8 +253,8 @@ class HybridSearcher:
             total = sum(weights.values())
             if not total:
                 continue
-            shared = nodes_by_entities(
-                self.store, weights, filters, cfg.expand_per_seed, exclude=seeds
+            shared = self.store.nodes_by_entities(
+                weights, filters, cfg.expand_per_seed, exclude=seeds
             )
             for node, overlap in shared.items():
                 strength = overlap / total
@@ -290,6 +309,14 @@ class HybridSearcher:
                 )
             )
         return hits, breakdowns
+
+
+def _embedding_thread() -> ThreadPoolExecutor:
+    global _EMBEDDING_THREAD
+    with _EMBEDDING_THREAD_LOCK:
+        if _EMBEDDING_THREAD is None:
+            _EMBEDDING_THREAD = ThreadPoolExecutor(1, thread_name_prefix="stratamem-embed")
+        return _EMBEDDING_THREAD
 
 
 def _rerank(

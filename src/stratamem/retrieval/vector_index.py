@@ -318,6 +318,12 @@ class VectorIndex:
             return ids[0], scores[0]
         return ids, scores
 
+    def vectors(self, ids: npt.ArrayLike) -> tuple[IdArray, Matrix]:
+        """(the ids present, their normalised vectors), in the order asked."""
+        wanted = _as_ids(ids, "ids")
+        pos, found = self._find(wanted)
+        return wanted[found], self._storage()[self._sorted_slots[pos[found]]].copy()
+
     def _allowed_slots(self, allow: IdArray) -> IdArray:
         """Slots of the allowed ids that are present, ascending and distinct."""
         pos, found = self._find(allow)

@@ -10,6 +10,7 @@ search, before the top-k is taken.
 from __future__ import annotations
 
 import hashlib
+import threading
 from collections import OrderedDict
 from pathlib import Path
 
@@ -42,6 +43,7 @@ class VectorLeg:
         self._index: VectorIndex | None = None
         self._generation = -1
         self._queries: OrderedDict[str, Vector] = OrderedDict()
+        self._queries_lock = threading.Lock()
 
     @property
     def signature(self) -> str:
@@ -115,14 +117,18 @@ class VectorLeg:
             index.add(rowids, vectors.reshape(-1, dim))
 
     def embed_query(self, text: str) -> Vector:
-        cached = self._queries.get(text)
-        if cached is not None:
-            self._queries.move_to_end(text)
-            return cached
+        """The query's vector; the last few hundred are kept (a search may run on any
+        thread)."""
+        with self._queries_lock:
+            cached = self._queries.get(text)
+            if cached is not None:
+                self._queries.move_to_end(text)
+                return cached
         vector: Vector = self.embedder.embed_batch([text], role="query")[0]
-        self._queries[text] = vector
-        if len(self._queries) > _QUERY_CACHE:
-            self._queries.popitem(last=False)
+        with self._queries_lock:
+            self._queries[text] = vector
+            if len(self._queries) > _QUERY_CACHE:
+                self._queries.popitem(last=False)
         return vector
 
     def search(self, query: str | Vector, filters: Filters, k: int) -> dict[str, float]:
@@ -142,7 +148,14 @@ class VectorLeg:
         }
 
     def vectors(self, node_ids: list[str]) -> dict[str, Vector]:
+        """The stored vectors of these chunks (those that have one), read from the index when
+        it is current and from the store otherwise."""
         dim = self.embedder.spec.dim
+        if self._index is not None and self._generation == self.store.generation():
+            rowids = self.store.ids_to_rowids(node_ids)
+            names = {rowid: node for node, rowid in rowids.items()}
+            found, matrix = self._index.vectors(list(rowids.values()))
+            return {names[int(r)]: row for r, row in zip(found.tolist(), matrix, strict=True)}
         return {
             node: np.frombuffer(blob, dtype="<f4").reshape(dim)
             for node, blob in self.store.vectors_of(self.signature, node_ids).items()

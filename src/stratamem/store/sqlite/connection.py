@@ -4,11 +4,15 @@ from __future__ import annotations
 
 import itertools
 import sqlite3
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
+from typing import TypeVar
 
 from stratamem.errors import StoreError
+
+BATCH = 500
+T = TypeVar("T")
 
 
 def connect(path: str | Path) -> sqlite3.Connection:
@@ -54,3 +58,11 @@ def atomic(conn: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
 
 
 _savepoints = itertools.count(1)
+
+
+def batches(values: Sequence[T]) -> Iterator[tuple[list[T], str]]:
+    """``values`` in slices of :data:`BATCH`, each with its ``?,?,…`` placeholder list, so an
+    ``IN (…)`` query never passes SQLite's limit on bound parameters."""
+    for start in range(0, len(values), BATCH):
+        part = list(values[start : start + BATCH])
+        yield part, ",".join("?" * len(part))

@@ -12,18 +12,17 @@ from collections.abc import Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 from stratamem.errors import NotFoundError, StoreError
 from stratamem.store.base import ChunkRow, MentionRow, from_ms, source_id_for, to_ms
-from stratamem.store.sqlite.connection import atomic, connect
+from stratamem.store.sqlite.connection import atomic, batches, connect
 from stratamem.store.sqlite.jobs import JobQueue
 from stratamem.store.sqlite.migrations import migrate
+from stratamem.store.sqlite.postings import EntityPostings
 from stratamem.store.sqlite.trees import TreeTables
 from stratamem.types import Chunk, EntityMatch, Filters, RetrievalHit, Source, SourceKind
 
-_BATCH = 500
-T = TypeVar("T")
 MAX_EDGE_NODE_ENTITIES = 24
 
 
@@ -43,6 +42,7 @@ class SQLiteStore:
             raise StoreError(f"{path}: cannot open as a stratamem database: {exc}") from exc
         self.trees = TreeTables(self)
         self.jobs = JobQueue(self.conn)
+        self.postings = EntityPostings(self.conn, self.write_state)
 
     def __enter__(self) -> SQLiteStore:
         return self
@@ -134,7 +134,7 @@ class SQLiteStore:
 
     def existing_ids(self, ids: Sequence[str]) -> set[str]:
         found: set[str] = set()
-        for part, marks in _batches(ids):
+        for part, marks in batches(ids):
             found.update(
                 row[0]
                 for row in self.conn.execute(f"SELECT id FROM chunks WHERE id IN ({marks})", part)
@@ -165,7 +165,7 @@ class SQLiteStore:
         at the same seq, and the old one must go. Memory stays flat: no set of kept ids.
         """
         removed = 0
-        for part, marks in _batches(seqs):
+        for part, marks in batches(seqs):
             where = f"source_id = ? AND seq IN ({marks})"
             removed += self._delete_chunks(where, [source_id, *part])
         return removed
@@ -185,7 +185,7 @@ class SQLiteStore:
         # have the tree sealed again.
         for tree_id in self.trees.invalidate_chunks(nodes):
             self.jobs.enqueue("seal", f"seal:{tree_id}", {"tree_id": tree_id})
-        for part, marks in _batches(nodes):
+        for part, marks in batches(nodes):
             self.add_edges(source_id, part, sign=-1)
             self.conn.execute(f"DELETE FROM entity_index WHERE node_id IN ({marks})", part)
             self.conn.execute(f"DELETE FROM embeddings WHERE node_id IN ({marks})", part)
@@ -229,13 +229,13 @@ class SQLiteStore:
                 "SELECT DISTINCT node_id FROM entity_index WHERE source_id = ?", (source_id,)
             )
         ]
-        for part, _ in _batches(nodes):
+        for part, _ in batches(nodes):
             self.add_edges(source_id, part)
 
     def chunks(self, ids: Sequence[str]) -> list[Chunk]:
         """Chunks by id, in the order asked; unknown ids are left out."""
         found: dict[str, Chunk] = {}
-        for part, marks in _batches(ids):
+        for part, marks in batches(ids):
             for row in self.conn.execute(f"SELECT * FROM chunks WHERE id IN ({marks})", part):
                 found[row["id"]] = chunk_from_row(row)
         return [found[i] for i in ids if i in found]
@@ -248,7 +248,7 @@ class SQLiteStore:
 
     def mentions_of(self, node_ids: Sequence[str]) -> dict[str, list[str]]:
         out: dict[str, list[str]] = {i: [] for i in node_ids}
-        for part, marks in _batches(node_ids):
+        for part, marks in batches(node_ids):
             for node, entity in self.conn.execute(
                 f"""SELECT node_id, entity_id FROM entity_index WHERE node_id IN ({marks})
                     ORDER BY node_id, entity_id""",
@@ -305,7 +305,7 @@ class SQLiteStore:
     def cached_vectors(self, model: str, hashes: Sequence[str]) -> dict[str, bytes]:
         """Vectors already made by ``model`` for these content hashes (any node)."""
         found: dict[str, bytes] = {}
-        for part, marks in _batches(hashes):
+        for part, marks in batches(hashes):
             for sha, blob in self.conn.execute(
                 f"""SELECT content_sha256, vector FROM embeddings
                     WHERE model = ? AND content_sha256 IN ({marks})""",
@@ -362,7 +362,7 @@ class SQLiteStore:
 
     def vectors_by_rowid(self, model: str, rowids: Sequence[int]) -> dict[int, bytes]:
         found: dict[int, bytes] = {}
-        for part, marks in _batches(rowids):
+        for part, marks in batches(rowids):
             for rowid, blob in self.conn.execute(
                 f"""SELECT c.rowid, e.vector FROM chunks c
                     JOIN embeddings e ON e.node_id = c.id AND e.model = ?
@@ -374,11 +374,20 @@ class SQLiteStore:
 
     def rowids_to_ids(self, rowids: Sequence[int]) -> dict[int, str]:
         found: dict[int, str] = {}
-        for part, marks in _batches([int(r) for r in rowids]):
+        for part, marks in batches([int(r) for r in rowids]):
             for rowid, node in self.conn.execute(
                 f"SELECT rowid, id FROM chunks WHERE rowid IN ({marks})", part
             ):
                 found[rowid] = node
+        return found
+
+    def ids_to_rowids(self, node_ids: Sequence[str]) -> dict[str, int]:
+        found: dict[str, int] = {}
+        for part, marks in batches(node_ids):
+            for node, rowid in self.conn.execute(
+                f"SELECT id, rowid FROM chunks WHERE id IN ({marks})", part
+            ):
+                found[node] = rowid
         return found
 
     def allowed_rowids(self, filters: Filters) -> list[int] | None:
@@ -399,7 +408,7 @@ class SQLiteStore:
 
     def vectors_of(self, model: str, node_ids: Sequence[str]) -> dict[str, bytes]:
         found: dict[str, bytes] = {}
-        for part, marks in _batches(node_ids):
+        for part, marks in batches(node_ids):
             for node, blob in self.conn.execute(
                 f"SELECT node_id, vector FROM embeddings WHERE model = ? AND node_id IN ({marks})",
                 (model, *part),
@@ -409,9 +418,14 @@ class SQLiteStore:
 
     # -- graph -----------------------------------------------------------------------------
 
+    def write_state(self) -> tuple[int, int]:
+        """Moves whenever this connection or another one changes the database: what caches
+        of its contents are keyed on."""
+        return self.conn.execute("PRAGMA data_version").fetchone()[0], self.conn.total_changes
+
     def chunk_count(self) -> int:
         """The number of chunks, cached until this or another connection writes."""
-        key = (self.conn.execute("PRAGMA data_version").fetchone()[0], self.conn.total_changes)
+        key = self.write_state()
         if self._count_cache is None or self._count_cache[0] != key:
             count = int(self.conn.execute("SELECT count(*) FROM chunks").fetchone()[0])
             self._count_cache = (key, count)
@@ -423,16 +437,7 @@ class SQLiteStore:
 
     def entity_frequencies(self, entity_ids: Sequence[str]) -> dict[str, int]:
         """How many nodes mention each of these entities (absent ones are left out)."""
-        if not entity_ids:
-            return {}
-        marks = ",".join("?" * len(entity_ids))
-        return dict(
-            self.conn.execute(
-                f"""SELECT entity_id, count(*) FROM entity_index WHERE entity_id IN ({marks})
-                    GROUP BY entity_id""",
-                list(entity_ids),
-            ).fetchall()
-        )
+        return self.postings.frequencies(entity_ids)
 
     def nodes_by_entities(
         self,
@@ -443,9 +448,20 @@ class SQLiteStore:
         exclude: Sequence[str] = (),
     ) -> dict[str, float]:
         """Nodes mentioning any of these entities, scored by the summed entity weights,
-        filtered before the limit."""
+        filtered before the limit (ties to the smaller id).
+
+        Without a time filter the gate is a set of sources and the in-memory postings
+        answer; with one, the chunks' times are needed and SQL does.
+        """
         if not weights:
             return {}
+        if filters.since is None and filters.until is None:
+            where, params = filter_sql(filters)
+            sources = [
+                row[0]
+                for row in self.conn.execute(f"SELECT s.id FROM sources s WHERE {where}", params)
+            ]
+            return self.postings.score(weights, sources, limit, exclude=exclude)
         values = ",".join("(?, ?)" for _ in weights)
         where, params = filter_sql(filters)
         skip = ""
@@ -530,14 +546,6 @@ class SQLiteStore:
             ),
             "bytes": Path(self.path).stat().st_size if Path(self.path).exists() else 0,
         }
-
-
-def _batches(values: Sequence[T]) -> Iterator[tuple[list[T], str]]:
-    """``values`` in slices of :data:`_BATCH`, each with its ``?,?,…`` placeholder list, so an
-    ``IN (…)`` query never passes SQLite's limit on bound parameters."""
-    for start in range(0, len(values), _BATCH):
-        part = list(values[start : start + _BATCH])
-        yield part, ",".join("?" * len(part))
 
 
 def chunk_from_row(row: sqlite3.Row) -> Chunk:
