@@ -205,6 +205,17 @@ def test_the_vector_index_follows_the_store_in_place(mem: stratamem.Memory) -> N
     assert hits
 
 
+def test_a_search_writes_nothing_so_caches_of_the_store_stay_valid(
+    mem: stratamem.Memory,
+) -> None:
+    store = mem.store
+    assert isinstance(store, SQLiteStore)
+    mem.search("why did we drop Redis for the SQLite queue?")
+    before = store.write_state()
+    mem.search("who owns the phoenix release and the billing migration?")
+    assert store.write_state() == before
+
+
 def test_the_vectors_mmr_weighs_are_the_stored_ones(mem: stratamem.Memory) -> None:
     import numpy as np
 
@@ -312,6 +323,26 @@ def test_the_entity_postings_follow_every_change_to_the_store(
     other.close()
     assert store.entity_frequencies([entity])[entity] == before
     assert node in store.nodes_by_entities({entity: 1.0}, Filters(), 1000)
+
+    def agrees() -> None:
+        counts = dict(
+            store.conn.execute(
+                "SELECT entity_id, count(*) FROM entity_index GROUP BY entity_id"
+            ).fetchall()
+        )
+        assert store.entity_frequencies([*counts, "topic:nowhere"]) == counts
+        top = sorted(counts, key=lambda e: (-counts[e], e))[:25]
+        weights = {e: 0.5 * (1 + i % 3) for i, e in enumerate(top)}
+        found = store.nodes_by_entities(weights, Filters(), 50)
+        assert list(found.items()) == _nodes_by_entities_in_sql(store, weights, Filters(), 50, [])
+
+    # New chunks (appended to what is held), then removed ones (read again).
+    source = tmp_path / "more.md"
+    source.write_text("# Kickoff\n\nAlice Chen and @bob met about #phoenix and Redis.\n")
+    mem.ingest(source)
+    agrees()
+    mem.forget("mbox:team")
+    agrees()
 
 
 def test_the_keyword_leg_of_a_hybrid_search_says_which_index_answered(

@@ -19,6 +19,7 @@ from __future__ import annotations
 import hashlib
 import re
 import sqlite3
+import weakref
 from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -34,6 +35,7 @@ _TEXT: Final = "stratamem_bm25_text"
 _TEXT_VOCAB: Final = "temp.stratamem_bm25_text_vocab"
 _TOKENIZE = re.compile(r"tokenize\s*=\s*'((?:[^']|'')*)'", re.IGNORECASE)
 _QUERY_CACHE: Final = 4096
+_BUILT_IN_TOKENIZERS: Final = frozenset({"unicode61", "ascii", "porter", "trigram"})
 _BATCH: Final = 4096
 
 
@@ -190,6 +192,7 @@ class FtsTokenizer:
         self.schema = schema
         self._phrases: OrderedDict[str, tuple[str, ...]] = OrderedDict()
         self._ready = False
+        self._query_conn: sqlite3.Connection | None = None
 
     def _prepare(self) -> None:
         if self._ready:
@@ -237,25 +240,48 @@ class FtsTokenizer:
             self._clear()
         return rowids, ids, postings
 
+    def _query_side(self) -> sqlite3.Connection:
+        """Where query terms are tokenized: a private in-memory database when the tokenizer
+        is one FTS5 builds in, so that tokenizing a query writes nothing on the store's
+        connection (its change counter keys caches of the store); the store's connection
+        otherwise (a tokenizer registered on it exists only there)."""
+        if self._query_conn is not None:
+            return self._query_conn
+        self._prepare()
+        if self.schema.tokenize.split()[0].lower() not in _BUILT_IN_TOKENIZERS:
+            self._query_conn = self.conn
+            return self.conn
+        conn = sqlite3.connect(":memory:", check_same_thread=False)
+        columns = ", ".join(_quote_id(c) for c in self.schema.columns)
+        tokenize = self.schema.tokenize.replace("'", "''")
+        conn.execute(
+            f"CREATE VIRTUAL TABLE temp.{_TEXT} "
+            f"USING fts5({columns}, content='', tokenize='{tokenize}')"
+        )
+        conn.execute(f"CREATE VIRTUAL TABLE {_TEXT_VOCAB} USING fts5vocab(temp, {_TEXT}, instance)")
+        weakref.finalize(self, conn.close)
+        self._query_conn = conn
+        return conn
+
     def phrases(self, terms: Sequence[str]) -> list[tuple[str, ...]]:
         """The tokens FTS5 makes of each term, in order: what each quoted term of a MATCH
         expression becomes (one token, a phrase of several, or nothing)."""
         missing = list(dict.fromkeys(t for t in terms if t not in self._phrases))
         if missing:
-            self._prepare()
+            conn = self._query_side()
             first = self.schema.columns[0]
-            self.conn.executemany(
+            conn.executemany(
                 f"INSERT INTO temp.{_TEXT} (rowid, {_quote_id(first)}) VALUES (?, ?)",
                 list(enumerate(missing, start=1)),
             )
             try:
                 found: dict[int, list[str]] = {}
-                for doc, term in self.conn.execute(
+                for doc, term in conn.execute(
                     f"SELECT doc, term FROM {_TEXT_VOCAB} ORDER BY doc, offset"
                 ):
                     found.setdefault(int(doc), []).append(str(term))
             finally:
-                self._clear()
+                self._clear(conn)
             for i, term in enumerate(missing, start=1):
                 self._phrases[term] = tuple(found.get(i, ()))
             while len(self._phrases) > _QUERY_CACHE:
@@ -266,8 +292,9 @@ class FtsTokenizer:
             out.append(self._phrases[term])
         return out
 
-    def _clear(self) -> None:
-        self.conn.execute(f"INSERT INTO temp.{_TEXT} ({_TEXT}) VALUES ('delete-all')")
+    def _clear(self, conn: sqlite3.Connection | None = None) -> None:
+        conn = conn or self.conn
+        conn.execute(f"INSERT INTO temp.{_TEXT} ({_TEXT}) VALUES ('delete-all')")
 
 
 def _quote_id(name: str) -> str:

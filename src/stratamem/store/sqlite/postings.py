@@ -3,13 +3,15 @@
 The graph leg and the expansion step score nodes by the entities they share with the query or
 with a seed. In SQL that reads every mention row of every entity involved, joins it to its
 source and groups it, for each query and for each seed; an entity named by thousands of chunks
-makes that the slowest part of a search. Here the mentions of an entity are read once, kept as
-arrays of node and source codes, and scored with numpy.
+makes that the slowest part of a search. Here every mention is read once, into arrays of node
+codes per entity, and scored with numpy.
 
-The cache is filled per entity, when a query first needs it, and emptied whenever the
-database changes (this connection's change counter or SQLite's ``data_version``, which moves
-when another connection commits), so it never answers from a state that is gone. It holds at
-most ``max_postings`` mentions; past that it starts again empty.
+Staying current: mentions are written only with new chunks and removed only with their
+chunks (a removal bumps the store's generation). So when the database has changed (this
+connection's change counter or SQLite's ``data_version``, which moves when another connection
+commits), the mentions of chunks above the highest rowid read so far are appended, unless the
+generation moved, in which case everything is read again. Either way the number of mentions
+held must then equal the table's, or everything is read again.
 """
 
 from __future__ import annotations
@@ -17,63 +19,42 @@ from __future__ import annotations
 import heapq
 import sqlite3
 import threading
-from collections.abc import Callable, Collection, Sequence
-from dataclasses import dataclass
-from typing import Final
+from array import array
+from collections.abc import Callable, Collection, Iterable, Sequence
 
 import numpy as np
 import numpy.typing as npt
 
-from stratamem.store.sqlite.connection import batches
-
-MAX_POSTINGS: Final = 4_000_000
-
 Codes = npt.NDArray[np.int32]
-
-
-@dataclass(frozen=True, slots=True)
-class _Postings:
-    nodes: Codes
-    sources: Codes
 
 
 class EntityPostings:
     def __init__(
         self,
         conn: sqlite3.Connection,
-        state: Callable[[], tuple[int, int]],
         *,
-        max_postings: int = MAX_POSTINGS,
+        state: Callable[[], tuple[int, int]],
+        generation: Callable[[], int],
     ) -> None:
         self._conn = conn
         self._state = state
-        self.max_postings = max_postings
+        self._generation = generation
         self._lock = threading.Lock()
         self._key: tuple[int, int] | None = None
-        self._counts: dict[str, int] = {}
-        self._postings: dict[str, _Postings] = {}
-        self._size = 0
+        self._at: tuple[int, int] = (-1, 0)  # (generation, highest chunk rowid) read
+        self._lists: dict[str, array[int]] = {}
+        self._arrays: dict[str, Codes] = {}
         self._node_codes: dict[str, int] = {}
         self._node_ids: list[str] = []
+        self._node_source: array[int] = array("i")
         self._source_codes: dict[str, int] = {}
+        self._total = 0
 
     def frequencies(self, entity_ids: Sequence[str]) -> dict[str, int]:
         """How many nodes mention each of these entities (absent ones are left out)."""
         with self._lock:
-            self._check()
-            counts = self._counts
-            missing = sorted({e for e in entity_ids if e not in counts})
-            for entity in missing:
-                counts[entity] = 0
-            for part, marks in batches(missing):
-                counts.update(
-                    self._conn.execute(
-                        f"""SELECT entity_id, count(*) FROM entity_index
-                            WHERE entity_id IN ({marks}) GROUP BY entity_id""",
-                        part,
-                    ).fetchall()
-                )
-            return {e: counts[e] for e in entity_ids if counts[e]}
+            self._current()
+            return {e: len(self._lists[e]) for e in entity_ids if e in self._lists}
 
     def score(
         self,
@@ -89,20 +70,20 @@ class EntityPostings:
         if not weights or limit <= 0:
             return {}
         with self._lock:
-            found = self._load(list(weights))
-            parts = [(p, weights[e]) for e, p in found.items() if len(p.nodes)]
+            self._current()
+            parts = [(self._codes(e), w) for e, w in weights.items() if e in self._lists]
             if not parts:
                 return {}
-            nodes = np.concatenate([p.nodes for p, _ in parts])
-            values = np.concatenate([np.full(len(p.nodes), w) for p, w in parts])
+            nodes = np.concatenate([codes for codes, _ in parts])
+            values = np.concatenate([np.full(len(codes), w) for codes, w in parts])
             keep = np.ones(len(nodes), np.bool_)
             if sources is not None:
-                codes = [self._source_codes[s] for s in sources if s in self._source_codes]
-                source_codes = np.concatenate([p.sources for p, _ in parts])
-                keep &= np.isin(source_codes, np.asarray(codes, dtype=np.int32))
+                wanted = [self._source_codes[s] for s in sources if s in self._source_codes]
+                of_node = np.frombuffer(self._node_source, dtype=np.int32)
+                keep &= np.isin(of_node[nodes], np.asarray(wanted, dtype=np.int32))
             if exclude:
-                codes = [self._node_codes[n] for n in exclude if n in self._node_codes]
-                keep &= ~np.isin(nodes, np.asarray(codes, dtype=np.int32))
+                skip = [self._node_codes[n] for n in exclude if n in self._node_codes]
+                keep &= ~np.isin(nodes, np.asarray(skip, dtype=np.int32))
             if not keep.all():
                 nodes, values = nodes[keep], values[keep]
             if not len(nodes):
@@ -111,13 +92,19 @@ class EntityPostings:
             totals = np.bincount(inverse, weights=values).astype(np.float64, copy=False)
             return self._top(unique, totals, limit)
 
+    def _codes(self, entity: str) -> Codes:
+        codes = self._arrays.get(entity)
+        if codes is None:
+            codes = self._arrays[entity] = np.frombuffer(self._lists[entity], dtype=np.int32)
+        return codes
+
     def _top(self, nodes: Codes, totals: npt.NDArray[np.float64], limit: int) -> dict[str, float]:
+        names = self._node_ids
         if len(nodes) > limit:
             # Everything scoring above the limit-th score, and the ties at it by smallest id.
             cut = np.partition(totals, len(totals) - limit)[len(totals) - limit]
             above = np.flatnonzero(totals > cut)
             tied = np.flatnonzero(totals == cut)
-            names = self._node_ids
             smallest = heapq.nsmallest(
                 limit - len(above), tied.tolist(), key=lambda i: names[int(nodes[i])]
             )
@@ -125,43 +112,73 @@ class EntityPostings:
             nodes, totals = nodes[chosen], totals[chosen]
         ranked = sorted(
             zip(totals.tolist(), nodes.tolist(), strict=True),
-            key=lambda pair: (-pair[0], self._node_ids[pair[1]]),
+            key=lambda pair: (-pair[0], names[pair[1]]),
         )
-        return {self._node_ids[node]: total for total, node in ranked}
+        return {names[node]: total for total, node in ranked}
 
-    def _check(self) -> None:
-        key = self._state()
-        if key != self._key or self._size > self.max_postings:
-            self._counts.clear()
-            self._postings.clear()
-            self._node_codes.clear()
-            self._node_ids.clear()
-            self._source_codes.clear()
-            self._size = 0
-            self._key = key
+    # -- keeping current -------------------------------------------------------------------
 
-    def _load(self, entity_ids: Sequence[str]) -> dict[str, _Postings]:
-        self._check()
-        missing = sorted({e for e in entity_ids if e not in self._postings})
-        if missing:
-            rows: dict[str, tuple[list[int], list[int]]] = {e: ([], []) for e in missing}
-            nodes, sources = self._node_codes, self._source_codes
-            for part, marks in batches(missing):
-                for entity, node, source in self._conn.execute(
-                    f"""SELECT entity_id, node_id, source_id FROM entity_index
-                        WHERE entity_id IN ({marks})""",
-                    part,
-                ):
-                    code = nodes.get(node)
-                    if code is None:
-                        code = nodes[node] = len(self._node_ids)
-                        self._node_ids.append(node)
-                    node_list, source_list = rows[entity]
-                    node_list.append(code)
-                    source_list.append(sources.setdefault(source, len(sources)))
-            for entity, (node_list, source_list) in rows.items():
-                self._postings[entity] = _Postings(
-                    np.asarray(node_list, dtype=np.int32), np.asarray(source_list, dtype=np.int32)
+    def _current(self) -> None:
+        if self._state() == self._key:
+            return
+        conn = self._conn
+        own = not conn.in_transaction
+        if own:
+            conn.execute("BEGIN")  # one snapshot for the state, the rows and the count
+        try:
+            key, generation = self._state(), self._generation()
+            top = int(conn.execute("SELECT coalesce(max(rowid), 0) FROM chunks").fetchone()[0])
+            read_generation, read_top = self._at
+            if self._key is None or generation != read_generation or top < read_top:
+                self._reset()
+                self._add(conn.execute("SELECT entity_id, node_id, source_id FROM entity_index"))
+            elif top > read_top:
+                self._add(
+                    conn.execute(
+                        """SELECT e.entity_id, e.node_id, e.source_id FROM chunks c
+                           JOIN entity_index e ON e.node_id = c.id WHERE c.rowid > ?""",
+                        (read_top,),
+                    )
                 )
-                self._size += len(node_list)
-        return {e: self._postings[e] for e in entity_ids if e in self._postings}
+            count = int(conn.execute("SELECT count(*) FROM entity_index").fetchone()[0])
+            if count != self._total:
+                # Mentions changed some other way: read them all again.
+                self._reset()
+                self._add(conn.execute("SELECT entity_id, node_id, source_id FROM entity_index"))
+        finally:
+            if own:
+                conn.execute("COMMIT")
+        self._key, self._at = key, (generation, top)
+
+    def _reset(self) -> None:
+        self._lists.clear()
+        self._arrays.clear()
+        self._node_codes.clear()
+        self._node_ids.clear()
+        self._node_source = array("i")
+        self._source_codes.clear()
+        self._total = 0
+
+    def _add(self, rows: Iterable[tuple[str, str, str]]) -> None:
+        lists, arrays, codes, sources = (
+            self._lists,
+            self._arrays,
+            self._node_codes,
+            self._source_codes,
+        )
+        names, of_node = self._node_ids, self._node_source
+        added = 0
+        for entity, node, source in rows:
+            code = codes.get(node)
+            if code is None:
+                code = codes[node] = len(names)
+                names.append(node)
+                of_node.append(sources.setdefault(source, len(sources)))
+            found = lists.get(entity)
+            if found is None:
+                found = lists[entity] = array("i")
+            else:
+                arrays.pop(entity, None)
+            found.append(code)
+            added += 1
+        self._total += added

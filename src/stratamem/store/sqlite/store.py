@@ -42,7 +42,9 @@ class SQLiteStore:
             raise StoreError(f"{path}: cannot open as a stratamem database: {exc}") from exc
         self.trees = TreeTables(self)
         self.jobs = JobQueue(self.conn)
-        self.postings = EntityPostings(self.conn, self.write_state)
+        self.postings = EntityPostings(
+            self.conn, state=self.write_state, generation=self.generation
+        )
 
     def __enter__(self) -> SQLiteStore:
         return self
