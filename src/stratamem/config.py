@@ -55,7 +55,7 @@ class SearchConfig:
     rrf_k: int = 60
     pool: int = 100
     expand_seeds: int = 5
-    expand_damping: float = 0.5
+    expand_damping: float = 0.6
     expand_per_seed: int = 3
     expand_window: int = 2
     hub_fraction: float = 0.05

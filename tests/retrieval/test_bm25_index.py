@@ -243,6 +243,46 @@ def test_filters_apply_before_the_limit(tmp_path: Path) -> None:
         assert index.search(["redis"], Filters(sources=("nowhere",)), 5) == {}
 
 
+def test_under_a_gate_the_idf_counts_only_the_admitted_documents() -> None:
+    # Docs 0-1 (admitted) hold "a"; doc 1 also "b"; docs 2-4 (not admitted) hold "b".
+    # Admitted: N = 2, n(a) = 2 → idf floor, n(b) = 1 → log(1.5 / 1.5) = 0 → floor too.
+    # Whole index: N = 5, n(a) = 2 → log(3.5 / 2.5), n(b) = 4 → floor.
+    index = BM25Index(("content",), (1.0,))
+    postings = Postings(
+        terms=["a", "b"],
+        term=np.array([0, 0, 1, 1, 1, 1]),
+        doc=np.array([0, 1, 1, 2, 3, 4]),
+        freq=np.ones(6),
+        lengths=np.array([[1], [2], [1], [1], [1]]),
+    )
+    index.append(np.arange(1, 6), [str(i) for i in range(5)], postings)
+    allow = np.array([True, True, False, False, False])
+    assert index.idf([0, 1]).tolist() == pytest.approx([math.log(3.5 / 2.5), 1e-6])
+    assert index.idf([0, 1], allow=allow).tolist() == [1e-6, 1e-6]
+    positions, scores = index.top(["a", "b"], 5, allow=allow)
+    assert positions.tolist() == [1, 0]
+    avgdl = 6 / 5  # the whole index's
+    assert scores.tolist() == pytest.approx(
+        [2 * hand_score(1.0, 2, 2, 2, avgdl), hand_score(1.0, 1, 2, 2, avgdl)]
+    )
+
+
+def test_a_name_in_every_turn_of_its_conversation_weighs_nothing_there(tmp_path: Path) -> None:
+    ours = [("gina said hello", "")] * 6 + [("gina said she loves to dance", "")]
+    others = [(f"talk about topic {i} with nobody named", "") for i in range(30)]
+    with stratamem.open(tmp_path / "g.db", embedder=None) as mem:
+        mem.ingest(write_docs(tmp_path / "ours.jsonl", ours, source="ours"))
+        mem.ingest(write_docs(tmp_path / "others.jsonl", others, source="others"))
+        index = sparse(mem)
+        scoped = index.search(["gina", "dance"], Filters(sources=("jsonl:ours",)), 3)
+        assert scoped is not None
+        top, *rest = scoped.values()
+        assert top > 100 * max(rest)  # only "dance" counts inside the conversation
+        whole = index.search(["gina"], Filters(), 3)
+        assert whole is not None
+        assert min(whole.values()) > 0.5  # across the store "gina" is rare
+
+
 # -- change, persistence, corruption -------------------------------------------------------
 
 

@@ -19,6 +19,14 @@ with k1 = 1.2, b = 0.75, N the number of rows, n(q) the rows containing q, |d| t
 the row over all its columns and avgdl the mean of |d|. FTS5 returns the negated score; this
 module returns it positive. Each query phrase counts once per occurrence in the query, as in
 FTS5 (a query naming the same stem twice weighs it twice).
+
+One departure, under an access gate only: N and n(q) count the documents the gate admits, so
+a search scoped to one conversation weighs a word by how rare it is *there*. A participant's
+name is in half of their conversation's turns and almost nowhere else; weighed against the
+whole store it would outweigh every other word of a question asked about that conversation.
+It also means no score is shaped by documents the caller may not see. avgdl stays the whole
+index's (the admitted documents' own made no difference on LoCoMo). Ungated, the scores are
+FTS5's.
 """
 
 from __future__ import annotations
@@ -165,15 +173,31 @@ class BM25Index:
             self._gain = (freq * (K1 + 1.0) / (freq + norm[self.doc])).astype(np.float32)
         return self._gain
 
-    def idf(self, term_ids: Sequence[int]) -> npt.NDArray[np.float64]:
-        n = len(self.rowids)
-        hits = np.diff(self.indptr)[np.asarray(term_ids, dtype=np.int64)].astype(np.float64)
+    def idf(
+        self, term_ids: Sequence[int], *, allow: npt.NDArray[np.bool_] | None = None
+    ) -> npt.NDArray[np.float64]:
+        """Each term's idf over the documents ``allow`` admits (all when None)."""
+        ids = np.asarray(term_ids, dtype=np.int64)
+        if allow is None:
+            n = float(len(self.rowids))
+            hits = np.diff(self.indptr)[ids].astype(np.float64)
+        else:
+            n = float(np.count_nonzero(allow))
+            hits = np.asarray(
+                [
+                    np.count_nonzero(allow[self.doc[self.indptr[t] : self.indptr[t + 1]]])
+                    for t in ids.tolist()
+                ],
+                dtype=np.float64,
+            )
         value = np.log((n - hits + 0.5) / (hits + 0.5))
         return np.where(value <= 0.0, MIN_IDF, value)
 
-    def scores(self, phrases: Sequence[str]) -> Scores:
+    def scores(
+        self, phrases: Sequence[str], *, allow: npt.NDArray[np.bool_] | None = None
+    ) -> Scores:
         """The BM25 score of every document for a query of single-token phrases (0 where
-        none matches)."""
+        none matches), the idf counted over the documents ``allow`` admits."""
         known = [self.vocab[p] for p in phrases if p in self.vocab]
         scores = np.zeros(len(self.rowids), np.float64)
         if not known:
@@ -185,7 +209,7 @@ class BM25Index:
         gains = self._gains()
         doc = np.concatenate([self.doc[s:e] for s, e in zip(starts, ends, strict=True)])
         gain = np.concatenate([gains[s:e] for s, e in zip(starts, ends, strict=True)])
-        value = np.repeat(self.idf(known), lengths) * gain
+        value = np.repeat(self.idf(known, allow=allow), lengths) * gain
         summed: Scores = np.bincount(doc, weights=value, minlength=len(self.rowids)).astype(
             np.float64, copy=False
         )
@@ -195,8 +219,9 @@ class BM25Index:
         self, phrases: Sequence[str], k: int, *, allow: npt.NDArray[np.bool_] | None = None
     ) -> tuple[IntArray, Scores]:
         """Positions and scores of the ``k`` best matching documents among those ``allow``
-        admits (all when None), best first, ties by rowid. The gate applies before the cut."""
-        scores = self.scores(phrases)
+        admits (all when None), best first, ties by rowid. The gate applies before the cut,
+        and to the idf."""
+        scores = self.scores(phrases, allow=allow)
         if allow is not None:
             scores = np.where(allow, scores, 0.0)
         matched = np.flatnonzero(scores > 0.0)

@@ -236,7 +236,7 @@ class HybridSearcher:
         around = self.store.neighbour_chunks(seeds, filters, window=cfg.expand_window)
         for seed, neighbours in around.items():
             for node, distance in neighbours:
-                # Each step further from the seed halves what it passes on again.
+                # Each step further from the seed damps what it passes on again.
                 reach(node, candidates[seed].final * cfg.expand_damping**distance, seed)
         mentions = self.store.mentions_of(seeds)
         # One frequency lookup for every seed's entities rather than one per seed.
