@@ -4,8 +4,9 @@ import json
 import os
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
+import numpy as np
 import pytest
 
 import stratamem
@@ -299,6 +300,45 @@ def test_embed_fills_in_summaries_sealed_before_the_store_had_vectors(tmp_path: 
         assert report.summaries == len(ids)
         model = str(memory.store.get_setting("embed.model"))
         assert set(memory.store.trees.vectors(model, ids)) == set(ids)
+
+
+def test_summaries_are_embedded_in_batches_and_a_failure_leaves_them_for_later(
+    tmp_path: Path,
+) -> None:
+    from stratamem.embed.hashing import HashingEmbedder
+
+    class Flaky(HashingEmbedder):
+        failing = False
+        batches: ClassVar[list[int]] = []
+
+        def embed_batch(self, texts: Sequence[str], *, role: str = "passage") -> Any:
+            if Flaky.failing:
+                raise RuntimeError("embedding service down")
+            Flaky.batches.append(len(texts))
+            return super().embed_batch(texts, role=role)  # type: ignore[arg-type]
+
+    embedder = Flaky()
+    slack = Path(__file__).parents[1] / "fixtures" / "slack"
+    with stratamem.open(tmp_path / "m.db", embedder=embedder, tree_config=SMALL) as memory:
+        memory.ingest(slack, trees=False)
+        memory.embed()
+        model = str(memory.store.get_setting("embed.model"))
+        Flaky.failing = True
+        memory.flush()  # seals, then cannot embed: the summaries stand without vectors
+        ids = [r["id"] for r in live(memory.store)]
+        assert len(ids) > 1
+        assert memory.store.trees.vectors(model, ids) == {}
+        Flaky.failing = False
+        Flaky.batches.clear()
+        memory.build_trees()  # nothing to seal; the vectors are filled in
+        assert sum(Flaky.batches) == len(ids)
+        assert len(Flaky.batches) == -(-len(ids) // 32)  # batches of 32, not one at a time
+        stored = memory.store.trees.vectors(model, ids)
+        assert set(stored) == set(ids)
+        contents = {n.id: n.content for n in memory.store.trees.summaries(ids)}
+        for node, blob in stored.items():
+            alone = HashingEmbedder().embed_batch([contents[node]], role="passage")[0]
+            assert np.frombuffer(blob, dtype="<f4") == pytest.approx(alone, abs=1e-6)
 
 
 def test_cascade_depth_is_bounded(store: SQLiteStore, chat: Chat) -> None:

@@ -124,12 +124,12 @@ def embed_pending(
         state.cached = report.cached
         if progress is not None:
             progress(state)
-    report.summaries = _embed_summaries(store, embedder, batch)
+    report.summaries = embed_summaries(store, embedder, batch=batch)
     report.seconds = time.perf_counter() - started
     return report
 
 
-def _embed_summaries(store: Store, embedder: Embedder, batch: int) -> int:
+def embed_summaries(store: Store, embedder: Embedder, *, batch: int = 32) -> int:
     """Embed the sealed summaries that have no vector of this model (they are few: one per
     thousands of tokens of chunks)."""
     signature, dim = embedder.spec.signature, embedder.spec.dim

@@ -2,10 +2,11 @@
 
 Every ingest that changes a source queues a ``seal:<tree id>`` job in the same transaction as
 its chunks. :meth:`TreeBuilder.run_pending` works through the queue. For each tree it plans the
-seals that are due (:mod:`stratamem.tree.plan`), reads their inputs, summarises and embeds them
-with no transaction open, then commits each summary in a short transaction that claims exactly
-the items it summarised; items appended meanwhile stay in the buffer for the next seal. Then it
-climbs a level, up to ``max_depth``. A process killed mid-job leaves the job running; the next
+seals that are due (:mod:`stratamem.tree.plan`), reads their inputs, summarises them with no
+transaction open, then commits each summary in a short transaction that claims exactly the
+items it summarised; items appended meanwhile stay in the buffer for the next seal. Then it
+climbs a level, up to ``max_depth``. Once the queue is done, the new summaries are embedded in
+batches. A process killed mid-job leaves the job running; the next
 run reclaims it after its lease and, since summary ids are a hash of their children and the
 plan depends only on what is committed, finishes the same tree.
 """
@@ -21,11 +22,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
-import numpy as np
-
 from stratamem.config import TreeConfig
 from stratamem.embed.base import Embedder
-from stratamem.embed.indexing import ACTIVE_MODEL
+from stratamem.embed.indexing import ACTIVE_MODEL, embed_summaries
 from stratamem.ingest.tokens import estimate_tokens
 from stratamem.store.base import Store, from_ms
 from stratamem.store.sqlite.jobs import Job
@@ -80,8 +79,9 @@ class SealReport:
 
 
 class TreeBuilder:
-    """Seals the trees of one store. ``embedder`` embeds each summary when the store's vectors
-    are of its model (so summaries and chunks are always comparable)."""
+    """Seals the trees of one store. ``embedder`` embeds the new summaries, in batches once
+    the queue is done, when the store's vectors are of its model (so summaries and chunks are
+    always comparable)."""
 
     def __init__(
         self,
@@ -156,6 +156,7 @@ class TreeBuilder:
             self.store.jobs.done(job)
             report.trees += 1
             tick(tree.scope)
+        self._embed_new_summaries()
         report.seconds = time.perf_counter() - started
         return report
 
@@ -307,31 +308,27 @@ class TreeBuilder:
             doc_id=doc_id,
             version=version,
         )
-        vector = self._embed(content)
         with self.store.transaction():
-            trees.insert(node, vector=vector)
+            trees.insert(node)
             trees.raise_root(tree.id, node.id, node.level)
         report.summaries += 1
         report.by_level[level + 1] = report.by_level.get(level + 1, 0) + 1
         if level == 0:
             report.leaves += len(ids)
 
-    def _embed(self, content: str) -> tuple[str, int, bytes] | None:
+    def _embed_new_summaries(self) -> int:
+        """Embed, in batches, the summaries that have no vector of the store's model, when
+        it is the embedder's (so summaries and chunks are always comparable)."""
         embedder = self.embedder
-        if embedder is None:
-            return None
-        signature = embedder.spec.signature
-        if self.store.get_setting(ACTIVE_MODEL) != signature:
-            return None
+        if embedder is None or self.store.get_setting(ACTIVE_MODEL) != embedder.spec.signature:
+            return 0
         try:
-            vector = embedder.embed_batch([content], role="passage")[0]
+            return embed_summaries(self.store, embedder)
         except Exception as exc:
-            # A summary without a vector still serves time and topic queries; `embed` fills
-            # it in later.
-            log.warning("could not embed a summary: %s", exc)
-            return None
-        blob = np.ascontiguousarray(vector, dtype="<f4").tobytes()
-        return signature, embedder.spec.dim, blob
+            # A summary without a vector still serves time and topic queries; the next
+            # build or `embed` fills it in.
+            log.warning("could not embed the new summaries: %s", exc)
+            return 0
 
 
 def _top(counts: Counter[str], limit: int) -> tuple[str, ...]:
