@@ -65,6 +65,27 @@ def test_a_changed_model_turns_the_vector_leg_off(mem: stratamem.Memory, tmp_pat
         assert changed.search("redis").legs["vector"].startswith("ok")
 
 
+@pytest.mark.parametrize(
+    "change",
+    [{"dim": 256}, {"name": "hashing-v2"}, {"query_prefix": "query: "}],
+    ids=["same model name, another dimension", "another model", "another prefix"],
+)
+def test_vectors_are_never_compared_across_models_or_dimensions(
+    mem: stratamem.Memory, change: dict[str, object]
+) -> None:
+    from dataclasses import replace
+
+    assert mem.embedder is not None
+    other = HashingEmbedder(spec=replace(mem.embedder.spec, **change))  # type: ignore[arg-type]
+    with stratamem.open(mem.path, embedder=other) as changed:
+        response = changed.search("why did we drop Redis for the SQLite queue?")
+        assert response.legs["vector"].startswith("off: ")
+        assert "reindex" in response.legs["vector"]
+        assert response.hits  # the keyword and graph legs still answer
+        assert all(h.explain["breakdown"]["vector"] == 0.0 for h in response.hits)
+        assert changed.search("redis", mode="vector").hits == ()
+
+
 class FailingEmbedder(HashingEmbedder):
     def embed_batch(self, texts: Sequence[str], *, role: str = "passage"):  # type: ignore[override]
         if role == "query":
