@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import contextlib
 import http.server
 import json
 import sqlite3
@@ -356,6 +357,20 @@ def test_the_entity_postings_follow_every_change_to_the_store(
         weights = {e: 0.5 * (1 + i % 3) for i, e in enumerate(top)}
         found = store.nodes_by_entities(weights, Filters(), 50)
         assert list(found.items()) == _nodes_by_entities_in_sql(store, weights, Filters(), 50, [])
+
+    # Read inside a transaction that is then rolled back.
+    with contextlib.suppress(RuntimeError), store.transaction():
+        store.conn.execute("DELETE FROM entity_index WHERE entity_id = ?", (entity,))
+        assert store.entity_frequencies([entity]) == {}
+        raise RuntimeError("roll back")
+    assert store.entity_frequencies([entity])[entity] == before
+    agrees()
+    chunks = store.chunk_count()
+    with contextlib.suppress(RuntimeError), store.transaction():
+        store.conn.execute("DELETE FROM chunks WHERE id = ?", (node,))
+        assert store.chunk_count() == chunks - 1
+        raise RuntimeError("roll back")
+    assert store.chunk_count() == chunks
 
     # New chunks (appended to what is held), then removed ones (read again).
     source = tmp_path / "more.md"

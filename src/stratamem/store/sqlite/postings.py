@@ -41,6 +41,7 @@ class EntityPostings:
         self._generation = generation
         self._lock = threading.Lock()
         self._key: tuple[int, int] | None = None
+        self._loaded = False
         self._at: tuple[int, int] = (-1, 0)  # (generation, highest chunk rowid) read
         self._lists: dict[str, array[int]] = {}
         self._arrays: dict[str, Codes] = {}
@@ -129,7 +130,7 @@ class EntityPostings:
             key, generation = self._state(), self._generation()
             top = int(conn.execute("SELECT coalesce(max(rowid), 0) FROM chunks").fetchone()[0])
             read_generation, read_top = self._at
-            if self._key is None or generation != read_generation or top < read_top:
+            if not self._loaded or generation != read_generation or top < read_top:
                 self._reset()
                 self._add(conn.execute("SELECT entity_id, node_id, source_id FROM entity_index"))
             elif top > read_top:
@@ -148,7 +149,10 @@ class EntityPostings:
         finally:
             if own:
                 conn.execute("COMMIT")
-        self._key, self._at = key, (generation, top)
+        self._loaded, self._at = True, (generation, top)
+        # Inside the caller's transaction, what was read may yet be rolled back (and the
+        # change counter does not go back): check again next time.
+        self._key = key if own else None
 
     def _reset(self) -> None:
         self._lists.clear()

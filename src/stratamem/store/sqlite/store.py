@@ -426,12 +426,14 @@ class SQLiteStore:
         return self.conn.execute("PRAGMA data_version").fetchone()[0], self.conn.total_changes
 
     def chunk_count(self) -> int:
-        """The number of chunks, cached until this or another connection writes."""
+        """The number of chunks, cached until this or another connection writes (not inside
+        a transaction, which may yet roll back what it counted)."""
         key = self.write_state()
-        if self._count_cache is None or self._count_cache[0] != key:
-            count = int(self.conn.execute("SELECT count(*) FROM chunks").fetchone()[0])
-            self._count_cache = (key, count)
-        return self._count_cache[1]
+        if self._count_cache is not None and self._count_cache[0] == key:
+            return self._count_cache[1]
+        count = int(self.conn.execute("SELECT count(*) FROM chunks").fetchone()[0])
+        self._count_cache = None if self.conn.in_transaction else (key, count)
+        return count
 
     def scopes(self) -> dict[str, str]:
         """Source id → scope, without the per-source counts :meth:`sources` makes."""
