@@ -3,9 +3,12 @@ from __future__ import annotations
 import contextlib
 import http.server
 import json
+import os
+import signal
 import sqlite3
 import threading
 import time
+import warnings
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
@@ -85,6 +88,31 @@ def test_vectors_are_never_compared_across_models_or_dimensions(
         assert response.hits  # the keyword and graph legs still answer
         assert all(h.explain["breakdown"]["vector"] == 0.0 for h in response.hits)
         assert changed.search("redis", mode="vector").hits == ()
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")
+def test_a_forked_child_searches_with_its_own_embedding_thread(mem: stratamem.Memory) -> None:
+    assert mem.search("redis").legs["vector"].startswith("ok")  # the parent's thread runs
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)  # fork of a threaded process
+        pid = os.fork()
+    if pid == 0:
+        ok = False
+        try:
+            response = mem.search("why did we drop Redis for the SQLite queue?")
+            ok = response.legs["vector"].startswith("ok") and bool(response.hits)
+        finally:
+            os._exit(0 if ok else 1)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            assert os.waitstatus_to_exitcode(status) == 0
+            return
+        time.sleep(0.05)
+    os.kill(pid, signal.SIGKILL)
+    os.waitpid(pid, 0)
+    pytest.fail("the child's search never finished: its embedding thread did not run")
 
 
 class FailingEmbedder(HashingEmbedder):

@@ -18,6 +18,7 @@ the others, and ``SearchResponse.legs`` says why. Nothing here raises for a bad 
 from __future__ import annotations
 
 import math
+import os
 import threading
 from collections.abc import Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -43,7 +44,7 @@ from stratamem.types import (
 )
 
 MAX_LIMIT = 1000
-_EMBEDDING_THREAD: ThreadPoolExecutor | None = None
+_EMBEDDING_THREAD: tuple[int, ThreadPoolExecutor] | None = None
 _EMBEDDING_THREAD_LOCK = threading.Lock()
 _GRAPH_QUERY_WORDS = 48
 
@@ -312,11 +313,14 @@ class HybridSearcher:
 
 
 def _embedding_thread() -> ThreadPoolExecutor:
+    """The one thread that embeds queries, started on first use (again in a forked child,
+    which has the executor but not its thread)."""
     global _EMBEDDING_THREAD
     with _EMBEDDING_THREAD_LOCK:
-        if _EMBEDDING_THREAD is None:
-            _EMBEDDING_THREAD = ThreadPoolExecutor(1, thread_name_prefix="stratamem-embed")
-        return _EMBEDDING_THREAD
+        if _EMBEDDING_THREAD is None or _EMBEDDING_THREAD[0] != os.getpid():
+            executor = ThreadPoolExecutor(1, thread_name_prefix="stratamem-embed")
+            _EMBEDDING_THREAD = (os.getpid(), executor)
+        return _EMBEDDING_THREAD[1]
 
 
 def _rerank(
