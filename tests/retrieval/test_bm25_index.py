@@ -3,6 +3,7 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Iterator
+from datetime import UTC, datetime
 from pathlib import Path
 
 import numpy as np
@@ -14,7 +15,8 @@ from stratamem.retrieval.bm25_fts import decode_averages
 from stratamem.retrieval.bm25_index import BM25Index, Postings
 from stratamem.retrieval.bm25_leg import SparseKeywordIndex, keyword_leg, sparse_index
 from stratamem.retrieval.fts_query import match_expression, query_terms
-from stratamem.types import Filters
+from stratamem.retrieval.keyword import keyword_search
+from stratamem.types import Filters, SourceKind
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "examples" / "workspace"
@@ -187,6 +189,33 @@ def test_ranking_and_scores_agree_with_fts5(workspace: stratamem.Memory, query: 
     assert found is not None
     assert list(found) == list(theirs)
     assert list(found.values()) == pytest.approx(list(theirs.values()), rel=1e-6)
+
+
+@pytest.mark.parametrize(
+    "filters",
+    [
+        Filters(),
+        Filters(sources=("slack:*",)),
+        Filters(kinds=(SourceKind.EMAIL,)),
+        Filters(since=datetime(2024, 3, 15, tzinfo=UTC)),
+    ],
+    ids=["all", "slack", "email", "since"],
+)
+@pytest.mark.parametrize("query", ["why did we drop Redis for the SQLite queue?", "release"])
+def test_keyword_mode_answers_as_the_fts5_query_does(
+    workspace: stratamem.Memory, filters: Filters, query: str
+) -> None:
+    expression = match_expression(query)
+    assert expression is not None
+    # The sparse index answers (this compares it with FTS5, not FTS5 with itself).
+    assert sparse_index(workspace.store).rank(query_terms(query), filters, 5) is not None
+    fast = keyword_search(workspace.store, query, filters=filters, limit=5)
+    hits, total = workspace.store.fts_search(expression, filters, 5)
+    assert [h.node_id for h in fast.hits] == [h.node_id for h in hits]
+    assert [h.score for h in fast.hits] == pytest.approx([h.score for h in hits], rel=1e-6)
+    assert [h.snippet for h in fast.hits] == [h.snippet for h in hits]
+    assert fast.total == total
+    assert fast.hits
 
 
 def test_the_hybrid_keyword_leg_runs_on_the_sparse_index(workspace: stratamem.Memory) -> None:

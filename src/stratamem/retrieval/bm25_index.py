@@ -221,14 +221,28 @@ class BM25Index:
         """Positions and scores of the ``k`` best matching documents among those ``allow``
         admits (all when None), best first, ties by rowid. The gate applies before the cut,
         and to the idf."""
-        scores = self.scores(phrases, allow=allow)
+        positions, scores, _ = self.ranked(phrases, k, allow=allow)
+        return positions, scores
+
+    def ranked(
+        self,
+        phrases: Sequence[str],
+        k: int,
+        *,
+        allow: npt.NDArray[np.bool_] | None = None,
+        scoped_idf: bool = True,
+    ) -> tuple[IntArray, Scores, int]:
+        """:meth:`top`, and how many admitted documents match at all. ``scoped_idf=False``
+        keeps the whole index's idf under a gate, as FTS5 does."""
+        scores = self.scores(phrases, allow=allow if scoped_idf else None)
         if allow is not None:
             scores = np.where(allow, scores, 0.0)
         matched = np.flatnonzero(scores > 0.0)
+        total = len(matched)
         values = scores[matched]
         if k < len(matched):
             kth = np.partition(values, len(values) - k)[len(values) - k]
             keep = values >= kth
             matched, values = matched[keep], values[keep]
         order = np.lexsort((matched, -values))[:k]
-        return matched[order], values[order]
+        return matched[order], values[order], total

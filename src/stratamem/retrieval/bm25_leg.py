@@ -80,6 +80,18 @@ class SparseKeywordIndex:
     def search(self, terms: list[str], filters: Filters, k: int) -> dict[str, float] | None:
         """node id → BM25 score of the ``k`` best admitted chunks, or None (with ``note``
         saying why) where the sparse index cannot answer and the FTS5 query must."""
+        found = self.rank(terms, filters, k)
+        if found is None:
+            return None
+        ranked, _ = found
+        return {node: score for _, node, score in ranked}
+
+    def rank(
+        self, terms: list[str], filters: Filters, k: int, *, scoped_idf: bool = True
+    ) -> tuple[list[tuple[int, str, float]], int] | None:
+        """((rowid, node id, score) of the ``k`` best admitted chunks, how many admitted
+        chunks match), or None as for :meth:`search`. ``scoped_idf=False`` ranks exactly as
+        FTS5 would, its idf over the whole store even under a filter."""
         store = self._store()
         conn = getattr(store, "conn", None)
         if store is None or not isinstance(conn, sqlite3.Connection):
@@ -110,8 +122,12 @@ class SparseKeywordIndex:
             tokens = [p[0] for p in phrases if p]
             allow = _mask(index, store.allowed_rowids(filters))
             # Scored under the lock: a sync on another thread changes the arrays in place.
-            positions, scores = index.top(tokens, k, allow=allow)
-            return {index.ids[p]: float(s) for p, s in zip(positions.tolist(), scores, strict=True)}
+            positions, scores, total = index.ranked(tokens, k, allow=allow, scoped_idf=scoped_idf)
+            ranked = [
+                (int(index.rowids[p]), index.ids[p], float(score))
+                for p, score in zip(positions.tolist(), scores.tolist(), strict=True)
+            ]
+            return ranked, total
 
     # -- keeping the index current -----------------------------------------------------------
 

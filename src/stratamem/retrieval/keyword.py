@@ -1,8 +1,10 @@
-"""The keyword leg: BM25 over the full-text index, filtered inside the query before the limit."""
+"""Plain keyword search: FTS5's BM25 ranking, with snippets and the count of all matches,
+filtered before the limit."""
 
 from __future__ import annotations
 
-from stratamem.retrieval.fts_query import match_expression
+from stratamem.retrieval.bm25_leg import sparse_index
+from stratamem.retrieval.fts_query import match_expression, query_terms
 from stratamem.store.base import Store
 from stratamem.types import Filters, QueryResponse
 
@@ -29,5 +31,13 @@ def keyword_search(
     expression = match_expression(query)
     if expression is None:
         return QueryResponse.empty()
-    hits, total = store.fts_search(expression, filters or Filters(), limit, snippets=snippets)
+    filters = filters or Filters()
+    # The sparse index ranks as FTS5 does (its idf over the whole store), without FTS5
+    # scoring every match of every OR-ed word; FTS5 answers where it cannot.
+    found = sparse_index(store).rank(query_terms(query), filters, limit, scoped_idf=False)
+    if found is not None:
+        ranked, total = found
+        hits = store.keyword_hits(expression, [(r, s) for r, _, s in ranked], snippets=snippets)
+        return QueryResponse(hits=tuple(hits), total=total)
+    hits, total = store.fts_search(expression, filters, limit, snippets=snippets)
     return QueryResponse(hits=tuple(hits), total=total)

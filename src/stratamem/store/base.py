@@ -120,6 +120,10 @@ class Store(Protocol):
         count: bool = True,
     ) -> tuple[list[RetrievalHit], int]: ...
 
+    def keyword_hits(
+        self, expression: str, ranked: Sequence[tuple[int, float]], *, snippets: bool = True
+    ) -> list[RetrievalHit]: ...
+
     def search_entities(
         self, needle: str, kinds: Sequence[str], limit: int
     ) -> list[EntityMatch]: ...

@@ -54,6 +54,32 @@ def fts_search(
         ranked = heapq.nsmallest(limit, kept, key=lambda row: (row[1], row[0]))
     if not ranked:
         return [], 0
+    hits = keyword_hits(
+        store, expression, [(rowid, -float(rank)) for rowid, rank in ranked], snippets=snippets
+    )
+    total = len(hits)
+    if count and admitted is not None:
+        total = matched
+    elif count and len(ranked) >= limit:
+        total = int(
+            store.conn.execute(
+                "SELECT count(*) FROM chunks_fts WHERE chunks_fts MATCH ?", (expression,)
+            ).fetchone()[0]
+        )
+    return hits, total
+
+
+def keyword_hits(
+    store: SQLiteStore,
+    expression: str,
+    ranked: Sequence[tuple[int, float]],
+    *,
+    snippets: bool = True,
+) -> list[RetrievalHit]:
+    """Hits for chunks already ranked, as (rowid, BM25 score): best first, ties by id, each
+    with a snippet of where ``expression`` matches it."""
+    if not ranked:
+        return []
     rowids = [r[0] for r in ranked]
     marks = ",".join("?" * len(rowids))
     rows = {
@@ -76,24 +102,14 @@ def fts_search(
             ).fetchall()
         )
     order = sorted(
-        ((-float(rank), rows[rowid]["id"], rowid) for rowid, rank in ranked if rowid in rows),
+        ((score, rows[rowid]["id"], rowid) for rowid, score in ranked if rowid in rows),
         key=lambda item: (-item[0], item[1]),
     )
-    total = len(order)
-    if count and admitted is not None:
-        total = matched
-    elif count and len(ranked) >= limit:
-        total = int(
-            store.conn.execute(
-                "SELECT count(*) FROM chunks_fts WHERE chunks_fts MATCH ?", (expression,)
-            ).fetchone()[0]
-        )
     entities = store.mentions_of([rows[rowid]["id"] for _, _, rowid in order])
-    hits = [
+    return [
         _hit(rows[rowid], entities[node], score, snips.get(rowid, ""))
         for score, node, rowid in order
     ]
-    return hits, total
 
 
 def search_entities(

@@ -520,6 +520,13 @@ class SQLiteStore:
 
         return search.fts_search(self, expression, filters, limit, snippets=snippets, count=count)
 
+    def keyword_hits(
+        self, expression: str, ranked: Sequence[tuple[int, float]], *, snippets: bool = True
+    ) -> list[RetrievalHit]:
+        from stratamem.store.sqlite import search
+
+        return search.keyword_hits(self, expression, ranked, snippets=snippets)
+
     def search_entities(self, needle: str, kinds: Sequence[str], limit: int) -> list[EntityMatch]:
         from stratamem.store.sqlite import search
 
