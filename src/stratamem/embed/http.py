@@ -6,10 +6,9 @@ Wire format (OpenAI's "Create embeddings"): ``POST {base}/embeddings`` with
 [floats]}, ...]}``, in any order (sorted here by ``index``); an ``embedding`` given as a base64
 string of little-endian float32 is accepted too. Vectors are L2-normalised on receipt.
 
-Connection errors, timeouts, 429 and 5xx are retried ``retries`` times with exponential backoff
-(``backoff · 2^attempt`` seconds, or the server's longer ``Retry-After``, at most
-``max_backoff``), as the OpenAI client does; other statuses and malformed answers fail at once
-with an :class:`~stratamem.embed.base.EmbeddingServerError` naming the URL and the status.
+Connection errors, timeouts, 408, 409, 429 and 5xx are retried (:mod:`stratamem.remote`);
+other statuses and malformed answers fail at once with an
+:class:`~stratamem.embed.base.EmbeddingServerError` naming the URL and the status.
 
 Servers truncate over-long input themselves (OpenAI rejects it instead), so no truncation is done
 here. Empty texts are sent as a single space, because OpenAI rejects empty strings.
@@ -18,13 +17,8 @@ here. Empty texts are sent as a single space, because OpenAI rejects empty strin
 from __future__ import annotations
 
 import base64
-import ipaddress
 import json
 import threading
-import time
-import urllib.error
-import urllib.parse
-import urllib.request
 from collections.abc import Sequence
 from typing import Any
 
@@ -38,47 +32,13 @@ from stratamem.embed.base import (
     with_prefix,
 )
 from stratamem.embed.registry import known_model, model_spec
-
-RETRY_STATUSES = frozenset({408, 409, 429, 500, 502, 503, 504})
-_LOCAL_HOSTS = frozenset({"localhost", "localhost.localdomain"})
+from stratamem.remote import JSONClient, RequestFailed, openai_url
 
 
 def embeddings_url(base_url: str) -> str:
     """``http://host:11434`` → ``…/v1/embeddings``; ``…/v1`` → ``…/v1/embeddings``; a URL that
     already ends in ``/embeddings`` is kept."""
     return openai_url(base_url, "/embeddings")
-
-
-def openai_url(base_url: str, endpoint: str) -> str:
-    """``endpoint`` (``/embeddings``, ``/chat/completions``) of an OpenAI-compatible server:
-    appended to the base's path, ``/v1`` when it has none, kept when already there."""
-    parts = urllib.parse.urlsplit(base_url.strip())
-    if parts.scheme not in ("http", "https") or not parts.netloc:
-        raise ValueError(f"base_url must be an http(s) URL, got {base_url!r}")
-    path = parts.path.rstrip("/")
-    if not path:
-        path = "/v1" + endpoint
-    elif not path.endswith(endpoint):
-        path += endpoint
-    return urllib.parse.urlunsplit((parts.scheme, parts.netloc, path, parts.query, ""))
-
-
-def is_loopback(host: str | None) -> bool:
-    if host is None:
-        return False
-    if host.lower() in _LOCAL_HOSTS:
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
-
-
-class _Retry(Exception):
-    def __init__(self, error: EmbeddingServerError, delay: float | None = None) -> None:
-        super().__init__(str(error))
-        self.error = error
-        self.delay = delay
 
 
 class OpenAIEmbedder:
@@ -108,18 +68,17 @@ class OpenAIEmbedder:
     ) -> None:
         if batch_size < 1:
             raise ValueError(f"batch_size must be >= 1, got {batch_size}")
-        if retries < 0:
-            raise ValueError(f"retries must be >= 0, got {retries}")
-        if timeout <= 0:
-            raise ValueError(f"timeout must be > 0, got {timeout}")
         self.url = embeddings_url(base_url)
         self.model = model
-        self.timeout = timeout
-        self.retries = retries
-        self.backoff = backoff
-        self.max_backoff = max_backoff
         self.batch_size = batch_size
-        self._api_key = api_key
+        self._client = JSONClient(
+            self.url,
+            api_key=api_key,
+            timeout=timeout,
+            retries=retries,
+            backoff=backoff,
+            max_backoff=max_backoff,
+        )
         self._prefixes = (query_prefix, passage_prefix)
         self._max_tokens = max_tokens
         self._lock = threading.Lock()
@@ -127,10 +86,6 @@ class OpenAIEmbedder:
             known = known_model(model)
             dim = known.dim if known is not None else None
         self._spec = self._make_spec(dim) if dim is not None else None
-        host = urllib.parse.urlsplit(self.url).hostname
-        # A proxy from the environment must not swallow requests to a server on this machine.
-        handlers = [urllib.request.ProxyHandler({})] if is_loopback(host) else []
-        self._opener = urllib.request.build_opener(*handlers)
 
     def _make_spec(self, dim: int) -> ModelSpec:
         query_prefix, passage_prefix = self._prefixes
@@ -181,58 +136,19 @@ class OpenAIEmbedder:
         return result
 
     def _request(self, texts: list[str]) -> Vectors:
-        body = json.dumps({"model": self.model, "input": texts}).encode("utf-8")
-        attempt = 0
-        while True:
-            try:
-                return self._post(body, len(texts))
-            except _Retry as retry:
-                if attempt >= self.retries:
-                    raise retry.error from retry
-                delay = max(self.backoff * 2**attempt, retry.delay or 0.0)
-                delay = min(delay, self.max_backoff)
-                time.sleep(delay)
-                attempt += 1
-
-    def _post(self, body: bytes, count: int) -> Vectors:
-        headers = {"Content-Type": "application/json", "Accept": "application/json"}
-        if self._api_key:
-            headers["Authorization"] = f"Bearer {self._api_key}"
-        request = urllib.request.Request(self.url, data=body, headers=headers, method="POST")
         try:
-            with self._opener.open(request, timeout=self.timeout) as response:
-                status = int(response.status)
-                raw = response.read()
-        except urllib.error.HTTPError as exc:
-            raise self._status_error(exc) from exc
-        except (urllib.error.URLError, TimeoutError, ConnectionError) as exc:
-            reason = exc.reason if isinstance(exc, urllib.error.URLError) else exc
-            if isinstance(reason, TimeoutError):
-                message = f"no answer within {self.timeout:g} s"
-            else:
-                message = f"cannot connect ({reason})"
-            raise _Retry(EmbeddingServerError(self.url, None, message)) from exc
-        except OSError as exc:  # e.g. a connection reset while reading
-            raise _Retry(
-                EmbeddingServerError(self.url, None, f"connection failed ({exc})")
-            ) from exc
-        return self._parse(raw, status, count)
+            status, raw = self._client.post({"model": self.model, "input": texts})
+        except RequestFailed as failure:
+            raise self._server_error(failure) from failure
+        return self._parse(raw, status, len(texts))
 
-    def _status_error(self, exc: urllib.error.HTTPError) -> Exception:
-        try:
-            detail = error_message(exc.read())
-        except OSError:
-            detail = ""
-        status = exc.code
-        reason = detail or str(exc.reason or "request failed")
+    def _server_error(self, failure: RequestFailed) -> EmbeddingServerError:
+        status, reason = failure.status, failure.detail or failure.reason
         if status in (401, 403):
             reason = f"not authorised, check the API key: {reason}"
         elif status == 404:
             reason = f"not found, check base_url and model {self.model!r}: {reason}"
-        error = EmbeddingServerError(self.url, status, reason)
-        if status in RETRY_STATUSES or status >= 500:
-            return _Retry(error, retry_after(exc.headers.get("Retry-After")))
-        return error
+        return EmbeddingServerError(self.url, status, reason)
 
     def _parse(self, raw: bytes, status: int, count: int) -> Vectors:
         def bad(reason: str) -> EmbeddingServerError:
@@ -275,28 +191,3 @@ def _vector(embedding: Any) -> Any:
     if not isinstance(embedding, list):
         raise TypeError(type(embedding).__name__)
     return embedding
-
-
-def error_message(raw: bytes) -> str:
-    """The server's own message: OpenAI's ``{"error": {"message"}}``, Ollama's ``{"error"}``."""
-    text = raw.decode("utf-8", "replace").strip()
-    try:
-        answer = json.loads(text)
-    except ValueError:
-        return text[:200]
-    if isinstance(answer, dict):
-        error = answer.get("error", answer.get("detail", answer.get("message")))
-        if isinstance(error, dict):
-            error = error.get("message", error)
-        if error is not None:
-            return str(error)[:200]
-    return text[:200]
-
-
-def retry_after(value: str | None) -> float | None:
-    if value is None:
-        return None
-    try:
-        return max(0.0, float(value))
-    except ValueError:
-        return None  # an HTTP date: fall back to the backoff

@@ -13,12 +13,11 @@ from __future__ import annotations
 
 import concurrent.futures
 import json
-import urllib.error
-import urllib.request
 from collections.abc import Sequence
 from typing import Any, Protocol, runtime_checkable
 
 from stratamem.errors import StratamemError
+from stratamem.remote import JSONClient, RequestFailed
 
 
 class RerankError(StratamemError):
@@ -43,25 +42,18 @@ class HTTPReranker:
     ) -> None:
         self.url = base_url.rstrip("/") + "/rerank"
         self.model = model
-        self.api_key = api_key
-        self.timeout = timeout
         self.name = f"http:{model or self.url}"
+        # No retries: the search gives the reranker one timeout in all, then moves on.
+        self._client = JSONClient(self.url, api_key=api_key, timeout=timeout)
 
     def rerank(self, query: str, texts: Sequence[str]) -> list[float]:
-        body = json.dumps({"model": self.model, "query": query, "documents": list(texts)})
-        headers = {"Content-Type": "application/json"}
-        if self.api_key:
-            headers["Authorization"] = f"Bearer {self.api_key}"
-        request = urllib.request.Request(self.url, data=body.encode(), headers=headers)
+        payload = {"model": self.model, "query": query, "documents": list(texts)}
         try:
-            with urllib.request.urlopen(request, timeout=self.timeout) as response:
-                data: Any = json.loads(response.read())
-        except urllib.error.HTTPError as exc:
-            exc.close()  # it holds the response socket
-            raise RerankError(f"{self.url}: HTTP {exc.code} {exc.reason}") from exc
-        except (urllib.error.URLError, TimeoutError, OSError) as exc:
+            _, raw = self._client.post(payload)
+            data: Any = json.loads(raw)
+        except RequestFailed as exc:
             raise RerankError(f"{self.url}: {exc}") from exc
-        except json.JSONDecodeError as exc:
+        except ValueError as exc:
             raise RerankError(f"{self.url}: the response is not JSON ({exc})") from exc
         try:
             scores = [0.0] * len(texts)

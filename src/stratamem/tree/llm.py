@@ -10,34 +10,22 @@ The user message lists the items one per line, oldest first, each behind a ``[wh
 label; it holds whole items up to ``max_input_tokens`` and says how many did not fit.
 
 Connection errors, timeouts, 408, 409, 429 and 5xx are retried ``retries`` times with
-exponential backoff (``backoff · 2^attempt`` seconds, or the server's longer ``Retry-After``,
-at most ``max_backoff``). Any failure — the server unreachable, an error status, an answer that
-is not a completion, an empty one — falls back to the ``fallback`` summarizer (the extractive
-one unless given), so a summary is always written; the reason is logged as a warning and kept
-in :attr:`LLMSummarizer.last_fallback`.
+exponential backoff (:mod:`stratamem.remote`). Any failure — the server unreachable, an error
+status, an answer that is not a completion, an empty one — falls back to the ``fallback``
+summarizer (the extractive one unless given), so a summary is always written; the reason is
+logged as a warning and kept in :attr:`LLMSummarizer.last_fallback`.
 """
 
 from __future__ import annotations
 
-import http.client
 import json
 import logging
 import re
-import time
-import urllib.error
-import urllib.parse
-import urllib.request
 from collections.abc import Sequence
 from typing import Any
 
-from stratamem.embed.http import (
-    RETRY_STATUSES,
-    error_message,
-    is_loopback,
-    openai_url,
-    retry_after,
-)
 from stratamem.ingest.tokens import estimate_tokens
+from stratamem.remote import JSONClient, RequestFailed, openai_url
 from stratamem.tree.extractive import (
     ExtractiveSummarizer,
     cut_to_budget,
@@ -67,12 +55,7 @@ def chat_completions_url(base_url: str) -> str:
 
 
 class _Failure(Exception):
-    """Why no summary came from the server; ``retry`` when asking again may help."""
-
-    def __init__(self, reason: str, *, retry: bool = False, delay: float | None = None) -> None:
-        super().__init__(reason)
-        self.retry = retry
-        self.delay = delay
+    """Why no summary came from the server."""
 
 
 class LLMSummarizer:
@@ -100,28 +83,23 @@ class LLMSummarizer:
     ) -> None:
         if not model:
             raise ValueError("model must be given")
-        if retries < 0:
-            raise ValueError(f"retries must be >= 0, got {retries}")
-        if timeout <= 0:
-            raise ValueError(f"timeout must be > 0, got {timeout}")
         if max_input_tokens < 1:
             raise ValueError(f"max_input_tokens must be >= 1, got {max_input_tokens}")
         self.url = chat_completions_url(base_url)
         self.model = model
         self.name = f"llm:{model}"
-        self.timeout = timeout
-        self.retries = retries
-        self.backoff = backoff
-        self.max_backoff = max_backoff
+        self._client = JSONClient(
+            self.url,
+            api_key=api_key,
+            timeout=timeout,
+            retries=retries,
+            backoff=backoff,
+            max_backoff=max_backoff,
+        )
         self.fallback: Summarizer = fallback if fallback is not None else ExtractiveSummarizer()
         self.max_input_tokens = max_input_tokens
         self.temperature = temperature
         self.last_fallback: str | None = None
-        self._api_key = api_key
-        host = urllib.parse.urlsplit(self.url).hostname
-        # A proxy from the environment must not swallow requests to a server on this machine.
-        handlers = [urllib.request.ProxyHandler({})] if is_loopback(host) else []
-        self._opener = urllib.request.build_opener(*handlers)
 
     def summarize(self, items: Sequence[SummaryItem], *, budget: int) -> str:
         if not items:
@@ -176,43 +154,15 @@ class LLMSummarizer:
             "temperature": self.temperature,
             "stream": False,
         }
-        body = json.dumps(payload).encode("utf-8")
-        attempt = 0
-        while True:
-            try:
-                content = self._post(body)
-                break
-            except _Failure as failure:
-                if not failure.retry or attempt >= self.retries:
-                    raise
-                delay = max(self.backoff * 2**attempt, failure.delay or 0.0)
-                time.sleep(min(delay, self.max_backoff))
-                attempt += 1
+        try:
+            _, raw = self._client.post(payload)
+        except RequestFailed as failure:
+            raise _Failure(str(failure)) from failure
+        content = _content(raw)
         summary = cut_to_budget(_THINK.sub("", content), budget)
         if not summary:
             raise _Failure("the model returned an empty summary")
         return summary
-
-    def _post(self, body: bytes) -> str:
-        headers = {"Content-Type": "application/json", "Accept": "application/json"}
-        if self._api_key:
-            headers["Authorization"] = f"Bearer {self._api_key}"
-        request = urllib.request.Request(self.url, data=body, headers=headers, method="POST")
-        try:
-            with self._opener.open(request, timeout=self.timeout) as response:
-                raw = response.read()
-        except urllib.error.HTTPError as exc:
-            raise _status_failure(exc) from exc
-        except (urllib.error.URLError, TimeoutError, ConnectionError) as exc:
-            reason = exc.reason if isinstance(exc, urllib.error.URLError) else exc
-            if isinstance(reason, TimeoutError):
-                message = f"no answer within {self.timeout:g} s"
-            else:
-                message = f"cannot connect ({reason})"
-            raise _Failure(message, retry=True) from exc
-        except (OSError, http.client.HTTPException) as exc:  # e.g. a reset while reading
-            raise _Failure(f"connection failed ({exc})", retry=True) from exc
-        return _content(raw)
 
 
 def _item_line(item: SummaryItem) -> str:
@@ -222,18 +172,6 @@ def _item_line(item: SummaryItem) -> str:
     who = item.author if item.level == 0 and not speaker_labelled(item) else None
     label = " ".join(part for part in (when_label(item), who) if part)
     return f"[{label}] {text}" if label else text
-
-
-def _status_failure(exc: urllib.error.HTTPError) -> _Failure:
-    try:
-        detail = error_message(exc.read())
-    except OSError:
-        detail = ""
-    status = exc.code
-    reason = f"HTTP {status}: {detail or exc.reason or 'request failed'}"
-    if status in RETRY_STATUSES or status >= 500:
-        return _Failure(reason, retry=True, delay=retry_after(exc.headers.get("Retry-After")))
-    return _Failure(reason)
 
 
 def _content(raw: bytes) -> str:
