@@ -15,6 +15,7 @@ def test_all_is_sorted_and_complete() -> None:
         "errors",
         "eval",
         "ingest",
+        "plugins",
         "remote",
         "retrieval",
         "store",

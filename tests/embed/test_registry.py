@@ -6,6 +6,7 @@ from typing import Any
 import numpy as np
 import pytest
 
+from stratamem import plugins as plugin_registry
 from stratamem.embed import Embedder, HashingEmbedder, ModelSpec, get_embedder, known, registry
 from stratamem.embed.onnx_minilm import FastMiniLMEmbedder, MiniLMEmbedder
 from stratamem.errors import RegistryError
@@ -51,9 +52,8 @@ def plugins(monkeypatch: pytest.MonkeyPatch) -> list[EntryPoint]:
         assert group == "stratamem.embedders"
         return found
 
-    monkeypatch.setattr(registry, "entry_points", entry_points)
-    monkeypatch.setattr(registry, "_REGISTRY", dict(registry._REGISTRY))
-    monkeypatch.setattr(registry, "_loaded", False)
+    monkeypatch.setattr(plugin_registry, "entry_points", entry_points)
+    monkeypatch.setattr(registry, "EMBEDDERS", registry.EMBEDDERS.copy())
     return found
 
 
@@ -81,7 +81,7 @@ def test_broken_plugin_is_a_registry_error(plugins: list[EntryPoint]) -> None:
 
 
 def test_register(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(registry, "_REGISTRY", dict(registry._REGISTRY))
+    monkeypatch.setattr(registry, "EMBEDDERS", registry.EMBEDDERS.copy())
     registry.register("tiny", lambda **options: HashingEmbedder(dim=2))
     assert "tiny" in known()
     assert np.allclose(np.linalg.norm(get_embedder("tiny").embed_batch(["a"]), axis=1), 1)

@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from stratamem import plugins
 from stratamem.errors import RegistryError
 from stratamem.tree import summarizers
 from stratamem.tree.extractive import ExtractiveSummarizer
@@ -27,9 +28,8 @@ def registry(monkeypatch: pytest.MonkeyPatch) -> list[EntryPoint]:
         assert group == "stratamem.summarizers"
         return found
 
-    monkeypatch.setattr(summarizers, "entry_points", entry_points)
-    monkeypatch.setattr(summarizers, "_REGISTRY", dict(summarizers._REGISTRY))
-    monkeypatch.setattr(summarizers, "_loaded", False)
+    monkeypatch.setattr(plugins, "entry_points", entry_points)
+    monkeypatch.setattr(summarizers, "SUMMARIZERS", summarizers.SUMMARIZERS.copy())
     return found
 
 

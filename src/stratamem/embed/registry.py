@@ -21,11 +21,10 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import replace
-from importlib.metadata import EntryPoint, entry_points
 from typing import Any
 
 from stratamem.embed.base import Embedder, ModelSpec
-from stratamem.errors import RegistryError
+from stratamem.plugins import Registry
 
 ENTRY_POINT_GROUP = "stratamem.embedders"
 
@@ -62,61 +61,33 @@ def _hashing(**options: Any) -> Embedder:
     return HashingEmbedder(**options)
 
 
-_REGISTRY: dict[str, EmbedderFactory] = {
-    "hashing": _hashing,
-    "minilm": _minilm,
-    "minilm-fast": _minilm_fast,
-    "openai": _openai,
-    "sentence-transformers": _sentence_transformers,
-}
-_loaded = False
+EMBEDDERS: Registry[Embedder] = Registry(
+    "embedder",
+    ENTRY_POINT_GROUP,
+    {
+        "hashing": _hashing,
+        "minilm": _minilm,
+        "minilm-fast": _minilm_fast,
+        "openai": _openai,
+        "sentence-transformers": _sentence_transformers,
+    },
+)
 
 
 def register(name: str, factory: EmbedderFactory) -> None:
     """Make ``factory(**options)`` available as ``get_embedder(name, **options)``."""
-    _REGISTRY[name] = factory
-
-
-def _plugin(entry_point: EntryPoint) -> EmbedderFactory:
-    def factory(**options: Any) -> Embedder:
-        try:
-            loaded = entry_point.load()
-        except Exception as exc:  # a broken plugin must not look like a missing name
-            raise RegistryError(
-                f"embedder plugin {entry_point.name!r} ({entry_point.value}) failed to load: {exc}"
-            ) from exc
-        embedder: Embedder = loaded(**options)
-        return embedder
-
-    return factory
-
-
-def _load() -> None:
-    global _loaded
-    if _loaded:
-        return
-    _loaded = True
-    for entry_point in entry_points(group=ENTRY_POINT_GROUP):
-        _REGISTRY.setdefault(entry_point.name, _plugin(entry_point))
+    EMBEDDERS.register(name, factory)
 
 
 def known() -> list[str]:
     """The names :func:`get_embedder` accepts, sorted."""
-    _load()
-    return sorted(_REGISTRY)
+    return EMBEDDERS.known()
 
 
 def get_embedder(name: str, **options: Any) -> Embedder:
     """A new embedder of the given registry name, built with ``options`` (keyword arguments of
     its class, e.g. ``get_embedder("openai", base_url=..., model=...)``)."""
-    _load()
-    try:
-        factory = _REGISTRY[name]
-    except KeyError:
-        raise RegistryError(
-            f"unknown embedder {name!r}; known: {', '.join(sorted(_REGISTRY))}"
-        ) from None
-    return factory(**options)
+    return EMBEDDERS.create(name, **options)
 
 
 # Models whose dimension and prefixes are known, keyed by the name without organisation and

@@ -17,10 +17,9 @@ never replaces a built-in name.
 from __future__ import annotations
 
 from collections.abc import Callable
-from importlib.metadata import EntryPoint, entry_points
 from typing import Any
 
-from stratamem.errors import RegistryError
+from stratamem.plugins import Registry
 from stratamem.tree.summarizer import Summarizer
 
 ENTRY_POINT_GROUP = "stratamem.summarizers"
@@ -43,56 +42,22 @@ def _llm(**options: Any) -> Summarizer:
     return LLMSummarizer(**options)
 
 
-_REGISTRY: dict[str, SummarizerFactory] = {
-    "extractive": _extractive,
-    "llm": _llm,
-}
-_loaded = False
+SUMMARIZERS: Registry[Summarizer] = Registry(
+    "summarizer", ENTRY_POINT_GROUP, {"extractive": _extractive, "llm": _llm}
+)
 
 
 def register_summarizer(name: str, factory: SummarizerFactory) -> None:
     """Make ``factory(**options)`` available as ``get_summarizer(name, **options)``."""
-    _REGISTRY[name] = factory
-
-
-def _plugin(entry_point: EntryPoint) -> SummarizerFactory:
-    def factory(**options: Any) -> Summarizer:
-        try:
-            loaded = entry_point.load()
-        except Exception as exc:  # a broken plugin must not look like a missing name
-            raise RegistryError(
-                f"summarizer plugin {entry_point.name!r} ({entry_point.value}) failed to load: "
-                f"{exc}"
-            ) from exc
-        summarizer: Summarizer = loaded(**options)
-        return summarizer
-
-    return factory
-
-
-def _load() -> None:
-    global _loaded
-    if _loaded:
-        return
-    _loaded = True
-    for entry_point in entry_points(group=ENTRY_POINT_GROUP):
-        _REGISTRY.setdefault(entry_point.name, _plugin(entry_point))
+    SUMMARIZERS.register(name, factory)
 
 
 def known_summarizers() -> list[str]:
     """The names :func:`get_summarizer` accepts, sorted."""
-    _load()
-    return sorted(_REGISTRY)
+    return SUMMARIZERS.known()
 
 
 def get_summarizer(name: str, **options: Any) -> Summarizer:
     """A new summarizer of the given registry name, built with ``options`` (keyword arguments
     of its class, e.g. ``get_summarizer("llm", base_url=..., model=...)``)."""
-    _load()
-    try:
-        factory = _REGISTRY[name]
-    except KeyError:
-        raise RegistryError(
-            f"unknown summarizer {name!r}; known: {', '.join(sorted(_REGISTRY))}"
-        ) from None
-    return factory(**options)
+    return SUMMARIZERS.create(name, **options)
