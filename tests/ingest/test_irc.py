@@ -137,7 +137,7 @@ def test_bad_lines_and_non_logs_are_reported(logs: Path) -> None:
     records_of(logs, ctx)
     assert [(p.path, p.where, p.reason) for p in ctx.problems] == [
         (str(logs / "2024-03-18.log"), "line 10", "unrecognised line"),
-        (str(logs / "README.txt"), "", "does not look like an IRC log; skipped"),
+        (str(logs / "README.txt"), "file", "does not look like an IRC log; skipped"),
     ]
 
 

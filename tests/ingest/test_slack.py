@@ -285,7 +285,7 @@ def test_day_file_that_is_not_an_array_is_reported(export_copy: Path) -> None:
     day.write_text('{"ok": true}', "utf-8")
     ctx = ReadContext()
     assert len(read(export_copy, ctx)["#eng"]) == 5
-    assert [(p.path, p.where) for p in ctx.problems] == [(str(day), "")]
+    assert [(p.path, p.where) for p in ctx.problems] == [(str(day), "file")]
 
 
 def test_missing_users_json_keeps_raw_ids(export_copy: Path) -> None:

@@ -8,11 +8,14 @@ so a 1 GB mailbox never sits in memory. Malformed items are reported through
 
 from __future__ import annotations
 
+import os
+import stat
 from collections.abc import Callable, Iterable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Protocol, runtime_checkable
+from typing import IO, Any, Protocol, runtime_checkable
 
 from stratamem.types import SourceKind
 
@@ -70,19 +73,48 @@ class Problem:
         return f"{place}: {self.reason}"
 
 
+# The largest item a connector reads into memory: a file, a zip member, a line, a message.
+DEFAULT_MAX_ITEM_BYTES = 64 * 1024 * 1024
+
+
 @dataclass(slots=True)
 class ReadContext:
-    """Passed to every connector: the user's scope override and the list of skipped items."""
+    """Passed to every connector: the user's scope override, the list of skipped items and
+    the bound on what one item may hold (``max_item_bytes``)."""
 
     scope: str | None = None
     problems: list[Problem] = field(default_factory=list)
     on_problem: Callable[[Problem], None] | None = None
+    max_item_bytes: int = DEFAULT_MAX_ITEM_BYTES
 
     def skip(self, path: str | Path, where: str, reason: str) -> None:
-        problem = Problem(str(path), where, reason)
+        """Report a skipped item. ``where`` names the place; ``"file"`` for a whole file."""
+        problem = Problem(str(path), where or "file", reason)
         self.problems.append(problem)
         if self.on_problem is not None:
             self.on_problem(problem)
+
+    @contextmanager
+    def item(self, path: str | Path, where: str) -> Iterator[None]:
+        """Read one item inside this block: whatever it raises becomes a skipped item.
+
+        Malformed input fails in ways no parser lists (a RecursionError from JSON nested
+        100k deep, an OverflowError from a date at the calendar's edge, a TypeError from a
+        field of the wrong type); none of them may take the rest of the source with it.
+        """
+        try:
+            yield
+        except Exception as exc:  # noqa: BLE001 (any failure of one item skips that item)
+            self.skip(path, where, describe_failure(exc))
+
+    def too_large(self, size: int) -> bool:
+        return size > self.max_item_bytes
+
+    def size_reason(self, size: int) -> str:
+        return (
+            f"{size:,} bytes is over the {self.max_item_bytes:,}-byte limit for one item "
+            "(raise it with --max-item-size)"
+        )
 
     def scope_for(self, default: str, sub: str | None = None) -> str:
         """The scope of a stream: the user's override if given, else ``default``.
@@ -105,10 +137,100 @@ class Connector(Protocol):
 
 
 def to_utc(value: datetime) -> datetime:
-    """A naive datetime is taken as UTC; an aware one is converted to UTC."""
+    """A naive datetime is taken as UTC; an aware one is converted to UTC.
+
+    Raises ``ValueError`` where the conversion would leave the calendar
+    (``0001-01-01 00:00+05:00``); :func:`utc_or_none` returns None instead.
+    """
     if value.tzinfo is None:
         return value.replace(tzinfo=UTC)
-    return value.astimezone(UTC)
+    try:
+        return value.astimezone(UTC)
+    except OverflowError:
+        raise ValueError(f"{value.isoformat()} is outside the calendar in UTC") from None
+
+
+def utc_or_none(value: datetime) -> datetime | None:
+    """:func:`to_utc`, or None for a time that has no UTC equivalent."""
+    try:
+        return to_utc(value)
+    except ValueError:
+        return None
+
+
+def describe_failure(exc: BaseException) -> str:
+    """One line saying why an item could not be read, for a skipped-item message."""
+    if isinstance(exc, RecursionError):
+        return "nested too deeply to read"
+    if isinstance(exc, MemoryError):
+        return "too large to read into memory"
+    text = " ".join(str(exc).split())
+    if len(text) > 200:
+        text = text[:199] + "…"
+    name = type(exc).__name__
+    return f"cannot be read ({name}: {text})" if text else f"cannot be read ({name})"
+
+
+def regular_file(path: Path) -> bool:
+    """True for a regular file (after symlinks); FIFOs, devices and sockets are never read:
+    opening a FIFO blocks until someone writes to it."""
+    try:
+        return stat.S_ISREG(os.stat(path).st_mode)
+    except (OSError, ValueError):
+        return False
+
+
+def open_regular(path: Path) -> IO[bytes]:
+    """Open a regular file for binary reading, or raise ``OSError`` naming what it is."""
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+    try:
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):
+            raise OSError(f"{path}: not a regular file ({_file_type(mode)})")
+        if hasattr(os, "set_blocking"):
+            os.set_blocking(fd, True)
+        return os.fdopen(fd, "rb")
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+def _file_type(mode: int) -> str:
+    if stat.S_ISFIFO(mode):
+        return "a FIFO"
+    if stat.S_ISSOCK(mode):
+        return "a socket"
+    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
+        return "a device"
+    if stat.S_ISDIR(mode):
+        return "a folder"
+    return "not a plain file"
+
+
+def read_capped(handle: IO[bytes], limit: int) -> bytes | None:
+    """Everything ``handle`` holds, or None when that is more than ``limit`` bytes; never
+    reads more than ``limit + 1`` bytes into memory."""
+    data = handle.read(limit + 1)
+    return None if len(data) > limit else data
+
+
+def capped_lines(handle: IO[bytes], limit: int) -> Iterator[bytes | int]:
+    """The lines of a binary file, each with its newline; a line longer than ``limit`` bytes
+    is yielded as its length (an int) instead, read through in blocks and never held."""
+    while True:
+        line = handle.readline(limit + 1)
+        if not line:
+            return
+        if len(line) <= limit or (len(line) == limit + 1 and line.endswith(b"\n")):
+            yield line
+            continue
+        size = len(line)
+        while not line.endswith(b"\n"):
+            line = handle.readline(1 << 20)
+            if not line:
+                break
+            size += len(line)
+        yield size
 
 
 def from_epoch(seconds: float) -> datetime:
