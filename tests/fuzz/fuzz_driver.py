@@ -1,0 +1,166 @@
+"""Runs one fuzzed input through a real ingest and judges what happened.
+
+A case module (``tests/fuzz/cases_<name>.py``, loaded by file path) describes one input kind::
+
+    NAME = "slack-zip"        # the input kind, unique
+    CONNECTOR = "slack"       # the connector name, passed as ``kind=``
+    def make(rng: random.Random, root: Path) -> Path:
+        '''Write one input under ``root`` (mutated from a real-format fixture) and return
+        the path to ingest. Deterministic in ``rng``.'''
+
+The same cases serve the bounded suite (``tests/fuzz/test_*.py``) and the long run
+(``benchmarks/fuzz.py``). An outcome is one of:
+
+- ``ok``: the ingest returned; every problem names a place; the store is sound.
+- ``refused``: the ingest raised a :class:`~stratamem.errors.StratamemError` (the container
+  itself cannot be read); the store is sound and holds nothing of it.
+- ``uncaught``: any other exception escaped (a bug).
+- ``hang``: the ingest ran past the deadline.
+- ``partial``: the store is unsound afterwards: the integrity check fails, the FTS index
+  disagrees with the chunks, a source row has no chunks, or a source that failed left rows.
+- ``unplaced``: a reported problem has an empty ``where``.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import random
+import signal
+import sqlite3
+import time
+import traceback
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from types import ModuleType
+
+import stratamem
+from stratamem.errors import StratamemError
+
+HERE = Path(__file__).resolve().parent
+FIXTURES = HERE.parent / "fixtures"
+CASE_MODULES = (
+    "cases_slack",
+    "cases_discord",
+    "cases_jsonl",
+    "cases_markdown",
+    "cases_irc",
+    "cases_email",
+)
+BAD = frozenset({"uncaught", "hang", "partial", "unplaced"})
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    kind: str
+    seed: int
+    status: str
+    detail: str = ""
+    problems: int = 0
+    chunks: int = 0
+    seconds: float = 0.0
+
+    @property
+    def bad(self) -> bool:
+        return self.status in BAD
+
+
+class _Deadline(BaseException):
+    """Raised by the alarm; a BaseException so that no ``except Exception`` swallows it."""
+
+
+@contextmanager
+def _deadline(seconds: float) -> Iterator[None]:
+    def fire(signum: int, frame: object) -> None:
+        raise _Deadline
+
+    previous = signal.signal(signal.SIGALRM, fire)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+def load_cases() -> list[ModuleType]:
+    """Every case module that exists, in a fixed order."""
+    found = []
+    for name in CASE_MODULES:
+        file = HERE / f"{name}.py"
+        if not file.exists():
+            continue
+        spec = importlib.util.spec_from_file_location(f"stratamem_fuzz_{name}", file)
+        assert spec is not None
+        assert spec.loader is not None
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        found.append(module)
+    return found
+
+
+def run_case(case: ModuleType, seed: int, workdir: Path, *, timeout_s: float = 20.0) -> Outcome:
+    """Make input ``seed`` of ``case`` under ``workdir``, ingest it into a fresh store, judge."""
+    root = workdir / f"{case.NAME}-{seed}"
+    root.mkdir(parents=True)
+    path = case.make(random.Random(seed), root)
+    db = root / "fuzz.db"
+    started = time.perf_counter()
+    report = None
+    try:
+        with stratamem.open(db) as memory, _deadline(timeout_s):
+            report = memory.ingest(path, kind=case.CONNECTOR, trees=False, parallel=False)
+    except _Deadline:
+        return Outcome(case.NAME, seed, "hang", f"past {timeout_s:g} s", seconds=timeout_s)
+    except StratamemError as exc:
+        status, detail = "refused", str(exc)
+    except Exception:  # any other failure is what the fuzzer looks for
+        last = traceback.format_exc().strip().splitlines()[-1]
+        return Outcome(case.NAME, seed, "uncaught", last, seconds=time.perf_counter() - started)
+    else:
+        status, detail = "ok", ""
+    seconds = time.perf_counter() - started
+    unsound = store_problems(db, failed={s.source_id for s in report.failed} if report else set())
+    if unsound:
+        return Outcome(case.NAME, seed, "partial", unsound, seconds=seconds)
+    if report is None:
+        return Outcome(case.NAME, seed, status, detail, seconds=seconds)
+    unplaced = [str(p) for p in report.problems if not p.where]
+    if unplaced:
+        return Outcome(case.NAME, seed, "unplaced", unplaced[0], len(report.problems))
+    return Outcome(case.NAME, seed, status, detail, len(report.problems), report.chunks, seconds)
+
+
+def store_problems(db: Path, *, failed: set[str] = frozenset()) -> str:  # type: ignore[assignment]
+    """What is wrong with the store at ``db``, or ``""`` when it is sound."""
+    if not db.exists():
+        return ""
+    conn = sqlite3.connect(db)
+    try:
+        check = conn.execute("PRAGMA integrity_check").fetchone()[0]
+        if check != "ok":
+            return f"integrity_check: {check}"
+        try:
+            conn.execute("INSERT INTO chunks_fts(chunks_fts) VALUES ('integrity-check')")
+        except sqlite3.DatabaseError as exc:
+            return f"FTS integrity-check: {exc}"
+        chunks = conn.execute("SELECT count(*) FROM chunks").fetchone()[0]
+        indexed = conn.execute("SELECT count(*) FROM chunks_fts").fetchone()[0]
+        if chunks != indexed:
+            return f"{chunks} chunks but {indexed} FTS rows"
+        empty = conn.execute(
+            "SELECT s.id FROM sources s WHERE NOT EXISTS "
+            "(SELECT 1 FROM chunks c WHERE c.source_id = s.id)"
+        ).fetchall()
+        if empty:
+            return f"source {empty[0][0]} has no chunks"
+        for source_id in failed:
+            left = conn.execute(
+                "SELECT count(*) FROM chunks WHERE source_id = ?", (source_id,)
+            ).fetchone()[0]
+            if left:
+                return f"failed source {source_id} left {left} chunks"
+        return ""
+    finally:
+        conn.close()
