@@ -6,7 +6,7 @@ import logging
 import os
 from collections.abc import Callable, Sequence
 from dataclasses import replace
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -26,12 +26,14 @@ from stratamem.ingest.chunking import ChunkingConfig
 from stratamem.ingest.model import Connector
 from stratamem.ingest.pipeline import IngestReport, ProgressCallback, ingest_path
 from stratamem.retrieval import primitives
+from stratamem.retrieval.bm25_leg import open_index, sparse_index
 from stratamem.retrieval.hybrid import HybridSearcher
 from stratamem.retrieval.keyword import keyword_search
 from stratamem.retrieval.rerank import Reranker
 from stratamem.retrieval.tree_hits import leaf_evidence
-from stratamem.retrieval.vector_leg import VectorLeg
+from stratamem.retrieval.vector_leg import VectorLeg, drop_other_vector_files
 from stratamem.store.sqlite.store import SQLiteStore
+from stratamem.timeparse import as_utc, days_before
 from stratamem.tree.builder import SealProgress, SealReport, TreeBuilder
 from stratamem.tree.summarizer import Summarizer
 from stratamem.types import (
@@ -118,6 +120,14 @@ class Memory:
         self.close()
 
     def close(self) -> None:
+        """Finish any index save still running, then close the store."""
+        keyword = open_index(self.store)
+        for saver in (
+            keyword.saver if keyword is not None else None,
+            self._vectors.saver if self._vectors is not None else None,
+        ):
+            if saver is not None:
+                saver.flush()
         self.store.close()
 
     @property
@@ -136,6 +146,7 @@ class Memory:
         connector: Connector | None = None,
         trees: bool = True,
         tree_progress: Callable[[SealProgress], None] | None = None,
+        max_item_bytes: int | None = None,
     ) -> IngestReport:
         """Read ``path`` with the detected (or named) connector into the store.
 
@@ -144,6 +155,8 @@ class Memory:
         while this one writes (default: where fork exists and there are two or more CPUs).
         Then the changed sources' summary trees are sealed (``trees=False`` leaves that
         queued for :meth:`build_trees`); the result's ``trees`` says what was sealed.
+        ``max_item_bytes`` bounds one item (a file, a zip member, a line; default 64 MiB):
+        larger ones are skipped and reported.
         """
         report = ingest_path(
             self.store,
@@ -154,6 +167,7 @@ class Memory:
             progress=progress,
             parallel=parallel,
             connector=connector,
+            max_item_bytes=max_item_bytes,
         )
         if trees:
             report.trees = self.build_trees(progress=tree_progress)
@@ -447,9 +461,23 @@ class Memory:
         return neighbours(self.store, entity_id, limit=limit)
 
     def forget(self, source: str) -> int:
-        """Remove a source (by id or scope) and everything derived from it."""
+        """Remove a source (by id or scope) and everything derived from it, leaving no copy
+        of its text behind: the database rewrites its full-text segments and empties its WAL
+        (see ``SQLiteStore.scrub``), and the index files beside it are rewritten without the
+        removed rows, or removed."""
         found = self.store.resolve_source(source)
-        return self.store.delete_source(found.id)
+        vectors = self.vectors
+        keep = vectors.index_path() if vectors is not None else None
+        if vectors is not None and keep is not None and keep.exists():
+            # Open the saved index while it still matches the store, so that it is brought
+            # up to date below rather than rebuilt from scratch.
+            vectors.index()
+        removed = self.store.delete_source(found.id)
+        sparse_index(self.store).persist_now()
+        if vectors is not None:
+            vectors.persist_now()
+        drop_other_vector_files(self.store, keep)
+        return removed
 
 
 def open(
@@ -491,12 +519,13 @@ def _scoped(
     kinds = base.kinds
     if source_kind and source_kind.lower() in {k.value for k in SourceKind} and not kinds:
         kinds = (SourceKind(source_kind.lower()),)
-    since = base.since
+    since, until = base.since, base.until
     if days is not None:
-        since = (now or datetime.now(UTC)) - timedelta(days=days)
+        until = datetime.now(UTC) if now is None else as_utc(now, name="now")
+        since = days_before(until, days, name="time_window_days")
     return Filters(
         sources=(source,) if source else base.sources,
         kinds=kinds,
         since=since,
-        until=base.until if days is None else (now or datetime.now(UTC)),
+        until=until,
     )

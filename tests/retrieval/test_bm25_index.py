@@ -345,6 +345,7 @@ def test_deleted_chunks_never_appear(workspace: stratamem.Memory) -> None:
 def test_the_index_is_saved_beside_the_database_and_reused(tiny: stratamem.Memory) -> None:
     first = sparse(tiny, persist_min_docs=0)
     found = first.search(["cat"], Filters(), 10)
+    first.saver.flush()
     path = first.index_path()
     assert path is not None
     assert path.exists()
@@ -356,7 +357,9 @@ def test_the_index_is_saved_beside_the_database_and_reused(tiny: stratamem.Memor
 def test_a_saved_index_of_an_older_state_is_brought_up_to_date(
     tiny: stratamem.Memory, tmp_path: Path
 ) -> None:
-    sparse(tiny, persist_min_docs=0).search(["cat"], Filters(), 10)
+    first = sparse(tiny, persist_min_docs=0)
+    first.search(["cat"], Filters(), 10)
+    first.saver.flush()
     tiny.ingest(write_docs(tmp_path / "more.jsonl", [("a cat and an otter", "")], source="more"))
     tiny.store.delete_source(tiny.store.resolve_source("jsonl:tiny").id)
     reopened = sparse(tiny, persist_min_docs=0)
@@ -378,6 +381,7 @@ def test_a_saved_index_of_an_older_state_is_brought_up_to_date(
 def test_a_corrupt_file_is_rebuilt_and_says_so(tiny: stratamem.Memory, damage) -> None:  # type: ignore[no-untyped-def]
     first = sparse(tiny, persist_min_docs=0)
     expected = first.search(["cat"], Filters(), 10)
+    first.saver.flush()
     path = first.index_path()
     assert path is not None
     path.write_bytes(damage(path.read_bytes()))
@@ -389,28 +393,33 @@ def test_a_corrupt_file_is_rebuilt_and_says_so(tiny: stratamem.Memory, damage) -
 def test_a_file_built_with_other_weights_is_rejected(tiny: stratamem.Memory) -> None:
     first = sparse(tiny, persist_min_docs=0)
     first.search(["cat"], Filters(), 10)
+    first.saver.flush()
     path = first.index_path()
     assert path is not None
     from stratamem.retrieval.bm25_fts import fts_schema
 
     schema = fts_schema(tiny.store.conn)
     with pytest.raises(bm25_file.Rejected, match="weights"):
-        bm25_file.read_file(path, schema, (1.0, 1.0))
+        bm25_file.read_file(path, schema, (1.0, 1.0), store_id=tiny.store.store_id())
 
 
 def test_a_missing_file_is_rebuilt(tiny: stratamem.Memory) -> None:
     first = sparse(tiny, persist_min_docs=0)
     expected = first.search(["cat"], Filters(), 10)
+    first.saver.flush()
     path = first.index_path()
     assert path is not None
     path.unlink()
-    assert sparse(tiny, persist_min_docs=0).search(["cat"], Filters(), 10) == expected
+    second = sparse(tiny, persist_min_docs=0)
+    assert second.search(["cat"], Filters(), 10) == expected
+    second.saver.flush()
     assert path.exists()
 
 
 def test_small_and_in_memory_stores_write_no_file(tiny: stratamem.Memory) -> None:
     index = sparse(tiny)
     index.search(["cat"], Filters(), 10)
+    index.saver.flush()
     path = index.index_path()
     assert path is not None
     assert not path.exists()

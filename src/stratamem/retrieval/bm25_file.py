@@ -1,10 +1,10 @@
 """The on-disk format of a ``BM25Index``: writing it atomically, reading and checking it.
 
-File format (little-endian throughout), written to a temporary file beside the target,
-fsynced, then renamed over it::
+The frame (magic, JSON header, body, SHA-256, atomic replace) is ``index_file``'s; the body,
+little-endian throughout::
 
     offset   size      content
-    0        8         magic b"SMBM25X1"
+    0        8         magic b"SMBM25X2"
     8        4         H, the header length, uint32
     12       H         header, UTF-8 JSON object (below)
     ...      8·N       document rowids, int64, ascending
@@ -16,46 +16,66 @@ fsynced, then renamed over it::
     ...      V         terms by id, UTF-8, joined by "\\n" (FTS5 tokens hold no newline)
     end-32   32        SHA-256 of every byte before it
 
-Header keys: ``format_version`` (1), ``columns`` and ``weights`` (the column weights the
+Header keys: ``format_version`` (2), ``columns`` and ``weights`` (the column weights the
 frequencies were summed with), ``k1`` and ``b``, ``tokenize`` and ``fts_sql_sha256`` (the
 full-text table's tokenizer and the hash of its schema), ``docs`` (N), ``terms`` (T),
-``postings`` (P), ``ids_bytes`` (I), ``terms_bytes`` (V), and the store state the index
-reflects: ``generation``, ``max_rowid`` and ``averages`` (FTS5's averages record, hex).
-:func:`read_file` raises :class:`Rejected` when the file is of another format or was built
-with other parameters, and ``OSError``/``ValueError`` when it cannot be read; the caller then
-rebuilds from the store. A readable file of an older store state is returned with that state,
-for the caller to bring up to date.
+``postings`` (P), ``ids_bytes`` (I), ``terms_bytes`` (V), the database's ``store_id`` and
+``rows_sha256`` (``index_file.rows_digest`` of the (rowid, chunk id) pairs), and the store
+state the index reflects: ``generation``, ``max_rowid`` and ``averages`` (FTS5's averages
+record, hex). Every term has at least one posting: a term whose documents are all gone is
+dropped, so a file never names a word the database no longer holds.
+
+:func:`read_file` raises :class:`Rejected` when the file is of another format, was built with
+other parameters or from another database, and ``OSError``/``ValueError`` when it cannot be
+read; the caller then rebuilds from the store. A readable file of an older store state is
+returned with that state, for the caller to check row by row and bring up to date.
 """
 
 from __future__ import annotations
 
-import hashlib
-import json
-import os
-import tempfile
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, BinaryIO, Final
+from typing import Any, Final
 
 import numpy as np
-import numpy.typing as npt
 
 from stratamem.retrieval.bm25_fts import FtsSchema, FtsState
 from stratamem.retrieval.bm25_index import K1, B, BM25Index
-from stratamem.retrieval.vector_store_file import digest_of
+from stratamem.retrieval.index_file import (
+    HashingWriter,
+    Rejected,
+    open_checked,
+    read_array,
+    rows_digest,
+    write_atomic,
+)
 
-FORMAT_VERSION: Final = 1
-MAGIC: Final = b"SMBM25X1"
+FORMAT_VERSION: Final = 2
+MAGIC: Final = b"SMBM25X2"
 
-_HEADER_MAX: Final = 1 << 20
-_DIGEST_SIZE: Final = 32
-
-
-class Rejected(Exception):
-    """A saved index that is readable but not one the caller can use."""
+__all__ = ["FORMAT_VERSION", "MAGIC", "Rejected", "read_file", "snapshot", "write_file"]
 
 
-def write_file(target: Path, index: BM25Index, schema: FtsSchema, state: FtsState) -> None:
+def snapshot(index: BM25Index) -> BM25Index:
+    """A copy that later changes to ``index`` leave alone, made in O(terms): the arrays and
+    the id list are replaced, never changed in place, by ``append`` and ``remove``; only the
+    vocabulary dict is updated in place, so it is copied."""
+    return BM25Index(
+        columns=index.columns,
+        weights=index.weights,
+        rowids=index.rowids,
+        ids=index.ids,
+        lengths=index.lengths,
+        vocab=dict(index.vocab),
+        indptr=index.indptr,
+        doc=index.doc,
+        freq=index.freq,
+    )
+
+
+def write_file(
+    target: Path, index: BM25Index, schema: FtsSchema, state: FtsState, *, store_id: str
+) -> None:
     ids = "\n".join(index.ids).encode()
     terms = index.terms
     if any("\n" in t for t in terms) or any("\n" in i for i in index.ids):
@@ -74,86 +94,55 @@ def write_file(target: Path, index: BM25Index, schema: FtsSchema, state: FtsStat
         "postings": index.nnz,
         "ids_bytes": len(ids),
         "terms_bytes": len(vocab),
+        "store_id": store_id,
+        "rows_sha256": rows_digest(index.rowids, index.ids),
         "generation": state.generation,
         "max_rowid": state.max_rowid,
         "averages": state.averages.hex(),
     }
-    encoded = json.dumps(header, sort_keys=True).encode()
-    handle, temp_name = tempfile.mkstemp(
-        prefix=f".{target.name}.", suffix=".tmp", dir=target.parent
-    )
-    temp = Path(temp_name)
-    try:
-        with os.fdopen(handle, "wb") as file:
-            digest = hashlib.sha256()
 
-            def out(data: bytes | memoryview) -> None:
-                digest.update(data)
-                file.write(data)
+    def body(out: HashingWriter) -> None:
+        for array, dtype in (
+            (index.rowids, "<i8"),
+            (index.lengths, "<i4"),
+            (index.indptr, "<i8"),
+            (index.doc, "<i4"),
+            (index.freq, "<f4"),
+        ):
+            out.write(np.ascontiguousarray(array, dtype=dtype).data.cast("B"))
+        out.write(ids)
+        out.write(vocab)
 
-            out(MAGIC)
-            out(len(encoded).to_bytes(4, "little"))
-            out(encoded)
-            for array, dtype in (
-                (index.rowids, "<i8"),
-                (index.lengths, "<i4"),
-                (index.indptr, "<i8"),
-                (index.doc, "<i4"),
-                (index.freq, "<f4"),
-            ):
-                out(np.ascontiguousarray(array, dtype=dtype).data.cast("B"))
-            out(ids)
-            out(vocab)
-            file.write(digest.digest())
-            file.flush()
-            os.fsync(file.fileno())
-        os.replace(temp, target)
-    except BaseException:
-        temp.unlink(missing_ok=True)
-        raise
+    write_atomic(target, MAGIC, header, body)
 
 
 def read_file(
-    path: Path, schema: FtsSchema, weights: Sequence[float]
+    path: Path, schema: FtsSchema, weights: Sequence[float], *, store_id: str
 ) -> tuple[BM25Index, FtsState]:
     """The index saved at ``path`` and the store state it reflects."""
-    size = path.stat().st_size
-    with path.open("rb") as file:
-        if file.read(len(MAGIC)) != MAGIC:
-            raise Rejected("not a stratamem BM25 index")
-        length = int.from_bytes(file.read(4), "little")
-        if length > min(_HEADER_MAX, size):
-            raise Rejected("header length out of range")
-        header = json.loads(file.read(length).decode())
-        if not isinstance(header, dict):
-            raise Rejected("header is not an object")
-        expected: dict[str, Any] = {
-            "format_version": FORMAT_VERSION,
-            "columns": list(schema.columns),
-            "weights": list(weights),
-            "k1": K1,
-            "b": B,
-            "tokenize": schema.tokenize,
-            "fts_sql_sha256": schema.sql_sha256,
-        }
-        for key, want in expected.items():
-            if header.get(key) != want:
-                raise Rejected(f"{key} is {header.get(key)!r}, expected {want!r}")
+    expected: dict[str, Any] = {
+        "format_version": FORMAT_VERSION,
+        "store_id": store_id,
+        "columns": list(schema.columns),
+        "weights": list(weights),
+        "k1": K1,
+        "b": B,
+        "tokenize": schema.tokenize,
+        "fts_sql_sha256": schema.sql_sha256,
+    }
+    with open_checked(path, MAGIC, expected, what="BM25 index") as opened:
+        header, file = opened.header, opened.file
         n, t, p = int(header["docs"]), int(header["terms"]), int(header["postings"])
         ids_bytes, terms_bytes = int(header["ids_bytes"]), int(header["terms_bytes"])
         c = len(schema.columns)
         body = 8 * n + 4 * n * c + 8 * (t + 1) + 8 * p + ids_bytes + terms_bytes
-        body_end = size - _DIGEST_SIZE
-        if min(n, t, p, ids_bytes, terms_bytes) < 0 or body_end != 12 + length + body:
+        if min(n, t, p, ids_bytes, terms_bytes) < 0 or opened.body_end != opened.body_start + body:
             raise Rejected("the file's length does not match its header")
-        if digest_of(file, body_end) != file.read():
-            raise Rejected("checksum mismatch (truncated or corrupt)")
-        file.seek(12 + length)
-        rowids = _read_array(file, (n,), "<i8").astype(np.int64)
-        lengths = _read_array(file, (n, c), "<i4").astype(np.int32)
-        indptr = _read_array(file, (t + 1,), "<i8").astype(np.int64)
-        doc = _read_array(file, (p,), "<i4").astype(np.int32)
-        freq = _read_array(file, (p,), "<f4").astype(np.float32)
+        rowids = read_array(file, (n,), "<i8").astype(np.int64)
+        lengths = read_array(file, (n, c), "<i4").astype(np.int32)
+        indptr = read_array(file, (t + 1,), "<i8").astype(np.int64)
+        doc = read_array(file, (p,), "<i4").astype(np.int32)
+        freq = read_array(file, (p,), "<f4").astype(np.float32)
         ids = file.read(ids_bytes).decode().split("\n") if n else []
         terms = file.read(terms_bytes).decode().split("\n") if t else []
     if (
@@ -162,12 +151,14 @@ def read_file(
         or len(set(terms)) != t
         or indptr[0] != 0
         or indptr[-1] != p
-        or bool((np.diff(indptr) < 0).any())
+        or bool((np.diff(indptr) <= 0).any())
         or bool((np.diff(rowids) <= 0).any())
         or (p and (int(doc.min()) < 0 or int(doc.max()) >= n))
         or bool((lengths < 0).any())
     ):
         raise Rejected("the arrays do not agree with each other")
+    if rows_digest(rowids, ids) != header.get("rows_sha256"):
+        raise Rejected("its rows do not match its header")
     index = BM25Index(
         columns=schema.columns,
         weights=tuple(weights),
@@ -185,11 +176,3 @@ def read_file(
         averages=bytes.fromhex(str(header["averages"])),
     )
     return index, state
-
-
-def _read_array(file: BinaryIO, shape: tuple[int, ...], dtype: str) -> npt.NDArray[Any]:
-    array = np.empty(shape, dtype=dtype)
-    view = array.data.cast("B")
-    if file.readinto(view) != view.nbytes:  # type: ignore[attr-defined]
-        raise Rejected("file ends early")
-    return array

@@ -145,7 +145,8 @@ class BM25Index:
         self._gain = None
 
     def remove(self, keep: npt.NDArray[np.bool_]) -> None:
-        """Drop the documents where ``keep`` is False, and their postings."""
+        """Drop the documents where ``keep`` is False, their postings, and the terms left
+        with none (a forgotten word must not outlive its documents in memory or on disk)."""
         if bool(keep.all()):
             return
         position = np.cumsum(keep) - 1
@@ -154,6 +155,15 @@ class BM25Index:
         self.doc = position[self.doc[alive]].astype(np.int32)
         self.freq = self.freq[alive]
         counts = np.bincount(term, minlength=len(self.indptr) - 1)
+        if not bool(counts.all()):
+            # Postings stay term-major, so dropping empty terms renumbers without reordering.
+            used = counts > 0
+            terms = self.terms
+            self.vocab = {
+                t: i
+                for i, t in enumerate(t for t, u in zip(terms, used.tolist(), strict=True) if u)
+            }
+            counts = counts[used]
         self.indptr = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
         self.rowids = self.rowids[keep]
         self.ids = [i for i, k in zip(self.ids, keep.tolist(), strict=True) if k]

@@ -10,8 +10,14 @@ chunks gone or replaced since are dropped (their rowid and id are checked) and c
 the indexed rowids are tokenized and appended; then the index's row count and per-column token
 totals must equal FTS5's, or it is rebuilt from scratch. A large index is saved beside the
 database (``<db>.bm25.idx``, see ``bm25_file``) and brought up to date the same way when it is
-opened. A missing, corrupt or incompatible file is rebuilt from the store; whatever cannot be
+opened. The file names the database it was built from (its store id) and its rows (rowid and
+chunk id, each checked against the database before anything is served); a file of another
+database, a missing, corrupt or incompatible one is rebuilt from the store; whatever cannot be
 built or read leaves the leg on the FTS5 query, and the leg's status says why.
+
+Saving happens on a worker thread (``index_saver``): a search never waits for the write.
+After a forget, :meth:`SparseKeywordIndex.persist_now` brings the index up to date and rewrites
+the file at once, so no forgotten word or chunk id stays in it.
 
 The access gate is a mask over the index's documents, applied before the top-k is taken.
 """
@@ -41,6 +47,8 @@ from stratamem.retrieval.bm25_fts import (
 )
 from stratamem.retrieval.bm25_index import BM25Index
 from stratamem.retrieval.fts_query import match_expression, query_terms
+from stratamem.retrieval.index_file import Rejected
+from stratamem.retrieval.index_saver import BackgroundSaver
 from stratamem.store.base import Store
 from stratamem.types import Filters
 
@@ -70,6 +78,8 @@ class SparseKeywordIndex:
         self._tokenizer: FtsTokenizer | None = None
         self._unsaved = 0
         self._failed: tuple[FtsState, str] | None = None
+        self._store_id: str | None = None
+        self.saver = BackgroundSaver(f"stratamem-bm25-save:{store.path}")
 
     def index_path(self) -> Path | None:
         store = self._store()
@@ -137,6 +147,7 @@ class SparseKeywordIndex:
             self._weights = _weights(conn, schema)
             self._tokenizer = FtsTokenizer(conn, schema)
         tokenizer = self._tokenizer
+        self._identity(store)
         state = fts_state(conn, store.generation())
         if self._index is not None and state == self._state:
             return self._index, tokenizer
@@ -169,16 +180,23 @@ class SparseKeywordIndex:
             conn.execute("COMMIT")
         self._index, self._state = index, state
         self._unsaved += changed
-        self._save(index, tokenizer.schema, state)
+        if self._save_due(index):
+            self.saver.submit(self._save_snapshot)
         return index, tokenizer
+
+    def _identity(self, store: Store) -> str:
+        if self._store_id is None:
+            self._store_id = store.store_id()
+        return self._store_id
 
     def _load(self, schema: FtsSchema) -> tuple[BM25Index, FtsState] | None:
         path = self.index_path()
-        if path is None or not path.exists():
+        store = self._store()
+        if path is None or store is None or not path.exists():
             return None
         try:
-            return bm25_file.read_file(path, schema, self._weights)
-        except (bm25_file.Rejected, OSError, ValueError, KeyError, TypeError) as exc:
+            return bm25_file.read_file(path, schema, self._weights, store_id=self._identity(store))
+        except (Rejected, OSError, ValueError, KeyError, TypeError) as exc:
             self.note = f"sparse index rebuilt: the saved one was unusable ({exc})"
             return None
 
@@ -231,18 +249,54 @@ class SparseKeywordIndex:
             raise _Rebuild(problem)
         return changed
 
-    def _save(self, index: BM25Index, schema: FtsSchema, state: FtsState) -> None:
+    def _save_due(self, index: BM25Index) -> bool:
+        if self.index_path() is None or len(index) < self.persist_min_docs:
+            return False
+        return self._unsaved >= max(1, len(index) // 100)
+
+    def _save_snapshot(self) -> None:
+        """The worker's job: copy the current index under the lock, write it without."""
         path = self.index_path()
-        if path is None or len(index) < self.persist_min_docs:
-            return
-        if self._unsaved < max(1, len(index) // 100):
-            return
+        with self._lock:
+            index, state, tokenizer = self._index, self._state, self._tokenizer
+            if path is None or index is None or state is None or tokenizer is None:
+                return
+            if self._store_id is None or not self._save_due(index):
+                return
+            copy, unsaved = bm25_file.snapshot(index), self._unsaved
+            self._unsaved = 0
         try:
-            bm25_file.write_file(path, index, schema, state)
-        except (OSError, ValueError) as exc:
-            self.note = f"sparse index not saved ({exc})"
+            bm25_file.write_file(path, copy, tokenizer.schema, state, store_id=self._store_id)
+        except (OSError, ValueError):
+            with self._lock:
+                self._unsaved += unsaved
+            raise
+
+    def persist_now(self) -> None:
+        """Bring the index up to date and write its file now, or remove the file where the
+        store is now too small for one (after a forget: nothing forgotten may stay in it)."""
+        store = self._store()
+        conn = getattr(store, "conn", None)
+        path = self.index_path()
+        if store is None or path is None or not isinstance(conn, sqlite3.Connection):
             return
-        self._unsaved = 0
+        self.saver.flush()
+        with self._lock:
+            index = None
+            try:
+                index, tokenizer = self._current(store, conn)
+            except (FtsUnavailable, sqlite3.Error, ValueError, MemoryError) as exc:
+                self._index = self._state = None
+                self.note = f"sparse index unavailable: {exc}"
+            state = self._state
+            if index is None or state is None or len(index) < self.persist_min_docs:
+                path.unlink(missing_ok=True)
+                return
+            bm25_file.write_file(
+                path, index, tokenizer.schema, state, store_id=self._identity(store)
+            )
+            self._unsaved = 0
+        self.saver.flush()
 
 
 def _weights(conn: sqlite3.Connection, schema: FtsSchema) -> tuple[float, ...]:
@@ -280,6 +334,12 @@ def _mask(index: BM25Index, allowed: list[int] | None) -> npt.NDArray[np.bool_] 
 
 _INDEXES: weakref.WeakKeyDictionary[Store, SparseKeywordIndex] = weakref.WeakKeyDictionary()
 _INDEXES_LOCK = threading.Lock()
+
+
+def open_index(store: Store) -> SparseKeywordIndex | None:
+    """The store's sparse keyword index if one was created, without creating it."""
+    with _INDEXES_LOCK:
+        return _INDEXES.get(store)
 
 
 def sparse_index(store: Store) -> SparseKeywordIndex:

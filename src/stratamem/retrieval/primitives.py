@@ -22,13 +22,14 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 
 from stratamem.embed.base import Embedder
 from stratamem.entities.search import search_entities
 from stratamem.retrieval.tree_hits import leaf_hits, rerank, summary_hit
 from stratamem.store.sqlite import tree_search
 from stratamem.store.sqlite.store import SQLiteStore
+from stratamem.timeparse import as_utc, days_before, optional_utc
 from stratamem.types import Filters, QueryResponse, RetrievalHit, Source, SourceKind
 
 DEFAULT_LIMIT = 10
@@ -37,11 +38,13 @@ TOPIC_LOOKUP_CAP = 200
 COVER_DEFAULT_LIMIT = 200
 MAX_WINDOW_CHUNKS = 5_000
 MAX_BATCH = 20
+MAX_LIMIT = 10_000
 
 __all__ = [
     "COVER_DEFAULT_LIMIT",
     "DEFAULT_LIMIT",
     "MAX_BATCH",
+    "MAX_LIMIT",
     "MAX_WINDOW_CHUNKS",
     "TOPIC_LOOKUP_CAP",
     "cover_window",
@@ -73,14 +76,15 @@ def query_source(
 
     ``time_window_days`` keeps summaries overlapping the last that many days. With a ``query``
     the newest :data:`RERANK_POOL` matches are ranked by cosine similarity to it; without, the
-    newest come first. ``limit`` 0 means 10. An unknown source gives an empty response.
+    newest come first. ``limit`` 0 means 10 (and at most :data:`MAX_LIMIT` are
+    returned). An unknown source gives an empty response.
     """
     base = filters or Filters()
     kinds, platforms = _kind_or_platform(source_kind)
     since = until = None
     if time_window_days is not None:
-        until = now or datetime.now(UTC)
-        since = until - timedelta(days=time_window_days)
+        until = datetime.now(UTC) if now is None else as_utc(now, name="now")
+        since = days_before(until, time_window_days, name="time_window_days")
     sources = base.sources
     if source:
         found = next((s for s in store.sources() if source in (s.id, s.scope)), None)
@@ -113,7 +117,7 @@ def query_global(
 ) -> QueryResponse:
     """Summaries of every source whose time range overlaps [since, until], newest first or by
     similarity to ``query``. ``until`` before ``since`` is a ``ValueError``."""
-    _check_window(since, until)
+    since, until = _check_window(since, until)
     base = filters or Filters()
     kinds, platforms = _kind_or_platform(source_kind)
     allowed_kinds = _narrow(base.kinds, kinds)
@@ -142,6 +146,7 @@ def query_topic(
     entity = entity_id.strip()
     if not entity:
         return QueryResponse.empty()
+    since, until = optional_utc(since, name="since"), optional_utc(until, name="until")
     if since is not None and until is not None:
         _check_window(since, until)
     base = filters or Filters()
@@ -164,7 +169,7 @@ def cover_window(
     time range lies in the window and whose parent's does not, plus the in-window leaves no
     such summary covers (at most :data:`MAX_WINDOW_CHUNKS` of them are scanned). Grouped by
     source, then by start time. ``limit`` 0 means 200."""
-    _check_window(since, until)
+    since, until = _check_window(since, until)
     base = filters or Filters()
     narrowed = Filters(sources=base.sources, kinds=base.kinds)
     since_ms, until_ms = int(since.timestamp() * 1000), int(until.timestamp() * 1000)
@@ -303,13 +308,17 @@ def _allowed(source: Source, base: Filters) -> bool:
     )
 
 
-def _check_window(since: datetime, until: datetime) -> None:
+def _check_window(since: datetime, until: datetime) -> tuple[datetime, datetime]:
+    """The window in UTC (naive times taken as UTC); ``until`` before ``since`` is an error."""
+    since, until = as_utc(since, name="since"), as_utc(until, name="until")
     if until < since:
         raise ValueError(f"until ({until.isoformat()}) is before since ({since.isoformat()})")
+    return since, until
 
 
 def _limit(limit: int, default: int = DEFAULT_LIMIT) -> int:
-    return default if limit <= 0 else limit
+    """``limit`` 0 or less means ``default``; more than :data:`MAX_LIMIT` means that many."""
+    return default if limit <= 0 else min(limit, MAX_LIMIT)
 
 
 def _start(hit: RetrievalHit) -> float:

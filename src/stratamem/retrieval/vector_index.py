@@ -34,8 +34,9 @@ missed. Fewer than k results come back only when fewer are allowed.
 
 Updates. ``add`` replaces the vector of an id already present. The exact path overwrites in
 place and fills the holes left by ``remove`` with the last rows. faiss HNSW cannot delete, so
-a replaced or removed node is marked dead (hidden from every search by a bitmap selector) and
-the index is rebuilt from its live vectors once dead nodes exceed 20 %. Crossing the
+a replaced or removed node is marked dead (hidden from every search by a bitmap selector, its
+stored vector zeroed so nothing of a removed row stays in memory or in a saved file) and the
+index is rebuilt from its live vectors once dead nodes exceed 20 %. Crossing the
 threshold in ``add`` builds the graph there and then. Builds are slow: at ``ef_construction``
 200 on two shared cores, ~4-16 s for 10-20k vectors × 384 and 30-80 s for 100k, so callers
 should ``save`` after building and ``load`` on open.
@@ -47,6 +48,8 @@ locking happens here.
 Persistence. ``save`` and ``load`` write and read the file format described in
 ``vector_store_file``; ``load`` returns ``None`` rather than raising when the file is missing,
 damaged or not the index the caller expects, and the caller then rebuilds from the store.
+``snapshot`` copies what ``save`` writes, so that another thread can write it while the index
+moves on (the copy needs the writer lock; the write does not).
 """
 
 from __future__ import annotations
@@ -105,6 +108,7 @@ class VectorIndex:
         ef_search: int = DEFAULT_EF_SEARCH,
         signature: str = "",
         generation: int = 0,
+        store_id: str = "",
     ) -> None:
         for name, value, low in (
             ("dim", dim, 1),
@@ -123,6 +127,7 @@ class VectorIndex:
         self.ef_search = ef_search
         self.signature = signature
         self.generation = generation
+        self.store_id = store_id
         self._reset(np.empty(0, np.int64), np.empty((0, dim), np.float32))
 
     # ------------------------------------------------------------------ state
@@ -261,7 +266,9 @@ class VectorIndex:
 
     def _bury(self, pos: IdArray) -> None:
         """HNSW path: mark the slots at these sorted positions dead and forget their ids."""
-        self._slot_ids[self._sorted_slots[pos]] = -1
+        slots = self._sorted_slots[pos]
+        self._slot_ids[slots] = -1
+        _faiss_vectors(self._hnsw, self._n, self.dim)[slots] = 0.0
         self._dead += len(pos)
         self._sorted_ids = np.delete(self._sorted_ids, pos)
         self._sorted_slots = np.delete(self._sorted_slots, pos)
@@ -420,25 +427,32 @@ class VectorIndex:
 
     # ------------------------------------------------------------ persistence
 
-    def save(self, path: Path | None = None) -> Path:
+    def snapshot(self, *, rows_sha256: str = "") -> vector_store_file.Snapshot:
+        """A copy of what :meth:`save` writes; ``rows_sha256`` is the caller's digest of the
+        rows the vectors belong to (``index_file.rows_digest``), recorded in the header."""
+        hnsw = None if self._hnsw is None else vector_store_file.serialize_hnsw(self._hnsw)
+        return vector_store_file.Snapshot(
+            dim=self.dim,
+            signature=self.signature,
+            generation=self.generation,
+            store_id=self.store_id,
+            rows_sha256=rows_sha256,
+            m=self.m,
+            ef_construction=self.ef_construction,
+            slot_ids=self._slot_ids[: self._n].copy(),
+            live_count=len(self),
+            ids_checksum=self.ids_checksum,
+            matrix=self._matrix[: self._n].copy() if hnsw is None else self._matrix[:0],
+            hnsw=hnsw,
+        )
+
+    def save(self, path: Path | None = None, *, rows_sha256: str = "") -> Path:
         """Write the index atomically to ``path`` (default: the ``path`` given at creation)."""
         target = path if path is not None else self.path
         if target is None:
             raise ValueError("save() needs a path: none was given here or to VectorIndex()")
         target = Path(target)
-        vector_store_file.write_file(
-            target,
-            dim=self.dim,
-            signature=self.signature,
-            generation=self.generation,
-            m=self.m,
-            ef_construction=self.ef_construction,
-            slot_ids=self._slot_ids[: self._n],
-            live_count=len(self),
-            ids_checksum=self.ids_checksum,
-            matrix=self._matrix[: self._n],
-            hnsw=self._hnsw,
-        )
+        vector_store_file.write_file(target, self.snapshot(rows_sha256=rows_sha256))
         self.path = target
         return target
 
@@ -449,13 +463,16 @@ class VectorIndex:
         dim: int,
         *,
         signature: str = "",
-        generation: int = 0,
+        generation: int | None = 0,
         ids_checksum: str | None = None,
+        store_id: str | None = None,
+        rows_sha256: str | None = None,
         hnsw_threshold: int = DEFAULT_HNSW_THRESHOLD,
         ef_search: int = DEFAULT_EF_SEARCH,
     ) -> VectorIndex | None:
         """The index saved at ``path``, or ``None`` if it is missing, damaged or not the one
-        expected (dim, signature, generation, id checksum): rebuild from the store then.
+        expected (dim, signature, and each of generation, id checksum, store id and rows
+        digest that is not None): rebuild from the store then.
 
         ``m`` and ``ef_construction`` come from the file. An exact index at or above
         ``hnsw_threshold`` builds its graph here.
@@ -468,6 +485,8 @@ class VectorIndex:
                 signature=signature,
                 generation=generation,
                 ids_checksum=ids_checksum,
+                store_id=store_id,
+                rows_sha256=rows_sha256,
             )
             index = cls(
                 dim,
@@ -477,7 +496,8 @@ class VectorIndex:
                 ef_construction=stored.ef_construction,
                 ef_search=ef_search,
                 signature=signature,
-                generation=generation,
+                generation=0 if generation is None else generation,
+                store_id=store_id or "",
             )
             index._adopt(stored)
             return index

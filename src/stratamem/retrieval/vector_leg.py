@@ -1,10 +1,18 @@
 """The vector leg: the query's embedding against the store's vectors of the active model.
 
 The index lives in memory, built from the store's vectors (exact search below the HNSW
-threshold, HNSW above it) and, once it is large, persisted beside the database. The store's
-vector generation tells when it is stale; a missing, corrupt or stale file is rebuilt from
-the store. The access filter becomes an allow-list of chunk rowids applied inside the index
-search, before the top-k is taken.
+threshold, HNSW above it) and, once it is large, persisted beside the database
+(``<db>.vectors-<model tag>.idx``). The store's vector generation tells when the in-memory
+index is stale; it is then brought up to date in place.
+
+A saved file is used only when it is this database's (its store id) and holds exactly the
+rows the database has vectors for (the digest of their (rowid, chunk id) pairs, computed from
+the database when the file is opened); otherwise it is rebuilt from the store, never served.
+Saving runs on a worker thread (``index_saver``), so a search never waits for the write;
+:meth:`VectorLeg.persist_now` writes at once (after a forget).
+
+The access filter becomes an allow-list of chunk rowids applied inside the index search,
+before the top-k is taken.
 """
 
 from __future__ import annotations
@@ -19,6 +27,9 @@ import numpy.typing as npt
 
 from stratamem.embed.base import Embedder
 from stratamem.embed.indexing import vector_status
+from stratamem.retrieval import vector_store_file
+from stratamem.retrieval.index_file import rows_digest
+from stratamem.retrieval.index_saver import BackgroundSaver
 from stratamem.retrieval.vector_index import VectorIndex
 from stratamem.store.base import Store
 from stratamem.types import Filters
@@ -42,6 +53,9 @@ class VectorLeg:
         self.persist = persist and store.path != ":memory:"
         self._index: VectorIndex | None = None
         self._generation = -1
+        self._rows: dict[int, str] = {}  # rowid → chunk id of every indexed vector
+        self._lock = threading.RLock()  # the index's writer lock (see VectorIndex)
+        self.saver = BackgroundSaver(f"stratamem-vector-save:{store.path}")
         self._queries: OrderedDict[str, Vector] = OrderedDict()
         self._queries_lock = threading.Lock()
 
@@ -61,6 +75,10 @@ class VectorLeg:
 
     def index(self) -> VectorIndex:
         """The in-memory index, (re)built when the store's vectors changed."""
+        with self._lock:
+            return self._current()
+
+    def _current(self) -> VectorIndex:
         generation = self.store.generation()
         if self._index is not None and generation == self._generation:
             return self._index
@@ -70,19 +88,25 @@ class VectorLeg:
             # a minute, a sync of what changed takes milliseconds.
             self._sync(self._index, dim)
             self._index.generation = self._generation = generation
-            if self._index.path is not None and len(self._index) >= self.hnsw_threshold:
-                self._index.save()
+            self._save_later(self._index)
             return self._index
         path = self.index_path()
+        store_id = self.store.store_id()
         index = None
         if path is not None and path.exists():
+            keys = self.store.vector_keys(self.signature)
             index = VectorIndex.load(
                 path,
                 dim,
                 signature=self.signature,
-                generation=generation,
+                generation=None,
+                store_id=store_id,
+                rows_sha256=rows_digest([k[0] for k in keys], [k[1] for k in keys]),
                 hnsw_threshold=self.hnsw_threshold,
             )
+            if index is not None:
+                index.generation = generation
+                self._rows = dict(keys)
         if index is None:
             index = VectorIndex(
                 dim,
@@ -90,6 +114,7 @@ class VectorLeg:
                 path=path,
                 signature=self.signature,
                 generation=generation,
+                store_id=store_id,
             )
             ids: list[int] = []
             parts: list[Vector] = []
@@ -98,8 +123,8 @@ class VectorLeg:
                 parts.append(np.frombuffer(blob, dtype="<f4").reshape(-1, dim))
             if ids:
                 index.rebuild(np.asarray(ids, dtype=np.int64), np.concatenate(parts))
-            if path is not None and len(index) >= self.hnsw_threshold:
-                index.save()
+            self._rows = self.store.rowids_to_ids(ids)
+            self._save_later(index)
         self._index, self._generation = index, generation
         return index
 
@@ -110,11 +135,58 @@ class VectorLeg:
         new = np.setdiff1d(stored, indexed, assume_unique=True)
         if len(gone):
             index.remove(gone)
+            for rowid in gone.tolist():
+                self._rows.pop(rowid, None)
         if len(new):
             found = self.store.vectors_by_rowid(self.signature, [int(r) for r in new])
             rowids = np.asarray(list(found), dtype=np.int64)
             vectors = np.stack([np.frombuffer(b, dtype="<f4") for b in found.values()])
             index.add(rowids, vectors.reshape(-1, dim))
+            self._rows.update(self.store.rowids_to_ids(list(found)))
+
+    # -- saving ------------------------------------------------------------------------------
+
+    def _save_later(self, index: VectorIndex) -> None:
+        if index.path is not None and len(index) >= self.hnsw_threshold:
+            self.saver.submit(self._save_snapshot)
+
+    def _snapshot(self) -> tuple[Path, vector_store_file.Snapshot] | None:
+        """The current index copied for writing, under the writer lock; None if there is
+        nothing to save."""
+        with self._lock:
+            index = self._index
+            if index is None or index.path is None or len(index) < self.hnsw_threshold:
+                return None
+            ids = index.ids()
+            names = [self._rows.get(int(r), "") for r in ids.tolist()]
+            # A row whose chunk id is unknown gets a digest no database matches: the file
+            # is then rebuilt rather than trusted.
+            digest = rows_digest(ids, names) if all(names) else ""
+            return index.path, index.snapshot(rows_sha256=digest)
+
+    def _save_snapshot(self) -> None:
+        """The worker's job: copy under the lock, write without it."""
+        found = self._snapshot()
+        if found is not None:
+            vector_store_file.write_file(*found)
+
+    def persist_now(self) -> None:
+        """Bring the index up to date and write its file now, or remove the file where the
+        index is now too small for one (after a forget: no removed row may stay in it)."""
+        path = self.index_path()
+        if path is None:
+            return
+        self.saver.flush()
+        with self._lock:
+            if self._index is None and not path.exists():
+                return
+            self._current()
+            found = self._snapshot()
+            if found is None:
+                path.unlink(missing_ok=True)
+            else:
+                vector_store_file.write_file(*found)
+        self.saver.flush()
 
     def embed_query(self, text: str) -> Vector:
         """The query's vector; the last few hundred are kept (a search may run on any
@@ -160,3 +232,21 @@ class VectorLeg:
             node: np.frombuffer(blob, dtype="<f4").reshape(dim)
             for node, blob in self.store.vectors_of(self.signature, node_ids).items()
         }
+
+
+def drop_other_vector_files(store: Store, keep: Path | None) -> list[Path]:
+    """Remove the vector index files beside the database other than ``keep`` (other models',
+    or every one when ``keep`` is None), and temporary files a killed save left; returns what
+    was removed. After a forget they hold vectors of removed rows and cannot be brought up to
+    date without their model; they are rebuilt when that model is used again."""
+    if store.path == ":memory:":
+        return []
+    db = Path(store.path)
+    removed = []
+    candidates = [*db.parent.glob(f"{db.name}.vectors-*.idx"), *db.parent.glob(f".{db.name}.*.tmp")]
+    for path in candidates:
+        if keep is not None and path == keep:
+            continue
+        path.unlink(missing_ok=True)
+        removed.append(path)
+    return removed

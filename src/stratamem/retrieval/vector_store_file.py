@@ -1,69 +1,94 @@
 """The on-disk format of a ``VectorIndex``: writing it atomically, reading and checking it.
 
-File format (little-endian throughout), written to a temporary file beside the target,
-fsynced, then renamed over it::
+The frame (magic, JSON header, body, SHA-256, atomic replace) is ``index_file``'s; the body,
+little-endian throughout::
 
     offset   size      content
-    0        8         magic b"SMVECIX1"
+    0        8         magic b"SMVECIX2"
     8        4         H, the header length, uint32
     12       H         header, UTF-8 JSON object (below)
     12+H     8·S       slot → row id map, int64, S = header["slots"]; -1 marks a dead slot
     ...      ...       payload: "exact": the S × dim float32 matrix, row per slot;
-                       "hnsw": the faiss index as written by faiss.write_index
+                       "hnsw": the faiss index as written by faiss.write_index (the vectors
+                       of dead slots zeroed)
     end-32   32        SHA-256 of every byte before it
 
-Header keys: ``format_version`` (1), ``kind`` ("exact" | "hnsw"), ``library`` ("numpy" |
+Header keys: ``format_version`` (2), ``kind`` ("exact" | "hnsw"), ``library`` ("numpy" |
 "faiss") and ``library_version``, ``dim``, ``metric`` ("inner_product"), ``count`` (live
 vectors), ``slots``, ``ids_sha256`` (``id_set_checksum`` of the live ids), ``signature`` (the
-caller's model signature), ``generation`` (the caller's integer), ``m`` and
-``ef_construction``. ``VectorIndex.load`` returns ``None`` rather than raising when the file is
-missing, truncated, corrupt, of another format version, or when its dim, signature,
-generation or (if given) id checksum differ from what the caller expects; the caller then
-rebuilds from the store.
+caller's model signature), ``generation`` (the caller's integer), ``store_id`` (the database's
+id) and ``rows_sha256`` (``index_file.rows_digest`` of the (rowid, chunk id) pairs the
+vectors belong to, as the caller computed them), ``m`` and ``ef_construction``.
+``VectorIndex.load`` returns ``None`` rather than raising when the file is missing, truncated,
+corrupt, of another format version, or when its dim, signature, store id, rows digest or
+generation (each if given) differ from what the caller expects; the caller then rebuilds.
 
-This module knows the bytes, not the index: ``write_file`` takes the index's arrays and
-``read_file`` returns them checked against the header, for ``VectorIndex`` to adopt.
+This module knows the bytes, not the index: ``write_file`` takes a :class:`Snapshot` of the
+index's arrays and ``read_file`` returns them checked against the header, for ``VectorIndex``
+to adopt.
 """
 
 from __future__ import annotations
 
 import hashlib
 import importlib
-import io
-import json
-import os
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, BinaryIO, Final, Literal
+from typing import TYPE_CHECKING, Any, Final, Literal
 
 import numpy as np
 import numpy.typing as npt
+
+from stratamem.retrieval.index_file import (
+    HashingWriter,
+    Rejected,
+    open_checked,
+    read_array,
+    write_atomic,
+)
 
 if TYPE_CHECKING:
     # Type-only: vector_index imports this module, so a runtime import would be a cycle.
     from stratamem.retrieval.vector_index import IdArray, Matrix
 
-FORMAT_VERSION: Final = 1
-MAGIC: Final = b"SMVECIX1"
+FORMAT_VERSION: Final = 2
+MAGIC: Final = b"SMVECIX2"
 
-_HEADER_MAX: Final = 1 << 20
-_DIGEST_SIZE: Final = 32
-_CHUNK: Final = 1 << 20
+__all__ = [
+    "FORMAT_VERSION",
+    "MAGIC",
+    "Rejected",
+    "Snapshot",
+    "StoredIndex",
+    "id_set_checksum",
+    "read_file",
+    "write_file",
+]
 
 
 def id_set_checksum(ids: npt.ArrayLike) -> str:
-    """SHA-256 (hex) of the distinct ids, ascending, as little-endian int64 (``ids_sha256``).
-
-    A caller can compute it from its own store and pass it to ``VectorIndex.load`` to refuse
-    an index that has drifted from the store.
-    """
+    """SHA-256 (hex) of the distinct ids, ascending, as little-endian int64 (``ids_sha256``)."""
     canonical = np.unique(np.asarray(ids, dtype=np.int64)).astype("<i8", copy=False)
     return hashlib.sha256(canonical.tobytes()).hexdigest()
 
 
-class Rejected(Exception):
-    """A saved index that is readable but not the one the caller can use."""
+@dataclass(frozen=True, slots=True)
+class Snapshot:
+    """Everything ``write_file`` writes, copied out of the index so that it can be written
+    while the index changes (on another thread)."""
+
+    dim: int
+    signature: str
+    generation: int
+    store_id: str
+    rows_sha256: str
+    m: int
+    ef_construction: int
+    slot_ids: IdArray
+    live_count: int
+    ids_checksum: str
+    matrix: Matrix  # the exact path's rows; ignored when ``hnsw`` is set
+    hnsw: npt.NDArray[np.uint8] | None  # faiss.serialize_index's bytes
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,64 +105,38 @@ class StoredIndex:
     hnsw: Any  # faiss.IndexHNSWFlat for "hnsw", else None
 
 
-def write_file(
-    target: Path,
-    *,
-    dim: int,
-    signature: str,
-    generation: int,
-    m: int,
-    ef_construction: int,
-    slot_ids: IdArray,
-    live_count: int,
-    ids_checksum: str,
-    matrix: Matrix,
-    hnsw: Any,
-) -> None:
-    """Write an index atomically: ``hnsw`` when it is not None, else ``matrix``."""
-    if hnsw is not None:
+def write_file(target: Path, snap: Snapshot) -> None:
+    """Write a snapshot atomically: its faiss bytes when it has them, else its matrix."""
+    if snap.hnsw is not None:
         library, version = "faiss", str(_faiss().__version__)
     else:
         library, version = "numpy", np.__version__
     header = {
         "format_version": FORMAT_VERSION,
-        "kind": "exact" if hnsw is None else "hnsw",
+        "kind": "exact" if snap.hnsw is None else "hnsw",
         "library": library,
         "library_version": version,
-        "dim": dim,
+        "dim": snap.dim,
         "metric": "inner_product",
-        "count": live_count,
-        "slots": len(slot_ids),
-        "ids_sha256": ids_checksum,
-        "signature": signature,
-        "generation": generation,
-        "m": m,
-        "ef_construction": ef_construction,
+        "count": snap.live_count,
+        "slots": len(snap.slot_ids),
+        "ids_sha256": snap.ids_checksum,
+        "signature": snap.signature,
+        "generation": snap.generation,
+        "store_id": snap.store_id,
+        "rows_sha256": snap.rows_sha256,
+        "m": snap.m,
+        "ef_construction": snap.ef_construction,
     }
-    encoded = json.dumps(header, sort_keys=True).encode()
-    handle, temp_name = tempfile.mkstemp(
-        prefix=f".{target.name}.", suffix=".tmp", dir=target.parent
-    )
-    temp = Path(temp_name)
-    try:
-        with os.fdopen(handle, "wb") as file:
-            out = _HashingWriter(file)
-            out.write(MAGIC)
-            out.write(len(encoded).to_bytes(4, "little"))
-            out.write(encoded)
-            out.write(np.ascontiguousarray(slot_ids, dtype="<i8").data)
-            if hnsw is None:
-                out.write(np.ascontiguousarray(matrix, dtype="<f4").data)
-            else:
-                faiss = _faiss()
-                faiss.write_index(hnsw, faiss.PyCallbackIOWriter(out.write))
-            file.write(out.digest.digest())
-            file.flush()
-            os.fsync(file.fileno())
-        os.replace(temp, target)
-    except BaseException:
-        temp.unlink(missing_ok=True)
-        raise
+
+    def body(out: HashingWriter) -> None:
+        out.write(np.ascontiguousarray(snap.slot_ids, dtype="<i8").data)
+        if snap.hnsw is None:
+            out.write(np.ascontiguousarray(snap.matrix, dtype="<f4").data)
+        else:
+            out.write(np.ascontiguousarray(snap.hnsw).data)
+
+    write_atomic(target, MAGIC, header, body)
 
 
 def read_file(
@@ -145,48 +144,38 @@ def read_file(
     dim: int,
     *,
     signature: str,
-    generation: int,
+    generation: int | None,
     ids_checksum: str | None,
+    store_id: str | None = None,
+    rows_sha256: str | None = None,
 ) -> StoredIndex:
     """Read and check the index at ``path``; raises ``Rejected`` when it is not usable as
-    expected, and ``OSError``, ``ValueError`` and the like when it cannot be read."""
-    size = path.stat().st_size
-    with path.open("rb") as file:
-        if file.read(len(MAGIC)) != MAGIC:
-            raise Rejected("not a stratamem vector index")
-        length = int.from_bytes(file.read(4), "little")
-        if length > min(_HEADER_MAX, size):
-            raise Rejected("header length out of range")
-        header = json.loads(file.read(length).decode())
-        if not isinstance(header, dict):
-            raise Rejected("header is not an object")
-        expected = {
-            "format_version": FORMAT_VERSION,
-            "dim": dim,
-            "metric": "inner_product",
-            "signature": signature,
-            "generation": generation,
-        }
-        for key, want in expected.items():
-            if header.get(key) != want:
-                raise Rejected(f"{key} is {header.get(key)!r}, expected {want!r}")
-        if ids_checksum is not None and header.get("ids_sha256") != ids_checksum:
-            raise Rejected("its ids differ from the store's")
+    expected, and ``OSError``, ``ValueError`` and the like when it cannot be read. A check
+    whose expected value is None is skipped."""
+    expected: dict[str, Any] = {
+        "format_version": FORMAT_VERSION,
+        "store_id": store_id,
+        "dim": dim,
+        "metric": "inner_product",
+        "signature": signature,
+        "generation": generation,
+        "rows_sha256": rows_sha256,
+        "ids_sha256": ids_checksum,
+    }
+    checked = {key: value for key, value in expected.items() if value is not None}
+    with open_checked(path, MAGIC, checked, what="vector index") as opened:
+        header, file = opened.header, opened.file
         kind, library = header["kind"], header["library"]
         if (kind, library) not in {("exact", "numpy"), ("hnsw", "faiss")}:
             raise Rejected(f"unknown kind {kind!r} / library {library!r}")
         slots, count = int(header["slots"]), int(header["count"])
-        if not 0 <= count <= slots:
+        if not 0 <= count <= slots or opened.body_end < opened.body_start + 8 * slots:
             raise Rejected("count and slots disagree")
-        body_end = size - _DIGEST_SIZE
-        if body_end < 12 + length + 8 * slots or digest_of(file, body_end) != file.read():
-            raise Rejected("checksum mismatch (truncated or corrupt)")
         m, ef_construction = int(header["m"]), int(header["ef_construction"])
 
-        file.seek(12 + length)
-        slot_ids = _read_array(file, (slots,), "<i8").astype(np.int64)
+        slot_ids = read_array(file, (slots,), "<i8").astype(np.int64)
         if kind == "exact":
-            matrix = _read_array(file, (slots, dim), "<f4").astype(np.float32)
+            matrix = read_array(file, (slots, dim), "<f4").astype(np.float32)
             hnsw = None
         else:
             faiss = _faiss()
@@ -200,7 +189,7 @@ def read_file(
             ):
                 raise Rejected("the faiss index does not match the header")
             matrix = np.empty((0, dim), np.float32)
-        if file.tell() != body_end:
+        if file.tell() != opened.body_end:
             raise Rejected("payload length does not match the header")
 
     live = slot_ids[slot_ids >= 0]
@@ -226,36 +215,10 @@ def read_file(
     )
 
 
-class _HashingWriter:
-    def __init__(self, file: BinaryIO) -> None:
-        self._file = file
-        self.digest = hashlib.sha256()
-
-    def write(self, data: bytes | memoryview) -> None:
-        self.digest.update(data)
-        self._file.write(data)
-
-
-def digest_of(file: BinaryIO, end: int) -> bytes:
-    """SHA-256 of the file's first ``end`` bytes; leaves the position at ``end``."""
-    file.seek(0)
-    digest = hashlib.sha256()
-    remaining = end
-    while remaining > 0:
-        block = file.read(min(_CHUNK, remaining))
-        if not block:
-            break
-        digest.update(block)
-        remaining -= len(block)
-    return digest.digest()
-
-
-def _read_array(file: io.BufferedReader, shape: tuple[int, ...], dtype: str) -> npt.NDArray[Any]:
-    array = np.empty(shape, dtype=dtype)
-    view = array.data.cast("B")
-    if file.readinto(view) != view.nbytes:
-        raise Rejected("file ends early")
-    return array
+def serialize_hnsw(index: Any) -> npt.NDArray[np.uint8]:
+    """faiss's own bytes of an HNSW index (what ``faiss.write_index`` writes), a copy."""
+    data: npt.NDArray[np.uint8] = _faiss().serialize_index(index)
+    return data
 
 
 def _faiss() -> Any:

@@ -6,9 +6,14 @@ seals that are due (:mod:`stratamem.tree.plan`), reads their inputs, summarises 
 transaction open, then commits each summary in a short transaction that claims exactly the
 items it summarised; items appended meanwhile stay in the buffer for the next seal. Then it
 climbs a level, up to ``max_depth``. Once the queue is done, the new summaries are embedded in
-batches. A process killed mid-job leaves the job running; the next
-run reclaims it after its lease and, since summary ids are a hash of their children and the
-plan depends only on what is committed, finishes the same tree.
+batches.
+
+A process killed mid-job leaves its job running; the next run (an ingest, a flush, a build)
+takes it again at once when the dead holder ran on this host, or else once its lease has
+expired. Since summary ids are a hash of their children and the plan depends only on what is
+committed, the taker finishes the same tree an uninterrupted run would have built. A builder
+whose job was taken from it (its lease ran out while it was stalled) stops at its next lease
+renewal and finishes nothing.
 """
 
 from __future__ import annotations
@@ -76,6 +81,10 @@ class SealReport:
             "failed": list(self.failed),
             "seconds": round(self.seconds, 3),
         }
+
+
+class _LeaseLost(Exception):
+    """The job was taken by another claim: stop sealing, and leave the job to its new holder."""
 
 
 class TreeBuilder:
@@ -148,12 +157,16 @@ class TreeBuilder:
                         job=job,
                         on_summary=functools.partial(tick, tree.scope),
                     )
+            except _LeaseLost:
+                log.warning("sealing %s: the job was taken over by another run", tree.scope)
+                continue
             except Exception as exc:
                 log.warning("sealing %s failed: %s", tree.scope, exc)
                 self.store.jobs.fail(job, f"{type(exc).__name__}: {exc}")
                 report.failed.append(f"{tree.scope}: {exc}")
                 continue
-            self.store.jobs.done(job)
+            if not self.store.jobs.done(job):
+                log.warning("sealing %s: the job was taken over by another run", tree.scope)
             report.trees += 1
             tick(tree.scope)
         self._embed_new_summaries()
@@ -211,7 +224,8 @@ class TreeBuilder:
                     races += 1
                     break
                 if job is not None and time.monotonic() - touched > LEASE_RENEWAL_S:
-                    self.store.jobs.touch(job)
+                    if not self.store.jobs.touch(job):
+                        raise _LeaseLost
                     touched = time.monotonic()
                 if on_summary is not None:
                     on_summary()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 import sqlite3
+import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -12,31 +13,81 @@ from typing import TypeVar
 from stratamem.errors import StoreError
 
 BATCH = 500
+BUSY_TIMEOUT_S = 60.0
 T = TypeVar("T")
 
 
-def connect(path: str | Path) -> sqlite3.Connection:
-    """A connection in autocommit mode; transactions are opened explicitly by :func:`atomic`."""
+def connect(path: str | Path, *, timeout: float = BUSY_TIMEOUT_S) -> sqlite3.Connection:
+    """A connection in autocommit mode; transactions are opened explicitly by :func:`atomic`.
+
+    ``timeout`` (seconds) is how long a statement waits for another process's lock before
+    failing with "database is locked". It is given to ``connect`` itself, so it is in force
+    before the first statement: even switching a new file to WAL waits for a second process
+    doing the same, rather than failing at once.
+    """
     target = str(path)
     if target != ":memory:":
         Path(target).expanduser().parent.mkdir(parents=True, exist_ok=True)
         target = str(Path(target).expanduser())
     try:
-        conn = sqlite3.connect(target, isolation_level=None, check_same_thread=False)
+        conn = sqlite3.connect(
+            target, timeout=timeout, isolation_level=None, check_same_thread=False
+        )
+    except sqlite3.Error as exc:
+        raise StoreError(f"{path}: cannot open as a stratamem database: {exc}") from exc
+    try:
         conn.row_factory = sqlite3.Row
-        conn.execute("PRAGMA journal_mode = WAL")
+        _use_wal(conn, timeout)
         conn.execute("PRAGMA synchronous = FULL")
         conn.execute("PRAGMA foreign_keys = ON")
-        conn.execute("PRAGMA busy_timeout = 10000")
+        # Deleted rows are overwritten with zeros, so a forgotten text leaves no bytes behind.
+        conn.execute("PRAGMA secure_delete = ON")
         conn.execute("PRAGMA cache_size = -32768")
-    except sqlite3.DatabaseError as exc:
+    except sqlite3.Error as exc:
+        conn.close()
         raise StoreError(f"{path}: cannot open as a stratamem database: {exc}") from exc
     return conn
 
 
+def _use_wal(conn: sqlite3.Connection, timeout: float) -> None:
+    """Switch the file to WAL, which needs it to itself for a moment.
+
+    SQLite does not call the busy handler for this switch, so a second process switching the
+    same new file at that moment would fail at once with "database is locked": wait for it
+    here, backing off from a millisecond to 50 ms, up to ``timeout``.
+    """
+    deadline = time.monotonic() + timeout
+    delay = 0.001
+    while True:
+        try:
+            conn.execute("PRAGMA journal_mode = WAL")
+            return
+        except sqlite3.OperationalError as exc:
+            if not is_busy(exc) or time.monotonic() + delay > deadline:
+                raise
+        time.sleep(delay)
+        delay = min(delay * 2, 0.05)
+
+
+def is_busy(exc: sqlite3.Error) -> bool:
+    """Whether ``exc`` is SQLite's "database is locked" (another connection holds a lock)."""
+    code = getattr(exc, "sqlite_errorcode", None)
+    if code is not None:
+        return code & 0xFF in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED)
+    return "locked" in str(exc)
+
+
 @contextmanager
 def atomic(conn: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
-    """A transaction, or a savepoint when one is already open; rolled back on any exception."""
+    """A write transaction, or a savepoint when one is already open; rolled back on any
+    exception.
+
+    The transaction is ``BEGIN IMMEDIATE``: it takes the write lock at once, waiting for it up
+    to the busy timeout. A deferred one would start as a reader, and in WAL mode a reader that
+    then writes after another connection has committed fails at once with "database is
+    locked" (``SQLITE_BUSY_SNAPSHOT``), without waiting. Every write goes through here or is a
+    single statement, which takes its lock the same waiting way.
+    """
     if conn.in_transaction:
         name = f"sp_{next(_savepoints)}"
         conn.execute(f"SAVEPOINT {name}")

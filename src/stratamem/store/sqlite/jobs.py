@@ -1,21 +1,40 @@
 """A durable job queue in the SQLite file: work that must survive a crash (sealing trees).
 
-A job is keyed by ``dedupe_key``: enqueueing a key that is already pending does nothing, so
-ten ingests of one source leave one seal job. A claimed job is ``running`` with a lease; a
-process that dies mid-job leaves it running, and the next claim after the lease takes it
-again. A failed job is retried after ``backoff · 2^(attempts-1)`` seconds, up to
-``max_attempts``, then left ``failed`` with its last error.
+A job is keyed by ``dedupe_key``: enqueueing a key that is already pending does nothing but
+merge the payloads, so ten ingests of one source leave one seal job.
+
+Claims and leases. :meth:`JobQueue.claim` makes a job ``running`` and gives the claim a holder
+token (host, pid and a random part); ``leased_at`` is when the holder last showed it was alive.
+Only the holder renews it (:meth:`~JobQueue.touch`) or finishes the job
+(:meth:`~JobQueue.done`, :meth:`~JobQueue.fail`); each says whether the claim still stood, so
+a holder whose job was taken from it cannot renew or finish it. A claim takes a running job
+again when its holder has not renewed it for ``lease_s``, or at once when the holder ran on
+this host and that process no longer exists (a process killed mid-job). Nothing else moves the
+lease: enqueueing a running job's key sets ``again`` instead, and the job is made pending when
+its holder finishes, so work that arrived after the holder read its inputs is run too.
+
+A failed job is retried after ``backoff · 2^(attempts-1)`` seconds, up to ``max_attempts``,
+then left ``failed`` with its last error. Columns: ``status`` (pending, running, done,
+failed), ``attempts``, ``not_before`` (ms; a retry's earliest start), ``holder``,
+``holder_host``, ``holder_pid``, ``leased_at`` (ms), ``again`` (0/1), ``updated_at`` (ms; the
+row's last change, not a lease).
 """
 
 from __future__ import annotations
 
 import json
+import os
+import secrets
+import socket
 import sqlite3
 import time
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from stratamem.store.sqlite.connection import atomic
+
+HOST = socket.gethostname()
 
 
 @dataclass(frozen=True, slots=True)
@@ -25,10 +44,30 @@ class Job:
     dedupe_key: str
     payload: dict[str, Any]
     attempts: int
+    holder: str = ""
 
 
 def _now_ms() -> int:
     return int(time.time() * 1000)
+
+
+def process_exists(pid: int) -> bool:
+    """Whether a process with this id runs on this host (a zombie counts as gone). Where that
+    cannot be told (not POSIX), True: the job then waits for its lease."""
+    if pid <= 0 or os.name != "posix":
+        return pid > 0
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:
+        return True  # it exists but belongs to someone else
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return True
+    # The state follows the parenthesised command name, which may itself hold parentheses.
+    return stat[stat.rfind(")") + 2 : stat.rfind(")") + 3] != "Z"
 
 
 class JobQueue:
@@ -38,7 +77,9 @@ class JobQueue:
     def enqueue(self, kind: str, dedupe_key: str, payload: dict[str, Any] | None = None) -> None:
         """Add a job, or make a finished or failed one with the same key pending again.
 
-        A pending job's payload is merged with the new one (a ``force`` flag is kept once set).
+        A pending or running job's payload is merged with the new one (a ``force`` flag is kept
+        once set); a running one is marked to run again once its holder finishes, and its lease
+        is left alone. A finished job starts over from the new payload.
         """
         now = _now_ms()
         body = json.dumps(payload or {}, sort_keys=True)
@@ -53,37 +94,36 @@ class JobQueue:
                     (kind, dedupe_key, body, now, now),
                 )
                 return
-            merged = {**json.loads(row["payload"]), **(payload or {})}
             if row["status"] in ("pending", "running"):
                 old = json.loads(row["payload"])
-                merged = {k: old.get(k) or merged.get(k) for k in {*old, *merged}}
+                new = payload or {}
+                merged = {k: old.get(k) or new.get(k) for k in {*old, *new}}
                 self.conn.execute(
-                    "UPDATE jobs SET payload = ?, updated_at = ? WHERE dedupe_key = ?",
+                    """UPDATE jobs SET payload = ?, updated_at = ?,
+                         again = CASE WHEN status = 'running' THEN 1 ELSE again END
+                       WHERE dedupe_key = ?""",
                     (json.dumps(merged, sort_keys=True), now, dedupe_key),
                 )
-                if row["status"] == "running":
-                    # The runner may have read its plan already: run it once more afterwards.
-                    self.conn.execute(
-                        "UPDATE jobs SET payload = json_set(payload, '$.again', 1) "
-                        "WHERE dedupe_key = ?",
-                        (dedupe_key,),
-                    )
                 return
             self.conn.execute(
                 """UPDATE jobs SET status = 'pending', payload = ?, attempts = 0, not_before = 0,
-                     last_error = NULL, updated_at = ? WHERE dedupe_key = ?""",
-                (json.dumps(merged, sort_keys=True), now, dedupe_key),
+                     last_error = NULL, again = 0, updated_at = ? WHERE dedupe_key = ?""",
+                (body, now, dedupe_key),
             )
 
     def claim(self, *, lease_s: float = 600.0, kind: str | None = None) -> Job | None:
-        """Take the oldest ready job (pending and due, or running past its lease)."""
+        """Take the oldest ready job: pending and due, or running with its holder silent for
+        ``lease_s`` or its holder's process gone from this host."""
         now = _now_ms()
         stale = now - int(lease_s * 1000)
+        pid = os.getpid()
+        holder = f"{HOST}/{pid}/{secrets.token_hex(6)}"
         with atomic(self.conn):
+            self._expire_orphans()
             row = self.conn.execute(
                 """SELECT * FROM jobs
                    WHERE ((status = 'pending' AND not_before <= ?)
-                          OR (status = 'running' AND updated_at <= ?))
+                          OR (status = 'running' AND leased_at <= ?))
                      AND (? IS NULL OR kind = ?)
                    ORDER BY id LIMIT 1""",
                 (now, stale, kind, kind),
@@ -91,44 +131,70 @@ class JobQueue:
             if row is None:
                 return None
             self.conn.execute(
-                """UPDATE jobs SET status = 'running', attempts = attempts + 1,
-                     payload = json_remove(payload, '$.again'), updated_at = ? WHERE id = ?""",
-                (now, row["id"]),
-            )
-        payload = json.loads(row["payload"])
-        payload.pop("again", None)
-        return Job(row["id"], row["kind"], row["dedupe_key"], payload, row["attempts"] + 1)
-
-    def touch(self, job: Job) -> None:
-        """Renew the lease of a long job."""
-        self.conn.execute("UPDATE jobs SET updated_at = ? WHERE id = ?", (_now_ms(), job.id))
-
-    def done(self, job: Job) -> None:
-        """Finish the job, unless it was asked for again while it ran: then it is pending."""
-        with atomic(self.conn):
-            self.conn.execute(
-                """UPDATE jobs SET status = CASE WHEN json_extract(payload, '$.again') = 1
-                       THEN 'pending' ELSE 'done' END,
-                     payload = json_remove(payload, '$.again'), attempts = 0,
-                     last_error = NULL, updated_at = ? WHERE id = ?""",
-                (_now_ms(), job.id),
-            )
-
-    def fail(self, job: Job, error: str, *, max_attempts: int = 5, backoff_s: float = 2.0) -> None:
-        now = _now_ms()
-        if job.attempts >= max_attempts:
-            self.conn.execute(
-                """UPDATE jobs SET status = 'failed', last_error = ?, updated_at = ?
+                """UPDATE jobs SET status = 'running', attempts = attempts + 1, again = 0,
+                     holder = ?, holder_host = ?, holder_pid = ?, leased_at = ?, updated_at = ?
                    WHERE id = ?""",
-                (error, now, job.id),
+                (holder, HOST, pid, now, now, row["id"]),
             )
-            return
-        delay = int(backoff_s * 1000 * 2 ** (job.attempts - 1))
-        self.conn.execute(
-            """UPDATE jobs SET status = 'pending', last_error = ?, not_before = ?, updated_at = ?
-               WHERE id = ?""",
-            (error, now + delay, now, job.id),
+        return Job(
+            row["id"],
+            row["kind"],
+            row["dedupe_key"],
+            json.loads(row["payload"]),
+            row["attempts"] + 1,
+            holder,
         )
+
+    def _expire_orphans(self) -> None:
+        """End the leases of running jobs whose holder was a process of this host that is
+        gone."""
+        orphans = [
+            int(job_id)
+            for job_id, pid in self.conn.execute(
+                """SELECT id, holder_pid FROM jobs
+                   WHERE status = 'running' AND leased_at > 0 AND holder_host = ?""",
+                (HOST,),
+            )
+            if pid is not None and not process_exists(int(pid))
+        ]
+        self.conn.executemany("UPDATE jobs SET leased_at = 0 WHERE id = ?", [(i,) for i in orphans])
+
+    def touch(self, job: Job) -> bool:
+        """Renew the lease of a long job; False when this claim no longer holds it."""
+        now = _now_ms()
+        cur = self.conn.execute(
+            """UPDATE jobs SET leased_at = ?, updated_at = ?
+               WHERE id = ? AND holder = ? AND status = 'running'""",
+            (now, now, job.id, job.holder),
+        )
+        return cur.rowcount == 1
+
+    def done(self, job: Job) -> bool:
+        """Finish the job, unless it was asked for again while it ran: then it is pending.
+        False (and nothing changed) when this claim no longer holds it."""
+        cur = self.conn.execute(
+            """UPDATE jobs SET status = CASE WHEN again = 1 THEN 'pending' ELSE 'done' END,
+                 again = 0, attempts = 0, not_before = 0, last_error = NULL, holder = NULL,
+                 holder_host = NULL, holder_pid = NULL, leased_at = 0, updated_at = ?
+               WHERE id = ? AND holder = ? AND status = 'running'""",
+            (_now_ms(), job.id, job.holder),
+        )
+        return cur.rowcount == 1
+
+    def fail(self, job: Job, error: str, *, max_attempts: int = 5, backoff_s: float = 2.0) -> bool:
+        """Record a failure: pending again after a backoff, or ``failed`` after the last
+        attempt. False (and nothing changed) when this claim no longer holds the job."""
+        now = _now_ms()
+        last = job.attempts >= max_attempts
+        delay = 0 if last else int(backoff_s * 1000 * 2 ** (job.attempts - 1))
+        cur = self.conn.execute(
+            """UPDATE jobs SET status = ?, last_error = ?, not_before = ?, again = 0,
+                 holder = NULL, holder_host = NULL, holder_pid = NULL, leased_at = 0,
+                 updated_at = ?
+               WHERE id = ? AND holder = ? AND status = 'running'""",
+            ("failed" if last else "pending", error, now + delay, now, job.id, job.holder),
+        )
+        return cur.rowcount == 1
 
     def counts(self) -> dict[str, int]:
         return {

@@ -183,30 +183,58 @@ MIGRATIONS: tuple[str, ...] = (
     );
     CREATE INDEX IF NOT EXISTS jobs_ready ON jobs(status, not_before);
     """,
+    # 5: job leases apart from ``updated_at``: a running job is held by one claim (``holder``,
+    # with its host and pid), whose last renewal is ``leased_at``; ``again`` marks work that
+    # arrived while it ran. Jobs left running by an older version count as never renewed, so
+    # they are taken again.
+    """
+    ALTER TABLE jobs ADD COLUMN holder TEXT;
+    ALTER TABLE jobs ADD COLUMN holder_host TEXT;
+    ALTER TABLE jobs ADD COLUMN holder_pid INTEGER;
+    ALTER TABLE jobs ADD COLUMN leased_at INTEGER NOT NULL DEFAULT 0;
+    ALTER TABLE jobs ADD COLUMN again INTEGER NOT NULL DEFAULT 0;
+    UPDATE jobs SET again = 1, payload = json_remove(payload, '$.again')
+    WHERE json_extract(payload, '$.again') = 1;
+    """,
 )
 
 SCHEMA_VERSION = len(MIGRATIONS)
 
 
 def migrate(conn: sqlite3.Connection) -> int:
-    """Bring the file up to :data:`SCHEMA_VERSION`; returns the version it found."""
-    found = int(conn.execute("PRAGMA user_version").fetchone()[0])
-    if found > SCHEMA_VERSION:
-        raise SchemaError(
-            f"database schema version {found} is newer than this stratamem knows "
-            f"({SCHEMA_VERSION}); upgrade stratamem"
-        )
-    for version in range(found + 1, SCHEMA_VERSION + 1):
+    """Bring the file up to :data:`SCHEMA_VERSION`; returns the version it found.
+
+    Each migration runs in its own ``BEGIN IMMEDIATE`` transaction that reads the version again
+    once it holds the write lock, so two processes opening a new file at once take turns and
+    the second finds each migration done rather than running it twice (an ``ALTER TABLE`` is
+    not idempotent).
+    """
+    found = _version(conn)
+    version = found
+    while version < SCHEMA_VERSION:
         conn.execute("BEGIN IMMEDIATE")
         try:
-            for statement in _statements(MIGRATIONS[version - 1]):
-                conn.execute(statement)
-            conn.execute(f"PRAGMA user_version = {version}")
+            version = _version(conn)
+            if version < SCHEMA_VERSION:
+                version += 1
+                for statement in _statements(MIGRATIONS[version - 1]):
+                    conn.execute(statement)
+                conn.execute(f"PRAGMA user_version = {version}")
         except BaseException:
             conn.execute("ROLLBACK")
             raise
         conn.execute("COMMIT")
     return found
+
+
+def _version(conn: sqlite3.Connection) -> int:
+    version = int(conn.execute("PRAGMA user_version").fetchone()[0])
+    if version > SCHEMA_VERSION:
+        raise SchemaError(
+            f"database schema version {version} is newer than this stratamem knows "
+            f"({SCHEMA_VERSION}); upgrade stratamem"
+        )
+    return version
 
 
 def _statements(script: str) -> list[str]:

@@ -115,21 +115,24 @@ def keyword_hits(
 def search_entities(
     store: SQLiteStore, needle: str, kinds: Sequence[str], limit: int
 ) -> list[EntityMatch]:
-    """Entities whose id or surface contains ``needle`` (lowercased; LIKE wildcards escaped),
-    grouped by canonical id, most mentioned first, then most recently mentioned."""
-    pattern = "%" + needle.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
+    """Entities whose id or surface contains ``needle`` (lowercased), grouped by canonical id,
+    most mentioned first, then most recently mentioned.
+
+    A substring test (``instr``) rather than ``LIKE``: no wildcard to escape, and no limit on
+    the pattern's length or complexity.
+    """
     kind_sql = f"AND e.kind IN ({','.join('?' * len(kinds))})" if kinds else ""
     rows = store.conn.execute(
         f"""SELECT e.entity_id, min(e.kind) AS kind, min(e.surface) AS surface,
                    count(*) AS mentions, max(e.ts) AS last_seen
             FROM entity_index e JOIN sources s ON s.id = e.source_id
             WHERE s.locked = 0
-              AND (lower(e.entity_id) LIKE ? ESCAPE '\\' OR lower(e.surface) LIKE ? ESCAPE '\\')
+              AND (instr(lower(e.entity_id), ?) > 0 OR instr(lower(e.surface), ?) > 0)
               {kind_sql}
             GROUP BY e.entity_id
             ORDER BY mentions DESC, last_seen DESC, e.entity_id
             LIMIT ?""",
-        (pattern, pattern, *kinds, limit),
+        (needle, needle, *kinds, limit),
     ).fetchall()
     return [
         EntityMatch(

@@ -40,6 +40,12 @@ class SQLiteStore:
         except sqlite3.DatabaseError as exc:
             self.conn.close()
             raise StoreError(f"{path}: cannot open as a stratamem database: {exc}") from exc
+        if self.get_setting("store.id") is None:
+            with self.transaction():
+                self.conn.execute(
+                    "INSERT OR IGNORE INTO settings (key, value) "
+                    "VALUES ('store.id', lower(hex(randomblob(16))))"
+                )
         self.trees = TreeTables(self)
         self.jobs = JobQueue(self.conn)
         self.postings = EntityPostings(
@@ -130,7 +136,24 @@ class SQLiteStore:
             # Trees, summaries, their entities and vectors go with the source (foreign keys).
             self.conn.execute("DELETE FROM sources WHERE id = ?", (source_id,))
             self.bump_generation()
+        self.scrub()
         return int(count)
+
+    def scrub(self) -> None:
+        """Leave no copy of deleted text in the files. ``secure_delete`` (set on connect)
+        zeroes a deleted row where it lies, but not the stale copies B-tree rebalancing
+        leaves in a page's free space, and FTS5 keeps a deleted row's tokens in its old
+        segments until they are merged. So: ``optimize`` merges every segment into one,
+        ``VACUUM`` rewrites every page from the live rows, and a ``TRUNCATE`` checkpoint
+        empties the WAL. VACUUM rewrites the whole file (it costs time and transient disk
+        in proportion to the store), which is why only a forget calls this. A no-op inside
+        an open transaction; a checkpoint a reader blocks completes on a later one."""
+        if self.conn.in_transaction:
+            return
+        with self.transaction():
+            self.conn.execute("INSERT INTO chunks_fts(chunks_fts) VALUES ('optimize')")
+        self.conn.execute("VACUUM")
+        self.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
 
     # -- chunks ----------------------------------------------------------------------------
 
@@ -282,6 +305,12 @@ class SQLiteStore:
     def generation(self) -> int:
         return int(self.get_setting("vectors.generation") or 0)
 
+    def store_id(self) -> str:
+        """The random id this database was given when created: a copy or a restored backup
+        keeps it, a new database at the same path gets another. Index files beside the
+        database record it and are not used by any other."""
+        return self.get_setting("store.id") or ""
+
     def pending_embeddings(self, model: str, limit: int) -> list[sqlite3.Row]:
         """Chunks with no vector for ``model``, oldest first: rowid, id, source_id, title,
         content, content_sha256."""
@@ -357,6 +386,17 @@ class SQLiteStore:
             row[0]
             for row in self.conn.execute(
                 """SELECT c.rowid FROM embeddings e JOIN chunks c ON c.id = e.node_id
+                   WHERE e.model = ? ORDER BY c.rowid""",
+                (model,),
+            )
+        ]
+
+    def vector_keys(self, model: str) -> list[tuple[int, str]]:
+        """(chunk rowid, chunk id) of the chunks that have a vector of ``model``, by rowid."""
+        return [
+            (int(row[0]), str(row[1]))
+            for row in self.conn.execute(
+                """SELECT c.rowid, c.id FROM embeddings e JOIN chunks c ON c.id = e.node_id
                    WHERE e.model = ? ORDER BY c.rowid""",
                 (model,),
             )
@@ -605,8 +645,9 @@ def filter_sql(filters: Filters, *, chunk: str = "c", source: str = "s") -> tupl
         parts = []
         for ref in filters.sources:
             if ref.endswith("*"):
-                parts.append(f"{source}.scope LIKE ? ESCAPE '\\'")
-                params.append(_like_prefix(ref[:-1]))
+                # LIKE's ASCII-only case folding, without its limit on a pattern's length.
+                parts.append(f"lower(substr({source}.scope, 1, ?)) = lower(?)")
+                params.extend([len(ref) - 1, ref[:-1]])
             else:
                 parts.append(f"({source}.id = ? OR {source}.scope = ?)")
                 params.extend([ref, ref])
@@ -621,8 +662,3 @@ def filter_sql(filters: Filters, *, chunk: str = "c", source: str = "s") -> tupl
         clauses.append(f"{chunk}.ts_start <= ?")
         params.append(to_ms(filters.until))
     return " AND ".join(clauses), params
-
-
-def _like_prefix(text: str) -> str:
-    escaped = text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
-    return escaped + "%"

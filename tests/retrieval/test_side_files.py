@@ -1,0 +1,270 @@
+"""Index files beside the database: bound to the database and rows they were built from, and
+saved off the search path."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sqlite3
+import threading
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import stratamem
+from stratamem.embed.hashing import HashingEmbedder
+from stratamem.retrieval import bm25_file, vector_store_file
+from stratamem.retrieval.bm25_leg import SparseKeywordIndex
+from stratamem.retrieval.index_file import rows_digest
+from stratamem.retrieval.vector_index import VectorIndex
+from stratamem.retrieval.vector_leg import VectorLeg
+from stratamem.types import Filters
+
+THRESHOLD = 16  # small enough that the test stores build an HNSW graph and save it
+
+
+def write_docs(path: Path, texts: list[str], source: str) -> Path:
+    with path.open("w") as fh:
+        for i, text in enumerate(texts):
+            record = {"id": f"{source}-{i}", "text": text, "source": source, "kind": "document"}
+            fh.write(json.dumps(record) + "\n")
+    return path
+
+
+def texts(prefix: str, n: int) -> list[str]:
+    return [f"{prefix} note {i} about {prefix}{i % 7} and topic{i % 11} item{i}" for i in range(n)]
+
+
+def ingest(mem: stratamem.Memory, where: Path, prefix: str, n: int) -> None:
+    mem.ingest(write_docs(where / f"{prefix}.jsonl", texts(prefix, n), prefix), trees=False)
+    mem.embed()
+
+
+def legs(mem: stratamem.Memory) -> tuple[VectorLeg, SparseKeywordIndex]:
+    embedder = mem.embedder
+    assert embedder is not None
+    return (
+        VectorLeg(mem.store, embedder, hnsw_threshold=THRESHOLD),
+        SparseKeywordIndex(mem.store, persist_min_docs=0),
+    )
+
+
+def save_both(mem: stratamem.Memory) -> tuple[Path, Path]:
+    vectors, keyword = legs(mem)
+    vectors.index()
+    assert keyword.search(["note"], Filters(), 5)
+    vectors.saver.flush()
+    keyword.saver.flush()
+    vector_path, keyword_path = vectors.index_path(), keyword.index_path()
+    assert vector_path is not None
+    assert vector_path.exists()
+    assert keyword_path is not None
+    assert keyword_path.exists()
+    return vector_path, keyword_path
+
+
+def reach_generation(mem: stratamem.Memory, target: int) -> None:
+    assert mem.store.generation() <= target
+    while mem.store.generation() < target:
+        mem.store.bump_generation()
+
+
+def assert_serves_only_this_store(mem: stratamem.Memory) -> None:
+    """Both legs answer exactly as freshly built ones would, and vector recall is perfect."""
+    vectors, keyword = legs(mem)
+    fresh = VectorLeg(mem.store, vectors.embedder, hnsw_threshold=THRESHOLD, persist=False)
+    stored = mem.store.vector_rowids(vectors.signature)
+    assert vectors.index().ids().tolist() == stored
+    embedder = vectors.embedder
+    sample = [c for s in mem.sources() for c in list(mem.store.iter_chunks(s.id))[:10]]
+    hits = 0
+    for chunk in sample:
+        query = embedder.embed_batch([chunk.content])[0]
+        found = vectors.search(query, Filters(), 10)
+        assert found == fresh.search(query, Filters(), 10)
+        hits += chunk.id in found
+    assert hits == len(sample)  # recall@10 of a chunk's own text is 1.0, as a fresh build's
+    fresh_keyword = SparseKeywordIndex(mem.store, persist=False)
+    for terms in (["note", "topic3"], ["alpha1", "item7"], ["beta2", "delta4", "gamma5"]):
+        ranked = keyword.search(terms, Filters(), 10)
+        assert ranked is not None
+        assert ranked == fresh_keyword.search(terms, Filters(), 10)
+        assert keyword.note == "" or "rebuilt" in keyword.note
+
+
+def test_a_new_database_at_the_same_path_never_uses_the_old_files(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    data.mkdir()
+    db = tmp_path / "store.db"
+    with stratamem.open(db, embedder=HashingEmbedder()) as a:
+        ingest(a, data, "alpha", 120)
+        old_id = a.store.store_id()
+        vector_path, keyword_path = save_both(a)
+        generation = a.store.generation()
+    for suffix in ("", "-wal", "-shm"):
+        Path(f"{db}{suffix}").unlink(missing_ok=True)
+    vector_bytes, keyword_bytes = vector_path.read_bytes(), keyword_path.read_bytes()
+
+    with stratamem.open(db, embedder=HashingEmbedder()) as b:
+        assert b.store.store_id() != old_id
+        ingest(b, data, "beta", 40)
+        reach_generation(b, generation)
+        assert b.store.generation() == generation
+        # The old files are still there, of the same model, dimension and generation ...
+        assert vector_path.read_bytes() == vector_bytes
+        assert keyword_path.read_bytes() == keyword_bytes
+        # ... and refused all the same.
+        keys = b.store.vector_keys(HashingEmbedder().spec.signature)
+        assert (
+            VectorIndex.load(
+                vector_path,
+                384,
+                signature=HashingEmbedder().spec.signature,
+                generation=generation,
+                store_id=b.store.store_id(),
+            )
+            is None
+        )
+        from stratamem.retrieval.bm25_fts import fts_schema
+
+        with pytest.raises(bm25_file.Rejected, match="another database"):
+            bm25_file.read_file(
+                keyword_path,
+                fts_schema(b.store.conn),
+                (1.0, 0.6),
+                store_id=b.store.store_id(),
+            )
+        assert len(keys) == 40
+        assert_serves_only_this_store(b)
+
+
+def test_a_restored_backup_beside_newer_files_rebuilds(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    data.mkdir()
+    db = tmp_path / "store.db"
+    backup = tmp_path / "backup.db"
+    with stratamem.open(db, embedder=HashingEmbedder()) as mem:
+        ingest(mem, data, "alpha", 60)
+        with sqlite3.connect(backup) as copy:
+            mem.store.conn.backup(copy)
+        ingest(mem, data, "gamma", 60)
+        vector_path, _ = save_both(mem)
+        store_id, generation = mem.store.store_id(), mem.store.generation()
+    for suffix in ("-wal", "-shm"):
+        Path(f"{db}{suffix}").unlink(missing_ok=True)
+    shutil.copyfile(backup, db)
+
+    with stratamem.open(db, embedder=HashingEmbedder()) as restored:
+        assert restored.store.store_id() == store_id  # a restored backup keeps its id
+        ingest(restored, data, "delta", 60)  # same rowids as gamma had, other chunks
+        reach_generation(restored, generation)
+        header = _header(vector_path)
+        assert header["store_id"] == store_id
+        assert header["generation"] == generation
+        keys = restored.store.vector_keys(HashingEmbedder().spec.signature)
+        assert header["rows_sha256"] != rows_digest([k[0] for k in keys], [k[1] for k in keys])
+        assert_serves_only_this_store(restored)
+
+
+def test_a_file_of_this_store_and_rows_is_reused(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    data.mkdir()
+    with stratamem.open(tmp_path / "s.db", embedder=HashingEmbedder()) as mem:
+        ingest(mem, data, "alpha", 40)
+        vector_path, _ = save_both(mem)
+        vectors, _ = legs(mem)
+        index = vectors.index()
+        assert index.kind == "hnsw"
+        assert vectors._rows  # loaded, with the rows it was checked against
+        assert_serves_only_this_store(mem)
+        assert vector_path.exists()
+
+
+def test_the_rows_digest_is_of_rowid_and_chunk_id_pairs() -> None:
+    assert rows_digest([1, 2], ["a", "b"]) != rows_digest([1, 2], ["b", "a"])
+    assert rows_digest([1, 2], ["a", "b"]) != rows_digest([1, 3], ["a", "b"])
+    assert rows_digest([], []) == rows_digest(np.empty(0, np.int64), [])
+    with pytest.raises(ValueError, match="rowids but"):
+        rows_digest([1], [])
+
+
+# -- saving off the search path --------------------------------------------------------------
+
+
+class HeldWrite:
+    """A write_file stand-in that records its thread and blocks until released."""
+
+    def __init__(self) -> None:
+        self.threads: list[threading.Thread] = []
+        self.started = threading.Event()
+        self.release = threading.Event()
+
+    def __call__(self, *args: object, **kwargs: object) -> None:
+        self.threads.append(threading.current_thread())
+        self.started.set()
+        assert self.release.wait(60)
+
+
+def test_a_vector_search_never_waits_for_the_save(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    data = tmp_path / "data"
+    data.mkdir()
+    held = HeldWrite()
+    monkeypatch.setattr(vector_store_file, "write_file", held)
+    with stratamem.open(tmp_path / "s.db", embedder=HashingEmbedder()) as mem:
+        ingest(mem, data, "alpha", 40)
+        vectors, _ = legs(mem)
+        query = vectors.embedder.embed_batch(["alpha note"])[0]
+        assert vectors.search(query, Filters(), 5)
+        assert held.started.wait(60)  # the save is running, and held ...
+        ingest(mem, data, "beta", 20)
+        assert len(vectors.search(query, Filters(), 5)) == 5  # ... yet searches go on
+        assert vectors.saver.busy
+        held.release.set()
+        vectors.saver.flush()
+    assert held.threads
+    assert threading.main_thread() not in held.threads
+
+
+def test_a_keyword_search_never_waits_for_the_save(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    data = tmp_path / "data"
+    data.mkdir()
+    held = HeldWrite()
+    monkeypatch.setattr(bm25_file, "write_file", held)
+    with stratamem.open(tmp_path / "s.db", embedder=None) as mem:
+        mem.ingest(write_docs(data / "a.jsonl", texts("alpha", 40), "alpha"), trees=False)
+        keyword = SparseKeywordIndex(mem.store, persist_min_docs=0)
+        assert keyword.search(["note"], Filters(), 5)
+        assert held.started.wait(60)
+        mem.ingest(write_docs(data / "b.jsonl", texts("beta", 20), "beta"), trees=False)
+        assert keyword.search(["beta"], Filters(), 5)
+        assert keyword.saver.busy
+        held.release.set()
+        keyword.saver.flush()
+    assert held.threads
+    assert threading.main_thread() not in held.threads
+
+
+def test_closing_the_memory_finishes_the_save(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    data.mkdir()
+    with stratamem.open(tmp_path / "s.db", embedder=HashingEmbedder()) as mem:
+        ingest(mem, data, "alpha", 40)
+        embedder = mem.embedder
+        assert embedder is not None
+        mem._vectors = VectorLeg(mem.store, embedder, hnsw_threshold=THRESHOLD)
+        mem.search("alpha note", mode="vector")
+        path = mem._vectors.index_path()
+    assert path is not None
+    assert path.exists()
+
+
+def _header(path: Path) -> dict[str, object]:
+    data = path.read_bytes()
+    length = int.from_bytes(data[8:12], "little")
+    header: dict[str, object] = json.loads(data[12 : 12 + length])
+    return header

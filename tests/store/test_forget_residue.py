@@ -1,0 +1,101 @@
+"""After ``forget``, no byte of the forgotten text is left in the database file, its WAL or
+any file beside it."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from pathlib import Path
+
+import stratamem
+from stratamem.embed.hashing import HashingEmbedder
+from stratamem.retrieval.bm25_leg import sparse_index
+from stratamem.retrieval.vector_leg import VectorLeg
+from stratamem.types import Filters
+
+CANARIES = ("zqxcanaryalpha", "zqxcanarybravo", "zqxcanarycharlie")
+
+
+def write_source(path: Path, source: str, lines: list[str]) -> Path:
+    with path.open("w") as fh:
+        for i, text in enumerate(lines):
+            record = {"id": f"{source}-{i}", "text": text, "source": source, "kind": "document"}
+            fh.write(json.dumps(record) + "\n")
+    return path
+
+
+def fts_tokens(text: str) -> set[str]:
+    """The tokens the store's full-text index makes of ``text``."""
+    conn = sqlite3.connect(":memory:")
+    conn.execute(
+        "CREATE VIRTUAL TABLE t USING fts5(x, tokenize = 'porter unicode61 remove_diacritics 2')"
+    )
+    conn.execute("CREATE VIRTUAL TABLE v USING fts5vocab(t, row)")
+    conn.execute("INSERT INTO t (x) VALUES (?)", (text,))
+    return {str(row[0]) for row in conn.execute("SELECT term FROM v")}
+
+
+def needles() -> set[bytes]:
+    found: set[bytes] = set()
+    for canary in CANARIES:
+        for word in {canary, *fts_tokens(canary)}:
+            found.add(word.encode())
+            # FTS5 stores a term after the prefix it shares with the one before it.
+            found.add(word[-8:].encode())
+    return found
+
+
+def residue(folder: Path, words: set[bytes]) -> dict[str, list[bytes]]:
+    hits: dict[str, list[bytes]] = {}
+    for path in sorted(folder.iterdir()):
+        if path.is_file():
+            data = path.read_bytes().lower()
+            present = [w for w in words if w in data]
+            if present:
+                hits[path.name] = present
+    return hits
+
+
+def test_forget_leaves_no_byte_of_the_text_behind(tmp_path: Path) -> None:
+    data, home = tmp_path / "data", tmp_path / "home"
+    data.mkdir()
+    home.mkdir()
+    secret = [
+        f"Meeting {i}: {CANARIES[i % 3]} said the {CANARIES[(i + 1) % 3]} launch slips"
+        for i in range(30)
+    ]
+    public = [f"Public note {i} about the roadmap and the release train" for i in range(60)]
+    with stratamem.open(home / "mem.db", embedder=HashingEmbedder()) as mem:
+        mem.ingest(write_source(data / "secret.jsonl", "secret", secret), trees=False)
+        mem.ingest(write_source(data / "public.jsonl", "public", public), trees=False)
+        mem.embed()
+        embedder = mem.embedder
+        assert embedder is not None
+        mem._vectors = VectorLeg(mem.store, embedder, hnsw_threshold=16)
+        sparse_index(mem.store).persist_min_docs = 0
+        assert mem.search(CANARIES[0]).hits
+        mem.flush()
+        summaries = mem.store.conn.execute(
+            "SELECT count(*) FROM summaries WHERE content LIKE ?", (f"%{CANARIES[0]}%",)
+        ).fetchone()[0]
+        assert summaries  # the trees summarised the canaries too
+        mem._vectors.saver.flush()
+        sparse_index(mem.store).saver.flush()
+        side = {p.name for p in home.iterdir()}
+        assert {"mem.db.bm25.idx"} <= side
+        assert any(".vectors-" in name for name in side)
+        before = residue(home, needles())
+        assert "mem.db.bm25.idx" in before  # the check can see a canary where one is
+
+        mem.forget("jsonl:secret")
+
+        assert residue(home, needles()) == {}
+        found = mem.search("roadmap release")
+        assert found.hits
+        assert all(h.content.startswith("Public note") for h in found.hits)
+        assert not mem.search(CANARIES[1], mode="keyword").hits
+        assert mem._vectors.index().ids().tolist() == mem.store.vector_rowids(
+            embedder.spec.signature
+        )
+        assert sparse_index(mem.store).search(["roadmap"], Filters(), 5)
+    assert residue(home, needles()) == {}

@@ -1,0 +1,187 @@
+from __future__ import annotations
+
+import os
+import sqlite3
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from stratamem.store.sqlite.jobs import HOST, process_exists
+from stratamem.store.sqlite.migrations import MIGRATIONS
+from stratamem.store.sqlite.store import SQLiteStore
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> Iterator[SQLiteStore]:
+    with SQLiteStore(tmp_path / "jobs.db") as opened:
+        yield opened
+
+
+def row(store: SQLiteStore, key: str = "seal:t") -> Any:
+    return store.conn.execute("SELECT * FROM jobs WHERE dedupe_key = ?", (key,)).fetchone()
+
+
+def gone_pid() -> int:
+    """The id of a process of this host that has exited and been reaped."""
+    proc = subprocess.Popen([sys.executable, "-c", "pass"])
+    proc.wait()
+    return proc.pid
+
+
+def hold_as(store: SQLiteStore, *, host: str, pid: int, leased_ms_ago: int) -> None:
+    """Make the job running, held the way another process would have left it."""
+    store.conn.execute(
+        """UPDATE jobs SET status = 'running', attempts = 1, holder = ?, holder_host = ?,
+             holder_pid = ?, leased_at = ?""",
+        (f"{host}/{pid}/0", host, pid, int(time.time() * 1000) - leased_ms_ago),
+    )
+
+
+def test_enqueue_dedupes_and_merges_a_pending_job(store: SQLiteStore) -> None:
+    store.jobs.enqueue("seal", "seal:t", {"tree_id": "t"})
+    store.jobs.enqueue("seal", "seal:t", {"tree_id": "t", "force": True})
+    store.jobs.enqueue("seal", "seal:t", {"tree_id": "t"})
+    assert store.jobs.counts() == {"pending": 1}
+    job = store.jobs.claim()
+    assert job is not None
+    assert job.payload == {"tree_id": "t", "force": True}
+    assert store.jobs.claim() is None
+
+
+def test_enqueue_on_a_running_job_keeps_its_lease_and_runs_it_again(store: SQLiteStore) -> None:
+    store.jobs.enqueue("seal", "seal:t", {"tree_id": "t"})
+    job = store.jobs.claim()
+    assert job is not None
+    leased = row(store)["leased_at"]
+    store.conn.execute("UPDATE jobs SET leased_at = leased_at - 5000")
+    for _ in range(3):
+        store.jobs.enqueue("seal", "seal:t", {"tree_id": "t", "force": True})
+    assert row(store)["leased_at"] == leased - 5000
+    assert row(store)["again"] == 1
+    assert store.jobs.done(job)
+    assert store.jobs.counts() == {"pending": 1}
+    again = store.jobs.claim()
+    assert again is not None
+    assert again.payload == {"tree_id": "t", "force": True}
+    assert store.jobs.done(again)
+    assert store.jobs.counts() == {"done": 1}
+
+
+def test_a_finished_job_starts_over_from_the_new_payload(store: SQLiteStore) -> None:
+    store.jobs.enqueue("seal", "seal:t", {"tree_id": "t", "force": True})
+    job = store.jobs.claim()
+    assert job is not None
+    assert store.jobs.done(job)
+    store.jobs.enqueue("seal", "seal:t", {"tree_id": "t"})
+    next_job = store.jobs.claim()
+    assert next_job is not None
+    assert next_job.payload == {"tree_id": "t"}
+
+
+def test_a_live_holder_keeps_its_job_until_its_lease_ends(store: SQLiteStore) -> None:
+    store.jobs.enqueue("seal", "seal:t", {"tree_id": "t"})
+    first = store.jobs.claim()
+    assert first is not None
+    assert store.jobs.claim() is None  # this process holds it and is alive
+    store.conn.execute("UPDATE jobs SET leased_at = leased_at - 601000")
+    taken = store.jobs.claim()
+    assert taken is not None
+    assert taken.holder != first.holder
+
+
+def test_a_stale_holder_cannot_renew_or_finish_a_reclaimed_job(store: SQLiteStore) -> None:
+    store.jobs.enqueue("seal", "seal:t", {"tree_id": "t"})
+    stale = store.jobs.claim()
+    assert stale is not None
+    fresh = store.jobs.claim(lease_s=0)
+    assert fresh is not None
+    assert fresh.holder != stale.holder
+    leased = row(store)["leased_at"]
+    assert not store.jobs.touch(stale)
+    assert not store.jobs.done(stale)
+    assert not store.jobs.fail(stale, "late")
+    assert row(store)["status"] == "running"
+    assert row(store)["holder"] == fresh.holder
+    assert row(store)["leased_at"] == leased
+    assert store.jobs.touch(fresh)
+    assert store.jobs.done(fresh)
+    assert store.jobs.counts() == {"done": 1}
+
+
+def test_a_job_whose_holder_died_on_this_host_is_taken_at_once(store: SQLiteStore) -> None:
+    store.jobs.enqueue("seal", "seal:t", {"tree_id": "t"})
+    hold_as(store, host=HOST, pid=gone_pid(), leased_ms_ago=0)
+    job = store.jobs.claim()
+    assert job is not None
+    assert row(store)["holder_pid"] == os.getpid()
+    assert job.attempts == 2
+
+
+def test_a_holder_on_another_host_is_waited_for_until_its_lease_ends(
+    store: SQLiteStore,
+) -> None:
+    store.jobs.enqueue("seal", "seal:t", {"tree_id": "t"})
+    hold_as(store, host=f"not-{HOST}", pid=gone_pid(), leased_ms_ago=0)
+    assert store.jobs.claim() is None
+    hold_as(store, host=f"not-{HOST}", pid=gone_pid(), leased_ms_ago=601_000)
+    assert store.jobs.claim() is not None
+
+
+def test_a_failure_backs_off_then_gives_up(store: SQLiteStore) -> None:
+    store.jobs.enqueue("seal", "seal:t", {"tree_id": "t"})
+    job = store.jobs.claim()
+    assert job is not None
+    assert store.jobs.fail(job, "boom", max_attempts=2)
+    assert store.jobs.counts() == {"pending": 1}
+    assert store.jobs.claim() is None  # backing off
+    store.conn.execute("UPDATE jobs SET not_before = 0")
+    job = store.jobs.claim()
+    assert job is not None
+    assert job.attempts == 2
+    assert store.jobs.fail(job, "boom again", max_attempts=2)
+    assert store.jobs.failed() == [("seal:t", "boom again")]
+
+
+def test_a_job_left_running_before_leases_is_taken_again(tmp_path: Path) -> None:
+    path = tmp_path / "old.db"
+    with SQLiteStore(path) as store:
+        store.jobs.enqueue("seal", "seal:t", {"tree_id": "t"})
+    # Put the file back as the schema before leases left it: the job running, `again` in
+    # its payload, its lease clock in updated_at (renewed just now).
+    version = next(i for i, m in enumerate(MIGRATIONS) if "holder_host" in m)
+    conn = sqlite3.connect(path, isolation_level=None)
+    for column in ("holder", "holder_host", "holder_pid", "leased_at", "again"):
+        conn.execute(f"ALTER TABLE jobs DROP COLUMN {column}")
+    conn.execute(
+        """UPDATE jobs SET status = 'running', payload = '{"again": 1, "tree_id": "t"}',
+             updated_at = ?""",
+        (int(time.time() * 1000),),
+    )
+    conn.execute(f"PRAGMA user_version = {version}")
+    conn.close()
+    with SQLiteStore(path) as store:
+        assert row(store)["again"] == 1
+        job = store.jobs.claim()
+        assert job is not None
+        assert job.payload == {"tree_id": "t"}
+
+
+def test_process_exists_tells_live_from_gone() -> None:
+    assert process_exists(os.getpid())
+    assert not process_exists(gone_pid())
+    assert not process_exists(0)
+
+
+@pytest.mark.skipif(not hasattr(os, "waitid"), reason="needs waitid")
+def test_an_unreaped_dead_process_counts_as_gone() -> None:
+    proc = subprocess.Popen([sys.executable, "-c", "pass"])
+    os.waitid(os.P_PID, proc.pid, os.WEXITED | os.WNOWAIT)  # exited, not yet reaped
+    try:
+        assert not process_exists(proc.pid)
+    finally:
+        proc.wait()
