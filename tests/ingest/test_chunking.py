@@ -100,7 +100,9 @@ def test_document_chunks_cite_lines_and_headings() -> None:
         max_size=80,
     )
 )
-def test_chat_chunking_keeps_every_message_once_in_order(rows: list[tuple]) -> None:
+def test_chat_chunking_keeps_every_message_once_in_order(
+    rows: list[tuple[int, str, str, str | None]],
+) -> None:
     rows = sorted(rows, key=lambda r: r[0])
     records = [chat(m, a, t, th) for m, a, t, th in rows]
     kept = [r for r in records if r.text.strip()]
@@ -108,7 +110,7 @@ def test_chat_chunking_keeps_every_message_once_in_order(rows: list[tuple]) -> N
     seen = [r for d in drafts for r in d.records]
     assert sorted(map(id, seen)) == sorted(map(id, kept))
     for d in drafts:
-        times = [r.ts for r in d.records]
+        times = [r.ts for r in d.records if r.ts is not None]
         assert times == sorted(times)
 
 
@@ -127,7 +129,7 @@ def test_document_chunks_keep_order_and_have_stable_ids(texts: list[str]) -> Non
     assert first == ids()
     assert len(set(first)) == len(first)
     drafts = list(chunk_records(SourceKind.DOCUMENT, records))
-    docs = [d.doc for d in drafts]
+    docs = [d.doc or "" for d in drafts]
     assert docs == sorted(docs)
     for i, text in enumerate(texts):
         words = text.split()
@@ -135,3 +137,37 @@ def test_document_chunks_keep_order_and_have_stable_ids(texts: list[str]) -> Non
         # Overlap may repeat words, but every word of the text appears, in order.
         it = iter(pieces)
         assert all(any(w == p for p in it) for w in words)
+
+
+def _naive_heading(text: str, pos: int) -> str:
+    cut = text.rfind("\n#", 0, pos + 1)
+    if cut == -1 and not text.startswith("#"):
+        return ""
+    end = text.find("\n", cut + 1)
+    stripped = text[cut + 1 : end if end != -1 else len(text)].lstrip("#")
+    return stripped.strip() if stripped.startswith((" ", "\t")) else ""
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.text(alphabet="ab #\n\t", max_size=300),
+    st.lists(st.integers(0, 320), max_size=30),
+)
+def test_forward_locator_agrees_with_a_search_from_the_start(text: str, offsets: list[int]) -> None:
+    from stratamem.ingest.chunking import _Locator
+
+    where = _Locator(text)
+    # Increasing offsets as the chunker asks, then one going back, which must still be right.
+    for pos in [*sorted(offsets), *offsets[:1]]:
+        pos = min(pos, len(text))
+        assert where.newlines_before(pos) == text.count("\n", 0, pos)
+        assert where.heading_at(pos) == _naive_heading(text, pos)
+
+
+def test_long_titles_are_clipped_at_a_word() -> None:
+    title = "word " * 100
+    record = Record(text="body", ref="m#1", title=title.strip())
+    (draft,) = chunk_records(SourceKind.EMAIL, [record], ChunkingConfig(title_max=42))
+    assert draft.title == "word word word word word word word word…"
+    (kept,) = chunk_records(SourceKind.EMAIL, [record], ChunkingConfig(title_max=500))
+    assert kept.title == title.strip()

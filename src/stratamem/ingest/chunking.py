@@ -27,6 +27,8 @@ class ChunkingConfig:
     chat_max_chars: int = 1000
     chat_max_messages: int = 20
     email_max_chars: int = 4000
+    # Every chunk repeats its title; a longer one is cut at a word with an ellipsis.
+    title_max: int = 300
 
 
 @dataclass(slots=True)
@@ -76,21 +78,28 @@ def _document(record: Record, config: ChunkingConfig) -> Iterator[Draft]:
         max_chars=config.doc_max,
         overlap=config.doc_overlap,
     )
+    where = _Locator(text)
+    record_title = record.title or ""
+    titles: tuple[str, str] = ("", _clip(record_title, config.title_max))
     for part, span in enumerate(spans):
-        content = text[span.start : span.end].strip()
+        piece = text[span.start : span.end]
+        content = piece.strip()
         if not content:
             continue
-        line = body_line + text.count("\n", 0, span.start)
-        line += len(text[span.start : span.end]) - len(text[span.start : span.end].lstrip("\n"))
+        line = body_line + where.newlines_before(span.start)
+        line += len(piece) - len(piece.lstrip("\n"))
         ref = f"{record.ref}:{line}" if len(spans) > 1 or body_line > 1 else record.ref
-        heading = _heading_before(text, span.start)
-        title = record.title or ""
-        if heading and heading != title:
-            title = f"{title} › {heading}" if title else heading
+        heading = where.heading_at(span.start)
+        if heading != titles[0]:
+            # Composed once per heading, not once per span: a heading can be a whole long line.
+            title = record_title
+            if heading and heading != title:
+                title = f"{title} › {heading}" if title else heading
+            titles = (heading, _clip(title, config.title_max))
         yield Draft(
             content=content,
             records=[record],
-            title=title,
+            title=titles[1],
             ref=ref,
             thread=record.thread,
             doc=record.doc,
@@ -112,13 +121,14 @@ def _email(record: Record, config: ChunkingConfig) -> Iterator[Draft]:
             (s.start, s.end)
             for s in split_text(text, target=2000, min_chars=1000, max_chars=config.email_max_chars)
         ]
+    title = _clip(record.title or "", config.title_max)
     for part, (start, end) in enumerate(spans):
         content = text[start:end].strip()
         if content:
             yield Draft(
                 content=content,
                 records=[record],
-                title=record.title or "",
+                title=title,
                 ref=record.ref,
                 thread=record.thread,
                 tags=record.tags,
@@ -188,6 +198,7 @@ def _chat_drafts(window: _Window, config: ChunkingConfig) -> Iterator[Draft]:
         max_chars=config.chat_max_chars * 2,
         overlap=config.doc_overlap,
     )
+    title = _clip(first.title or "", config.title_max)
     for part, span in enumerate(spans):
         meta: dict[str, object] = {"messages": len(window.records)}
         if len(spans) > 1:
@@ -195,7 +206,7 @@ def _chat_drafts(window: _Window, config: ChunkingConfig) -> Iterator[Draft]:
         yield Draft(
             content=content[span.start : span.end].strip(),
             records=window.records,
-            title=first.title or "",
+            title=title,
             ref=refs,
             thread=window.thread,
             tags=tuple(tags),
@@ -203,20 +214,80 @@ def _chat_drafts(window: _Window, config: ChunkingConfig) -> Iterator[Draft]:
         )
 
 
-def _heading_before(text: str, pos: int) -> str:
-    """The nearest Markdown heading at or before ``pos``, without its hashes."""
-    cut = text.rfind("\n#", 0, pos + 1)
-    if text.startswith("#") and cut == -1:
-        cut = -1
-    elif cut == -1:
-        return ""
-    line_start = cut + 1
-    line_end = text.find("\n", line_start)
-    line = text[line_start : line_end if line_end != -1 else len(text)]
+class _Locator:
+    """Line numbers and nearest Markdown headings of offsets into one text, read forwards.
+
+    Each call scans only the text between the previous offset and this one, and parses a
+    heading line once, so a whole text costs O(its length) however many spans it has. (A
+    search from the start of the text for every span made one long line quadratic.) An
+    offset before the previous one starts the scan over: correct, just not cheap.
+    """
+
+    def __init__(self, text: str) -> None:
+        self._text = text
+        self._counted = 0
+        self._newlines = 0
+        self._restart_headings()
+
+    def _restart_headings(self) -> None:
+        # [0, _searched) has been searched for "\n#"; _cut is the newline before the nearest
+        # "#" line (-1 for the first line, None for none) and _heading its parsed text.
+        self._searched = 0
+        self._cut: int | None = -1 if self._text.startswith("#") else None
+        self._heading: str | None = None
+
+    def newlines_before(self, pos: int) -> int:
+        if pos < self._counted:
+            self._counted = self._newlines = 0
+        self._newlines += self._text.count("\n", self._counted, pos)
+        self._counted = pos
+        return self._newlines
+
+    def heading_at(self, pos: int) -> str:
+        """The nearest Markdown heading at or before ``pos``, without its hashes.
+
+        Nearest means the last line starting at or before ``pos`` with a ``#``: when that
+        line is not a heading (``#tag``), there is none.
+        """
+        end = pos + 1
+        if end < self._searched:
+            self._restart_headings()
+        # A "\n#" that straddles the previous end was not seen yet: start one back.
+        cut = self._text.rfind("\n#", max(self._searched - 1, 0), end)
+        self._searched = max(end, self._searched)
+        if cut != -1 and cut != self._cut:
+            self._cut, self._heading = cut, None
+        if self._cut is None:
+            return ""
+        if self._heading is None:
+            self._heading = _heading_line(self._text, self._cut + 1)
+        return self._heading
+
+
+def _heading_line(text: str, start: int) -> str:
+    """The text of the Markdown heading on the line at ``start``, or "" when it is none."""
+    line_end = text.find("\n", start)
+    line = text[start : line_end if line_end != -1 else len(text)]
     stripped = line.lstrip("#")
     if not stripped.startswith((" ", "\t")):
         return ""
     return stripped.strip()
+
+
+def _clip(title: str, limit: int) -> str:
+    """``title`` cut at a word end to at most ``limit`` characters, marked with an ellipsis.
+
+    Every chunk of a record repeats its title, and a heading can be a whole line of any
+    length: unclipped, a one-line note would store its text once per chunk.
+    """
+    if len(title) <= limit:
+        return title
+    head = title[: limit - 1]
+    if not title[limit - 1].isspace():
+        word_start = head.rfind(" ")
+        if word_start > limit // 2:
+            head = head[:word_start]
+    return head.rstrip() + "…"
 
 
 def _int(value: object, default: int) -> int:

@@ -1,0 +1,148 @@
+"""Chunking one long line costs work in proportion to its length.
+
+Work is counted, not timed: the text is a ``str`` subclass that adds up how many characters
+each search, count and slice of it covers. Text copies made from it (by ``strip`` or a regex
+over a slice) are plain strings, so what is counted is every pass over the whole line.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable
+from typing import SupportsIndex
+
+import pytest
+
+from stratamem.ingest.chunking import ChunkingConfig, chunk_records
+from stratamem.ingest.model import Record
+from stratamem.ingest.splitting import split_text
+from stratamem.types import SourceKind
+
+_TEXT = (
+    "the release of Phoenix slipped; see https://example.com/a?x=1 or mail alice@example.org, "
+    "ping @bob and tag #release. Really, it's fine! (yes) - maybe: RedisCluster, v1.2.3"
+)
+_WORDS = _TEXT.split()
+
+
+def prose(size: int) -> str:
+    words = (_WORDS[(i * 7) % len(_WORDS)] for i in range(size))
+    return " ".join(words)[:size]
+
+
+def _repeat(unit: str, size: int) -> str:
+    return (unit * (size // len(unit) + 1))[:size]
+
+
+LINES: dict[str, Callable[[int], str]] = {
+    "prose": prose,
+    "no spaces": lambda size: _repeat("abcdefghij", size),
+    "only spaces": lambda size: "a" + " " * (size - 2) + "z",
+    "one char": lambda size: "a" * size,
+    "punctuation": lambda size: _repeat("!?.,;:-_()", size),
+    "sentence ends": lambda size: _repeat(". ", size),
+    "hashes": lambda size: "#" * size,
+    "heading": lambda size: "# " + prose(size - 2),
+    "tags": lambda size: _repeat("#tag ", size),
+}
+
+
+class Scanned(str):
+    """A string that counts the characters its searches, counts and slices go over."""
+
+    work = 0
+
+    def _span(self, start: SupportsIndex | None, end: SupportsIndex | None) -> int:
+        lo, hi, _ = slice(start, end).indices(len(self))
+        return max(hi - lo, 0)
+
+    def count(
+        self, sub: str, start: SupportsIndex | None = None, end: SupportsIndex | None = None
+    ) -> int:
+        Scanned.work += self._span(start, end)
+        return super().count(sub, start, end)
+
+    def find(
+        self, sub: str, start: SupportsIndex | None = None, end: SupportsIndex | None = None
+    ) -> int:
+        found = super().find(sub, start, end)
+        lo = slice(start, end).indices(len(self))[0]
+        Scanned.work += (found if found != -1 else self._span(start, end) + lo) - lo
+        return found
+
+    def rfind(
+        self, sub: str, start: SupportsIndex | None = None, end: SupportsIndex | None = None
+    ) -> int:
+        found = super().rfind(sub, start, end)
+        hi = slice(start, end).indices(len(self))[1]
+        Scanned.work += hi - found if found != -1 else self._span(start, end)
+        return found
+
+    def __getitem__(self, key: SupportsIndex | slice) -> str:
+        if isinstance(key, slice):
+            Scanned.work += len(range(*key.indices(len(self))))
+        return super().__getitem__(key)
+
+
+def work_to_chunk(text: str, kind: SourceKind = SourceKind.RECORD) -> tuple[int, int]:
+    """(characters gone over, drafts) for chunking ``text`` as one record."""
+    Scanned.work = 0
+    drafts = list(chunk_records(kind, [Record(text=Scanned(text), ref="line.jsonl:1")]))
+    return Scanned.work, len(drafts)
+
+
+@pytest.mark.parametrize("name", sorted(LINES))
+def test_chunking_one_line_goes_over_each_character_a_few_times(name: str) -> None:
+    size = 200_000
+    work, drafts = work_to_chunk(LINES[name](size))
+    # A search from the start of the line for every chunk would be about
+    # drafts * size / 2 (over 10**7 here). A forward scan goes over each character about five
+    # times: the window searched for a break, the chunk cut out, the newline count and the
+    # heading search.
+    assert work <= 8 * size, (work, drafts)
+
+
+@pytest.mark.parametrize("name", ["prose", "heading", "hashes"])
+def test_chunking_work_doubles_with_the_line(name: str) -> None:
+    small, _ = work_to_chunk(LINES[name](100_000))
+    large, _ = work_to_chunk(LINES[name](200_000))
+    assert large <= 2.1 * small
+
+
+@pytest.mark.parametrize("kind", [SourceKind.DOCUMENT, SourceKind.EMAIL, SourceKind.CHAT])
+def test_every_kind_chunks_a_long_line_in_linear_work(kind: SourceKind) -> None:
+    size = 200_000
+    work, drafts = work_to_chunk(prose(size), kind)
+    assert drafts > 50
+    assert work <= 8 * size
+
+
+def test_a_two_megabyte_line_splits_into_pieces_covering_each_character_once() -> None:
+    text = prose(2_000_000)
+    spans = split_text(text, target=800, min_chars=200, max_chars=1200, overlap=0)
+    assert spans[0].start == 0
+    assert spans[-1].end == len(text)
+    assert all(a.end == b.start for a, b in itertools.pairwise(spans))
+    assert all(200 <= s.end - s.start <= 1200 for s in spans[:-1])
+    assert "".join(text[s.start : s.end] for s in spans) == text
+
+
+def test_a_two_megabyte_line_with_overlap_covers_each_character_once_or_twice() -> None:
+    text = prose(2_000_000)
+    spans = split_text(text)
+    assert spans[0].start == 0
+    assert spans[-1].end == len(text)
+    for a, b in itertools.pairwise(spans):
+        assert a.start < b.start <= a.end, "a gap, or a span inside the one before"
+    assert all(a.end <= c.start for a, c in zip(spans, spans[2:], strict=False))
+
+
+def test_a_heading_that_is_the_whole_line_gives_a_clipped_title() -> None:
+    text = "# " + prose(50_000)
+    drafts = list(chunk_records(SourceKind.DOCUMENT, [Record(text=text, ref="note.md")]))
+    limit = ChunkingConfig().title_max
+    assert len(drafts) > 10
+    assert {d.title for d in drafts} == {drafts[0].title}
+    assert len(drafts[0].title) <= limit
+    assert drafts[0].title.endswith("…")
+    assert text[2:].startswith(drafts[0].title[:-1])
