@@ -10,6 +10,8 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Any
 
+from stratamem.timeparse import optional_utc
+
 
 class SourceKind(StrEnum):
     """What a source holds; decides how it is chunked."""
@@ -236,6 +238,9 @@ class Filters:
     until: datetime | None = None
 
     def __post_init__(self) -> None:
+        # Held as aware UTC (a naive time taken as UTC), so naive and aware times compare.
+        object.__setattr__(self, "since", optional_utc(self.since, name="since"))
+        object.__setattr__(self, "until", optional_utc(self.until, name="until"))
         if self.since and self.until and self.until < self.since:
             raise ValueError(f"until ({self.until}) is before since ({self.since})")
 

@@ -20,10 +20,14 @@ from rich.table import Table
 
 from stratamem.api import Memory, default_db_path
 from stratamem.cli.common import (
+    BUDGET,
+    CommandGroup,
     err,
     eval_store_options,
+    fail,
     handle_errors,
     json_option,
+    limit_range,
     open_memory,
     out,
     print_json,
@@ -32,14 +36,18 @@ from stratamem.cli.common import (
 from stratamem.cli.trees import COMMANDS, print_seal_report
 from stratamem.config import PROFILES, SearchConfig
 from stratamem.embed.indexing import EmbedProgress
+from stratamem.entities.search import MAX_LIMIT as MAX_ENTITY_LIMIT
 from stratamem.ingest import registry
 from stratamem.ingest.pipeline import IngestReport
 from stratamem.ingest.pipeline import Progress as IngestProgress
+from stratamem.retrieval.hybrid import MAX_LIMIT as MAX_SEARCH_LIMIT
 from stratamem.tree.builder import SealProgress
 from stratamem.types import RetrievalHit, SearchResponse, SourceKind, rfc3339
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.group(
+    name="stratamem", cls=CommandGroup, context_settings={"help_option_names": ["-h", "--help"]}
+)
 @click.option(
     "--db",
     type=click.Path(dir_okay=False, path_type=Path),
@@ -47,9 +55,15 @@ from stratamem.types import RetrievalHit, SearchResponse, SourceKind, rfc3339
     default=None,
     help="The store file (default: $STRATAMEM_DB, else ~/.local/share/stratamem/stratamem.db).",
 )
+@click.option(
+    "--debug",
+    is_flag=True,
+    envvar="STRATAMEM_DEBUG",
+    help="Show the traceback of an unexpected error (also: STRATAMEM_DEBUG=1).",
+)
 @click.version_option(package_name="stratamem")
 @click.pass_context
-def main(ctx: click.Context, db: Path | None) -> None:
+def main(ctx: click.Context, db: Path | None, debug: bool) -> None:
     """stratamem: local-first retrieval and memory for AI agents.
 
     \b
@@ -72,6 +86,14 @@ def main(ctx: click.Context, db: Path | None) -> None:
 @click.option("--scope", help="The source scope to file it under (default: from the path).")
 @click.option("--embed", "embed_now", is_flag=True, help="Embed the new chunks right away.")
 @click.option("--quiet", is_flag=True, help="No progress bar.")
+@click.option(
+    "--max-item-size",
+    "max_item_bytes",
+    metavar="SIZE",
+    callback=lambda ctx, param, value: _byte_size(value),
+    help="The largest item read (a file, a zip member, a line): 64M (default), 1G, 500K; "
+    "larger ones are skipped and reported.",
+)
 @json_option
 @click.pass_context
 @handle_errors
@@ -82,6 +104,7 @@ def ingest(
     scope: str | None,
     embed_now: bool,
     quiet: bool,
+    max_item_bytes: int | None,
     as_json: bool,
 ) -> None:
     """Read a Slack/Discord export, mailbox, notes folder, IRC log or JSONL file into the store.
@@ -91,6 +114,7 @@ def ingest(
       stratamem ingest ./slack-export.zip
       stratamem ingest ~/Mail/lkml --kind maildir --scope mail:lkml
       stratamem ingest ~/notes --embed
+      stratamem ingest ./huge-export.zip --max-item-size 1G
     """
     memory = open_memory(ctx)
     show = not (quiet or as_json)
@@ -122,7 +146,12 @@ def ingest(
             )
 
         report = memory.ingest(
-            path, kind=kind, scope=scope, progress=on_progress, tree_progress=on_seal
+            path,
+            kind=kind,
+            scope=scope,
+            progress=on_progress,
+            tree_progress=on_seal,
+            max_item_bytes=max_item_bytes,
         )
     failed = bool(report.sources) and len(report.failed) == len(report.sources)
     if as_json:
@@ -137,7 +166,27 @@ def ingest(
         if embed_now and not failed:
             _run_embedding(ctx, quiet, False, reindex=False)
     if failed:
-        sys.exit(1)
+        first = report.failed[0]
+        fail(f"nothing was ingested from {path}: {first.scope}: {first.error}")
+
+
+_SIZE_UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
+
+
+def _byte_size(value: str | None) -> int | None:
+    """``64M`` as bytes (K, M and G are powers of 1024; a trailing ``B`` or ``iB`` is allowed)."""
+    if value is None:
+        return None
+    text = value.strip().upper().removesuffix("B").removesuffix("I")
+    unit = text[-1:] if text[-1:] in _SIZE_UNITS else ""
+    number = text[: len(text) - len(unit)].strip()
+    try:
+        size = int(float(number) * _SIZE_UNITS[unit])
+    except (ValueError, OverflowError):
+        raise click.BadParameter(f"{value!r} is not a size such as 64M, 1G or 500K") from None
+    if size < 1:
+        raise click.BadParameter(f"{value!r}: the size must be at least one byte")
+    return size
 
 
 def _print_report(report: IngestReport) -> None:
@@ -241,7 +290,13 @@ def stats(ctx: click.Context, as_json: bool) -> None:
 @click.option("--kind", "kinds", multiple=True, type=click.Choice([k.value for k in SourceKind]))
 @click.option("--since", help="Only content at or after this time (2024-03-12, 24h, 7d).")
 @click.option("--until", help="Only content at or before this time.")
-@click.option("--limit", default=10, show_default=True, help="How many hits.")
+@click.option(
+    "--limit",
+    type=limit_range(MAX_SEARCH_LIMIT),
+    default=10,
+    show_default=True,
+    help="How many hits.",
+)
 @click.option(
     "--mode",
     type=click.Choice(["hybrid", "keyword", "vector", "graph"]),
@@ -254,7 +309,7 @@ def stats(ctx: click.Context, as_json: bool) -> None:
     type=click.Choice(sorted(PROFILES)),
     help="Fusion weight profile (default: balanced).",
 )
-@click.option("--budget", type=int, help="Pack the hits into this many tokens as cards.")
+@click.option("--budget", type=BUDGET, help="Pack the hits into this many tokens as cards.")
 @click.option("--explain", is_flag=True, help="Show each hit's score breakdown and the legs.")
 @json_option
 @click.pass_context
@@ -363,8 +418,8 @@ def show(ctx: click.Context, node_ids: tuple[str, ...], as_json: bool) -> None:
     memory = open_memory(ctx)
     hits = memory.nodes(node_ids)
     missing = [i for i in node_ids if i not in {h.node_id for h in hits}]
-    if len(node_ids) == 1 and missing:
-        memory.get(node_ids[0])  # raises the not-found error
+    if not hits:
+        fail("no node with id " + ", ".join(repr(i) for i in dict.fromkeys(node_ids)))
     if as_json:
         print_json(hits[0].to_dict() if len(node_ids) == 1 else [h.to_dict() for h in hits])
         return
@@ -403,7 +458,7 @@ def _print_node_whole(hit: RetrievalHit) -> None:
     multiple=True,
     help="Entity kind: person, email, handle, channel, tag, url, note, topic.",
 )
-@click.option("--limit", default=10, show_default=True)
+@click.option("--limit", type=limit_range(MAX_ENTITY_LIMIT), default=10, show_default=True)
 @json_option
 @click.pass_context
 @handle_errors

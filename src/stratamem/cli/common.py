@@ -1,19 +1,30 @@
-"""What every command shares: the console, error handling, common options, the store."""
+"""What every command shares: the console, error handling, common options, the store.
+
+Errors. Whatever goes wrong, a command prints one line to stderr, ``error: …``, never wrapped
+and never a traceback, and exits non-zero: 2 for a bad option or argument (found while click
+parses them), 1 for anything else. Domain errors (:class:`~stratamem.errors.StratamemError`,
+``ValueError``, ``OSError``) say what is wrong; any other exception is reported as the command
+failing unexpectedly, with the hint to rerun with ``--debug`` (or ``STRATAMEM_DEBUG=1``), which
+shows the traceback instead.
+"""
 
 from __future__ import annotations
 
+import errno
 import functools
 import json
+import math
 import os
+import sqlite3
 import sys
-from collections.abc import Callable
+import traceback
+from collections.abc import Callable, Sequence
 from datetime import datetime
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, NoReturn, TypeVar
 
 import click
 from rich.console import Console
-from rich.markup import escape
 
 from stratamem.api import Memory
 from stratamem.errors import StratamemError
@@ -22,8 +33,63 @@ from stratamem.tree.summarizer import Summarizer
 from stratamem.tree.summarizers import get_summarizer
 
 F = TypeVar("F", bound=Callable[..., Any])
-out = Console()
-err = Console(stderr=True)
+# No automatic highlighting: its regular expressions take minutes over a long id or query
+# echoed back, and colour goes where the markup puts it. Soft wrap: a long line on stderr stays
+# one line whatever the terminal's width.
+out = Console(highlight=False)
+err = Console(stderr=True, highlight=False, soft_wrap=True)
+
+MAX_MESSAGE_CHARS = 1000
+DEBUG_HINT = "rerun with --debug (or STRATAMEM_DEBUG=1) for the traceback"
+
+# Ranges of the numeric options; out of range is a one-line usage error.
+MAX_DEPTH = 32  # TreeConfig.max_depth: no tree is deeper
+MAX_BUDGET = 1_000_000
+MAX_DAYS = 365_000.0  # a thousand years
+
+
+class FiniteRange(click.FloatRange):
+    """A float range that also refuses ``nan``, which compares false to both bounds."""
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        number = super().convert(value, param, ctx)
+        if math.isnan(number):
+            self.fail(f"{value!r} is not a number", param, ctx)
+        return number
+
+
+DEPTH = click.IntRange(0, MAX_DEPTH)
+BUDGET = click.IntRange(1, MAX_BUDGET)
+DAYS = FiniteRange(0, MAX_DAYS)
+
+
+def limit_range(maximum: int) -> click.IntRange:
+    """A ``--limit``: at least 1, at most what the command can return."""
+    return click.IntRange(1, maximum)
+
+
+def one_line(message: str, *, limit: int = MAX_MESSAGE_CHARS) -> str:
+    """``message`` on one line, cut to ``limit`` characters. A message carrying a traceback
+    (a reader process's crash report) keeps its first line and the traceback's last one."""
+    lines = [line.strip() for line in message.splitlines() if line.strip()]
+    if len(lines) > 1 and any(line.startswith("Traceback (most recent") for line in lines):
+        lines = [lines[0], lines[-1]]
+    text = " ".join(" ".join(lines).split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def fail(message: str, *, code: int = 1) -> NoReturn:
+    """Print ``error: message`` as one line on stderr and exit with ``code``."""
+    click.echo(f"{click.style('error:', fg='red', bold=True)} {one_line(message)}", err=True)
+    sys.exit(code)
+
+
+def debugging(ctx: click.Context | None = None) -> bool:
+    """Whether ``--debug`` or ``STRATAMEM_DEBUG`` asks for tracebacks."""
+    ctx = ctx or click.get_current_context(silent=True)
+    if ctx is not None and ctx.find_root().params.get("debug"):
+        return True
+    return os.environ.get("STRATAMEM_DEBUG", "").strip().lower() in {"1", "true", "yes", "on"}
 
 
 def handle_errors(func: F) -> F:
@@ -34,10 +100,66 @@ def handle_errors(func: F) -> F:
         try:
             return func(*args, **kwargs)
         except (StratamemError, ValueError, OSError) as exc:
-            err.print(f"[bold red]error:[/] {escape(str(exc))}", highlight=False)
-            sys.exit(1)
+            if debugging():
+                traceback.print_exc()
+            fail(str(exc) or type(exc).__name__)
+        except sqlite3.OperationalError as exc:
+            # What is left of SQLite's "database is locked" once the store's busy timeout (a
+            # minute) has run out; any other SQLite error is unexpected.
+            if "locked" not in str(exc):
+                raise
+            if debugging():
+                traceback.print_exc()
+            fail(
+                f"the store is busy: another process kept it locked for over a minute ({exc}); "
+                "try again when that process is done"
+            )
 
     return wrapper  # type: ignore[return-value]
+
+
+class CommandGroup(click.Group):
+    """The top-level group: click's own errors as one line, and any exception a command did
+    not expect as one line naming the command (the traceback with ``--debug``)."""
+
+    def main(
+        self,
+        args: Sequence[str] | None = None,
+        prog_name: str | None = None,
+        complete_var: str | None = None,
+        standalone_mode: bool = True,
+        **extra: Any,
+    ) -> Any:
+        if not standalone_mode:
+            return super().main(args, prog_name, complete_var, False, **extra)
+        try:
+            code = super().main(args, prog_name, complete_var, False, **extra)
+        except click.UsageError as exc:
+            hint = f" (see '{exc.ctx.command_path} --help')" if exc.ctx is not None else ""
+            fail(exc.format_message() + hint, code=exc.exit_code)
+        except click.ClickException as exc:
+            fail(exc.format_message(), code=exc.exit_code)
+        except click.Abort:
+            fail("aborted")
+        except OSError as exc:
+            if exc.errno != errno.EPIPE:
+                raise
+            sys.exit(1)  # the reader went away: nobody is left to tell
+        sys.exit(code if isinstance(code, int) else 0)
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except (click.ClickException, click.exceptions.Exit, click.Abort):
+            raise
+        except Exception as exc:
+            if debugging(ctx):
+                raise
+            command = " ".join(filter(None, ["stratamem", ctx.invoked_subcommand]))
+            fail(
+                f"{command} failed unexpectedly: {type(exc).__name__}: "
+                f"{one_line(str(exc), limit=300)}; {DEBUG_HINT}"
+            )
 
 
 def eval_store_options(func: F) -> F:

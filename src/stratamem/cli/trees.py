@@ -10,7 +10,19 @@ from rich.markup import escape
 from rich.tree import Tree as RichTree
 
 from stratamem.api import Memory
-from stratamem.cli.common import handle_errors, json_option, open_memory, out, print_json, when
+from stratamem.cli.common import (
+    DAYS,
+    DEPTH,
+    fail,
+    handle_errors,
+    json_option,
+    limit_range,
+    open_memory,
+    out,
+    print_json,
+    when,
+)
+from stratamem.retrieval.primitives import MAX_LIMIT
 from stratamem.timeparse import parse_when
 from stratamem.tree.builder import SealReport
 from stratamem.types import Filters, NodeKind, QueryResponse, RetrievalHit, SourceKind, rfc3339
@@ -20,8 +32,16 @@ KINDS = [k.value for k in SourceKind]
 
 @click.command()
 @click.argument("source")
-@click.option("--depth", default=2, show_default=True, help="Levels to draw below the top.")
-@click.option("--children", default=8, show_default=True, help="Children drawn per node.")
+@click.option(
+    "--depth", type=DEPTH, default=2, show_default=True, help="Levels to draw below the top."
+)
+@click.option(
+    "--children",
+    type=click.IntRange(1, MAX_LIMIT),
+    default=8,
+    show_default=True,
+    help="Children drawn per node.",
+)
 @json_option
 @click.pass_context
 @handle_errors
@@ -141,7 +161,13 @@ def _print_node(hit: RetrievalHit, *, full: bool) -> None:
 @click.option("--until", help="End (default: now).")
 @click.option("--source", "sources_", multiple=True, help="Source id or scope (slack:* prefixes).")
 @click.option("--kind", "kinds", multiple=True, type=click.Choice(KINDS))
-@click.option("--limit", default=200, show_default=True, help="At most this many nodes.")
+@click.option(
+    "--limit",
+    type=limit_range(MAX_LIMIT),
+    default=200,
+    show_default=True,
+    help="At most this many nodes.",
+)
 @json_option
 @click.pass_context
 @handle_errors
@@ -177,11 +203,11 @@ def brief(
 @click.command()
 @click.option("--source", help="One source (id or scope).")
 @click.option("--kind", "source_kind", help="A kind (chat, email, document) or platform (slack).")
-@click.option("--days", type=float, help="Only summaries overlapping the last N days.")
+@click.option("--days", type=DAYS, help="Only summaries overlapping the last N days.")
 @click.option("--since", help="With --until: summaries of every source overlapping the window.")
 @click.option("--until", help="End of the --since window (default: now).")
 @click.option("--query", help="Rank by similarity to this text (needs embedded summaries).")
-@click.option("--limit", default=10, show_default=True)
+@click.option("--limit", type=limit_range(MAX_LIMIT), default=10, show_default=True)
 @json_option
 @click.pass_context
 @handle_errors
@@ -229,7 +255,7 @@ def summaries(
 @click.option("--since", help="Only nodes at or after this time.")
 @click.option("--until", help="Only nodes at or before this time.")
 @click.option("--query", help="Rank by similarity to this text.")
-@click.option("--limit", default=10, show_default=True)
+@click.option("--limit", type=limit_range(MAX_LIMIT), default=10, show_default=True)
 @json_option
 @click.pass_context
 @handle_errors
@@ -271,9 +297,9 @@ def topic(
 
 @click.command()
 @click.argument("node_id")
-@click.option("--depth", default=1, show_default=True, help="Levels to descend.")
+@click.option("--depth", type=DEPTH, default=1, show_default=True, help="Levels to descend.")
 @click.option("--query", help="Rank the nodes found by similarity to this text.")
-@click.option("--limit", type=int, help="At most this many nodes.")
+@click.option("--limit", type=limit_range(MAX_LIMIT), help="At most this many nodes.")
 @json_option
 @click.pass_context
 @handle_errors
@@ -317,11 +343,19 @@ def flush(ctx: click.Context, sources_: tuple[str, ...], as_json: bool) -> None:
       stratamem flush
       stratamem flush --source "slack:#eng" --json
     """
-    report = open_memory(ctx).flush(sources_)
+    memory = open_memory(ctx)
+    for ref in sources_:
+        memory.store.resolve_source(ref)  # an unknown source is an error, not a quiet no-op
+    report = memory.flush(sources_)
     if as_json:
         print_json(report.to_dict())
-        return
-    print_seal_report(report)
+    else:
+        print_seal_report(report)
+    if report.failed:
+        fail(
+            f"{len(report.failed)} tree(s) could not be sealed, and will be retried: "
+            f"{report.failed[0]}"
+        )
 
 
 def print_seal_report(report: SealReport) -> None:

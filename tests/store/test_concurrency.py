@@ -1,0 +1,242 @@
+"""Two processes on one store at once: opening a new file, ingesting, sealing and embedding.
+
+Each test drives two worker processes that are started once, load stratamem once, and then
+run one list of steps per round. A round starts both at the same moment: each worker says it
+is ready, and only when both have does either get the word to go. Nothing here sleeps.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from stratamem.store.sqlite.store import SQLiteStore
+
+pytestmark = pytest.mark.slow
+
+WORKER = r"""
+import json, sys
+import stratamem
+from stratamem.config import TreeConfig
+from stratamem.store.sqlite.store import SQLiteStore
+
+TREE = TreeConfig(input_token_budget=300, summary_fanout=3)
+
+
+def step(action, db, arg):
+    if action == "open":
+        SQLiteStore(db).close()
+        return None
+    with stratamem.open(db, embedder="hashing", tree_config=TREE) as memory:
+        if action == "ingest":
+            report = memory.ingest(arg, kind="jsonl", parallel=False)
+            return [s.error for s in report.sources if s.error] + report.trees.failed
+        if action == "build":
+            return memory.build_trees().failed
+        if action == "flush":
+            return memory.flush().failed
+        if action == "embed":
+            memory.embed()
+            return []
+    raise ValueError(action)
+
+
+for line in sys.stdin:
+    steps = json.loads(line)
+    print("ready", flush=True)
+    sys.stdin.readline()
+    try:
+        result = {"ok": [step(*s) for s in steps]}
+    except Exception as exc:
+        result = {"error": f"{type(exc).__name__}: {exc}"}
+    print(json.dumps(result), flush=True)
+"""
+
+Steps = list[tuple[str, str, str]]
+
+
+class Pair:
+    """Two worker processes that run one round of steps each, released together."""
+
+    def __init__(self) -> None:
+        self.procs = [
+            subprocess.Popen(
+                [sys.executable, "-c", WORKER],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                text=True,
+                bufsize=1,
+            )
+            for _ in range(2)
+        ]
+
+    def round(self, first: Steps, second: Steps) -> list[dict[str, Any]]:
+        for proc, steps in zip(self.procs, (first, second), strict=True):
+            assert proc.stdin is not None
+            proc.stdin.write(json.dumps(steps) + "\n")
+        for proc in self.procs:
+            assert proc.stdout is not None
+            assert proc.stdout.readline().strip() == "ready"
+        for proc in self.procs:
+            assert proc.stdin is not None
+            proc.stdin.write("go\n")
+        results = []
+        for proc in self.procs:
+            assert proc.stdout is not None
+            line = proc.stdout.readline()
+            assert line, f"a worker exited (code {proc.poll()})"
+            results.append(json.loads(line))
+        return results
+
+    def close(self) -> None:
+        for proc in self.procs:
+            assert proc.stdin is not None
+            proc.stdin.close()
+        for proc in self.procs:
+            proc.wait(timeout=60)
+            assert proc.stdout is not None
+            proc.stdout.close()
+
+
+@pytest.fixture(scope="module")
+def pair() -> Iterator[Pair]:
+    workers = Pair()
+    yield workers
+    workers.close()
+
+
+def _ok(result: dict[str, Any]) -> None:
+    assert "error" not in result, result["error"]
+    for failures in result["ok"]:
+        assert not failures, failures
+
+
+def _write_source(path: Path, scope: str, messages: int) -> Path:
+    """A chat of ``messages`` messages, a few minutes apart, varied enough to summarise."""
+    start = datetime(2024, 3, 1, tzinfo=UTC)
+    people = ["Alice Chen", "Bob Martins", "Chen Wei", "Dana Ortiz"]
+    topics = ["the queue", "the release", "Redis", "the billing export", "on-call", "the cache"]
+    with path.open("w") as out:
+        for i in range(messages):
+            text = (
+                f"Message {i} in {scope}: {people[i % 4]} on {topics[i % 6]}, "
+                f"step {i // 7} of the plan; ticket PROJ-{1000 + i % 37}."
+            )
+            row = {
+                "id": f"{scope}-{i}",
+                "source": scope,
+                "kind": "chat",
+                "timestamp": (start + timedelta(minutes=5 * i)).isoformat(),
+                "author": people[i % 4],
+                "text": text,
+            }
+            out.write(json.dumps(row) + "\n")
+    return path
+
+
+@pytest.fixture(scope="module")
+def sources(tmp_path_factory: pytest.TempPathFactory) -> list[str]:
+    folder = tmp_path_factory.mktemp("sources")
+    return [
+        str(_write_source(folder / f"{name}.jsonl", f"chat:{name}", 240))
+        for name in ("eng", "ops", "sales", "support")
+    ]
+
+
+def snapshot(db: Path) -> dict[str, Any]:
+    """What a run leaves behind, minus times: sources, chunks, live summaries, vectors, jobs."""
+    with SQLiteStore(db) as store:
+        one = store.conn.execute
+        return {
+            "sources": sorted((s.scope, s.chunk_count) for s in store.sources()),
+            "chunks": sorted(row[0] for row in one("SELECT id FROM chunks")),
+            "summaries": sorted(
+                tuple(row)
+                for row in one(
+                    """SELECT t.scope, s.id, s.level, s.parent_id, s.child_ids, s.content
+                       FROM summaries s JOIN trees t ON t.id = s.tree_id WHERE s.deleted = 0"""
+                )
+            ),
+            "roots": sorted(tuple(row) for row in one("SELECT scope, root_id FROM trees")),
+            "unembedded": one(
+                """SELECT count(*) FROM chunks c
+                   WHERE NOT EXISTS (SELECT 1 FROM embeddings e WHERE e.node_id = c.id)"""
+            ).fetchone()[0],
+            "jobs": {k: v for k, v in store.jobs.counts().items() if k != "done"},
+        }
+
+
+@pytest.fixture(scope="module")
+def sequential(
+    pair: Pair, sources: list[str], tmp_path_factory: pytest.TempPathFactory
+) -> dict[str, Any]:
+    """The store one process makes: every source ingested in turn, then flushed and embedded."""
+    db = str(tmp_path_factory.mktemp("sequential") / "one.db")
+    steps: Steps = [("ingest", db, path) for path in sources]
+    steps += [("flush", db, ""), ("embed", db, "")]
+    result, idle = pair.round(steps, [])
+    _ok(result)
+    _ok(idle)
+    expected = snapshot(Path(db))
+    assert expected["jobs"] == {}
+    assert expected["unembedded"] == 0
+    assert max(row[2] for row in expected["summaries"]) >= 3, "the trees should be deep"
+    return expected
+
+
+def test_two_processes_create_the_same_new_file(pair: Pair, tmp_path: Path) -> None:
+    trials = 60
+    for trial in range(trials):
+        db = str(tmp_path / f"new-{trial}.db")
+        results = pair.round([("open", db, "")], [("open", db, "")])
+        for result in results:
+            _ok(result)
+    with SQLiteStore(tmp_path / f"new-{trials - 1}.db") as store:
+        assert store.conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+
+
+def test_ingesting_different_sources_at_once_loses_nothing(
+    pair: Pair, sources: list[str], sequential: dict[str, Any], tmp_path: Path
+) -> None:
+    db = str(tmp_path / "two.db")
+    first: Steps = [("ingest", db, sources[0]), ("ingest", db, sources[2])]
+    second: Steps = [("ingest", db, sources[1]), ("ingest", db, sources[3])]
+    for result in pair.round(first, second):
+        _ok(result)
+    for result in pair.round([("flush", db, ""), ("embed", db, "")], [("flush", db, "")]):
+        _ok(result)
+    assert snapshot(Path(db)) == sequential
+
+
+def test_ingest_while_another_process_seals_and_embeds(
+    pair: Pair, sources: list[str], sequential: dict[str, Any], tmp_path: Path
+) -> None:
+    db = str(tmp_path / "busy.db")
+    first: Steps = [("ingest", db, path) for path in sources]
+    second: Steps = [("embed", db, ""), ("build", db, "")] * 4 + [("flush", db, "")]
+    for result in pair.round(first, second):
+        _ok(result)
+    for result in pair.round([("flush", db, ""), ("embed", db, "")], [("embed", db, "")]):
+        _ok(result)
+    assert snapshot(Path(db)) == sequential
+
+
+def test_the_same_source_ingested_twice_at_once(
+    pair: Pair, sources: list[str], sequential: dict[str, Any], tmp_path: Path
+) -> None:
+    db = str(tmp_path / "same.db")
+    for result in pair.round(
+        [("ingest", db, path) for path in sources],
+        [("ingest", db, path) for path in reversed(sources)],
+    ):
+        _ok(result)
+    for result in pair.round([("flush", db, "")], [("flush", db, ""), ("embed", db, "")]):
+        _ok(result)
+    assert snapshot(Path(db)) == sequential
