@@ -74,7 +74,7 @@ def assert_serves_only_this_store(mem: stratamem.Memory) -> None:
     """Both legs answer exactly as freshly built ones would, and vector recall is perfect."""
     vectors, keyword = legs(mem)
     fresh = VectorLeg(mem.store, vectors.embedder, hnsw_threshold=THRESHOLD, persist=False)
-    stored = mem.store.vector_rowids(vectors.signature)
+    stored = [rowid for rowid, _ in mem.store.vector_keys(vectors.signature)]
     assert vectors.index().ids().tolist() == stored
     embedder = vectors.embedder
     sample = [c for s in mem.sources() for c in list(mem.store.iter_chunks(s.id))[:10]]
@@ -268,3 +268,30 @@ def _header(path: Path) -> dict[str, object]:
     length = int.from_bytes(data[8:12], "little")
     header: dict[str, object] = json.loads(data[12 : 12 + length])
     return header
+
+
+def test_a_rowid_reused_by_another_connection_gets_its_new_vector(tmp_path: Path) -> None:
+    """SQLite gives a deleted row's rowid to the next insert: a live index that matched rows
+    on rowid alone would go on serving the forgotten chunk's vector for the new chunk."""
+    db = tmp_path / "store.db"
+    with stratamem.open(db, embedder=HashingEmbedder()) as writer:
+        ingest(writer, tmp_path, "alpha", 40)
+        ingest(writer, tmp_path, "beta", 20)
+        with stratamem.open(db, embedder=HashingEmbedder()) as reader:
+            vectors, _ = legs(reader)
+            vectors.index()
+            old = reader.store.vector_keys(vectors.signature)
+            writer.forget("jsonl:beta")
+            ingest(writer, tmp_path, "gamma", 20)
+            keys = reader.store.vector_keys(vectors.signature)
+            assert {rowid for rowid, _ in keys} & {rowid for rowid, _ in old[40:]}, (
+                "the new chunks should take the forgotten chunks' rowids"
+            )
+            index = vectors.index()
+            stored = reader.store.vectors_by_rowid(vectors.signature, [r for r, _ in keys])
+            found, matrix = index.vectors([r for r, _ in keys])
+            by_rowid = dict(zip(found.tolist(), matrix, strict=True))
+            for rowid, blob in stored.items():
+                np.testing.assert_allclose(
+                    by_rowid[rowid], np.frombuffer(blob, dtype="<f4"), atol=1e-5
+                )

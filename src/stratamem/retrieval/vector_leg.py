@@ -129,10 +129,20 @@ class VectorLeg:
         return index
 
     def _sync(self, index: VectorIndex, dim: int) -> None:
-        stored = np.asarray(self.store.vector_rowids(self.signature), dtype=np.int64)
+        """Bring ``index`` to the store's vectors: drop what left, add what came.
+
+        Rows are matched on (rowid, chunk id), not rowid alone: SQLite hands a deleted row's
+        rowid to the next insert, so another process that forgot a source and ingested new
+        chunks can reuse rowids this index still holds vectors for.
+        """
+        keys = self.store.vector_keys(self.signature)
+        stored = np.fromiter((rowid for rowid, _ in keys), dtype=np.int64, count=len(keys))
         indexed = index.ids()
+        reused = [rowid for rowid, node in keys if self._rows.get(rowid, node) != node]
         gone = np.setdiff1d(indexed, stored, assume_unique=True)
-        new = np.setdiff1d(stored, indexed, assume_unique=True)
+        if reused:
+            gone = np.union1d(gone, np.asarray(reused, dtype=np.int64))
+        new = np.setdiff1d(stored, np.setdiff1d(indexed, gone, assume_unique=True))
         if len(gone):
             index.remove(gone)
             for rowid in gone.tolist():

@@ -380,17 +380,6 @@ class SQLiteStore:
         while rows := cursor.fetchmany(batch):
             yield [r[0] for r in rows], b"".join(r[1] for r in rows)
 
-    def vector_rowids(self, model: str) -> list[int]:
-        """The chunk rowids that have a vector of ``model``, ascending."""
-        return [
-            row[0]
-            for row in self.conn.execute(
-                """SELECT c.rowid FROM embeddings e JOIN chunks c ON c.id = e.node_id
-                   WHERE e.model = ? ORDER BY c.rowid""",
-                (model,),
-            )
-        ]
-
     def vector_keys(self, model: str) -> list[tuple[int, str]]:
         """(chunk rowid, chunk id) of the chunks that have a vector of ``model``, by rowid."""
         return [
