@@ -301,3 +301,22 @@ def test_detect(folder: Path, fixtures_dir: Path, tmp_path: Path) -> None:
     assert discord.detect(other) == 0
     assert discord.detect(tmp_path) == 0
     assert discord.detect(tmp_path / "missing.json") == 0
+
+
+def test_a_nesting_bomb_in_the_header_skips_only_that_file(folder_copy: Path) -> None:
+    bomb = folder_copy / "bomb.json"
+    bomb.write_text('{"guild": ' + "[" * 5000 + "]" * 5000 + ', "channel": {}}', "utf-8")
+    ctx = ReadContext()
+    records = read(folder_copy, ctx)
+    assert set(records) == {"#general", "#eng"}
+    assert [(p.path, p.where) for p in ctx.problems] == [(str(bomb), "file")]
+    assert "nested too deeply" in ctx.problems[0].reason
+
+
+def test_a_file_over_the_size_limit_is_skipped(folder_copy: Path) -> None:
+    ctx = ReadContext(max_item_bytes=8_000)
+    records = read(folder_copy, ctx)
+    assert {title: len(rs) for title, rs in records.items()} == {"#eng": 0, "#general": 2}
+    [problem] = ctx.problems
+    assert problem.where == "file"
+    assert "over the 8,000-byte limit" in problem.reason

@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from stratamem.errors import IngestError
 from stratamem.ingest import registry
 from stratamem.ingest.connectors import jsonl
 from stratamem.ingest.model import ReadContext, Record, SourceStream
@@ -99,7 +100,7 @@ def test_records_and_fields(export: Path) -> None:
 
 def test_bad_lines_are_reported_once_with_their_line(export: Path) -> None:
     ctx = ReadContext()
-    read(export, ctx)  # two sources: the file is read three times, problems come once
+    read(export, ctx)  # two sources: problems come once, from the first pass
     assert [(p.path, p.where, p.reason) for p in ctx.problems] == [
         (str(export), "line 5", "invalid JSON at column 41: Unterminated string starting at"),
         (str(export), "line 6", "not a JSON object but an array"),
@@ -117,19 +118,31 @@ def test_problems_come_from_the_first_pass_before_any_record(export: Path) -> No
     assert next(iter(first.records)).ref == "export.jsonl:1"
 
 
-def test_each_stream_rereads_the_file_lazily(tmp_path: Path) -> None:
+def test_each_stream_reads_its_own_lines_lazily(tmp_path: Path) -> None:
     file = write_lines(
         tmp_path / "log.jsonl",
         {"source": "a", "text": "a1"},
         {"source": "b", "text": "b1"},
+        "",
         {"source": "a", "text": "a2"},
+        {"source": "a", "text": "a3"},
     )
     stream_a, stream_b = streams_of(file)
-    # Nothing of a stream is held in memory before it is read: an edit made now shows.
+    assert [(r.ref, r.text) for r in stream_b.records] == [("log.jsonl:2", "b1")]
+    assert [(r.ref, r.text) for r in stream_a.records] == [
+        ("log.jsonl:1", "a1"),
+        ("log.jsonl:4", "a2"),
+        ("log.jsonl:5", "a3"),
+    ]
+
+
+def test_a_file_changed_between_the_passes_fails_its_streams(tmp_path: Path) -> None:
+    file = write_lines(tmp_path / "log.jsonl", {"source": "a", "text": "a1"})
+    [stream] = streams_of(file)
     with file.open("a", encoding="utf-8") as handle:
-        handle.write(json.dumps({"source": "b", "text": "b2"}) + "\n")
-    assert [r.text for r in stream_a.records] == ["a1", "a2"]
-    assert [r.text for r in stream_b.records] == ["b1", "b2"]
+        handle.write(json.dumps({"source": "a", "text": "a2"}) + "\n")
+    with pytest.raises(IngestError, match="changed while it was being read"):
+        list(stream.records)
 
 
 def test_single_source_defaults_to_the_stem(fixtures_dir: Path) -> None:
@@ -219,3 +232,27 @@ def test_tags_string_and_kind_case(tmp_path: Path) -> None:
     [stream] = streams_of(file)
     assert stream.kind is SourceKind.EMAIL
     assert next(iter(stream.records)).tags == ("a", "b")
+
+
+def test_a_bom_at_the_start_of_a_joined_file_is_not_an_error(tmp_path: Path) -> None:
+    file = tmp_path / "joined.jsonl"
+    file.write_bytes(b'\xef\xbb\xbf{"text": "one"}\n\xef\xbb\xbf{"text": "two"}\n')
+    ctx = ReadContext()
+    [stream] = streams_of(file, ctx)
+    assert [r.text for r in stream.records] == ["one", "two"]
+    assert ctx.problems == []
+
+
+def test_problem_messages_quote_odd_values_briefly(tmp_path: Path) -> None:
+    file = write_lines(
+        tmp_path / "x.jsonl",
+        {"text": "t", "timestamp": "y" * 10_000},
+        {"text": "t", "kind": {"nested": ["deep"]}},
+    )
+    ctx = ReadContext()
+    read(file, ctx)
+    assert [(p.where, len(p.reason) < 150) for p in ctx.problems] == [
+        ("line 1", True),
+        ("line 2", True),
+    ]
+    assert ctx.problems[1].reason == "unknown kind <an object>; read as record"

@@ -140,6 +140,72 @@ def test_a_failing_source_is_rolled_back_and_the_rest_goes_on(
     assert tmp_memory.search("written before the failure", mode="keyword").total == 0
 
 
+class AnyFailureConnector:
+    """A source whose records fail with an error no parser lists, a source with nothing
+    readable, a good source, then a connector that fails while opening the next source."""
+
+    name = "any-failure-test"
+
+    def read(self, path: Path, ctx: ReadContext) -> Iterator[SourceStream]:
+        def records(*texts: str, fail: BaseException | None = None) -> Iterator[Record]:
+            for i, text in enumerate(texts):
+                yield Record(text=text, ref=f"{path}:{i}")
+            if fail is not None:
+                raise fail
+
+        def stream(scope: str, records: Iterator[Record]) -> SourceStream:
+            return SourceStream(
+                scope=scope,
+                kind=SourceKind.RECORD,
+                platform="test",
+                location=str(path),
+                records=records,
+            )
+
+        yield stream("a", records("never kept", fail=RecursionError("deep")))
+        ctx.skip(path, "line 9", "the only item of b")
+        yield stream("b", records())
+        yield stream("c", records("gamma stays"))
+        ctx.skip(path, "line 10", "before the failure")
+        raise TypeError("'int' object is not iterable")
+
+
+@pytest.mark.parametrize("parallel", [False, True])
+def test_any_failure_of_a_source_or_a_connector_is_reported_in_one_line(
+    tmp_memory: stratamem.Memory, tmp_path: Path, parallel: bool
+) -> None:
+    registry.register("any-failure-test", AnyFailureConnector, lambda p: 0, "test connector")
+    report = tmp_memory.ingest(tmp_path, kind="any-failure-test", parallel=parallel)
+    assert [(s.scope, s.error) for s in report.sources] == [
+        ("a", f"{tmp_path}: nested too deeply to read"),
+        ("c", None),
+        (str(tmp_path), f"{tmp_path}: cannot be read (TypeError: 'int' object is not iterable)"),
+    ]
+    assert [p.where for p in report.problems] == ["line 9", "line 10"]
+    # The source with nothing readable left no row behind.
+    assert [s.scope for s in tmp_memory.sources()] == ["c"]
+    assert counts(tmp_memory)["chunks"] == 1
+
+
+def test_a_source_emptied_by_bad_input_keeps_what_was_stored(
+    tmp_memory: stratamem.Memory, tmp_path: Path
+) -> None:
+    file = write_jsonl(tmp_path / "team.jsonl", NOTES)
+    tmp_memory.ingest(file, trees=False)
+    before = counts(tmp_memory)
+    file.write_text("not json\n", encoding="utf-8")
+    report = tmp_memory.ingest(file, trees=False)
+    assert report.sources == []
+    assert [p.where for p in report.problems] == ["line 1"]
+    assert counts(tmp_memory) == before
+
+
+def test_max_item_bytes_must_be_positive(tmp_memory: stratamem.Memory, tmp_path: Path) -> None:
+    file = write_jsonl(tmp_path / "team.jsonl", NOTES)
+    with pytest.raises(ValueError, match="max_item_bytes"):
+        tmp_memory.ingest(file, max_item_bytes=0)
+
+
 CRASH_SCRIPT = """
 import sys, stratamem
 with stratamem.open(sys.argv[1]) as mem:

@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 import shutil
 import zipfile
 from datetime import UTC, datetime
@@ -386,3 +387,38 @@ def test_demo_workspace_export_reads_cleanly() -> None:
     assert slack.detect(export) == 95
     assert {"#eng", "#general"} <= set(records)
     assert 40 <= sum(len(rs) for rs in records.values()) <= 70
+
+
+def test_zip_members_are_normalised_and_unsafe_ones_reported(export: Path, tmp_path: Path) -> None:
+    archive = zip_folder(export, tmp_path / "export.zip", root="export/")
+    day = b'[{"type": "message", "ts": "1710400000.000100", "text": "extra day"}]'
+    with zipfile.ZipFile(archive, "a") as zf:
+        zf.writestr("export/eng/./2024-03-13.json", day)
+        zf.writestr("export/../2024-01-01.json", day)
+        zf.writestr("export\\eng\\2024-01-02.json", day)
+    ctx = ReadContext()
+    records = read(archive, ctx)
+    assert records["#eng"][-1].text == "extra day"
+    assert records["#eng"][-1].ref.startswith(f"{archive}/export/eng/2024-03-13.json#")
+    assert [(p.path, p.where) for p in ctx.problems] == [
+        (str(archive), "member 'export/../2024-01-01.json'"),
+        (str(archive), "member 'export\\\\eng\\\\2024-01-02.json'"),
+    ]
+    assert set(records) == {"#general", "#eng"}
+
+
+def test_a_conversation_listed_twice_is_read_once(export_copy: Path) -> None:
+    channels = export_copy / "channels.json"
+    listed = json.loads(channels.read_text("utf-8"))
+    channels.write_text(json.dumps([*listed, listed[0]]), "utf-8")
+    ctx = ReadContext()
+    assert [s.title for s in streams(export_copy, ctx)] == ["#general", "#eng"]
+    assert [(p.where, p.reason) for p in ctx.problems] == [
+        (f"entry {len(listed) + 1}", "'general' is listed already")
+    ]
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="no FIFOs here")
+def test_detect_never_opens_a_fifo(tmp_path: Path) -> None:
+    os.mkfifo(tmp_path / "export.zip")
+    assert slack.detect(tmp_path / "export.zip") == 0

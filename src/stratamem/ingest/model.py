@@ -9,6 +9,7 @@ so a 1 GB mailbox never sits in memory. Malformed items are reported through
 from __future__ import annotations
 
 import os
+import re
 import stat
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
@@ -104,7 +105,7 @@ class ReadContext:
         """
         try:
             yield
-        except Exception as exc:  # noqa: BLE001 (any failure of one item skips that item)
+        except Exception as exc:  # any failure of one item skips that item
             self.skip(path, where, describe_failure(exc))
 
     def too_large(self, size: int) -> bool:
@@ -171,6 +172,22 @@ def describe_failure(exc: BaseException) -> str:
     return f"cannot be read ({name}: {text})" if text else f"cannot be read ({name})"
 
 
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def clean_text(text: str) -> str:
+    """``text`` with every lone surrogate replaced by U+FFFD, so that it encodes as UTF-8.
+
+    JSON may escape half a surrogate pair (``"\\ud800"``) and a file name that is not UTF-8
+    decodes to surrogates; neither can be written to the store or printed.
+    """
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return _SURROGATE.sub("\ufffd", text)
+    return text
+
+
 def regular_file(path: Path) -> bool:
     """True for a regular file (after symlinks); FIFOs, devices and sockets are never read:
     opening a FIFO blocks until someone writes to it."""
@@ -193,6 +210,41 @@ def open_regular(path: Path) -> IO[bytes]:
     except BaseException:
         os.close(fd)
         raise
+
+
+def irregular(path: Path) -> str | None:
+    """Why ``path`` is not read as a file ("not a regular file (a FIFO)"), or None for a
+    regular file and for one that cannot be examined (opening it will say why)."""
+    try:
+        mode = os.stat(path).st_mode
+    except (OSError, ValueError):
+        return None
+    return None if stat.S_ISREG(mode) else f"not a regular file ({_file_type(mode)})"
+
+
+def open_failure(path: str | Path, exc: OSError) -> str:
+    """One line saying why ``path`` could not be opened or read, without repeating the path."""
+    reason = exc.strerror or str(exc)
+    return "cannot be read: " + reason.removeprefix(f"{path}: ")
+
+
+def read_item(path: Path, ctx: ReadContext, *, shown: str | None = None) -> bytes | None:
+    """The whole of a regular file that is one item (a note, a message), or None after
+    reporting why not: not a regular file, unreadable, or over ``ctx.max_item_bytes``.
+    ``shown`` is the path as problems name it."""
+    name = str(path) if shown is None else shown
+    try:
+        with open_regular(path) as handle:
+            size = os.fstat(handle.fileno()).st_size
+            data = None if ctx.too_large(size) else read_capped(handle, ctx.max_item_bytes)
+            if data is None:
+                size = max(size, os.fstat(handle.fileno()).st_size, ctx.max_item_bytes + 1)
+    except OSError as exc:
+        ctx.skip(name, "file", open_failure(path, exc))
+        return None
+    if data is None:
+        ctx.skip(name, "file", ctx.size_reason(size))
+    return data
 
 
 def _file_type(mode: int) -> str:

@@ -1,7 +1,10 @@
 """Ingesting a path: connector → chunker → entities → store, one transaction per source.
 
 A source that fails part-way is rolled back whole and reported; the other sources of the same
-path go on. Malformed items inside a source are skipped and reported by the connector.
+path go on. Malformed items inside a source are skipped and reported by the connector. A source
+of which nothing could be read (every item skipped) writes nothing and is left as it was: an
+empty source row would be a source without content, and a damaged export must not wipe what an
+earlier ingest stored.
 """
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ from stratamem.entities.extract import text_mentions
 from stratamem.errors import IngestError
 from stratamem.ingest import registry
 from stratamem.ingest.chunking import ChunkingConfig
-from stratamem.ingest.model import Connector, Problem
+from stratamem.ingest.model import DEFAULT_MAX_ITEM_BYTES, Connector, Problem
 from stratamem.ingest.reader import (
     Event,
     Row,
@@ -125,10 +128,17 @@ def ingest_path(
     progress: ProgressCallback | None = None,
     parallel: bool | None = None,
     connector: Connector | None = None,
+    max_item_bytes: int | None = None,
 ) -> IngestReport:
     """Ingest ``path``. ``parallel`` reads in a child process while this one writes; by
     default it does so where ``fork`` exists and there is more than one CPU. ``connector``
-    bypasses the registry (for readers built in code, such as evaluation datasets)."""
+    bypasses the registry (for readers built in code, such as evaluation datasets).
+    ``max_item_bytes`` bounds one item (a file, a zip member, a line); larger ones are skipped
+    and reported (default 64 MiB)."""
+    if max_item_bytes is None:
+        max_item_bytes = DEFAULT_MAX_ITEM_BYTES
+    elif max_item_bytes < 1:
+        raise ValueError(f"max_item_bytes must be positive, not {max_item_bytes}")
     path = Path(path).expanduser()
     if connector is None:
         if not path.exists():
@@ -139,7 +149,7 @@ def ingest_path(
     started = time.perf_counter()
     use_process = fork_available() if parallel is None else parallel
     reader = read_in_process if use_process else read_events
-    events = reader(connector, path, scope, config)
+    events = reader(connector, path, scope, config, max_item_bytes=max_item_bytes)
     for event in events:
         tag = event[0]
         if tag == "problem":
@@ -159,12 +169,18 @@ def ingest_path(
             except _StreamFailed as exc:
                 result.error = str(exc)
                 result.added = result.removed = 0
+            except _StreamEmpty:
+                report.sources.remove(result)
     report.seconds = time.perf_counter() - started
     return report
 
 
 class _StreamFailed(Exception):
     pass
+
+
+class _StreamEmpty(Exception):
+    """Nothing of the source could be read: roll back its (empty) source row."""
 
 
 def _write_stream(
@@ -209,6 +225,8 @@ def _write_stream(
             result.records += event[1]
             counts.records += event[1]
             counts.files += event[2]
+            if length == 0:
+                raise _StreamEmpty
             break
         elif tag == "stream_error":
             raise _StreamFailed(event[1])

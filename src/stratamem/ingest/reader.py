@@ -10,16 +10,26 @@ It runs inline, or in a child process so that parsing (Python, one core) overlap
     ("problem", Problem)               an item was skipped
     ("fatal", message)                 the connector cannot go on: no more sources
     ("crash", traceback)               a bug in the reader (process mode only)
+
+Bad input never ends an ingest with a traceback: whatever a source's records raise rolls back
+that source alone (``stream_error``), and whatever the connector raises while opening the next
+source ends the ingest with a one-line ``fatal``. Problems are sent before the event that
+follows them, so they stay in the order they were found.
+
+Text reaches the store as valid UTF-8: a lone surrogate (from a JSON ``\\ud800`` escape, or a
+file name that is not UTF-8) becomes U+FFFD in records, source names and problems alike.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import multiprocessing
 import os
 import queue
 import traceback
-from collections.abc import Iterator
+from collections import deque
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from itertools import islice
 from pathlib import Path
@@ -28,7 +38,15 @@ from typing import Any
 from stratamem.entities.extract import record_mentions, topic_mentions
 from stratamem.errors import IngestError, StratamemError
 from stratamem.ingest.chunking import ChunkingConfig, Draft, chunk_records
-from stratamem.ingest.model import Connector, ReadContext, Record
+from stratamem.ingest.model import (
+    DEFAULT_MAX_ITEM_BYTES,
+    Connector,
+    Problem,
+    ReadContext,
+    Record,
+    clean_text,
+    describe_failure,
+)
 from stratamem.ingest.tokens import estimate_tokens
 from stratamem.store.base import ChunkRow, chunk_row, source_id_for
 from stratamem.types import Chunk, SourceKind
@@ -52,11 +70,20 @@ class StreamInfo:
 
 
 def read_events(
-    connector: Connector, path: Path, scope: str | None, config: ChunkingConfig | None
+    connector: Connector,
+    path: Path,
+    scope: str | None,
+    config: ChunkingConfig | None,
+    *,
+    max_item_bytes: int = DEFAULT_MAX_ITEM_BYTES,
 ) -> Iterator[Event]:
     """The events of one ingest, read in this process."""
-    problems: list[Event] = []
-    ctx = ReadContext(scope=scope, on_problem=lambda p: problems.append(("problem", p)))
+    problems: deque[Event] = deque()
+    ctx = ReadContext(
+        scope=scope,
+        on_problem=lambda p: problems.append(("problem", _clean_problem(p))),
+        max_item_bytes=max_item_bytes,
+    )
     streams = connector.read(path, ctx)
     while True:
         try:
@@ -67,47 +94,96 @@ def read_events(
             yield from _drain(problems)
             yield ("fatal", str(exc))
             return
+        except Exception as exc:  # bad input must not end in a traceback
+            yield from _drain(problems)
+            yield ("fatal", f"{clean_text(str(path))}: {describe_failure(exc)}")
+            return
         yield from _drain(problems)
-        source_id = source_id_for(stream.scope)
-        yield (
-            "stream",
-            StreamInfo(
-                stream.scope,
-                stream.kind,
-                stream.platform,
-                stream.location,
-                stream.title,
-                stream.meta,
-            ),
+        info = StreamInfo(
+            clean_text(stream.scope),
+            stream.kind,
+            clean_text(stream.platform),
+            clean_text(stream.location),
+            clean_text(stream.title),
+            _clean_value(stream.meta),
         )
-        records = _Counted(stream.records)
-        drafts = chunk_records(stream.kind, records, config)
+        source_id = source_id_for(info.scope)
+        yield ("stream", info)
         seq = 0
         try:
+            records = _Counted(stream.records)
+            drafts = chunk_records(stream.kind, records, config)
             while batch := list(islice(drafts, BATCH)):
                 rows: list[Row] = []
                 for draft in batch:
-                    chunk = make_chunk(source_id, seq, draft)
-                    mentions, skip = record_mentions(
-                        chunk.content, draft.records, scope=stream.scope, kind=stream.kind
-                    )
-                    mentions += topic_mentions(chunk.content, known=mentions, skip_words=skip)
-                    entities = [(m.entity_id, m.kind, m.surface) for m in mentions]
-                    rows.append((chunk_row(chunk, draft.meta), entities, skip))
-                    seq += 1
+                    with ctx.item(info.location, draft.ref or f"chunk {seq + 1}"):
+                        rows.append(_row(source_id, seq, draft, info))
+                        seq += 1
                 yield from _drain(problems)
                 yield ("rows", rows, *records.take())
-        except (StratamemError, OSError, UnicodeError, ValueError) as exc:
+        except StratamemError as exc:
             yield from _drain(problems)
             yield ("stream_error", str(exc))
             continue
+        except Exception as exc:  # one source fails, the others go on
+            yield from _drain(problems)
+            yield ("stream_error", f"{info.location}: {describe_failure(exc)}")
+            continue
         yield from _drain(problems)
         yield ("end", *records.take())
+    yield from _drain(problems)
 
 
-def _drain(problems: list[Event]) -> Iterator[Event]:
+def _row(source_id: str, seq: int, draft: Draft, info: StreamInfo) -> Row:
+    chunk = make_chunk(source_id, seq, draft)
+    mentions, skip = record_mentions(chunk.content, draft.records, scope=info.scope, kind=info.kind)
+    mentions += topic_mentions(chunk.content, known=mentions, skip_words=skip)
+    entities = [(m.entity_id, m.kind, m.surface) for m in mentions]
+    return (chunk_row(chunk, draft.meta), entities, skip)
+
+
+def _drain(problems: deque[Event]) -> Iterator[Event]:
     while problems:
-        yield problems.pop(0)
+        yield problems.popleft()
+
+
+def _clean_value(value: Any) -> Any:
+    """Stream metadata with its strings cleaned (it is small: a few names and lists)."""
+    if isinstance(value, str):
+        return clean_text(value)
+    if isinstance(value, Mapping):
+        return {_clean_value(k): _clean_value(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_clean_value(v) for v in value]
+    return value
+
+
+def _clean_problem(problem: Problem) -> Problem:
+    return Problem(clean_text(problem.path), clean_text(problem.where), clean_text(problem.reason))
+
+
+_RECORD_TEXT = ("text", "ref", "author", "author_id", "id", "thread", "reply_to", "title")
+_RECORD_MORE_TEXT = ("quoted", "signature", "doc")
+_RECORD_LISTS = ("recipients", "mentions", "tags", "links")
+
+
+def _clean_record(record: Record) -> Record:
+    """The record, with lone surrogates replaced in every field that reaches the store."""
+    fields = (*_RECORD_TEXT, *_RECORD_MORE_TEXT)
+    texts = [getattr(record, name) or "" for name in fields]
+    texts += [item for name in _RECORD_LISTS for item in getattr(record, name)]
+    try:
+        "\x00".join(texts).encode("utf-8")
+    except UnicodeEncodeError:
+        changes: dict[str, Any] = {
+            name: clean_text(value)
+            for name in fields
+            if isinstance(value := getattr(record, name), str)
+        }
+        for name in _RECORD_LISTS:
+            changes[name] = tuple(clean_text(item) for item in getattr(record, name))
+        return dataclasses.replace(record, **changes)
+    return record
 
 
 class _Counted:
@@ -124,7 +200,8 @@ class _Counted:
         self.last_file = ""
 
     def __iter__(self) -> Iterator[Record]:
-        for record in self.records:
+        for raw in self.records:
+            record = _clean_record(raw)
             self.count += 1
             name = _file_of(record.ref)
             if name != self.last_file:
@@ -173,7 +250,12 @@ _POLL = 0.5
 
 
 def read_in_process(
-    connector: Connector, path: Path, scope: str | None, config: ChunkingConfig | None
+    connector: Connector,
+    path: Path,
+    scope: str | None,
+    config: ChunkingConfig | None,
+    *,
+    max_item_bytes: int = DEFAULT_MAX_ITEM_BYTES,
 ) -> Iterator[Event]:
     """The same events, produced by a forked child while the caller writes.
 
@@ -183,7 +265,9 @@ def read_in_process(
     context = multiprocessing.get_context("fork")
     events: Any = context.Queue(maxsize=8)
     child = context.Process(
-        target=_child, args=(connector, path, scope, config, events, os.getpid()), daemon=True
+        target=_child,
+        args=(connector, path, scope, config, max_item_bytes, events, os.getpid()),
+        daemon=True,
     )
     child.start()
     try:
@@ -211,6 +295,7 @@ def _child(
     path: Path,
     scope: str | None,
     config: ChunkingConfig | None,
+    max_item_bytes: int,
     events: Any,
     parent: int,
 ) -> None:
@@ -224,7 +309,7 @@ def _child(
                     os._exit(1)
 
     try:
-        for event in read_events(connector, path, scope, config):
+        for event in read_events(connector, path, scope, config, max_item_bytes=max_item_bytes):
             send(event)
     except BaseException:
         send(("crash", traceback.format_exc()))

@@ -7,8 +7,11 @@ becomes one :class:`SourceStream`.
 
 The stream's guild and channel are read from the first 16 KiB of the file, where
 DiscordChatExporter writes them; the messages are only parsed when the records are iterated.
-A file is one JSON document, so it is parsed whole with :func:`json.load`: memory grows with
-the largest single file, and only one file is held at a time.
+A file is one JSON document, so it is parsed whole: memory grows with the largest single file,
+only one file is held at a time, and a file larger than ``ReadContext.max_item_bytes`` is
+skipped and reported. Only regular files are opened. A file that cannot be read, or one
+message that cannot (JSON nested too deeply, a field of the wrong type), is skipped and the
+rest goes on; only a single file that is no export at all ends the ingest.
 
 Message markup is made readable: ``<@id>`` and ``<@!id>`` become ``@nickname`` from the
 message's ``mentions``, ``<#id>`` becomes ``#channel`` where the channel is one of the files
@@ -21,6 +24,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 import re
 from collections.abc import Iterator, Mapping
 from datetime import datetime
@@ -28,7 +32,16 @@ from pathlib import Path
 from typing import Any
 
 from stratamem.errors import SourceFormatError
-from stratamem.ingest.model import ReadContext, Record, SourceStream, from_epoch, to_utc
+from stratamem.ingest.model import (
+    ReadContext,
+    Record,
+    SourceStream,
+    describe_failure,
+    from_epoch,
+    open_regular,
+    read_capped,
+    utc_or_none,
+)
 from stratamem.ingest.registry import register
 from stratamem.types import SourceKind
 
@@ -66,8 +79,16 @@ def _str(value: Any) -> str:
     return value if isinstance(value, str) else ""
 
 
+def _shown(value: Any) -> str:
+    """``repr`` of a value for a problem message, cut short."""
+    if isinstance(value, list | dict):
+        return f"<{type(value).__name__}>"
+    text = repr(value[:81] if isinstance(value, str) else value)
+    return text if len(text) <= 80 else text[:79] + "…"
+
+
 def _head(path: Path) -> str:
-    with path.open("rb") as f:
+    with open_regular(path) as f:
         return f.read(_HEAD_BYTES).decode("utf-8", errors="ignore")
 
 
@@ -113,7 +134,7 @@ def _header_from_head(path: Path, head: str) -> _Header | None:
             continue
         try:
             value, _ = decoder.raw_decode(head, match.end())
-        except ValueError:
+        except (ValueError, RecursionError):
             continue
         if isinstance(value, dict):
             found[key] = value
@@ -123,21 +144,28 @@ def _header_from_head(path: Path, head: str) -> _Header | None:
 
 
 def _load(path: Path, ctx: ReadContext) -> dict[str, Any] | None:
-    """The whole document, or None after reporting why it cannot be parsed."""
+    """The whole document, or None after reporting why it cannot be read."""
     try:
-        with path.open("rb") as f:
-            doc = json.load(f)
+        with open_regular(path) as f:
+            data = read_capped(f, ctx.max_item_bytes)
+            if data is None:
+                ctx.skip(path, "file", ctx.size_reason(os.fstat(f.fileno()).st_size))
+                return None
+        doc = json.loads(data.decode("utf-8-sig"))
     except json.JSONDecodeError as exc:
         ctx.skip(path, f"line {exc.lineno} col {exc.colno}", f"invalid JSON: {exc.msg}")
         return None
     except UnicodeDecodeError as exc:
-        ctx.skip(path, "", f"not UTF-8 text: {exc.reason}")
+        ctx.skip(path, f"byte {exc.start}", f"not UTF-8 text: {exc.reason}")
         return None
     except OSError as exc:
-        ctx.skip(path, "", f"cannot be read: {exc}")
+        ctx.skip(path, "file", f"cannot be read: {exc.strerror or exc}")
+        return None
+    except Exception as exc:  # JSON nested too deeply, a number too long: this file only
+        ctx.skip(path, "file", describe_failure(exc))
         return None
     if not isinstance(doc, dict):
-        ctx.skip(path, "", "not a DiscordChatExporter export: the top level is not an object")
+        ctx.skip(path, "file", "not a DiscordChatExporter export: the top level is not an object")
         return None
     return doc
 
@@ -175,12 +203,18 @@ class DiscordConnector:
             return True
         if strict:
             raise SourceFormatError(str(path), "", problem)
-        ctx.skip(path, "", problem)
+        ctx.skip(path, "file", problem)
         return False
 
     @staticmethod
     def _header(path: Path, ctx: ReadContext, *, strict: bool) -> _Header | None:
-        header = _header_from_head(path, _head(path))
+        try:
+            header = _header_from_head(path, _head(path))
+        except OSError as exc:
+            if strict:
+                raise SourceFormatError(str(path), "", f"cannot be read: {exc}") from None
+            ctx.skip(path, "file", f"cannot be read: {exc.strerror or exc}")
+            return None
         if header is not None:
             return header
         # Cut off by the head (a very long topic, say): parse the whole file once to find out.
@@ -193,7 +227,7 @@ class DiscordConnector:
         problem = "not a DiscordChatExporter export: guild or channel is not an object"
         if strict:
             raise SourceFormatError(str(path), "", problem)
-        ctx.skip(path, "", problem)
+        ctx.skip(path, "file", problem)
         return None
 
 
@@ -223,8 +257,9 @@ def _records(header: _Header, channels: Mapping[str, str], ctx: ReadContext) -> 
     if doc is None:
         return
     messages = doc.get("messages")
+    del doc  # the messages are all that is kept
     if not isinstance(messages, list):
-        ctx.skip(header.file, "", "not a DiscordChatExporter export: no messages array")
+        ctx.skip(header.file, "file", "not a DiscordChatExporter export: no messages array")
         return
     channel_id = _str(header.channel.get("id"))
     replied_to = {
@@ -237,18 +272,23 @@ def _records(header: _Header, channels: Mapping[str, str], ctx: ReadContext) -> 
     roots: dict[str, str] = {}
     names: dict[str, str] = {}  # author id → display name, for mentions missing from the list
     for n, raw in enumerate(messages, 1):
+        where = f"message {n}"
         if not isinstance(raw, dict):
-            ctx.skip(header.file, f"message {n}", "not a JSON object")
+            ctx.skip(header.file, where, "not a JSON object")
             continue
-        record = _record(raw, f"message {n}", header, channels, names, ctx)
-        if record is None or record.id is None:
-            continue
-        reply_to = _reply_to(raw, channel_id)
-        # A reply's thread is the root of its chain, as far as the messages seen so far tell.
-        root = roots.get(reply_to, reply_to) if reply_to is not None else record.id
-        roots[record.id] = root
-        thread = root if reply_to is not None or record.id in replied_to else None
-        yield dataclasses.replace(record, thread=thread, reply_to=reply_to)
+        record = None
+        with ctx.item(header.file, where):
+            record = _record(raw, where, header, channels, names, ctx)
+            if record is not None and record.id is not None:
+                reply_to = _reply_to(raw, channel_id)
+                # A reply's thread is the root of its chain, as far as the messages seen so
+                # far tell.
+                root = roots.get(reply_to, reply_to) if reply_to is not None else record.id
+                roots[record.id] = root
+                thread = root if reply_to is not None or record.id in replied_to else None
+                record = dataclasses.replace(record, thread=thread, reply_to=reply_to)
+        if record is not None and record.id is not None:
+            yield record
 
 
 def _reply_to(raw: Mapping[str, Any], channel_id: str) -> str | None:
@@ -282,7 +322,7 @@ def _record(
     ctx: ReadContext,
 ) -> Record | None:
     kind = raw.get("type", "Default")
-    if kind not in _CONVERSATION_TYPES:
+    if not isinstance(kind, str) or kind not in _CONVERSATION_TYPES:
         return None
     message_id = raw.get("id")
     if not isinstance(message_id, str | int) or isinstance(message_id, bool):
@@ -291,7 +331,7 @@ def _record(
     message_id = str(message_id)
     ts = _parse_time(raw.get("timestamp"))
     if ts is None:
-        ctx.skip(header.file, where, f"no valid timestamp: {raw.get('timestamp')!r}")
+        ctx.skip(header.file, where, f"no valid timestamp: {_shown(raw.get('timestamp'))}")
         return None
 
     author_id, author = _person(raw.get("author"))
@@ -301,7 +341,8 @@ def _record(
         names[author_id] = author
 
     mentioned: dict[str, str] = {}
-    for person in raw.get("mentions") or []:
+    mentions = raw.get("mentions")
+    for person in mentions if isinstance(mentions, list) else []:
         person_id, name = _person(person)
         if person_id and name:
             mentioned[person_id] = name
@@ -342,7 +383,7 @@ def _parse_time(value: Any) -> datetime | None:
     if not isinstance(value, str):
         return None
     try:
-        return to_utc(datetime.fromisoformat(value))
+        return utc_or_none(datetime.fromisoformat(value))
     except ValueError:
         return None
 

@@ -10,10 +10,17 @@ Recognised fields (first name wins; aliases in brackets)::
     source                       groups lines into streams (default: the file's stem)
     kind                         chat | email | document | record (default: record)
 
-Anything else is kept in ``Record.meta["fields"]``. Each distinct ``source`` becomes one stream:
-a first pass over the file collects the sources and reports every bad line once; then each
-stream re-reads the file and keeps its own lines, so memory stays bounded however large the
-file is. A line is cited as ``file:line`` (1-based).
+Anything else is kept in ``Record.meta["fields"]``. Each distinct ``source`` becomes one stream.
+A line is cited as ``file:line`` (1-based).
+
+The file is read twice whatever the number of sources, so the time is linear in its size. The
+first pass parses every line, reports every bad one once, and notes, for each source, the runs
+of consecutive lines that belong to it as ``(byte offset, first line, last line)``; each stream
+then seeks to its own runs and parses only its lines. Memory holds those runs and never the
+records: one run for a file of one source, at most one per line (24 bytes) when sources
+alternate line by line; the source names are the only other thing kept. A line longer than
+``ReadContext.max_item_bytes`` is skipped without being held, and a file that changes between
+the passes fails its streams instead of yielding lines that were never checked.
 """
 
 from __future__ import annotations
@@ -21,14 +28,25 @@ from __future__ import annotations
 import json
 import math
 import os
+from array import array
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, time
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 from stratamem.errors import IngestError
-from stratamem.ingest.model import ReadContext, Record, SourceStream, from_epoch, to_utc
+from stratamem.ingest.model import (
+    ReadContext,
+    Record,
+    SourceStream,
+    capped_lines,
+    clean_text,
+    describe_failure,
+    from_epoch,
+    open_regular,
+    utc_or_none,
+)
 from stratamem.ingest.registry import register
 from stratamem.types import SourceKind
 
@@ -58,6 +76,8 @@ _KNOWN_KEYS = frozenset(
 )
 # Epoch numbers above this are milliseconds: as seconds they would lie after the year 5000.
 _MILLIS_FROM = 100_000_000_000
+# How much of an odd value a problem message quotes.
+_SHOWN = 80
 
 
 class JsonlConnector:
@@ -66,15 +86,17 @@ class JsonlConnector:
     name = NAME
 
     def read(self, path: Path, ctx: ReadContext) -> Iterator[SourceStream]:
-        if path.is_file():
-            yield from _read_file(path, path.name, ctx, in_folder=False)
-        elif path.is_dir():
+        if path.is_dir():
             label = path.resolve().name
-            for file in _jsonl_files(path):
+            for file in _jsonl_files(path, ctx):
                 name = f"{label}/{file.relative_to(path).as_posix()}"
                 yield from _read_file(file, name, ctx, in_folder=True)
-        else:
-            raise IngestError(f"{path}: not a file or folder")
+            return
+        try:
+            open_regular(path).close()
+        except OSError as exc:
+            raise IngestError(f"{path}: cannot be read: {exc.strerror or exc}") from None
+        yield from _read_file(path, path.name, ctx, in_folder=False)
 
 
 def detect(path: Path) -> int:
@@ -88,14 +110,18 @@ def detect(path: Path) -> int:
     return 50 if jsonl and jsonl > len(names) - jsonl else 0
 
 
-def _jsonl_files(root: Path) -> list[Path]:
-    found = [
-        file
-        for file in root.rglob("*")
-        if file.is_file()
-        and file.suffix.lower() in _SUFFIXES
-        and not any(part.startswith(".") for part in file.relative_to(root).parts)
-    ]
+def _jsonl_files(root: Path, ctx: ReadContext) -> list[Path]:
+    """The JSONL files under ``root`` (hidden ones left out); a FIFO, device or socket with a
+    JSONL name is reported and never opened."""
+    found = []
+    for file in root.rglob("*"):
+        relative = file.relative_to(root)
+        if file.suffix.lower() not in _SUFFIXES or any(p.startswith(".") for p in relative.parts):
+            continue
+        if file.is_file():
+            found.append(file)
+        elif not file.is_dir():
+            ctx.skip(file, "file", "not a regular file")
     return sorted(found, key=lambda file: file.relative_to(root).as_posix())
 
 
@@ -109,24 +135,42 @@ class _Row:
     warnings: list[str] = field(default_factory=list)
 
 
+@dataclass(slots=True)
+class _Source:
+    """Where one source's lines lie: ``runs`` holds ``(offset, first line, last line)``
+    triples, flattened."""
+
+    kind: SourceKind
+    runs: array[int] = field(default_factory=lambda: array("q"))
+
+
+@dataclass(frozen=True, slots=True)
+class _Stamp:
+    """What identifies the file's content between the two passes."""
+
+    size: int
+    mtime_ns: int
+    inode: int
+
+    @classmethod
+    def of(cls, handle: IO[bytes]) -> _Stamp:
+        st = os.fstat(handle.fileno())
+        return cls(st.st_size, st.st_mtime_ns, st.st_ino)
+
+
 def _read_file(
     file: Path, name: str, ctx: ReadContext, *, in_folder: bool
 ) -> Iterator[SourceStream]:
-    stem = file.stem
-    sources: dict[str, SourceKind] = {}
+    stem = clean_text(file.stem)
     try:
-        for number, row in _rows(file, name):
-            if isinstance(row, str):
-                ctx.skip(file, f"line {number}", row)
-                continue
-            for warning in row.warnings:
-                ctx.skip(file, f"line {number}", warning)
-            sources.setdefault(row.source, row.kind)
+        with open_regular(file) as handle:
+            stamp = _Stamp.of(handle)
+            sources = _index(handle, file, name, stem, ctx)
     except OSError as exc:
-        ctx.skip(file, "", f"cannot be read: {exc.strerror or exc}")
+        ctx.skip(file, "file", f"cannot be read: {exc.strerror or exc}")
         return
     several = len(sources) > 1
-    for source, kind in sources.items():
+    for source, entry in sources.items():
         if several:
             scope = ctx.scope_for(f"jsonl:{source}", source)
         else:
@@ -134,39 +178,96 @@ def _read_file(
             scope = ctx.scope_for(f"jsonl:{stem}", stem if in_folder else None)
         yield SourceStream(
             scope=scope,
-            kind=kind,
+            kind=entry.kind,
             platform="jsonl",
             location=str(file),
-            records=_source_records(file, name, source),
+            records=_source_records(file, name, stem, source, entry, stamp, ctx),
             title=source,
             meta={"source": source},
         )
 
 
-def _source_records(file: Path, name: str, source: str) -> Iterator[Record]:
-    """The records of one source, re-read from the file; bad lines were reported already."""
-    for _, row in _rows(file, name):
-        if not isinstance(row, str) and row.source == source:
-            yield row.record
+def _index(
+    handle: IO[bytes], file: Path, name: str, stem: str, ctx: ReadContext
+) -> dict[str, _Source]:
+    """The first pass: every bad line reported, every good one noted in its source's runs."""
+    sources: dict[str, _Source] = {}
+    current: _Source | None = None  # the source of the run still open
+    offset = 0
+    for number, raw in enumerate(capped_lines(handle, ctx.max_item_bytes), start=1):
+        start = offset
+        offset += raw if isinstance(raw, int) else len(raw)
+        if isinstance(raw, int):
+            ctx.skip(file, f"line {number}", ctx.size_reason(raw))
+            current = None
+            continue
+        row = _read_line(raw, number, name, stem)
+        if row is None:
+            continue
+        if isinstance(row, str):
+            ctx.skip(file, f"line {number}", row)
+            current = None
+            continue
+        for warning in row.warnings:
+            ctx.skip(file, f"line {number}", warning)
+        entry = sources.get(row.source)
+        if entry is None:
+            entry = sources[row.source] = _Source(row.kind)
+        if entry is current:
+            entry.runs[-1] = number
+        else:
+            entry.runs.extend((start, number, number))
+            current = entry
+    return sources
 
 
-def _rows(file: Path, name: str) -> Iterator[tuple[int, _Row | str]]:
-    """Every non-blank line as a parsed row, or as the reason it cannot be read."""
-    default_source = file.stem
-    with file.open("rb") as handle:
-        for number, raw in enumerate(handle, start=1):
-            if number == 1:
-                raw = raw.removeprefix(b"\xef\xbb\xbf")
-            if not raw.strip():
-                continue
-            warnings: list[str] = []
-            try:
-                line = raw.decode("utf-8")
-            except UnicodeDecodeError:
-                line = raw.decode("utf-8", errors="replace")
-                warnings.append("bytes that are not UTF-8 were replaced")
-            row = _parse(line, f"{name}:{number}", default_source, warnings)
-            yield number, row
+def _source_records(
+    file: Path,
+    name: str,
+    stem: str,
+    source: str,
+    entry: _Source,
+    stamp: _Stamp,
+    ctx: ReadContext,
+) -> Iterator[Record]:
+    """The second pass for one source: its runs, read again; bad lines were reported already."""
+    with open_regular(file) as handle:
+        if _Stamp.of(handle) != stamp:
+            raise IngestError(f"{file}: changed while it was being read; ingest it again")
+        runs = entry.runs
+        for at in range(0, len(runs), 3):
+            offset, number, last = runs[at : at + 3]
+            handle.seek(offset)
+            for raw in capped_lines(handle, ctx.max_item_bytes):
+                if isinstance(raw, int):
+                    break
+                # Only blank lines lie between the good lines of a run.
+                row = _read_line(raw, number, name, stem)
+                if isinstance(row, str):
+                    ctx.skip(file, f"line {number}", row)
+                elif row is not None and row.source == source:
+                    yield row.record
+                if number == last:
+                    break
+                number += 1
+
+
+def _read_line(raw: bytes, number: int, name: str, stem: str) -> _Row | str | None:
+    """A line as a parsed row, or the reason it cannot be read; None for a blank line."""
+    # A BOM starts the file, or any line of files joined with cat.
+    raw = raw.removeprefix(b"\xef\xbb\xbf")
+    if not raw.strip():
+        return None
+    warnings: list[str] = []
+    try:
+        line = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        line = raw.decode("utf-8", errors="replace")
+        warnings.append("bytes that are not UTF-8 were replaced")
+    try:
+        return _parse(line, f"{name}:{number}", stem, warnings)
+    except Exception as exc:  # any failure of one line skips that line
+        return describe_failure(exc)
 
 
 def _parse(line: str, ref: str, default_source: str, warnings: list[str]) -> _Row | str:
@@ -184,16 +285,16 @@ def _parse(line: str, ref: str, default_source: str, warnings: list[str]) -> _Ro
     raw_kind = value.get("kind")
     if raw_kind is not None:
         try:
-            kind = SourceKind(str(raw_kind).strip().lower())
+            kind = SourceKind(raw_kind.strip().lower() if isinstance(raw_kind, str) else "")
         except ValueError:
-            warnings.append(f"unknown kind {raw_kind!r}; read as record")
+            warnings.append(f"unknown kind {_shown(raw_kind)}; read as record")
 
     ts = None
     raw_time = _first(value, _TIME_KEYS)
     if raw_time is not None:
         ts = _as_time(raw_time)
         if ts is None:
-            warnings.append(f"unrecognised timestamp {raw_time!r}; kept without a time")
+            warnings.append(f"unrecognised timestamp {_shown(raw_time)}; kept without a time")
 
     source = value.get("source")
     record = Record(
@@ -211,7 +312,7 @@ def _parse(line: str, ref: str, default_source: str, warnings: list[str]) -> _Ro
         tags=_strings(value.get("tags")),
         meta={"fields": {key: item for key, item in value.items() if key not in _KNOWN_KEYS}},
     )
-    source_name = _string(source) or default_source
+    source_name = clean_text(_string(source) or default_source)
     return _Row(record, source_name, kind, warnings)
 
 
@@ -242,7 +343,8 @@ def _strings(value: Any) -> tuple[str, ...]:
 
 
 def _as_time(value: Any) -> datetime | None:
-    """An ISO 8601 string or epoch seconds/milliseconds as UTC; None when unreadable."""
+    """An ISO 8601 string or epoch seconds/milliseconds as UTC; None when unreadable or off
+    the calendar (year 1 or 9999 with a time zone, epochs past the year 9999)."""
     if isinstance(value, str):
         text = value.strip()
         try:
@@ -251,7 +353,10 @@ def _as_time(value: Any) -> datetime | None:
             return _iso(text)
         return _epoch(number)
     if isinstance(value, int | float) and not isinstance(value, bool):
-        return _epoch(float(value))
+        try:
+            return _epoch(float(value))
+        except OverflowError:  # an integer too large for a float
+            return None
     return None
 
 
@@ -263,7 +368,7 @@ def _iso(text: str) -> datetime | None:
             return datetime.combine(date.fromisoformat(text), time(), tzinfo=UTC)
         except ValueError:
             return None
-    return to_utc(parsed)
+    return utc_or_none(parsed)
 
 
 def _epoch(number: float) -> datetime | None:
@@ -277,9 +382,19 @@ def _epoch(number: float) -> datetime | None:
         return None
 
 
+def _shown(value: Any) -> str:
+    """``repr`` of a value for a problem message, cut short (a line may be megabytes)."""
+    if isinstance(value, list | dict):
+        return f"<{_json_type(value)}>"
+    text = repr(value[: _SHOWN + 1] if isinstance(value, str) else value)
+    return text if len(text) <= _SHOWN else text[: _SHOWN - 1] + "…"
+
+
 def _json_type(value: Any) -> str:
     if isinstance(value, list):
         return "an array"
+    if isinstance(value, dict):
+        return "an object"
     if isinstance(value, str):
         return "a string"
     if value is None:

@@ -11,11 +11,20 @@ Message markup is made readable: ``<@U123>`` becomes ``@Real Name``, ``<#C123|en
 and ``&amp; &lt; &gt;`` are unescaped. Join/leave/topic notices and deleted messages are left
 out silently; a broken day file or a message that is not an object is reported through
 :meth:`ReadContext.skip` (``message N`` counts from 1) and the rest is read.
+
+Whatever one file or message does, it costs only itself: a day file larger than
+``ReadContext.max_item_bytes`` is skipped before a byte of it is inflated (a zip member is read
+through a capped stream, so a member that lies about its size is stopped at the cap too); a
+corrupt member, JSON nested too deeply or a field of the wrong type skips that file or
+message. Only regular files are opened, and a zip member whose path could climb out of the
+export (``..``, an absolute path, a backslash) is reported and never read. Only a folder or zip
+that cannot be listed at all ends the ingest.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import re
 import zipfile
 from collections.abc import Callable, Iterable, Iterator, Mapping
@@ -26,11 +35,21 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 from stratamem.errors import SourceFormatError
-from stratamem.ingest.model import ReadContext, Record, SourceStream, from_epoch
+from stratamem.ingest.model import (
+    ReadContext,
+    Record,
+    SourceStream,
+    describe_failure,
+    from_epoch,
+    open_regular,
+    read_capped,
+    regular_file,
+)
 from stratamem.ingest.registry import register
 from stratamem.types import SourceKind
 
 _DAY_FILE = re.compile(r"\d{4}-\d{2}-\d{2}\.json")
+_DRIVE = re.compile(r"[A-Za-z]:")
 _MARKERS = ("channels.json", "users.json")
 _TS = re.compile(r"(\d+)(?:\.(\d{1,6}))?")
 _MARKUP = re.compile(r"<([^<>]+)>")
@@ -91,31 +110,47 @@ class _Conversation:
     members: tuple[str, ...] = ()
 
 
+class _TooLarge(Exception):
+    """A file over the size limit for one item; the message says by how much."""
+
+
+Reader = Callable[[str], bytes]
+
+
 class _Tree:
     """The files of an export, by path relative to its root, read from a folder or a zip.
 
-    Only the top-level JSON files and the day files one folder down are listed.
+    Only the top-level JSON files and the day files one folder down are listed. Reads are
+    capped at ``ctx.max_item_bytes`` and raise :class:`_TooLarge` beyond it.
     """
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, ctx: ReadContext) -> None:
         self.path = path
-        self.is_zip = path.is_file()
+        self.ctx = ctx
+        self.is_zip = not path.is_dir()
         self.prefix = ""
+        self.members: dict[str, zipfile.ZipInfo] = {}
         if self.is_zip:
             try:
-                with zipfile.ZipFile(path) as zf:
-                    members = [n for n in zf.namelist() if not n.endswith("/")]
-            except (zipfile.BadZipFile, OSError) as exc:
-                raise SourceFormatError(str(path), "", f"not a valid zip file: {exc}") from None
-            self.prefix = _zip_root(members)
-            self.names = _listing(
-                n[len(self.prefix) :] for n in members if n.startswith(self.prefix)
-            )
+                with open_regular(path) as handle, zipfile.ZipFile(handle) as zf:
+                    infos = zf.infolist()
+            except Exception as exc:  # a zip whose directory cannot be read is no export
+                reason = f"not a valid zip file: {describe_failure(exc)}"
+                raise SourceFormatError(str(path), "", reason) from None
+            members = _safe_members(infos, lambda name, why: ctx.skip(path, name, why))
+            self.prefix = _zip_root(list(members))
+            self.members = {
+                name[len(self.prefix) :]: info
+                for name, info in members.items()
+                if name.startswith(self.prefix)
+            }
+            self.names = _listing(self.members)
         else:
             try:
-                self.names = _folder_listing(path)
+                self.names = _folder_listing(path, lambda name, why: ctx.skip(path, name, why))
             except OSError as exc:
-                raise SourceFormatError(str(path), "", f"cannot be read: {exc}") from None
+                reason = f"cannot be read: {exc.strerror or exc}"
+                raise SourceFormatError(str(path), "", reason) from None
 
     def label(self, name: str) -> str:
         """How a file is named in refs and problems: the export path, then the file in it."""
@@ -124,12 +159,59 @@ class _Tree:
         return str(self.path / name)
 
     @contextmanager
-    def opener(self) -> Iterator[Callable[[str], bytes]]:
+    def opener(self) -> Iterator[Reader]:
+        limit = self.ctx.max_item_bytes
         if not self.is_zip:
-            yield lambda name: (self.path / name).read_bytes()
+
+            def read_file(name: str) -> bytes:
+                with open_regular(self.path / name) as handle:
+                    data = read_capped(handle, limit)
+                    if data is None:
+                        raise _TooLarge(self.ctx.size_reason(os.fstat(handle.fileno()).st_size))
+                return data
+
+            yield read_file
             return
-        with zipfile.ZipFile(self.path) as zf:
-            yield lambda name: zf.read(self.prefix + name)
+        with open_regular(self.path) as archive, zipfile.ZipFile(archive) as zf:
+
+            def read_member(name: str) -> bytes:
+                info = self.members[name]
+                if self.ctx.too_large(info.file_size):
+                    raise _TooLarge(self.ctx.size_reason(info.file_size))
+                with zf.open(info) as member:
+                    data = read_capped(member, limit)
+                if data is None:  # the member inflates past what its header says
+                    raise _TooLarge(
+                        self.ctx.size_reason(limit + 1).replace("bytes", "bytes or more", 1)
+                    )
+                return data
+
+            yield read_member
+
+
+def _safe_members(
+    infos: list[zipfile.ZipInfo], report: Callable[[str, str], None]
+) -> dict[str, zipfile.ZipInfo]:
+    """The zip's files by normalised path; a path that could climb out of the export
+    (``..``, absolute, a drive, a backslash) or repeats an earlier one is reported."""
+    found: dict[str, zipfile.ZipInfo] = {}
+    for info in infos:
+        name = info.filename
+        if info.is_dir():
+            continue
+        place = f"member {name!r}"
+        parts = [part for part in name.split("/") if part not in ("", ".")]
+        if "\\" in name or name.startswith("/") or ".." in parts or _DRIVE.match(name):
+            report(place, "a path outside the export; not read")
+            continue
+        normal = "/".join(parts)
+        if not normal:
+            continue
+        if normal in found:
+            report(place, "a second member with this path; the first is read")
+            continue
+        found[normal] = info
+    return found
 
 
 def _listing(names: Iterable[str]) -> list[str]:
@@ -142,12 +224,18 @@ def _listing(names: Iterable[str]) -> list[str]:
     return sorted(kept)
 
 
-def _folder_listing(root: Path) -> list[str]:
+def _folder_listing(root: Path, report: Callable[[str, str], None] | None = None) -> list[str]:
+    """The export's files; what is not a regular file is listed all the same, so that
+    reading it reports it. A conversation folder that cannot be listed is reported."""
     names: list[str] = []
     for entry in root.iterdir():
         if entry.is_dir():
-            names.extend(f"{entry.name}/{day.name}" for day in entry.iterdir() if day.is_file())
-        elif entry.is_file():
+            try:
+                names.extend(f"{entry.name}/{day.name}" for day in entry.iterdir())
+            except OSError as exc:
+                if report is not None:
+                    report(f"folder {entry.name}", f"cannot be read: {exc.strerror or exc}")
+        else:
             names.append(entry.name)
     return _listing(names)
 
@@ -179,14 +267,15 @@ def detect(path: Path) -> int:
     try:
         if path.is_dir():
             names = _folder_listing(path)
-        elif path.suffix.lower() == ".zip" and zipfile.is_zipfile(path):
-            with zipfile.ZipFile(path) as zf:
-                members = [n for n in zf.namelist() if not n.endswith("/")]
+        elif path.suffix.lower() == ".zip" and regular_file(path) and zipfile.is_zipfile(path):
+            with open_regular(path) as handle, zipfile.ZipFile(handle) as zf:
+                infos = zf.infolist()
+            members = list(_safe_members(infos, lambda name, why: None))
             prefix = _zip_root(members)
             names = _listing(n[len(prefix) :] for n in members if n.startswith(prefix))
         else:
             return 0
-    except (OSError, zipfile.BadZipFile):
+    except Exception:  # detection never fails: a path it cannot read is not an export
         return 0
     return 95 if _has_export(names) else 0
 
@@ -197,10 +286,13 @@ class SlackConnector:
     name: str = "slack"
 
     def read(self, path: Path, ctx: ReadContext) -> Iterator[SourceStream]:
-        tree = _Tree(path)
-        with tree.opener() as read:
-            users = _load_users(tree, read, ctx)
-            conversations = _load_conversations(tree, read, ctx)
+        tree = _Tree(path, ctx)
+        try:
+            with tree.opener() as read:
+                users = _load_users(tree, read, ctx)
+                conversations = _load_conversations(tree, read, ctx)
+        except OSError as exc:  # the zip itself vanished or became unreadable
+            raise SourceFormatError(str(path), "", f"cannot be read: {exc}") from None
         channel_names = {c.id: c.name for c in conversations if c.id and c.kind != "dm"}
 
         days: dict[str, list[str]] = {}
@@ -251,23 +343,24 @@ def _stream(
     )
 
 
-def _load_json(
-    tree: _Tree, read: Callable[[str], bytes], name: str, ctx: ReadContext
-) -> tuple[bool, Any]:
-    """``(True, data)``, or ``(False, None)`` after reporting a file that cannot be parsed."""
+def _load_json(tree: _Tree, read: Reader, name: str, ctx: ReadContext) -> tuple[bool, Any]:
+    """``(True, data)``, or ``(False, None)`` after reporting a file that cannot be read."""
     label = tree.label(name)
     try:
-        return True, json.loads(read(name))
+        data = read(name)
+        return True, json.loads(data.decode("utf-8-sig"))
+    except _TooLarge as exc:
+        ctx.skip(label, "file", str(exc))
     except json.JSONDecodeError as exc:
         ctx.skip(label, f"line {exc.lineno} col {exc.colno}", f"invalid JSON: {exc.msg}")
     except UnicodeDecodeError as exc:
-        ctx.skip(label, "", f"not UTF-8 text: {exc.reason}")
-    except (OSError, KeyError, zipfile.BadZipFile) as exc:
-        ctx.skip(label, "", f"cannot be read: {exc}")
+        ctx.skip(label, f"byte {exc.start}", f"not UTF-8 text: {exc.reason}")
+    except Exception as exc:  # a corrupt member, JSON nested too deeply, a FIFO: this file only
+        ctx.skip(label, "file", describe_failure(exc))
     return False, None
 
 
-def _load_users(tree: _Tree, read: Callable[[str], bytes], ctx: ReadContext) -> dict[str, str]:
+def _load_users(tree: _Tree, read: Reader, ctx: ReadContext) -> dict[str, str]:
     if "users.json" not in tree.names:
         ctx.skip(str(tree.path), "users.json", "missing; user ids are not resolved to names")
         return {}
@@ -275,14 +368,15 @@ def _load_users(tree: _Tree, read: Callable[[str], bytes], ctx: ReadContext) -> 
     if not ok:
         return {}
     if not isinstance(data, list):
-        ctx.skip(tree.label("users.json"), "", "expected a JSON array of users")
+        ctx.skip(tree.label("users.json"), "file", "expected a JSON array of users")
         return {}
     users = {}
-    for user in data:
-        if isinstance(user, dict) and isinstance(user.get("id"), str):
-            name = _person_name(user)
-            if name:
-                users[user["id"]] = name
+    for n, user in enumerate(data, 1):
+        with ctx.item(tree.label("users.json"), f"user {n}"):
+            if isinstance(user, dict) and isinstance(user.get("id"), str):
+                name = _person_name(user)
+                if name:
+                    users[user["id"]] = name
     return users
 
 
@@ -296,27 +390,29 @@ def _person_name(user: Mapping[str, Any]) -> str | None:
     return next((c for c in candidates if isinstance(c, str) and c.strip()), None)
 
 
-def _load_conversations(
-    tree: _Tree, read: Callable[[str], bytes], ctx: ReadContext
-) -> list[_Conversation]:
+def _load_conversations(tree: _Tree, read: Reader, ctx: ReadContext) -> list[_Conversation]:
     """The conversations the export lists; an absent list is inferred from the folders."""
-    found: list[_Conversation] = []
+    found: dict[str, _Conversation] = {}
     for list_name, kind in _LISTS:
         if list_name not in tree.names:
             continue
+        label = tree.label(list_name)
         ok, data = _load_json(tree, read, list_name, ctx)
         if not ok:
             continue
         if not isinstance(data, list):
-            ctx.skip(tree.label(list_name), "", "expected a JSON array of conversations")
+            ctx.skip(label, "file", "expected a JSON array of conversations")
             continue
         for n, entry in enumerate(data, 1):
-            conv = _conversation(entry, kind)
-            if conv is None:
-                ctx.skip(tree.label(list_name), f"entry {n}", "no id or name")
-            else:
-                found.append(conv)
-    return found
+            with ctx.item(label, f"entry {n}"):
+                conv = _conversation(entry, kind)
+                if conv is None:
+                    ctx.skip(label, f"entry {n}", "no id or name")
+                elif conv.folder in found:
+                    ctx.skip(label, f"entry {n}", f"{conv.folder!r} is listed already")
+                else:
+                    found[conv.folder] = conv
+    return list(found.values())
 
 
 def _conversation(entry: Any, kind: str) -> _Conversation | None:
@@ -363,16 +459,19 @@ def _records(
             if not ok:
                 continue
             if not isinstance(data, list):
-                ctx.skip(label, "", "expected a JSON array of messages")
+                ctx.skip(label, "file", "expected a JSON array of messages")
                 continue
             kept: list[tuple[tuple[int, int], Record]] = []
             for n, raw in enumerate(data, 1):
+                where = f"message {n}"
                 if not isinstance(raw, dict):
-                    ctx.skip(label, f"message {n}", "not a JSON object")
+                    ctx.skip(label, where, "not a JSON object")
                     continue
-                item = _record(raw, f"message {n}", label, conv, users, channels, ctx)
-                if item is not None:
-                    kept.append(item)
+                with ctx.item(label, where):
+                    item = _record(raw, where, label, conv, users, channels, ctx)
+                    if item is not None:
+                        kept.append(item)
+            del data  # the records are all that is kept of the day
             kept.sort(key=lambda pair: pair[0])
             yield from (record for _, record in kept)
 
@@ -386,14 +485,14 @@ def _record(
     channels: Mapping[str, str],
     ctx: ReadContext,
 ) -> tuple[tuple[int, int], Record] | None:
-    subtype = raw.get("subtype")
+    subtype = _text_or_none(raw.get("subtype"))
     edited = "edited" in raw
     if subtype == "message_changed":
         inner = raw.get("message")
         if not isinstance(inner, dict):
             ctx.skip(label, where, "message_changed without the changed message")
             return None
-        raw, subtype, edited = inner, inner.get("subtype"), True
+        raw, subtype, edited = inner, _text_or_none(inner.get("subtype")), True
     if subtype in _DELETED_SUBTYPES or subtype in _SYSTEM_SUBTYPES:
         return None
     raw_text = raw.get("text")
@@ -404,7 +503,7 @@ def _record(
     ts_raw = raw.get("ts")
     parsed = _parse_ts(ts_raw)
     if parsed is None:
-        ctx.skip(label, where, f"no valid ts: {ts_raw!r}")
+        ctx.skip(label, where, f"no valid ts: {_shown(ts_raw)}")
         return None
     ts, key = parsed
     ts_id = ts_raw if isinstance(ts_raw, str) else f"{key[0]}.{key[1]:06d}"
@@ -439,16 +538,31 @@ def _record(
             "edited": edited,
             "files": [name for name, _ in files],
             "reactions": _reactions(raw),
-            "subtype": subtype if isinstance(subtype, str) else None,
+            "subtype": subtype,
             "bot": is_bot,
         },
     )
 
 
+def _shown(value: Any) -> str:
+    """``repr`` of a value for a problem message, cut short."""
+    if isinstance(value, list | dict):
+        return f"<{type(value).__name__}>"
+    text = repr(value[:81] if isinstance(value, str) else value)
+    return text if len(text) <= 80 else text[:79] + "…"
+
+
+def _text_or_none(value: Any) -> str | None:
+    return value if isinstance(value, str) else None
+
+
 def _parse_ts(value: Any) -> tuple[datetime, tuple[int, int]] | None:
     """Slack's ``"1710148502.123459"`` as an exact UTC time and a sort key."""
     if isinstance(value, int | float) and not isinstance(value, bool):
-        value = f"{value:.6f}"
+        try:
+            value = f"{value:.6f}"
+        except OverflowError:  # an integer too large for a float
+            return None
     if not isinstance(value, str):
         return None
     match = _TS.fullmatch(value)
@@ -521,13 +635,10 @@ def _reactions(raw: Mapping[str, Any]) -> list[dict[str, Any]]:
     for r in reactions if isinstance(reactions, list) else []:
         if isinstance(r, dict) and isinstance(r.get("name"), str):
             users = r.get("users")
-            out.append(
-                {
-                    "name": r["name"],
-                    "count": r.get("count", len(users) if isinstance(users, list) else 0),
-                    "users": list(users) if isinstance(users, list) else [],
-                }
-            )
+            users = [u for u in users if isinstance(u, str)] if isinstance(users, list) else []
+            count = r.get("count")
+            valid = isinstance(count, int) and not isinstance(count, bool) and 0 <= count < 2**53
+            out.append({"name": r["name"], "count": count if valid else len(users), "users": users})
     return out
 
 
