@@ -146,3 +146,41 @@ def test_a_heading_that_is_the_whole_line_gives_a_clipped_title() -> None:
     assert len(drafts[0].title) <= limit
     assert drafts[0].title.endswith("…")
     assert text[2:].startswith(drafts[0].title[:-1])
+
+
+def _tagged_note(tags: int) -> Record:
+    words = []
+    for i in range(tags):
+        words.extend(_WORDS[:19])
+        words.append(f"#topic{i}")
+    return Record(
+        text=" ".join(words), ref="note.md", tags=("front", *(f"topic{i}" for i in range(tags)))
+    )
+
+
+def test_a_long_note_gives_each_chunk_only_its_own_inline_tags() -> None:
+    from stratamem.entities.extract import record_mentions
+
+    record = _tagged_note(400)
+    drafts = list(chunk_records(SourceKind.DOCUMENT, [record]))
+    assert len(drafts) > 20
+    # Every chunk keeps the tag written nowhere in the text; each inline tag lands on the
+    # chunks that hold it (two at most, with the overlap), not on every chunk.
+    assert all(d.tags[0] == "front" for d in drafts)
+    placed = sum(len(d.tags) - 1 for d in drafts)
+    assert 400 <= placed <= 2 * 400
+    for draft in drafts:
+        assert all(f"#{tag}" in draft.content for tag in draft.tags[1:])
+        mentions, _ = record_mentions(
+            draft.content, draft.records, scope="notes:x", kind=SourceKind.DOCUMENT
+        )
+        tagged = {m.entity_id for m in mentions if m.kind == "tag"}
+        assert tagged == {f"tag:{tag}" for tag in draft.tags}
+
+
+def test_a_note_with_few_tags_gives_every_chunk_all_of_them() -> None:
+    record = _tagged_note(8)
+    record = Record(text=record.text * 10, ref=record.ref, tags=record.tags[:8])
+    drafts = list(chunk_records(SourceKind.DOCUMENT, [record]))
+    assert len(drafts) > 1
+    assert all(d.tags == record.tags for d in drafts)

@@ -78,7 +78,7 @@ def record_mentions(
         for name in record.mentions:
             out.add("person", name)
             mention_words.update(part.lower() for part in name.split())
-        for tag in record.tags:
+        for tag in chunk_tags(content, record) if kind is SourceKind.DOCUMENT else record.tags:
             out.add("tag", tag.lstrip("#"))
         links = record.links
         if kind is SourceKind.DOCUMENT and len(links) > 8:
@@ -158,6 +158,43 @@ def _links_in(content: str, links: tuple[str, ...]) -> list[str]:
 
 
 _stem_cache: tuple[tuple[str, ...] | None, dict[str, list[str]]] = (None, {})
+
+# A document with more tags than this gives each chunk only its own (see chunk_tags).
+_MANY_TAGS = 8
+
+
+def chunk_tags(content: str, record: Record) -> tuple[str, ...]:
+    """The tags of ``record`` that belong to the chunk ``content`` of it.
+
+    A note with a handful of tags is about all of them, so every chunk keeps them all. A long
+    note with many inline ``#tags`` is not: giving each of its chunks every tag would cost
+    tags × chunks entity rows, quadratic in the note's length. Such a chunk keeps the tags
+    written in it, and the tags written nowhere in the note's text (front matter), which
+    describe the whole note.
+    """
+    tags = record.tags
+    if len(tags) <= _MANY_TAGS:
+        return tags
+    global _tag_cache
+    if _tag_cache[0] is not record:
+        by_key = {_tag_key(tag): tag for tag in tags}
+        written = {_tag_key(m.group(1)) for m in _HASHTAG.finditer(record.text)}
+        _tag_cache = (record, tuple(t for t in tags if _tag_key(t) not in written), by_key)
+    _, floating, by_key = _tag_cache
+    found = dict.fromkeys(floating)
+    if "#" in content:
+        for match in _HASHTAG.finditer(content):
+            tag = by_key.get(_tag_key(match.group(1)))
+            if tag is not None:
+                found.setdefault(tag)
+    return tuple(found)
+
+
+def _tag_key(tag: str) -> str:
+    return tag.lstrip("#").rstrip(_TRAILING).lower()
+
+
+_tag_cache: tuple[Record | None, tuple[str, ...], dict[str, str]] = (None, (), {})
 
 
 def _normal_url(url: str) -> str:

@@ -12,6 +12,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
+from stratamem.entities.extract import chunk_tags
 from stratamem.ingest.model import Record
 from stratamem.ingest.splitting import split_text
 from stratamem.types import SourceKind
@@ -103,7 +104,7 @@ def _document(record: Record, config: ChunkingConfig) -> Iterator[Draft]:
             ref=ref,
             thread=record.thread,
             doc=record.doc,
-            tags=record.tags,
+            tags=chunk_tags(content, record) if len(spans) > 1 else record.tags,
             meta={"part": part, "parts": len(spans)} if len(spans) > 1 else {},
         )
 
