@@ -99,7 +99,12 @@ BAD_CALLS: list[tuple[str, ...]] = [
             (("topic", "topic:phoenix"), "--limit", ["0", "99999999999999999999"]),
             (("drill", "sum_x"), "--depth", ["-1", "33", "99999999999999999999"]),
             (("drill", "sum_x"), "--limit", ["0", "-1", "99999999999999999999"]),
-            (("ingest", str(EXAMPLES / "notes")), "--max-item-size", ["abc", "-1", "0", "12Q"]),
+            (
+                ("ingest", str(EXAMPLES / "notes")),
+                "--max-item-size",
+                ["abc", "-1", "0", "12Q", "1e30G"],
+            ),
+            (("ingest", str(EXAMPLES / "notes")), "--scope", ["", "   "]),
         ]
         for value in values
     ],

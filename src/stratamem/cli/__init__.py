@@ -83,7 +83,11 @@ def main(ctx: click.Context, db: Path | None, debug: bool) -> None:
     type=click.Choice([spec.name for spec in registry.known()]),
     help="The connector to use (default: detected from the path).",
 )
-@click.option("--scope", help="The source scope to file it under (default: from the path).")
+@click.option(
+    "--scope",
+    callback=lambda ctx, param, value: _scope_name(value),
+    help="The source scope to file it under (default: from the path).",
+)
 @click.option("--embed", "embed_now", is_flag=True, help="Embed the new chunks right away.")
 @click.option("--quiet", is_flag=True, help="No progress bar.")
 @click.option(
@@ -186,7 +190,18 @@ def _byte_size(value: str | None) -> int | None:
         raise click.BadParameter(f"{value!r} is not a size such as 64M, 1G or 500K") from None
     if size < 1:
         raise click.BadParameter(f"{value!r}: the size must be at least one byte")
+    if size > _MAX_ITEM_SIZE:
+        raise click.BadParameter(f"{value!r}: the size must be at most 1024G")
     return size
+
+
+_MAX_ITEM_SIZE = 1 << 40
+
+
+def _scope_name(value: str | None) -> str | None:
+    if value is not None and not value.strip():
+        raise click.BadParameter("the scope must not be empty")
+    return value.strip() if value is not None else None
 
 
 def _print_report(report: IngestReport) -> None:
