@@ -4,7 +4,7 @@ Layout (little-endian), written to a temporary file beside the target, fsynced, 
 over it, so a reader sees the old file or the new one, never half of one::
 
     offset   size   content
-    0        8      magic, one per kind of index (``b"SMBM25X1"``, ``b"SMVECIX1"``)
+    0        8      magic, one per kind of index (``b"SMBM25X2"``, ``b"SMVECIX2"``)
     8        4      H, the header length, uint32
     12       H      header, UTF-8 JSON object, keys sorted
     12+H     ...    body: the index's own sections (see ``bm25_file``, ``vector_store_file``)
