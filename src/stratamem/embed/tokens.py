@@ -104,7 +104,8 @@ def truncate_to_tokens(text: str, n: int) -> str:
     """The longest prefix of ``text`` that ends at a token boundary and holds at most ``n`` tokens.
 
     The cut falls at the end of the ``n``-th word piece (by its character offsets), so it can
-    fall inside a word that was split into several pieces; trailing whitespace is dropped.
+    fall inside a word that was split into several pieces, but never inside one character that
+    became several pieces; trailing whitespace is dropped.
     """
     if n < 0:
         raise ValueError(f"n must be >= 0, got {n}")
@@ -119,6 +120,10 @@ def truncate_to_tokens(text: str, n: int) -> str:
     offsets = tokenizer.encode(text, add_special_tokens=False).offsets
     if len(offsets) <= n:
         return text
-    if n == 0:
-        return ""
-    return text[: offsets[n - 1][1]].rstrip()
+    # Cut after piece k only where piece k+1 starts past it: the pieces of one character
+    # (Hangul and other decomposed letters) share its offsets and cannot be parted.
+    for k in range(n, 0, -1):
+        end = offsets[k - 1][1]
+        if offsets[k][0] >= end:
+            return text[:end].rstrip()
+    return ""
