@@ -47,6 +47,8 @@ CASE_MODULES = (
     "cases_markdown",
     "cases_irc",
     "cases_email",
+    "cases_maildir",
+    "cases_eml",
 )
 BAD = frozenset({"uncaught", "hang", "partial", "unplaced"})
 

@@ -510,6 +510,27 @@ def test_html_to_text(markup: str, text: str) -> None:
     assert mail.html_to_text(markup) == text
 
 
+@pytest.mark.parametrize(
+    ("markup", "text"),
+    [
+        ("<a title='x > y'>link</a> after", "link after"),
+        ('<img alt="a>b"/>text', "text"),
+        ("<SCRIPT>if (a<b) {}</script >shown", "shown"),
+        ("a <b and c", "a <b and c"),
+        ("x <!-- never closed", "x <!-- never closed"),
+        ("<p>unclosed <a href='x", "unclosed <a href='x"),
+        ("<!DOCTYPE html><?xml x?>body", "body"),
+    ],
+)
+def test_html_to_text_odd_markup(markup: str, text: str) -> None:
+    assert mail.html_to_text(markup) == text
+
+
+@given(st.text(alphabet="<>/!?-'\"= apbr&;#x\n", max_size=60))
+def test_html_to_text_takes_any_markup(markup: str) -> None:
+    assert isinstance(mail.html_to_text(markup), str)
+
+
 # --------------------------------------------------------------------------- detection
 
 

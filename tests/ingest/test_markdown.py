@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import time
 from collections.abc import Iterator
@@ -407,3 +408,21 @@ def test_real_til_collection(shared_data: Path) -> None:
     )
     # Hex colours and Elixir's #PID<...> live in code blocks: no stray tags.
     assert {tag for r in records.values() for tag in r.tags} == {"find_or_create_by"}
+
+
+# The patterns the linear readers replaced; they say what a code span and a heading are.
+CODE_SPAN = re.compile(r"(?<!`)(`+)(?!`)[^\n]+?(?<!`)\1(?!`)")
+HEADING = re.compile(r" {0,3}#[ \t]+(.+?)(?:[ \t]+#+)?[ \t]*$")
+
+
+@given(st.text(alphabet="`a \t", max_size=40))
+def test_inline_code_mask_blanks_what_the_code_span_pattern_finds(line: str) -> None:
+    expected = CODE_SPAN.sub(lambda m: " " * len(m[0]), line)
+    assert markdown._mask_inline_code(line) == expected
+
+
+@given(st.text(alphabet="# \tab", max_size=20), st.sampled_from(["", " ", "   "]))
+def test_heading_text_is_what_the_heading_pattern_finds(rest: str, indent: str) -> None:
+    line = f"{indent}# {rest}"
+    match = HEADING.match(line)
+    assert markdown._heading_text(line) == (match[1].strip() if match else "")

@@ -11,6 +11,12 @@ the ``From `` separator and ``meta["offset"]`` its byte offset.
 
 Threads are resolved while streaming with a map of message id to thread root, so a reply whose
 References header was truncated still lands in its root's thread when an ancestor was seen.
+
+Bounds. A message larger than ``ReadContext.max_item_bytes`` is reported and skipped without
+being held (an mbox is read line by line, an over-long line never held whole); FIFOs, devices
+and sockets in a Maildir or folder of ``.eml`` files are reported, never opened for reading. A
+message that fails in any way is reported with its place (``message 3 (line 120)`` in an mbox,
+``file`` for one message per file, with ``<message-id>`` when known) and the rest go on.
 """
 
 from __future__ import annotations
@@ -37,7 +43,19 @@ from stratamem.ingest.connectors.mailbody import (
     html_to_text,
     split_body,
 )
-from stratamem.ingest.model import ReadContext, Record, SourceStream, to_utc
+from stratamem.ingest.model import (
+    ReadContext,
+    Record,
+    SourceStream,
+    capped_lines,
+    clean_text,
+    describe_failure,
+    irregular,
+    open_failure,
+    open_regular,
+    read_item,
+    to_utc,
+)
 from stratamem.ingest.registry import register
 from stratamem.types import SourceKind
 
@@ -60,8 +78,12 @@ _MSGID = re.compile(r"<([^<>\s]+)>")
 
 
 def _message_ids(value: object) -> list[str]:
-    """Message ids without angle brackets; bare tokens count only when they hold an ``@``."""
-    text = _header_text(value)
+    """Message ids without angle brackets; bare tokens count only when they hold an ``@``.
+
+    Ids are never encoded words, so the header is read raw: a References header of a long
+    thread may exceed the length other headers are decoded to.
+    """
+    text = _clean(value) if isinstance(value, str) else _header_text(value)
     found = _MSGID.findall(text)
     if found:
         return found
@@ -82,7 +104,9 @@ def _addresses(msg: Message, name: str) -> list[tuple[str, str]]:
     return pairs
 
 
-_ADDRESS = re.compile(r"[\w.!#$%&'*+/=?^`{|}~-]+@[\w-]+(?:\.[\w-]+)+")
+# An address starts where a run of address characters starts, so a long run without "@" is
+# tried once, not once per character.
+_ADDRESS = re.compile(r"(?<![\w.!#$%&'*+/=?^`{|}~-])[\w.!#$%&'*+/=?^`{|}~-]+@[\w-]+(?:\.[\w-]+)+")
 
 
 def _address_list(msg: Message, name: str) -> list[str]:
@@ -135,11 +159,15 @@ class _Threads:
 
 @dataclass(frozen=True, slots=True)
 class _RawMessage:
-    """The bytes of one message and where it came from, for refs and problem reports."""
+    """The bytes of one message and where it came from, for refs and problem reports.
+
+    ``path`` is the file as problems and refs name it; ``where`` the place of the message in
+    it (``message 3 (line 120)``), or ``file`` for a file that holds one message.
+    """
 
     data: bytes
     path: str
-    where: str = ""
+    where: str = "file"
     meta: dict[str, Any] = field(default_factory=dict)
 
 
@@ -147,14 +175,61 @@ class _Unreadable(Exception):
     """A message that cannot be read as mail at all."""
 
 
-def _parse(raw: _RawMessage, threads: _Threads) -> Record:
-    if not raw.data.strip():
-        raise _Unreadable("empty message")
-    msg = message_from_bytes(raw.data, policy=compat32)
-    if not msg.keys():
-        raise _Unreadable("no mail headers")
+def _read_message(raw: _RawMessage, threads: _Threads, ctx: ReadContext) -> Record | None:
+    """The record of one message, or None after reporting why it was skipped."""
+    where = raw.where
+    try:
+        if not raw.data.strip():
+            raise _Unreadable("empty message")
+        _check_mime_shape(raw.data)
+        msg = message_from_bytes(raw.data, policy=compat32)
+        if not msg.keys():
+            raise _Unreadable("no mail headers")
+        own_ids = _message_ids(msg.get("Message-ID"))
+        if own_ids:
+            where = f"{where} <{own_ids[0]}>" if raw.where != "file" else f"<{own_ids[0]}>"
+        return _parse(raw, msg, own_ids, threads)
+    except _Unreadable as exc:
+        ctx.skip(raw.path, where, str(exc))
+    except Exception as exc:  # one pathological message must not end a mailbox of thousands
+        ctx.skip(raw.path, where, describe_failure(exc))
+    return None
 
-    own_ids = _message_ids(msg.get("Message-ID"))
+
+# The stdlib parser checks every line against every open boundary and compiles a pattern per
+# multipart: past these bounds a message costs seconds. Real mail nests a handful deep.
+_MAX_MIME_DEPTH = 64
+_MAX_MIME_BOUNDARIES = 2000
+_BOUNDARY = re.compile(rb'boundary\s*=\s*"?([^"\s;]+)', re.IGNORECASE)
+
+
+def _check_mime_shape(data: bytes) -> None:
+    """Refuse a message whose multiparts nest deeper than :data:`_MAX_MIME_DEPTH` or number
+    more than :data:`_MAX_MIME_BOUNDARIES`, in one pass over its lines before it is parsed."""
+    declared = {match[1] for match in _BOUNDARY.finditer(data)}
+    if len(declared) > _MAX_MIME_BOUNDARIES:
+        raise _Unreadable(f"more than {_MAX_MIME_BOUNDARIES:,} MIME boundaries")
+    if len(declared) <= _MAX_MIME_DEPTH:
+        return
+    open_parts: list[bytes] = []
+    for line in data.split(b"\n"):
+        if not line.startswith(b"--"):
+            continue
+        token = line[2:].rstrip()
+        closing = token.endswith(b"--")
+        name = token[:-2] if closing else token
+        if name not in declared:
+            continue
+        if name in open_parts:
+            # The next part of an open multipart closes every part opened inside it.
+            del open_parts[open_parts.index(name) + (0 if closing else 1) :]
+        elif not closing:
+            open_parts.append(name)
+            if len(open_parts) > _MAX_MIME_DEPTH:
+                raise _Unreadable(f"MIME parts nested more than {_MAX_MIME_DEPTH} deep")
+
+
+def _parse(raw: _RawMessage, msg: Message, own_ids: list[str], threads: _Threads) -> Record:
     message_id = own_ids[0] if own_ids else None
     record_id = message_id or "sha256:" + hashlib.sha256(raw.data).hexdigest()[:32]
     in_reply_to = next(iter(_message_ids(msg.get("In-Reply-To"))), None)
@@ -200,16 +275,9 @@ def _parse(raw: _RawMessage, threads: _Threads) -> Record:
 def _records(messages: Iterable[_RawMessage], ctx: ReadContext) -> Iterator[Record]:
     threads = _Threads()
     for raw in messages:
-        try:
-            record = _parse(raw, threads)
-        except _Unreadable as exc:
-            ctx.skip(raw.path, raw.where, str(exc))
-            continue
-        except Exception as exc:
-            # One pathological message must not end a mailbox of thousands; report and go on.
-            ctx.skip(raw.path, raw.where, f"cannot parse message: {type(exc).__name__}: {exc}")
-            continue
-        yield record
+        record = _read_message(raw, threads, ctx)
+        if record is not None:
+            yield record
 
 
 # --------------------------------------------------------------------------- mbox
@@ -234,43 +302,73 @@ class _MboxMessage:
     line: int
     offset: int
     lines: list[bytes] = field(default_factory=list)
+    size: int = 0
 
-    def raw(self, path: Path) -> _RawMessage:
+    def add(self, line: bytes | int, limit: int) -> None:
+        """Keep ``line`` while the message stays within ``limit`` bytes; past it, only count."""
+        self.size += line if isinstance(line, int) else len(line)
+        if self.size > limit:
+            self.lines.clear()
+        elif isinstance(line, bytes):
+            self.lines.append(line)
+
+    @property
+    def where(self) -> str:
+        return f"message {self.index} (line {self.line})"
+
+    def raw(self, shown: str) -> _RawMessage:
         return _RawMessage(
             b"".join(self.lines),
-            str(path),
-            f"message {self.index} (line {self.line})",
+            shown,
+            self.where,
             {"index": self.index, "line": self.line, "offset": self.offset},
         )
 
 
-def _mbox_messages(path: Path) -> Iterator[_RawMessage]:
+def _mbox_messages(path: Path, ctx: ReadContext) -> Iterator[_RawMessage]:
     """Messages of an mbox file, one at a time; only the current message is held in memory.
 
     A separator is a ``From `` line carrying a time and a year, as mutt requires, so an
     unescaped "From the start..." in a body does not split a message. ``>From `` lines are
-    unescaped (mboxrd).
+    unescaped (mboxrd). A message over ``ctx.max_item_bytes`` is reported, not yielded.
     """
+    shown = clean_text(str(path))
+    limit = ctx.max_item_bytes
     current: _MboxMessage | None = None
     offset = 0
-    with path.open("rb") as handle:
-        for number, line in enumerate(handle, start=1):
+    try:
+        handle = open_regular(path)
+    except OSError as exc:
+        raise SourceFormatError(shown, "file", open_failure(path, exc)) from None
+    with handle:
+        for number, line in enumerate(capped_lines(handle, limit), start=1):
             if current is None:
-                current = _first_message(path, line, number, offset)
+                current = _first_message(shown, line, number, offset)
+            elif isinstance(line, int):
+                current.add(line, limit)
             elif line.startswith(b"From ") and _FROM_LINE.match(line, 0, _FROM_LINE_LIMIT):
-                yield current.raw(path)
+                yield from _finished(current, shown, ctx)
                 current = _MboxMessage(current.index + 1, number, offset)
             elif line[:1] == b">" and _ESCAPED_FROM.match(line):
-                current.lines.append(line[1:])
+                current.add(line[1:], limit)
             else:
-                current.lines.append(line)
-            offset += len(line)
+                current.add(line, limit)
+            offset += line if isinstance(line, int) else len(line)
     if current is not None:
-        yield current.raw(path)
+        yield from _finished(current, shown, ctx)
 
 
-def _first_message(path: Path, line: bytes, number: int, offset: int) -> _MboxMessage | None:
+def _finished(message: _MboxMessage, shown: str, ctx: ReadContext) -> Iterator[_RawMessage]:
+    if ctx.too_large(message.size):
+        ctx.skip(shown, message.where, ctx.size_reason(message.size))
+    else:
+        yield message.raw(shown)
+
+
+def _first_message(shown: str, line: bytes | int, number: int, offset: int) -> _MboxMessage | None:
     """The message the first non-blank line opens, or a :class:`SourceFormatError`."""
+    if isinstance(line, int):
+        raise SourceFormatError(shown, f"line {number}", "not an mbox file (no 'From ' line)")
     if not line.strip():
         return None
     if line.startswith(b"From "):
@@ -278,13 +376,14 @@ def _first_message(path: Path, line: bytes, number: int, offset: int) -> _MboxMe
     if _FIRST_HEADER.match(line):
         # A single message saved without the mbox envelope line: still mail.
         return _MboxMessage(1, number, offset, [line])
-    raise SourceFormatError(str(path), f"line {number}", "not an mbox file (no 'From ' line)")
+    raise SourceFormatError(shown, f"line {number}", "not an mbox file (no 'From ' line)")
 
 
 def _mbox_records(path: Path, ctx: ReadContext) -> Iterator[Record]:
     if not path.is_file():
-        raise SourceFormatError(str(path), "", "not a file")
-    yield from _records(_mbox_messages(path), ctx)
+        reason = irregular(path) if path.exists() else None
+        raise SourceFormatError(clean_text(str(path)), "file", reason or "not a file")
+    yield from _records(_mbox_messages(path, ctx), ctx)
 
 
 # --------------------------------------------------------------------------- files
@@ -300,17 +399,18 @@ def _is_maildir(path: Path) -> bool:
 
 def _looks_like_mail(path: Path) -> bool:
     try:
-        with path.open("rb") as handle:
+        with open_regular(path) as handle:
             return bool(_HEADER_LINE.match(handle.readline(1024)))
     except OSError:
         return False
 
 
-def _maildir_files(root: Path) -> list[Path]:
+def _maildir_files(root: Path, ctx: ReadContext) -> list[Path]:
     """Every message under a Maildir and its sub-folders (``foo/``, Maildir++ ``.Sent/``).
 
     Files in ``cur/`` and ``new/`` are messages; loose files elsewhere count only when they
     start like mail, since some archives (notmuch's test corpus) keep messages there too.
+    What is not a regular file is reported where a message would be, else passed over.
     """
     found: list[Path] = []
     for dirpath, dirnames, filenames in os.walk(root):
@@ -327,7 +427,11 @@ def _maildir_files(root: Path) -> list[Path]:
             if name.startswith(".") or name.startswith("dovecot") or name in _MAILDIR_META:
                 continue
             file = here / name
-            if in_box or _looks_like_mail(file):
+            not_regular = irregular(file)
+            if not_regular is not None:
+                if in_box:
+                    ctx.skip(clean_text(str(file)), "file", not_regular)
+            elif in_box or _looks_like_mail(file):
                 found.append(file)
     return found
 
@@ -336,17 +440,17 @@ def _header_date(path: Path) -> datetime | None:
     """The Date of a message file, reading only its header block."""
     head = bytearray()
     try:
-        with path.open("rb") as handle:
+        with open_regular(path) as handle:
             # Bounded reads: a binary file in cur/ may have no line breaks at all.
             while len(head) < _HEADER_SIZE_LIMIT:
                 line = handle.readline(_HEADER_SIZE_LIMIT)
                 if not line.strip():
                     break
                 head += line
-    except OSError:
+        headers = BytesHeaderParser(policy=compat32).parsebytes(bytes(head))
+        return _parse_date(headers.get("Date"))
+    except Exception:  # only the reading order depends on it; the message reports itself
         return None
-    headers = BytesHeaderParser(policy=compat32).parsebytes(bytes(head))
-    return _parse_date(headers.get("Date"))
 
 
 _EPOCH = datetime(1, 1, 1, tzinfo=UTC)
@@ -370,11 +474,10 @@ def _file_messages(
     files: list[Path], root: Path, ctx: ReadContext, *, folders: bool = False
 ) -> Iterator[_RawMessage]:
     for file in _by_date(files, root):
-        relative = _relative(file, root)
-        try:
-            data = file.read_bytes()
-        except OSError as exc:
-            ctx.skip(file, "", f"cannot read: {exc.strerror or exc}")
+        relative = clean_text(_relative(file, root))
+        shown = clean_text(str(file))
+        data = read_item(file, ctx, shown=shown)
+        if data is None:
             continue
         meta: dict[str, Any] = {"file": relative}
         if folders:
@@ -382,25 +485,42 @@ def _file_messages(
             if folder.name in ("cur", "new"):
                 folder = folder.parent
             meta["folder"] = "" if folder == Path(".") else folder.as_posix()
-        yield _RawMessage(data, str(file), "", meta)
+        yield _RawMessage(data, shown, "file", meta)
 
 
 def _maildir_records(path: Path, ctx: ReadContext) -> Iterator[Record]:
     if not path.is_dir():
-        raise SourceFormatError(str(path), "", "not a Maildir folder")
-    yield from _records(_file_messages(_maildir_files(path), path, ctx, folders=True), ctx)
+        raise SourceFormatError(clean_text(str(path)), "file", "not a Maildir folder")
+    files = _maildir_files(path, ctx)
+    yield from _records(_file_messages(files, path, ctx, folders=True), ctx)
 
 
-def _eml_files(path: Path) -> list[Path]:
+def _eml_files(path: Path, ctx: ReadContext) -> list[Path]:
     if path.is_file():
         return [path]
-    return [p for p in path.iterdir() if p.is_file() and p.suffix.lower() == ".eml"]
+    found: list[Path] = []
+    for child in sorted(path.iterdir()):
+        if child.suffix.lower() != ".eml" or child.is_dir():
+            continue
+        not_regular = irregular(child)
+        if not_regular is None:
+            found.append(child)
+        else:
+            ctx.skip(clean_text(str(child)), "file", not_regular)
+    return found
 
 
 def _eml_records(path: Path, ctx: ReadContext) -> Iterator[Record]:
+    shown = clean_text(str(path))
     if not path.exists():
-        raise SourceFormatError(str(path), "", "no such file or directory")
-    yield from _records(_file_messages(_eml_files(path), path, ctx), ctx)
+        raise SourceFormatError(shown, "file", "no such file or directory")
+    if not path.is_file() and not path.is_dir():
+        raise SourceFormatError(shown, "file", irregular(path) or "not a file or folder")
+    try:
+        files = _eml_files(path, ctx)
+    except OSError as exc:
+        raise SourceFormatError(shown, "file", open_failure(path, exc)) from None
+    yield from _records(_file_messages(files, path, ctx), ctx)
 
 
 # --------------------------------------------------------------------------- connectors

@@ -17,6 +17,14 @@ Two things the Ubuntu logs need:
   line (the logs start with context from the evening before). When some line's hour equals the
   name's hour, that line is put on the named date and the rest of the file is shifted with it;
   when none does, the first line is put on the named date.
+
+A time that leaves the calendar (a full timestamp of year 1 with a zone east of UTC, a log of
+9999-12-31 running past midnight) has no UTC equivalent: a line that states one is reported and
+skipped; lines whose clock time is counted past the end are kept without a time, reported once.
+
+Bounds: a line longer than ``ReadContext.max_item_bytes`` is reported and skipped without being
+held; FIFOs, devices and sockets in a folder are reported, never opened for reading; each line
+is parsed in time linear in its length. Any other failure of one line skips that line.
 """
 
 from __future__ import annotations
@@ -30,7 +38,19 @@ from datetime import UTC, date, datetime, time, timedelta, timezone
 from pathlib import Path
 
 from stratamem.errors import IngestError
-from stratamem.ingest.model import ReadContext, Record, SourceStream, from_epoch
+from stratamem.ingest.model import (
+    ReadContext,
+    Record,
+    SourceStream,
+    capped_lines,
+    clean_text,
+    describe_failure,
+    from_epoch,
+    irregular,
+    open_failure,
+    open_regular,
+    to_utc,
+)
 from stratamem.ingest.registry import register
 from stratamem.types import SourceKind
 
@@ -41,6 +61,8 @@ _SNIFF_LINES = 20
 _SNIFF_FILES = 10
 # Most of the sniffed lines must parse; a few stray lines (a MOTD, a paste) are allowed.
 _SNIFF_SHARE = 0.6
+# A log line is short; sniffing looks no further into a longer one.
+_SNIFF_LINE_BYTES = 64 * 1024
 
 _STAMP = re.compile(
     r"\[?(?:(?P<date>\d{4}-\d{2}-\d{2})[ T])?"
@@ -71,7 +93,8 @@ class IrcConnector:
             label = path.resolve().name
             prefix = label + "/"
         else:
-            raise IngestError(f"{path}: not a file or folder")
+            reason = irregular(path) or "not a file or folder"
+            raise IngestError(f"{clean_text(str(path))}: {reason}")
         yield SourceStream(
             scope=ctx.scope_for(f"irc:{label}"),
             kind=SourceKind.CHAT,
@@ -109,18 +132,25 @@ def _candidate_files(root: Path) -> list[Path]:
 def _looks_like_log(path: Path) -> bool:
     checked = matched = 0
     try:
-        with path.open(encoding="utf-8", errors="replace") as handle:
-            for line in handle:
-                line = line.strip()
-                if not line:
+        with open_regular(path) as handle:
+            for raw in capped_lines(handle, _SNIFF_LINE_BYTES):
+                line = "" if isinstance(raw, int) else raw.decode("utf-8", "replace").strip()
+                if isinstance(raw, bytes) and not line:
                     continue
                 checked += 1
-                matched += _parse(line) is not None
+                matched += _sniff(line)
                 if checked >= _SNIFF_LINES:
                     break
     except OSError:
         return False
     return checked > 0 and matched >= _SNIFF_SHARE * checked
+
+
+def _sniff(line: str) -> bool:
+    try:
+        return _parse(line) is not None
+    except ValueError:  # a line of the format with an impossible time is still one
+        return True
 
 
 @dataclass(frozen=True, slots=True)
@@ -136,7 +166,10 @@ class _Line:
 
 
 def _parse(line: str) -> _Line | None:
-    """A log line parsed, or None when it is no IRC line at all."""
+    """A log line parsed, or None when it is no IRC line at all.
+
+    Raises ``ValueError`` for a full timestamp with no UTC equivalent or an impossible zone.
+    """
     stamp = _STAMP.match(line)
     rest = line[stamp.end() :] if stamp else line
     if _SYSTEM.match(rest):
@@ -160,7 +193,7 @@ def _parse(line: str) -> _Line | None:
         except ValueError:
             return None
         full = datetime.combine(day, time(hour, minute, second), tzinfo=_zone(stamp["tz"]))
-        full = full.astimezone(UTC)
+        full = to_utc(full)
     return _Line(
         nick=message["nick"],
         text=(message["text"] or "").strip(),
@@ -172,75 +205,102 @@ def _parse(line: str) -> _Line | None:
 
 
 def _zone(text: str | None) -> timezone:
+    """The zone of ``Z``/``+05:30``/``-0800``; ``ValueError`` for one a day or more from UTC."""
     if not text or text == "Z":
         return UTC
     sign = -1 if text[0] == "-" else 1
     digits = text[1:].replace(":", "")
-    return timezone(sign * timedelta(hours=int(digits[:2]), minutes=int(digits[2:])))
+    hours, minutes = int(digits[:2]), int(digits[2:])
+    if hours > 23 or minutes > 59:
+        raise ValueError(f"no such time zone: {text}")
+    return timezone(sign * timedelta(hours=hours, minutes=minutes))
 
 
 def _records(root: Path, files: list[Path], prefix: str, ctx: ReadContext) -> Iterator[Record]:
     for file in files:
-        if root != file and not _looks_like_log(file):
-            ctx.skip(file, "", "does not look like an IRC log; skipped")
-            continue
+        shown = clean_text(str(file))
+        if root != file:
+            not_regular = irregular(file)
+            if not_regular is not None:
+                ctx.skip(shown, "file", not_regular)
+                continue
+            if not _looks_like_log(file):
+                ctx.skip(shown, "file", "does not look like an IRC log; skipped")
+                continue
         rel = file.name if root == file else file.relative_to(root).as_posix()
-        yield from _read_file(file, prefix + rel, ctx)
+        yield from _read_file(file, shown, clean_text(prefix + rel), ctx)
 
 
-def _read_file(file: Path, ref: str, ctx: ReadContext) -> Iterator[Record]:
+def _read_file(file: Path, shown: str, ref: str, ctx: ReadContext) -> Iterator[Record]:
     try:
-        lines, not_utf8 = _read_lines(file)
+        parsed = _parse_file(file, shown, ctx)
     except OSError as exc:
-        ctx.skip(file, "", f"cannot be read: {exc.strerror or exc}")
+        ctx.skip(shown, "file", open_failure(file, exc))
         return
-    if not_utf8:
-        reason = f"{len(not_utf8)} line(s) not UTF-8, read as Latin-1; the first is here"
-        ctx.skip(file, f"line {not_utf8[0]}", reason)
-    parsed: list[tuple[int, _Line]] = []
-    for number, line in enumerate(lines, start=1):
-        if not line.strip():
-            continue
-        entry = _parse(line.strip())
-        if entry is None:
-            ctx.skip(file, f"line {number}", "unrecognised line")
-        else:
-            parsed.append((number, entry))
-    times = _times(file, [entry for _, entry in parsed], ctx)
-    stem = file.stem
+    times = _times(file, shown, parsed, ctx)
+    stem = clean_text(file.stem)
     speakers: dict[str, str] = {}
     # Who speaks anywhere in the file may be addressed before their first line.
     present = {entry.nick.lower(): entry.nick for _, entry in parsed if entry.nick is not None}
     for (number, entry), ts in zip(parsed, times, strict=True):
-        if entry.nick is None:
-            _note_presence(entry.text, present)
-            continue
-        if entry.text:
-            yield Record(
-                text=entry.text,
-                ref=f"{ref}:{number}",
-                ts=ts,
-                author=entry.nick,
-                author_id=entry.nick.lower(),
-                id=f"{stem}:{number}",
-                mentions=_mentions(entry, speakers, present),
-                meta={"action": entry.action},
-            )
-        speakers.setdefault(entry.nick.lower(), entry.nick)
+        record: Record | None = None
+        with ctx.item(shown, f"line {number}"):
+            if entry.nick is None:
+                _note_presence(entry.text, present)
+                continue
+            if entry.text:
+                record = Record(
+                    text=entry.text,
+                    ref=f"{ref}:{number}",
+                    ts=ts,
+                    author=entry.nick,
+                    author_id=entry.nick.lower(),
+                    id=f"{stem}:{number}",
+                    mentions=_mentions(entry, speakers, present),
+                    meta={"action": entry.action},
+                )
+            speakers.setdefault(entry.nick.lower(), entry.nick)
+        if record is not None:
+            yield record
 
 
-def _read_lines(file: Path) -> tuple[list[str], list[int]]:
-    """The file's lines, each decoded as UTF-8 or else Latin-1 (old logs mix them)."""
-    lines: list[str] = []
+def _parse_file(file: Path, shown: str, ctx: ReadContext) -> list[tuple[int, _Line]]:
+    """The parsed lines of a file with their numbers; each line is decoded as UTF-8 or else
+    Latin-1 (old logs mix them). Lines that fail are reported and left out."""
+    parsed: list[tuple[int, _Line]] = []
+    problems: list[tuple[str, str]] = []
     not_utf8: list[int] = []
-    with file.open("rb") as handle:
-        for number, raw in enumerate(handle, start=1):
+    with open_regular(file) as handle:
+        for number, raw in enumerate(capped_lines(handle, ctx.max_item_bytes), start=1):
+            if isinstance(raw, int):
+                problems.append((f"line {number}", ctx.size_reason(raw)))
+                continue
             try:
-                lines.append(raw.decode("utf-8"))
+                line = raw.decode("utf-8")
             except UnicodeDecodeError:
-                lines.append(raw.decode("latin-1"))
+                line = raw.decode("latin-1")
                 not_utf8.append(number)
-    return lines, not_utf8
+            line = line.strip()
+            if not line:
+                continue
+            try:
+                entry = _parse(line)
+            except ValueError as exc:  # an impossible time or zone: that line only
+                problems.append((f"line {number}", f"{exc}; line skipped"))
+                continue
+            except Exception as exc:
+                problems.append((f"line {number}", describe_failure(exc)))
+                continue
+            if entry is None:
+                problems.append((f"line {number}", "unrecognised line"))
+            else:
+                parsed.append((number, entry))
+    if not_utf8:
+        reason = f"{len(not_utf8)} line(s) not UTF-8, read as Latin-1; the first is here"
+        ctx.skip(shown, f"line {not_utf8[0]}", reason)
+    for where, reason in problems:
+        ctx.skip(shown, where, reason)
+    return parsed
 
 
 def _note_presence(text: str, present: dict[str, str]) -> None:
@@ -273,8 +333,11 @@ def _mentions(entry: _Line, speakers: dict[str, str], present: dict[str, str]) -
     return tuple(dict.fromkeys(found))
 
 
-def _times(file: Path, entries: list[_Line], ctx: ReadContext) -> list[datetime | None]:
+def _times(
+    file: Path, shown: str, parsed: list[tuple[int, _Line]], ctx: ReadContext
+) -> list[datetime | None]:
     """The UTC time of each entry (None for system lines without one); see the module doc."""
+    entries = [entry for _, entry in parsed]
     clocks = [entry.hour for entry in entries if entry.stamp is None and entry.hour is not None]
     period = 12 * 3600 if _twelve_hour_clock(clocks) else 24 * 3600
     named = _name_date(file.name)
@@ -283,28 +346,35 @@ def _times(file: Path, entries: list[_Line], ctx: ReadContext) -> list[datetime 
     else:
         try:
             base_day = from_epoch(file.stat().st_mtime).date()
-        except OSError:
+        except (OSError, OverflowError, ValueError):
             base_day = datetime.now(UTC).date()
         anchor_hour = None
         if clocks:
-            ctx.skip(file, "", "no date in the file name or lines; took the file's date")
+            ctx.skip(shown, "file", "no date in the file name or lines; took the file's date")
 
     times: list[datetime | None] = []
     current: datetime | None = None
     previous_clock: int | None = None
     clock_based: list[int] = []
     anchor: tuple[int, int] | None = None
+    lost: int | None = None
     for index, entry in enumerate(entries):
         if entry.stamp is not None:
             current, previous_clock = entry.stamp, None
+        elif entry.clock is not None and lost is not None and current is None:
+            pass  # past the calendar's end: no time until a line states a full one
         elif entry.clock is not None:
             clock = entry.clock % period
             if current is None:
-                current = datetime.combine(base_day, time(), tzinfo=UTC) + timedelta(seconds=clock)
+                current = _later(datetime.combine(base_day, time(), tzinfo=UTC), clock)
             elif previous_clock is None:
                 current = _next_at(current, entry.clock)
             else:
-                current += timedelta(seconds=(clock - previous_clock) % period)
+                current = _later(current, (clock - previous_clock) % period)
+            if current is None:
+                lost = index if lost is None else lost
+                times.append(None)
+                continue
             previous_clock = clock
             clock_based.append(index)
             if (
@@ -319,14 +389,18 @@ def _times(file: Path, entries: list[_Line], ctx: ReadContext) -> list[datetime 
     if anchor is not None:
         index, seconds = anchor
         computed = times[index]
-        if computed is not None:
-            wanted = datetime.combine(base_day, time(), tzinfo=UTC) + timedelta(seconds=seconds)
-            shift = wanted - computed
-            if shift:
-                for i in clock_based:
-                    moved = times[i]
-                    if moved is not None:
-                        times[i] = moved + shift
+        wanted = _later(datetime.combine(base_day, time(), tzinfo=UTC), seconds)
+        if computed is not None and wanted is not None and wanted != computed:
+            shift = (wanted - computed).total_seconds()
+            for i in clock_based:
+                moved = times[i]
+                if moved is not None:
+                    times[i] = _later(moved, shift)
+                    if times[i] is None:
+                        lost = i if lost is None else min(lost, i)
+    if lost is not None:
+        reason = "time outside the calendar; this line and the next without a date have none"
+        ctx.skip(shown, f"line {parsed[lost][0]}", reason)
     return times
 
 
@@ -354,10 +428,21 @@ def _name_date(name: str) -> tuple[date, int | None] | None:
     return day, hour
 
 
-def _next_at(after: datetime, clock: int) -> datetime:
-    """The first moment at or after ``after`` whose clock reads ``clock`` seconds into the day."""
-    candidate = datetime.combine(after.date(), time(), tzinfo=UTC) + timedelta(seconds=clock)
-    return candidate if candidate >= after else candidate + timedelta(days=1)
+def _next_at(after: datetime, clock: int) -> datetime | None:
+    """The first moment at or after ``after`` whose clock reads ``clock`` seconds into the day;
+    None past the end of the calendar."""
+    candidate = _later(datetime.combine(after.date(), time(), tzinfo=UTC), clock)
+    if candidate is None or candidate >= after:
+        return candidate
+    return _later(candidate, 24 * 3600)
+
+
+def _later(moment: datetime, seconds: float) -> datetime | None:
+    """``moment`` plus ``seconds``, or None past the calendar's end (or before its start)."""
+    try:
+        return moment + timedelta(seconds=seconds)
+    except OverflowError:
+        return None
 
 
 register(

@@ -11,31 +11,52 @@ plain text before HTML; HTML is turned into text only when no plain version exis
 Charset and RFC 2047 decoding live here because attachment names need them;
 :mod:`stratamem.ingest.connectors.email` reuses them for headers, so this module must not
 import from it.
+
+Everything here runs in time linear in the size of the message: the HTML reader is a small
+tokenizer of its own (the standard library's rescans the rest of the document at every ``<``
+that never closes, minutes for a 200 KB body), and a header is decoded from its first
+:data:`_HEADER_TEXT_LIMIT` characters only.
 """
 
 from __future__ import annotations
 
+import codecs
+import contextlib
+import html
 import re
 from dataclasses import dataclass, field
 from email.errors import HeaderParseError
 from email.header import Header, decode_header
 from email.message import Message
-from html.parser import HTMLParser
+
+from stratamem.ingest.model import clean_text
 
 # --------------------------------------------------------------------------- decoding
+
+
+# Codecs Python knows that are no mail charset: they decode in quadratic time (punycode) or
+# turn escapes into any character (unicode_escape).
+_NOT_CHARSETS = frozenset(
+    {"punycode", "idna", "unicode-escape", "raw-unicode-escape", "unicode_escape"}
+)
+# No real header is longer; RFC 2047 decoding is quadratic in the undecodable tail of one.
+_HEADER_TEXT_LIMIT = 16 * 1024
 
 
 def _decode_bytes(data: bytes, charset: str | None) -> str:
     """The declared charset, else UTF-8, else Latin-1, which decodes any byte string.
 
-    Unknown or bogus charset names (``unknown-8bit``, ``x-user-defined``) fall through.
+    Unknown or bogus charset names (``unknown-8bit``, ``x-user-defined``) fall through; lone
+    surrogates a charset can yield (UTF-7 does) become U+FFFD.
     """
     for candidate in (charset, "utf-8"):
         if not candidate:
             continue
         try:
-            return data.decode(candidate)
-        except (LookupError, ValueError):
+            if codecs.lookup(candidate).name in _NOT_CHARSETS:
+                continue
+            return clean_text(data.decode(candidate))
+        except (LookupError, ValueError, TypeError):
             continue
     return data.decode("latin-1")
 
@@ -43,19 +64,23 @@ def _decode_bytes(data: bytes, charset: str | None) -> str:
 def _clean(text: str) -> str:
     """Undo the surrogate escapes the stdlib parser uses for raw 8-bit headers.
 
-    Lone surrogates cannot be stored (SQLite rejects them), so they are turned back into bytes
-    and decoded properly.
+    Lone surrogates cannot be stored (SQLite rejects them), so escaped bytes are turned back
+    into bytes and decoded properly, and any other surrogate becomes U+FFFD.
     """
     if any("\udc80" <= ch <= "\udcff" for ch in text):
-        text = _decode_bytes(text.encode("utf-8", "surrogateescape"), "utf-8")
-    return text.replace("\x00", "")
+        # Surrogates outside the escape range as well: left to clean_text below.
+        with contextlib.suppress(UnicodeEncodeError):
+            text = _decode_bytes(text.encode("utf-8", "surrogateescape"), "utf-8")
+    return clean_text(text).replace("\x00", "")
 
 
 def _header_text(value: object) -> str:
     """A header as readable text: RFC 2047 words decoded in any charset, folding undone."""
     if value is None:
         return ""
-    source: str | Header = value if isinstance(value, Header) else str(value)
+    if not isinstance(value, Header):
+        value = str(value)[:_HEADER_TEXT_LIMIT]
+    source: str | Header = value
     try:
         text = _join_decoded(decode_header(source))
     except (HeaderParseError, ValueError, LookupError):
@@ -84,7 +109,10 @@ def _decode_word(match: re.Match[str]) -> str:
 # --------------------------------------------------------------------------- HTML
 
 
-class _HtmlText(HTMLParser):
+_SPACES = re.compile(r"\s+")
+
+
+class _HtmlText:
     """Readable text from HTML: block tags break lines, blockquotes become ``> `` lines."""
 
     _BREAK = frozenset(
@@ -94,7 +122,6 @@ class _HtmlText(HTMLParser):
     _SKIP = frozenset({"script", "style", "title", "noscript", "template"})
 
     def __init__(self) -> None:
-        super().__init__(convert_charrefs=True)
         self.lines: list[str] = []
         self._current: list[str] = []
         self._skipping = 0
@@ -133,7 +160,7 @@ class _HtmlText(HTMLParser):
         if self._skipping:
             return
         if not self._pre:
-            self._current.append(re.sub(r"\s+", " ", data))
+            self._current.append(_SPACES.sub(" ", data))
             return
         first, *rest = data.split("\n")
         self._current.append(first)
@@ -156,16 +183,175 @@ class _HtmlText(HTMLParser):
             self.lines.append("")
 
     def text(self) -> str:
-        self.close()
         self._flush()
         return re.sub(r"\n{3,}", "\n\n", "\n".join(self.lines)).strip("\n")
 
 
 def html_to_text(markup: str) -> str:
     """Readable plain text from an HTML mail body (scripts and styles dropped)."""
-    parser = _HtmlText()
-    parser.feed(markup)
-    return parser.text()
+    reader = _HtmlText()
+    _tokenize(markup, reader)
+    return reader.text()
+
+
+_TAG_NAME = re.compile(r"[a-zA-Z][^\t\n\r\f />\x00]*")
+# A tag without quotes: most of them, read in one match that stops at the next "<", ">" or
+# quote, so the matches tried from all the "<" cover the text about once.
+_PLAIN_TAG = re.compile(r"</?([a-zA-Z][^\t\n\r\f />\x00]*)[^<>\"']*>")
+# Elements whose content is raw text up to their end tag, as in html.parser.
+_RAW_TEXT = frozenset({"script", "style"})
+
+
+class _Scanner:
+    """Searches over one markup text whose start positions mostly move forward.
+
+    ``find`` keeps its last answer for each needle: a search from a position at or after the
+    last one, and not past its answer, gets the same answer without scanning. ``tag_end``
+    remembers where each chain of quoted attribute values led. Together they keep the whole
+    document's reading linear however many ``<`` and quotes never close.
+    """
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+        self._found: dict[str, tuple[int, int]] = {}
+        self._tag_ends: dict[int, int] = {}
+
+    def find(self, needle: str, start: int) -> int:
+        cached = self._found.get(needle)
+        if cached is not None and cached[0] <= start and (cached[1] >= start or cached[1] < 0):
+            return cached[1]
+        found = self.text.find(needle, start)
+        self._found[needle] = (start, found)
+        return found
+
+    def search(self, key: str, pattern: re.Pattern[str], start: int) -> re.Match[str] | None:
+        cached = self._found.get(key)
+        if cached is not None and cached[0] <= start and cached[1] < 0:
+            return None
+        match = pattern.search(self.text, start)
+        self._found[key] = (start, -1 if match is None else match.start())
+        return match
+
+    def tag_end(self, start: int) -> int:
+        """The ``>`` closing a tag whose attributes begin at ``start``, passing over quoted
+        values (a quote after ``=``); -1 when none does."""
+        visited: list[int] = []
+        pos = start
+        end = -1
+        while True:
+            if pos in self._tag_ends:
+                end = self._tag_ends[pos]
+                break
+            visited.append(pos)
+            gt = self.find(">", pos)
+            if gt < 0:
+                break
+            quote = self._value_quote(pos, gt)
+            if quote < 0:
+                end = gt
+                break
+            close = self.find(self.text[quote], quote + 1)
+            if close < 0:
+                end = gt  # an unbalanced quote: the first ">" ends the tag
+                break
+            pos = close + 1
+        for seen in visited:
+            self._tag_ends[seen] = end
+        return end
+
+    def _value_quote(self, pos: int, gt: int) -> int:
+        """The first quote in ``[pos, gt)`` that opens an attribute value, or -1."""
+        while True:
+            quotes = [q for q in (self.find('"', pos), self.find("'", pos)) if 0 <= q < gt]
+            if not quotes:
+                return -1
+            quote = min(quotes)
+            if self.text[pos:quote].rstrip().endswith("="):
+                return quote
+            pos = quote + 1
+
+
+def _tokenize(markup: str, out: _HtmlText) -> None:
+    """Feed ``markup`` to ``out`` much as html.parser would: text with its character
+    references resolved, start and end tags by lower-cased name, comments and declarations
+    dropped; what opens a construct that never closes is text up to the next ``>`` or ``<``."""
+    scan = _Scanner(markup)
+    size = len(markup)
+    pos = 0
+    while pos < size:
+        lt = scan.find("<", pos)
+        if lt < 0 or scan.find(">", lt) < 0:
+            lt = size  # every tag, comment and declaration ends with ">": the rest is text
+        if lt > pos:
+            out.handle_data(html.unescape(markup[pos:lt]))
+        if lt >= size:
+            return
+        nxt = markup[lt + 1 : lt + 2]
+        if markup.startswith("<!--", lt):
+            end = scan.find("-->", lt + 4)
+            pos = _unclosed(scan, lt, out) if end < 0 else end + 3
+        elif nxt in ("!", "?"):
+            end = scan.find(">", lt + 2)
+            pos = _unclosed(scan, lt, out) if end < 0 else end + 1
+        elif nxt == "/":
+            pos = _end_tag(scan, lt, out)
+        elif nxt.isascii() and nxt.isalpha():
+            pos = _start_tag(scan, lt, out)
+        else:
+            out.handle_data("<")
+            pos = lt + 1
+
+
+def _unclosed(scan: _Scanner, lt: int, out: _HtmlText) -> int:
+    gt = scan.find(">", lt + 1)
+    if gt >= 0:
+        end = gt + 1
+    else:
+        following = scan.find("<", lt + 1)
+        end = following if following >= 0 else len(scan.text)
+    out.handle_data(html.unescape(scan.text[lt:end]))
+    return end
+
+
+def _start_tag(scan: _Scanner, lt: int, out: _HtmlText) -> int:
+    markup = scan.text
+    plain = _PLAIN_TAG.match(markup, lt)
+    if plain is not None:
+        end = plain.end() - 1
+        name = plain[1].lower()
+    else:
+        end = scan.tag_end(lt + 1)
+        if end < 0:
+            out.handle_data("<")
+            return lt + 1
+        name_match = _TAG_NAME.match(markup, lt + 1, end)
+        name = name_match[0].lower() if name_match else ""
+    out.handle_starttag(name, [])
+    if markup[end - 1] == "/" and end - 1 > lt + len(name):
+        out.handle_endtag(name)
+        return end + 1
+    if name in _RAW_TEXT:
+        pattern = re.compile(rf"</\s*{name}\s*>", re.IGNORECASE)
+        close = scan.search(name, pattern, end + 1)
+        if close is None:
+            return len(markup)
+        out.handle_endtag(name)
+        return close.end()
+    return end + 1
+
+
+def _end_tag(scan: _Scanner, lt: int, out: _HtmlText) -> int:
+    plain = _PLAIN_TAG.match(scan.text, lt)
+    if plain is not None:
+        out.handle_endtag(plain[1].lower())
+        return plain.end()
+    end = scan.tag_end(lt + 2)
+    if end < 0:
+        return _unclosed(scan, lt, out)
+    name_match = _TAG_NAME.match(scan.text, lt + 2, end)
+    if name_match is not None:
+        out.handle_endtag(name_match[0].lower())
+    return end + 1
 
 
 # --------------------------------------------------------------------------- quotes

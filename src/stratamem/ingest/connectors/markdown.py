@@ -12,6 +12,13 @@ relative to the folder, the same form as ``Record.doc``.
 A note's time is its front matter ``date``/``created``/``updated``; else its date in a
 ``_file_added_dates.tsv`` beside the notes (``YYYY-MM-DD<TAB>relative/path.md`` per line, as
 some TIL collections keep); else the file's modification time.
+
+Bounds. A note is read whole only up to ``ReadContext.max_item_bytes``; FIFOs, devices and
+sockets are reported, never opened for reading. Front matter is refused (and kept as text) when
+its YAML aliases would expand it past :data:`_MAX_FRONT_MATTER_VALUES` values or nest it past
+:data:`_MAX_FRONT_MATTER_DEPTH` levels, so a few hundred bytes of "billion laughs" cannot fill
+memory. Everything that scans a note runs in time linear in its length, however long a line.
+A note that fails in any other way is reported and skipped; the other notes go on.
 """
 
 from __future__ import annotations
@@ -20,6 +27,7 @@ import math
 import os
 import posixpath
 import re
+from collections import deque
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, time
@@ -30,7 +38,20 @@ from urllib.parse import unquote
 import yaml
 
 from stratamem.errors import IngestError
-from stratamem.ingest.model import ReadContext, Record, SourceStream, from_epoch, to_utc
+from stratamem.ingest.model import (
+    ReadContext,
+    Record,
+    SourceStream,
+    clean_text,
+    describe_failure,
+    from_epoch,
+    irregular,
+    open_failure,
+    open_regular,
+    read_capped,
+    read_item,
+    utc_or_none,
+)
 from stratamem.ingest.registry import register
 from stratamem.types import SourceKind, rfc3339
 
@@ -42,15 +63,19 @@ _SKIPPED_DIRS = frozenset({"node_modules"})
 _DATES_FILE = "_file_added_dates.tsv"
 # Enough files to judge what a folder holds without walking a whole home directory.
 _DETECT_SAMPLE = 2000
+# A dates file larger than this is no list of dates.
+_DATES_FILE_LIMIT = 16 * 1024 * 1024
+# Front matter past these bounds is refused: what notes hold is a few dozen values.
+_MAX_FRONT_MATTER_VALUES = 10_000
+_MAX_FRONT_MATTER_DEPTH = 32
 
 _Loader: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 _FENCE_OPEN = re.compile(r" {0,3}(`{3,}|~{3,})")
 _LIST_ITEM = re.compile(r" {0,3}(?:[-*+]|\d{1,9}[.)])(?:[ \t]|$)")
-_INLINE_CODE = re.compile(r"(?<!`)(`+)(?!`)[^\n]+?(?<!`)\1(?!`)")
+_BACKTICKS = re.compile(r"`+")
 _FRONT_MATTER_END = re.compile(r"^(?:---|\.\.\.)[ \t]*$", re.MULTILINE)
 _HEADING_START = re.compile(r"^ {0,3}#[ \t]", re.MULTILINE)
-_HEADING = re.compile(r" {0,3}#[ \t]+(.+?)(?:[ \t]+#+)?[ \t]*$")
 # A tag starts a word (so URL fragments and `a#b` are not tags) and holds at least one letter.
 _TAG = re.compile(r"(?<!\S)#([\w/-]*[^\W\d_][\w/-]*)")
 # #fff and #e66465 are colours; #rgba forms only with a digit, so #face and #deadbeef stay tags.
@@ -58,9 +83,11 @@ _HEX_COLOUR = re.compile(
     r"[0-9a-fA-F]{3}|[0-9a-fA-F]{6}|(?=\D*\d)(?:[0-9a-fA-F]{4}|[0-9a-fA-F]{8})"
 )
 _WIKILINK = re.compile(r"!?\[\[([^\[\]\n]+)\]\]")
+# No part of a link may run past the start of the next one ("[", "<", "(" end the parts that
+# could), so each scan stops where the next begins and a long line is read in linear time.
 _MD_LINK = re.compile(
     r"\[(?:[^\[\]\n]|\[[^\[\]\n]*\])*\]"
-    r"\(\s*(<[^>\n]+>|[^)\s]+)(?:\s+(?:\"[^\"\n]*\"|'[^'\n]*'|\([^)\n]*\)))?\s*\)"
+    r"\(\s*(<[^<>\n]+>|[^)\s\[]+)(?:\s+(?:\"[^\"\n]*\"|'[^'\n]*'|\([^()\n]*\)))?\s*\)"
 )
 _URL_SCHEME = re.compile(r"[a-zA-Z][a-zA-Z0-9+.-]*:")
 _TAG_SPLIT = re.compile(r"[,\s]+")
@@ -87,7 +114,8 @@ class MarkdownConnector:
             label = path.resolve().name
             prefix = label + "/"
         else:
-            raise IngestError(f"{path}: not a file or folder")
+            reason = irregular(path) or "not a file or folder"
+            raise IngestError(f"{clean_text(str(path))}: {reason}")
         obsidian = (root / ".obsidian").is_dir()
         yield SourceStream(
             scope=ctx.scope_for(f"notes:{label}"),
@@ -144,22 +172,34 @@ def _note_files(root: Path) -> list[str]:
 
 
 def _records(root: Path, files: list[str], prefix: str, ctx: ReadContext) -> Iterator[Record]:
-    added = _added_dates(root / _DATES_FILE)
-    known = frozenset(files)
+    added = _added_dates(root / _DATES_FILE, ctx)
+    # A name that is not UTF-8 is cited with U+FFFD in place of its bad bytes.
+    shown = {rel: clean_text(rel) for rel in files}
+    known = frozenset(shown.values())
     for rel in files:
-        record = _read_note(root / rel, rel, prefix + rel, added.get(rel), known, ctx)
+        file = root / rel
+        record: Record | None = None
+        with ctx.item(clean_text(str(file)), "file"):
+            record = _read_note(file, shown[rel], prefix + shown[rel], added.get(rel), known, ctx)
         if record is not None:
             yield record
 
 
-def _added_dates(path: Path) -> dict[str, datetime]:
+def _added_dates(path: Path, ctx: ReadContext) -> dict[str, datetime]:
     """``relative path → midnight UTC`` from a ``_file_added_dates.tsv``; empty when absent."""
+    if not path.exists():
+        return {}
     try:
-        lines = path.read_text(encoding="utf-8", errors="replace").splitlines()
-    except OSError:
+        with open_regular(path) as handle:
+            data = read_capped(handle, _DATES_FILE_LIMIT)
+    except OSError as exc:
+        ctx.skip(clean_text(str(path)), "file", open_failure(path, exc))
+        return {}
+    if data is None:
+        ctx.skip(clean_text(str(path)), "file", f"over {_DATES_FILE_LIMIT:,} bytes; not read")
         return {}
     dates: dict[str, datetime] = {}
-    for line in lines:
+    for line in data.decode("utf-8", errors="replace").splitlines():
         day, _, rel = line.partition("\t")
         try:
             when = date.fromisoformat(day.strip())
@@ -184,28 +224,31 @@ def _read_note(
     known: frozenset[str],
     ctx: ReadContext,
 ) -> Record | None:
-    try:
-        raw = file.read_bytes()
-        mtime = from_epoch(file.stat().st_mtime)
-    except OSError as exc:
-        ctx.skip(file, "", f"cannot be read: {exc.strerror or exc}")
+    shown = clean_text(str(file))
+    not_regular = irregular(file)
+    if not_regular is not None:
+        ctx.skip(shown, "file", not_regular)
         return None
-    if not raw.strip():
+    raw = read_item(file, ctx, shown=shown)
+    if raw is None or not raw.strip():
         return None
+    mtime = _mtime(file)
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
         text = raw.decode("utf-8", errors="replace")
         line = raw.count(b"\n", 0, exc.start) + 1
-        ctx.skip(file, f"line {line}", "bytes that are not UTF-8 were replaced; note ingested")
+        ctx.skip(shown, f"line {line}", "bytes that are not UTF-8 were replaced; note ingested")
+    del raw
     text = text.removeprefix("\ufeff").replace("\r\n", "\n").replace("\r", "\n")
-    front = _front_matter(text, file, ctx)
+    front = _front_matter(text, shown, ctx)
+    del text
     if not front.body.strip():
         return None
     data = front.data
     masked = _mask_code(front.body)
-    ts = _first_time(data, _TIME_KEYS) or added or mtime
-    updated = _first_time(data, _UPDATED_KEYS) or mtime
+    ts = _first_time(data, _TIME_KEYS, shown, ctx) or added or mtime
+    updated = _first_time(data, _UPDATED_KEYS, shown, ctx) or mtime
     meta: dict[str, Any] = {
         "aliases": _string_list(data.get("aliases", data.get("alias"))),
         "front_matter": _json_safe(data),
@@ -218,7 +261,7 @@ def _read_note(
         ts=ts,
         author=_author(data.get("author")),
         id=rel,
-        title=_title(data, front.body, masked, file),
+        title=_title(data, front.body, masked, file.stem),
         tags=_tags(data.get("tags", data.get("tag")), masked),
         links=_links(masked, posixpath.dirname(rel), known),
         doc=rel,
@@ -226,7 +269,14 @@ def _read_note(
     )
 
 
-def _front_matter(text: str, file: Path, ctx: ReadContext) -> _FrontMatter:
+def _mtime(file: Path) -> datetime | None:
+    try:
+        return from_epoch(file.stat().st_mtime)
+    except (OSError, OverflowError, ValueError):
+        return None
+
+
+def _front_matter(text: str, shown: str, ctx: ReadContext) -> _FrontMatter:
     """The parsed front matter and the body after it; invalid front matter stays in the body."""
     none = _FrontMatter({}, text, 1)
     first_end = text.find("\n")
@@ -237,21 +287,115 @@ def _front_matter(text: str, file: Path, ctx: ReadContext) -> _FrontMatter:
         return none
     closing_line = text.count("\n", 0, closing.start()) + 1
     try:
-        data = yaml.load(text[first_end + 1 : closing.start()], Loader=_Loader)
+        data = _load_yaml(text[first_end + 1 : closing.start()])
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         line = mark.line + 2 if mark is not None else 1
         reason = " ".join(str(getattr(exc, "problem", None) or exc).split())
-        ctx.skip(file, f"line {line}", f"invalid front matter: {reason}; kept as text")
+        ctx.skip(shown, f"line {line}", f"invalid front matter: {reason}; kept as text")
+        return none
+    except Exception as exc:  # a bad date, a refused alias: the note goes on without it
+        reason = str(exc) if isinstance(exc, _Refused) else describe_failure(exc)
+        ctx.skip(shown, "front matter", f"invalid front matter: {reason}; kept as text")
         return none
     if data is None:
         data = {}
     if not isinstance(data, dict):
-        ctx.skip(file, "line 2", "invalid front matter: not a mapping; kept as text")
+        ctx.skip(shown, "line 2", "invalid front matter: not a mapping; kept as text")
         return none
     body_start = text.find("\n", closing.end())
     body = "" if body_start == -1 else text[body_start + 1 :]
-    return _FrontMatter(data, body, closing_line + 1)
+    return _FrontMatter(_plain(data, 0), body, closing_line + 1)
+
+
+class _Refused(ValueError):
+    """Front matter past the bounds on its size once aliases are expanded."""
+
+
+def _load_yaml(text: str) -> Any:
+    """The YAML document in ``text``, safely loaded, after :func:`_check_expansion`."""
+    loader = _Loader(text)
+    try:
+        node = loader.get_single_node()
+        if node is None:
+            return None
+        _check_expansion(node)
+        return loader.construct_document(node)
+    finally:
+        loader.dispose()
+
+
+def _check_expansion(root: yaml.Node) -> None:
+    """Refuse a YAML node graph whose aliases would expand it past the bounds.
+
+    An alias shares its anchor's node, so a few hundred bytes can describe a tree of a billion
+    values (nine lists of nine aliases to the list before). Walked once with each node's
+    expanded size and depth kept, the graph costs time linear in its own size; an alias that
+    refers to a collection it is inside of (a cycle) is refused too.
+    """
+    sizes: dict[int, int] = {}
+    depths: dict[int, int] = {}
+    open_nodes: set[int] = set()
+    stack: list[tuple[yaml.Node, bool]] = [(root, False)]
+    while stack:
+        node, finished = stack.pop()
+        key = id(node)
+        children = _children(node)
+        if finished:
+            size = 1 + sum(sizes[id(child)] for child in children)
+            depth = 1 + max((depths[id(child)] for child in children), default=0)
+            if size > _MAX_FRONT_MATTER_VALUES:
+                raise _Refused(
+                    f"more than {_MAX_FRONT_MATTER_VALUES:,} values once its aliases are expanded"
+                )
+            if depth > _MAX_FRONT_MATTER_DEPTH:
+                raise _Refused(f"nested more than {_MAX_FRONT_MATTER_DEPTH} levels deep")
+            sizes[key], depths[key] = size, depth
+            open_nodes.discard(key)
+        elif key in open_nodes:
+            # Depth-first, the open nodes are the ones this node is inside of.
+            raise _Refused("an alias refers to a collection it is part of")
+        elif key not in sizes:
+            open_nodes.add(key)
+            stack.append((node, True))
+            stack.extend((child, False) for child in children)
+
+
+def _children(node: yaml.Node) -> list[yaml.Node]:
+    if isinstance(node, yaml.SequenceNode):
+        return list(node.value)
+    if isinstance(node, yaml.MappingNode):
+        return [part for pair in node.value for part in pair]
+    return []
+
+
+def _plain(value: Any, depth: int) -> Any:
+    """Front matter as the rest of this module reads it: string keys, lists for sequences and
+    sets, text without lone surrogates, integers past 64 bits as text; dates stay dates."""
+    if depth > _MAX_FRONT_MATTER_DEPTH:
+        return None
+    if isinstance(value, dict):
+        return {_text(key): _plain(item, depth + 1) for key, item in value.items()}
+    if isinstance(value, list | tuple | set | frozenset):
+        return [_plain(item, depth + 1) for item in value]
+    if isinstance(value, str):
+        return clean_text(value)
+    if isinstance(value, bool | float | date) or value is None:
+        return value
+    if isinstance(value, int):
+        return value if value.bit_length() < 64 else _text(value)
+    return _text(value)
+
+
+def _text(value: Any) -> str:
+    """``str(value)``; an integer too long for ``str`` is written in hex."""
+    if isinstance(value, str):
+        return clean_text(value)
+    if isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > 8192:
+        return hex(value)
+    if isinstance(value, bytes):
+        return clean_text(value.decode("utf-8", errors="replace"))
+    return clean_text(str(value))
 
 
 def _mask_code(text: str) -> str:
@@ -293,9 +437,37 @@ def _mask_code(text: str) -> str:
                 in_list = True
             elif prev_blank:
                 in_list = False
-        out.append(line)
+        out.append(_mask_inline_code(line))
         prev_blank = False
-    return _INLINE_CODE.sub(lambda m: " " * len(m[0]), "\n".join(out))
+    return "\n".join(out)
+
+
+def _mask_inline_code(line: str) -> str:
+    """``line`` with its code spans blanked: a run of backticks up to the next run of the same
+    length. Each run is looked at once, so the time is linear however many runs never close."""
+    if "`" not in line:
+        return line
+    runs = [(m.start(), m.end()) for m in _BACKTICKS.finditer(line)]
+    later: dict[int, deque[int]] = {}
+    for index, (start, end) in enumerate(runs):
+        later.setdefault(end - start, deque()).append(index)
+    pieces: list[str] = []
+    done = index = 0
+    while index < len(runs):
+        start, end = runs[index]
+        same = later[end - start]
+        while same and same[0] <= index:
+            same.popleft()
+        if not same:
+            index += 1
+            continue
+        close = same.popleft()
+        close_end = runs[close][1]
+        pieces += (line[done:start], " " * (close_end - start))
+        done = close_end
+        index = close + 1
+    pieces.append(line[done:])
+    return "".join(pieces)
 
 
 def _indent(line: str) -> int:
@@ -310,7 +482,7 @@ def _indent(line: str) -> int:
     return width
 
 
-def _title(data: Mapping[str, Any], body: str, masked: str, file: Path) -> str:
+def _title(data: Mapping[str, Any], body: str, masked: str, stem: str) -> str:
     value = data.get("title")
     if isinstance(value, str | int | float) and not isinstance(value, bool):
         title = str(value).strip()
@@ -320,10 +492,19 @@ def _title(data: Mapping[str, Any], body: str, masked: str, file: Path) -> str:
         # Found in the masked text (so not in a code block), read from the original line, so
         # `code` in the heading stays.
         end = body.find("\n", start.start())
-        heading = _HEADING.match(body[start.start() : None if end == -1 else end])
-        if heading is not None and heading[1].strip():
-            return heading[1].strip()
-    return file.stem
+        heading = _heading_text(body[start.start() : None if end == -1 else end])
+        if heading:
+            return heading
+    return clean_text(stem)
+
+
+def _heading_text(line: str) -> str:
+    """The text of an ATX heading line (``# Title #``), its closing ``#`` run dropped."""
+    text = line.lstrip(" ")[1:].strip(" \t")
+    unclosed = text.rstrip("#")
+    if unclosed and unclosed[-1] in " \t":
+        text = unclosed.rstrip(" \t")
+    return text.strip()
 
 
 def _tags(declared: Any, masked: str) -> tuple[str, ...]:
@@ -371,26 +552,35 @@ def _resolve_md_link(target: str, note_dir: str, known: frozenset[str]) -> str |
     return resolved
 
 
-def _first_time(data: Mapping[str, Any], keys: tuple[str, ...]) -> datetime | None:
+def _first_time(
+    data: Mapping[str, Any], keys: tuple[str, ...], shown: str, ctx: ReadContext
+) -> datetime | None:
     for key in keys:
-        when = _as_time(data.get(key))
+        value = data.get(key)
+        when = _as_time(value)
         if when is not None:
             return when
+        if isinstance(value, datetime) or (isinstance(value, str) and _iso_time(value)):
+            ctx.skip(shown, "front matter", f"{key}: {value} is outside the calendar in UTC")
     return None
 
 
 def _as_time(value: Any) -> datetime | None:
     if isinstance(value, datetime):
-        return to_utc(value)
+        return utc_or_none(value)
     if isinstance(value, date):
         return datetime.combine(value, time(), tzinfo=UTC)
     if isinstance(value, str):
-        text = value.strip()
-        try:
-            return to_utc(datetime.fromisoformat(text))
-        except ValueError:
-            return None
+        parsed = _iso_time(value)
+        return None if parsed is None else utc_or_none(parsed)
     return None
+
+
+def _iso_time(text: str) -> datetime | None:
+    try:
+        return datetime.fromisoformat(text.strip())
+    except ValueError:
+        return None
 
 
 def _author(value: Any) -> str | None:
@@ -414,7 +604,7 @@ def _unique(items: Iterable[str]) -> tuple[str, ...]:
 
 
 def _json_safe(value: Any) -> Any:
-    """Front matter as JSON can hold it: dates as ISO strings, keys as strings."""
+    """Front matter (made :func:`_plain`) as JSON can hold it: dates as ISO strings."""
     if isinstance(value, dict):
         return {str(key): _json_safe(item) for key, item in value.items()}
     if isinstance(value, list | tuple | set):
