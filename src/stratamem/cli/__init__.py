@@ -227,9 +227,10 @@ def _print_report(report: IngestReport) -> None:
         f"in {report.seconds:.2f}s, {rate:,.0f} chunks/s"
     )
     if report.problems:
-        out.print(f"[yellow]skipped {len(report.problems)} item(s):[/]")
+        # Some problems skip an item, others only a field of it ("kept without a time").
+        out.print(f"[yellow]{len(report.problems)} problem(s) in the input:[/]")
         for problem in report.problems[:20]:
-            out.print(f"  {problem}", highlight=False, markup=False)
+            out.print(f"  {problem}", highlight=False, markup=False, soft_wrap=True)
         if len(report.problems) > 20:
             out.print(f"  … and {len(report.problems) - 20} more (see --json)")
 
