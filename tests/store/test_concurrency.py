@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import threading
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -17,6 +18,7 @@ from typing import Any
 
 import pytest
 
+from stratamem.store.sqlite.connection import atomic, connect
 from stratamem.store.sqlite.store import SQLiteStore
 
 pytestmark = pytest.mark.slow
@@ -240,3 +242,34 @@ def test_the_same_source_ingested_twice_at_once(
     for result in pair.round([("flush", db, "")], [("flush", db, ""), ("embed", db, "")]):
         _ok(result)
     assert snapshot(Path(db)) == sequential
+
+
+def test_a_write_waits_past_the_busy_timeout_for_a_long_write(tmp_path: Path) -> None:
+    """An ingest holds the write lock for a whole source; a second writer waits for it rather
+    than failing once the busy timeout (here 0.1 s) has run out."""
+    db = tmp_path / "lock.db"
+    first = connect(db)
+    first.execute("CREATE TABLE t (x INTEGER)")
+    second = connect(db, timeout=0.1)
+    failures: list[BaseException] = []
+
+    def write() -> None:
+        try:
+            with atomic(second):
+                second.execute("INSERT INTO t VALUES (2)")
+        except BaseException as exc:
+            failures.append(exc)
+
+    first.execute("BEGIN IMMEDIATE")
+    first.execute("INSERT INTO t VALUES (1)")
+    writer = threading.Thread(target=write)
+    writer.start()
+    writer.join(timeout=0.5)  # five busy timeouts: the writer is still waiting, not failed
+    assert writer.is_alive()
+    assert not failures
+    first.execute("COMMIT")
+    writer.join()
+    assert not failures
+    assert sorted(r[0] for r in first.execute("SELECT x FROM t")) == [1, 2]
+    first.close()
+    second.close()

@@ -105,13 +105,14 @@ def handle_errors(func: F) -> F:
             fail(str(exc) or type(exc).__name__)
         except sqlite3.OperationalError as exc:
             # What is left of SQLite's "database is locked" once the store's busy timeout (a
-            # minute) has run out; any other SQLite error is unexpected.
+            # minute; a write transaction waits up to half an hour) has run out; any other
+            # SQLite error is unexpected.
             if "locked" not in str(exc):
                 raise
             if debugging():
                 traceback.print_exc()
             fail(
-                f"the store is busy: another process kept it locked for over a minute ({exc}); "
+                f"the store is busy: another process kept it locked too long ({exc}); "
                 "try again when that process is done"
             )
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import logging
 import sqlite3
 import time
 from collections.abc import Iterator, Sequence
@@ -14,7 +15,12 @@ from stratamem.errors import StoreError
 
 BATCH = 500
 BUSY_TIMEOUT_S = 60.0
+# How long a write transaction waits for another process's write to finish. Far longer than
+# the busy timeout: an ingest holds the write lock for a whole source, which can take minutes,
+# and a lock that is held belongs to a live process (SQLite's locks go with their process).
+WRITE_WAIT_S = 30 * 60.0
 T = TypeVar("T")
+_log = logging.getLogger(__name__)
 
 
 def connect(path: str | Path, *, timeout: float = BUSY_TIMEOUT_S) -> sqlite3.Connection:
@@ -78,7 +84,9 @@ def is_busy(exc: sqlite3.Error) -> bool:
 
 
 @contextmanager
-def atomic(conn: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
+def atomic(
+    conn: sqlite3.Connection, *, wait_s: float = WRITE_WAIT_S
+) -> Iterator[sqlite3.Connection]:
     """A write transaction, or a savepoint when one is already open; rolled back on any
     exception.
 
@@ -86,7 +94,9 @@ def atomic(conn: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
     to the busy timeout. A deferred one would start as a reader, and in WAL mode a reader that
     then writes after another connection has committed fails at once with "database is
     locked" (``SQLITE_BUSY_SNAPSHOT``), without waiting. Every write goes through here or is a
-    single statement, which takes its lock the same waiting way.
+    single statement, which takes its lock the same waiting way. Taking the lock is retried
+    for up to ``wait_s``, so a second ingest waits for a first one's long source instead of
+    failing after the busy timeout.
     """
     if conn.in_transaction:
         name = f"sp_{next(_savepoints)}"
@@ -99,7 +109,7 @@ def atomic(conn: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
             raise
         conn.execute(f"RELEASE {name}")
         return
-    conn.execute("BEGIN IMMEDIATE")
+    _begin_immediate(conn, wait_s)
     try:
         yield conn
     except BaseException:
@@ -109,6 +119,21 @@ def atomic(conn: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
 
 
 _savepoints = itertools.count(1)
+
+
+def _begin_immediate(conn: sqlite3.Connection, wait_s: float) -> None:
+    deadline = time.monotonic() + wait_s
+    waited = False
+    while True:
+        try:
+            conn.execute("BEGIN IMMEDIATE")
+            return
+        except sqlite3.OperationalError as exc:
+            if not is_busy(exc) or time.monotonic() >= deadline:
+                raise
+        if not waited:
+            waited = True
+            _log.warning("waiting for another process's write to the store to finish")
 
 
 def batches(values: Sequence[T]) -> Iterator[tuple[list[T], str]]:
