@@ -188,15 +188,6 @@ def clean_text(text: str) -> str:
     return text
 
 
-def regular_file(path: Path) -> bool:
-    """True for a regular file (after symlinks); FIFOs, devices and sockets are never read:
-    opening a FIFO blocks until someone writes to it."""
-    try:
-        return stat.S_ISREG(os.stat(path).st_mode)
-    except (OSError, ValueError):
-        return False
-
-
 def open_regular(path: Path) -> IO[bytes]:
     """Open a regular file for binary reading, or raise ``OSError`` naming what it is."""
     fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))

@@ -43,7 +43,6 @@ from stratamem.ingest.model import (
     from_epoch,
     open_regular,
     read_capped,
-    regular_file,
 )
 from stratamem.ingest.registry import register
 from stratamem.types import SourceKind
@@ -267,7 +266,7 @@ def detect(path: Path) -> int:
     try:
         if path.is_dir():
             names = _folder_listing(path)
-        elif path.suffix.lower() == ".zip" and regular_file(path) and zipfile.is_zipfile(path):
+        elif path.suffix.lower() == ".zip" and path.is_file() and zipfile.is_zipfile(path):
             with open_regular(path) as handle, zipfile.ZipFile(handle) as zf:
                 infos = zf.infolist()
             members = list(_safe_members(infos, lambda name, why: None))
