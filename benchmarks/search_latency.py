@@ -36,9 +36,9 @@ from stratamem.embed.registry import get_embedder
 from stratamem.eval.datasets import load_dataset
 from stratamem.eval.runner import prepare, store_path
 from stratamem.retrieval import hybrid
-from stratamem.retrieval.bm25_leg import SparseKeywordIndex
-from stratamem.retrieval.fts_query import match_expression, query_terms
-from stratamem.retrieval.vector_leg import VectorLeg
+from stratamem.retrieval.legs.keyword import SparseKeywordIndex
+from stratamem.retrieval.legs.vector import VectorLeg
+from stratamem.retrieval.query import match_expression, query_terms
 from stratamem.store.sqlite.store import SQLiteStore
 from stratamem.types import Filters
 

@@ -33,7 +33,7 @@ from typing import Any
 
 import numpy as np
 
-from stratamem.retrieval.vector_index import DEFAULT_EF_SEARCH, VectorIndex
+from stratamem.retrieval.index.vectors import DEFAULT_EF_SEARCH, VectorIndex
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results"

@@ -26,12 +26,11 @@ from stratamem.ingest.chunking import ChunkingConfig
 from stratamem.ingest.model import Connector
 from stratamem.ingest.pipeline import IngestReport, ProgressCallback, ingest_path
 from stratamem.retrieval import primitives
-from stratamem.retrieval.bm25_leg import open_index, sparse_index
 from stratamem.retrieval.hybrid import HybridSearcher
-from stratamem.retrieval.keyword import keyword_search
+from stratamem.retrieval.legs.keyword import keyword_search, open_index, sparse_index
+from stratamem.retrieval.legs.vector import VectorLeg, drop_other_vector_files
 from stratamem.retrieval.rerank import Reranker
 from stratamem.retrieval.tree_hits import leaf_evidence
-from stratamem.retrieval.vector_leg import VectorLeg, drop_other_vector_files
 from stratamem.store.sqlite.store import SQLiteStore
 from stratamem.timeparse import as_utc, days_before
 from stratamem.tree.builder import SealProgress, SealReport, TreeBuilder

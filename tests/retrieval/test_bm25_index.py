@@ -10,12 +10,16 @@ import numpy as np
 import pytest
 
 import stratamem
-from stratamem.retrieval import bm25_file
-from stratamem.retrieval.bm25_fts import decode_averages
-from stratamem.retrieval.bm25_index import BM25Index, Postings
-from stratamem.retrieval.bm25_leg import SparseKeywordIndex, keyword_leg, sparse_index
-from stratamem.retrieval.fts_query import match_expression, query_terms
-from stratamem.retrieval.keyword import keyword_search
+from stratamem.retrieval.index import bm25_file
+from stratamem.retrieval.index.bm25 import BM25Index, Postings
+from stratamem.retrieval.legs.keyword import (
+    SparseKeywordIndex,
+    keyword_leg,
+    keyword_search,
+    sparse_index,
+)
+from stratamem.retrieval.query import match_expression, query_terms
+from stratamem.store.sqlite.fts_terms import decode_averages
 from stratamem.types import Filters, SourceKind
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -396,7 +400,7 @@ def test_a_file_built_with_other_weights_is_rejected(tiny: stratamem.Memory) -> 
     first.saver.flush()
     path = first.index_path()
     assert path is not None
-    from stratamem.retrieval.bm25_fts import fts_schema
+    from stratamem.store.sqlite.fts_terms import fts_schema
 
     schema = fts_schema(tiny.store.conn)
     with pytest.raises(bm25_file.Rejected, match="weights"):

@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from stratamem.retrieval.fts_query import match_expression, query_terms
+from stratamem.retrieval.query import match_expression, query_terms
 
 
 def test_terms_drop_stopwords_and_duplicates() -> None:

@@ -14,11 +14,11 @@ import pytest
 
 import stratamem
 from stratamem.embed.hashing import HashingEmbedder
-from stratamem.retrieval import bm25_file, vector_store_file
-from stratamem.retrieval.bm25_leg import SparseKeywordIndex
-from stratamem.retrieval.index_file import rows_digest
-from stratamem.retrieval.vector_index import VectorIndex
-from stratamem.retrieval.vector_leg import VectorLeg
+from stratamem.retrieval.index import bm25_file, vectors_file
+from stratamem.retrieval.index.file import rows_digest
+from stratamem.retrieval.index.vectors import VectorIndex
+from stratamem.retrieval.legs.keyword import SparseKeywordIndex
+from stratamem.retrieval.legs.vector import VectorLeg
 from stratamem.types import Filters
 
 THRESHOLD = 16  # small enough that the test stores build an HNSW graph and save it
@@ -126,7 +126,7 @@ def test_a_new_database_at_the_same_path_never_uses_the_old_files(tmp_path: Path
             )
             is None
         )
-        from stratamem.retrieval.bm25_fts import fts_schema
+        from stratamem.store.sqlite.fts_terms import fts_schema
 
         with pytest.raises(bm25_file.Rejected, match="another database"):
             bm25_file.read_file(
@@ -212,7 +212,7 @@ def test_a_vector_search_never_waits_for_the_save(
     data = tmp_path / "data"
     data.mkdir()
     held = HeldWrite()
-    monkeypatch.setattr(vector_store_file, "write_file", held)
+    monkeypatch.setattr(vectors_file, "write_file", held)
     with stratamem.open(tmp_path / "s.db", embedder=HashingEmbedder()) as mem:
         ingest(mem, data, "alpha", 40)
         vectors, _ = legs(mem)

@@ -11,8 +11,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
-from stratamem.retrieval import vector_index
-from stratamem.retrieval.vector_index import VectorIndex, id_set_checksum
+from stratamem.retrieval.index import vectors as vector_index
+from stratamem.retrieval.index.vectors import VectorIndex, id_set_checksum
 
 DIM = 32
 THRESHOLD = 2_000

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import stratamem
 from stratamem.embed.hashing import HashingEmbedder
-from stratamem.retrieval.bm25_leg import sparse_index
-from stratamem.retrieval.vector_leg import VectorLeg
+from stratamem.retrieval.legs.keyword import sparse_index
+from stratamem.retrieval.legs.vector import VectorLeg
 from stratamem.types import Filters
 
 CANARIES = ("zqxcanaryalpha", "zqxcanarybravo", "zqxcanarycharlie")

@@ -27,11 +27,11 @@ from dataclasses import dataclass, field, replace
 from stratamem.config import SearchConfig
 from stratamem.errors import StratamemError
 from stratamem.retrieval import fusion
-from stratamem.retrieval.bm25_leg import keyword_leg
-from stratamem.retrieval.graph_leg import graph_leg, idf_weights
+from stratamem.retrieval.legs.graph import graph_leg, idf_weights
+from stratamem.retrieval.legs.keyword import keyword_leg
+from stratamem.retrieval.legs.vector import Vector, VectorLeg
 from stratamem.retrieval.mmr import mmr
 from stratamem.retrieval.rerank import Reranker, apply_rerank
-from stratamem.retrieval.vector_leg import Vector, VectorLeg
 from stratamem.store.base import Store
 from stratamem.types import (
     Chunk,

@@ -27,7 +27,7 @@ from typing import Final
 
 import numpy as np
 
-from stratamem.retrieval.bm25_index import IntArray, Postings
+from stratamem.retrieval.index.bm25 import IntArray, Postings
 
 FTS_TABLE: Final = "chunks_fts"
 _VOCAB: Final = "temp.stratamem_bm25_vocab"

@@ -1,6 +1,6 @@
 """The on-disk format of a ``VectorIndex``: writing it atomically, reading and checking it.
 
-The frame (magic, JSON header, body, SHA-256, atomic replace) is ``index_file``'s; the body,
+The frame (magic, JSON header, body, SHA-256, atomic replace) is ``file``'s; the body,
 little-endian throughout::
 
     offset   size      content
@@ -17,7 +17,7 @@ Header keys: ``format_version`` (2), ``kind`` ("exact" | "hnsw"), ``library`` ("
 "faiss") and ``library_version``, ``dim``, ``metric`` ("inner_product"), ``count`` (live
 vectors), ``slots``, ``ids_sha256`` (``id_set_checksum`` of the live ids), ``signature`` (the
 caller's model signature), ``generation`` (the caller's integer), ``store_id`` (the database's
-id) and ``rows_sha256`` (``index_file.rows_digest`` of the (rowid, chunk id) pairs the
+id) and ``rows_sha256`` (``file.rows_digest`` of the (rowid, chunk id) pairs the
 vectors belong to, as the caller computed them), ``m`` and ``ef_construction``.
 ``VectorIndex.load`` returns ``None`` rather than raising when the file is missing, truncated,
 corrupt, of another format version, or when its dim, signature, store id, rows digest or
@@ -39,7 +39,7 @@ from typing import TYPE_CHECKING, Any, Final, Literal
 import numpy as np
 import numpy.typing as npt
 
-from stratamem.retrieval.index_file import (
+from stratamem.retrieval.index.file import (
     HashingWriter,
     Rejected,
     open_checked,
@@ -49,7 +49,7 @@ from stratamem.retrieval.index_file import (
 
 if TYPE_CHECKING:
     # Type-only: vector_index imports this module, so a runtime import would be a cycle.
-    from stratamem.retrieval.vector_index import IdArray, Matrix
+    from stratamem.retrieval.index.vectors import IdArray, Matrix
 
 FORMAT_VERSION: Final = 2
 MAGIC: Final = b"SMVECIX2"

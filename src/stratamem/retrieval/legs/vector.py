@@ -8,7 +8,7 @@ index is stale; it is then brought up to date in place.
 A saved file is used only when it is this database's (its store id) and holds exactly the
 rows the database has vectors for (the digest of their (rowid, chunk id) pairs, computed from
 the database when the file is opened); otherwise it is rebuilt from the store, never served.
-Saving runs on a worker thread (``index_saver``), so a search never waits for the write;
+Saving runs on a worker thread (``index.saver``), so a search never waits for the write;
 :meth:`VectorLeg.persist_now` writes at once (after a forget).
 
 The access filter becomes an allow-list of chunk rowids applied inside the index search,
@@ -27,10 +27,10 @@ import numpy.typing as npt
 
 from stratamem.embed.base import Embedder
 from stratamem.embed.indexing import vector_status
-from stratamem.retrieval import vector_store_file
-from stratamem.retrieval.index_file import rows_digest
-from stratamem.retrieval.index_saver import BackgroundSaver
-from stratamem.retrieval.vector_index import VectorIndex
+from stratamem.retrieval.index import vectors_file
+from stratamem.retrieval.index.file import rows_digest
+from stratamem.retrieval.index.saver import BackgroundSaver
+from stratamem.retrieval.index.vectors import VectorIndex
 from stratamem.store.base import Store
 from stratamem.types import Filters
 
@@ -160,7 +160,7 @@ class VectorLeg:
         if index.path is not None and len(index) >= self.hnsw_threshold:
             self.saver.submit(self._save_snapshot)
 
-    def _snapshot(self) -> tuple[Path, vector_store_file.Snapshot] | None:
+    def _snapshot(self) -> tuple[Path, vectors_file.Snapshot] | None:
         """The current index copied for writing, under the writer lock; None if there is
         nothing to save."""
         with self._lock:
@@ -178,7 +178,7 @@ class VectorLeg:
         """The worker's job: copy under the lock, write without it."""
         found = self._snapshot()
         if found is not None:
-            vector_store_file.write_file(*found)
+            vectors_file.write_file(*found)
 
     def persist_now(self) -> None:
         """Bring the index up to date and write its file now, or remove the file where the
@@ -195,7 +195,7 @@ class VectorLeg:
             if found is None:
                 path.unlink(missing_ok=True)
             else:
-                vector_store_file.write_file(*found)
+                vectors_file.write_file(*found)
         self.saver.flush()
 
     def embed_query(self, text: str) -> Vector:

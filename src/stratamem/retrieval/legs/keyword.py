@@ -15,7 +15,7 @@ chunk id, each checked against the database before anything is served); a file o
 database, a missing, corrupt or incompatible one is rebuilt from the store; whatever cannot be
 built or read leaves the leg on the FTS5 query, and the leg's status says why.
 
-Saving happens on a worker thread (``index_saver``): a search never waits for the write.
+Saving happens on a worker thread (``index.saver``): a search never waits for the write.
 After a forget, :meth:`SparseKeywordIndex.persist_now` brings the index up to date and rewrites
 the file at once, so no forgotten word or chunk id stays in it.
 
@@ -34,8 +34,13 @@ from typing import Final
 import numpy as np
 import numpy.typing as npt
 
-from stratamem.retrieval import bm25_file
-from stratamem.retrieval.bm25_fts import (
+from stratamem.retrieval.index import bm25_file
+from stratamem.retrieval.index.bm25 import BM25Index
+from stratamem.retrieval.index.file import Rejected
+from stratamem.retrieval.index.saver import BackgroundSaver
+from stratamem.retrieval.query import match_expression, query_terms
+from stratamem.store.base import Store
+from stratamem.store.sqlite.fts_terms import (
     FTS_TABLE,
     FtsSchema,
     FtsState,
@@ -45,12 +50,7 @@ from stratamem.retrieval.bm25_fts import (
     fts_schema,
     fts_state,
 )
-from stratamem.retrieval.bm25_index import BM25Index
-from stratamem.retrieval.fts_query import match_expression, query_terms
-from stratamem.retrieval.index_file import Rejected
-from stratamem.retrieval.index_saver import BackgroundSaver
-from stratamem.store.base import Store
-from stratamem.types import Filters
+from stratamem.types import Filters, QueryResponse
 
 PERSIST_MIN_DOCS: Final = 2000
 _RANK = re.compile(r"^\s*bm25\s*\(([^)]*)\)\s*$", re.IGNORECASE)
@@ -367,3 +367,40 @@ def keyword_leg(
     expression = match_expression(query) or ""
     hits, _ = store.fts_search(expression, filters, k, snippets=False, count=False)
     return {h.node_id: h.score for h in hits}, f"ok: {len(hits)} matches (FTS5: {index.note})"
+
+
+# -- the keyword-only search mode ----------------------------------------------------------
+
+SEARCH_DEFAULT_LIMIT = 10
+SEARCH_MAX_LIMIT = 1000
+
+
+def keyword_search(
+    store: Store,
+    query: str,
+    *,
+    filters: Filters | None = None,
+    limit: int = SEARCH_DEFAULT_LIMIT,
+    snippets: bool = True,
+) -> QueryResponse:
+    """Leaves ranked by BM25 relevance (higher is better), with the pre-limit match count.
+
+    ``limit`` 0 or less means the default (10); it is clamped to 1000. A query with no
+    searchable term (punctuation only) matches nothing.
+    """
+    if limit <= 0:
+        limit = SEARCH_DEFAULT_LIMIT
+    limit = min(limit, SEARCH_MAX_LIMIT)
+    expression = match_expression(query)
+    if expression is None:
+        return QueryResponse.empty()
+    filters = filters or Filters()
+    # The sparse index ranks as FTS5 does (its idf over the whole store), without FTS5
+    # scoring every match of every OR-ed word; FTS5 answers where it cannot.
+    found = sparse_index(store).rank(query_terms(query), filters, limit, scoped_idf=False)
+    if found is not None:
+        ranked, total = found
+        hits = store.keyword_hits(expression, [(r, s) for r, _, s in ranked], snippets=snippets)
+        return QueryResponse(hits=tuple(hits), total=total)
+    hits, total = store.fts_search(expression, filters, limit, snippets=snippets)
+    return QueryResponse(hits=tuple(hits), total=total)

@@ -46,7 +46,7 @@ Threading. Searches may run concurrently with each other and with nothing else: 
 locking happens here.
 
 Persistence. ``save`` and ``load`` write and read the file format described in
-``vector_store_file``; ``load`` returns ``None`` rather than raising when the file is missing,
+``vectors_file``; ``load`` returns ``None`` rather than raising when the file is missing,
 damaged or not the index the caller expects, and the caller then rebuilds from the store.
 ``snapshot`` copies what ``save`` writes, so that another thread can write it while the index
 moves on (the copy needs the writer lock; the write does not).
@@ -63,10 +63,10 @@ from typing import Any, Final, Literal
 import numpy as np
 import numpy.typing as npt
 
-from stratamem.retrieval import vector_store_file
-from stratamem.retrieval.vector_store_file import FORMAT_VERSION as FORMAT_VERSION
-from stratamem.retrieval.vector_store_file import MAGIC as MAGIC
-from stratamem.retrieval.vector_store_file import id_set_checksum as id_set_checksum
+from stratamem.retrieval.index import vectors_file
+from stratamem.retrieval.index.vectors_file import FORMAT_VERSION as FORMAT_VERSION
+from stratamem.retrieval.index.vectors_file import MAGIC as MAGIC
+from stratamem.retrieval.index.vectors_file import id_set_checksum as id_set_checksum
 
 IdArray = npt.NDArray[np.int64]
 ScoreArray = npt.NDArray[np.float32]
@@ -427,11 +427,11 @@ class VectorIndex:
 
     # ------------------------------------------------------------ persistence
 
-    def snapshot(self, *, rows_sha256: str = "") -> vector_store_file.Snapshot:
+    def snapshot(self, *, rows_sha256: str = "") -> vectors_file.Snapshot:
         """A copy of what :meth:`save` writes; ``rows_sha256`` is the caller's digest of the
-        rows the vectors belong to (``index_file.rows_digest``), recorded in the header."""
-        hnsw = None if self._hnsw is None else vector_store_file.serialize_hnsw(self._hnsw)
-        return vector_store_file.Snapshot(
+        rows the vectors belong to (``file.rows_digest``), recorded in the header."""
+        hnsw = None if self._hnsw is None else vectors_file.serialize_hnsw(self._hnsw)
+        return vectors_file.Snapshot(
             dim=self.dim,
             signature=self.signature,
             generation=self.generation,
@@ -452,7 +452,7 @@ class VectorIndex:
         if target is None:
             raise ValueError("save() needs a path: none was given here or to VectorIndex()")
         target = Path(target)
-        vector_store_file.write_file(target, self.snapshot(rows_sha256=rows_sha256))
+        vectors_file.write_file(target, self.snapshot(rows_sha256=rows_sha256))
         self.path = target
         return target
 
@@ -479,7 +479,7 @@ class VectorIndex:
         """
         path = Path(path)
         try:
-            stored = vector_store_file.read_file(
+            stored = vectors_file.read_file(
                 path,
                 dim,
                 signature=signature,
@@ -503,13 +503,13 @@ class VectorIndex:
             return index
         except FileNotFoundError:
             _log.info("no vector index at %s", path)
-        except vector_store_file.Rejected as reason:
+        except vectors_file.Rejected as reason:
             _log.info("vector index %s not used: %s", path, reason)
         except (OSError, ValueError, KeyError, TypeError, RuntimeError, MemoryError) as error:
             _log.warning("vector index %s unreadable: %s", path, error)
         return None
 
-    def _adopt(self, stored: vector_store_file.StoredIndex) -> None:
+    def _adopt(self, stored: vectors_file.StoredIndex) -> None:
         """Take over the state read from a file (building the graph if it is now due)."""
         self._n = len(stored.slot_ids)
         self._slot_ids = stored.slot_ids

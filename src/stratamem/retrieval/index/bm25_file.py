@@ -1,6 +1,6 @@
 """The on-disk format of a ``BM25Index``: writing it atomically, reading and checking it.
 
-The frame (magic, JSON header, body, SHA-256, atomic replace) is ``index_file``'s; the body,
+The frame (magic, JSON header, body, SHA-256, atomic replace) is ``file``'s; the body,
 little-endian throughout::
 
     offset   size      content
@@ -20,7 +20,7 @@ Header keys: ``format_version`` (2), ``columns`` and ``weights`` (the column wei
 frequencies were summed with), ``k1`` and ``b``, ``tokenize`` and ``fts_sql_sha256`` (the
 full-text table's tokenizer and the hash of its schema), ``docs`` (N), ``terms`` (T),
 ``postings`` (P), ``ids_bytes`` (I), ``terms_bytes`` (V), the database's ``store_id`` and
-``rows_sha256`` (``index_file.rows_digest`` of the (rowid, chunk id) pairs), and the store
+``rows_sha256`` (``file.rows_digest`` of the (rowid, chunk id) pairs), and the store
 state the index reflects: ``generation``, ``max_rowid`` and ``averages`` (FTS5's averages
 record, hex). Every term has at least one posting: a term whose documents are all gone is
 dropped, so a file never names a word the database no longer holds.
@@ -39,9 +39,8 @@ from typing import Any, Final
 
 import numpy as np
 
-from stratamem.retrieval.bm25_fts import FtsSchema, FtsState
-from stratamem.retrieval.bm25_index import K1, B, BM25Index
-from stratamem.retrieval.index_file import (
+from stratamem.retrieval.index.bm25 import K1, B, BM25Index
+from stratamem.retrieval.index.file import (
     HashingWriter,
     Rejected,
     open_checked,
@@ -49,6 +48,7 @@ from stratamem.retrieval.index_file import (
     rows_digest,
     write_atomic,
 )
+from stratamem.store.sqlite.fts_terms import FtsSchema, FtsState
 
 FORMAT_VERSION: Final = 2
 MAGIC: Final = b"SMBM25X2"

@@ -7,7 +7,7 @@ over it, so a reader sees the old file or the new one, never half of one::
     0        8      magic, one per kind of index (``b"SMBM25X2"``, ``b"SMVECIX2"``)
     8        4      H, the header length, uint32
     12       H      header, UTF-8 JSON object, keys sorted
-    12+H     ...    body: the index's own sections (see ``bm25_file``, ``vector_store_file``)
+    12+H     ...    body: the index's own sections (see ``bm25_file``, ``vectors_file``)
     end-32   32     SHA-256 of every byte before it
 
 Identity. Each header carries ``store_id``, the random id the database was given when it was
