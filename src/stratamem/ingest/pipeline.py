@@ -28,7 +28,8 @@ from stratamem.ingest.reader import (
     read_events,
     read_in_process,
 )
-from stratamem.store.base import MentionRow, Store
+from stratamem.store.base import Store
+from stratamem.store.sources import MentionRow
 
 if TYPE_CHECKING:
     from stratamem.tree.builder import SealReport

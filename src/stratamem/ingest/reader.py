@@ -48,7 +48,8 @@ from stratamem.ingest.model import (
     describe_failure,
 )
 from stratamem.ingest.tokens import estimate_tokens
-from stratamem.store.base import ChunkRow, chunk_row, source_id_for
+from stratamem.store.base import chunk_row
+from stratamem.store.sources import ChunkRow, source_id_for
 from stratamem.types import Chunk, SourceKind
 
 BATCH = 64

@@ -32,7 +32,7 @@ from stratamem.embed.base import Embedder
 from stratamem.embed.indexing import ACTIVE_MODEL, embed_summaries
 from stratamem.ingest.tokens import estimate_tokens
 from stratamem.store.base import Store, from_ms
-from stratamem.store.sqlite.jobs import Job
+from stratamem.store.jobs import Job
 from stratamem.store.sqlite.trees import BufferItem, SealRaced, summary_id_for
 from stratamem.tree import plan
 from stratamem.tree.extractive import ExtractiveSummarizer

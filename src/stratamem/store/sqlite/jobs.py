@@ -28,23 +28,13 @@ import secrets
 import socket
 import sqlite3
 import time
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from stratamem.store.jobs import Job
 from stratamem.store.sqlite.connection import atomic
 
 HOST = socket.gethostname()
-
-
-@dataclass(frozen=True, slots=True)
-class Job:
-    id: int
-    kind: str
-    dedupe_key: str
-    payload: dict[str, Any]
-    attempts: int
-    holder: str = ""
 
 
 def _now_ms() -> int:

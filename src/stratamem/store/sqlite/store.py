@@ -15,7 +15,8 @@ from pathlib import Path
 from typing import Any
 
 from stratamem.errors import NotFoundError, StoreError
-from stratamem.store.base import ChunkRow, MentionRow, from_ms, source_id_for, to_ms
+from stratamem.store.base import from_ms, to_ms
+from stratamem.store.sources import ChunkRow, MentionRow, source_id_for
 from stratamem.store.sqlite.connection import atomic, batches, connect
 from stratamem.store.sqlite.jobs import JobQueue
 from stratamem.store.sqlite.migrations import migrate

@@ -1,0 +1,34 @@
+"""The handle role: opening, closing, transactions, settings and the store's identity."""
+
+from __future__ import annotations
+
+from contextlib import AbstractContextManager
+from typing import Any, Protocol
+
+
+class StoreHandle(Protocol):
+    @property
+    def path(self) -> str:
+        """Where the store lives: a file path, ``:memory:``, or a URL."""
+        ...
+
+    def close(self) -> None: ...
+
+    def transaction(self) -> AbstractContextManager[Any]:
+        """All-or-nothing writes: everything inside commits together or not at all."""
+        ...
+
+    def rebuildable_writes(self) -> AbstractContextManager[None]: ...
+
+    def get_setting(self, key: str) -> str | None: ...
+
+    def set_setting(self, key: str, value: str) -> None: ...
+
+    def generation(self) -> int:
+        """A counter every deletion bumps: in-process indexes compare it to know they are
+        stale."""
+        ...
+
+    def store_id(self) -> str:
+        """A random id made once per database; files beside it record it."""
+        ...

@@ -1,0 +1,72 @@
+"""The sources-and-chunks role: what a store holds of each source and its chunks.
+
+Writes run inside :meth:`~stratamem.store.settings.StoreHandle.transaction`; reads return the
+dataclasses of :mod:`stratamem.types`, never driver rows.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterable, Iterator, Sequence
+from typing import Any, Protocol
+
+from stratamem.types import Chunk, Source, SourceKind
+
+ChunkRow = tuple[Any, ...]
+MentionRow = tuple[str, str, str, str, str, int | None]
+
+
+def source_id_for(scope: str) -> str:
+    """A source's id: ``src_`` + the first 16 hex digits of sha256(scope)."""
+    return "src_" + hashlib.sha256(scope.encode()).hexdigest()[:16]
+
+
+class SourceStore(Protocol):
+    """Sources: one per scope (``slack:#eng``, ``mbox:team``)."""
+
+    def upsert_source(
+        self,
+        *,
+        scope: str,
+        kind: SourceKind,
+        platform: str,
+        location: str,
+        title: str = "",
+        meta: dict[str, Any] | None = None,
+    ) -> str: ...
+
+    def sources(self) -> list[Source]: ...
+
+    def resolve_source(self, ref: str) -> Source:
+        """A source by id or scope; :class:`~stratamem.errors.NotFoundError` if none."""
+        ...
+
+    def delete_source(self, source_id: str) -> int:
+        """Remove a source and everything derived from it; how many chunks went."""
+        ...
+
+    def scopes(self) -> dict[str, str]: ...
+
+    def stats(self) -> dict[str, Any]: ...
+
+
+class ChunkStore(Protocol):
+    """Chunks and their entity mentions."""
+
+    def existing_ids(self, ids: Sequence[str]) -> set[str]: ...
+
+    def insert_chunks(self, rows: Iterable[ChunkRow]) -> None: ...
+
+    def insert_mentions(self, rows: Iterable[MentionRow]) -> None: ...
+
+    def replace_seqs(self, source_id: str, seqs: Sequence[int]) -> int: ...
+
+    def truncate_source(self, source_id: str, length: int) -> int: ...
+
+    def chunks(self, ids: Sequence[str]) -> list[Chunk]: ...
+
+    def iter_chunks(self, source_id: str) -> Iterator[Chunk]: ...
+
+    def mentions_of(self, node_ids: Sequence[str]) -> dict[str, list[str]]: ...
+
+    def chunk_count(self) -> int: ...
