@@ -19,7 +19,8 @@ from stratamem.config import SearchConfig
 from stratamem.embed.base import ModelSpec
 from stratamem.embed.hashing import HashingEmbedder
 from stratamem.retrieval.rerank import HTTPReranker
-from stratamem.store.sqlite.store import SQLiteStore, filter_sql
+from stratamem.store.sqlite.filters import filter_sql
+from stratamem.store.sqlite.store import SQLiteStore
 from stratamem.types import Filters, SourceKind
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -12,7 +12,7 @@ import sqlite3
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from stratamem.store.sqlite.store import filter_sql
+from stratamem.store.sqlite.filters import filter_sql
 from stratamem.types import Filters
 
 if TYPE_CHECKING:

@@ -1,0 +1,168 @@
+"""Entities and their co-mention graph in the SQLite store (the ``GraphStore`` role)."""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Sequence
+
+from stratamem.store.base import from_ms
+from stratamem.store.sqlite.connection import batches
+from stratamem.store.sqlite.filters import filter_sql
+from stratamem.store.sqlite.postings import EntityPostings
+from stratamem.types import EntityMatch, Filters
+
+MAX_EDGE_NODE_ENTITIES = 24
+
+
+class GraphTables:
+    """The graph half of :class:`~stratamem.store.sqlite.store.SQLiteStore`."""
+
+    conn: sqlite3.Connection
+    postings: EntityPostings
+
+    def add_edges(self, source_id: str, node_ids: Sequence[str], *, sign: int = 1) -> None:
+        """Add (or with ``sign=-1`` take back) the co-mention pairs of these nodes' entities.
+
+        Edges are kept up to date batch by batch as chunks come and go, so an ingest never
+        pays for a whole-source rebuild. A node with more than :data:`MAX_EDGE_NODE_ENTITIES`
+        entities adds none: such lists (a long CC line, a digest) say little about which
+        entities belong together, and cost n².
+        """
+        if not node_ids:
+            return
+        marks = ",".join("?" * len(node_ids))
+        self.conn.execute(
+            f"""INSERT INTO entity_edges (a, b, source_id, weight)
+                SELECT x.entity_id, y.entity_id, ?, ? * count(*)
+                FROM entity_index x
+                JOIN entity_index y ON y.node_id = x.node_id AND x.entity_id < y.entity_id
+                WHERE x.node_id IN (
+                    SELECT node_id FROM entity_index WHERE node_id IN ({marks})
+                    GROUP BY node_id HAVING count(*) <= ?)
+                GROUP BY x.entity_id, y.entity_id
+                ON CONFLICT (a, b, source_id) DO UPDATE SET weight = weight + excluded.weight""",
+            (source_id, sign, *node_ids, MAX_EDGE_NODE_ENTITIES),
+        )
+
+    def rebuild_edges(self, source_id: str) -> None:
+        """Recompute the source's edges from scratch (a repair; ingest keeps them current)."""
+        self.conn.execute("DELETE FROM entity_edges WHERE source_id = ?", (source_id,))
+        nodes = [
+            row[0]
+            for row in self.conn.execute(
+                "SELECT DISTINCT node_id FROM entity_index WHERE source_id = ?", (source_id,)
+            )
+        ]
+        for part, _ in batches(nodes):
+            self.add_edges(source_id, part)
+
+    def entity_frequencies(self, entity_ids: Sequence[str]) -> dict[str, int]:
+        """How many nodes mention each of these entities (absent ones are left out)."""
+        return self.postings.frequencies(entity_ids)
+
+    def nodes_by_entities(
+        self,
+        weights: dict[str, float],
+        filters: Filters,
+        limit: int,
+        *,
+        exclude: Sequence[str] = (),
+    ) -> dict[str, float]:
+        """Nodes mentioning any of these entities, scored by the summed entity weights,
+        filtered before the limit (ties to the smaller id).
+
+        Without a time filter the gate is a set of sources and the in-memory postings
+        answer; with one, the chunks' times are needed and SQL does.
+        """
+        if not weights:
+            return {}
+        if filters.since is None and filters.until is None:
+            where, params = filter_sql(filters)
+            sources = [
+                row[0]
+                for row in self.conn.execute(f"SELECT s.id FROM sources s WHERE {where}", params)
+            ]
+            return self.postings.score(weights, sources, limit, exclude=exclude)
+        values = ",".join("(?, ?)" for _ in weights)
+        where, params = filter_sql(filters)
+        skip = ""
+        if exclude:
+            skip = f"AND e.node_id NOT IN ({','.join('?' * len(exclude))})"
+        rows = self.conn.execute(
+            f"""WITH q(entity_id, weight) AS (VALUES {values})
+                SELECT e.node_id, sum(q.weight) AS score
+                FROM q JOIN entity_index e ON e.entity_id = q.entity_id
+                JOIN chunks c ON c.id = e.node_id JOIN sources s ON s.id = c.source_id
+                WHERE {where} {skip}
+                GROUP BY e.node_id ORDER BY score DESC, e.node_id LIMIT ?""",
+            (*[x for pair in weights.items() for x in pair], *params, *exclude, limit),
+        ).fetchall()
+        return {row[0]: float(row[1]) for row in rows}
+
+    def neighbour_chunks(
+        self, node_ids: Sequence[str], filters: Filters, *, window: int = 1
+    ) -> dict[str, list[tuple[str, int]]]:
+        """For each chat chunk, the chunks up to ``window`` places before and after it in its
+        source, with their distance: the turns around it in the conversation. Independent
+        documents have no such link."""
+        out: dict[str, list[tuple[str, int]]] = {n: [] for n in node_ids}
+        if not node_ids:
+            return out
+        where, params = filter_sql(filters, chunk="n")
+        marks = ",".join("?" * len(node_ids))
+        for seed, node, distance in self.conn.execute(
+            f"""SELECT c.id, n.id, abs(n.seq - c.seq) FROM chunks c
+                JOIN chunks n ON n.source_id = c.source_id
+                    AND n.seq BETWEEN c.seq - ? AND c.seq + ? AND n.seq != c.seq
+                JOIN sources s ON s.id = n.source_id
+                WHERE c.id IN ({marks}) AND s.kind = 'chat' AND {where}
+                ORDER BY c.id, n.seq""",
+            (window, window, *node_ids, *params),
+        ):
+            out[seed].append((node, int(distance)))
+        return out
+
+    def search_entities(self, needle: str, kinds: Sequence[str], limit: int) -> list[EntityMatch]:
+        """Entities whose id or surface contains ``needle`` (lowercased), grouped by canonical id,
+        most mentioned first, then most recently mentioned.
+
+        A substring test (``instr``) rather than ``LIKE``: no wildcard to escape, and no limit on
+        the pattern's length or complexity.
+        """
+        kind_sql = f"AND e.kind IN ({','.join('?' * len(kinds))})" if kinds else ""
+        rows = self.conn.execute(
+            f"""SELECT e.entity_id, min(e.kind) AS kind, min(e.surface) AS surface,
+                       count(*) AS mentions, max(e.ts) AS last_seen
+                FROM entity_index e JOIN sources s ON s.id = e.source_id
+                WHERE s.locked = 0
+                  AND (instr(lower(e.entity_id), ?) > 0 OR instr(lower(e.surface), ?) > 0)
+                  {kind_sql}
+                GROUP BY e.entity_id
+                ORDER BY mentions DESC, last_seen DESC, e.entity_id
+                LIMIT ?""",
+            (needle, needle, *kinds, limit),
+        ).fetchall()
+        return [
+            EntityMatch(
+                canonical_id=row["entity_id"],
+                kind=row["kind"],
+                surface=row["surface"],
+                mention_count=row["mentions"],
+                last_seen=from_ms(row["last_seen"]),
+            )
+            for row in rows
+        ]
+
+    def neighbours(self, entity_id: str, limit: int) -> list[tuple[str, float]]:
+        """Entities co-mentioned with ``entity_id``, strongest first, over unlocked sources."""
+        rows = self.conn.execute(
+            """SELECT other, sum(weight) AS w FROM (
+                   SELECT b AS other, weight, source_id FROM entity_edges WHERE a = ?
+                   UNION ALL
+                   SELECT a AS other, weight, source_id FROM entity_edges WHERE b = ?
+               ) x JOIN sources s ON s.id = x.source_id
+               WHERE s.locked = 0
+               GROUP BY other ORDER BY w DESC, other LIMIT ?""",
+            (entity_id, entity_id, limit),
+        ).fetchall()
+        return [(row["other"], float(row["w"])) for row in rows]

@@ -1,0 +1,141 @@
+"""The full-text index of the SQLite store (the ``KeywordStore`` role): FTS5's BM25 ranking
+with snippets. Every query joins ``sources`` and applies :func:`filter_sql` inside the SQL,
+so filtering always happens before the limit."""
+
+from __future__ import annotations
+
+import heapq
+import json
+import sqlite3
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from stratamem.store.base import from_ms
+from stratamem.types import Filters, NodeKind, RetrievalHit, TreeKind
+
+
+class KeywordTables:
+    """The keyword half of :class:`~stratamem.store.sqlite.store.SQLiteStore`."""
+
+    conn: sqlite3.Connection
+
+    if TYPE_CHECKING:
+
+        def allowed_rowids(self, filters: Filters) -> list[int] | None: ...
+
+        def mentions_of(self, node_ids: Sequence[str]) -> dict[str, list[str]]: ...
+
+    def fts_search(
+        self,
+        expression: str,
+        filters: Filters,
+        limit: int,
+        *,
+        snippets: bool = True,
+        count: bool = True,
+    ) -> tuple[list[RetrievalHit], int]:
+        """Leaves matching an FTS5 expression, best BM25 first (ties by id), and the match count
+        (``count=False`` skips counting past the limit and reports what was returned).
+
+        The ranking runs on the FTS index alone (its ``rank`` is bm25 with the column weights set
+        by the schema), restricted by rowid to the admitted chunks when a filter or a lock is in
+        force; only the top ``limit`` rows are then read from ``chunks``.
+        """
+        admitted = self.allowed_rowids(filters)
+        if admitted is None:
+            ranked = self.conn.execute(
+                "SELECT rowid, rank FROM chunks_fts WHERE chunks_fts MATCH ? ORDER BY rank LIMIT ?",
+                (expression, limit),
+            ).fetchall()
+            matched = len(ranked)
+        else:
+            # A rowid constraint would make FTS5 rerun the whole query once per admitted rowid;
+            # reading every match's (rowid, rank) and keeping the admitted ones is far cheaper.
+            allowed = set(admitted)
+            everything = self.conn.execute(
+                "SELECT rowid, rank FROM chunks_fts WHERE chunks_fts MATCH ?", (expression,)
+            ).fetchall()
+            kept = [row for row in everything if row[0] in allowed]
+            matched = len(kept)
+            ranked = heapq.nsmallest(limit, kept, key=lambda row: (row[1], row[0]))
+        if not ranked:
+            return [], 0
+        hits = self.keyword_hits(
+            expression, [(rowid, -float(rank)) for rowid, rank in ranked], snippets=snippets
+        )
+        total = len(hits)
+        if count and admitted is not None:
+            total = matched
+        elif count and len(ranked) >= limit:
+            total = int(
+                self.conn.execute(
+                    "SELECT count(*) FROM chunks_fts WHERE chunks_fts MATCH ?", (expression,)
+                ).fetchone()[0]
+            )
+        return hits, total
+
+    def keyword_hits(
+        self,
+        expression: str,
+        ranked: Sequence[tuple[int, float]],
+        *,
+        snippets: bool = True,
+    ) -> list[RetrievalHit]:
+        """Hits for chunks already ranked, as (rowid, BM25 score): best first, ties by id, each
+        with a snippet of where ``expression`` matches it."""
+        if not ranked:
+            return []
+        rowids = [r[0] for r in ranked]
+        marks = ",".join("?" * len(rowids))
+        rows = {
+            row["rowid"]: row
+            for row in self.conn.execute(
+                f"""SELECT c.rowid, c.id, c.content, c.title, c.author, c.ts_start, c.ts_end,
+                           c.tags, c.source_ref, c.source_id, s.scope
+                    FROM chunks c JOIN sources s ON s.id = c.source_id
+                    WHERE c.rowid IN ({marks})""",
+                rowids,
+            )
+        }
+        snips: dict[int, str] = {}
+        if snippets:
+            snips = dict(
+                self.conn.execute(
+                    f"""SELECT rowid, snippet(chunks_fts, 0, '[', ']', '…', 24) FROM chunks_fts
+                        WHERE chunks_fts MATCH ? AND rowid IN ({marks})""",
+                    (expression, *rowids),
+                ).fetchall()
+            )
+        order = sorted(
+            ((score, rows[rowid]["id"], rowid) for rowid, score in ranked if rowid in rows),
+            key=lambda item: (-item[0], item[1]),
+        )
+        entities = self.mentions_of([rows[rowid]["id"] for _, _, rowid in order])
+        return [
+            _hit(rows[rowid], entities[node], score, snips.get(rowid, ""))
+            for score, node, rowid in order
+        ]
+
+
+def _hit(row: sqlite3.Row, entities: list[str], score: float, snippet: str) -> RetrievalHit:
+    explain: dict[str, Any] = {"keyword": round(score, 4)}
+    return RetrievalHit(
+        node_id=row["id"],
+        node_kind=NodeKind.LEAF,
+        tree_id="",
+        tree_kind=TreeKind.SOURCE,
+        tree_scope=row["scope"],
+        level=0,
+        content=row["content"],
+        entities=tuple(entities),
+        topics=tuple(json.loads(row["tags"])),
+        time_range_start=from_ms(row["ts_start"]),
+        time_range_end=from_ms(row["ts_end"]),
+        score=score,
+        source_ref=row["source_ref"],
+        source_id=row["source_id"],
+        author=row["author"],
+        title=row["title"],
+        snippet=snippet,
+        explain=explain,
+    )

@@ -1,0 +1,260 @@
+"""Sources, chunks and entity mentions in the SQLite store (the ``SourceStore`` and
+``ChunkStore`` roles).
+
+Ids: a source id is ``src_`` + the first 16 hex digits of sha256(scope); a chunk id is the
+first 32 hex digits of sha256(source id, seq, content).
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import AbstractContextManager
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
+
+from stratamem.errors import NotFoundError
+from stratamem.store.base import from_ms, to_ms
+from stratamem.store.sources import ChunkRow, MentionRow, source_id_for
+from stratamem.store.sqlite.connection import batches
+from stratamem.types import Chunk, Source, SourceKind
+
+if TYPE_CHECKING:
+    from stratamem.store.sqlite.jobs import JobQueue
+    from stratamem.store.sqlite.trees import TreeTables
+
+
+class SourceTables:
+    """The sources half of :class:`~stratamem.store.sqlite.store.SQLiteStore`."""
+
+    conn: sqlite3.Connection
+    _count_cache: tuple[tuple[int, int], int] | None
+
+    if TYPE_CHECKING:
+        trees: TreeTables
+        jobs: JobQueue
+
+        def transaction(self) -> AbstractContextManager[sqlite3.Connection]: ...
+
+        def bump_generation(self) -> None: ...
+
+        def write_state(self) -> tuple[int, int]: ...
+
+        def add_edges(self, source_id: str, node_ids: Sequence[str], *, sign: int = 1) -> None: ...
+
+    def upsert_source(
+        self,
+        *,
+        scope: str,
+        kind: SourceKind,
+        platform: str,
+        location: str,
+        title: str = "",
+        meta: dict[str, Any] | None = None,
+    ) -> str:
+        """Create the source or refresh its descriptive fields; access and lock are kept."""
+        sid = source_id_for(scope)
+        self.conn.execute(
+            """INSERT INTO sources (id, scope, kind, platform, location, title, meta, ingested_at)
+               VALUES (?, ?, ?, ?, ?, ?, ?, ?)
+               ON CONFLICT(id) DO UPDATE SET kind = excluded.kind, platform = excluded.platform,
+                 location = excluded.location, title = excluded.title, meta = excluded.meta,
+                 ingested_at = excluded.ingested_at""",
+            (
+                sid,
+                scope,
+                kind.value,
+                platform,
+                location,
+                title,
+                json.dumps(meta or {}, default=str),
+                to_ms(datetime.now(UTC)),
+            ),
+        )
+        return sid
+
+    def sources(self) -> list[Source]:
+        rows = self.conn.execute(
+            """SELECT s.*, (SELECT count(*) FROM chunks c WHERE c.source_id = s.id) AS n
+               FROM sources s ORDER BY s.scope"""
+        ).fetchall()
+        return [_source(row) for row in rows]
+
+    def resolve_source(self, ref: str) -> Source:
+        """A source by id or exact scope."""
+        for source in self.sources():
+            if ref in (source.id, source.scope):
+                return source
+        raise NotFoundError(f"no source with id or scope {ref!r}")
+
+    def delete_source(self, source_id: str) -> int:
+        """Remove a source and everything derived from it; returns the chunk count removed."""
+        with self.transaction():
+            (count,) = self.conn.execute(
+                "SELECT count(*) FROM chunks WHERE source_id = ?", (source_id,)
+            ).fetchone()
+            self.conn.execute(
+                """DELETE FROM jobs WHERE dedupe_key IN (
+                       SELECT 'seal:' || id FROM trees WHERE source_id = ?)""",
+                (source_id,),
+            )
+            # Trees, summaries, their entities and vectors go with the source (foreign keys).
+            self.conn.execute("DELETE FROM sources WHERE id = ?", (source_id,))
+            self.bump_generation()
+        self.scrub()
+        return int(count)
+
+    def scrub(self) -> None:
+        """Leave no copy of deleted text in the files. ``secure_delete`` (set on connect)
+        zeroes a deleted row where it lies, but not the stale copies B-tree rebalancing
+        leaves in a page's free space, and FTS5 keeps a deleted row's tokens in its old
+        segments until they are merged. So: ``optimize`` merges every segment into one,
+        ``VACUUM`` rewrites every page from the live rows, and a ``TRUNCATE`` checkpoint
+        empties the WAL. VACUUM rewrites the whole file (it costs time and transient disk
+        in proportion to the store), which is why only a forget calls this. A no-op inside
+        an open transaction; a checkpoint a reader blocks completes on a later one."""
+        if self.conn.in_transaction:
+            return
+        with self.transaction():
+            self.conn.execute("INSERT INTO chunks_fts(chunks_fts) VALUES ('optimize')")
+        self.conn.execute("VACUUM")
+        self.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
+
+    def existing_ids(self, ids: Sequence[str]) -> set[str]:
+        found: set[str] = set()
+        for part, marks in batches(ids):
+            found.update(
+                row[0]
+                for row in self.conn.execute(f"SELECT id FROM chunks WHERE id IN ({marks})", part)
+            )
+        return found
+
+    def insert_chunks(self, rows: Iterable[ChunkRow]) -> None:
+        """Rows made by :func:`chunk_row`."""
+        self.conn.executemany(
+            """INSERT INTO chunks (id, source_id, seq, content, title, token_count, author,
+                 ts_start, ts_end, tags, source_ref, thread, doc_id, version, content_sha256, meta)
+               VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)""",
+            rows,
+        )
+
+    def insert_mentions(self, rows: Iterable[MentionRow]) -> None:
+        """Rows of (entity id, node id, kind, surface, source id, ts in ms)."""
+        self.conn.executemany(
+            """INSERT OR IGNORE INTO entity_index (entity_id, node_id, kind, surface, source_id, ts)
+               VALUES (?, ?, ?, ?, ?, ?)""",
+            rows,
+        )
+
+    def replace_seqs(self, source_id: str, seqs: Sequence[int]) -> int:
+        """Delete the source's chunks at ``seqs`` (about to be replaced); returns how many.
+
+        A chunk id covers (source, seq, content), so a changed chunk comes back with a new id
+        at the same seq, and the old one must go. Memory stays flat: no set of kept ids.
+        """
+        removed = 0
+        for part, marks in batches(seqs):
+            where = f"source_id = ? AND seq IN ({marks})"
+            removed += self._delete_chunks(where, [source_id, *part])
+        return removed
+
+    def truncate_source(self, source_id: str, length: int) -> int:
+        """Delete the source's chunks at seq ≥ ``length`` (it got shorter); returns how many."""
+        return self._delete_chunks("source_id = ? AND seq >= ?", [source_id, length])
+
+    def _delete_chunks(self, where: str, params: list[Any]) -> int:
+        nodes = [
+            row[0] for row in self.conn.execute(f"SELECT id FROM chunks WHERE {where}", params)
+        ]
+        if not nodes:
+            return 0
+        source_id = params[0]
+        # Summaries over the doomed chunks summarise text that is going away: retire them and
+        # have the tree sealed again.
+        for tree_id in self.trees.invalidate_chunks(nodes):
+            self.jobs.enqueue("seal", f"seal:{tree_id}", {"tree_id": tree_id})
+        for part, marks in batches(nodes):
+            self.add_edges(source_id, part, sign=-1)
+            self.conn.execute(f"DELETE FROM entity_index WHERE node_id IN ({marks})", part)
+            self.conn.execute(f"DELETE FROM embeddings WHERE node_id IN ({marks})", part)
+            self.conn.execute(f"DELETE FROM chunks WHERE id IN ({marks})", part)
+        self.bump_generation()
+        self.conn.execute(
+            "DELETE FROM entity_edges WHERE source_id = ? AND weight <= 0", (source_id,)
+        )
+        return len(nodes)
+
+    def chunks(self, ids: Sequence[str]) -> list[Chunk]:
+        """Chunks by id, in the order asked; unknown ids are left out."""
+        found: dict[str, Chunk] = {}
+        for part, marks in batches(ids):
+            for row in self.conn.execute(f"SELECT * FROM chunks WHERE id IN ({marks})", part):
+                found[row["id"]] = chunk_from_row(row)
+        return [found[i] for i in ids if i in found]
+
+    def iter_chunks(self, source_id: str) -> Iterator[Chunk]:
+        for row in self.conn.execute(
+            "SELECT * FROM chunks WHERE source_id = ? ORDER BY seq", (source_id,)
+        ):
+            yield chunk_from_row(row)
+
+    def mentions_of(self, node_ids: Sequence[str]) -> dict[str, list[str]]:
+        out: dict[str, list[str]] = {i: [] for i in node_ids}
+        for part, marks in batches(node_ids):
+            for node, entity in self.conn.execute(
+                f"""SELECT node_id, entity_id FROM entity_index WHERE node_id IN ({marks})
+                    ORDER BY node_id, entity_id""",
+                part,
+            ):
+                out[node].append(entity)
+        return out
+
+    def chunk_count(self) -> int:
+        """The number of chunks, cached until this or another connection writes (not inside
+        a transaction, which may yet roll back what it counted)."""
+        key = self.write_state()
+        if self._count_cache is not None and self._count_cache[0] == key:
+            return self._count_cache[1]
+        count = int(self.conn.execute("SELECT count(*) FROM chunks").fetchone()[0])
+        self._count_cache = None if self.conn.in_transaction else (key, count)
+        return count
+
+    def scopes(self) -> dict[str, str]:
+        """Source id → scope, without the per-source counts :meth:`sources` makes."""
+        return dict(self.conn.execute("SELECT id, scope FROM sources").fetchall())
+
+
+def chunk_from_row(row: sqlite3.Row) -> Chunk:
+    return Chunk(
+        id=row["id"],
+        source_id=row["source_id"],
+        seq=row["seq"],
+        content=row["content"],
+        token_count=row["token_count"],
+        time_start=from_ms(row["ts_start"]),
+        time_end=from_ms(row["ts_end"]),
+        author=row["author"],
+        title=row["title"],
+        tags=tuple(json.loads(row["tags"])),
+        source_ref=row["source_ref"],
+        thread=row["thread"],
+        doc_id=row["doc_id"],
+        version=row["version"],
+        content_sha256=row["content_sha256"],
+    )
+
+
+def _source(row: sqlite3.Row) -> Source:
+    return Source(
+        id=row["id"],
+        scope=row["scope"],
+        kind=SourceKind(row["kind"]),
+        platform=row["platform"],
+        location=row["location"],
+        title=row["title"],
+        access=tuple(json.loads(row["access"])),
+        locked=bool(row["locked"]),
+        ingested_at=from_ms(row["ingested_at"]),
+        chunk_count=row["n"],
+    )

@@ -1,0 +1,160 @@
+"""Chunk embeddings per model signature in the SQLite store (the ``VectorStore`` role).
+
+A chunk's row key is its ``chunks.rowid``; the in-process vector index is addressed by it.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Iterable, Iterator, Sequence
+from typing import TYPE_CHECKING
+
+from stratamem.store.sqlite.connection import batches
+from stratamem.store.sqlite.filters import filter_sql
+from stratamem.types import Filters
+
+
+class VectorTables:
+    """The vectors half of :class:`~stratamem.store.sqlite.store.SQLiteStore`."""
+
+    conn: sqlite3.Connection
+
+    if TYPE_CHECKING:
+
+        def bump_generation(self) -> None: ...
+
+    def pending_embeddings(self, model: str, limit: int) -> list[sqlite3.Row]:
+        """Chunks with no vector for ``model``, oldest first: rowid, id, source_id, title,
+        content, content_sha256."""
+        return self.conn.execute(
+            """SELECT c.rowid, c.id, c.source_id, c.title, c.content, c.content_sha256
+               FROM chunks c JOIN sources s ON s.id = c.source_id
+               WHERE s.locked = 0 AND NOT EXISTS (
+                   SELECT 1 FROM embeddings e WHERE e.node_id = c.id AND e.model = ?)
+               ORDER BY c.rowid LIMIT ?""",
+            (model, limit),
+        ).fetchall()
+
+    def count_pending_embeddings(self, model: str) -> int:
+        return int(
+            self.conn.execute(
+                """SELECT count(*) FROM chunks c JOIN sources s ON s.id = c.source_id
+                   WHERE s.locked = 0 AND NOT EXISTS (
+                       SELECT 1 FROM embeddings e WHERE e.node_id = c.id AND e.model = ?)""",
+                (model,),
+            ).fetchone()[0]
+        )
+
+    def cached_vectors(self, model: str, hashes: Sequence[str]) -> dict[str, bytes]:
+        """Vectors already made by ``model`` for these content hashes (any node)."""
+        found: dict[str, bytes] = {}
+        for part, marks in batches(hashes):
+            for sha, blob in self.conn.execute(
+                f"""SELECT content_sha256, vector FROM embeddings
+                    WHERE model = ? AND content_sha256 IN ({marks})""",
+                (model, *part),
+            ):
+                found[sha] = blob
+        return found
+
+    def insert_vectors(self, rows: Iterable[tuple[str, str, str, int, bytes, str]]) -> None:
+        """Rows of (node id, model signature, source id, dim, float32 LE blob, content sha)."""
+        self.conn.executemany(
+            """INSERT OR REPLACE INTO embeddings
+               (node_id, model, source_id, dim, vector, content_sha256)
+               VALUES (?, ?, ?, ?, ?, ?)""",
+            rows,
+        )
+        self.bump_generation()
+
+    def vector_models(self) -> dict[str, int]:
+        """Model signature → vector count."""
+        return dict(
+            self.conn.execute("SELECT model, count(*) FROM embeddings GROUP BY model").fetchall()
+        )
+
+    def delete_vectors(self, *, keep_model: str | None = None) -> int:
+        """Delete the vectors of every model but ``keep_model`` (all when None)."""
+        if keep_model is None:
+            cursor = self.conn.execute("DELETE FROM embeddings")
+        else:
+            cursor = self.conn.execute("DELETE FROM embeddings WHERE model != ?", (keep_model,))
+        self.bump_generation()
+        return cursor.rowcount
+
+    def iter_vectors(self, model: str, batch: int = 10_000) -> Iterator[tuple[list[int], bytes]]:
+        """(chunk rowids, concatenated float32 blobs) of ``model``'s vectors, in rowid order."""
+        cursor = self.conn.execute(
+            """SELECT c.rowid, e.vector FROM embeddings e JOIN chunks c ON c.id = e.node_id
+               WHERE e.model = ? ORDER BY c.rowid""",
+            (model,),
+        )
+        while rows := cursor.fetchmany(batch):
+            yield [r[0] for r in rows], b"".join(r[1] for r in rows)
+
+    def vector_keys(self, model: str) -> list[tuple[int, str]]:
+        """(chunk rowid, chunk id) of the chunks that have a vector of ``model``, by rowid."""
+        return [
+            (int(row[0]), str(row[1]))
+            for row in self.conn.execute(
+                """SELECT c.rowid, c.id FROM embeddings e JOIN chunks c ON c.id = e.node_id
+                   WHERE e.model = ? ORDER BY c.rowid""",
+                (model,),
+            )
+        ]
+
+    def vectors_by_rowid(self, model: str, rowids: Sequence[int]) -> dict[int, bytes]:
+        found: dict[int, bytes] = {}
+        for part, marks in batches(rowids):
+            for rowid, blob in self.conn.execute(
+                f"""SELECT c.rowid, e.vector FROM chunks c
+                    JOIN embeddings e ON e.node_id = c.id AND e.model = ?
+                    WHERE c.rowid IN ({marks})""",
+                (model, *part),
+            ):
+                found[rowid] = blob
+        return found
+
+    def rowids_to_ids(self, rowids: Sequence[int]) -> dict[int, str]:
+        found: dict[int, str] = {}
+        for part, marks in batches([int(r) for r in rowids]):
+            for rowid, node in self.conn.execute(
+                f"SELECT rowid, id FROM chunks WHERE rowid IN ({marks})", part
+            ):
+                found[rowid] = node
+        return found
+
+    def ids_to_rowids(self, node_ids: Sequence[str]) -> dict[str, int]:
+        found: dict[str, int] = {}
+        for part, marks in batches(node_ids):
+            for node, rowid in self.conn.execute(
+                f"SELECT id, rowid FROM chunks WHERE id IN ({marks})", part
+            ):
+                found[node] = rowid
+        return found
+
+    def allowed_rowids(self, filters: Filters) -> list[int] | None:
+        """The chunk rowids ``filters`` admit, or None when every chunk is admitted (no
+        filter and no locked source), which lets the vector leg skip building a mask."""
+        locked = self.conn.execute("SELECT 1 FROM sources WHERE locked = 1 LIMIT 1").fetchone()
+        if filters == Filters() and locked is None:
+            return None
+        where, params = filter_sql(filters)
+        return [
+            row[0]
+            for row in self.conn.execute(
+                f"""SELECT c.rowid FROM chunks c JOIN sources s ON s.id = c.source_id
+                    WHERE {where}""",
+                params,
+            )
+        ]
+
+    def vectors_of(self, model: str, node_ids: Sequence[str]) -> dict[str, bytes]:
+        found: dict[str, bytes] = {}
+        for part, marks in batches(node_ids):
+            for node, blob in self.conn.execute(
+                f"SELECT node_id, vector FROM embeddings WHERE model = ? AND node_id IN ({marks})",
+                (model, *part),
+            ):
+                found[node] = blob
+        return found
