@@ -35,7 +35,7 @@ import stratamem
 from stratamem.embed.registry import get_embedder
 from stratamem.eval.datasets import load_dataset
 from stratamem.eval.runner import prepare, store_path
-from stratamem.retrieval import hybrid
+from stratamem.retrieval import hybrid, legs
 from stratamem.retrieval.legs.keyword import SparseKeywordIndex
 from stratamem.retrieval.legs.vector import VectorLeg
 from stratamem.retrieval.query import match_expression, query_terms
@@ -186,10 +186,10 @@ class Stages:
         setattr(owner, name, timed)
 
     def __enter__(self) -> Stages:
-        self.wrap(hybrid, "keyword_leg", "keyword leg")
+        self.wrap(legs, "keyword_leg", "keyword leg")
         self.wrap(VectorLeg, "embed_query", "vector: embed query")
         self.wrap(VectorLeg, "search", "vector leg (with embedding)")
-        self.wrap(hybrid, "graph_leg", "graph leg")
+        self.wrap(legs, "graph_leg", "graph leg")
         self.wrap(hybrid.HybridSearcher, "_expand", "expansion")
         self.wrap(SQLiteStore, "chunks", "read chunks")
         self.wrap(VectorLeg, "vectors", "read vectors for mmr")

@@ -18,18 +18,14 @@ the others, and ``SearchResponse.legs`` says why. Nothing here raises for a bad 
 from __future__ import annotations
 
 import math
-import os
-import threading
 from collections.abc import Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 
 from stratamem.config import SearchConfig
-from stratamem.errors import StratamemError
 from stratamem.retrieval import fusion
-from stratamem.retrieval.legs.graph import graph_leg, idf_weights
-from stratamem.retrieval.legs.keyword import keyword_leg
-from stratamem.retrieval.legs.vector import Vector, VectorLeg
+from stratamem.retrieval.legs import LEGS
+from stratamem.retrieval.legs.graph import idf_weights
+from stratamem.retrieval.legs.vector import VectorLeg
 from stratamem.retrieval.mmr import mmr
 from stratamem.retrieval.rerank import Reranker, apply_rerank
 from stratamem.store.base import Store
@@ -44,9 +40,6 @@ from stratamem.types import (
 )
 
 MAX_LIMIT = 1000
-_EMBEDDING_THREAD: tuple[int, ThreadPoolExecutor] | None = None
-_EMBEDDING_THREAD_LOCK = threading.Lock()
-_GRAPH_QUERY_WORDS = 48
 
 
 @dataclass(slots=True)
@@ -100,7 +93,7 @@ class HybridSearcher:
         status: dict[str, str] = {}
         notes: list[str] = []
         pool = max(cfg.pool, limit)
-        scores = self._legs(query, filters, pool, legs, cfg, status, notes)
+        scores = self._legs(query, filters, pool, legs, cfg, status)
         weights = cfg.leg_weights()
         if weights.get("freshness", 0.0) > 0:
             scores["freshness"] = self._freshness(scores, cfg)
@@ -150,61 +143,23 @@ class HybridSearcher:
         legs: Sequence[str],
         cfg: SearchConfig,
         status: dict[str, str],
-        notes: list[str],
     ) -> dict[str, dict[str, float]]:
+        unknown = [name for name in legs if name not in LEGS]
+        if unknown:
+            raise ValueError(f"unknown leg(s) {unknown}; known: {', '.join(LEGS)}")
+        chosen = [name for name in LEGS if name in legs]
+        # Started in reverse table order (the vector leg's embedding first), read in order.
+        finishing = {
+            name: LEGS[name](self.store, self.vectors, cfg).start(query, filters, pool)
+            for name in reversed(chosen)
+        }
         scores: dict[str, dict[str, float]] = {}
-        # The query is embedded on another thread while the keyword and graph legs run here
-        # (onnxruntime and SQLite both let go of the GIL).
-        embedding = self._embed_query(query, status) if "vector" in legs else None
-        if "keyword" in legs:
-            found, status["keyword"] = keyword_leg(self.store, query, filters, pool)
-            if found is not None:
-                scores["keyword"] = found
-        if "graph" in legs:
-            words = " ".join(query.split()[:_GRAPH_QUERY_WORDS])
-            found_nodes, entities = graph_leg(
-                self.store, words, filters, pool, hub_fraction=cfg.hub_fraction
-            )
-            scores["graph"] = found_nodes
-            status["graph"] = (
-                f"ok: {len(found_nodes)} nodes via {', '.join(sorted(entities))}"
-                if entities
-                else "ok: no known entity in the query"
-            )
-        if embedding is not None:
-            scores["vector"] = self._vector_leg(embedding, filters, pool, status)
-        elif "vector" in legs:
-            scores["vector"] = {}
+        for name in chosen:
+            result = finishing[name]()
+            status[name] = result.status
+            if result.scores is not None:
+                scores[name] = result.scores
         return scores
-
-    def _embed_query(self, query: str, status: dict[str, str]) -> Future[Vector] | None:
-        """The query's embedding, under way; None (with the reason in ``status``) when the
-        vector leg cannot run."""
-        if self.vectors is None:
-            status["vector"] = "off: no embedder configured"
-            return None
-        try:
-            reason = self.vectors.status()
-        except (StratamemError, OSError, ValueError, RuntimeError) as exc:
-            status["vector"] = f"off: {exc}"
-            return None
-        if reason is not None:
-            status["vector"] = f"off: {reason}"
-            return None
-        return _embedding_thread().submit(self.vectors.embed_query, query)
-
-    def _vector_leg(
-        self, embedding: Future[Vector], filters: Filters, pool: int, status: dict[str, str]
-    ) -> dict[str, float]:
-        assert self.vectors is not None
-        try:
-            found = self.vectors.search(embedding.result(), filters, pool)
-        except (StratamemError, OSError, ValueError, RuntimeError) as exc:
-            # An embedding failure degrades to the other legs; it never fails the search.
-            status["vector"] = f"off: the query could not be embedded ({exc})"
-            return {}
-        status["vector"] = f"ok: {len(found)} nearest"
-        return found
 
     def _freshness(
         self, scores: dict[str, dict[str, float]], cfg: SearchConfig
@@ -310,17 +265,6 @@ class HybridSearcher:
                 )
             )
         return hits, breakdowns
-
-
-def _embedding_thread() -> ThreadPoolExecutor:
-    """The one thread that embeds queries, started on first use (again in a forked child,
-    which has the executor but not its thread)."""
-    global _EMBEDDING_THREAD
-    with _EMBEDDING_THREAD_LOCK:
-        if _EMBEDDING_THREAD is None or _EMBEDDING_THREAD[0] != os.getpid():
-            executor = ThreadPoolExecutor(1, thread_name_prefix="stratamem-embed")
-            _EMBEDDING_THREAD = (os.getpid(), executor)
-        return _EMBEDDING_THREAD[1]
 
 
 def _rerank(
