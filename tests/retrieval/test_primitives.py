@@ -15,7 +15,7 @@ from stratamem.config import TreeConfig
 from stratamem.embed.base import ModelSpec, Vectors
 from stratamem.embed.hashing import HashingEmbedder
 from stratamem.retrieval import primitives as p
-from stratamem.types import Filters, NodeKind, SourceKind
+from stratamem.types import Filters, Mention, NodeKind, SourceKind
 
 FIXTURES = Path(__file__).parents[1] / "fixtures"
 SMALL = TreeConfig(input_token_budget=40, summary_fanout=2, flush_age_days=1.0)
@@ -188,12 +188,9 @@ def test_query_global_spans_sources_within_the_window(memory: stratamem.Memory) 
 
 
 def _tag(mem: stratamem.Memory, entity: str, node_ids: Sequence[str]) -> None:
-    rows = mem.store.conn.execute(
-        f"SELECT id, source_id, ts_start FROM chunks WHERE id IN ({','.join('?' * len(node_ids))})",
-        list(node_ids),
-    ).fetchall()
+    mention = Mention(entity_id=entity, kind="topic", surface=entity)
     with mem.store.transaction():
-        mem.store.insert_mentions((entity, r[0], "topic", entity, r[1], r[2]) for r in rows)
+        mem.store.insert_mentions((chunk, [mention]) for chunk in mem.store.chunks(node_ids))
 
 
 def test_query_topic_blank_is_empty(memory: stratamem.Memory) -> None:

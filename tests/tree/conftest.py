@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from stratamem.store.base import chunk_row
+from stratamem.store.jobs import SEAL_KIND, seal_job_key
 from stratamem.store.sqlite.store import SQLiteStore
 from stratamem.types import Chunk, SourceKind
 
@@ -43,32 +43,30 @@ def add_chat(
     as ingest does."""
     with store.transaction():
         sid = store.upsert_source(scope=scope, kind=kind, platform="test", location=scope)
-        rows = []
+        chunks = []
         for i, minute in enumerate(minutes):
             seq = start_seq + i
             text = texts[i] if texts is not None else message_text(seq)
             ts = EPOCH + timedelta(minutes=minute)
             chunk_id = hashlib.sha256(f"{sid}|{seq}|{text}".encode()).hexdigest()[:32]
-            rows.append(
-                chunk_row(
-                    Chunk(
-                        id=chunk_id,
-                        source_id=sid,
-                        seq=seq,
-                        content=text,
-                        token_count=len(text.split()),
-                        time_start=ts,
-                        time_end=ts,
-                        author="alice" if seq % 2 else "bob",
-                        doc_id=doc,
-                        content_sha256=hashlib.sha256(text.encode()).hexdigest(),
-                    )
+            chunks.append(
+                Chunk(
+                    id=chunk_id,
+                    source_id=sid,
+                    seq=seq,
+                    content=text,
+                    token_count=len(text.split()),
+                    time_start=ts,
+                    time_end=ts,
+                    author="alice" if seq % 2 else "bob",
+                    doc_id=doc,
+                    content_sha256=hashlib.sha256(text.encode()).hexdigest(),
                 )
             )
-        store.replace_seqs(sid, [r[2] for r in rows])
-        store.insert_chunks(rows)
+        store.replace_seqs(sid, [c.seq for c in chunks])
+        store.insert_chunks(chunks)
         tree_id = store.trees.ensure(sid, scope)
-        store.jobs.enqueue("seal", f"seal:{tree_id}", {"tree_id": tree_id})
+        store.jobs.enqueue(SEAL_KIND, seal_job_key(tree_id), {"tree_id": tree_id})
     return sid
 
 

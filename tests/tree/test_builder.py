@@ -11,9 +11,11 @@ import pytest
 
 import stratamem
 from stratamem.config import TreeConfig
+from stratamem.store.jobs import SEAL_KIND, seal_job_key
 from stratamem.store.sqlite.store import SQLiteStore
-from stratamem.tree.builder import TreeBuilder, leaf_score
+from stratamem.tree.builder import TreeBuilder
 from stratamem.tree.extractive import ExtractiveSummarizer
+from stratamem.tree.salience import leaf_score
 from stratamem.tree.summarizer import SummaryItem
 from stratamem.types import SourceKind
 
@@ -217,6 +219,30 @@ def test_forgetting_a_source_removes_its_tree(tmp_path: Path) -> None:
             " (SELECT count(*) FROM jobs)"
         ).fetchone()
         assert tuple(counts) == (0, 0, 0)
+
+
+def test_deleting_a_source_drops_its_seal_job(store: SQLiteStore, chat: Chat) -> None:
+    sid = chat(store, "chat:a", [0, 1])
+    tree = store.trees.of_source(sid)
+    assert tree is not None
+    keys = [row[0] for row in store.conn.execute("SELECT dedupe_key FROM jobs")]
+    assert keys == [seal_job_key(tree.id)]
+    store.delete_source(sid)
+    assert store.jobs.counts() == {}
+
+
+def test_deleting_sealed_leaves_queues_their_tree_again(store: SQLiteStore, chat: Chat) -> None:
+    sid = chat(store, "chat:a", list(range(12)))
+    build(store)
+    tree = store.trees.of_source(sid)
+    assert tree is not None
+    assert store.jobs.counts() == {"done": 1}
+    with store.transaction():
+        store.truncate_source(sid, 2)  # the first level-1 summary loses children
+    job = store.jobs.claim(kind=SEAL_KIND)
+    assert job is not None
+    assert job.dedupe_key == seal_job_key(tree.id)
+    assert job.payload == {"tree_id": tree.id}
 
 
 def test_a_failing_summarizer_leaves_the_job_to_retry(store: SQLiteStore, chat: Chat) -> None:

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from stratamem.ingest.tokens import estimate_tokens
+from stratamem.embed.tokens import estimate_tokens
 from stratamem.tree.extractive import ExtractiveSummarizer, cut_to_budget, when_label
 from stratamem.tree.summarizer import Summarizer, SummaryItem
 

@@ -2,15 +2,11 @@
 
 from __future__ import annotations
 
-import json
 import logging
 import socket
-import threading
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -18,171 +14,26 @@ import pytest
 
 import stratamem
 from stratamem.config import TreeConfig
-from stratamem.ingest.tokens import estimate_tokens
+from stratamem.embed.tokens import estimate_tokens
+from stratamem.testing import FakeModelServer, chat_completion
 from stratamem.tree.extractive import ExtractiveSummarizer
 from stratamem.tree.llm import LLMSummarizer, chat_completions_url
 from stratamem.tree.summarizer import Summarizer, SummaryItem
 
 
-@dataclass
-class Scripted:
-    """One canned answer: status, body (bytes, or an object sent as JSON), headers, delay."""
-
-    status: int = 200
-    body: Any = b""
-    headers: dict[str, str] = field(default_factory=dict)
-    delay: float = 0.0
-
-
-@dataclass
-class Seen:
-    path: str
-    headers: dict[str, str]
-    payload: Any
-
-    @property
-    def prompt(self) -> str:
-        """The user message of a chat-completions request."""
-        return str(self.payload["messages"][-1]["content"])
-
-
-def completion(content: Any, *, model: str = "m") -> dict[str, Any]:
-    return {
-        "id": "chatcmpl-1",
-        "object": "chat.completion",
-        "model": model,
-        "choices": [
-            {
-                "index": 0,
-                "message": {"role": "assistant", "content": content},
-                "finish_reason": "stop",
-            }
-        ],
-    }
-
-
-def _request_problem(payload: Any) -> str | None:
-    """What is wrong with a chat-completions request body, as OpenAI would say it."""
-    if not isinstance(payload, dict):
-        return "the body is not a JSON object"
-    if not isinstance(payload.get("model"), str) or not payload["model"]:
-        return "'model' is required"
-    messages = payload.get("messages")
-    if not isinstance(messages, list) or not messages:
-        return "'messages' must be a non-empty list"
-    for message in messages:
-        if not isinstance(message, dict) or message.get("role") not in ("system", "user"):
-            return f"bad message {message!r}"
-        if not isinstance(message.get("content"), str):
-            return "a message has no text 'content'"
-    max_tokens = payload.get("max_tokens")
-    if not isinstance(max_tokens, int) or isinstance(max_tokens, bool) or max_tokens < 1:
-        return "'max_tokens' must be a positive integer"
-    return None
-
-
-class ChatServer:
-    """An OpenAI-compatible ``/v1/chat/completions`` server on 127.0.0.1.
-
-    Answers queued with :meth:`queue` are served first, one per request; then, for a
-    well-formed request, a completion that echoes the user message behind ``SUMMARY:``, so
-    tests can see what the model was given. Every request is recorded in ``seen``.
-    """
-
-    def __init__(self) -> None:
-        self.script: list[Scripted] = []
-        self.seen: list[Seen] = []
-        self.lock = threading.Lock()
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
-        self.httpd.daemon_threads = True
-        self.base_url = f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
-        self.thread = threading.Thread(
-            target=self.httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
-        )
-
-    def queue(
-        self,
-        status: int,
-        body: Any,
-        *,
-        headers: dict[str, str] | None = None,
-        delay: float = 0.0,
-    ) -> None:
-        """Serve this answer to the next request instead of the echo."""
-        with self.lock:
-            self.script.append(Scripted(status, body, headers or {}, delay))
-
-    def answer(self, path: str, payload: Any) -> Scripted:
-        if path != "/v1/chat/completions":
-            return Scripted(404, {"error": {"message": f"no route {path}"}})
-        with self.lock:
-            if self.script:
-                return self.script.pop(0)
-        problem = _request_problem(payload)
-        if problem is not None:
-            return Scripted(400, {"error": {"message": problem}})
-        prompt = payload["messages"][-1]["content"]
-        return Scripted(200, completion(f"SUMMARY: {prompt}", model=payload["model"]))
-
-    def _handler(self) -> type[BaseHTTPRequestHandler]:
-        server = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:
-                length = int(self.headers.get("Content-Length", "0"))
-                raw = self.rfile.read(length)
-                try:
-                    payload = json.loads(raw)
-                except ValueError:
-                    payload = None
-                with server.lock:
-                    server.seen.append(Seen(self.path, dict(self.headers.items()), payload))
-                reply = server.answer(self.path, payload)
-                if reply.delay:
-                    time.sleep(reply.delay)
-                body = reply.body
-                if not isinstance(body, bytes):
-                    body = json.dumps(body).encode("utf-8")
-                try:
-                    self.send_response(reply.status)
-                    self.send_header("Content-Type", "application/json")
-                    self.send_header("Content-Length", str(len(body)))
-                    for name, value in reply.headers.items():
-                        self.send_header(name, value)
-                    self.end_headers()
-                    self.wfile.write(body)
-                except OSError:
-                    pass  # the client gave up (the timeout test)
-
-            def log_message(self, format: str, *args: Any) -> None:
-                pass
-
-        return Handler
-
-    def __enter__(self) -> ChatServer:
-        self.thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.httpd.shutdown()
-        self.httpd.server_close()
-        self.thread.join(timeout=5)
-
-
 @pytest.fixture(scope="module")
-def _shared_chat_server() -> Iterator[ChatServer]:
-    with ChatServer() as server:
+def _shared_chat_server() -> Iterator[FakeModelServer]:
+    with FakeModelServer() as server:
         yield server
 
 
 @pytest.fixture
-def chat_server(_shared_chat_server: ChatServer) -> ChatServer:
-    """The chat-completions server with an empty script and request log."""
-    server = _shared_chat_server
-    with server.lock:
-        server.script.clear()
-        server.seen.clear()
-    return server
+def chat_server(_shared_chat_server: FakeModelServer) -> Iterator[FakeModelServer]:
+    """The chat-completions server (answers echo the prompt behind ``SUMMARY:``) with no
+    queued answers and no recorded requests."""
+    _shared_chat_server.reset()
+    yield _shared_chat_server
+    _shared_chat_server.reset()
 
 
 ITEMS = [
@@ -203,19 +54,21 @@ ITEMS = [
 ]
 
 
-def summarizer(server: ChatServer, **options: Any) -> LLMSummarizer:
+def summarizer(server: FakeModelServer, **options: Any) -> LLMSummarizer:
     options.setdefault("model", "llama3.2")
     options.setdefault("backoff", 0.01)
     options.setdefault("timeout", 2.0)
     return LLMSummarizer(base_url=server.base_url, **options)
 
 
-def test_success_sends_the_items_and_returns_the_completion(chat_server: ChatServer) -> None:
+def test_success_sends_the_items_and_returns_the_completion(
+    chat_server: FakeModelServer,
+) -> None:
     llm = summarizer(chat_server, temperature=0.2)
     out = llm.summarize(ITEMS, budget=300)
     assert llm.last_fallback is None
     assert llm.name == "llm:llama3.2"
-    (seen,) = chat_server.seen
+    (seen,) = chat_server.requests
     assert seen.path == "/v1/chat/completions"
     payload = seen.payload
     assert payload["model"] == "llama3.2"
@@ -238,7 +91,7 @@ def test_success_sends_the_items_and_returns_the_completion(chat_server: ChatSer
     assert "40k for the queue rewrite" in out
 
 
-def test_summary_level_items_carry_their_day_range(chat_server: ChatServer) -> None:
+def test_summary_level_items_carry_their_day_range(chat_server: FakeModelServer) -> None:
     item = SummaryItem(
         "s",
         "[2024-03-04 Alice] moved the release",
@@ -247,42 +100,42 @@ def test_summary_level_items_carry_their_day_range(chat_server: ChatServer) -> N
         time_end=datetime(2024, 3, 9, tzinfo=UTC),
     )
     summarizer(chat_server).summarize([item], budget=100)
-    assert "[2024-03-04..09] [2024-03-04 Alice] moved the release" in chat_server.seen[0].prompt
+    assert "[2024-03-04..09] [2024-03-04 Alice] moved the release" in chat_server.requests[0].prompt
 
 
-def test_output_is_cut_to_the_budget_at_a_word_boundary(chat_server: ChatServer) -> None:
+def test_output_is_cut_to_the_budget_at_a_word_boundary(chat_server: FakeModelServer) -> None:
     words = " ".join(f"word{i}" for i in range(500))
-    chat_server.queue(200, completion(f"  {words}  "))
+    chat_server.queue(200, chat_completion(f"  {words}  "))
     out = summarizer(chat_server).summarize(ITEMS, budget=20)
     assert estimate_tokens(out) <= 20
     assert words.startswith(out)
     assert out.endswith("word19")
 
 
-def test_reasoning_is_dropped(chat_server: ChatServer) -> None:
-    chat_server.queue(200, completion("<think>\nlet me see\n</think>\n\nThe gist."))
+def test_reasoning_is_dropped(chat_server: FakeModelServer) -> None:
+    chat_server.queue(200, chat_completion("<think>\nlet me see\n</think>\n\nThe gist."))
     assert summarizer(chat_server).summarize(ITEMS, budget=50) == "The gist."
 
 
-def test_content_parts_are_joined(chat_server: ChatServer) -> None:
+def test_content_parts_are_joined(chat_server: FakeModelServer) -> None:
     parts = [{"type": "text", "text": "Part one, "}, {"type": "text", "text": "part two."}]
-    chat_server.queue(200, completion(parts))
+    chat_server.queue(200, chat_completion(parts))
     assert summarizer(chat_server).summarize(ITEMS, budget=50) == "Part one, part two."
 
 
-def test_authorization_header_only_with_a_key(chat_server: ChatServer) -> None:
+def test_authorization_header_only_with_a_key(chat_server: FakeModelServer) -> None:
     summarizer(chat_server).summarize(ITEMS, budget=50)
     summarizer(chat_server, api_key="sk-test").summarize(ITEMS, budget=50)
-    without, with_key = ({k.lower(): v for k, v in s.headers.items()} for s in chat_server.seen)
+    without, with_key = (seen.headers for seen in chat_server.requests)
     assert "authorization" not in without
     assert with_key["authorization"] == "Bearer sk-test"
     assert with_key["content-type"] == "application/json"
 
 
-def test_input_is_cut_to_whole_items(chat_server: ChatServer) -> None:
+def test_input_is_cut_to_whole_items(chat_server: FakeModelServer) -> None:
     items = [SummaryItem(str(i), f"item {i} " + "detail " * 40) for i in range(10)]
     summarizer(chat_server, max_input_tokens=130).summarize(items, budget=50)
-    prompt = chat_server.seen[0].prompt
+    prompt = chat_server.requests[0].prompt
     assert "item 2 " in prompt
     assert "item 3 " not in prompt
     assert "(7 later records left out for length)" in prompt
@@ -290,24 +143,24 @@ def test_input_is_cut_to_whole_items(chat_server: ChatServer) -> None:
         assert line.rstrip().endswith("detail")  # no item is cut short
 
 
-def test_one_oversized_item_is_cut_to_the_input_budget(chat_server: ChatServer) -> None:
+def test_one_oversized_item_is_cut_to_the_input_budget(chat_server: FakeModelServer) -> None:
     item = SummaryItem("big", "word " * 1000)
     summarizer(chat_server, max_input_tokens=100).summarize([item], budget=50)
-    (line,) = chat_server.seen[0].prompt.splitlines()[1:]
+    (line,) = chat_server.requests[0].prompt.splitlines()[1:]
     assert estimate_tokens(line) == 100
 
 
-def test_500_then_success_is_retried(chat_server: ChatServer) -> None:
+def test_500_then_success_is_retried(chat_server: FakeModelServer) -> None:
     chat_server.queue(500, {"error": {"message": "model is loading"}})
     chat_server.queue(429, {"error": "slow down"}, headers={"Retry-After": "0"})
     llm = summarizer(chat_server, retries=2)
     assert llm.summarize(ITEMS, budget=100).startswith("SUMMARY:")
     assert llm.last_fallback is None
-    assert len(chat_server.seen) == 3
+    assert len(chat_server.requests) == 3
 
 
 def test_retries_exhausted_fall_back(
-    chat_server: ChatServer, caplog: pytest.LogCaptureFixture
+    chat_server: FakeModelServer, caplog: pytest.LogCaptureFixture
 ) -> None:
     for _ in range(2):
         chat_server.queue(503, b"unavailable")
@@ -316,23 +169,23 @@ def test_retries_exhausted_fall_back(
         out = llm.summarize(ITEMS, budget=100)
     assert out == ExtractiveSummarizer().summarize(ITEMS, budget=100)
     assert llm.last_fallback == "HTTP 503: unavailable"
-    assert len(chat_server.seen) == 2
+    assert len(chat_server.requests) == 2
     (record,) = caplog.records
     assert "HTTP 503" in record.getMessage()
     assert "extractive" in record.getMessage()
 
 
-def test_400_falls_back_without_retry(chat_server: ChatServer) -> None:
+def test_400_falls_back_without_retry(chat_server: FakeModelServer) -> None:
     chat_server.queue(400, {"error": {"message": "context length exceeded"}})
     llm = summarizer(chat_server, retries=3)
     out = llm.summarize(ITEMS, budget=100)
     assert out == ExtractiveSummarizer().summarize(ITEMS, budget=100)
     assert llm.last_fallback == "HTTP 400: context length exceeded"
-    assert len(chat_server.seen) == 1
+    assert len(chat_server.requests) == 1
 
 
-def test_timeout_falls_back(chat_server: ChatServer) -> None:
-    chat_server.queue(200, completion("too late"), delay=1.0)
+def test_timeout_falls_back(chat_server: FakeModelServer) -> None:
+    chat_server.queue(200, chat_completion("too late"), delay=30.0)  # held until released
     llm = summarizer(chat_server, timeout=0.2, retries=0)
     started = time.monotonic()
     out = llm.summarize(ITEMS, budget=100)
@@ -353,19 +206,19 @@ def test_timeout_falls_back(chat_server: ChatServer) -> None:
         (["not", "an", "object"], "no 'choices'"),
     ],
 )
-def test_malformed_answers_fall_back(chat_server: ChatServer, body: Any, reason: str) -> None:
+def test_malformed_answers_fall_back(chat_server: FakeModelServer, body: Any, reason: str) -> None:
     chat_server.queue(200, body)
     llm = summarizer(chat_server)
     assert llm.summarize(ITEMS, budget=100) == ExtractiveSummarizer().summarize(ITEMS, budget=100)
     assert llm.last_fallback is not None
     assert llm.last_fallback.startswith("malformed chat completion")
     assert reason in llm.last_fallback
-    assert len(chat_server.seen) == 1  # a broken answer is not retried
+    assert len(chat_server.requests) == 1  # a broken answer is not retried
 
 
 @pytest.mark.parametrize("content", ["", "   \n ", "<think>only thinking</think>"])
-def test_empty_content_falls_back(chat_server: ChatServer, content: str) -> None:
-    chat_server.queue(200, completion(content))
+def test_empty_content_falls_back(chat_server: FakeModelServer, content: str) -> None:
+    chat_server.queue(200, chat_completion(content))
     llm = summarizer(chat_server)
     assert llm.summarize(ITEMS, budget=100) == ExtractiveSummarizer().summarize(ITEMS, budget=100)
     assert llm.last_fallback == "the model returned an empty summary"
@@ -381,7 +234,7 @@ def test_connection_refused_falls_back() -> None:
     assert llm.last_fallback.startswith("cannot connect")
 
 
-def test_last_fallback_is_cleared_by_a_success(chat_server: ChatServer) -> None:
+def test_last_fallback_is_cleared_by_a_success(chat_server: FakeModelServer) -> None:
     chat_server.queue(400, {"error": "bad"})
     llm = summarizer(chat_server)
     llm.summarize(ITEMS, budget=100)
@@ -397,7 +250,7 @@ class Fixed:
         return "fixed summary"
 
 
-def test_a_given_fallback_is_used(chat_server: ChatServer) -> None:
+def test_a_given_fallback_is_used(chat_server: FakeModelServer) -> None:
     chat_server.queue(500, b"")
     fixed: Summarizer = Fixed()
     llm = summarizer(chat_server, retries=0, fallback=fixed)
@@ -405,11 +258,11 @@ def test_a_given_fallback_is_used(chat_server: ChatServer) -> None:
     assert isinstance(llm, Summarizer)
 
 
-def test_items_without_text_are_not_sent(chat_server: ChatServer) -> None:
+def test_items_without_text_are_not_sent(chat_server: FakeModelServer) -> None:
     llm = summarizer(chat_server)
     assert llm.summarize([SummaryItem("x", "  \n")], budget=10) == "…"
     assert llm.last_fallback == "the items hold no text"
-    assert not chat_server.seen
+    assert not chat_server.requests
 
 
 def test_bad_arguments() -> None:
@@ -451,10 +304,12 @@ def test_bad_base_url(base: str) -> None:
         LLMSummarizer(base_url=base, model="m")
 
 
-def test_a_tree_built_through_the_llm_summarizer(chat_server: ChatServer, tmp_path: Path) -> None:
+def test_a_tree_built_through_the_llm_summarizer(
+    chat_server: FakeModelServer, tmp_path: Path
+) -> None:
     """End to end: ingest seals with the LLM; an answer that fails mid-build still leaves a
     summary (the extractive one) and the tree complete."""
-    chat_server.queue(200, completion("   "))  # the first seal gets an empty answer
+    chat_server.queue(200, chat_completion("   "))  # the first seal gets an empty answer
     llm = summarizer(chat_server)
     config = TreeConfig(input_token_budget=40, summary_fanout=2, flush_age_days=1.0)
     slack = Path(__file__).parents[1] / "fixtures" / "slack"
@@ -471,4 +326,4 @@ def test_a_tree_built_through_the_llm_summarizer(chat_server: ChatServer, tmp_pa
     assert not rows[0]["content"].startswith("SUMMARY:")  # the fallback wrote it
     assert rows[0]["content"].strip()
     assert all(r["content"].startswith("SUMMARY:") for r in rows[1:])
-    assert len(chat_server.seen) == len(rows)
+    assert len(chat_server.requests) == len(rows)

@@ -13,24 +13,23 @@ drill_down        list[RetrievalHit]     a summary's descendants, breadth first
 fetch_leaves      list[RetrievalHit]     chunks by id, for citing
 ================  =====================  ==============================================
 
-Access filters and time windows are applied in SQL before any cap; ``total`` counts matches
+Access filters and time windows are applied in the store before any cap; ``total`` counts matches
 before the caller's ``limit``. Deciding which primitive to call, and how to combine them, is
 the caller's job.
 """
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping, Sequence
-from datetime import UTC, datetime
+from datetime import datetime
 
 from stratamem.embed.base import Embedder
 from stratamem.entities.search import search_entities
+from stratamem.retrieval.scope import kind_or_platform, narrow_kinds, source_filters
 from stratamem.retrieval.tree_hits import leaf_hits, rerank, summary_hit
-from stratamem.store.sqlite import tree_search
-from stratamem.store.sqlite.store import SQLiteStore
-from stratamem.timeparse import as_utc, days_before, optional_utc
-from stratamem.types import Filters, QueryResponse, RetrievalHit, Source, SourceKind
+from stratamem.store.base import Store
+from stratamem.timeparse import as_utc, optional_utc
+from stratamem.types import Filters, QueryResponse, RetrievalHit
 
 DEFAULT_LIMIT = 10
 RERANK_POOL = 2_000
@@ -59,7 +58,7 @@ __all__ = [
 
 
 def query_source(
-    store: SQLiteStore,
+    store: Store,
     *,
     source: str | None = None,
     source_kind: str | None = None,
@@ -77,34 +76,25 @@ def query_source(
     ``time_window_days`` keeps summaries overlapping the last that many days. With a ``query``
     the newest :data:`RERANK_POOL` matches are ranked by cosine similarity to it; without, the
     newest come first. ``limit`` 0 means 10 (and at most :data:`MAX_LIMIT` are
-    returned). An unknown source gives an empty response.
+    returned). An unknown source gives an empty response. The narrowing is
+    :func:`~stratamem.retrieval.scope.source_filters`.
     """
-    base = filters or Filters()
-    kinds, platforms = _kind_or_platform(source_kind)
-    since = until = None
-    if time_window_days is not None:
-        until = datetime.now(UTC) if now is None else as_utc(now, name="now")
-        since = days_before(until, time_window_days, name="time_window_days")
-    sources = base.sources
-    if source:
-        found = next((s for s in store.sources() if source in (s.id, s.scope)), None)
-        if found is None or (base.sources and not _allowed(found, base)):
-            return QueryResponse.empty()
-        sources = (found.id,)
-    allowed_kinds = _narrow(base.kinds, kinds)
-    if allowed_kinds is None:
-        return QueryResponse.empty()
-    narrowed = Filters(
-        sources=sources,
-        kinds=allowed_kinds,
-        since=since or base.since,
-        until=until or base.until,
+    narrowed = source_filters(
+        store,
+        filters,
+        source=source,
+        source_kind=source_kind,
+        days=time_window_days,
+        now=now,
     )
+    if narrowed is None:
+        return QueryResponse.empty()
+    _, platforms = kind_or_platform(source_kind)
     return _summaries(store, narrowed, platforms, query, embedder, evidence, limit)
 
 
 def query_global(
-    store: SQLiteStore,
+    store: Store,
     *,
     since: datetime,
     until: datetime,
@@ -119,8 +109,8 @@ def query_global(
     similarity to ``query``. ``until`` before ``since`` is a ``ValueError``."""
     since, until = _check_window(since, until)
     base = filters or Filters()
-    kinds, platforms = _kind_or_platform(source_kind)
-    allowed_kinds = _narrow(base.kinds, kinds)
+    kinds, platforms = kind_or_platform(source_kind)
+    allowed_kinds = narrow_kinds(base.kinds, kinds)
     if allowed_kinds is None:
         return QueryResponse.empty()
     narrowed = Filters(sources=base.sources, kinds=allowed_kinds, since=since, until=until)
@@ -128,7 +118,7 @@ def query_global(
 
 
 def query_topic(
-    store: SQLiteStore,
+    store: Store,
     entity_id: str,
     *,
     since: datetime | None = None,
@@ -151,14 +141,14 @@ def query_topic(
         _check_window(since, until)
     base = filters or Filters()
     narrowed = Filters(sources=base.sources, kinds=base.kinds, since=since, until=until)
-    found, total = tree_search.topic_nodes(store, entity, narrowed, TOPIC_LOOKUP_CAP)
-    hits = nodes(store, [node for _, node, _ in found], filters=narrowed)
+    found, total = store.trees.topic_nodes(entity, narrowed, TOPIC_LOOKUP_CAP)
+    hits = nodes(store, found, filters=narrowed)
     hits = rerank(store, hits, query, embedder, evidence=evidence)
     return QueryResponse(hits=tuple(hits[: _limit(limit)]), total=total)
 
 
 def cover_window(
-    store: SQLiteStore,
+    store: Store,
     *,
     since: datetime,
     until: datetime,
@@ -172,18 +162,17 @@ def cover_window(
     since, until = _check_window(since, until)
     base = filters or Filters()
     narrowed = Filters(sources=base.sources, kinds=base.kinds)
-    since_ms, until_ms = int(since.timestamp() * 1000), int(until.timestamp() * 1000)
-    frontier, leaves, uncovered = tree_search.window_cover(
-        store, since_ms, until_ms, narrowed, MAX_WINDOW_CHUNKS
+    frontier, leaves, uncovered = store.trees.window_cover(
+        since, until, narrowed, MAX_WINDOW_CHUNKS
     )
-    hits = [summary_hit(row) for row in frontier] + leaf_hits(store, leaves)
+    hits = [summary_hit(s) for s in frontier] + leaf_hits(store, leaves)
     hits.sort(key=lambda h: (h.tree_scope, _start(h), h.level == 0, h.node_id))
     capped = hits[: _limit(limit, COVER_DEFAULT_LIMIT)]
     return QueryResponse(hits=tuple(capped), total=len(frontier) + uncovered)
 
 
 def drill_down(
-    store: SQLiteStore,
+    store: Store,
     node_id: str,
     *,
     max_depth: int = 1,
@@ -203,7 +192,7 @@ def drill_down(
         return []
     base = filters or Filters()
     access = Filters(sources=base.sources, kinds=base.kinds)
-    root = tree_search.summaries_by_id(store, [node_id], access).get(node_id)
+    root = store.trees.summaries_by_id([node_id], access).get(node_id)
     if root is None:
         return []
     out: list[RetrievalHit] = []
@@ -212,20 +201,20 @@ def drill_down(
     for _ in range(max_depth):
         leaf_ids: list[str] = []
         summary_ids: list[str] = []
-        for row in frontier:
-            target = leaf_ids if int(row["level"]) == 1 else summary_ids
-            for child in _json_ids(row["child_ids"]):
+        for summary in frontier:
+            target = leaf_ids if summary.node.level == 1 else summary_ids
+            for child in summary.node.child_ids:
                 if child not in seen:
                     seen.add(child)
                     target.append(child)
         frontier = []
         if summary_ids:
-            rows = tree_search.summaries_by_id(store, summary_ids, access)
-            frontier = [rows[i] for i in summary_ids if i in rows]
-            out.extend(summary_hit(row) for row in frontier)
+            found = store.trees.summaries_by_id(summary_ids, access)
+            frontier = [found[i] for i in summary_ids if i in found]
+            out.extend(summary_hit(s) for s in frontier)
         if leaf_ids:
-            rows = tree_search.leaves_by_id(store, leaf_ids, access)
-            out.extend(leaf_hits(store, [rows[i] for i in leaf_ids if i in rows]))
+            leaves = store.trees.leaves_by_id(leaf_ids, access)
+            out.extend(leaf_hits(store, [leaves[i] for i in leaf_ids if i in leaves]))
         if not frontier:
             break
     out = rerank(store, out, query, embedder, evidence=evidence)
@@ -233,27 +222,27 @@ def drill_down(
 
 
 def fetch_leaves(
-    store: SQLiteStore, chunk_ids: Sequence[str], *, filters: Filters | None = None
+    store: Store, chunk_ids: Sequence[str], *, filters: Filters | None = None
 ) -> list[RetrievalHit]:
     """Chunks by id in the order asked, for citing. At most :data:`MAX_BATCH` ids are read
     (the rest are ignored); unknown or hidden ids are skipped, so fewer hits than ids means
     some were missing."""
     ids = list(dict.fromkeys(chunk_ids))[:MAX_BATCH] if chunk_ids else []
     base = filters or Filters()
-    rows = tree_search.leaves_by_id(store, ids, Filters(sources=base.sources, kinds=base.kinds))
-    return leaf_hits(store, [rows[i] for i in ids if i in rows])
+    leaves = store.trees.leaves_by_id(ids, Filters(sources=base.sources, kinds=base.kinds))
+    return leaf_hits(store, [leaves[i] for i in ids if i in leaves])
 
 
 def nodes(
-    store: SQLiteStore, node_ids: Sequence[str], *, filters: Filters | None = None
+    store: Store, node_ids: Sequence[str], *, filters: Filters | None = None
 ) -> list[RetrievalHit]:
     """Chunks and summaries by id, in the order asked, with no cap; unknown ids left out."""
     base = filters or Filters()
     access = Filters(sources=base.sources, kinds=base.kinds)
     ids = list(dict.fromkeys(node_ids))
-    summaries = tree_search.summaries_by_id(store, ids, access)
-    leaf_rows = tree_search.leaves_by_id(store, [i for i in ids if i not in summaries], access)
-    leaves = {h.node_id: h for h in leaf_hits(store, list(leaf_rows.values()))}
+    summaries = store.trees.summaries_by_id(ids, access)
+    found = store.trees.leaves_by_id([i for i in ids if i not in summaries], access)
+    leaves = {h.node_id: h for h in leaf_hits(store, list(found.values()))}
     return [
         summary_hit(summaries[i]) if i in summaries else leaves[i]
         for i in ids
@@ -265,7 +254,7 @@ def nodes(
 
 
 def _summaries(
-    store: SQLiteStore,
+    store: Store,
     filters: Filters,
     platforms: Sequence[str],
     query: str | None,
@@ -275,37 +264,11 @@ def _summaries(
 ) -> QueryResponse:
     want = _limit(limit)
     ranked = bool(query and query.strip() and (embedder is not None or evidence))
-    rows, total = tree_search.summaries_where(
-        store, filters, platforms=platforms, limit=RERANK_POOL if ranked else want
+    found, total = store.trees.summaries_matching(
+        filters, platforms=platforms, limit=RERANK_POOL if ranked else want
     )
-    hits = rerank(store, [summary_hit(row) for row in rows], query, embedder, evidence=evidence)
+    hits = rerank(store, [summary_hit(s) for s in found], query, embedder, evidence=evidence)
     return QueryResponse(hits=tuple(hits[:want]), total=total)
-
-
-def _kind_or_platform(value: str | None) -> tuple[tuple[SourceKind, ...], tuple[str, ...]]:
-    if not value:
-        return (), ()
-    try:
-        return (SourceKind(value.lower()),), ()
-    except ValueError:
-        return (), (value.lower(),)
-
-
-def _narrow(
-    allowed: tuple[SourceKind, ...], wanted: tuple[SourceKind, ...]
-) -> tuple[SourceKind, ...] | None:
-    """The kinds both the caller's filters and the request admit; None when none are."""
-    if not allowed or not wanted:
-        return allowed or wanted
-    return tuple(k for k in allowed if k in wanted) or None
-
-
-def _allowed(source: Source, base: Filters) -> bool:
-    return any(
-        ref in (source.id, source.scope)
-        or (ref.endswith("*") and source.scope.startswith(ref[:-1]))
-        for ref in base.sources
-    )
 
 
 def _check_window(since: datetime, until: datetime) -> tuple[datetime, datetime]:
@@ -323,7 +286,3 @@ def _limit(limit: int, default: int = DEFAULT_LIMIT) -> int:
 
 def _start(hit: RetrievalHit) -> float:
     return float("inf") if hit.time_range_start is None else hit.time_range_start.timestamp()
-
-
-def _json_ids(text: str) -> list[str]:
-    return [str(v) for v in json.loads(text)]

@@ -1,4 +1,4 @@
-"""Turning tree rows into :class:`RetrievalHit` values, and the shared semantic rerank.
+"""Turning tree reads into :class:`RetrievalHit` values, and the shared semantic rerank.
 
 The rerank decorates each hit with the cosine similarity between the query and the hit's stored
 vector (chunk vectors for leaves, summary vectors for summaries, of the embedder's model only)
@@ -12,9 +12,7 @@ never fails because a model is unavailable.
 
 from __future__ import annotations
 
-import json
 import logging
-import sqlite3
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from datetime import datetime
@@ -22,9 +20,9 @@ from datetime import datetime
 import numpy as np
 
 from stratamem.embed.base import Embedder
-from stratamem.store.base import from_ms
-from stratamem.store.sqlite.store import SQLiteStore
-from stratamem.tree.builder import leaf_score
+from stratamem.store.base import Store
+from stratamem.store.trees import TreeLeaf, TreeSummary
+from stratamem.tree.salience import leaf_score
 from stratamem.types import NodeKind, RetrievalHit, TreeKind
 
 log = logging.getLogger(__name__)
@@ -32,62 +30,63 @@ log = logging.getLogger(__name__)
 EVIDENCE_WEIGHT = 0.5
 
 
-def summary_hit(row: sqlite3.Row, *, score: float | None = None) -> RetrievalHit:
-    """A hit from a summaries row joined with its tree's ``scope`` and ``tree_kind``."""
+def summary_hit(summary: TreeSummary, *, score: float | None = None) -> RetrievalHit:
+    """A hit from a summary with its tree's scope and kind; its score is the summary's
+    salience unless ``score`` is given."""
+    node = summary.node
     return RetrievalHit(
-        node_id=row["id"],
+        node_id=node.id,
         node_kind=NodeKind.SUMMARY,
-        tree_id=row["tree_id"],
-        tree_kind=TreeKind(row["tree_kind"]),
-        tree_scope=row["scope"],
-        level=int(row["level"]),
-        content=row["content"],
-        entities=tuple(json.loads(row["entities"])),
-        topics=tuple(json.loads(row["topics"])),
-        time_range_start=from_ms(row["ts_start"]),
-        time_range_end=from_ms(row["ts_end"]),
-        score=float(row["score"]) if score is None else score,
-        child_ids=tuple(json.loads(row["child_ids"])),
+        tree_id=node.tree_id,
+        tree_kind=summary.tree_kind,
+        tree_scope=summary.scope,
+        level=node.level,
+        content=node.content,
+        entities=node.entities,
+        topics=node.topics,
+        time_range_start=node.time_start,
+        time_range_end=node.time_end,
+        score=node.score if score is None else score,
+        child_ids=node.child_ids,
         source_ref=None,
-        source_id=row["source_id"],
+        source_id=node.source_id,
     )
 
 
-def leaf_hits(store: SQLiteStore, rows: Sequence[sqlite3.Row]) -> list[RetrievalHit]:
-    """Hits from chunk rows joined with ``scope`` and ``tree_id`` (empty while unsealed);
-    entities come in one batched read, the score is the leaf's salience."""
-    mentions = store.mentions_of([row["id"] for row in rows])
+def leaf_hits(store: Store, leaves: Sequence[TreeLeaf]) -> list[RetrievalHit]:
+    """Hits from chunks with their scope and tree id (empty while unsealed); entities come in
+    one batched read, the score is the leaf's salience. A leaf without an end time ends at
+    its start."""
+    mentions = store.mentions_of([leaf.chunk.id for leaf in leaves])
     hits = []
-    for row in rows:
-        entities = tuple(mentions.get(row["id"], ()))
-        tags = tuple(json.loads(row["tags"]))
+    for leaf in leaves:
+        chunk = leaf.chunk
+        entities = tuple(mentions.get(chunk.id, ()))
         hits.append(
             RetrievalHit(
-                node_id=row["id"],
+                node_id=chunk.id,
                 node_kind=NodeKind.LEAF,
-                tree_id=row["tree_id"],
+                tree_id=leaf.tree_id,
                 tree_kind=TreeKind.SOURCE,
-                tree_scope=row["scope"],
+                tree_scope=leaf.scope,
                 level=0,
-                content=row["content"],
+                content=chunk.content,
                 entities=entities,
-                topics=tags,
-                time_range_start=from_ms(row["ts_start"]),
-                time_range_end=from_ms(
-                    row["ts_end"] if row["ts_end"] is not None else row["ts_start"]
-                ),
-                score=leaf_score(tags, len(entities)),
-                source_ref=row["source_ref"],
-                source_id=row["source_id"],
-                author=row["author"],
-                title=row["title"],
+                topics=chunk.tags,
+                time_range_start=chunk.time_start,
+                time_range_end=chunk.time_start if chunk.time_end is None else chunk.time_end,
+                score=leaf_score(chunk.tags, len(entities)),
+                source_ref=chunk.source_ref,
+                source_id=chunk.source_id,
+                author=chunk.author,
+                title=chunk.title,
             )
         )
     return hits
 
 
 def rerank(
-    store: SQLiteStore,
+    store: Store,
     hits: Sequence[RetrievalHit],
     query: str | None,
     embedder: Embedder | None,
@@ -119,7 +118,7 @@ def rerank(
 
 
 def _similarities(
-    store: SQLiteStore, hits: Sequence[RetrievalHit], query: str, embedder: Embedder | None
+    store: Store, hits: Sequence[RetrievalHit], query: str, embedder: Embedder | None
 ) -> dict[str, float]:
     """Cosine between the query and each hit's stored vector of the embedder's model."""
     if embedder is None:
@@ -141,7 +140,7 @@ def _similarities(
     return out
 
 
-def leaf_evidence(store: SQLiteStore, scored_leaves: Mapping[str, float]) -> dict[str, float]:
+def leaf_evidence(store: Store, scored_leaves: Mapping[str, float]) -> dict[str, float]:
     """Spread leaf scores up their trees: each leaf keeps its score divided by the best one,
     and each summary gets the best normalised score among the leaves under it. One batched
     read per level."""

@@ -1,13 +1,30 @@
-"""The jobs role: a durable queue of seal work that survives a crash and is resumed."""
+"""The jobs role: a durable queue of seal work that survives a crash and is resumed.
+
+A job is keyed by its ``dedupe_key``: queueing a key that is already pending only merges the
+payloads, so ten ingests of one source leave one seal job. A tree's seal job is of kind
+:data:`SEAL_KIND` and keyed ``seal:<tree id>`` (:func:`seal_job_key`), whoever queues or
+drops it.
+"""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+SEAL_KIND = "seal"
+SEAL_JOB_PREFIX = "seal:"
+
+
+def seal_job_key(tree_id: str) -> str:
+    """The dedupe key of a tree's seal job: ``seal:`` + the tree id."""
+    return SEAL_JOB_PREFIX + tree_id
+
 
 @dataclass(frozen=True, slots=True)
 class Job:
+    """A claimed job. ``attempts`` counts this one; ``holder`` is the claim's token, which
+    renewing and finishing the job must show."""
+
     id: int
     kind: str
     dedupe_key: str

@@ -19,40 +19,30 @@ renewal and finishes nothing.
 from __future__ import annotations
 
 import functools
-import json
 import logging
 import time
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 from stratamem.config import TreeConfig
 from stratamem.embed.base import Embedder
 from stratamem.embed.indexing import ACTIVE_MODEL, embed_summaries
-from stratamem.ingest.tokens import estimate_tokens
-from stratamem.store.base import Store, from_ms
-from stratamem.store.jobs import Job
-from stratamem.store.sqlite.trees import BufferItem, SealRaced, summary_id_for
+from stratamem.embed.tokens import estimate_tokens
+from stratamem.store.base import Store
+from stratamem.store.jobs import SEAL_KIND, Job, seal_job_key
+from stratamem.store.trees import BufferItem, SealRaced, summary_id_for
 from stratamem.tree import plan
 from stratamem.tree.extractive import ExtractiveSummarizer
+from stratamem.tree.salience import leaf_score
 from stratamem.tree.summarizer import Summarizer, SummaryItem
 from stratamem.types import SourceKind, SummaryNode, Tree
 
 log = logging.getLogger(__name__)
 
-TIER0_TAGS = frozenset({"pinned", "decision"})
 MAX_RACES = 8
 LEASE_RENEWAL_S = 30.0
-
-
-def leaf_score(tags: Sequence[str], entity_count: int) -> float:
-    """A leaf's salience in [0, 1]: pinned and decision items score 1; otherwise it grows with
-    the distinct entities the leaf names (a message naming people, projects and dates matters
-    more than "ok"), from 0.25 for none to 1 at five or more."""
-    if TIER0_TAGS.intersection(tags):
-        return 1.0
-    return min(1.0, 0.25 + 0.15 * entity_count)
 
 
 @dataclass(slots=True)
@@ -120,7 +110,7 @@ class TreeBuilder:
                 payload: dict[str, object] = {"tree_id": tree_id}
                 if force:
                     payload["force"] = True
-                self.store.jobs.enqueue("seal", f"seal:{tree_id}", payload)
+                self.store.jobs.enqueue(SEAL_KIND, seal_job_key(tree_id), payload)
             queued += 1
         return queued
 
@@ -143,7 +133,7 @@ class TreeBuilder:
                 state.leaves = report.leaves
                 progress(state)
 
-        while (job := self.store.jobs.claim(lease_s=lease_s, kind="seal")) is not None:
+        while (job := self.store.jobs.claim(lease_s=lease_s, kind=SEAL_KIND)) is not None:
             tree = self.store.trees.get(str(job.payload.get("tree_id", "")))
             if tree is None:
                 self.store.jobs.done(job)
@@ -206,8 +196,8 @@ class TreeBuilder:
                     runs = plan.stream_runs(
                         items,
                         budget=cfg.input_token_budget,
-                        flush_age_ms=int(cfg.flush_age_days * 86_400_000),
-                        newest_ms=self.store.trees.newest_leaf_ms(tree.source_id),
+                        flush_age=timedelta(days=cfg.flush_age_days),
+                        newest=self.store.trees.newest_leaf_time(tree.source_id),
                         force=force,
                     )
             else:
@@ -247,61 +237,60 @@ class TreeBuilder:
     def _seal_run(self, tree: Tree, level: int, run: list[BufferItem], report: SealReport) -> None:
         trees = self.store.trees
         ids = [item.id for item in run]
-        rows = trees.items_text(level, ids)
-        if len(rows) != len(ids):
-            raise SealRaced
-        inputs: list[SummaryItem] = []
         entity_counts: Counter[str] = Counter()
         topic_counts: Counter[str] = Counter()
         scores: list[float] = []
+        inputs: list[SummaryItem] = []
         if level == 0:
+            leaves = self.store.chunks(ids)
+            if len(leaves) != len(ids):
+                raise SealRaced
             mentions = self.store.mentions_of(ids)
-            for row in rows:
-                tags = _json_list(row["tags"])
-                found = mentions.get(row["id"], [])
+            for leaf in leaves:
+                found = mentions.get(leaf.id, [])
                 entity_counts.update(found)
-                topic_counts.update(tags)
+                topic_counts.update(leaf.tags)
                 topic_counts.update(e for e in found if e.startswith("topic:"))
-                scores.append(leaf_score(tags, len(found)))
-                text = row["content"]
-                if row["title"] and row["title"] not in text:
-                    text = f"{row['title']}\n{text}"
+                scores.append(leaf_score(leaf.tags, len(found)))
+                text = leaf.content
+                if leaf.title and leaf.title not in text:
+                    text = f"{leaf.title}\n{text}"
                 inputs.append(
                     SummaryItem(
-                        node_id=row["id"],
+                        node_id=leaf.id,
                         text=text,
                         level=0,
-                        author=row["author"],
-                        time_start=from_ms(row["ts_start"]),
-                        time_end=from_ms(row["ts_end"]),
-                        title=row["title"],
+                        author=leaf.author,
+                        time_start=leaf.time_start,
+                        time_end=leaf.time_end,
+                        title=leaf.title,
                     )
                 )
+            docs = {leaf.doc_id for leaf in leaves}
+            doc_id = next(iter(docs)) if len(docs) == 1 else None
+            version = 1 if doc_id is None else trees.next_version(tree.id, doc_id)
         else:
-            for row in rows:
-                entity_counts.update(_json_list(row["entities"]))
-                topic_counts.update(_json_list(row["topics"]))
-                scores.append(float(row["score"]))
+            # Deleted ones too: claiming a deleted child fails, and the seal is planned again.
+            nodes = trees.summaries(ids, live_only=False)
+            if len(nodes) != len(ids):
+                raise SealRaced
+            for node in nodes:
+                entity_counts.update(node.entities)
+                topic_counts.update(node.topics)
+                scores.append(node.score)
                 inputs.append(
                     SummaryItem(
-                        node_id=row["id"],
-                        text=row["content"],
-                        level=int(row["level"]),
-                        time_start=from_ms(row["ts_start"]),
-                        time_end=from_ms(row["ts_end"]),
+                        node_id=node.id,
+                        text=node.content,
+                        level=node.level,
+                        time_start=node.time_start,
+                        time_end=node.time_end,
                     )
                 )
-        starts = [row["ts_start"] for row in rows]
-        ends = [row["ts_end"] if row["ts_end"] is not None else row["ts_start"] for row in rows]
-        known = None not in starts and None not in ends
-        docs = {row["doc_id"] for row in rows}
-        doc_id = next(iter(docs)) if len(docs) == 1 else None
-        if doc_id is None:
-            version = 1
-        elif level == 0:
-            version = trees.next_version(tree.id, doc_id)
-        else:
-            version = max(int(row["version"]) for row in rows)
+            docs = {node.doc_id for node in nodes}
+            doc_id = next(iter(docs)) if len(docs) == 1 else None
+            version = 1 if doc_id is None else max(node.version for node in nodes)
+        time_start, time_end = _span(inputs)
         content = self.summarizer.summarize(inputs, budget=self.config.output_token_budget)
         node = SummaryNode(
             id=summary_id_for(tree.id, level + 1, version, ids),
@@ -314,8 +303,8 @@ class TreeBuilder:
             token_count=estimate_tokens(content),
             entities=_top(entity_counts, self.config.max_entities),
             topics=_top(topic_counts, self.config.max_topics),
-            time_start=from_ms(min(starts)) if known else None,
-            time_end=from_ms(max(ends)) if known else None,
+            time_start=time_start,
+            time_end=time_end,
             score=max(scores, default=0.0),
             sealed_at=datetime.now(UTC),
             summarizer=self.summarizer.name,
@@ -350,8 +339,14 @@ def _top(counts: Counter[str], limit: int) -> tuple[str, ...]:
     return tuple(k for k, _ in ranked[:limit])
 
 
-def _json_list(text: str | None) -> list[str]:
-    if not text:
-        return []
-    value = json.loads(text)
-    return [str(v) for v in value] if isinstance(value, list) else []
+def _span(items: Sequence[SummaryItem]) -> tuple[datetime | None, datetime | None]:
+    """The children's time range, earliest start to latest end (a child without an end ends
+    at its start); unknown when any child's start is."""
+    starts: list[datetime] = []
+    ends: list[datetime] = []
+    for item in items:
+        if item.time_start is None:
+            return None, None
+        starts.append(item.time_start)
+        ends.append(item.time_start if item.time_end is None else item.time_end)
+    return min(starts), max(ends)

@@ -29,7 +29,7 @@ Who and when survive as a label before each output line: ``[2024-05-01 alice]`` 
 speaker of a ``Name: …`` chat line, else the item's author), ``[2024-05-01..07]`` for a
 summary, whose lines already labelled ``[…]`` keep their own label. Labels are dropped when the
 budget is too small to carry them. Costs are counted with
-:func:`~stratamem.ingest.tokens.estimate_tokens`, which is additive over whitespace-joined
+:func:`~stratamem.embed.tokens.estimate_tokens`, which is additive over whitespace-joined
 parts, so the output never exceeds the budget.
 """
 
@@ -44,8 +44,8 @@ from itertools import chain
 import numpy as np
 import numpy.typing as npt
 
+from stratamem.embed.tokens import estimate_tokens
 from stratamem.entities.stopwords import STOPWORDS
-from stratamem.ingest.tokens import estimate_tokens
 from stratamem.tree.summarizer import SummaryItem
 
 _WORD = re.compile(r"\w+")

@@ -24,7 +24,7 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
-from stratamem.ingest.tokens import estimate_tokens
+from stratamem.embed.tokens import estimate_tokens
 from stratamem.remote import JSONClient, RequestFailed, openai_url
 from stratamem.tree.extractive import (
     ExtractiveSummarizer,

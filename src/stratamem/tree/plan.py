@@ -11,34 +11,37 @@ forced: a partial group waits for more.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from datetime import datetime, timedelta
 
-from stratamem.store.sqlite.trees import BufferItem
+from stratamem.store.trees import BufferItem
 
 
 def stream_runs(
     items: Sequence[BufferItem],
     *,
     budget: int,
-    flush_age_ms: int,
-    newest_ms: int | None,
+    flush_age: timedelta,
+    newest: datetime | None,
     force: bool = False,
 ) -> list[list[BufferItem]]:
+    """The stream's leaves cut into runs that are due: full ones, stale ones, and the last
+    one when it is stale against ``newest`` (the source's newest leaf) or ``force``d."""
     runs: list[list[BufferItem]] = []
     run: list[BufferItem] = []
     tokens = 0
-    oldest: int | None = None
+    oldest: datetime | None = None
     for item in items:
-        if run and _stale(oldest, item.ts_start, flush_age_ms):
+        if run and _stale(oldest, item.time_start, flush_age):
             runs.append(run)
             run, tokens, oldest = [], 0, None
         run.append(item)
         tokens += item.tokens
-        if item.ts_start is not None:
-            oldest = item.ts_start if oldest is None else min(oldest, item.ts_start)
+        if item.time_start is not None:
+            oldest = item.time_start if oldest is None else min(oldest, item.time_start)
         if tokens >= budget:
             runs.append(run)
             run, tokens, oldest = [], 0, None
-    if run and (force or _stale(oldest, newest_ms, flush_age_ms)):
+    if run and (force or _stale(oldest, newest, flush_age)):
         runs.append(run)
     return runs
 
@@ -70,5 +73,5 @@ def fanout_runs(items: Sequence[BufferItem], *, fanout: int) -> list[list[Buffer
     return [list(items[i : i + fanout]) for i in range(0, full, fanout)]
 
 
-def _stale(oldest: int | None, later: int | None, age_ms: int) -> bool:
-    return oldest is not None and later is not None and later - oldest > age_ms
+def _stale(oldest: datetime | None, later: datetime | None, age: timedelta) -> bool:
+    return oldest is not None and later is not None and later - oldest > age

@@ -2,7 +2,7 @@
 
 A summarizer turns the items of one buffer (leaf chunks for a level-1 summary, summaries for the
 levels above) into one text of at most ``budget`` tokens (counted with
-:func:`stratamem.ingest.tokens.estimate_tokens`). It must never return an empty string for
+:func:`stratamem.embed.tokens.estimate_tokens`). It must never return an empty string for
 non-empty input. Summarizers run outside any write transaction, so a slow one holds no lock.
 """
 

@@ -8,8 +8,9 @@ Built-in summarizers:
                 needs ``base_url`` and ``model``
 ==============  ==================================================================
 
-Third-party summarizers register through the ``stratamem.summarizers`` entry-point group: the
-entry point's name is the summarizer's name and its object is a factory called with the options
+The names are entries of :data:`stratamem.plugins.SUMMARIZERS`; third-party summarizers
+register through its ``stratamem.summarizers`` entry-point group (see ``docs/plugins.md``): the
+entry point's name is the summarizer's name and its object a factory called with the options
 given to :func:`get_summarizer`. A plugin is imported only when its name is asked for, and
 never replaces a built-in name.
 """
@@ -19,32 +20,25 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from stratamem import plugins
 from stratamem.plugins import Registry
 from stratamem.tree.summarizer import Summarizer
 
-ENTRY_POINT_GROUP = "stratamem.summarizers"
-
 SummarizerFactory = Callable[..., Summarizer]
 
-
-def _extractive(**options: Any) -> Summarizer:
-    from stratamem.tree.extractive import ExtractiveSummarizer
-
-    return ExtractiveSummarizer(**options)
+SUMMARIZERS: Registry[SummarizerFactory] = plugins.SUMMARIZERS
+ENTRY_POINT_GROUP = SUMMARIZERS.group
 
 
-def _llm(**options: Any) -> Summarizer:
+def llm_summarizer(**options: Any) -> Summarizer:
+    """The ``llm`` built-in: an :class:`~stratamem.tree.llm.LLMSummarizer`, which needs
+    ``base_url`` and ``model``."""
     from stratamem.tree.llm import LLMSummarizer
 
     missing = [key for key in ("base_url", "model") if not options.get(key)]
     if missing:
         raise ValueError(f"the 'llm' summarizer needs {' and '.join(missing)}")
     return LLMSummarizer(**options)
-
-
-SUMMARIZERS: Registry[Summarizer] = Registry(
-    "summarizer", ENTRY_POINT_GROUP, {"extractive": _extractive, "llm": _llm}
-)
 
 
 def register_summarizer(name: str, factory: SummarizerFactory) -> None:

@@ -1,4 +1,5 @@
-"""A durable job queue in the SQLite file: work that must survive a crash (sealing trees).
+"""A durable job queue in the SQLite file: work that must survive a crash (sealing trees); the
+:class:`~stratamem.store.jobs.JobQueue` role, reached as ``store.jobs``.
 
 A job is keyed by ``dedupe_key``: enqueueing a key that is already pending does nothing but
 merge the payloads, so ten ingests of one source leave one seal job.
@@ -61,6 +62,8 @@ def process_exists(pid: int) -> bool:
 
 
 class JobQueue:
+    """The ``jobs`` table as a :class:`stratamem.store.jobs.JobQueue`."""
+
     def __init__(self, conn: sqlite3.Connection) -> None:
         self.conn = conn
 

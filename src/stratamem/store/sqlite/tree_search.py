@@ -1,4 +1,5 @@
-"""The SQL behind the tree primitives: summaries and leaves by source, time, entity and id.
+"""The SQL behind the tree primitives: summaries and leaves by source, time, entity and id
+(the :class:`~stratamem.store.trees.TreeSearch` half of ``store.trees``).
 
 Every query joins the owning source and applies the caller's :class:`Filters` (locked
 sources never match) and the time window in SQL, before any cap. Summaries are read
@@ -8,21 +9,24 @@ superseded, is never returned.
 
 from __future__ import annotations
 
+import json
 import sqlite3
 from collections.abc import Sequence
+from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
+from stratamem.store.base import from_ms, to_ms
+from stratamem.store.sqlite.connection import batches
 from stratamem.store.sqlite.filters import filter_sql
-from stratamem.types import Filters
-
-if TYPE_CHECKING:
-    from stratamem.store.sqlite.store import SQLiteStore
-
-_BATCH = 500
+from stratamem.store.sqlite.sources import chunk_from_row
+from stratamem.store.trees import TreeLeaf, TreeSummary
+from stratamem.types import Filters, SummaryNode, TreeKind
 
 LIVE = """sm.deleted = 0 AND (sm.doc_id IS NULL OR sm.version = (
     SELECT max(v.version) FROM summaries v
     WHERE v.tree_id = sm.tree_id AND v.doc_id = sm.doc_id AND v.deleted = 0))"""
+
+_SUMMARY_COLUMNS = "sm.*, t.scope AS scope, t.kind AS tree_kind"
 
 _SUMMARY_FROM = """FROM summaries sm JOIN trees t ON t.id = sm.tree_id
     JOIN sources s ON s.id = sm.source_id"""
@@ -34,112 +38,142 @@ _LEAF_FROM = """FROM chunks c JOIN sources s ON s.id = c.source_id
     LEFT JOIN trees t ON t.source_id = c.source_id AND t.kind = 'source'"""
 
 
-def summaries_where(
-    store: SQLiteStore,
-    filters: Filters,
-    *,
-    platforms: Sequence[str] = (),
-    order: str = "sm.ts_end DESC, sm.id",
-    limit: int,
-) -> tuple[list[sqlite3.Row], int]:
-    """Live summaries whose time range overlaps the filters' window; (capped rows, total)."""
-    where, params = filter_sql(filters, chunk="sm")
-    if platforms:
-        where += f" AND s.platform IN ({','.join('?' * len(platforms))})"
-        params.extend(platforms)
-    sql_where = f"{_SUMMARY_FROM} WHERE {LIVE} AND {where}"
-    (total,) = store.conn.execute(f"SELECT count(*) {sql_where}", params).fetchone()
-    rows = store.conn.execute(
-        f"""SELECT sm.*, t.scope AS scope, t.kind AS tree_kind {sql_where}
-            ORDER BY sm.ts_end IS NULL, {order} LIMIT ?""",
-        (*params, limit),
-    ).fetchall()
-    return rows, int(total)
+class TreeSearchTables:
+    """The reads of the tree primitives, over the connection of ``store.trees``."""
+
+    if TYPE_CHECKING:
+
+        @property
+        def conn(self) -> sqlite3.Connection: ...
+
+    def summaries_matching(
+        self, filters: Filters, *, platforms: Sequence[str] = (), limit: int
+    ) -> tuple[list[TreeSummary], int]:
+        """Live summaries whose time range overlaps the filters' window; (capped, total)."""
+        where, params = filter_sql(filters, chunk="sm")
+        if platforms:
+            where += f" AND s.platform IN ({','.join('?' * len(platforms))})"
+            params.extend(platforms)
+        sql_where = f"{_SUMMARY_FROM} WHERE {LIVE} AND {where}"
+        (total,) = self.conn.execute(f"SELECT count(*) {sql_where}", params).fetchone()
+        rows = self.conn.execute(
+            f"""SELECT {_SUMMARY_COLUMNS} {sql_where}
+                ORDER BY sm.ts_end IS NULL, sm.ts_end DESC, sm.id LIMIT ?""",
+            (*params, limit),
+        ).fetchall()
+        return [_tree_summary(row) for row in rows], int(total)
+
+    def summaries_by_id(self, ids: Sequence[str], filters: Filters) -> dict[str, TreeSummary]:
+        where, params = filter_sql(filters, chunk="sm")
+        out: dict[str, TreeSummary] = {}
+        for part, marks in batches(ids):
+            for row in self.conn.execute(
+                f"""SELECT {_SUMMARY_COLUMNS} {_SUMMARY_FROM}
+                    WHERE sm.id IN ({marks}) AND {LIVE} AND {where}""",
+                (*part, *params),
+            ):
+                out[row["id"]] = _tree_summary(row)
+        return out
+
+    def leaves_by_id(self, ids: Sequence[str], filters: Filters) -> dict[str, TreeLeaf]:
+        where, params = filter_sql(filters)
+        out: dict[str, TreeLeaf] = {}
+        for part, marks in batches(ids):
+            for row in self.conn.execute(
+                f"SELECT {_LEAF_COLUMNS} {_LEAF_FROM} WHERE c.id IN ({marks}) AND {where}",
+                (*part, *params),
+            ):
+                out[row["id"]] = _tree_leaf(row)
+        return out
+
+    def topic_nodes(self, entity_id: str, filters: Filters, cap: int) -> tuple[list[str], int]:
+        """Leaves and summaries indexed under ``entity_id`` in the window, newest first: their
+        ids capped at ``cap``, and the count before the cap."""
+        leaf_where, leaf_params = filter_sql(filters)
+        sum_where, sum_params = filter_sql(filters, chunk="sm")
+        body = f"""
+            SELECT c.id AS id, coalesce(c.ts_end, c.ts_start) AS ts
+            FROM entity_index e JOIN chunks c ON c.id = e.node_id
+            JOIN sources s ON s.id = c.source_id
+            WHERE e.entity_id = ? AND {leaf_where}
+            UNION ALL
+            SELECT sm.id, sm.ts_end
+            FROM summary_entities se JOIN summaries sm ON sm.id = se.summary_id
+            JOIN sources s ON s.id = sm.source_id
+            WHERE se.entity_id = ? AND {LIVE} AND {sum_where}"""
+        params = (entity_id, *leaf_params, entity_id, *sum_params)
+        (total,) = self.conn.execute(f"SELECT count(*) FROM ({body})", params).fetchone()
+        rows = self.conn.execute(
+            f"SELECT id FROM ({body}) ORDER BY ts IS NULL, ts DESC, id LIMIT ?",
+            (*params, cap),
+        ).fetchall()
+        return [str(row[0]) for row in rows], int(total)
+
+    def window_cover(
+        self, since: datetime, until: datetime, filters: Filters, max_leaves: int
+    ) -> tuple[list[TreeSummary], list[TreeLeaf], int]:
+        """The maximal summaries inside [since, until] (their parent is not inside it) and the
+        in-window leaves no such summary covers (at most ``max_leaves``, oldest first), with
+        the count of such leaves before that cap."""
+        since_ms, until_ms = to_ms(since), to_ms(until)
+        inside = "p.ts_start >= ? AND p.ts_end <= ? AND p.deleted = 0"
+        where, params = filter_sql(filters, chunk="sm")
+        frontier = self.conn.execute(
+            f"""SELECT {_SUMMARY_COLUMNS} {_SUMMARY_FROM}
+                WHERE {LIVE} AND sm.ts_start >= ? AND sm.ts_end <= ? AND {where}
+                  AND NOT EXISTS (SELECT 1 FROM summaries p
+                                  WHERE p.id = sm.parent_id AND {inside})
+                ORDER BY s.scope, sm.ts_start, sm.id""",
+            (since_ms, until_ms, *params, since_ms, until_ms),
+        ).fetchall()
+        leaf_where, leaf_params = filter_sql(filters)
+        uncovered = f"""{_LEAF_FROM}
+            WHERE c.ts_start >= ? AND coalesce(c.ts_end, c.ts_start) <= ? AND {leaf_where}
+              AND NOT EXISTS (SELECT 1 FROM summaries p
+                              WHERE p.id = c.parent_summary_id AND {inside})"""
+        args: tuple[Any, ...] = (since_ms, until_ms, *leaf_params, since_ms, until_ms)
+        (count,) = self.conn.execute(f"SELECT count(*) {uncovered}", args).fetchone()
+        leaves = self.conn.execute(
+            f"""SELECT {_LEAF_COLUMNS} {uncovered}
+                ORDER BY s.scope, c.ts_start, c.seq LIMIT ?""",
+            (*args, max_leaves),
+        ).fetchall()
+        return (
+            [_tree_summary(row) for row in frontier],
+            [_tree_leaf(row) for row in leaves],
+            int(count),
+        )
 
 
-def summaries_by_id(
-    store: SQLiteStore, ids: Sequence[str], filters: Filters
-) -> dict[str, sqlite3.Row]:
-    where, params = filter_sql(filters, chunk="sm")
-    out: dict[str, sqlite3.Row] = {}
-    for start in range(0, len(ids), _BATCH):
-        part = list(ids[start : start + _BATCH])
-        marks = ",".join("?" * len(part))
-        for row in store.conn.execute(
-            f"""SELECT sm.*, t.scope AS scope, t.kind AS tree_kind {_SUMMARY_FROM}
-                WHERE sm.id IN ({marks}) AND {LIVE} AND {where}""",
-            (*part, *params),
-        ):
-            out[row["id"]] = row
-    return out
+def summary_from_row(row: sqlite3.Row) -> SummaryNode:
+    return SummaryNode(
+        id=row["id"],
+        tree_id=row["tree_id"],
+        source_id=row["source_id"],
+        level=int(row["level"]),
+        parent_id=row["parent_id"],
+        child_ids=tuple(json.loads(row["child_ids"])),
+        content=row["content"],
+        token_count=row["token_count"],
+        entities=tuple(json.loads(row["entities"])),
+        topics=tuple(json.loads(row["topics"])),
+        time_start=from_ms(row["ts_start"]),
+        time_end=from_ms(row["ts_end"]),
+        score=float(row["score"]),
+        sealed_at=from_ms(row["sealed_at"]),
+        summarizer=row["summarizer"],
+        deleted=bool(row["deleted"]),
+        doc_id=row["doc_id"],
+        version=int(row["version"]),
+    )
 
 
-def leaves_by_id(
-    store: SQLiteStore, ids: Sequence[str], filters: Filters
-) -> dict[str, sqlite3.Row]:
-    where, params = filter_sql(filters)
-    out: dict[str, sqlite3.Row] = {}
-    for start in range(0, len(ids), _BATCH):
-        part = list(ids[start : start + _BATCH])
-        marks = ",".join("?" * len(part))
-        for row in store.conn.execute(
-            f"SELECT {_LEAF_COLUMNS} {_LEAF_FROM} WHERE c.id IN ({marks}) AND {where}",
-            (*part, *params),
-        ):
-            out[row["id"]] = row
-    return out
+def _tree_summary(row: sqlite3.Row) -> TreeSummary:
+    """A summaries row joined with its tree's ``scope`` and ``tree_kind``."""
+    return TreeSummary(summary_from_row(row), row["scope"], TreeKind(row["tree_kind"]))
 
 
-def topic_nodes(
-    store: SQLiteStore, entity_id: str, filters: Filters, cap: int
-) -> tuple[list[tuple[str, str, int | None]], int]:
-    """Leaves and summaries indexed under ``entity_id`` in the window, newest first:
-    (node kind, node id, end time) capped at ``cap``, and the count before the cap."""
-    leaf_where, leaf_params = filter_sql(filters)
-    sum_where, sum_params = filter_sql(filters, chunk="sm")
-    body = f"""
-        SELECT 'leaf' AS kind, c.id AS id, coalesce(c.ts_end, c.ts_start) AS ts
-        FROM entity_index e JOIN chunks c ON c.id = e.node_id JOIN sources s ON s.id = c.source_id
-        WHERE e.entity_id = ? AND {leaf_where}
-        UNION ALL
-        SELECT 'summary', sm.id, sm.ts_end
-        FROM summary_entities se JOIN summaries sm ON sm.id = se.summary_id
-        JOIN sources s ON s.id = sm.source_id
-        WHERE se.entity_id = ? AND {LIVE} AND {sum_where}"""
-    params = (entity_id, *leaf_params, entity_id, *sum_params)
-    (total,) = store.conn.execute(f"SELECT count(*) FROM ({body})", params).fetchone()
-    rows = store.conn.execute(
-        f"SELECT kind, id, ts FROM ({body}) ORDER BY ts IS NULL, ts DESC, id LIMIT ?",
-        (*params, cap),
-    ).fetchall()
-    return [(str(k), str(i), None if t is None else int(t)) for k, i, t in rows], int(total)
-
-
-def window_cover(
-    store: SQLiteStore, since_ms: int, until_ms: int, filters: Filters, max_leaves: int
-) -> tuple[list[sqlite3.Row], list[sqlite3.Row], int]:
-    """The maximal summaries inside [since, until] (their parent is not inside it) and the
-    in-window leaves no such summary covers (at most ``max_leaves``, oldest first), with the
-    count of such leaves before that cap."""
-    inside = "p.ts_start >= ? AND p.ts_end <= ? AND p.deleted = 0"
-    where, params = filter_sql(filters, chunk="sm")
-    frontier = store.conn.execute(
-        f"""SELECT sm.*, t.scope AS scope, t.kind AS tree_kind {_SUMMARY_FROM}
-            WHERE {LIVE} AND sm.ts_start >= ? AND sm.ts_end <= ? AND {where}
-              AND NOT EXISTS (SELECT 1 FROM summaries p WHERE p.id = sm.parent_id AND {inside})
-            ORDER BY s.scope, sm.ts_start, sm.id""",
-        (since_ms, until_ms, *params, since_ms, until_ms),
-    ).fetchall()
-    leaf_where, leaf_params = filter_sql(filters)
-    uncovered = f"""{_LEAF_FROM}
-        WHERE c.ts_start >= ? AND coalesce(c.ts_end, c.ts_start) <= ? AND {leaf_where}
-          AND NOT EXISTS (SELECT 1 FROM summaries p
-                          WHERE p.id = c.parent_summary_id AND {inside})"""
-    args: tuple[Any, ...] = (since_ms, until_ms, *leaf_params, since_ms, until_ms)
-    (count,) = store.conn.execute(f"SELECT count(*) {uncovered}", args).fetchone()
-    leaves = store.conn.execute(
-        f"""SELECT {_LEAF_COLUMNS} {uncovered}
-            ORDER BY s.scope, c.ts_start, c.seq LIMIT ?""",
-        (*args, max_leaves),
-    ).fetchall()
-    return frontier, leaves, int(count)
+def _tree_leaf(row: sqlite3.Row) -> TreeLeaf:
+    """A chunks row joined with its source's ``scope`` and its ``tree_id`` (empty while
+    unsealed)."""
+    return TreeLeaf(chunk_from_row(row), row["scope"], row["tree_id"])

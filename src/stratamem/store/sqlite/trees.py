@@ -1,12 +1,11 @@
-"""Summary-tree tables of the SQLite store: trees, sealed summaries, their entities and vectors.
+"""Summary-tree tables of the SQLite store: trees, sealed summaries, their entities and vectors
+(the :class:`~stratamem.store.trees.TreeStore` role, reached as ``store.trees``).
 
 A tree's level-L buffer is the set of its level-L items without a parent: chunks whose
 ``parent_summary_id`` is NULL, summaries whose ``parent_id`` is NULL. Sealing a summary sets
 the parents of exactly the items it covers, only if they are still unparented, so a seal that
-raced with another writer changes nothing and is planned again.
-
-Ids: a tree id is ``tree_`` + the first 16 hex digits of sha256("source:" + scope); a summary
-id is ``sum_`` + the first 32 hex digits of sha256(tree id, level, version, child ids).
+raced with another writer changes nothing and is planned again. Ids: see
+:mod:`stratamem.store.trees`.
 """
 
 from __future__ import annotations
@@ -15,41 +14,20 @@ import hashlib
 import json
 import sqlite3
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
 from stratamem.store.base import from_ms, to_ms
+from stratamem.store.sqlite.connection import batches
+from stratamem.store.sqlite.tree_search import TreeSearchTables, summary_from_row
+from stratamem.store.trees import BufferItem, SealRaced, tree_id_for
 from stratamem.types import SummaryNode, Tree, TreeKind
 
 if TYPE_CHECKING:
     from stratamem.store.sqlite.store import SQLiteStore
 
-_BATCH = 500
 
-
-def tree_id_for(scope: str, kind: TreeKind = TreeKind.SOURCE) -> str:
-    return "tree_" + hashlib.sha256(f"{kind.value}:{scope}".encode()).hexdigest()[:16]
-
-
-def summary_id_for(tree_id: str, level: int, version: int, child_ids: Sequence[str]) -> str:
-    digest = hashlib.sha256(f"{tree_id}\x1f{level}\x1f{version}\x1f".encode())
-    digest.update("\x1f".join(child_ids).encode())
-    return "sum_" + digest.hexdigest()[:32]
-
-
-@dataclass(frozen=True, slots=True)
-class BufferItem:
-    """What planning a seal needs to know of one buffered item (no text)."""
-
-    id: str
-    tokens: int
-    ts_start: int | None
-    ts_end: int | None
-    doc_id: str | None
-
-
-class TreeTables:
+class TreeTables(TreeSearchTables):
     """The tree half of :class:`SQLiteStore`; reached as ``store.trees``."""
 
     def __init__(self, store: SQLiteStore) -> None:
@@ -109,7 +87,7 @@ class TreeTables:
     def leaf_buffer(self, source_id: str) -> list[BufferItem]:
         """The source's unsealed chunks, in source order."""
         return [
-            BufferItem(*row)
+            _buffer_item(row)
             for row in self.conn.execute(
                 """SELECT id, token_count, ts_start, ts_end, doc_id FROM chunks
                    WHERE source_id = ? AND parent_summary_id IS NULL ORDER BY seq""",
@@ -120,7 +98,7 @@ class TreeTables:
     def summary_buffer(self, tree_id: str, level: int) -> list[BufferItem]:
         """The tree's unparented live summaries at ``level``, in the order they were sealed."""
         return [
-            BufferItem(*row)
+            _buffer_item(row)
             for row in self.conn.execute(
                 """SELECT id, token_count, ts_start, ts_end, doc_id FROM summaries
                    WHERE tree_id = ? AND level = ? AND parent_id IS NULL AND deleted = 0
@@ -138,12 +116,13 @@ class TreeTables:
         ).fetchone()
         return int(row[0] or 0)
 
-    def newest_leaf_ms(self, source_id: str) -> int | None:
+    def newest_leaf_time(self, source_id: str) -> datetime | None:
+        """The latest end (or start, where a chunk has no end) of the source's chunks."""
         row = self.conn.execute(
             "SELECT max(coalesce(ts_end, ts_start)) FROM chunks WHERE source_id = ?",
             (source_id,),
         ).fetchone()
-        return None if row[0] is None else int(row[0])
+        return from_ms(None if row[0] is None else int(row[0]))
 
     def next_version(self, tree_id: str, doc_id: str) -> int:
         row = self.conn.execute(
@@ -174,9 +153,7 @@ class TreeTables:
         rollback undoes the partial claim."""
         children = list(node.child_ids)
         claimed = 0
-        for start in range(0, len(children), _BATCH):
-            part = children[start : start + _BATCH]
-            marks = ",".join("?" * len(part))
+        for part, marks in batches(children):
             if node.level == 1:
                 sql = f"""UPDATE chunks SET parent_summary_id = ?
                           WHERE id IN ({marks}) AND parent_summary_id IS NULL"""
@@ -231,11 +208,10 @@ class TreeTables:
             )
 
     def summaries(self, ids: Sequence[str], *, live_only: bool = True) -> list[SummaryNode]:
-        """Summaries by id, in the order asked; unknown (and deleted) ids are left out."""
+        """Summaries by id, in the order asked; unknown (and, with ``live_only``, deleted) ids
+        are left out."""
         found: dict[str, SummaryNode] = {}
-        for start in range(0, len(ids), _BATCH):
-            part = list(ids[start : start + _BATCH])
-            marks = ",".join("?" * len(part))
+        for part, marks in batches(ids):
             extra = " AND deleted = 0" if live_only else ""
             for row in self.conn.execute(
                 f"SELECT * FROM summaries WHERE id IN ({marks}){extra}", part
@@ -243,22 +219,9 @@ class TreeTables:
                 found[row["id"]] = summary_from_row(row)
         return [found[i] for i in ids if i in found]
 
-    def items_text(self, level: int, ids: Sequence[str]) -> list[sqlite3.Row]:
-        """The rows a seal summarises, in the order given: chunks at level 0, else summaries."""
-        table = "chunks" if level == 0 else "summaries"
-        found: dict[str, sqlite3.Row] = {}
-        for start in range(0, len(ids), _BATCH):
-            part = list(ids[start : start + _BATCH])
-            marks = ",".join("?" * len(part))
-            for row in self.conn.execute(f"SELECT * FROM {table} WHERE id IN ({marks})", part):
-                found[row["id"]] = row
-        return [found[i] for i in ids if i in found]
-
     def vectors(self, model: str, ids: Sequence[str]) -> dict[str, bytes]:
         out: dict[str, bytes] = {}
-        for start in range(0, len(ids), _BATCH):
-            part = list(ids[start : start + _BATCH])
-            marks = ",".join("?" * len(part))
+        for part, marks in batches(ids):
             out.update(
                 (row[0], row[1])
                 for row in self.conn.execute(
@@ -269,14 +232,20 @@ class TreeTables:
             )
         return out
 
-    def unembedded(self, model: str, limit: int) -> list[sqlite3.Row]:
-        return self.conn.execute(
-            """SELECT s.id, s.content FROM summaries s
-               WHERE s.deleted = 0 AND NOT EXISTS (
-                   SELECT 1 FROM summary_vectors v WHERE v.summary_id = s.id AND v.model = ?)
-               ORDER BY s.rowid LIMIT ?""",
-            (model, limit),
-        ).fetchall()
+    def unembedded(self, model: str, limit: int) -> list[tuple[str, str]]:
+        """Up to ``limit`` live summaries without a vector of ``model``, oldest first:
+        (summary id, content)."""
+        return [
+            (str(row[0]), str(row[1]))
+            for row in self.conn.execute(
+                """SELECT s.id, s.content FROM summaries s
+                   WHERE s.deleted = 0 AND NOT EXISTS (
+                       SELECT 1 FROM summary_vectors v
+                       WHERE v.summary_id = s.id AND v.model = ?)
+                   ORDER BY s.rowid LIMIT ?""",
+                (model, limit),
+            )
+        ]
 
     def insert_vectors(self, rows: Iterable[tuple[str, str, int, bytes]]) -> None:
         self.conn.executemany(
@@ -292,9 +261,7 @@ class TreeTables:
         """Retire every live summary above these chunks (about to be deleted): they summarise
         text that no longer exists. Returns the trees touched, which need a new seal."""
         parents: set[str] = set()
-        for start in range(0, len(chunk_ids), _BATCH):
-            part = list(chunk_ids[start : start + _BATCH])
-            marks = ",".join("?" * len(part))
+        for part, marks in batches(chunk_ids):
             parents.update(
                 row[0]
                 for row in self.conn.execute(
@@ -335,9 +302,7 @@ class TreeTables:
                     if r[0] not in doomed
                 )
         ids = sorted(doomed)
-        for start in range(0, len(ids), _BATCH):
-            part = ids[start : start + _BATCH]
-            marks = ",".join("?" * len(part))
+        for part, marks in batches(ids):
             self.conn.execute(
                 f"UPDATE summaries SET deleted = 1, parent_id = NULL WHERE id IN ({marks})", part
             )
@@ -364,9 +329,7 @@ class TreeTables:
 
     def _parents(self, table: str, column: str, ids: Sequence[str]) -> dict[str, str]:
         out: dict[str, str] = {}
-        for start in range(0, len(ids), _BATCH):
-            part = list(ids[start : start + _BATCH])
-            marks = ",".join("?" * len(part))
+        for part, marks in batches(ids):
             out.update(
                 (row[0], row[1])
                 for row in self.conn.execute(
@@ -400,30 +363,13 @@ class TreeTables:
         }
 
 
-class SealRaced(Exception):
-    """A seal's children changed between planning and commit; nothing was written."""
-
-
-def summary_from_row(row: sqlite3.Row) -> SummaryNode:
-    return SummaryNode(
-        id=row["id"],
-        tree_id=row["tree_id"],
-        source_id=row["source_id"],
-        level=row["level"],
-        parent_id=row["parent_id"],
-        child_ids=tuple(json.loads(row["child_ids"])),
-        content=row["content"],
-        token_count=row["token_count"],
-        entities=tuple(json.loads(row["entities"])),
-        topics=tuple(json.loads(row["topics"])),
-        time_start=from_ms(row["ts_start"]),
-        time_end=from_ms(row["ts_end"]),
-        score=row["score"],
-        sealed_at=from_ms(row["sealed_at"]),
-        summarizer=row["summarizer"],
-        deleted=bool(row["deleted"]),
-        doc_id=row["doc_id"],
-        version=row["version"],
+def _buffer_item(row: sqlite3.Row) -> BufferItem:
+    return BufferItem(
+        id=row[0],
+        tokens=int(row[1]),
+        time_start=from_ms(row[2]),
+        time_end=from_ms(row[3]),
+        doc_id=row[4],
     )
 
 
