@@ -3,6 +3,7 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Iterator
+from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -394,17 +395,33 @@ def test_a_corrupt_file_is_rebuilt_and_says_so(tiny: stratamem.Memory, damage) -
     assert "rebuilt" in second.note
 
 
-def test_a_file_built_with_other_weights_is_rejected(tiny: stratamem.Memory) -> None:
-    first = sparse(tiny, persist_min_docs=0)
-    first.search(["cat"], Filters(), 10)
-    first.saver.flush()
-    path = first.index_path()
+def saved_file(mem: stratamem.Memory) -> Path:
+    """Where a fresh index of ``mem`` is saved, once it is."""
+    index = sparse(mem, persist_min_docs=0)
+    index.search(["cat"], Filters(), 10)
+    index.saver.flush()
+    path = index.index_path()
     assert path is not None
-    from stratamem.store.sqlite.fts_terms import fts_schema
+    return path
 
-    schema = fts_schema(tiny.store.conn)
+
+def test_a_file_built_with_other_weights_is_rejected(tiny: stratamem.Memory) -> None:
+    path = saved_file(tiny)
+    schema = replace(tiny.store.keyword_schema(), weights=(1.0, 1.0))
     with pytest.raises(bm25_file.Rejected, match="weights"):
-        bm25_file.read_file(path, schema, (1.0, 1.0), store_id=tiny.store.store_id())
+        bm25_file.read_file(path, schema, store_id=tiny.store.store_id())
+
+
+def test_the_file_records_the_statistics_as_fts5_keeps_them(tiny: stratamem.Memory) -> None:
+    path = saved_file(tiny)
+    data = path.read_bytes()
+    header = json.loads(data[12 : 12 + int.from_bytes(data[8:12], "little")])
+    (blob,) = tiny.store.conn.execute("SELECT block FROM chunks_fts_data WHERE id = 1").fetchone()
+    assert bytes.fromhex(header["averages"]) == bytes(blob)
+    _, state = bm25_file.read_file(
+        path, tiny.store.keyword_schema(), store_id=tiny.store.store_id()
+    )
+    assert state == tiny.store.keyword_state()
 
 
 def test_a_missing_file_is_rebuilt(tiny: stratamem.Memory) -> None:

@@ -126,15 +126,8 @@ def test_a_new_database_at_the_same_path_never_uses_the_old_files(tmp_path: Path
             )
             is None
         )
-        from stratamem.store.sqlite.fts_terms import fts_schema
-
         with pytest.raises(bm25_file.Rejected, match="another database"):
-            bm25_file.read_file(
-                keyword_path,
-                fts_schema(b.store.conn),
-                (1.0, 0.6),
-                store_id=b.store.store_id(),
-            )
+            bm25_file.read_file(keyword_path, b.store.keyword_schema(), store_id=b.store.store_id())
         assert len(keys) == 40
         assert_serves_only_this_store(b)
 

@@ -95,3 +95,89 @@ def test_conversation_neighbours_within_a_window(tmp_path: Path) -> None:
         (chat[4].id, 2),
     ]
     assert around[note[0].id] == []
+
+
+def _ingest(tmp_path: Path, texts: list[str]):  # type: ignore[no-untyped-def]
+    import json
+
+    import stratamem
+
+    path = tmp_path / "docs.jsonl"
+    path.write_text(
+        "".join(
+            json.dumps({"text": t, "source": "docs", "kind": "document", "title": ""}) + "\n"
+            for t in texts
+        )
+    )
+    mem = stratamem.open(tmp_path / "r.db", embedder=None)
+    mem.ingest(path, trees=False)
+    return mem
+
+
+def test_pending_chunks_and_their_vectors_are_typed(tmp_path: Path) -> None:
+    from stratamem.store.vectors import ChunkVector, PendingChunk
+
+    with _ingest(tmp_path, ["first text", "second text"]) as mem:
+        store = mem.store
+        pending = store.pending_embeddings("m", 10)
+        assert all(isinstance(p, PendingChunk) for p in pending)
+        assert [p.content for p in pending] == ["first text", "second text"]
+        assert store.count_pending_embeddings("m") == 2
+        blob = b"\x00\x00\x80\x3f"  # one float32, 1.0
+        with store.transaction():
+            store.insert_vectors(
+                ChunkVector(p.id, "m", p.source_id, 1, blob, p.content_sha256) for p in pending
+            )
+        assert store.pending_embeddings("m", 10) == []
+        assert store.vector_keys("m") == [(p.rowid, p.id) for p in pending]
+        assert store.cached_vectors("m", [pending[0].content_sha256]) == {
+            pending[0].content_sha256: blob
+        }
+
+
+def test_the_keyword_role_reads_terms_and_statistics(tmp_path: Path) -> None:
+    with _ingest(tmp_path, ["running cats", "dog runs"]) as mem:
+        store = mem.store
+        schema = store.keyword_schema()
+        assert schema.columns == ("content", "title")
+        assert schema.weights == (1.0, 0.6)
+        state = store.keyword_state()
+        assert (state.docs, state.totals) == (2, (4, 0))
+        rows = store.keyword_postings()
+        assert [(int(r), i) for r, i in zip(rows.rowids, rows.ids, strict=True)] == (
+            store.keyword_rows()
+        )
+        assert sorted(rows.postings.terms) == ["cat", "dog", "run"]
+        assert rows.postings.lengths.tolist() == [[2, 0], [2, 0]]
+        first = int(rows.rowids[0])
+        assert store.keyword_postings(above=first).ids == rows.ids[1:]
+        assert store.keyword_phrases(["Running", "job_queue", "?"]) == [
+            ("run",),
+            ("job", "queue"),
+            (),
+        ]
+        assert not store.in_transaction()
+        with store.keyword_snapshot():
+            assert store.keyword_state() == state
+
+
+def test_a_full_text_index_that_cannot_back_bm25_is_unavailable(tmp_path: Path) -> None:
+    from stratamem.errors import KeywordIndexUnavailable
+
+    with _ingest(tmp_path, ["some text"]) as mem:
+        store = mem.store
+        with store.transaction():
+            assert store.in_transaction()
+            with (
+                pytest.raises(KeywordIndexUnavailable, match="write transaction"),
+                store.keyword_snapshot(),
+            ):
+                pass
+        store.conn.execute("INSERT INTO chunks_fts(chunks_fts, rank) VALUES ('rank', 'mine()')")
+        with pytest.raises(KeywordIndexUnavailable, match="not bm25"):
+            store.keyword_schema()
+    with SQLiteStore(tmp_path / "bare.db") as bare:
+        bare.keyword_schema()
+        bare.conn.execute("DROP TABLE chunks_fts")
+        with pytest.raises(KeywordIndexUnavailable, match="no such"):
+            bare.keyword_postings()  # a driver error, in the role's terms

@@ -19,15 +19,12 @@ from dataclasses import dataclass
 import numpy as np
 
 from stratamem.embed.base import Embedder
-from stratamem.errors import StratamemError
+from stratamem.errors import ModelMismatchError as ModelMismatchError
 from stratamem.store.base import Store
+from stratamem.store.vectors import ChunkVector
 
 ACTIVE_MODEL = "embed.model"
 ACTIVE_DIM = "embed.dim"
-
-
-class ModelMismatchError(StratamemError):
-    """The store's vectors were made by another model; ``stratamem reindex`` switches."""
 
 
 @dataclass(slots=True)
@@ -91,15 +88,15 @@ def embed_pending(
     state = EmbedProgress(total=store.count_pending_embeddings(signature), started=time.time())
     started = time.perf_counter()
     while rows := store.pending_embeddings(signature, batch):
-        cached = store.cached_vectors(signature, [r["content_sha256"] for r in rows])
-        todo = [r for r in rows if r["content_sha256"] not in cached]
+        cached = store.cached_vectors(signature, [r.content_sha256 for r in rows])
+        todo = [r for r in rows if r.content_sha256 not in cached]
         if todo:
             # The model runs outside any transaction: writers are never held up by it.
             vectors = embedder.embed_batch(
-                [embed_text(r["title"], r["content"]) for r in todo], role="passage"
+                [embed_text(r.title, r.content) for r in todo], role="passage"
             )
             fresh = {
-                r["content_sha256"]: np.ascontiguousarray(v, dtype="<f4").tobytes()
+                r.content_sha256: np.ascontiguousarray(v, dtype="<f4").tobytes()
                 for r, v in zip(todo, vectors, strict=True)
             }
         else:
@@ -108,13 +105,13 @@ def embed_pending(
         dim = embedder.spec.dim
         with store.transaction():
             store.insert_vectors(
-                (
-                    r["id"],
-                    signature,
-                    r["source_id"],
-                    dim,
-                    blobs[r["content_sha256"]],
-                    r["content_sha256"],
+                ChunkVector(
+                    node_id=r.id,
+                    model=signature,
+                    source_id=r.source_id,
+                    dim=dim,
+                    vector=blobs[r.content_sha256],
+                    content_sha256=r.content_sha256,
                 )
                 for r in rows
             )
@@ -135,11 +132,11 @@ def embed_summaries(store: Store, embedder: Embedder, *, batch: int = 32) -> int
     signature, dim = embedder.spec.signature, embedder.spec.dim
     done = 0
     while rows := store.trees.unembedded(signature, batch):
-        vectors = embedder.embed_batch([r["content"] for r in rows], role="passage")
+        vectors = embedder.embed_batch([content for _, content in rows], role="passage")
         with store.transaction():
             store.trees.insert_vectors(
-                (r["id"], signature, dim, np.ascontiguousarray(v, dtype="<f4").tobytes())
-                for r, v in zip(rows, vectors, strict=True)
+                (summary_id, signature, dim, np.ascontiguousarray(v, dtype="<f4").tobytes())
+                for (summary_id, _), v in zip(rows, vectors, strict=True)
             )
         done += len(rows)
     return done

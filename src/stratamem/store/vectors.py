@@ -3,24 +3,57 @@ in-process vector index is addressed by.
 
 A chunk's row key (``rowid``) is a stable integer the backend assigns on insert; it may be
 reused only after the chunk is deleted, which bumps the store's generation.
+
+A vector is stored as ``dim`` float32 values, little-endian, L2-normalised (``4·dim`` bytes).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Sequence
-from typing import Any, Protocol
+from dataclasses import dataclass
+from typing import NamedTuple, Protocol
 
 from stratamem.types import Filters
 
 
+@dataclass(frozen=True, slots=True)
+class PendingChunk:
+    """A chunk that has no vector of a model yet: what embedding it needs."""
+
+    rowid: int
+    id: str
+    source_id: str
+    title: str
+    content: str
+    content_sha256: str
+
+
+class ChunkVector(NamedTuple):
+    """One chunk's vector of one model, as stored."""
+
+    node_id: str
+    model: str
+    source_id: str
+    dim: int
+    vector: bytes  # float32 little-endian
+    content_sha256: str
+
+
 class VectorStore(Protocol):
-    def pending_embeddings(self, model: str, limit: int) -> list[Any]: ...
+    def pending_embeddings(self, model: str, limit: int) -> list[PendingChunk]:
+        """Up to ``limit`` chunks of unlocked sources with no vector of ``model``, oldest
+        first."""
+        ...
 
     def count_pending_embeddings(self, model: str) -> int: ...
 
-    def cached_vectors(self, model: str, hashes: Sequence[str]) -> dict[str, bytes]: ...
+    def cached_vectors(self, model: str, hashes: Sequence[str]) -> dict[str, bytes]:
+        """Vectors ``model`` already made for these content hashes (of any chunk)."""
+        ...
 
-    def insert_vectors(self, rows: Iterable[tuple[str, str, str, int, bytes, str]]) -> None: ...
+    def insert_vectors(self, rows: Iterable[ChunkVector]) -> None:
+        """Store vectors, replacing a chunk's earlier one of the same model."""
+        ...
 
     def delete_vectors(self, *, keep_model: str | None = None) -> int: ...
 

@@ -38,26 +38,16 @@ from typing import Final
 import numpy as np
 import numpy.typing as npt
 
+from stratamem.store.keyword import IntArray as IntArray
+from stratamem.store.keyword import Postings as Postings
+
 K1: Final = 1.2
 B: Final = 0.75
 MIN_IDF: Final = 1e-6
 
-IntArray = npt.NDArray[np.int64]
 DocArray = npt.NDArray[np.int32]
 FreqArray = npt.NDArray[np.float32]
 Scores = npt.NDArray[np.float64]
-
-
-@dataclass(slots=True)
-class Postings:
-    """(term id, document position, weighted frequency) triples, sorted by term then
-    document; what a reader of the full-text index hands over for a batch of documents."""
-
-    terms: list[str]
-    term: IntArray
-    doc: IntArray
-    freq: npt.NDArray[np.float64]
-    lengths: npt.NDArray[np.int64]  # tokens per (document, column), documents × columns
 
 
 @dataclass(slots=True)

@@ -18,22 +18,24 @@ little-endian throughout::
 
 Header keys: ``format_version`` (2), ``columns`` and ``weights`` (the column weights the
 frequencies were summed with), ``k1`` and ``b``, ``tokenize`` and ``fts_sql_sha256`` (the
-full-text table's tokenizer and the hash of its schema), ``docs`` (N), ``terms`` (T),
-``postings`` (P), ``ids_bytes`` (I), ``terms_bytes`` (V), the database's ``store_id`` and
-``rows_sha256`` (``file.rows_digest`` of the (rowid, chunk id) pairs), and the store
-state the index reflects: ``generation``, ``max_rowid`` and ``averages`` (FTS5's averages
-record, hex). Every term has at least one posting: a term whose documents are all gone is
-dropped, so a file never names a word the database no longer holds.
+full-text index's tokenizer and the hash of its definition: ``KeywordSchema.tokenizer`` and
+``.fingerprint``), ``docs`` (N), ``terms`` (T), ``postings`` (P), ``ids_bytes`` (I),
+``terms_bytes`` (V), the database's ``store_id`` and ``rows_sha256`` (``file.rows_digest`` of
+the (rowid, chunk id) pairs), and the store state the index reflects: ``generation``,
+``max_rowid`` and ``averages`` (the row count, then the token total of each column, as SQLite
+varints, hex: the layout of FTS5's averages record). Every term has at least one posting: a
+term whose documents are all gone is dropped, so a file never names a word the database no
+longer holds.
 
 :func:`read_file` raises :class:`Rejected` when the file is of another format, was built with
 other parameters or from another database, and ``OSError``/``ValueError`` when it cannot be
 read; the caller then rebuilds from the store. A readable file of an older store state is
-returned with that state, for the caller to check row by row and bring up to date.
+returned with that state (its row count and token totals counted from the arrays read), for
+the caller to check row by row and bring up to date.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Final
 
@@ -48,7 +50,7 @@ from stratamem.retrieval.index.file import (
     rows_digest,
     write_atomic,
 )
-from stratamem.store.sqlite.fts_terms import FtsSchema, FtsState
+from stratamem.store.keyword import KeywordSchema, KeywordState
 
 FORMAT_VERSION: Final = 2
 MAGIC: Final = b"SMBM25X2"
@@ -74,7 +76,7 @@ def snapshot(index: BM25Index) -> BM25Index:
 
 
 def write_file(
-    target: Path, index: BM25Index, schema: FtsSchema, state: FtsState, *, store_id: str
+    target: Path, index: BM25Index, schema: KeywordSchema, state: KeywordState, *, store_id: str
 ) -> None:
     ids = "\n".join(index.ids).encode()
     terms = index.terms
@@ -87,8 +89,8 @@ def write_file(
         "weights": list(index.weights),
         "k1": K1,
         "b": B,
-        "tokenize": schema.tokenize,
-        "fts_sql_sha256": schema.sql_sha256,
+        "tokenize": schema.tokenizer,
+        "fts_sql_sha256": schema.fingerprint,
         "docs": len(index),
         "terms": len(terms),
         "postings": index.nnz,
@@ -98,7 +100,7 @@ def write_file(
         "rows_sha256": rows_digest(index.rowids, index.ids),
         "generation": state.generation,
         "max_rowid": state.max_rowid,
-        "averages": state.averages.hex(),
+        "averages": _varints(state.docs, *state.totals).hex(),
     }
 
     def body(out: HashingWriter) -> None:
@@ -117,18 +119,18 @@ def write_file(
 
 
 def read_file(
-    path: Path, schema: FtsSchema, weights: Sequence[float], *, store_id: str
-) -> tuple[BM25Index, FtsState]:
+    path: Path, schema: KeywordSchema, *, store_id: str
+) -> tuple[BM25Index, KeywordState]:
     """The index saved at ``path`` and the store state it reflects."""
     expected: dict[str, Any] = {
         "format_version": FORMAT_VERSION,
         "store_id": store_id,
         "columns": list(schema.columns),
-        "weights": list(weights),
+        "weights": list(schema.weights),
         "k1": K1,
         "b": B,
-        "tokenize": schema.tokenize,
-        "fts_sql_sha256": schema.sql_sha256,
+        "tokenize": schema.tokenizer,
+        "fts_sql_sha256": schema.fingerprint,
     }
     with open_checked(path, MAGIC, expected, what="BM25 index") as opened:
         header, file = opened.header, opened.file
@@ -161,7 +163,7 @@ def read_file(
         raise Rejected("its rows do not match its header")
     index = BM25Index(
         columns=schema.columns,
-        weights=tuple(weights),
+        weights=schema.weights,
         rowids=rowids,
         ids=ids,
         lengths=lengths,
@@ -170,9 +172,30 @@ def read_file(
         doc=doc,
         freq=freq,
     )
-    state = FtsState(
+    state = KeywordState(
         generation=int(header["generation"]),
         max_rowid=int(header["max_rowid"]),
-        averages=bytes.fromhex(str(header["averages"])),
+        docs=n,
+        totals=index.column_totals(),
     )
     return index, state
+
+
+def _varints(*values: int) -> bytes:
+    """SQLite's varint of each value: big-endian groups of 7 bits, the high bit set on all
+    but the last byte, and a ninth byte carrying 8 bits for values beyond 56 bits."""
+    out = bytearray()
+    for value in values:
+        if value < 0:
+            raise ValueError("a count cannot be negative")
+        if value >> 56:
+            head = [0x80 | ((value >> (8 + 7 * i)) & 0x7F) for i in range(7, -1, -1)]
+            out += bytes([*head, value & 0xFF])
+            continue
+        groups = [value & 0x7F]
+        value >>= 7
+        while value:
+            groups.append(0x80 | (value & 0x7F))
+            value >>= 7
+        out += bytes(reversed(groups))
+    return bytes(out)

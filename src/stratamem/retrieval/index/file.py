@@ -33,14 +33,11 @@ from typing import Any, BinaryIO, Final
 import numpy as np
 import numpy.typing as npt
 
+from stratamem.errors import Rejected as Rejected
+
 HEADER_MAX: Final = 1 << 20
 DIGEST_SIZE: Final = 32
 _CHUNK: Final = 1 << 20
-
-
-class Rejected(Exception):
-    """A saved index that is readable but not one the caller can use: another format, other
-    parameters, another database, other rows, or damaged."""
 
 
 def rows_digest(rowids: npt.ArrayLike, ids: Sequence[str]) -> str:

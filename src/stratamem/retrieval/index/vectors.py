@@ -54,7 +54,6 @@ moves on (the copy needs the writer lock; the write does not).
 
 from __future__ import annotations
 
-import importlib
 import logging
 import math
 from pathlib import Path
@@ -66,11 +65,10 @@ import numpy.typing as npt
 from stratamem.retrieval.index import vectors_file
 from stratamem.retrieval.index.vectors_file import FORMAT_VERSION as FORMAT_VERSION
 from stratamem.retrieval.index.vectors_file import MAGIC as MAGIC
+from stratamem.retrieval.index.vectors_file import IdArray, Matrix, import_faiss
 from stratamem.retrieval.index.vectors_file import id_set_checksum as id_set_checksum
 
-IdArray = npt.NDArray[np.int64]
 ScoreArray = npt.NDArray[np.float32]
-Matrix = npt.NDArray[np.float32]
 
 DEFAULT_HNSW_THRESHOLD: Final = 20_000
 DEFAULT_M: Final = 16
@@ -602,14 +600,8 @@ def _grow(array: npt.NDArray[Any], capacity: int) -> npt.NDArray[Any]:
 # ------------------------------------------------------------------- faiss
 
 
-def _faiss() -> Any:
-    # Imported on first use: it costs ~0.2 s and small stores never need it. Typed as Any
-    # because faiss's bundled stubs miss SearchParametersHNSW and the callback IO classes.
-    return importlib.import_module("faiss")
-
-
 def _new_hnsw(dim: int, m: int, ef_construction: int) -> Any:
-    faiss = _faiss()
+    faiss = import_faiss()
     index = faiss.IndexHNSWFlat(dim, m, faiss.METRIC_INNER_PRODUCT)
     index.hnsw.efConstruction = ef_construction
     return index
@@ -618,7 +610,7 @@ def _new_hnsw(dim: int, m: int, ef_construction: int) -> Any:
 def _faiss_vectors(index: Any, count: int, dim: int) -> Matrix:
     if not count:
         return np.empty((0, dim), np.float32)
-    faiss = _faiss()
+    faiss = import_faiss()
     storage = faiss.downcast_index(index.storage)
     flat: Matrix = faiss.rev_swig_ptr(storage.get_xb(), count * dim)
     return flat.reshape(count, dim)
@@ -631,7 +623,7 @@ def _faiss_search(
     ef: int,
     live_bitmap: npt.NDArray[np.uint8] | None,
 ) -> tuple[ScoreArray, IdArray]:
-    faiss = _faiss()
+    faiss = import_faiss()
     params = faiss.SearchParametersHNSW()
     params.efSearch = ef
     selector = None

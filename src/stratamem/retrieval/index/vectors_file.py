@@ -25,7 +25,8 @@ generation (each if given) differ from what the caller expects; the caller then 
 
 This module knows the bytes, not the index: ``write_file`` takes a :class:`Snapshot` of the
 index's arrays and ``read_file`` returns them checked against the header, for ``VectorIndex``
-to adopt.
+to adopt. The index imports this module, never the other way round: the array types and the
+faiss import both sides need are defined here.
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ import hashlib
 import importlib
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Final, Literal
+from typing import Any, Final, Literal
 
 import numpy as np
 import numpy.typing as npt
@@ -47,9 +48,8 @@ from stratamem.retrieval.index.file import (
     write_atomic,
 )
 
-if TYPE_CHECKING:
-    # Type-only: vector_index imports this module, so a runtime import would be a cycle.
-    from stratamem.retrieval.index.vectors import IdArray, Matrix
+IdArray = npt.NDArray[np.int64]
+Matrix = npt.NDArray[np.float32]
 
 FORMAT_VERSION: Final = 2
 MAGIC: Final = b"SMVECIX2"
@@ -57,11 +57,15 @@ MAGIC: Final = b"SMVECIX2"
 __all__ = [
     "FORMAT_VERSION",
     "MAGIC",
+    "IdArray",
+    "Matrix",
     "Rejected",
     "Snapshot",
     "StoredIndex",
     "id_set_checksum",
+    "import_faiss",
     "read_file",
+    "serialize_hnsw",
     "write_file",
 ]
 
@@ -108,7 +112,7 @@ class StoredIndex:
 def write_file(target: Path, snap: Snapshot) -> None:
     """Write a snapshot atomically: its faiss bytes when it has them, else its matrix."""
     if snap.hnsw is not None:
-        library, version = "faiss", str(_faiss().__version__)
+        library, version = "faiss", str(import_faiss().__version__)
     else:
         library, version = "numpy", np.__version__
     header = {
@@ -178,7 +182,7 @@ def read_file(
             matrix = read_array(file, (slots, dim), "<f4").astype(np.float32)
             hnsw = None
         else:
-            faiss = _faiss()
+            faiss = import_faiss()
             # read_index already returns the concrete class; downcasting again breaks it.
             hnsw = faiss.read_index(faiss.PyCallbackIOReader(file.read))
             if (
@@ -217,11 +221,12 @@ def read_file(
 
 def serialize_hnsw(index: Any) -> npt.NDArray[np.uint8]:
     """faiss's own bytes of an HNSW index (what ``faiss.write_index`` writes), a copy."""
-    data: npt.NDArray[np.uint8] = _faiss().serialize_index(index)
+    data: npt.NDArray[np.uint8] = import_faiss().serialize_index(index)
     return data
 
 
-def _faiss() -> Any:
-    # Same lazy import as vector_index's, repeated here because importing that module at
-    # import time would be a cycle. Typed as Any: faiss's stubs miss the callback IO classes.
+def import_faiss() -> Any:
+    """faiss, imported on first use: it costs ~0.2 s and small stores never need it. Typed
+    as Any because faiss's bundled stubs miss SearchParametersHNSW and the callback IO
+    classes."""
     return importlib.import_module("faiss")

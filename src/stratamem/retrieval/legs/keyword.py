@@ -1,19 +1,22 @@
-"""The hybrid keyword leg on a sparse in-memory BM25 index, with the FTS5 query as fallback.
+"""The hybrid keyword leg on a sparse in-memory BM25 index, with the store's full-text query as
+fallback.
 
-The index is the full-text index's image: the same tokens (read from ``chunks_fts`` itself),
-the same statistics and the same formula, so it ranks as ``ORDER BY rank`` over
-``chunks_fts`` does, only without walking FTS5's doclists for every query.
+The index is the full-text index's image: the same tokens (read from the store's full-text
+index itself, :class:`~stratamem.store.keyword.KeywordStore`), the same statistics and the
+same formula, so it ranks as the store's own BM25 ranking does (for SQLite, ``ORDER BY rank``
+over ``chunks_fts``), only without walking the full-text index for every query.
 
 Staleness: the index carries the store state it reflects (the store's generation, which
-every deletion bumps; the highest chunk rowid; FTS5's averages record). When that state moves,
-chunks gone or replaced since are dropped (their rowid and id are checked) and chunks above
-the indexed rowids are tokenized and appended; then the index's row count and per-column token
-totals must equal FTS5's, or it is rebuilt from scratch. A large index is saved beside the
-database (``<db>.bm25.idx``, see ``bm25_file``) and brought up to date the same way when it is
-opened. The file names the database it was built from (its store id) and its rows (rowid and
-chunk id, each checked against the database before anything is served); a file of another
-database, a missing, corrupt or incompatible one is rebuilt from the store; whatever cannot be
-built or read leaves the leg on the FTS5 query, and the leg's status says why.
+every deletion bumps; the highest chunk rowid; the row count and per-column token totals).
+When that state moves, chunks gone or replaced since are dropped (their rowid and id are
+checked) and chunks above the indexed rowids are tokenized and appended; then the index's row
+count and per-column token totals must equal the store's, or it is rebuilt from scratch. A
+large index is saved beside the database (``<db>.bm25.idx``, see ``bm25_file``) and brought up
+to date the same way when it is opened. The file names the database it was built from (its
+store id) and its rows (rowid and chunk id, each checked against the database before anything
+is served); a file of another database, a missing, corrupt or incompatible one is rebuilt from
+the store; whatever cannot be built or read leaves the leg on the full-text query, and the
+leg's status says why.
 
 Saving happens on a worker thread (``index.saver``): a search never waits for the write.
 After a forget, :meth:`SparseKeywordIndex.persist_now` brings the index up to date and rewrites
@@ -24,8 +27,6 @@ The access gate is a mask over the index's documents, applied before the top-k i
 
 from __future__ import annotations
 
-import re
-import sqlite3
 import threading
 import weakref
 from pathlib import Path
@@ -34,26 +35,21 @@ from typing import Final
 import numpy as np
 import numpy.typing as npt
 
+from stratamem.errors import KeywordIndexUnavailable
 from stratamem.retrieval.index import bm25_file
 from stratamem.retrieval.index.bm25 import BM25Index
 from stratamem.retrieval.index.file import Rejected
 from stratamem.retrieval.index.saver import BackgroundSaver
 from stratamem.retrieval.query import match_expression, query_terms
 from stratamem.store.base import Store
-from stratamem.store.sqlite.fts_terms import (
-    FTS_TABLE,
-    FtsSchema,
-    FtsState,
-    FtsTokenizer,
-    FtsUnavailable,
-    chunk_rows,
-    fts_schema,
-    fts_state,
-)
+from stratamem.store.keyword import KeywordSchema, KeywordState
 from stratamem.types import Filters, QueryResponse
 
 PERSIST_MIN_DOCS: Final = 2000
-_RANK = re.compile(r"^\s*bm25\s*\(([^)]*)\)\s*$", re.IGNORECASE)
+
+# What a search survives by falling back to the full-text query: the store cannot back the
+# index, or building it failed (a malformed batch, no memory for the arrays).
+_UNAVAILABLE = (KeywordIndexUnavailable, ValueError, MemoryError)
 
 
 class _Rebuild(Exception):
@@ -73,11 +69,10 @@ class SparseKeywordIndex:
         self.note = ""
         self._lock = threading.Lock()
         self._index: BM25Index | None = None
-        self._state: FtsState | None = None
-        self._weights: tuple[float, ...] = ()
-        self._tokenizer: FtsTokenizer | None = None
+        self._state: KeywordState | None = None
+        self._schema: KeywordSchema | None = None
         self._unsaved = 0
-        self._failed: tuple[FtsState, str] | None = None
+        self._failed: tuple[KeywordState, str] | None = None
         self._store_id: str | None = None
         self.saver = BackgroundSaver(f"stratamem-bm25-save:{store.path}")
 
@@ -89,7 +84,7 @@ class SparseKeywordIndex:
 
     def search(self, terms: list[str], filters: Filters, k: int) -> dict[str, float] | None:
         """node id → BM25 score of the ``k`` best admitted chunks, or None (with ``note``
-        saying why) where the sparse index cannot answer and the FTS5 query must."""
+        saying why) where the sparse index cannot answer and the full-text query must."""
         found = self.rank(terms, filters, k)
         if found is None:
             return None
@@ -101,29 +96,28 @@ class SparseKeywordIndex:
     ) -> tuple[list[tuple[int, str, float]], int] | None:
         """((rowid, node id, score) of the ``k`` best admitted chunks, how many admitted
         chunks match), or None as for :meth:`search`. ``scoped_idf=False`` ranks exactly as
-        FTS5 would, its idf over the whole store even under a filter."""
+        the full-text index would, its idf over the whole store even under a filter."""
         store = self._store()
-        conn = getattr(store, "conn", None)
-        if store is None or not isinstance(conn, sqlite3.Connection):
-            self.note = "no SQLite full-text index"
+        if store is None:
+            self.note = "the store is closed"
             return None
-        if conn.in_transaction:
-            # Inside an open write transaction FTS5 holds changes it has not yet written to
-            # the tables the index is checked against.
+        if store.in_transaction():
+            # Inside an open write transaction the full-text index holds changes it has not
+            # yet written to the statistics the index is checked against.
             self.note = "a write transaction is open"
             return None
         with self._lock:
             self.note = ""
             try:
-                index, tokenizer = self._current(store, conn)
-                phrases = tokenizer.phrases(terms)
-            except (FtsUnavailable, sqlite3.Error, ValueError, MemoryError) as exc:
+                index = self._current(store)
+                phrases = store.keyword_phrases(terms)
+            except _UNAVAILABLE as exc:
                 self._index = self._state = None
                 self.note = f"sparse index unavailable: {exc}"
                 try:
                     # Not retried (a full build can take seconds) until the store changes.
-                    self._failed = (fts_state(conn, store.generation()), str(exc))
-                except sqlite3.Error:
+                    self._failed = (store.keyword_state(), str(exc))
+                except KeywordIndexUnavailable:
                     self._failed = None
                 return None
             if any(len(p) > 1 for p in phrases):
@@ -141,92 +135,82 @@ class SparseKeywordIndex:
 
     # -- keeping the index current -----------------------------------------------------------
 
-    def _current(self, store: Store, conn: sqlite3.Connection) -> tuple[BM25Index, FtsTokenizer]:
-        if self._tokenizer is None:
-            schema = fts_schema(conn)
-            self._weights = _weights(conn, schema)
-            self._tokenizer = FtsTokenizer(conn, schema)
-        tokenizer = self._tokenizer
+    def _current(self, store: Store) -> BM25Index:
+        schema = self._schema = store.keyword_schema()
         self._identity(store)
-        state = fts_state(conn, store.generation())
+        state = store.keyword_state()
         if self._index is not None and state == self._state:
-            return self._index, tokenizer
+            return self._index
         if self._failed is not None and self._failed[0] == state:
-            raise FtsUnavailable(self._failed[1])
+            raise KeywordIndexUnavailable(self._failed[1])
         # One read snapshot for the state, the chunk list and the tokens.
-        conn.execute("BEGIN")
-        try:
-            state = fts_state(conn, store.generation())
+        with store.keyword_snapshot():
+            state = store.keyword_state()
             current = None
             if self._index is not None and self._state is not None:
                 current = (self._index, self._state, False)
             else:
-                loaded = self._load(tokenizer.schema)
+                loaded = self._load(schema)
                 if loaded is not None:
                     # A saved file may come from another copy of the database: check it all.
                     current = (*loaded, True)
             if current is None:
-                index = self._build(conn, tokenizer, state)
+                index = self._build(store, schema, state)
                 changed = len(index)
             else:
                 index, have, force = current
                 try:
-                    changed = self._sync(conn, tokenizer, index, have, state, force=force)
+                    changed = self._sync(store, index, have, state, force=force)
                 except _Rebuild as exc:
                     self.note = f"sparse index rebuilt ({exc})"
-                    index = self._build(conn, tokenizer, state)
+                    index = self._build(store, schema, state)
                     changed = len(index)
-        finally:
-            conn.execute("COMMIT")
         self._index, self._state = index, state
         self._unsaved += changed
         if self._save_due(index):
             self.saver.submit(self._save_snapshot)
-        return index, tokenizer
+        return index
 
     def _identity(self, store: Store) -> str:
         if self._store_id is None:
             self._store_id = store.store_id()
         return self._store_id
 
-    def _load(self, schema: FtsSchema) -> tuple[BM25Index, FtsState] | None:
+    def _load(self, schema: KeywordSchema) -> tuple[BM25Index, KeywordState] | None:
         path = self.index_path()
         store = self._store()
         if path is None or store is None or not path.exists():
             return None
         try:
-            return bm25_file.read_file(path, schema, self._weights, store_id=self._identity(store))
+            return bm25_file.read_file(path, schema, store_id=self._identity(store))
         except (Rejected, OSError, ValueError, KeyError, TypeError) as exc:
             self.note = f"sparse index rebuilt: the saved one was unusable ({exc})"
             return None
 
-    def _build(
-        self, conn: sqlite3.Connection, tokenizer: FtsTokenizer, state: FtsState
-    ) -> BM25Index:
-        rows = chunk_rows(conn)
-        rowids = np.asarray([r[0] for r in rows], dtype=np.int64)
-        postings = tokenizer.index_postings(rowids, self._weights)
-        index = BM25Index(tokenizer.schema.columns, self._weights)
-        index.append(rowids, [r[1] for r in rows], postings)
+    def _build(self, store: Store, schema: KeywordSchema, state: KeywordState) -> BM25Index:
+        rows = store.keyword_postings()
+        index = BM25Index(schema.columns, schema.weights)
+        index.append(rows.rowids, rows.ids, rows.postings)
         problem = _disagreement(index, state)
         if problem:
-            raise FtsUnavailable(f"the full-text index and the chunks disagree ({problem})")
+            raise KeywordIndexUnavailable(
+                f"the full-text index and the chunks disagree ({problem})"
+            )
         return index
 
     def _sync(
         self,
-        conn: sqlite3.Connection,
-        tokenizer: FtsTokenizer,
+        store: Store,
         index: BM25Index,
-        have: FtsState,
-        now: FtsState,
+        have: KeywordState,
+        now: KeywordState,
         *,
         force: bool,
     ) -> int:
         """Bring ``index`` (at state ``have``) to ``now`` in place; how many documents changed."""
         changed = 0
         if force or now.generation != have.generation or now.max_rowid < index.max_rowid:
-            rows = chunk_rows(conn, upto=index.max_rowid)
+            rows = store.keyword_rows(upto=index.max_rowid)
             rowids = np.asarray([r[0] for r in rows], dtype=np.int64)
             keep = np.zeros(len(index), np.bool_)
             if len(rowids):
@@ -241,9 +225,9 @@ class SparseKeywordIndex:
             changed += len(index) - int(keep.sum())
             index.remove(keep)
         if now.max_rowid > index.max_rowid:
-            rowids, ids, postings = tokenizer.chunk_postings(index.max_rowid, self._weights)
-            index.append(rowids, ids, postings)
-            changed += len(rowids)
+            new = store.keyword_postings(above=index.max_rowid)
+            index.append(new.rowids, new.ids, new.postings)
+            changed += len(new.rowids)
         problem = _disagreement(index, now)
         if problem:
             raise _Rebuild(problem)
@@ -258,15 +242,15 @@ class SparseKeywordIndex:
         """The worker's job: copy the current index under the lock, write it without."""
         path = self.index_path()
         with self._lock:
-            index, state, tokenizer = self._index, self._state, self._tokenizer
-            if path is None or index is None or state is None or tokenizer is None:
+            index, state, schema = self._index, self._state, self._schema
+            if path is None or index is None or state is None or schema is None:
                 return
             if self._store_id is None or not self._save_due(index):
                 return
             copy, unsaved = bm25_file.snapshot(index), self._unsaved
             self._unsaved = 0
         try:
-            bm25_file.write_file(path, copy, tokenizer.schema, state, store_id=self._store_id)
+            bm25_file.write_file(path, copy, schema, state, store_id=self._store_id)
         except (OSError, ValueError):
             with self._lock:
                 self._unsaved += unsaved
@@ -276,47 +260,38 @@ class SparseKeywordIndex:
         """Bring the index up to date and write its file now, or remove the file where the
         store is now too small for one (after a forget: nothing forgotten may stay in it)."""
         store = self._store()
-        conn = getattr(store, "conn", None)
         path = self.index_path()
-        if store is None or path is None or not isinstance(conn, sqlite3.Connection):
+        if store is None or path is None:
             return
         self.saver.flush()
         with self._lock:
             index = None
             try:
-                index, tokenizer = self._current(store, conn)
-            except (FtsUnavailable, sqlite3.Error, ValueError, MemoryError) as exc:
+                index = self._current(store)
+            except _UNAVAILABLE as exc:
                 self._index = self._state = None
                 self.note = f"sparse index unavailable: {exc}"
-            state = self._state
-            if index is None or state is None or len(index) < self.persist_min_docs:
+            state, schema = self._state, self._schema
+            if (
+                index is None
+                or state is None
+                or schema is None
+                or len(index) < self.persist_min_docs
+            ):
                 path.unlink(missing_ok=True)
                 return
-            bm25_file.write_file(
-                path, index, tokenizer.schema, state, store_id=self._identity(store)
-            )
+            bm25_file.write_file(path, index, schema, state, store_id=self._identity(store))
             self._unsaved = 0
         self.saver.flush()
 
 
-def _weights(conn: sqlite3.Connection, schema: FtsSchema) -> tuple[float, ...]:
-    """The column weights of the table's configured rank, ``bm25(w0, w1, …)``; FTS5 weighs
-    a column without one 1.0."""
-    row = conn.execute(f"SELECT v FROM {FTS_TABLE}_config WHERE k = 'rank'").fetchone()
-    text = "bm25()" if row is None else str(row[0])
-    match = _RANK.match(text)
-    if match is None:
-        raise FtsUnavailable(f"the full-text rank is {text!r}, not bm25")
-    given = [float(x) for x in match.group(1).split(",") if x.strip()]
-    return tuple((given + [1.0] * len(schema.columns))[: len(schema.columns)])
-
-
-def _disagreement(index: BM25Index, state: FtsState) -> str:
-    rows, totals = state.totals()
-    if rows != len(index):
-        return f"{len(index)} documents indexed, FTS5 counts {rows}"
-    if rows and totals != index.column_totals():
-        return f"token totals {index.column_totals()} differ from FTS5's {totals}"
+def _disagreement(index: BM25Index, state: KeywordState) -> str:
+    if state.docs != len(index):
+        return f"{len(index)} documents indexed, the full-text index counts {state.docs}"
+    if state.docs and state.totals != index.column_totals():
+        return (
+            f"token totals {index.column_totals()} differ from the full-text index's {state.totals}"
+        )
     return ""
 
 
@@ -395,8 +370,9 @@ def keyword_search(
     if expression is None:
         return QueryResponse.empty()
     filters = filters or Filters()
-    # The sparse index ranks as FTS5 does (its idf over the whole store), without FTS5
-    # scoring every match of every OR-ed word; FTS5 answers where it cannot.
+    # The sparse index ranks as the full-text index does (its idf over the whole store),
+    # without it scoring every match of every OR-ed word; the full-text query answers where
+    # the sparse index cannot.
     found = sparse_index(store).rank(query_terms(query), filters, limit, scoped_idf=False)
     if found is not None:
         ranked, total = found

@@ -1,4 +1,4 @@
-"""What the sparse BM25 index reads from SQLite's full-text index, so that it holds exactly
+"""What the in-process BM25 index reads from SQLite's full-text index, so that it holds exactly
 the tokens FTS5 indexed and tokenizes queries exactly as FTS5 does.
 
 - Documents: an ``fts5vocab`` table of type ``instance`` over ``chunks_fts``, created in the
@@ -11,7 +11,11 @@ the tokens FTS5 indexed and tokenizes queries exactly as FTS5 does.
   comes out of ``chunks_fts``.
 - Statistics: FTS5's averages record (``chunks_fts_data`` row 1: the row count, then the
   token total of each column, as SQLite varints) is what ``bm25()`` divides by, and is the
-  check that the sparse index holds the same documents.
+  check that the in-process index holds the same documents.
+- Weights: the table's configured rank, ``bm25(w0, w1, …)``; a column without one weighs 1.0.
+
+Anything this module cannot read or make sense of raises
+:class:`~stratamem.errors.KeywordIndexUnavailable`.
 """
 
 from __future__ import annotations
@@ -19,75 +23,77 @@ from __future__ import annotations
 import hashlib
 import re
 import sqlite3
+import threading
 import weakref
 from collections import OrderedDict
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from typing import Final
 
 import numpy as np
 
-from stratamem.retrieval.index.bm25 import IntArray, Postings
+from stratamem.errors import KeywordIndexUnavailable
+from stratamem.store.keyword import IntArray, KeywordRows, KeywordSchema, KeywordState, Postings
 
 FTS_TABLE: Final = "chunks_fts"
 _VOCAB: Final = "temp.stratamem_bm25_vocab"
 _TEXT: Final = "stratamem_bm25_text"
 _TEXT_VOCAB: Final = "temp.stratamem_bm25_text_vocab"
 _TOKENIZE = re.compile(r"tokenize\s*=\s*'((?:[^']|'')*)'", re.IGNORECASE)
+_RANK = re.compile(r"^\s*bm25\s*\(([^)]*)\)\s*$", re.IGNORECASE)
 _QUERY_CACHE: Final = 4096
 _BUILT_IN_TOKENIZERS: Final = frozenset({"unicode61", "ascii", "porter", "trigram"})
 _BATCH: Final = 4096
 
 
-class FtsUnavailable(Exception):
-    """The full-text index cannot back a sparse index (another schema, another store)."""
+@contextmanager
+def unavailable_on_error() -> Iterator[None]:
+    """A failed read of the full-text index is the keyword role's error, not the driver's."""
+    try:
+        yield
+    except sqlite3.Error as exc:
+        raise KeywordIndexUnavailable(str(exc)) from exc
 
 
-@dataclass(frozen=True, slots=True)
-class FtsSchema:
-    columns: tuple[str, ...]
-    tokenize: str
-    sql_sha256: str
-
-
-@dataclass(frozen=True, slots=True)
-class FtsState:
-    """What says whether a sparse index is still the full-text index's image."""
-
-    generation: int
-    max_rowid: int
-    averages: bytes
-
-    def totals(self) -> tuple[int, tuple[int, ...]]:
-        """(row count, token total per column) from the averages record."""
-        return decode_averages(self.averages)
-
-
-def fts_schema(conn: sqlite3.Connection) -> FtsSchema:
+def fts_schema(conn: sqlite3.Connection) -> KeywordSchema:
     row = conn.execute(
         "SELECT sql FROM sqlite_master WHERE type = 'table' AND name = ?", (FTS_TABLE,)
     ).fetchone()
     if row is None or row[0] is None:
-        raise FtsUnavailable(f"no {FTS_TABLE} table")
+        raise KeywordIndexUnavailable(f"no {FTS_TABLE} table")
     sql = str(row[0])
     match = _TOKENIZE.search(sql)
     if match is None:
-        raise FtsUnavailable(f"{FTS_TABLE} names no tokenizer")
+        raise KeywordIndexUnavailable(f"{FTS_TABLE} names no tokenizer")
     columns = tuple(str(r[1]) for r in conn.execute(f"PRAGMA table_info({FTS_TABLE})"))
-    return FtsSchema(
+    return KeywordSchema(
         columns=columns,
-        tokenize=match.group(1).replace("''", "'"),
-        sql_sha256=hashlib.sha256(sql.encode()).hexdigest(),
+        weights=_weights(conn, len(columns)),
+        tokenizer=match.group(1).replace("''", "'"),
+        fingerprint=hashlib.sha256(sql.encode()).hexdigest(),
     )
 
 
-def fts_state(conn: sqlite3.Connection, generation: int) -> FtsState:
+def _weights(conn: sqlite3.Connection, columns: int) -> tuple[float, ...]:
+    """The column weights of the table's configured rank, ``bm25(w0, w1, …)``; FTS5 weighs
+    a column without one 1.0."""
+    row = conn.execute(f"SELECT v FROM {FTS_TABLE}_config WHERE k = 'rank'").fetchone()
+    text = "bm25()" if row is None else str(row[0])
+    match = _RANK.match(text)
+    if match is None:
+        raise KeywordIndexUnavailable(f"the full-text rank is {text!r}, not bm25")
+    given = [float(x) for x in match.group(1).split(",") if x.strip()]
+    return tuple((given + [1.0] * columns)[:columns])
+
+
+def fts_state(conn: sqlite3.Connection, generation: int) -> KeywordState:
     max_rowid = conn.execute("SELECT max(rowid) FROM chunks").fetchone()[0]
     averages = conn.execute(f"SELECT block FROM {FTS_TABLE}_data WHERE id = 1").fetchone()
-    return FtsState(
-        generation=generation,
-        max_rowid=int(max_rowid or 0),
-        averages=bytes(averages[0]) if averages is not None and averages[0] else b"",
+    docs, totals = decode_averages(
+        bytes(averages[0]) if averages is not None and averages[0] else b""
+    )
+    return KeywordState(
+        generation=generation, max_rowid=int(max_rowid or 0), docs=docs, totals=totals
     )
 
 
@@ -99,7 +105,7 @@ def decode_averages(blob: bytes) -> tuple[int, tuple[int, ...]]:
         value = 0
         for i in range(9):
             if at >= len(blob):
-                raise ValueError("truncated varint in the averages record")
+                raise KeywordIndexUnavailable("truncated varint in the averages record")
             byte = blob[at]
             at += 1
             if i == 8:
@@ -151,13 +157,15 @@ def read_postings(
         counts = np.fromiter((r[1] for r in batch), np.int64, len(batch))
         codes = np.fromstring(",".join(r[2] for r in batch), dtype=np.int64, sep=",")
         if len(codes) != int(counts.sum()):
-            raise ValueError("the vocabulary scan returned a malformed list")
+            raise KeywordIndexUnavailable("the vocabulary scan returned a malformed list")
         term = np.repeat(np.arange(base, base + len(batch), dtype=np.int64), counts)
         rowid, col = np.divmod(codes, ncols)
         position = np.searchsorted(rowids, rowid)
         inside = np.minimum(position, max(n - 1, 0))
         if len(codes) and (n == 0 or bool((rowids[inside] != rowid).any())):
-            raise ValueError("the full-text index holds a row the chunks table does not")
+            raise KeywordIndexUnavailable(
+                "the full-text index holds a row the chunks table does not"
+            )
         cell = position * ncols + col
         lengths += np.bincount(cell, minlength=n * ncols)
         key = term * n + position
@@ -179,26 +187,26 @@ def read_postings(
     )
 
 
-def empty_postings(columns: int) -> Postings:
-    none = np.empty(0, np.int64)
-    return Postings([], none, none, np.empty(0, np.float64), np.zeros((0, columns), np.int64))
+class FtsTerms:
+    """FTS5's own postings and tokenizer, read over TEMP tables on the store's connection.
 
+    One per store: the TEMP tables it fills are the connection's, so filling them is
+    serialised here, whoever asks.
+    """
 
-class FtsTokenizer:
-    """FTS5's own tokenizer, run over TEMP tables on the store's connection."""
-
-    def __init__(self, conn: sqlite3.Connection, schema: FtsSchema) -> None:
+    def __init__(self, conn: sqlite3.Connection, schema: KeywordSchema) -> None:
         self.conn = conn
         self.schema = schema
         self._phrases: OrderedDict[str, tuple[str, ...]] = OrderedDict()
         self._ready = False
         self._query_conn: sqlite3.Connection | None = None
+        self._lock = threading.Lock()
 
     def _prepare(self) -> None:
         if self._ready:
             return
         columns = ", ".join(_quote_id(c) for c in self.schema.columns)
-        tokenize = self.schema.tokenize.replace("'", "''")
+        tokenize = self.schema.tokenizer.replace("'", "''")
         self.conn.execute(
             f"CREATE VIRTUAL TABLE IF NOT EXISTS {_VOCAB} "
             f"USING fts5vocab(main, {FTS_TABLE}, instance)"
@@ -213,32 +221,34 @@ class FtsTokenizer:
         )
         self._ready = True
 
-    def index_postings(self, rowids: IntArray, weights: Sequence[float]) -> Postings:
-        """The postings of ``chunks_fts`` itself, for every document in ``rowids``."""
-        self._prepare()
-        return read_postings(self.conn, _VOCAB, rowids, self.schema.columns, weights)
-
-    def chunk_postings(
-        self, above: int, weights: Sequence[float]
-    ) -> tuple[IntArray, list[str], Postings]:
-        """(rowids, ids, postings) of the chunks with a rowid above ``above``."""
-        self._prepare()
-        rows = chunk_rows(self.conn, above=above)
-        rowids = np.asarray([r[0] for r in rows], dtype=np.int64)
-        ids = [r[1] for r in rows]
-        if not rows:
-            return rowids, ids, empty_postings(len(self.schema.columns))
-        columns = ", ".join(_quote_id(c) for c in self.schema.columns)
-        self.conn.execute(
-            f"""INSERT INTO temp.{_TEXT} (rowid, {columns})
-                SELECT rowid, {columns} FROM main.chunks WHERE rowid > ?""",
-            (above,),
-        )
-        try:
-            postings = read_postings(self.conn, _TEXT_VOCAB, rowids, self.schema.columns, weights)
-        finally:
-            self._clear()
-        return rowids, ids, postings
+    def postings(self, above: int) -> KeywordRows:
+        """The chunks with a rowid above ``above`` and their postings: read from
+        ``chunks_fts`` itself for every chunk (``above`` 0), tokenized again otherwise (the
+        vocabulary table cannot be read for some rows only)."""
+        weights = self.schema.weights
+        with self._lock:
+            self._prepare()
+            rows = chunk_rows(self.conn, above=above)
+            rowids = np.asarray([r[0] for r in rows], dtype=np.int64)
+            ids = [r[1] for r in rows]
+            if above <= 0:
+                postings = read_postings(self.conn, _VOCAB, rowids, self.schema.columns, weights)
+                return KeywordRows(rowids, ids, postings)
+            if not rows:
+                return KeywordRows(rowids, ids, Postings.empty(len(self.schema.columns)))
+            columns = ", ".join(_quote_id(c) for c in self.schema.columns)
+            self.conn.execute(
+                f"""INSERT INTO temp.{_TEXT} (rowid, {columns})
+                    SELECT rowid, {columns} FROM main.chunks WHERE rowid > ?""",
+                (above,),
+            )
+            try:
+                postings = read_postings(
+                    self.conn, _TEXT_VOCAB, rowids, self.schema.columns, weights
+                )
+            finally:
+                self._clear()
+            return KeywordRows(rowids, ids, postings)
 
     def _query_side(self) -> sqlite3.Connection:
         """Where query terms are tokenized: a private in-memory database when the tokenizer
@@ -248,12 +258,12 @@ class FtsTokenizer:
         if self._query_conn is not None:
             return self._query_conn
         self._prepare()
-        if self.schema.tokenize.split()[0].lower() not in _BUILT_IN_TOKENIZERS:
+        if self.schema.tokenizer.split()[0].lower() not in _BUILT_IN_TOKENIZERS:
             self._query_conn = self.conn
             return self.conn
         conn = sqlite3.connect(":memory:", check_same_thread=False)
         columns = ", ".join(_quote_id(c) for c in self.schema.columns)
-        tokenize = self.schema.tokenize.replace("'", "''")
+        tokenize = self.schema.tokenizer.replace("'", "''")
         conn.execute(
             f"CREATE VIRTUAL TABLE temp.{_TEXT} "
             f"USING fts5({columns}, content='', tokenize='{tokenize}')"
@@ -266,31 +276,35 @@ class FtsTokenizer:
     def phrases(self, terms: Sequence[str]) -> list[tuple[str, ...]]:
         """The tokens FTS5 makes of each term, in order: what each quoted term of a MATCH
         expression becomes (one token, a phrase of several, or nothing)."""
-        missing = list(dict.fromkeys(t for t in terms if t not in self._phrases))
-        if missing:
-            conn = self._query_side()
-            first = self.schema.columns[0]
-            conn.executemany(
-                f"INSERT INTO temp.{_TEXT} (rowid, {_quote_id(first)}) VALUES (?, ?)",
-                list(enumerate(missing, start=1)),
-            )
-            try:
-                found: dict[int, list[str]] = {}
-                for doc, term in conn.execute(
-                    f"SELECT doc, term FROM {_TEXT_VOCAB} ORDER BY doc, offset"
-                ):
-                    found.setdefault(int(doc), []).append(str(term))
-            finally:
-                self._clear(conn)
-            for i, term in enumerate(missing, start=1):
-                self._phrases[term] = tuple(found.get(i, ()))
-            while len(self._phrases) > _QUERY_CACHE:
-                self._phrases.popitem(last=False)
-        out = []
-        for term in terms:
-            self._phrases.move_to_end(term)
-            out.append(self._phrases[term])
-        return out
+        with self._lock:
+            missing = list(dict.fromkeys(t for t in terms if t not in self._phrases))
+            if missing:
+                self._tokenize(missing)
+            out = []
+            for term in terms:
+                self._phrases.move_to_end(term)
+                out.append(self._phrases[term])
+            return out
+
+    def _tokenize(self, missing: list[str]) -> None:
+        conn = self._query_side()
+        first = self.schema.columns[0]
+        conn.executemany(
+            f"INSERT INTO temp.{_TEXT} (rowid, {_quote_id(first)}) VALUES (?, ?)",
+            list(enumerate(missing, start=1)),
+        )
+        try:
+            found: dict[int, list[str]] = {}
+            for doc, term in conn.execute(
+                f"SELECT doc, term FROM {_TEXT_VOCAB} ORDER BY doc, offset"
+            ):
+                found.setdefault(int(doc), []).append(str(term))
+        finally:
+            self._clear(conn)
+        for i, term in enumerate(missing, start=1):
+            self._phrases[term] = tuple(found.get(i, ()))
+        while len(self._phrases) > _QUERY_CACHE:
+            self._phrases.popitem(last=False)
 
     def _clear(self, conn: sqlite3.Connection | None = None) -> None:
         conn = conn or self.conn

@@ -1,5 +1,6 @@
 """The full-text index of the SQLite store (the ``KeywordStore`` role): FTS5's BM25 ranking
-with snippets. Every query joins ``sources`` and applies :func:`filter_sql` inside the SQL,
+with snippets, and its terms and statistics for the in-process BM25 index (read by
+``fts_terms``). Every query joins ``sources`` and applies :func:`filter_sql` inside the SQL,
 so filtering always happens before the limit."""
 
 from __future__ import annotations
@@ -7,10 +8,21 @@ from __future__ import annotations
 import heapq
 import json
 import sqlite3
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
+from stratamem.errors import KeywordIndexUnavailable
 from stratamem.store.base import from_ms
+from stratamem.store.keyword import KeywordRows, KeywordSchema, KeywordState
+from stratamem.store.sqlite.fts_terms import (
+    FtsTerms,
+    chunk_rows,
+    fts_schema,
+    fts_state,
+    unavailable_on_error,
+)
 from stratamem.types import Filters, NodeKind, RetrievalHit, TreeKind
 
 
@@ -24,6 +36,55 @@ class KeywordTables:
         def allowed_rowids(self, filters: Filters) -> list[int] | None: ...
 
         def mentions_of(self, node_ids: Sequence[str]) -> dict[str, list[str]]: ...
+
+        def generation(self) -> int: ...
+
+    # -- terms and statistics for the in-process BM25 index -----------------------------------
+
+    @cached_property
+    def _fts_terms(self) -> FtsTerms:
+        """Made on first use; not kept when the schema cannot be read, so it is asked again."""
+        with unavailable_on_error():
+            return FtsTerms(self.conn, fts_schema(self.conn))
+
+    def keyword_schema(self) -> KeywordSchema:
+        return self._fts_terms.schema
+
+    def keyword_state(self) -> KeywordState:
+        with unavailable_on_error():
+            return fts_state(self.conn, self.generation())
+
+    def keyword_rows(self, *, above: int = 0, upto: int | None = None) -> list[tuple[int, str]]:
+        with unavailable_on_error():
+            return chunk_rows(self.conn, above=above, upto=upto)
+
+    def keyword_postings(self, *, above: int = 0) -> KeywordRows:
+        terms = self._fts_terms
+        with unavailable_on_error():
+            return terms.postings(above)
+
+    def keyword_phrases(self, terms: Sequence[str]) -> list[tuple[str, ...]]:
+        reader = self._fts_terms
+        with unavailable_on_error():
+            return reader.phrases(terms)
+
+    @contextmanager
+    def keyword_snapshot(self) -> Iterator[None]:
+        """A read transaction: FTS5's tables, ``chunks`` and the settings as of one commit."""
+        if self.conn.in_transaction:
+            raise KeywordIndexUnavailable("a write transaction is open")
+        with unavailable_on_error():
+            self.conn.execute("BEGIN")
+        try:
+            yield
+        finally:
+            with unavailable_on_error():
+                self.conn.execute("COMMIT")
+
+    def in_transaction(self) -> bool:
+        return self.conn.in_transaction
+
+    # -- ranked hits ----------------------------------------------------------------------------
 
     def fts_search(
         self,

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 
 from stratamem.store.sqlite.connection import batches
 from stratamem.store.sqlite.filters import filter_sql
+from stratamem.store.vectors import ChunkVector, PendingChunk
 from stratamem.types import Filters
 
 
@@ -23,17 +24,20 @@ class VectorTables:
 
         def bump_generation(self) -> None: ...
 
-    def pending_embeddings(self, model: str, limit: int) -> list[sqlite3.Row]:
-        """Chunks with no vector for ``model``, oldest first: rowid, id, source_id, title,
-        content, content_sha256."""
-        return self.conn.execute(
-            """SELECT c.rowid, c.id, c.source_id, c.title, c.content, c.content_sha256
-               FROM chunks c JOIN sources s ON s.id = c.source_id
-               WHERE s.locked = 0 AND NOT EXISTS (
-                   SELECT 1 FROM embeddings e WHERE e.node_id = c.id AND e.model = ?)
-               ORDER BY c.rowid LIMIT ?""",
-            (model, limit),
-        ).fetchall()
+    def pending_embeddings(self, model: str, limit: int) -> list[PendingChunk]:
+        """Chunks of unlocked sources with no vector for ``model``, oldest (lowest rowid)
+        first."""
+        return [
+            PendingChunk(*row)
+            for row in self.conn.execute(
+                """SELECT c.rowid, c.id, c.source_id, c.title, c.content, c.content_sha256
+                   FROM chunks c JOIN sources s ON s.id = c.source_id
+                   WHERE s.locked = 0 AND NOT EXISTS (
+                       SELECT 1 FROM embeddings e WHERE e.node_id = c.id AND e.model = ?)
+                   ORDER BY c.rowid LIMIT ?""",
+                (model, limit),
+            )
+        ]
 
     def count_pending_embeddings(self, model: str) -> int:
         return int(
@@ -57,8 +61,8 @@ class VectorTables:
                 found[sha] = blob
         return found
 
-    def insert_vectors(self, rows: Iterable[tuple[str, str, str, int, bytes, str]]) -> None:
-        """Rows of (node id, model signature, source id, dim, float32 LE blob, content sha)."""
+    def insert_vectors(self, rows: Iterable[ChunkVector]) -> None:
+        """Each row's fields go to the columns of the same name (``vector`` the blob)."""
         self.conn.executemany(
             """INSERT OR REPLACE INTO embeddings
                (node_id, model, source_id, dim, vector, content_sha256)
