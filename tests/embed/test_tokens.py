@@ -92,3 +92,38 @@ def test_estimate_when_the_tokenizer_is_missing(monkeypatch: pytest.MonkeyPatch)
     assert count_tokens_batch(["a b", ""]) == [2, 0]
     assert truncate("Hello, world! again", 3) == "Hello, world"
     assert truncate("short", 5) == "short"
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("", 0),
+        ("Hello, world!", 4),  # hello , world !
+        ("unbelievably", 2),  # 12 letters: 1 + (12 - 1) // 8
+        ("eightish", 1),  # 8 letters: no extra
+        ("a 123456789012345678 b", 5),  # 18 characters: 1 + 17 // 8, plus a and b
+        ("日本語", 1),  # one \w run
+    ],
+)
+def test_estimate_tokens(text: str, expected: int) -> None:
+    assert tokens.estimate_tokens(text) == expected
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.text(max_size=100), st.text(max_size=100))
+def test_the_estimate_adds_up_over_whitespace(a: str, b: str) -> None:
+    estimate = tokens.estimate_tokens
+    assert estimate(f"{a} {b}") == estimate(a) + estimate(b)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.text(max_size=200), st.integers(min_value=0, max_value=60))
+def test_the_fallback_is_the_estimate(text: str, n: int) -> None:
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(tokens, "_tokenizer", lambda: None)
+        assert count_tokens(text) == tokens.estimate_tokens(text)
+        cut = truncate(text, n)
+    assert text.startswith(cut)
+    assert tokens.estimate_tokens(cut) <= n
+    if tokens.estimate_tokens(text) <= n:
+        assert cut == text

@@ -3,8 +3,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 from stratamem.entities.extract import canonical, extract, topics
-from stratamem.ingest.model import Record
-from stratamem.types import SourceKind
+from stratamem.types import Record, SourceKind
 
 
 def ids(content: str, *records: Record, kind: SourceKind = SourceKind.CHAT) -> set[str]:

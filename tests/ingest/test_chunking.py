@@ -6,8 +6,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from stratamem.ingest.chunking import ChunkingConfig, chunk_records
-from stratamem.ingest.model import Record
-from stratamem.types import SourceKind
+from stratamem.types import Record, SourceKind
 
 T0 = datetime(2024, 3, 11, 9, 0, tzinfo=UTC)
 

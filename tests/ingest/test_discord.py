@@ -49,7 +49,7 @@ def edit(path: Path, change: Any) -> None:
 
 
 def test_registers_itself() -> None:
-    spec = registry._REGISTRY["discord"]
+    spec = registry.spec("discord")
     assert spec.detect is discord.detect
     assert isinstance(spec.factory(), discord.DiscordConnector)
 

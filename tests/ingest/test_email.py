@@ -54,7 +54,7 @@ def test_registers_three_connectors() -> None:
         ("maildir", mail.MaildirConnector),
         ("eml", mail.EmlConnector),
     ):
-        spec = registry._REGISTRY[name]
+        spec = registry.spec(name)
         connector = spec.factory()
         assert isinstance(connector, cls)
         assert isinstance(connector, Connector)

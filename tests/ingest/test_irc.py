@@ -40,7 +40,7 @@ def utc(year: int, month: int, day: int, hour: int = 0, minute: int = 0, sec: in
 
 
 def test_registers_itself() -> None:
-    spec = registry._REGISTRY["irc"]
+    spec = registry.spec("irc")
     assert spec.detect is irc.detect
     assert isinstance(spec.factory(), irc.IrcConnector)
 

@@ -38,7 +38,7 @@ def write_lines(path: Path, *rows: dict[str, Any] | str) -> Path:
 
 
 def test_registers_itself() -> None:
-    spec = registry._REGISTRY["jsonl"]
+    spec = registry.spec("jsonl")
     assert spec.detect is jsonl.detect
     assert isinstance(spec.factory(), jsonl.JsonlConnector)
 

@@ -51,7 +51,7 @@ def note(tmp_path: Path, text: str, name: str = "note.md") -> Record:
 
 
 def test_registers_itself() -> None:
-    spec = registry._REGISTRY["markdown"]
+    spec = registry.spec("markdown")
     assert spec.detect is markdown.detect
     assert isinstance(spec.factory(), markdown.MarkdownConnector)
 

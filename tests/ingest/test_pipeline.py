@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import json
 import os
+import pickle
 import signal
 import subprocess
 import sys
@@ -15,6 +16,7 @@ import stratamem
 from stratamem.errors import SourceFormatError, UnknownFormatError
 from stratamem.ingest import registry
 from stratamem.ingest.model import ReadContext, Record, SourceStream
+from stratamem.ingest.reader import read_events
 from stratamem.types import SourceKind
 
 
@@ -282,6 +284,27 @@ def test_inline_and_process_reading_store_the_same(tmp_path: Path, parallel: boo
                 "SELECT entity_id, node_id FROM entity_index ORDER BY 1, 2"
             )
         ]
+
+
+def test_stored_chunks_are_the_chunks_read(tmp_memory: stratamem.Memory, tmp_path: Path) -> None:
+    long_note = {**NOTES[0], "text": "Alice Chen moved the queue to SQLite. " * 100}
+    path = write_jsonl(tmp_path / "notes.jsonl", [long_note, NOTES[1]])
+    events = read_events(registry.detect(path), path, None, None)
+    rows = [row for event in events if event[0] == "rows" for row in event[1]]
+    # Rows cross a pipe when reading runs in a child process.
+    piped = pickle.loads(pickle.dumps(rows))
+    assert piped == rows
+    assert [chunk.meta for chunk, _, _ in piped] == [chunk.meta for chunk, _, _ in rows]
+    read = [chunk for chunk, _, _ in rows]
+    assert read[0].meta == {"part": 0, "parts": len(read) - 1}
+
+    tmp_memory.ingest(path)
+    stored = list(tmp_memory.store.iter_chunks(read[0].source_id))
+    assert stored == read
+    assert [chunk.meta for chunk in stored] == [chunk.meta for chunk in read]
+    mentions = tmp_memory.store.mentions_of([chunk.id for chunk in read])
+    for chunk, fields, _ in rows:
+        assert {m.entity_id for m in fields} <= set(mentions[chunk.id])
 
 
 MEMORY_SCRIPT = """

@@ -62,7 +62,7 @@ def zip_folder(folder: Path, target: Path, *, root: str = "") -> Path:
 
 
 def test_registers_itself() -> None:
-    spec = registry._REGISTRY["slack"]
+    spec = registry.spec("slack")
     assert spec.detect is slack.detect
     assert isinstance(spec.factory(), slack.SlackConnector)
 

@@ -12,8 +12,7 @@ from collections import Counter
 from collections.abc import Iterable, Set
 
 from stratamem.entities.stopwords import STOPWORDS
-from stratamem.ingest.model import Record
-from stratamem.types import Mention, SourceKind
+from stratamem.types import Mention, Record, SourceKind
 
 _EMAIL = re.compile(r"(?<![\w.+-])[\w.+-]+@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*\.[A-Za-z]{2,}")
 _URL = re.compile(r"https?://[^\s<>\"'`]+", re.IGNORECASE)

@@ -13,9 +13,8 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from stratamem.entities.extract import chunk_tags
-from stratamem.ingest.model import Record
 from stratamem.ingest.splitting import split_text
-from stratamem.types import SourceKind
+from stratamem.types import Record, SourceKind
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,8 +1,8 @@
 """What connectors produce: source streams of records, and the problems they skipped.
 
 A connector turns a path into one or more :class:`SourceStream` objects. Each stream is one
-source (a Slack channel, a mailbox, a notes folder) and yields :class:`Record` objects lazily,
-so a 1 GB mailbox never sits in memory. Malformed items are reported through
+source (a Slack channel, a mailbox, a notes folder) and yields :class:`~stratamem.types.Record`
+objects lazily, so a 1 GB mailbox never sits in memory. Malformed items are reported through
 :meth:`ReadContext.skip` and left out; the rest of the stream goes on.
 """
 
@@ -11,41 +11,17 @@ from __future__ import annotations
 import os
 import re
 import stat
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import IO, Any, Protocol, runtime_checkable
 
+# Record is defined beside the other value types (entity extraction reads it too) and
+# re-exported here, where connectors find everything they produce.
+from stratamem.types import Record as Record
 from stratamem.types import SourceKind
-
-
-@dataclass(frozen=True, slots=True)
-class Record:
-    """One message, note or line of a source, as the connector read it.
-
-    ``ref`` is the citation back-pointer: ``file:line`` for line-based formats,
-    ``file#<message-id>`` for mail, ``file#<ts>`` for Slack. ``ts`` is timezone-aware UTC.
-    """
-
-    text: str
-    ref: str
-    ts: datetime | None = None
-    author: str | None = None
-    author_id: str | None = None
-    id: str | None = None
-    thread: str | None = None
-    reply_to: str | None = None
-    title: str | None = None
-    recipients: tuple[str, ...] = ()
-    mentions: tuple[str, ...] = ()
-    tags: tuple[str, ...] = ()
-    links: tuple[str, ...] = ()
-    quoted: str = ""
-    signature: str = ""
-    doc: str | None = None
-    meta: Mapping[str, Any] = field(default_factory=dict)
 
 
 @dataclass(slots=True)
@@ -130,7 +106,7 @@ class ReadContext:
 
 @runtime_checkable
 class Connector(Protocol):
-    """Reads a path into source streams. ``name`` is what ``--kind`` selects."""
+    """Reads a path into source streams. ``name`` is what ``--format`` selects."""
 
     name: str
 

@@ -29,7 +29,8 @@ from stratamem.ingest.reader import (
     read_in_process,
 )
 from stratamem.store.base import Store
-from stratamem.store.sources import MentionRow
+from stratamem.store.jobs import SEAL_KIND, seal_job_key
+from stratamem.types import Chunk, Mention
 
 if TYPE_CHECKING:
     from stratamem.tree.builder import SealReport
@@ -240,22 +241,21 @@ def _write_stream(
         # Queued in the same transaction as the chunks: a crash after the commit still leaves
         # the seal to do, and a failed source leaves no job.
         tree_id = store.trees.ensure(sid, info.scope)
-        store.jobs.enqueue("seal", f"seal:{tree_id}", {"tree_id": tree_id})
+        store.jobs.enqueue(SEAL_KIND, seal_job_key(tree_id), {"tree_id": tree_id})
 
 
 def _write_rows(store: Store, sid: str, rows: list[Row]) -> tuple[int, int]:
-    """Insert the chunks not already stored, with their entity rows, replacing what stood at
+    """Insert the chunks not already stored, with their entity mentions, replacing what stood at
     their positions; returns (added, replaced)."""
-    existing = store.existing_ids([row[0][0] for row in rows])
-    fresh = [row for row in rows if row[0][0] not in existing]
-    replaced = store.replace_seqs(sid, [row[0][2] for row in fresh])
-    store.insert_chunks(row[0] for row in fresh)
-    mentions: list[MentionRow] = []
+    existing = store.existing_ids([chunk.id for chunk, _, _ in rows])
+    fresh = [row for row in rows if row[0].id not in existing]
+    replaced = store.replace_seqs(sid, [chunk.seq for chunk, _, _ in fresh])
+    store.insert_chunks(chunk for chunk, _, _ in fresh)
+    mentions: list[tuple[Chunk, list[Mention]]] = []
     for chunk, fields, skip in fresh:
-        node, content, ts = chunk[0], chunk[3], chunk[7]
-        mentions.extend((entity, node, kind, surface, sid, ts) for entity, kind, surface in fields)
-        found = text_mentions(content, skip_ids={f[0] for f in fields}, skip_handles=skip)
-        mentions.extend((m.entity_id, node, m.kind, m.surface, sid, ts) for m in found)
+        named = {m.entity_id for m in fields}
+        found = text_mentions(chunk.content, skip_ids=named, skip_handles=skip)
+        mentions.append((chunk, fields + found))
     store.insert_mentions(mentions)
-    store.add_edges(sid, [row[0][0] for row in fresh])
+    store.add_edges(sid, [chunk.id for chunk, _, _ in fresh])
     return len(fresh), replaced

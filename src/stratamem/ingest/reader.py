@@ -35,6 +35,7 @@ from itertools import islice
 from pathlib import Path
 from typing import Any
 
+from stratamem.embed.tokens import estimate_tokens
 from stratamem.entities.extract import record_mentions, topic_mentions
 from stratamem.errors import IngestError, StratamemError
 from stratamem.ingest.chunking import ChunkingConfig, Draft, chunk_records
@@ -43,20 +44,17 @@ from stratamem.ingest.model import (
     Connector,
     Problem,
     ReadContext,
-    Record,
     clean_text,
     describe_failure,
 )
-from stratamem.ingest.tokens import estimate_tokens
-from stratamem.store.base import chunk_row
-from stratamem.store.sources import ChunkRow, source_id_for
-from stratamem.types import Chunk, SourceKind
+from stratamem.store.sources import source_id_for
+from stratamem.types import Chunk, Mention, Record, SourceKind
 
 BATCH = 64
-# A chunk's insert tuple, the (id, kind, surface) of the entities of its records' fields and
-# its topics, and the handles the pattern extraction must skip. Pattern entities are found by
-# the writer: in process mode that spreads the regex work over both cores.
-Row = tuple[ChunkRow, list[tuple[str, str, str]], frozenset[str]]
+# A chunk, the entities of its records' fields and its topics, and the handles the pattern
+# extraction must skip. Pattern entities are found by the writer: in process mode that spreads
+# the regex work over both cores.
+Row = tuple[Chunk, list[Mention], frozenset[str]]
 Event = tuple[Any, ...]
 
 
@@ -139,8 +137,7 @@ def _row(source_id: str, seq: int, draft: Draft, info: StreamInfo) -> Row:
     chunk = make_chunk(source_id, seq, draft)
     mentions, skip = record_mentions(chunk.content, draft.records, scope=info.scope, kind=info.kind)
     mentions += topic_mentions(chunk.content, known=mentions, skip_words=skip)
-    entities = [(m.entity_id, m.kind, m.surface) for m in mentions]
-    return (chunk_row(chunk, draft.meta), entities, skip)
+    return (chunk, mentions, skip)
 
 
 def _drain(problems: deque[Event]) -> Iterator[Event]:
@@ -242,6 +239,7 @@ def make_chunk(source_id: str, seq: int, draft: Draft) -> Chunk:
         thread=draft.thread,
         doc_id=draft.doc,
         content_sha256=sha,
+        meta=draft.meta,
     )
 
 

@@ -1,76 +1,94 @@
 """Name → connector registry, with detection from the path.
 
-Each connector registers a factory and a ``detect(path) -> int`` function that returns a
-confidence (0 = not mine). ``--kind NAME`` bypasses detection. Third-party connectors register
-through the ``stratamem.connectors`` entry-point group.
+The names are entries of :data:`stratamem.plugins.CONNECTORS`, each a factory of a
+:class:`~stratamem.ingest.model.Connector`. A built-in connector module names its own
+:class:`ConnectorSpec` (the factory, a ``detect(path) -> int`` function that returns a
+confidence, 0 = not mine, and a line of help) and is imported only when a connector is asked
+for by name or a path's connector is detected. ``--format NAME`` bypasses detection. Third-party
+connectors register through the ``stratamem.connectors`` entry-point group (see
+``docs/plugins.md``): the entry point's object is a :class:`ConnectorSpec` or a connector
+class, whose optional ``detect`` attribute takes part in detection.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from importlib.metadata import entry_points
 from pathlib import Path
 
-from stratamem.errors import RegistryError, UnknownFormatError
+from stratamem import plugins
+from stratamem.errors import UnknownFormatError
 from stratamem.ingest.model import Connector
+from stratamem.plugins import Registry
 
 Detector = Callable[[Path], int]
+ConnectorFactory = Callable[[], Connector]
+
+CONNECTORS: Registry[ConnectorFactory] = plugins.CONNECTORS
 
 
 @dataclass(frozen=True, slots=True)
 class ConnectorSpec:
+    """A connector's registry entry: calling it makes the connector."""
+
     name: str
-    factory: Callable[[], Connector]
+    factory: ConnectorFactory
     detect: Detector
     help: str
 
-
-_REGISTRY: dict[str, ConnectorSpec] = {}
-_loaded = False
-
-
-def register(name: str, factory: Callable[[], Connector], detect: Detector, help: str) -> None:
-    _REGISTRY[name] = ConnectorSpec(name, factory, detect, help)
+    def __call__(self) -> Connector:
+        return self.factory()
 
 
-def _load() -> None:
-    global _loaded
-    if _loaded:
-        return
-    _loaded = True
-    from stratamem.ingest import connectors  # noqa: F401  (registers the built-in ones)
+def register(name: str, factory: ConnectorFactory, detect: Detector, help: str) -> None:
+    """Make ``factory()`` the connector ``name``, detected by ``detect``."""
+    CONNECTORS.register(name, ConnectorSpec(name, factory, detect, help))
 
-    for ep in entry_points(group="stratamem.connectors"):
-        ep.load()
+
+def names() -> list[str]:
+    """The connector names, sorted, without importing any connector."""
+    return CONNECTORS.known()
+
+
+def spec(name: str) -> ConnectorSpec:
+    """The registry entry of ``name``; a connector class given as a plugin gets a spec made of
+    its ``detect`` attribute (0 for every path when it has none) and its docstring's first
+    line."""
+    factory = CONNECTORS.load(name)
+    if isinstance(factory, ConnectorSpec):
+        return factory
+    detect: Detector = getattr(factory, "detect", _never)
+    doc = (factory.__doc__ or "").strip()
+    return ConnectorSpec(name, factory, detect, doc.splitlines()[0] if doc else "")
 
 
 def known() -> list[ConnectorSpec]:
-    _load()
-    return [_REGISTRY[name] for name in sorted(_REGISTRY)]
+    """Every connector's entry, sorted by name (imports them all)."""
+    return [spec(name) for name in names()]
 
 
 def get(name: str) -> Connector:
-    _load()
-    try:
-        return _REGISTRY[name].factory()
-    except KeyError:
-        names = ", ".join(sorted(_REGISTRY))
-        raise RegistryError(f"unknown connector {name!r}; known: {names}") from None
+    """A new connector of the given name."""
+    return CONNECTORS.create(name)
 
 
 def detect(path: Path) -> Connector:
-    """The connector most confident that ``path`` is its format."""
-    _load()
+    """The connector most confident that ``path`` is its format; ties go to the first name."""
+    every = names()
+    detectors = [spec(name).detect for name in every]
     if not path.exists():
         raise UnknownFormatError(f"{path}: no such file or directory")
     scored = sorted(
-        ((spec.detect(path), spec.name) for spec in _REGISTRY.values()),
+        ((found(path), name) for found, name in zip(detectors, every, strict=True)),
         key=lambda pair: (-pair[0], pair[1]),
     )
     if not scored or scored[0][0] <= 0:
-        names = ", ".join(sorted(_REGISTRY))
         raise UnknownFormatError(
-            f"{path}: no connector recognises this path; choose one with --kind ({names})"
+            f"{path}: no connector recognises this path; choose one with --format "
+            f"({', '.join(every)})"
         )
-    return _REGISTRY[scored[0][1]].factory()
+    return CONNECTORS.create(scored[0][1])
+
+
+def _never(path: Path) -> int:
+    return 0

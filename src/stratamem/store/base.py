@@ -19,18 +19,16 @@ Ingest, trees and retrieval speak only to these protocols; SQL lives in the back
 
 from __future__ import annotations
 
-import json
 from datetime import UTC, datetime
-from typing import Any, Protocol, runtime_checkable
+from typing import Protocol, runtime_checkable
 
 from stratamem.store.graph import GraphStore
 from stratamem.store.jobs import JobQueue
 from stratamem.store.keyword import KeywordStore
 from stratamem.store.settings import StoreHandle
-from stratamem.store.sources import ChunkRow, ChunkStore, SourceStore
+from stratamem.store.sources import ChunkStore, SourceStore
 from stratamem.store.trees import TreeStore
 from stratamem.store.vectors import VectorStore
-from stratamem.types import Chunk
 
 
 def to_ms(value: datetime | None) -> int | None:
@@ -39,28 +37,6 @@ def to_ms(value: datetime | None) -> int | None:
 
 def from_ms(value: int | None) -> datetime | None:
     return None if value is None else datetime.fromtimestamp(value / 1000, tz=UTC)
-
-
-def chunk_row(c: Chunk, meta: dict[str, Any] | None = None) -> ChunkRow:
-    """The ``chunks`` insert tuple of a chunk (column order of :meth:`insert_chunks`)."""
-    return (
-        c.id,
-        c.source_id,
-        c.seq,
-        c.content,
-        c.title,
-        c.token_count,
-        c.author,
-        to_ms(c.time_start),
-        to_ms(c.time_end),
-        json.dumps(list(c.tags)),
-        c.source_ref,
-        c.thread,
-        c.doc_id,
-        c.version,
-        c.content_sha256,
-        json.dumps(meta, default=str) if meta else "{}",
-    )
 
 
 @runtime_checkable

@@ -10,10 +10,7 @@ import hashlib
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Any, Protocol
 
-from stratamem.types import Chunk, Source, SourceKind
-
-ChunkRow = tuple[Any, ...]
-MentionRow = tuple[str, str, str, str, str, int | None]
+from stratamem.types import Chunk, Mention, Source, SourceKind
 
 
 def source_id_for(scope: str) -> str:
@@ -55,9 +52,18 @@ class ChunkStore(Protocol):
 
     def existing_ids(self, ids: Sequence[str]) -> set[str]: ...
 
-    def insert_chunks(self, rows: Iterable[ChunkRow]) -> None: ...
+    def insert_chunks(self, chunks: Iterable[Chunk]) -> None:
+        """Store chunks whose ids are not stored yet (see :meth:`existing_ids`), with their
+        ``meta``."""
+        ...
 
-    def insert_mentions(self, rows: Iterable[MentionRow]) -> None: ...
+    def insert_mentions(self, mentions: Iterable[tuple[Chunk, Iterable[Mention]]]) -> None:
+        """Index the entities each chunk mentions, under the chunk's source and start time.
+
+        A chunk's first mention of an entity is kept; a repeat, or one already stored, is
+        ignored.
+        """
+        ...
 
     def replace_seqs(self, source_id: str, seqs: Sequence[int]) -> int: ...
 

@@ -1,5 +1,5 @@
-"""The built-in connectors; importing this package registers them."""
-
-from stratamem.ingest.connectors import discord, email, irc, jsonl, markdown, slack
-
-__all__ = ["discord", "email", "irc", "jsonl", "markdown", "slack"]
+"""The built-in connectors, one module each. Each module names its
+:class:`~stratamem.ingest.registry.ConnectorSpec`, which :data:`stratamem.plugins.CONNECTORS`
+refers to by ``"module:attribute"``, so no connector is imported until one is asked for by
+name or a path's connector is detected.
+"""

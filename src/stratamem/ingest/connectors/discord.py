@@ -42,7 +42,7 @@ from stratamem.ingest.model import (
     read_capped,
     utc_or_none,
 )
-from stratamem.ingest.registry import register
+from stratamem.ingest.registry import ConnectorSpec
 from stratamem.types import SourceKind
 
 _HEAD_BYTES = 16_384
@@ -444,7 +444,7 @@ def _reactions(raw: Mapping[str, Any]) -> list[dict[str, Any]]:
     return out
 
 
-register(
+CONNECTOR = ConnectorSpec(
     "discord",
     DiscordConnector,
     detect,

@@ -56,7 +56,7 @@ from stratamem.ingest.model import (
     read_item,
     to_utc,
 )
-from stratamem.ingest.registry import register
+from stratamem.ingest.registry import ConnectorSpec
 from stratamem.types import SourceKind
 
 # The body helpers moved to mailbody; callers and tests still reach them here.
@@ -620,6 +620,10 @@ def detect_eml(path: Path) -> int:
     return 70 if emls and emls * 2 > len(names) else 0
 
 
-register("mbox", MboxConnector, detect_mbox, "an mbox mailbox file (one file, many messages)")
-register("maildir", MaildirConnector, detect_maildir, "a Maildir folder (cur/, new/, sub-folders)")
-register("eml", EmlConnector, detect_eml, "a .eml message file, or a folder of them")
+MBOX = ConnectorSpec(
+    "mbox", MboxConnector, detect_mbox, "an mbox mailbox file (one file, many messages)"
+)
+MAILDIR = ConnectorSpec(
+    "maildir", MaildirConnector, detect_maildir, "a Maildir folder (cur/, new/, sub-folders)"
+)
+EML = ConnectorSpec("eml", EmlConnector, detect_eml, "a .eml message file, or a folder of them")

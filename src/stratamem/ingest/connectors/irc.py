@@ -51,7 +51,7 @@ from stratamem.ingest.model import (
     open_regular,
     to_utc,
 )
-from stratamem.ingest.registry import register
+from stratamem.ingest.registry import ConnectorSpec
 from stratamem.types import SourceKind
 
 NAME = "irc"
@@ -445,7 +445,7 @@ def _later(moment: datetime, seconds: float) -> datetime | None:
         return None
 
 
-register(
+CONNECTOR = ConnectorSpec(
     NAME,
     IrcConnector,
     detect,

@@ -47,7 +47,7 @@ from stratamem.ingest.model import (
     open_regular,
     utc_or_none,
 )
-from stratamem.ingest.registry import register
+from stratamem.ingest.registry import ConnectorSpec
 from stratamem.types import SourceKind
 
 NAME = "jsonl"
@@ -404,7 +404,7 @@ def _json_type(value: Any) -> str:
     return "a number"
 
 
-register(
+CONNECTOR = ConnectorSpec(
     NAME,
     JsonlConnector,
     detect,

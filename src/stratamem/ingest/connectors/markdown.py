@@ -52,7 +52,7 @@ from stratamem.ingest.model import (
     read_item,
     utc_or_none,
 )
-from stratamem.ingest.registry import register
+from stratamem.ingest.registry import ConnectorSpec
 from stratamem.types import SourceKind, rfc3339
 
 NAME = "markdown"
@@ -618,7 +618,7 @@ def _json_safe(value: Any) -> Any:
     return str(value)
 
 
-register(
+CONNECTOR = ConnectorSpec(
     NAME,
     MarkdownConnector,
     detect,

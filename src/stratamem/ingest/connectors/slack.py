@@ -44,7 +44,7 @@ from stratamem.ingest.model import (
     open_regular,
     read_capped,
 )
-from stratamem.ingest.registry import register
+from stratamem.ingest.registry import ConnectorSpec
 from stratamem.types import SourceKind
 
 _DAY_FILE = re.compile(r"\d{4}-\d{2}-\d{2}\.json")
@@ -696,7 +696,7 @@ def _token(
     return f"{label} ({url})" if label and label != url else url
 
 
-register(
+CONNECTOR = ConnectorSpec(
     "slack",
     SlackConnector,
     detect,

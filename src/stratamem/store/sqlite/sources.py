@@ -16,9 +16,10 @@ from typing import TYPE_CHECKING, Any
 
 from stratamem.errors import NotFoundError
 from stratamem.store.base import from_ms, to_ms
-from stratamem.store.sources import ChunkRow, MentionRow, source_id_for
+from stratamem.store.jobs import SEAL_JOB_PREFIX, SEAL_KIND, seal_job_key
+from stratamem.store.sources import source_id_for
 from stratamem.store.sqlite.connection import batches
-from stratamem.types import Chunk, Source, SourceKind
+from stratamem.types import Chunk, Mention, Source, SourceKind
 
 if TYPE_CHECKING:
     from stratamem.store.sqlite.jobs import JobQueue
@@ -96,8 +97,8 @@ class SourceTables:
             ).fetchone()
             self.conn.execute(
                 """DELETE FROM jobs WHERE dedupe_key IN (
-                       SELECT 'seal:' || id FROM trees WHERE source_id = ?)""",
-                (source_id,),
+                       SELECT ? || id FROM trees WHERE source_id = ?)""",
+                (SEAL_JOB_PREFIX, source_id),
             )
             # Trees, summaries, their entities and vectors go with the source (foreign keys).
             self.conn.execute("DELETE FROM sources WHERE id = ?", (source_id,))
@@ -130,21 +131,19 @@ class SourceTables:
             )
         return found
 
-    def insert_chunks(self, rows: Iterable[ChunkRow]) -> None:
-        """Rows made by :func:`chunk_row`."""
+    def insert_chunks(self, chunks: Iterable[Chunk]) -> None:
         self.conn.executemany(
             """INSERT INTO chunks (id, source_id, seq, content, title, token_count, author,
                  ts_start, ts_end, tags, source_ref, thread, doc_id, version, content_sha256, meta)
                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)""",
-            rows,
+            map(_chunk_row, chunks),
         )
 
-    def insert_mentions(self, rows: Iterable[MentionRow]) -> None:
-        """Rows of (entity id, node id, kind, surface, source id, ts in ms)."""
+    def insert_mentions(self, mentions: Iterable[tuple[Chunk, Iterable[Mention]]]) -> None:
         self.conn.executemany(
             """INSERT OR IGNORE INTO entity_index (entity_id, node_id, kind, surface, source_id, ts)
                VALUES (?, ?, ?, ?, ?, ?)""",
-            rows,
+            _mention_rows(mentions),
         )
 
     def replace_seqs(self, source_id: str, seqs: Sequence[int]) -> int:
@@ -173,7 +172,7 @@ class SourceTables:
         # Summaries over the doomed chunks summarise text that is going away: retire them and
         # have the tree sealed again.
         for tree_id in self.trees.invalidate_chunks(nodes):
-            self.jobs.enqueue("seal", f"seal:{tree_id}", {"tree_id": tree_id})
+            self.jobs.enqueue(SEAL_KIND, seal_job_key(tree_id), {"tree_id": tree_id})
         for part, marks in batches(nodes):
             self.add_edges(source_id, part, sign=-1)
             self.conn.execute(f"DELETE FROM entity_index WHERE node_id IN ({marks})", part)
@@ -225,6 +224,38 @@ class SourceTables:
         return dict(self.conn.execute("SELECT id, scope FROM sources").fetchall())
 
 
+def _chunk_row(c: Chunk) -> tuple[object, ...]:
+    """The values of a chunk in the column order of :meth:`SourceTables.insert_chunks`."""
+    return (
+        c.id,
+        c.source_id,
+        c.seq,
+        c.content,
+        c.title,
+        c.token_count,
+        c.author,
+        to_ms(c.time_start),
+        to_ms(c.time_end),
+        json.dumps(list(c.tags)),
+        c.source_ref,
+        c.thread,
+        c.doc_id,
+        c.version,
+        c.content_sha256,
+        json.dumps(c.meta, default=str) if c.meta else "{}",
+    )
+
+
+def _mention_rows(
+    mentions: Iterable[tuple[Chunk, Iterable[Mention]]],
+) -> Iterator[tuple[str, str, str, str, str, int | None]]:
+    """(entity id, node id, kind, surface, source id, ts in ms) of each mention."""
+    for chunk, found in mentions:
+        node, source, ts = chunk.id, chunk.source_id, to_ms(chunk.time_start)
+        for m in found:
+            yield (m.entity_id, node, m.kind, m.surface, source, ts)
+
+
 def chunk_from_row(row: sqlite3.Row) -> Chunk:
     return Chunk(
         id=row["id"],
@@ -242,6 +273,7 @@ def chunk_from_row(row: sqlite3.Row) -> Chunk:
         doc_id=row["doc_id"],
         version=row["version"],
         content_sha256=row["content_sha256"],
+        meta=json.loads(row["meta"]),
     )
 
 
