@@ -1,15 +1,28 @@
 """The one exception hierarchy of stratamem.
 
-    StratamemError
-    ├── StoreError                the database cannot be opened, migrated or written
-    │   └── SchemaError           the file was written by a newer or foreign schema
-    ├── IngestError               a path cannot be ingested at all
-    │   ├── UnknownFormatError    no connector recognises the path
-    │   └── SourceFormatError     a file is malformed; carries the file and the place
-    ├── NotFoundError             a source or node id that does not exist
-    └── RegistryError             an unknown name for a pluggable part
+    StratamemError                   base of every error stratamem raises on purpose
+    ├── StoreError                   the database cannot be opened, migrated or written
+    │   ├── SchemaError              the file was written by a newer or foreign schema
+    │   ├── StoreBusyError           another process held the store's write lock too long
+    │   ├── SealRaced                another writer sealed some of the items first
+    │   └── KeywordIndexUnavailable  the full-text index cannot back the in-process BM25 index
+    ├── IngestError                  a path cannot be ingested at all
+    │   ├── UnknownFormatError       no connector recognises the path
+    │   └── SourceFormatError        a file is malformed; carries the file and the place
+    ├── EmbeddingError               a text could not be embedded
+    │   ├── MissingDependencyError   an optional package is missing; names what to install
+    │   ├── ModelFileError           a model file is missing, corrupt or not the pinned one
+    │   └── EmbeddingServerError     an embeddings server failed; carries the URL and status
+    ├── ModelMismatchError           the store's vectors were made by another model
+    ├── Rejected                     an index file beside the store cannot be used
+    ├── RequestFailed                a model server gave no usable answer
+    ├── RerankError                  a reranker could not score the texts
+    ├── NotFoundError                a source or node id that does not exist
+    └── RegistryError                an unknown name or a broken plugin
 
-Bad arguments to a function raise ``ValueError``.
+Callers that degrade instead of failing (a search without its vector leg, a summary written
+by the extractive fallback) catch these by their place in the tree. Bad arguments to a
+function raise ``ValueError``.
 """
 
 from __future__ import annotations
@@ -25,6 +38,22 @@ class StoreError(StratamemError):
 
 class SchemaError(StoreError):
     """The database was written by an unknown (newer) schema version."""
+
+
+class StoreBusyError(StoreError):
+    """Another process kept the store locked for longer than a write waits (half an hour for
+    a write transaction); nothing was written. Try again when that process is done."""
+
+
+class SealRaced(StoreError):
+    """Another writer sealed some of the items first, or one is gone; nothing was written.
+    Plan again from what is committed."""
+
+
+class KeywordIndexUnavailable(StoreError):
+    """The full-text index cannot back the in-process BM25 index (another schema, a ranking
+    that is not BM25, a write transaction open, a failed read); searches fall back to the
+    full-text query."""
 
 
 class IngestError(StratamemError):
@@ -46,9 +75,78 @@ class SourceFormatError(IngestError):
         super().__init__(f"{place}: {reason}")
 
 
+class EmbeddingError(StratamemError):
+    """A text could not be embedded."""
+
+
+class MissingDependencyError(EmbeddingError):
+    """An optional package is missing; ``install`` is the command that brings it."""
+
+    def __init__(self, what: str, install: str) -> None:
+        self.install = install
+        super().__init__(f"{what}; install it with: {install}")
+
+
+class ModelFileError(EmbeddingError):
+    """A model file is missing, unreadable or differs from the pinned one. ``path`` names it."""
+
+    def __init__(self, path: str, reason: str) -> None:
+        self.path = path
+        self.reason = reason
+        super().__init__(f"{path}: {reason}")
+
+
+class EmbeddingServerError(EmbeddingError):
+    """An embeddings server failed. ``status`` is the HTTP status, or None when none came back."""
+
+    def __init__(self, url: str, status: int | None, reason: str) -> None:
+        self.url = url
+        self.status = status
+        self.reason = reason
+        where = f"{url} (HTTP {status})" if status is not None else url
+        super().__init__(f"{where}: {reason}")
+
+
+class ModelMismatchError(StratamemError):
+    """The store's vectors were made by another model; ``stratamem reindex`` switches."""
+
+
+class Rejected(StratamemError):
+    """A saved index that is readable but not one the caller can use: another format, other
+    parameters, another database, other rows, or damaged. The caller rebuilds it from the
+    store."""
+
+
+class RequestFailed(StratamemError):
+    """No usable answer from a model server: ``status`` is None when none came; ``detail`` is
+    the server's message (or the HTTP reason); ``retry`` says whether asking again may help,
+    and ``delay`` how long the server asked to wait first (``Retry-After``)."""
+
+    def __init__(
+        self,
+        reason: str,
+        *,
+        status: int | None = None,
+        detail: str = "",
+        retry: bool = False,
+        delay: float | None = None,
+    ) -> None:
+        super().__init__(reason)
+        self.reason = reason
+        self.status = status
+        self.detail = detail
+        self.retry = retry
+        self.delay = delay
+
+
+class RerankError(StratamemError):
+    """A reranker could not score the texts; the search keeps the fused order."""
+
+
 class NotFoundError(StratamemError):
     """A source or node id that does not exist."""
 
 
 class RegistryError(StratamemError):
-    """An unknown name was asked of a registry of pluggable parts."""
+    """An unknown name was asked of a registry of pluggable parts, or the plugin behind a
+    name failed to load."""

@@ -20,29 +20,10 @@ import urllib.parse
 import urllib.request
 from typing import Any
 
+from stratamem.errors import RequestFailed as RequestFailed  # importable here too
+
 RETRY_STATUSES = frozenset({408, 409, 429, 500, 502, 503, 504})
 _LOCAL_HOSTS = frozenset({"localhost", "localhost.localdomain"})
-
-
-class RequestFailed(Exception):
-    """No usable answer: ``status`` is None when none came; ``detail`` is the server's message
-    (or the HTTP reason); ``retry`` says whether asking again may help."""
-
-    def __init__(
-        self,
-        reason: str,
-        *,
-        status: int | None = None,
-        detail: str = "",
-        retry: bool = False,
-        delay: float | None = None,
-    ) -> None:
-        super().__init__(reason)
-        self.reason = reason
-        self.status = status
-        self.detail = detail
-        self.retry = retry
-        self.delay = delay
 
 
 class JSONClient:

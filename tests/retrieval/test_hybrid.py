@@ -1,13 +1,10 @@
 from __future__ import annotations
 
 import contextlib
-import http.server
-import json
 import os
 import signal
 import sqlite3
 import threading
-import time
 import warnings
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -17,27 +14,41 @@ import pytest
 import stratamem
 from stratamem.config import SearchConfig
 from stratamem.embed.base import ModelSpec
-from stratamem.embed.hashing import HashingEmbedder
 from stratamem.retrieval.rerank import HTTPReranker
 from stratamem.store.sqlite.filters import filter_sql
 from stratamem.store.sqlite.store import SQLiteStore
+from stratamem.testing import FakeModelServer, HashingEmbedder
 from stratamem.types import Filters, SourceKind
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "examples" / "workspace"
 
 
-@pytest.fixture
-def mem(tmp_path: Path) -> Iterator[stratamem.Memory]:
-    with stratamem.open(tmp_path / "h.db", embedder=HashingEmbedder()) as memory:
-        for part in ("slack-export", "mail/team.mbox", "notes"):
-            memory.ingest(EXAMPLES / part)
-        memory.embed()
+def ingested(path: Path) -> stratamem.Memory:
+    """The example workspace ingested and embedded into a new store at ``path``."""
+    memory = stratamem.open(path, embedder=HashingEmbedder())
+    for part in ("slack-export", "mail/team.mbox", "notes"):
+        memory.ingest(EXAMPLES / part)
+    memory.embed()
+    return memory
+
+
+@pytest.fixture(scope="module")
+def shared(tmp_path_factory: pytest.TempPathFactory) -> Iterator[stratamem.Memory]:
+    """One ingested store for the tests that only read it."""
+    with ingested(tmp_path_factory.mktemp("shared") / "h.db") as memory:
         yield memory
 
 
-def test_all_three_legs_run_and_every_hit_explains_itself(mem: stratamem.Memory) -> None:
-    response = mem.search("why did we drop Redis for the SQLite queue?", limit=5)
+@pytest.fixture
+def mem(tmp_path: Path) -> Iterator[stratamem.Memory]:
+    """An ingested store of the test's own, for the tests that change it."""
+    with ingested(tmp_path / "h.db") as memory:
+        yield memory
+
+
+def test_all_three_legs_run_and_every_hit_explains_itself(shared: stratamem.Memory) -> None:
+    response = shared.search("why did we drop Redis for the SQLite queue?", limit=5)
     assert set(response.legs) == {"keyword", "vector", "graph"}
     assert all(state.startswith("ok") for state in response.legs.values()), response.legs
     assert len(response.hits) == 5
@@ -76,13 +87,13 @@ def test_a_changed_model_turns_the_vector_leg_off(mem: stratamem.Memory, tmp_pat
     ids=["same model name, another dimension", "another model", "another prefix"],
 )
 def test_vectors_are_never_compared_across_models_or_dimensions(
-    mem: stratamem.Memory, change: dict[str, object]
+    shared: stratamem.Memory, change: dict[str, object]
 ) -> None:
     from dataclasses import replace
 
-    assert mem.embedder is not None
-    other = HashingEmbedder(spec=replace(mem.embedder.spec, **change))  # type: ignore[arg-type]
-    with stratamem.open(mem.path, embedder=other) as changed:
+    assert shared.embedder is not None
+    other = HashingEmbedder(spec=replace(shared.embedder.spec, **change))  # type: ignore[arg-type]
+    with stratamem.open(shared.path, embedder=other) as changed:
         response = changed.search("why did we drop Redis for the SQLite queue?")
         assert response.legs["vector"].startswith("off: ")
         assert "reindex" in response.legs["vector"]
@@ -92,28 +103,27 @@ def test_vectors_are_never_compared_across_models_or_dimensions(
 
 
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")
-def test_a_forked_child_searches_with_its_own_embedding_thread(mem: stratamem.Memory) -> None:
-    assert mem.search("redis").legs["vector"].startswith("ok")  # the parent's thread runs
+def test_a_forked_child_searches_with_its_own_embedding_thread(shared: stratamem.Memory) -> None:
+    assert shared.search("redis").legs["vector"].startswith("ok")  # the parent's thread runs
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", DeprecationWarning)  # fork of a threaded process
         pid = os.fork()
     if pid == 0:
         ok = False
         try:
-            response = mem.search("why did we drop Redis for the SQLite queue?")
+            response = shared.search("why did we drop Redis for the SQLite queue?")
             ok = response.legs["vector"].startswith("ok") and bool(response.hits)
         finally:
             os._exit(0 if ok else 1)
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        done, status = os.waitpid(pid, os.WNOHANG)
-        if done:
-            assert os.waitstatus_to_exitcode(status) == 0
-            return
-        time.sleep(0.05)
-    os.kill(pid, signal.SIGKILL)
-    os.waitpid(pid, 0)
-    pytest.fail("the child's search never finished: its embedding thread did not run")
+    statuses: list[int] = []
+    waiter = threading.Thread(target=lambda: statuses.append(os.waitpid(pid, 0)[1]))
+    waiter.start()
+    waiter.join(timeout=60)
+    if waiter.is_alive():
+        os.kill(pid, signal.SIGKILL)
+        waiter.join()
+        pytest.fail("the child's search never finished: its embedding thread did not run")
+    assert os.waitstatus_to_exitcode(statuses[0]) == 0
 
 
 class FailingEmbedder(HashingEmbedder):
@@ -123,10 +133,9 @@ class FailingEmbedder(HashingEmbedder):
         return super().embed_batch(texts, role=role)  # type: ignore[arg-type]
 
 
-def test_an_embedding_failure_degrades_to_the_other_legs(tmp_path: Path) -> None:
-    with stratamem.open(tmp_path / "f.db", embedder=FailingEmbedder()) as memory:
-        memory.ingest(EXAMPLES / "mail" / "team.mbox")
-        memory.embed()
+def test_an_embedding_failure_degrades_to_the_other_legs(shared: stratamem.Memory) -> None:
+    with stratamem.open(shared.path, embedder=FailingEmbedder()) as memory:
+        memory.embed()  # the store's vectors are this model's: nothing to embed
         response = memory.search("redis")
         assert "model server unreachable" in response.legs["vector"]
         assert response.hits
@@ -135,107 +144,81 @@ def test_an_embedding_failure_degrades_to_the_other_legs(tmp_path: Path) -> None
 @pytest.mark.parametrize(
     "query", ["", "   ", "?!?", '"AND" OR NEAR(', "x" * 10_000, "the of and a"]
 )
-def test_odd_queries_never_crash(mem: stratamem.Memory, query: str) -> None:
-    response = mem.search(query)
+def test_odd_queries_never_crash(shared: stratamem.Memory, query: str) -> None:
+    response = shared.search(query)
     assert response.total >= len(response.hits)
 
 
-def test_filters_apply_before_the_limit_in_every_leg(mem: stratamem.Memory) -> None:
+def test_filters_apply_before_the_limit_in_every_leg(shared: stratamem.Memory) -> None:
     # #incidents holds few chunks; the best global matches are elsewhere.
-    response = mem.search("Redis queue release", sources=["slack:#incidents"], limit=5)
+    response = shared.search("Redis queue release", sources=["slack:#incidents"], limit=5)
     assert response.hits
     assert {h.tree_scope for h in response.hits} == {"slack:#incidents"}
     for mode in ("keyword", "vector", "graph"):
-        one = mem.search("Redis queue incident", sources=["slack:#incidents"], mode=mode)
+        one = shared.search("Redis queue incident", sources=["slack:#incidents"], mode=mode)
         assert {h.tree_scope for h in one.hits} <= {"slack:#incidents"}
 
 
-def test_same_query_same_ranking(mem: stratamem.Memory) -> None:
-    first = [h.node_id for h in mem.search("release slipped to April").hits]
-    assert first == [h.node_id for h in mem.search("release slipped to April").hits]
+def test_same_query_same_ranking(shared: stratamem.Memory) -> None:
+    first = [h.node_id for h in shared.search("release slipped to April").hits]
+    assert first == [h.node_id for h in shared.search("release slipped to April").hits]
 
 
-def test_budget_packs_cards_without_dropping_hits(mem: stratamem.Memory) -> None:
-    response = mem.search("queue incident postmortem", limit=8, budget=300)
+def test_budget_packs_cards_without_dropping_hits(shared: stratamem.Memory) -> None:
+    response = shared.search("queue incident postmortem", limit=8, budget=300)
     assert len(response.cards) == len(response.hits) == 8
     assert sum(c.tokens for c in response.cards) <= 300
     forms = [c.form for c in response.cards]
     assert set(forms) <= {"full", "compact", "line"}
     assert "line" in forms or "compact" in forms
-    roomy = mem.search("queue incident postmortem", limit=8, budget=20_000)
+    roomy = shared.search("queue incident postmortem", limit=8, budget=20_000)
     assert [c.form for c in roomy.cards] == ["full"] * 8
     assert [c.hit.node_id for c in roomy.cards] == [c.hit.node_id for c in response.cards]
-    tiny = mem.search("queue incident postmortem", limit=8, budget=30)
+    tiny = shared.search("queue incident postmortem", limit=8, budget=30)
     assert 0 < len(tiny.cards) < 8
     assert any("did not fit" in note for note in tiny.notes)
 
 
-def test_tier0_items_are_boosted(mem: stratamem.Memory) -> None:
-    plain = mem.search("Redis SQLite queue decision", limit=20)
+def test_tier0_items_are_boosted(shared: stratamem.Memory) -> None:
+    plain = shared.search("Redis SQLite queue decision", limit=20)
     boosted = [h for h in plain.hits if h.explain["breakdown"]["boost"] > 1]
     tagged = [h for h in plain.hits if {"decision", "pinned"} & set(h.topics)]
     assert [h.node_id for h in boosted] == [h.node_id for h in tagged]
 
 
-class _RerankHandler(http.server.BaseHTTPRequestHandler):
-    mode = "ok"
-
-    def do_POST(self) -> None:
-        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-        if self.mode == "slow":
-            time.sleep(2)
-        if self.mode == "error":
-            self.send_response(500)
-            self.end_headers()
-            return
-        # Scores prefer the shortest document: an order unlike the fused one.
-        docs = body["documents"]
-        results = [{"index": i, "relevance_score": 1.0 / (1 + len(d))} for i, d in enumerate(docs)]
-        payload = json.dumps({"results": results}).encode()
-        try:
-            self.send_response(200)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(payload)))
-            self.end_headers()
-            self.wfile.write(payload)
-        except OSError:
-            pass  # the client gave up (the timeout case)
-
-    def log_message(self, *args: object) -> None:
-        pass
+def shortest_first(query: str, documents: Sequence[str]) -> list[float]:
+    """Scores that prefer the shortest document: an order unlike the fused one."""
+    return [1.0 / (1 + len(text)) for text in documents]
 
 
-@pytest.fixture
-def rerank_server() -> Iterator[tuple[str, type[_RerankHandler]]]:
-    handler = type("Handler", (_RerankHandler,), {"mode": "ok"})
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    server.daemon_threads = False  # server_close() waits for a sleeping handler to finish
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{server.server_address[1]}", handler
-    server.shutdown()
-    server.server_close()
+@pytest.fixture(scope="module")
+def rerank_server() -> Iterator[FakeModelServer]:
+    with FakeModelServer(scores=shortest_first) as server:
+        yield server
 
 
 def test_rerank_reorders_the_top_and_failures_keep_the_fused_order(
-    mem: stratamem.Memory, rerank_server: tuple[str, type[_RerankHandler]]
+    shared: stratamem.Memory, rerank_server: FakeModelServer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    url, handler = rerank_server
-    fused = mem.search("queue", limit=5, rerank=False)
-    mem.reranker = HTTPReranker(url, timeout=5)
-    mem.config = SearchConfig(rerank_timeout_s=1.0)
-    reranked = mem.search("queue", limit=5, diversify=False)
+    fused = shared.search("queue", limit=5, rerank=False)
+    monkeypatch.setattr(shared, "reranker", HTTPReranker(rerank_server.url, timeout=5))
+    monkeypatch.setattr(shared, "config", SearchConfig(rerank_timeout_s=0.5))
+    reranked = shared.search("queue", limit=5, diversify=False)
     lengths = [len(h.content) for h in reranked.hits]
     assert lengths == sorted(lengths)
     assert any("reranked the top" in n for n in reranked.notes)
     assert all(h.explain["breakdown"]["rerank"] is not None for h in reranked.hits)
-    for mode, words in (("error", "failed"), ("slow", "timed out")):
-        handler.mode = mode
-        kept = mem.search("queue", limit=5)
-        assert any(words in n and "fused order kept" in n for n in kept.notes), kept.notes
-        assert [h.node_id for h in kept.hits] == [
-            h.node_id for h in mem.search("queue", limit=5, rerank=False).hits
-        ]
+    rerank_server.queue(500)  # the next rerank fails
+    rerank_server.queue(200, {"results": []}, delay=30.0)  # the one after never comes in time
+    try:
+        for words in ("failed", "timed out"):
+            kept = shared.search("queue", limit=5)
+            assert any(words in n and "fused order kept" in n for n in kept.notes), kept.notes
+            assert [h.node_id for h in kept.hits] == [
+                h.node_id for h in shared.search("queue", limit=5, rerank=False).hits
+            ]
+    finally:
+        rerank_server.reset()  # sends the held answer to the client that gave up on it
     assert fused.hits
 
 
@@ -257,25 +240,29 @@ def test_the_vector_index_follows_the_store_in_place(mem: stratamem.Memory) -> N
 
 
 def test_a_search_writes_nothing_so_caches_of_the_store_stay_valid(
-    mem: stratamem.Memory,
+    shared: stratamem.Memory,
 ) -> None:
-    store = mem.store
+    store = shared.store
     assert isinstance(store, SQLiteStore)
-    mem.search("why did we drop Redis for the SQLite queue?")
+    shared.search("why did we drop Redis for the SQLite queue?")
     before = store.write_state()
-    mem.search("who owns the phoenix release and the billing migration?")
+    shared.search("who owns the phoenix release and the billing migration?")
     assert store.write_state() == before
 
 
-def test_the_vectors_mmr_weighs_are_the_stored_ones(mem: stratamem.Memory) -> None:
+def test_the_vectors_mmr_weighs_are_the_stored_ones(shared: stratamem.Memory) -> None:
     import numpy as np
 
-    leg = mem.vectors
-    assert leg is not None
-    ids = [row[0] for row in mem.store.conn.execute("SELECT id FROM chunks ORDER BY id LIMIT 30")]
-    from_store = leg.vectors(ids)  # no index built yet: read from the store
-    leg.index()
-    from_index = leg.vectors([*ids, "no-such-chunk"])
+    # A new opening of the store, so that its vector leg has built no index yet.
+    with stratamem.open(shared.path, embedder=HashingEmbedder()) as memory:
+        leg = memory.vectors
+        assert leg is not None
+        store = memory.store
+        assert isinstance(store, SQLiteStore)
+        ids = [row[0] for row in store.conn.execute("SELECT id FROM chunks ORDER BY id LIMIT 30")]
+        from_store = leg.vectors(ids)  # no index built yet: read from the store
+        leg.index()
+        from_index = leg.vectors([*ids, "no-such-chunk"])
     assert list(from_index) == list(from_store) == ids
     for node in ids:
         np.testing.assert_allclose(from_index[node], from_store[node], atol=1e-6)
@@ -307,9 +294,11 @@ def _nodes_by_entities_in_sql(
 
 @pytest.mark.parametrize("locked", [False, True])
 def test_the_in_memory_entity_postings_rank_as_the_sql_query_does(
-    mem: stratamem.Memory, locked: bool
+    request: pytest.FixtureRequest, locked: bool
 ) -> None:
-    store = mem.store
+    # Locking a source is a write, so that case gets a store of its own.
+    memory: stratamem.Memory = request.getfixturevalue("mem" if locked else "shared")
+    store = memory.store
     assert isinstance(store, SQLiteStore)
     if locked:
         store.conn.execute("UPDATE sources SET locked = 1 WHERE scope = 'mbox:team'")
@@ -411,8 +400,8 @@ def test_the_entity_postings_follow_every_change_to_the_store(
 
 
 def test_the_keyword_leg_of_a_hybrid_search_says_which_index_answered(
-    mem: stratamem.Memory,
+    shared: stratamem.Memory,
 ) -> None:
-    assert mem.search("redis queue").legs["keyword"].startswith("ok: ")
-    assert "FTS5" not in mem.search("redis queue").legs["keyword"]
-    assert "FTS5" in mem.search("redis job_queue").legs["keyword"]
+    assert shared.search("redis queue").legs["keyword"].startswith("ok: ")
+    assert "FTS5" not in shared.search("redis queue").legs["keyword"]
+    assert "FTS5" in shared.search("redis job_queue").legs["keyword"]

@@ -273,3 +273,21 @@ def test_a_write_waits_past_the_busy_timeout_for_a_long_write(tmp_path: Path) ->
     assert sorted(r[0] for r in first.execute("SELECT x FROM t")) == [1, 2]
     first.close()
     second.close()
+
+
+def test_a_write_that_waits_too_long_is_a_store_busy_error(tmp_path: Path) -> None:
+    from stratamem.errors import StoreBusyError
+    from stratamem.store.sqlite.connection import atomic, connect
+
+    db = tmp_path / "held.db"
+    holder, waiter = connect(db, timeout=0.05), connect(db, timeout=0.05)
+    try:
+        holder.execute("BEGIN IMMEDIATE")
+        with pytest.raises(StoreBusyError, match="the store is busy"), atomic(waiter, wait_s=0.2):
+            pass
+        holder.execute("ROLLBACK")
+        with atomic(waiter, wait_s=0.2):  # once the lock is free, the same write goes through
+            pass
+    finally:
+        holder.close()
+        waiter.close()

@@ -5,17 +5,7 @@ core); ``minilm-fast``, ``openai``, ``sentence-transformers`` and ``hashing`` ar
 (see :mod:`stratamem.embed.registry`). Heavy modules are imported when an embedder is made.
 """
 
-from stratamem.embed.base import (
-    Embedder,
-    EmbeddingError,
-    EmbeddingServerError,
-    MissingDependencyError,
-    ModelFileError,
-    ModelSpec,
-    Role,
-    Vectors,
-    with_prefix,
-)
+from stratamem.embed.base import Embedder, ModelSpec, Role, Vectors, with_prefix
 from stratamem.embed.hashing import HashingEmbedder
 from stratamem.embed.registry import (
     get_embedder,
@@ -25,6 +15,12 @@ from stratamem.embed.registry import (
     register,
 )
 from stratamem.embed.tokens import count_tokens, count_tokens_batch, truncate_to_tokens
+from stratamem.errors import (
+    EmbeddingError,
+    EmbeddingServerError,
+    MissingDependencyError,
+    ModelFileError,
+)
 
 __all__ = [
     "Embedder",

@@ -13,7 +13,11 @@ from typing import Literal, Protocol, runtime_checkable
 import numpy as np
 import numpy.typing as npt
 
-from stratamem.errors import StratamemError
+# The embed layer's errors (defined in the one tree of stratamem.errors), importable here.
+from stratamem.errors import EmbeddingError as EmbeddingError
+from stratamem.errors import EmbeddingServerError as EmbeddingServerError
+from stratamem.errors import MissingDependencyError as MissingDependencyError
+from stratamem.errors import ModelFileError as ModelFileError
 
 Vectors = npt.NDArray[np.float32]
 Role = Literal["query", "passage"]
@@ -53,45 +57,3 @@ def with_prefix(spec: ModelSpec, texts: Sequence[str], role: Role) -> list[str]:
         raise ValueError("embed_batch takes a sequence of strings, not one string")
     prefix = spec.query_prefix if role == "query" else spec.passage_prefix
     return [prefix + text for text in texts] if prefix else list(texts)
-
-
-# Errors of the embed layer. They derive from StratamemError so that callers (the search layer)
-# can catch them and degrade to keyword search instead of crashing:
-#
-#     StratamemError
-#     └── EmbeddingError              a text could not be embedded
-#         ├── MissingDependencyError  an optional package is not installed; names what to install
-#         ├── ModelFileError          a model file is missing, corrupt or not the pinned one
-#         └── EmbeddingServerError    an embeddings server failed; carries the URL and status
-
-
-class EmbeddingError(StratamemError):
-    """A text could not be embedded."""
-
-
-class MissingDependencyError(EmbeddingError):
-    """An optional package is missing; ``install`` is the command that brings it."""
-
-    def __init__(self, what: str, install: str) -> None:
-        self.install = install
-        super().__init__(f"{what}; install it with: {install}")
-
-
-class ModelFileError(EmbeddingError):
-    """A model file is missing, unreadable or differs from the pinned one. ``path`` names it."""
-
-    def __init__(self, path: str, reason: str) -> None:
-        self.path = path
-        self.reason = reason
-        super().__init__(f"{path}: {reason}")
-
-
-class EmbeddingServerError(EmbeddingError):
-    """An embeddings server failed. ``status`` is the HTTP status, or None when none came back."""
-
-    def __init__(self, url: str, status: int | None, reason: str) -> None:
-        self.url = url
-        self.status = status
-        self.reason = reason
-        where = f"{url} (HTTP {status})" if status is not None else url
-        super().__init__(f"{where}: {reason}")

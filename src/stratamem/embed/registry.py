@@ -11,10 +11,11 @@ Built-in embedders:
 ``hashing``                feature hashing, model-free, for tests
 =========================  ===============================================================
 
-Third-party embedders register through the ``stratamem.embedders`` entry-point group: the entry
-point's name is the embedder's name and its object is a factory called with the options given
-to :func:`get_embedder`. A plugin is imported only when its name is asked for, and never
-replaces a built-in name.
+The names are entries of :data:`stratamem.plugins.EMBEDDERS`; third-party embedders register
+through its ``stratamem.embedders`` entry-point group (see ``docs/plugins.md``): the entry
+point's name is the embedder's name and its object a factory called with the options given to
+:func:`get_embedder`. A plugin is imported only when its name is asked for, and never replaces
+a built-in name.
 """
 
 from __future__ import annotations
@@ -23,55 +24,14 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
+from stratamem import plugins
 from stratamem.embed.base import Embedder, ModelSpec
 from stratamem.plugins import Registry
 
-ENTRY_POINT_GROUP = "stratamem.embedders"
-
 EmbedderFactory = Callable[..., Embedder]
 
-
-def _minilm(**options: Any) -> Embedder:
-    from stratamem.embed.onnx_minilm import MiniLMEmbedder
-
-    return MiniLMEmbedder(**options)
-
-
-def _minilm_fast(**options: Any) -> Embedder:
-    from stratamem.embed.onnx_minilm import FastMiniLMEmbedder
-
-    return FastMiniLMEmbedder(**options)
-
-
-def _openai(**options: Any) -> Embedder:
-    from stratamem.embed.http import OpenAIEmbedder
-
-    return OpenAIEmbedder(**options)
-
-
-def _sentence_transformers(**options: Any) -> Embedder:
-    from stratamem.embed.sentence_transformers import SentenceTransformerEmbedder
-
-    return SentenceTransformerEmbedder(**options)
-
-
-def _hashing(**options: Any) -> Embedder:
-    from stratamem.embed.hashing import HashingEmbedder
-
-    return HashingEmbedder(**options)
-
-
-EMBEDDERS: Registry[Embedder] = Registry(
-    "embedder",
-    ENTRY_POINT_GROUP,
-    {
-        "hashing": _hashing,
-        "minilm": _minilm,
-        "minilm-fast": _minilm_fast,
-        "openai": _openai,
-        "sentence-transformers": _sentence_transformers,
-    },
-)
+EMBEDDERS: Registry[EmbedderFactory] = plugins.EMBEDDERS
+ENTRY_POINT_GROUP = EMBEDDERS.group
 
 
 def register(name: str, factory: EmbedderFactory) -> None:

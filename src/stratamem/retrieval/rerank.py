@@ -6,22 +6,23 @@ keeps the fused order and says so in the response.
 
 Implementations: :class:`HTTPReranker` for Cohere/Jina-style ``POST /rerank`` endpoints (also
 served by vLLM, Infinity and llama.cpp's server), and :class:`CrossEncoderReranker` over a
-sentence-transformers cross-encoder (the ``sentence-transformers`` extra).
+sentence-transformers cross-encoder (the ``sentence-transformers`` extra), registered as
+``http`` and ``cross-encoder`` in :data:`stratamem.plugins.RERANKERS`; third-party rerankers
+register through its ``stratamem.rerankers`` entry-point group (see ``docs/plugins.md``).
 """
 
 from __future__ import annotations
 
 import concurrent.futures
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, Protocol, runtime_checkable
 
-from stratamem.errors import StratamemError
-from stratamem.remote import JSONClient, RequestFailed
-
-
-class RerankError(StratamemError):
-    pass
+from stratamem import plugins
+from stratamem.errors import RequestFailed
+from stratamem.errors import RerankError as RerankError  # importable here too
+from stratamem.plugins import Registry
+from stratamem.remote import JSONClient
 
 
 @runtime_checkable
@@ -31,6 +32,27 @@ class Reranker(Protocol):
     def rerank(self, query: str, texts: Sequence[str]) -> list[float]:
         """A relevance score per text, higher is better."""
         ...
+
+
+RerankerFactory = Callable[..., Reranker]
+
+RERANKERS: Registry[RerankerFactory] = plugins.RERANKERS
+
+
+def register_reranker(name: str, factory: RerankerFactory) -> None:
+    """Make ``factory(**options)`` available as ``get_reranker(name, **options)``."""
+    RERANKERS.register(name, factory)
+
+
+def known_rerankers() -> list[str]:
+    """The names :func:`get_reranker` accepts, sorted."""
+    return RERANKERS.known()
+
+
+def get_reranker(name: str, **options: Any) -> Reranker:
+    """A new reranker of the given registry name, built with ``options`` (keyword arguments of
+    its class, e.g. ``get_reranker("http", base_url=..., model=...)``)."""
+    return RERANKERS.create(name, **options)
 
 
 class HTTPReranker:

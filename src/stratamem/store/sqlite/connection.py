@@ -11,7 +11,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TypeVar
 
-from stratamem.errors import StoreError
+from stratamem.errors import StoreBusyError, StoreError
 
 BATCH = 500
 BUSY_TIMEOUT_S = 60.0
@@ -129,8 +129,13 @@ def _begin_immediate(conn: sqlite3.Connection, wait_s: float) -> None:
             conn.execute("BEGIN IMMEDIATE")
             return
         except sqlite3.OperationalError as exc:
-            if not is_busy(exc) or time.monotonic() >= deadline:
+            if not is_busy(exc):
                 raise
+            if time.monotonic() >= deadline:
+                raise StoreBusyError(
+                    f"the store is busy: another process kept it locked for over "
+                    f"{wait_s:g} s ({exc})"
+                ) from exc
         if not waited:
             waited = True
             _log.warning("waiting for another process's write to the store to finish")
