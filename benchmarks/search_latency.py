@@ -33,7 +33,7 @@ import numpy as np
 
 import stratamem
 from stratamem.embed.registry import get_embedder
-from stratamem.eval.datasets import load_dataset
+from stratamem.eval import load_dataset
 from stratamem.eval.runner import prepare, store_path
 from stratamem.retrieval import hybrid, legs
 from stratamem.retrieval.legs.keyword import SparseKeywordIndex

@@ -50,7 +50,7 @@ from stratamem.embed.registry import get_embedder
 from stratamem.eval.datasets import Dataset
 from stratamem.eval.locomo import CATEGORIES, load_locomo
 from stratamem.eval.runner import WHOLE_DOCS, DatasetConnector, scope_of, store_path
-from stratamem.ingest.tokens import estimate_tokens
+from stratamem.embed.tokens import estimate_tokens
 from stratamem.retrieval import primitives
 from stratamem.types import Filters, NodeKind, RetrievalHit
 

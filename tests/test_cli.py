@@ -11,6 +11,7 @@ import pytest
 from click.testing import CliRunner
 
 from stratamem.cli import main
+from stratamem.cli.common import db_path_from_environment
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = ROOT / "examples" / "workspace"
@@ -45,6 +46,13 @@ def test_ingest_json_reports_sources_and_counts(run) -> None:  # type: ignore[no
     again = json.loads(run("ingest", "--json", str(EXAMPLES / "slack-export")).output)
     assert again["added"] == 0
     assert again["chunks"] == report["chunks"]
+
+
+@pytest.mark.parametrize("option", ["--format", "--kind"])
+def test_ingest_format_is_named_by_format_or_its_older_name(run, option: str) -> None:  # type: ignore[no-untyped-def]
+    result = run("ingest", "--json", option, "mbox", str(EXAMPLES / "mail" / "team.mbox"))
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.output)["connector"] == "mbox"
 
 
 def test_ingest_table_for_people(run) -> None:  # type: ignore[no-untyped-def]
@@ -105,6 +113,33 @@ def test_show_and_entities(workspace) -> None:  # type: ignore[no-untyped-def]
     ids = [e["canonical_id"] for e in found]
     assert "person:alice chen" in ids
     assert any(e["related"] for e in found)
+    for option in ("--entity-kind", "--kind"):  # the older name still works
+        people = json.loads(workspace("entities", "alice", option, "person", "--json").output)
+        assert people
+        assert {e["kind"] for e in people} == {"person"}
+
+
+@pytest.mark.parametrize(
+    ("command", "current", "older"),
+    [
+        ("ingest", "--format", "--kind"),
+        ("entities", "--entity-kind", "--kind"),
+        ("eval", "keyword", "fts"),
+    ],
+)
+def test_older_names_are_not_shown_in_help(command: str, current: str, older: str) -> None:
+    shown = CliRunner().invoke(main, [command, "--help"]).output
+    assert current in shown
+    assert older not in shown
+
+
+def test_kind_is_a_source_kind_wherever_it_is_taken() -> None:
+    assert isinstance(main, click.Group)
+    for name, command in main.commands.items():
+        for param in command.params:
+            if isinstance(param, click.Option) and "--kind" in param.opts and not param.hidden:
+                shown = CliRunner().invoke(main, [name, "--help"]).output
+                assert "chat|email|document|record" in shown, name
 
 
 def test_sources_stats_and_forget(workspace) -> None:  # type: ignore[no-untyped-def]
@@ -157,6 +192,16 @@ def test_db_from_environment(tmp_path: Path) -> None:
     result = CliRunner().invoke(main, ["stats", "--json"], env={"STRATAMEM_DB": str(db)})
     assert result.exit_code == 0
     assert json.loads(result.output)["path"] == str(db)
+
+
+def test_default_db_path_reads_the_environment(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("STRATAMEM_DB", raising=False)
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path))
+    assert db_path_from_environment() == tmp_path / "stratamem" / "stratamem.db"
+    monkeypatch.setenv("STRATAMEM_DB", "~/elsewhere.db")
+    assert db_path_from_environment() == Path.home() / "elsewhere.db"
 
 
 def test_every_command_has_help_with_examples_and_is_documented() -> None:

@@ -4,7 +4,6 @@ a traceback, never a message wrapped over several lines, never only in the stdou
 from __future__ import annotations
 
 import os
-import sqlite3
 import subprocess
 import sys
 from collections.abc import Callable
@@ -14,6 +13,7 @@ import pytest
 from click.testing import CliRunner, Result
 
 from stratamem.cli import main
+from stratamem.errors import StoreBusyError
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = ROOT / "examples" / "workspace"
@@ -113,8 +113,12 @@ BAD_CALLS: list[tuple[str, ...]] = [
     ("search", "x", "--mode", "nope"),
     ("search", "x", "--profile", "nope"),
     ("brief", "--kind", "nope"),
+    ("ingest", str(EXAMPLES / "notes"), "--format", "nope"),
     ("ingest", str(EXAMPLES / "notes"), "--kind", "nope"),
     ("eval", str(EXAMPLES), "--mode", "nope"),
+    # An option and its older name that disagree.
+    ("ingest", str(EXAMPLES / "notes"), "--format", "markdown", "--kind", "jsonl"),
+    ("summaries", "--kind", "slack", "--platform", "mbox"),
     # Overlong queries and references.
     ("topic", "alice " * 5000),
     ("entities", LONG_ENTITY, "--json"),
@@ -208,7 +212,7 @@ def test_an_unexpected_error_names_the_command(run: Run, monkeypatch: pytest.Mon
 
 def test_a_store_locked_too_long_is_one_line(run: Run, monkeypatch: pytest.MonkeyPatch) -> None:
     def locked(*args: object, **kwargs: object) -> None:
-        raise sqlite3.OperationalError("database is locked")
+        raise StoreBusyError("the store is busy: another process kept it locked for over 1800 s")
 
     monkeypatch.setattr("stratamem.api.Memory.stats", locked)
     line = assert_one_line_error(run("stats"))

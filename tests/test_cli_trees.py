@@ -84,6 +84,15 @@ def test_summaries_by_source_kind_and_window(run) -> None:  # type: ignore[no-un
     assert {h["tree_scope"] for h in one["hits"]} == {"slack:#eng"}
     mail = json.loads(run("summaries", "--kind", "email", "--json").output)
     assert {h["tree_scope"] for h in mail["hits"]} == {"mbox:team"}
+    slack = json.loads(run("summaries", "--platform", "slack", "--json").output)
+    assert slack["hits"]
+    assert all(h["tree_scope"].startswith("slack:") for h in slack["hits"])
+    # A platform given to --kind, as older scripts did, is still read as --platform.
+    assert json.loads(run("summaries", "--kind", "slack", "--json").output) == slack
+    both = json.loads(run("summaries", "--kind", "chat", "--platform", "slack", "--json").output)
+    assert both == slack
+    none = json.loads(run("summaries", "--kind", "email", "--platform", "slack", "--json").output)
+    assert none["hits"] == []
     window = json.loads(
         run("summaries", "--since", "2024-03-10", "--until", "2024-03-13", "--json").output
     )

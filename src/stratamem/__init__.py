@@ -1,6 +1,6 @@
 """stratamem: a local-first retrieval and memory engine for AI agents."""
 
-from stratamem.api import Memory, default_db_path, open
+from stratamem.api import Memory, open
 from stratamem.config import SearchConfig, TreeConfig, WeightProfile
 from stratamem.embed.base import Embedder, ModelSpec
 from stratamem.errors import (
@@ -66,7 +66,6 @@ __all__ = [
     "TreeKind",
     "UnknownFormatError",
     "WeightProfile",
-    "default_db_path",
     "open",
 ]
 

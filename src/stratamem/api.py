@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 import logging
-import os
 from collections.abc import Callable, Sequence
 from dataclasses import replace
-from datetime import UTC, datetime
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -25,14 +24,15 @@ from stratamem.errors import NotFoundError, StratamemError
 from stratamem.ingest.chunking import ChunkingConfig
 from stratamem.ingest.model import Connector
 from stratamem.ingest.pipeline import IngestReport, ProgressCallback, ingest_path
+from stratamem.plugins import open_store
 from stratamem.retrieval import primitives
 from stratamem.retrieval.hybrid import HybridSearcher
 from stratamem.retrieval.legs.keyword import keyword_search, open_index, sparse_index
 from stratamem.retrieval.legs.vector import VectorLeg, drop_other_vector_files
 from stratamem.retrieval.rerank import Reranker
+from stratamem.retrieval.scope import source_filters
 from stratamem.retrieval.tree_hits import leaf_evidence
-from stratamem.store.sqlite.store import SQLiteStore
-from stratamem.timeparse import as_utc, days_before
+from stratamem.store.base import Store
 from stratamem.tree.builder import SealProgress, SealReport, TreeBuilder
 from stratamem.tree.summarizer import Summarizer
 from stratamem.types import (
@@ -52,15 +52,6 @@ EVIDENCE_POOL = 100
 log = logging.getLogger(__name__)
 
 
-def default_db_path() -> Path:
-    """``$STRATAMEM_DB``, else ``stratamem.db`` in the per-user data directory."""
-    env = os.environ.get("STRATAMEM_DB")
-    if env:
-        return Path(env).expanduser()
-    base = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
-    return Path(base) / "stratamem" / "stratamem.db"
-
-
 class Memory:
     """A store opened for ingest and retrieval. Use as a context manager or call :meth:`close`."""
 
@@ -74,7 +65,7 @@ class Memory:
         summarizer: Summarizer | None = None,
         tree_config: TreeConfig | None = None,
     ) -> None:
-        self.store = SQLiteStore(path)
+        self.store: Store = open_store(path)
         self.summarizer = summarizer
         self.tree_config = tree_config or TreeConfig()
         self._embedder_choice = embedder
@@ -217,6 +208,21 @@ class Memory:
             raise NotFoundError(f"source {found.scope!r} has no summary tree yet")
         return tree
 
+    def tree_stats(self, tree_id: str) -> dict[int, tuple[int, int]]:
+        """Per level of a tree: (live summaries, how many of them have no parent yet)."""
+        return self.store.trees.stats(tree_id)
+
+    def tree_tops(self, tree_id: str) -> list[RetrievalHit]:
+        """A tree's summaries that have no parent yet, highest level first, newest first."""
+        return self.nodes(self.store.trees.top_ids(tree_id))
+
+    def unsealed_leaves(self, tree_id: str) -> int:
+        """How many chunks wait in a tree's level-0 buffer for the next seal."""
+        tree = self.store.trees.get(tree_id)
+        if tree is None:
+            raise NotFoundError(f"no tree with id {tree_id!r}")
+        return len(self.store.trees.leaf_buffer(tree.source_id))
+
     def query_source(
         self,
         source: str | None = None,
@@ -229,6 +235,15 @@ class Memory:
         filters: Filters | None = None,
     ) -> QueryResponse:
         """Summaries of one source, a kind of source, or all; newest first or by ``query``."""
+        # The search evidence comes from the leaves the summaries cover; None: no summary can.
+        scoped = source_filters(
+            self.store,
+            filters,
+            source=source,
+            source_kind=source_kind,
+            days=time_window_days,
+            now=now,
+        )
         return primitives.query_source(
             self.store,
             source=source,
@@ -236,9 +251,7 @@ class Memory:
             time_window_days=time_window_days,
             query=query,
             embedder=self._query_embedder(query),
-            evidence=self._evidence(
-                query, _scoped(filters, source, source_kind, time_window_days, now)
-            ),
+            evidence=None if scoped is None else self._evidence(query, scoped),
             limit=limit,
             now=now,
             filters=filters,
@@ -435,6 +448,18 @@ class Memory:
     def sources(self) -> list[Source]:
         return self.store.sources()
 
+    def source(self, ref: str) -> Source:
+        """A source by id or exact scope; :class:`NotFoundError` if there is none."""
+        return self.store.resolve_source(ref)
+
+    def pending_embeddings(self) -> int:
+        """How many chunks (of unlocked sources) have no vector of the configured embedder
+        yet; 0 without an embedder."""
+        embedder = self.embedder
+        if embedder is None:
+            return 0
+        return self.store.count_pending_embeddings(embedder.spec.signature)
+
     def stats(self) -> dict[str, Any]:
         return self.store.stats()
 
@@ -462,7 +487,7 @@ class Memory:
     def forget(self, source: str) -> int:
         """Remove a source (by id or scope) and everything derived from it, leaving no copy
         of its text behind: the database rewrites its full-text segments and empties its WAL
-        (see ``SQLiteStore.scrub``), and the index files beside it are rewritten without the
+        (see the SQLite store's ``scrub``), and the index files beside it are rewritten without the
         removed rows, or removed."""
         found = self.store.resolve_source(source)
         vectors = self.vectors
@@ -480,7 +505,7 @@ class Memory:
 
 
 def open(
-    path: str | Path | None = None,
+    path: str | Path,
     *,
     embedder: str | Embedder | None = DEFAULT_EMBEDDER,
     reranker: Reranker | None = None,
@@ -488,43 +513,19 @@ def open(
     summarizer: Summarizer | None = None,
     tree_config: TreeConfig | None = None,
 ) -> Memory:
-    """Open (creating if needed) the store at ``path``, or at :func:`default_db_path`.
+    """Open (creating if needed) the store at ``path``: a file path, ``:memory:``, or a URL
+    whose scheme names a registered store (``sqlite:///agent.db``; see ``docs/plugins.md``).
 
-    ``embedder`` is a registered name (default ``minilm``, bundled and offline), an
-    :class:`Embedder`, or None for keyword and graph search only. ``summarizer`` writes the
-    summary trees (default: the extractive one, no model needed); ``tree_config`` sets when
-    buffers seal.
+        ``embedder`` is a registered name (default ``minilm``, bundled and offline), an
+        :class:`Embedder`, or None for keyword and graph search only. ``summarizer`` writes the
+        summary trees (default: the extractive one, no model needed); ``tree_config`` sets when
+        buffers seal.
     """
     return Memory(
-        path if path is not None else default_db_path(),
+        path,
         embedder=embedder,
         reranker=reranker,
         config=config,
         summarizer=summarizer,
         tree_config=tree_config,
-    )
-
-
-def _scoped(
-    filters: Filters | None,
-    source: str | None,
-    source_kind: str | None,
-    days: float | None,
-    now: datetime | None,
-) -> Filters:
-    """The caller's filters narrowed the way ``query_source`` narrows its summaries, so the
-    search evidence comes from the same leaves."""
-    base = filters or Filters()
-    kinds = base.kinds
-    if source_kind and source_kind.lower() in {k.value for k in SourceKind} and not kinds:
-        kinds = (SourceKind(source_kind.lower()),)
-    since, until = base.since, base.until
-    if days is not None:
-        until = datetime.now(UTC) if now is None else as_utc(now, name="now")
-        since = days_before(until, days, name="time_window_days")
-    return Filters(
-        sources=(source,) if source else base.sources,
-        kinds=kinds,
-        since=since,
-        until=until,
     )

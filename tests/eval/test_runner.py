@@ -9,7 +9,7 @@ from click.testing import CliRunner
 import stratamem
 from stratamem.cli import main
 from stratamem.embed.hashing import HashingEmbedder
-from stratamem.eval.datasets import load_dataset
+from stratamem.eval.loading import load_dataset
 from stratamem.eval.runner import evaluate, tune, weight_grid
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "eval"
@@ -19,15 +19,16 @@ FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "eval"
 def test_every_mode_runs_through_the_real_pipeline(tmp_path: Path, name: str) -> None:
     dataset = load_dataset(FIXTURES / name)
     with stratamem.open(tmp_path / "e.db", embedder=HashingEmbedder()) as mem:
-        results = evaluate(dataset, mem, ["fts", "vector", "hybrid"])
-        assert [r.mode for r in results] == ["fts", "vector", "hybrid"]
+        results = evaluate(dataset, mem, ["keyword", "vector", "hybrid"])
+        assert [r.mode for r in results] == ["keyword", "vector", "hybrid"]
         for result in results:
             assert result.metrics
             assert all(0.0 <= v <= 1.0 for v in result.metrics.values())
-        assert mem.store.stats()["chunks"] == len(dataset.docs)
-        again = evaluate(dataset, mem, ["fts"])  # the prepared store is reused as it is
+        assert mem.stats()["chunks"] == len(dataset.docs)
+        assert mem.pending_embeddings() == 0
+        again = evaluate(dataset, mem, ["keyword"])  # the prepared store is reused as it is
         assert again[0].metrics == results[0].metrics
-        assert mem.store.stats()["chunks"] == len(dataset.docs)
+        assert mem.stats()["chunks"] == len(dataset.docs)
 
 
 def test_locomo_questions_only_see_their_own_conversation(tmp_path: Path) -> None:
@@ -38,11 +39,19 @@ def test_locomo_questions_only_see_their_own_conversation(tmp_path: Path) -> Non
     assert result.per_category
 
 
-def test_the_fts_mode_finds_an_exact_title(tmp_path: Path) -> None:
+def test_the_keyword_mode_finds_an_exact_title(tmp_path: Path) -> None:
     dataset = load_dataset(FIXTURES / "beir-standard")
     with stratamem.open(tmp_path / "t.db", embedder=HashingEmbedder()) as mem:
-        result = evaluate(dataset, mem, ["fts"])[0]
+        result = evaluate(dataset, mem, ["keyword"])[0]
     assert result.metrics["ndcg_cut_10"] > 0.5
+
+
+def test_fts_is_still_read_as_the_keyword_mode(tmp_path: Path) -> None:
+    dataset = load_dataset(FIXTURES / "beir-standard")
+    with stratamem.open(tmp_path / "a.db", embedder=HashingEmbedder()) as mem:
+        older, current = evaluate(dataset, mem, ["fts", "keyword"])
+    assert older.mode == current.mode == "keyword"
+    assert older.metrics == current.metrics
 
 
 def test_unknown_mode_is_refused(tmp_path: Path) -> None:
@@ -71,7 +80,8 @@ def test_tune_reports_on_heldout(tmp_path: Path) -> None:
     assert sum(result.weights.values()) == pytest.approx(1.0)
 
 
-def test_eval_command_writes_reports(tmp_path: Path) -> None:
+@pytest.mark.parametrize("mode", ["keyword", "fts"])
+def test_eval_command_writes_reports(tmp_path: Path, mode: str) -> None:
     out = tmp_path / "reports"
     result = CliRunner().invoke(
         main,
@@ -79,7 +89,7 @@ def test_eval_command_writes_reports(tmp_path: Path) -> None:
             "eval",
             str(FIXTURES / "beir-standard"),
             "--mode",
-            "fts",
+            mode,
             "--store",
             str(tmp_path / "store"),
             "--out",
@@ -89,5 +99,11 @@ def test_eval_command_writes_reports(tmp_path: Path) -> None:
     )
     assert result.exit_code == 0, result.output
     data = json.loads(result.output)
-    assert data["results"][0]["mode"] == "fts"
-    assert (out / "eval-beir-standard.md").exists()
+    assert [r["mode"] for r in data["results"]] == ["keyword"]
+    assert "| keyword |" in (out / "eval-beir-standard.md").read_text()
+
+
+def test_eval_help_names_the_keyword_mode_only() -> None:
+    shown = CliRunner().invoke(main, ["eval", "--help"]).output
+    assert "keyword" in shown
+    assert "fts" not in shown

@@ -7,7 +7,6 @@ Shared helpers live in :mod:`stratamem.cli.common`; the summary-tree commands in
 from __future__ import annotations
 
 import json
-import os
 import sys
 import time
 from pathlib import Path
@@ -18,19 +17,24 @@ from rich.markup import escape
 from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from stratamem.api import Memory, default_db_path
+from stratamem.api import Memory
 from stratamem.cli.common import (
     BUDGET,
+    AliasedChoice,
     CommandGroup,
+    cache_dir_from_environment,
+    db_path_from_environment,
     err,
     eval_store_options,
     fail,
     handle_errors,
     json_option,
     limit_range,
+    older_name,
     open_memory,
     out,
     print_json,
+    source_kinds_option,
     when,
 )
 from stratamem.cli.trees import COMMANDS, print_seal_report
@@ -42,7 +46,13 @@ from stratamem.ingest.pipeline import IngestReport
 from stratamem.ingest.pipeline import Progress as IngestProgress
 from stratamem.retrieval.hybrid import MAX_LIMIT as MAX_SEARCH_LIMIT
 from stratamem.tree.builder import SealProgress
-from stratamem.types import RetrievalHit, SearchResponse, SourceKind, rfc3339
+from stratamem.types import RetrievalHit, SearchResponse, rfc3339
+
+# The input formats ``ingest --format`` names: the registered connectors.
+FORMATS = [spec.name for spec in registry.known()]
+# ``eval --mode``; ``fts`` is the keyword mode's older name.
+EVAL_MODES = ["keyword", "vector", "hybrid", "hybrid+rerank", "all"]
+EVAL_MODE_ALIASES = {"fts": "keyword"}
 
 
 @click.group(
@@ -51,7 +61,6 @@ from stratamem.types import RetrievalHit, SearchResponse, SourceKind, rfc3339
 @click.option(
     "--db",
     type=click.Path(dir_okay=False, path_type=Path),
-    envvar="STRATAMEM_DB",
     default=None,
     help="The store file (default: $STRATAMEM_DB, else ~/.local/share/stratamem/stratamem.db).",
 )
@@ -73,16 +82,18 @@ def main(ctx: click.Context, db: Path | None, debug: bool) -> None:
       stratamem entities alice
     """
     ctx.ensure_object(dict)
-    ctx.obj["db"] = db or default_db_path()
+    ctx.obj["db"] = db or db_path_from_environment()
 
 
 @main.command()
 @click.argument("path", type=click.Path(exists=True, path_type=Path))
 @click.option(
-    "--kind",
-    type=click.Choice([spec.name for spec in registry.known()]),
-    help="The connector to use (default: detected from the path).",
+    "--format",
+    "format_",
+    type=click.Choice(FORMATS),
+    help="The input format: the connector that reads it (default: detected from the path).",
 )
+@older_name("--kind", "--format", "format_", type=click.Choice(FORMATS))
 @click.option(
     "--scope",
     callback=lambda ctx, param, value: _scope_name(value),
@@ -104,7 +115,7 @@ def main(ctx: click.Context, db: Path | None, debug: bool) -> None:
 def ingest(
     ctx: click.Context,
     path: Path,
-    kind: str | None,
+    format_: str | None,
     scope: str | None,
     embed_now: bool,
     quiet: bool,
@@ -116,7 +127,7 @@ def ingest(
     \b
     Examples:
       stratamem ingest ./slack-export.zip
-      stratamem ingest ~/Mail/lkml --kind maildir --scope mail:lkml
+      stratamem ingest ~/Mail/lkml --format maildir --scope mail:lkml
       stratamem ingest ~/notes --embed
       stratamem ingest ./huge-export.zip --max-item-size 1G
     """
@@ -151,7 +162,7 @@ def ingest(
 
         report = memory.ingest(
             path,
-            kind=kind,
+            kind=format_,
             scope=scope,
             progress=on_progress,
             tree_progress=on_seal,
@@ -303,7 +314,7 @@ def stats(ctx: click.Context, as_json: bool) -> None:
 @main.command()
 @click.argument("query")
 @click.option("--source", "sources_", multiple=True, help="Source id or scope (slack:* prefixes).")
-@click.option("--kind", "kinds", multiple=True, type=click.Choice([k.value for k in SourceKind]))
+@source_kinds_option
 @click.option("--since", help="Only content at or after this time (2024-03-12, 24h, 7d).")
 @click.option("--until", help="Only content at or before this time.")
 @click.option(
@@ -469,27 +480,28 @@ def _print_node_whole(hit: RetrievalHit) -> None:
 @main.command()
 @click.argument("query")
 @click.option(
-    "--kind",
-    "kinds",
+    "--entity-kind",
+    "entity_kinds",
     multiple=True,
     help="Entity kind: person, email, handle, channel, tag, url, note, topic.",
 )
+@older_name("--kind", "--entity-kind", "entity_kinds", multiple=True)
 @click.option("--limit", type=limit_range(MAX_ENTITY_LIMIT), default=10, show_default=True)
 @json_option
 @click.pass_context
 @handle_errors
 def entities(
-    ctx: click.Context, query: str, kinds: tuple[str, ...], limit: int, as_json: bool
+    ctx: click.Context, query: str, entity_kinds: tuple[str, ...], limit: int, as_json: bool
 ) -> None:
     """Find entities by part of their name, with mention counts and who they go with.
 
     \b
     Examples:
       stratamem entities alice
-      stratamem entities redis --kind topic
+      stratamem entities redis --entity-kind topic
     """
     memory = open_memory(ctx)
-    matches = memory.search_entities(query, kinds=kinds, limit=limit)
+    matches = memory.search_entities(query, kinds=entity_kinds, limit=limit)
     related = {m.canonical_id: memory.related(m.canonical_id, limit=3) for m in matches}
     if as_json:
         print_json(
@@ -598,10 +610,10 @@ def _run_embedding(
     "--mode",
     "modes",
     multiple=True,
-    type=click.Choice(["fts", "vector", "hybrid", "hybrid+rerank", "all"]),
+    type=AliasedChoice(EVAL_MODES, EVAL_MODE_ALIASES),
     default=("all",),
     show_default=True,
-    help="Retrieval modes to score; all = fts, vector, hybrid (and hybrid+rerank if a "
+    help="Retrieval modes to score; all = keyword, vector, hybrid (and hybrid+rerank if a "
     "reranker is configured).",
 )
 @click.option("--split", help="Query split to score (default: test; tune/heldout for tuning).")
@@ -629,16 +641,16 @@ def eval_command(
     \b
     Examples:
       stratamem eval ../shared/data/scifact
-      stratamem eval ../shared/data/locomo --mode hybrid --mode fts
+      stratamem eval ../shared/data/locomo --mode hybrid --mode keyword
       stratamem eval ../shared/data/cranfield --json
     """
-    from stratamem.eval.datasets import load_dataset
+    from stratamem.eval.loading import load_dataset
     from stratamem.eval.report import write_report
     from stratamem.eval.runner import BASELINES, MODES, evaluate, store_path
 
     data = load_dataset(dataset)
     chosen = list(MODES) if "all" in modes else list(dict.fromkeys(modes))
-    cache = store_dir or _cache_dir() / "eval"
+    cache = store_dir or cache_dir_from_environment() / "eval"
     config = SearchConfig(profile=profile) if profile else None
     with Memory(store_path(data, cache)) as memory:
         results = evaluate(
@@ -679,12 +691,12 @@ def tune_command(
       stratamem tune ../shared/data/scifact
       stratamem tune ../shared/data/locomo --metric recall_25
     """
-    from stratamem.eval.datasets import load_dataset
+    from stratamem.eval.loading import load_dataset
     from stratamem.eval.report import write_report
     from stratamem.eval.runner import store_path, tune
 
     data = load_dataset(dataset)
-    cache = store_dir or _cache_dir() / "eval"
+    cache = store_dir or cache_dir_from_environment() / "eval"
     with Memory(store_path(data, cache)) as memory:
         result = tune(
             data,
@@ -721,11 +733,6 @@ def tune_command(
     out.print(f"[dim]wrote {escape(str(md_path))} and {escape(str(json_path))}[/]")
 
 
-def _cache_dir() -> Path:
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(base) / "stratamem"
-
-
 @main.command()
 @click.argument("source")
 @click.option("--yes", is_flag=True, help="Do not ask for confirmation.")
@@ -740,7 +747,7 @@ def forget(ctx: click.Context, source: str, yes: bool) -> None:
       stratamem forget src_3d0a9e20c1b2a4f6 --yes
     """
     memory = open_memory(ctx)
-    found = memory.store.resolve_source(source)
+    found = memory.source(source)
     if not yes and sys.stdin.isatty():
         click.confirm(f"forget {found.scope} ({found.chunk_count:,} chunks)?", abort=True)
     removed = memory.forget(found.id)

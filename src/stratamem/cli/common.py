@@ -1,4 +1,6 @@
-"""What every command shares: the console, error handling, common options, the store.
+"""What every command shares: the console, error handling, common options, the store, and
+the environment, which the command line alone reads (every variable is listed in
+``docs/environment.md``).
 
 Errors. Whatever goes wrong, a command prints one line to stderr, ``error: …``, never wrapped
 and never a traceback, and exits non-zero: 2 for a bad option or argument (found while click
@@ -15,7 +17,6 @@ import functools
 import json
 import math
 import os
-import sqlite3
 import sys
 import traceback
 from collections.abc import Callable, Sequence
@@ -27,12 +28,15 @@ import click
 from rich.console import Console
 
 from stratamem.api import Memory
-from stratamem.errors import StratamemError
+from stratamem.errors import StoreBusyError, StratamemError
 from stratamem.timeparse import parse_when
 from stratamem.tree.summarizer import Summarizer
 from stratamem.tree.summarizers import get_summarizer
+from stratamem.types import SourceKind
 
 F = TypeVar("F", bound=Callable[..., Any])
+# What ``--kind`` takes, in every command that has it.
+SOURCE_KINDS = [k.value for k in SourceKind]
 # No automatic highlighting: its regular expressions take minutes over a long id or query
 # echoed back, and colour goes where the markup puts it. Soft wrap: a long line on stderr stays
 # one line whatever the terminal's width.
@@ -68,6 +72,50 @@ def limit_range(maximum: int) -> click.IntRange:
     return click.IntRange(1, maximum)
 
 
+class AliasedChoice(click.Choice):  # type: ignore[type-arg]  # generic from click 8.2 on
+    """A choice that also takes older names for some of its values, read as the current one
+    and never listed (``fts`` for ``keyword``)."""
+
+    def __init__(self, choices: Sequence[str], aliases: dict[str, str]) -> None:
+        super().__init__(choices)
+        self.aliases = aliases
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        return super().convert(self.aliases.get(value, value), param, ctx)
+
+
+def older_name(old: str, new: str, dest: str, **attrs: Any) -> Callable[[F], F]:
+    """Keep ``old``, a name an option had before, working as a hidden spelling of ``new``.
+
+    Scripts written for the older name go on running; ``--help`` shows only ``new``. The
+    value lands in the parameter ``dest`` (``new``'s). For an option taken several times the
+    values of both spellings are kept; for a single one, giving both with different values
+    is a usage error. ``attrs`` are ``new``'s own (its type, ``multiple``), so both spellings
+    accept the same values.
+    """
+    legacy = f"{dest}__{old.lstrip('-').replace('-', '_')}"
+
+    def decorator(func: F) -> F:
+        @functools.wraps(func)
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            given = kwargs.pop(legacy)
+            current = kwargs.get(dest)
+            if attrs.get("multiple"):
+                kwargs[dest] = (*(current or ()), *given)
+            elif given is not None:
+                if current is not None and current != given:
+                    raise click.UsageError(
+                        f"{old} is the older name of {new}; give one of them",
+                        ctx=click.get_current_context(silent=True),
+                    )
+                kwargs[dest] = given
+            return func(*args, **kwargs)
+
+        return click.option(old, legacy, hidden=True, **attrs)(wrapper)  # type: ignore[return-value]
+
+    return decorator
+
+
 def one_line(message: str, *, limit: int = MAX_MESSAGE_CHARS) -> str:
     """``message`` on one line, cut to ``limit`` characters. A message carrying a traceback
     (a reader process's crash report) keeps its first line and the traceback's last one."""
@@ -99,22 +147,14 @@ def handle_errors(func: F) -> F:
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         try:
             return func(*args, **kwargs)
+        except StoreBusyError as exc:
+            if debugging():
+                traceback.print_exc()
+            fail(f"{exc}; try again when that process is done")
         except (StratamemError, ValueError, OSError) as exc:
             if debugging():
                 traceback.print_exc()
             fail(str(exc) or type(exc).__name__)
-        except sqlite3.OperationalError as exc:
-            # What is left of SQLite's "database is locked" once the store's busy timeout (a
-            # minute; a write transaction waits up to half an hour) has run out; any other
-            # SQLite error is unexpected.
-            if "locked" not in str(exc):
-                raise
-            if debugging():
-                traceback.print_exc()
-            fail(
-                f"the store is busy: another process kept it locked too long ({exc}); "
-                "try again when that process is done"
-            )
 
     return wrapper  # type: ignore[return-value]
 
@@ -181,6 +221,17 @@ def eval_store_options(func: F) -> F:
     )(func)
 
 
+def source_kinds_option(func: F) -> F:
+    """``--kind``, repeatable: only sources of these kinds."""
+    return click.option(
+        "--kind",
+        "kinds",
+        multiple=True,
+        type=click.Choice(SOURCE_KINDS),
+        help="Only sources of this kind (repeatable).",
+    )(func)
+
+
 def json_option(func: F) -> F:
     return click.option("--json", "as_json", is_flag=True, help="Print JSON for scripts.")(func)
 
@@ -190,6 +241,23 @@ def open_memory(ctx: click.Context) -> Memory:
     memory = Memory(db, summarizer=summarizer_from_environment())
     ctx.call_on_close(memory.close)
     return memory
+
+
+def db_path_from_environment() -> Path:
+    """The store when ``--db`` is not given: ``$STRATAMEM_DB``, else ``stratamem.db`` in the
+    per-user data directory (``$XDG_DATA_HOME``, default ``~/.local/share``)."""
+    env = os.environ.get("STRATAMEM_DB")
+    if env:
+        return Path(env).expanduser()
+    base = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
+    return Path(base) / "stratamem" / "stratamem.db"
+
+
+def cache_dir_from_environment() -> Path:
+    """Where the evaluation commands keep their stores: ``stratamem`` in ``$XDG_CACHE_HOME``
+    (default ``~/.cache``)."""
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "stratamem"
 
 
 def summarizer_from_environment() -> Summarizer | None:

@@ -13,6 +13,7 @@ from stratamem.api import Memory
 from stratamem.cli.common import (
     DAYS,
     DEPTH,
+    SOURCE_KINDS,
     fail,
     handle_errors,
     json_option,
@@ -20,14 +21,13 @@ from stratamem.cli.common import (
     open_memory,
     out,
     print_json,
+    source_kinds_option,
     when,
 )
 from stratamem.retrieval.primitives import MAX_LIMIT
 from stratamem.timeparse import parse_when
 from stratamem.tree.builder import SealReport
 from stratamem.types import Filters, NodeKind, QueryResponse, RetrievalHit, SourceKind, rfc3339
-
-KINDS = [k.value for k in SourceKind]
 
 
 @click.command()
@@ -55,9 +55,9 @@ def tree(ctx: click.Context, source: str, depth: int, children: int, as_json: bo
     """
     memory = open_memory(ctx)
     found = memory.tree(source)
-    stats = memory.store.trees.stats(found.id)
-    unsealed = len(memory.store.trees.leaf_buffer(found.source_id))
-    tops = _top_nodes(memory, found.id)
+    stats = memory.tree_stats(found.id)
+    unsealed = memory.unsealed_leaves(found.id)
+    tops = memory.tree_tops(found.id)
     if as_json:
         print_json(
             {
@@ -79,11 +79,6 @@ def tree(ctx: click.Context, source: str, depth: int, children: int, as_json: bo
     for hit in tops:
         _draw(memory, root.add(_label(hit)), hit, depth, children)
     out.print(root)
-
-
-def _top_nodes(memory: Memory, tree_id: str) -> list[RetrievalHit]:
-    """The tree's unparented live summaries, highest level first, newest first."""
-    return memory.nodes(memory.store.trees.top_ids(tree_id))
 
 
 def _draw(memory: Memory, branch: Any, hit: RetrievalHit, depth: int, limit: int) -> None:
@@ -160,7 +155,7 @@ def _print_node(hit: RetrievalHit, *, full: bool) -> None:
 @click.option("--since", default="24h", show_default=True, help="Start (2024-03-12, 24h, 7d).")
 @click.option("--until", help="End (default: now).")
 @click.option("--source", "sources_", multiple=True, help="Source id or scope (slack:* prefixes).")
-@click.option("--kind", "kinds", multiple=True, type=click.Choice(KINDS))
+@source_kinds_option
 @click.option(
     "--limit",
     type=limit_range(MAX_LIMIT),
@@ -202,7 +197,12 @@ def brief(
 
 @click.command()
 @click.option("--source", help="One source (id or scope).")
-@click.option("--kind", "source_kind", help="A kind (chat, email, document) or platform (slack).")
+@click.option(
+    "--kind",
+    metavar="[" + "|".join(SOURCE_KINDS) + "]",
+    help="Only sources of this kind.",
+)
+@click.option("--platform", help="Only sources from this platform (slack, mbox, markdown, …).")
 @click.option("--days", type=DAYS, help="Only summaries overlapping the last N days.")
 @click.option("--since", help="With --until: summaries of every source overlapping the window.")
 @click.option("--until", help="End of the --since window (default: now).")
@@ -214,7 +214,8 @@ def brief(
 def summaries(
     ctx: click.Context,
     source: str | None,
-    source_kind: str | None,
+    kind: str | None,
+    platform: str | None,
     days: float | None,
     since: str | None,
     until: str | None,
@@ -222,32 +223,61 @@ def summaries(
     limit: int,
     as_json: bool,
 ) -> None:
-    """Sealed summaries of a source, a kind, or everything: newest first, or ranked by --query.
+    """Sealed summaries of a source, a kind or platform of source, or everything: newest
+    first, or ranked by --query.
 
     \b
     Examples:
       stratamem summaries --source "slack:#eng" --days 7
       stratamem summaries --kind email --query "release schedule"
+      stratamem summaries --platform slack --days 30
       stratamem summaries --since 2024-03-01 --until 2024-03-31
     """
+    kind, platform = _kind_and_platform(kind, platform)
+    # The API takes one word, a kind or a platform; a kind given beside a platform narrows
+    # through the filters.
+    source_kind = platform or kind
+    kinds = (SourceKind(kind),) if kind and platform else ()
     memory = open_memory(ctx)
     if since is not None:
+        sources = (source,) if source else ()
         response = memory.query_global(
             since=parse_when(since),
             until=when(until) or datetime.now(UTC),
             source_kind=source_kind,
             query=query,
             limit=limit,
-            filters=Filters(sources=(source,)) if source else None,
+            filters=Filters(sources=sources, kinds=kinds) if sources or kinds else None,
         )
     else:
         response = memory.query_source(
-            source, source_kind=source_kind, time_window_days=days, query=query, limit=limit
+            source,
+            source_kind=source_kind,
+            time_window_days=days,
+            query=query,
+            limit=limit,
+            filters=Filters(kinds=kinds) if kinds else None,
         )
     if as_json:
         print_json(response.to_dict())
         return
     _print_response(response, full=False, empty="no summaries match")
+
+
+def _kind_and_platform(kind: str | None, platform: str | None) -> tuple[str | None, str | None]:
+    """``summaries``' --kind (a source kind) and --platform, lower-cased. A --kind that is no
+    source kind is a platform, as older scripts wrote it (``--kind slack``)."""
+    kind = kind.strip().lower() if kind is not None else None
+    platform = platform.strip().lower() if platform is not None else None
+    if kind is None or kind in SOURCE_KINDS:
+        return kind, platform
+    if platform is not None and platform != kind:
+        raise click.UsageError(
+            f"--kind {kind!r} is not a source kind ({', '.join(SOURCE_KINDS)}); "
+            "a platform goes in --platform",
+            ctx=click.get_current_context(silent=True),
+        )
+    return None, kind
 
 
 @click.command()
@@ -345,7 +375,7 @@ def flush(ctx: click.Context, sources_: tuple[str, ...], as_json: bool) -> None:
     """
     memory = open_memory(ctx)
     for ref in sources_:
-        memory.store.resolve_source(ref)  # an unknown source is an error, not a quiet no-op
+        memory.source(ref)  # an unknown source is an error, not a quiet no-op
     report = memory.flush(sources_)
     if as_json:
         print_json(report.to_dict())

@@ -1,14 +1,14 @@
 """Evaluation: datasets (BEIR, LoCoMo), trec_eval metrics, and reports of scored runs."""
 
+from stratamem.eval.beir import load_beir
 from stratamem.eval.datasets import (
     Dataset,
     Doc,
     Query,
     Retriever,
     hash_split,
-    load_beir,
-    load_dataset,
 )
+from stratamem.eval.loading import load_dataset
 from stratamem.eval.locomo import (
     CATEGORIES,
     LOCOMO_KS,

@@ -1,14 +1,9 @@
 """Evaluation datasets: documents, queries, relevance judgements and query splits.
 
-``load_dataset(path)`` reads two layouts:
-
-* **BEIR** (SciFact, Cranfield): ``corpus.jsonl`` (``_id``, ``title``, ``text``),
-  ``queries.jsonl`` (``_id``, ``text``) and test qrels as ``qrels/test.tsv`` (BEIR's own
-  layout), ``qrels_test.tsv`` or ``qrels.tsv``: tab-separated ``query-id corpus-id score``
-  with a header line. ``qrels/train.tsv``, ``qrels/dev.tsv`` (or ``qrels_train.tsv``,
-  ``qrels_dev.tsv``) add ``train`` and ``dev`` splits.
-* **LoCoMo**: a folder with ``locomo10.json`` or its flattened files; see
-  :mod:`stratamem.eval.locomo`.
+This module is the model every reader fills in (:class:`Dataset` and its parts, the splits,
+the qrels and JSON Lines readers); the layouts are read in :mod:`stratamem.eval.beir` and
+:mod:`stratamem.eval.locomo`, and :func:`stratamem.eval.loading.load_dataset` tells them
+apart.
 
 Splits name query ids. ``test`` holds every query with at least one relevant judgement
 (score > 0) in the test qrels: it is what a reported number is computed on. ``tune`` and
@@ -23,8 +18,7 @@ from __future__ import annotations
 import csv
 import hashlib
 import json
-import os
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, Protocol
@@ -38,9 +32,6 @@ Kind = Literal["beir", "locomo", "locomo-sessions"]
 TEST = "test"
 TUNE = "tune"
 HELDOUT = "heldout"
-
-_BEIR_TEST_QRELS = ("qrels/test.tsv", "qrels_test.tsv", "qrels.tsv")
-_BEIR_EXTRA_SPLITS = ("train", "dev")
 
 
 @dataclass(frozen=True, slots=True)
@@ -141,98 +132,6 @@ def evaluation_splits(evaluated: Sequence[str]) -> dict[str, list[str]]:
     return {TEST: list(evaluated), TUNE: tune, HELDOUT: heldout}
 
 
-def load_dataset(path: str | os.PathLike[str], *, level: Level = "turn") -> Dataset:
-    """Read a BEIR folder or a LoCoMo folder, telling them apart by the files present.
-
-    ``level="session"`` asks LoCoMo for one doc per session (``locomo-sessions``) instead
-    of one per dialog turn; BEIR data has no sessions and rejects it.
-    """
-    root = Path(path)
-    if not root.exists():
-        raise ValueError(f"{root}: no such file or folder")
-    # Imported here: locomo builds on this module's dataclasses.
-    from stratamem.eval.locomo import is_locomo, load_locomo
-
-    if is_locomo(root):
-        return load_locomo(root, level=level)
-    if root.is_dir() and (root / "corpus.jsonl").is_file() and (root / "queries.jsonl").is_file():
-        if level != "turn":
-            raise ValueError(f"{root}: a BEIR dataset has no {level!r} level")
-        return load_beir(root)
-    raise ValueError(
-        f"{root}: not a dataset folder stratamem knows. Expected BEIR (corpus.jsonl, "
-        f"queries.jsonl and one of {', '.join(_BEIR_TEST_QRELS)}) or LoCoMo "
-        "(locomo10.json, or corpus_turns.jsonl with queries.jsonl and qrels_turns.tsv)"
-    )
-
-
-def load_beir(root: Path, *, name: str | None = None) -> Dataset:
-    """A BEIR folder; only queries with a relevant test judgement are evaluated."""
-    test_path = next((root / rel for rel in _BEIR_TEST_QRELS if (root / rel).is_file()), None)
-    if test_path is None:
-        raise ValueError(f"{root}: no test qrels; looked for {', '.join(_BEIR_TEST_QRELS)}")
-
-    docs = [
-        Doc(
-            id=str(row["_id"]),
-            text=str(row.get("text") or ""),
-            title=str(row.get("title") or ""),
-            meta={k: v for k, v in row.items() if k not in ("_id", "text", "title")},
-        )
-        for row in _rows(root / "corpus.jsonl", required=("_id",))
-    ]
-    queries = [
-        Query(
-            id=str(row["_id"]),
-            text=str(row.get("text") or ""),
-            meta={k: v for k, v in row.items() if k not in ("_id", "text")},
-        )
-        for row in _rows(root / "queries.jsonl", required=("_id", "text"))
-    ]
-    query_ids = {query.id for query in queries}
-    doc_ids = {doc.id for doc in docs}
-
-    qrels: Qrels = {}
-    split_qrels = {TEST: read_qrels(test_path)}
-    for split in _BEIR_EXTRA_SPLITS:
-        for rel in (f"qrels/{split}.tsv", f"qrels_{split}.tsv"):
-            if (root / rel).is_file():
-                split_qrels[split] = read_qrels(root / rel)
-                break
-
-    notes = [f"test qrels: {test_path.relative_to(root)}"]
-    stats = {"docs": len(docs), "queries": len(queries)}
-    splits: dict[str, list[str]] = {}
-    for split, judged in split_qrels.items():
-        missing = sorted(set(judged) - query_ids)
-        if missing:
-            notes.append(f"{split}: {len(missing)} judged query ids are not in queries.jsonl")
-        unknown_docs = sum(1 for rels in judged.values() for d in rels if d not in doc_ids)
-        if unknown_docs:
-            notes.append(f"{split}: {unknown_docs} judgements name docs not in corpus.jsonl")
-        for qid, rels in judged.items():
-            qrels.setdefault(qid, {}).update(rels)
-        ids = [q.id for q in queries if any(s > 0 for s in judged.get(q.id, {}).values())]
-        splits[split] = ids
-        stats[f"{split}_queries"] = len(ids)
-        stats[f"{split}_qrels"] = sum(len(rels) for rels in judged.values())
-    splits.update(evaluation_splits(splits[TEST]))
-    unevaluated = len(queries) - len(splits[TEST])
-    if unevaluated:
-        notes.append(f"{unevaluated} queries have no relevant test judgement and are not evaluated")
-    return Dataset(
-        name=name or root.name,
-        docs=docs,
-        queries=queries,
-        qrels=qrels,
-        splits=splits,
-        group_key=None,
-        kind="beir",
-        stats=stats,
-        notes=notes,
-    )
-
-
 def read_qrels(path: Path) -> Qrels:
     """A ``query-id<TAB>corpus-id<TAB>score`` file; a header line is skipped."""
     qrels: Qrels = {}
@@ -267,11 +166,3 @@ def read_jsonl(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
             if not isinstance(row, dict):
                 raise SourceFormatError(str(path), f"{number}", "expected a JSON object")
             yield number, row
-
-
-def _rows(path: Path, *, required: Iterable[str]) -> Iterator[dict[str, Any]]:
-    for number, row in read_jsonl(path):
-        for key in required:
-            if key not in row:
-                raise SourceFormatError(str(path), f"{number}", f"missing field {key!r}")
-        yield row

@@ -22,7 +22,11 @@ from stratamem.ingest.chunking import ChunkingConfig
 from stratamem.ingest.model import ReadContext, Record, SourceStream, to_utc
 from stratamem.types import SourceKind
 
-MODES = ("fts", "vector", "hybrid", "hybrid+rerank")
+MODES = ("keyword", "vector", "hybrid", "hybrid+rerank")
+# Older names of modes, still accepted: the keyword leg was scored as ``fts``.
+MODE_ALIASES = {"fts": "keyword"}
+# Modes that run one leg on its own.
+SINGLE_LEGS = ("keyword", "vector")
 # One chunk per document (or dialog turn): the qrels judge documents, and the model truncates
 # long ones anyway.
 WHOLE_DOCS = ChunkingConfig(
@@ -62,11 +66,11 @@ def scope_of(dataset: Dataset, group: str | None) -> str:
 
 
 def _record(doc: Doc, *, chat: bool = False) -> Record:
-    ts = doc.meta.get("timestamp")
+    stamp = doc.meta.get("timestamp")
     when = None
-    if isinstance(ts, str) and ts:
+    if isinstance(stamp, str) and stamp:
         try:
-            when = to_utc(datetime.fromisoformat(ts.replace("Z", "+00:00")))
+            when = to_utc(datetime.fromisoformat(stamp.replace("Z", "+00:00")))
         except ValueError:
             when = None
     speaker = doc.meta.get("speaker")
@@ -99,8 +103,7 @@ def prepare(
 ) -> None:
     """Ingest the dataset (a no-op when already there) and embed what has no vector."""
     say = progress or (lambda _: None)
-    report = memory.store.stats()
-    if report["chunks"] < len(dataset.docs):
+    if memory.stats()["chunks"] < len(dataset.docs):
         say(f"ingesting {len(dataset.docs):,} documents")
         memory.ingest(
             Path(dataset.name),
@@ -109,7 +112,7 @@ def prepare(
             parallel=False,
         )
     if embed and memory.embedder is not None:
-        pending = memory.store.count_pending_embeddings(memory.embedder.spec.signature)
+        pending = memory.pending_embeddings()
         if pending:
             say(f"embedding {pending:,} documents with {memory.embedder.spec.name}")
         memory.embed()
@@ -127,24 +130,30 @@ class StoreRetriever:
     def retrieve(self, query: Query, k: int) -> list[str]:
         group = self.dataset.group_of(query)
         sources = () if self.dataset.group_key is None else (scope_of(self.dataset, group),)
-        search_mode = {"fts": "keyword", "vector": "vector"}.get(self.mode, "hybrid")
+        mode = canonical_mode(self.mode)
+        single_leg = mode in SINGLE_LEGS
         config = self.config or self.memory.config
-        if self.mode in ("fts", "vector"):
+        if single_leg:
             # A leg on its own: no expansion, no diversification, nothing but the leg's order.
             config = replace(config, expand_seeds=0)
         response = self.memory.search(
             query.text,
             sources=sources,
             limit=k,
-            mode=search_mode,
-            rerank=self.mode == "hybrid+rerank",
+            mode=mode if single_leg else "hybrid",
+            rerank=mode == "hybrid+rerank",
             config=config,
-            diversify=self.mode not in ("fts", "vector"),
+            diversify=not single_leg,
         )
         ranked: dict[str, None] = {}
         for hit in response.hits:
             ranked.setdefault(hit.source_ref or hit.node_id)
         return list(ranked)
+
+
+def canonical_mode(mode: str) -> str:
+    """A mode's current name (``fts`` → ``keyword``); other names are returned as given."""
+    return MODE_ALIASES.get(mode, mode)
 
 
 BASELINES: dict[str, list[Baseline]] = {
@@ -183,11 +192,16 @@ def evaluate(
     config: SearchConfig | None = None,
     progress: Callable[[str], None] | None = None,
 ) -> list[EvalResult]:
-    """Prepare the store and score each mode on ``split`` (default: the test queries)."""
+    """Prepare the store and score each mode on ``split`` (default: the test queries).
+
+    ``modes`` are among :data:`MODES` (``fts`` is read as ``keyword``); each result is named
+    by the mode's current name.
+    """
+    modes = [canonical_mode(m) for m in modes]
     unknown = [m for m in modes if m not in MODES]
     if unknown:
         raise ValueError(f"unknown mode(s) {', '.join(unknown)}; known: {', '.join(MODES)}")
-    prepare(memory, dataset, embed=any(m != "fts" for m in modes), progress=progress)
+    prepare(memory, dataset, embed=any(m != "keyword" for m in modes), progress=progress)
     results = []
     for mode in modes:
         if mode == "hybrid+rerank" and memory.reranker is None:
