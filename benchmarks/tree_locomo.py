@@ -47,10 +47,10 @@ from typing import Any
 import stratamem
 from stratamem.config import TreeConfig
 from stratamem.embed.registry import get_embedder
+from stratamem.embed.tokens import estimate_tokens
 from stratamem.eval.datasets import Dataset
 from stratamem.eval.locomo import CATEGORIES, load_locomo
 from stratamem.eval.runner import WHOLE_DOCS, DatasetConnector, scope_of, store_path
-from stratamem.embed.tokens import estimate_tokens
 from stratamem.retrieval import primitives
 from stratamem.types import Filters, NodeKind, RetrievalHit
 

@@ -72,7 +72,7 @@ def test_search_json_has_the_unified_hit_shape(workspace) -> None:  # type: igno
     assert first["node_kind"] == "leaf"
     assert first["level"] == 0
     assert "redis" in first["content"].lower()
-    assert first["time_range_start"].endswith("Z")
+    assert first["time_start"].endswith("Z")
     assert first["source_ref"]
     scores = [h["score"] for h in data["hits"]]
     assert scores == sorted(scores, reverse=True)
@@ -91,8 +91,8 @@ def test_search_filters(workspace) -> None:  # type: ignore[no-untyped-def]
     )
     assert window["hits"]
     for hit in window["hits"]:
-        assert hit["time_range_end"] >= "2024-03-18"
-        assert hit["time_range_start"] <= "2024-03-18T23:59"
+        assert hit["time_end"] >= "2024-03-18"
+        assert hit["time_start"] <= "2024-03-18T23:59"
 
 
 def test_search_text_output_explains_hits(workspace) -> None:  # type: ignore[no-untyped-def]

@@ -67,7 +67,7 @@ def test_brief_covers_a_window_in_time_order(run) -> None:  # type: ignore[no-un
     assert {"hits", "total", "truncated"} <= set(data)
     kinds = {h["node_kind"] for h in data["hits"]}
     assert "summary" in kinds
-    keys = [(h["tree_scope"], h["time_range_start"]) for h in data["hits"]]
+    keys = [(h["tree_scope"], h["time_start"]) for h in data["hits"]]
     assert keys == sorted(keys)
     text = run("brief", "--since", "2024-03-01", "--until", "2024-04-30").output
     assert "summary L" in text
@@ -98,8 +98,8 @@ def test_summaries_by_source_kind_and_window(run) -> None:  # type: ignore[no-un
     )
     assert window["hits"]
     for hit in window["hits"]:
-        assert hit["time_range_start"] <= "2024-03-13T00:00:00Z"
-        assert hit["time_range_end"] >= "2024-03-10T00:00:00Z"
+        assert hit["time_start"] <= "2024-03-13T00:00:00Z"
+        assert hit["time_end"] >= "2024-03-10T00:00:00Z"
 
 
 def test_topic_resolves_a_name_and_lists_nodes(run) -> None:  # type: ignore[no-untyped-def]

@@ -8,6 +8,7 @@ functions and under ``TYPE_CHECKING`` too), so a lazy import does not hide a dep
 from __future__ import annotations
 
 import ast
+import functools
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -52,7 +53,12 @@ def _type_checking_lines(tree: ast.Module) -> set[int]:
     return lines
 
 
-def edges() -> Iterator[Edge]:
+@functools.cache
+def edges() -> tuple[Edge, ...]:
+    return tuple(_edges())
+
+
+def _edges() -> Iterator[Edge]:
     for path in sorted(PACKAGE.rglob("*.py")):
         source = module_name(path)
         tree = ast.parse(path.read_text(), filename=str(path))

@@ -56,12 +56,12 @@ class Record:
     """One message, note or line of a source, as the connector read it.
 
     ``ref`` is the citation back-pointer: ``file:line`` for line-based formats,
-    ``file#<message-id>`` for mail, ``file#<ts>`` for Slack. ``ts`` is timezone-aware UTC.
+    ``file#<message-id>`` for mail, ``file#<ts>`` for Slack. ``time`` is timezone-aware UTC.
     """
 
     text: str
     ref: str
-    ts: datetime | None = None
+    time: datetime | None = None
     author: str | None = None
     author_id: str | None = None
     id: str | None = None
@@ -184,8 +184,8 @@ class RetrievalHit:
     content: str
     entities: tuple[str, ...]
     topics: tuple[str, ...]
-    time_range_start: datetime | None
-    time_range_end: datetime | None
+    time_start: datetime | None
+    time_end: datetime | None
     score: float
     child_ids: tuple[str, ...] = ()
     source_ref: str | None = None
@@ -207,8 +207,8 @@ class RetrievalHit:
             "content": self.content,
             "entities": list(self.entities),
             "topics": list(self.topics),
-            "time_range_start": rfc3339(self.time_range_start),
-            "time_range_end": rfc3339(self.time_range_end),
+            "time_start": rfc3339(self.time_start),
+            "time_end": rfc3339(self.time_end),
             "score": self.score,
             "child_ids": list(self.child_ids),
             "source_ref": self.source_ref,

@@ -20,7 +20,7 @@ def test_structured_fields_become_entities() -> None:
         mentions=("Carol Diaz",),
         tags=("Release",),
         links=("Queue Design", "https://Example.com/x/"),
-        ts=datetime(2024, 3, 12, tzinfo=UTC),
+        time=datetime(2024, 3, 12, tzinfo=UTC),
     )
     found = ids("x", record)
     assert {

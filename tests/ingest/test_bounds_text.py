@@ -114,7 +114,7 @@ def test_front_matter_date_off_the_calendar_keeps_the_note(
     os.utime(edge, (when, when))
     records, ctx = read(markdown.MarkdownConnector(), notes)
     assert [r.title for r in records] == ["Edge", "Next"]
-    assert records[0].ts == datetime(2024, 1, 5, tzinfo=UTC)  # the file's time instead
+    assert records[0].time == datetime(2024, 1, 5, tzinfo=UTC)  # the file's time instead
     assert places(ctx) == [(str(edge), "front matter")]
     assert "outside the calendar" in ctx.problems[0].reason
 
@@ -152,7 +152,7 @@ def test_irc_clock_running_off_the_last_day_keeps_the_lines_without_a_time(
     )
     write(logs / "early" / "0001-01-01_05.log", "[23:00] <a> evening\n[05:00] <b> morning\n")
     records, ctx = read(irc.IrcConnector(), logs)
-    assert [(r.text, r.ts) for r in records] == [
+    assert [(r.text, r.time) for r in records] == [
         ("x", datetime(9999, 12, 31, 23, 58, tzinfo=UTC)),
         ("y", datetime(9999, 12, 31, 23, 59, tzinfo=UTC)),
         ("z", None),
@@ -180,7 +180,7 @@ def test_mail_dates_off_the_calendar_keep_the_message(tmp_path: Path) -> None:
     )
     records, ctx = read(mail.MboxConnector(), path)
     assert [r.id for r in records] == ["m1@example.org", "m2@example.org"]
-    assert records[1].ts is None
+    assert records[1].time is None
     assert ctx.problems == []
 
 

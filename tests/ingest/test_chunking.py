@@ -15,7 +15,7 @@ def chat(minutes: int, author: str, text: str, thread: str | None = None) -> Rec
     return Record(
         text=text,
         ref=f"c#{minutes}",
-        ts=T0 + timedelta(minutes=minutes),
+        time=T0 + timedelta(minutes=minutes),
         author=author,
         thread=thread,
     )
@@ -109,7 +109,7 @@ def test_chat_chunking_keeps_every_message_once_in_order(
     seen = [r for d in drafts for r in d.records]
     assert sorted(map(id, seen)) == sorted(map(id, kept))
     for d in drafts:
-        times = [r.ts for r in d.records if r.ts is not None]
+        times = [r.time for r in d.records if r.time is not None]
         assert times == sorted(times)
 
 

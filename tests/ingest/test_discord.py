@@ -165,14 +165,14 @@ def test_reply_chains_share_the_root_as_thread(folder: Path) -> None:
 
 def test_timestamps_are_exact_utc(folder: Path) -> None:
     records = read(folder)
-    assert records["#eng"][0].ts == datetime(2024, 3, 11, 9, 15, 2, 123000, tzinfo=UTC)
+    assert records["#eng"][0].time == datetime(2024, 3, 11, 9, 15, 2, 123000, tzinfo=UTC)
     # The general export was written with a +01:00 offset.
-    assert [r.ts for r in records["#general"]] == [
+    assert [r.time for r in records["#general"]] == [
         datetime(2024, 3, 11, 9, 0, 0, tzinfo=UTC),
         datetime(2024, 3, 11, 9, 5, 30, 750000, tzinfo=UTC),
     ]
-    assert records["#general"][0].ts is not None
-    assert records["#general"][0].ts.tzinfo is UTC
+    assert records["#general"][0].time is not None
+    assert records["#general"][0].time.tzinfo is UTC
 
 
 def test_system_messages_are_skipped(folder: Path) -> None:

@@ -100,7 +100,7 @@ def test_authors_and_recipients(sample: dict[str, Record]) -> None:
 
 
 def test_timestamps_are_exact_utc(sample: dict[str, Record]) -> None:
-    assert [r.ts for r in sample.values()] == [
+    assert [r.time for r in sample.values()] == [
         datetime(2024, 3, 4, 14, 15, 0, tzinfo=UTC),  # 09:15 -0500
         datetime(2024, 3, 4, 15, 2, 11, tzinfo=UTC),  # 16:02:11 +0100
         datetime(2024, 3, 4, 23, 30, 45, tzinfo=UTC),  # 08:30:45 +0900 the next day
@@ -229,7 +229,7 @@ def test_damaged_mbox_reports_and_goes_on(email_dir: Path) -> None:
 def test_missing_message_id_and_bad_date(email_dir: Path) -> None:
     _, records = read(mail.MboxConnector(), email_dir / "damaged.mbox")
     odd = records[1]
-    assert odd.ts is None  # "Date: sometime last week"
+    assert odd.time is None  # "Date: sometime last week"
     assert odd.id is not None
     assert odd.id.startswith("sha256:")
     assert odd.thread == odd.id
@@ -349,7 +349,7 @@ def test_malformed_headers_do_not_crash(tmp_path: Path) -> None:
     ctx = ReadContext()
     _, [record] = read(mail.EmlConnector(), path, ctx)
     assert ctx.problems == []
-    assert record.ts is None
+    assert record.time is None
     assert record.id == "brackets@example.org"
     assert record.reply_to is None
     assert record.title is not None
@@ -377,8 +377,8 @@ def test_maildir_reads_cur_new_and_subfolders_by_date(email_dir: Path) -> None:
         ("", "Re: [ALERT] disk usage on build-01"),
         ("", "draft without a date"),  # undated messages sort last
     ]
-    assert records[0].ts == datetime(2024, 3, 5, 11, 0, tzinfo=UTC)
-    assert records[-1].ts is None
+    assert records[0].time == datetime(2024, 3, 5, 11, 0, tzinfo=UTC)
+    assert records[-1].time is None
     assert (
         records[2].ref == f"{path}/cur/1709820000.M1P4242.laptop:2,S#20240307140000.fox@example.org"
     )
@@ -406,7 +406,7 @@ def test_single_eml(email_dir: Path) -> None:
     path = email_dir / "eml" / "welcome.eml"
     stream, [record] = read(mail.EmlConnector(), path)
     assert (stream.scope, stream.platform) == ("email:welcome", "eml")
-    assert record.ts == datetime(2024, 3, 8, 16, 45, 12, tzinfo=UTC)
+    assert record.time == datetime(2024, 3, 8, 16, 45, 12, tzinfo=UTC)
     assert record.author == "Sam Okafor"
     assert record.recipients == ("infra@example.org", "dana@example.org")
     assert record.text.endswith("Cheers,\nSam")
@@ -578,9 +578,9 @@ def test_demo_workspace_mailbox() -> None:
     assert len(records) == 12
     assert {r.author for r in records} == {"Alice Chen", "Bob Martins", "Carol Diaz"}
     assert len({r.thread for r in records}) == 3
-    assert all(r.ts is not None and r.ts.year == 2024 and r.ts.month == 3 for r in records)
+    assert all(r.time is not None and r.time.year == 2024 and r.time.month == 3 for r in records)
     decision = next(r for r in records if r.text.startswith("Decision: we drop Redis"))
-    assert decision.ts == datetime(2024, 3, 12, 23, 20, tzinfo=UTC)
+    assert decision.time == datetime(2024, 3, 12, 23, 20, tzinfo=UTC)
     assert "April 5" in next(r for r in records if r.text.startswith("Confirmed:")).text
 
 
@@ -593,7 +593,7 @@ def test_lkml_maildir(shared_data: Path) -> None:
     _, records = read(mail.MaildirConnector(), path, ctx)
     assert ctx.problems == []
     assert len(records) == 210
-    assert all(r.ts is not None and r.author_id for r in records)
+    assert all(r.time is not None and r.author_id for r in records)
     threads = Counter(r.thread for r in records)
     # Checked against a union-find over all Message-ID/References/In-Reply-To links.
     assert len(threads) == 19
@@ -614,8 +614,8 @@ def test_notmuch_maildir(shared_data: Path) -> None:
     assert ctx.problems == []
     # Messages live in cur/ and new/, in sub-Maildirs (foo, bar/baz) and loose in folders.
     assert len(records) == 53
-    assert all(r.ts is not None and r.author_id for r in records)
-    assert [r.ts for r in records] == sorted(r.ts for r in records if r.ts)
+    assert all(r.time is not None and r.author_id for r in records)
+    assert [r.time for r in records] == sorted(r.time for r in records if r.time)
     threads = Counter(r.thread for r in records)
     assert len(threads) == 24
     assert threads["20091117190054.GU3165@dottiness.seas.harvard.edu"] == 7  # Maildir storage?

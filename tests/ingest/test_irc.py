@@ -97,7 +97,7 @@ def test_messages_actions_and_refs(logs: Path) -> None:
 
 
 def test_clock_times_take_the_date_from_the_name_and_wrap_past_midnight(logs: Path) -> None:
-    times = [r.ts for r in records_of(logs)][:9]
+    times = [r.time for r in records_of(logs)][:9]
     assert times == [
         utc(2024, 3, 18, 21, 58),
         utc(2024, 3, 18, 22, 3),
@@ -112,7 +112,7 @@ def test_clock_times_take_the_date_from_the_name_and_wrap_past_midnight(logs: Pa
 
 
 def test_full_timestamps_with_and_without_offsets(logs: Path) -> None:
-    times = [r.ts for r in records_of(logs)][9:]
+    times = [r.time for r in records_of(logs)][9:]
     assert times == [
         utc(2024, 3, 19, 9, 15, 2),  # [2024-03-19 09:15:02]
         utc(2024, 3, 19, 9, 16, 30),  # 2024-03-19T09:16:30Z
@@ -162,7 +162,7 @@ def test_name_hour_anchors_the_date_when_the_log_starts_the_evening_before(
 ) -> None:
     # As in the Ubuntu logs: 2011-11-13_02 names the day and hour of a line inside the file.
     file = log(tmp_path, "2011-11-13_02.txt", "[23:59] <a> x", "[00:30] <b> y", "[02:00] <a> z")
-    assert [r.ts for r in records_of(file)] == [
+    assert [r.time for r in records_of(file)] == [
         utc(2011, 11, 12, 23, 59),
         utc(2011, 11, 13, 0, 30),
         utc(2011, 11, 13, 2, 0),
@@ -173,7 +173,7 @@ def test_twelve_hour_clock_without_am_pm(tmp_path: Path) -> None:
     # Hours never reach 13 and 12:59 is followed by 01:00: a 12-hour clock, one minute apart.
     lines = ("[11:29] <a> x", "[12:59] <b> y", "[01:00] <a> z", "[01:20] <b> w")
     file = log(tmp_path, "2005-08-08_01.raw.txt", *lines)
-    assert [r.ts for r in records_of(file)] == [
+    assert [r.time for r in records_of(file)] == [
         utc(2005, 8, 7, 23, 29),
         utc(2005, 8, 8, 0, 59),
         utc(2005, 8, 8, 1, 0),
@@ -185,7 +185,7 @@ def test_name_hour_that_matches_no_line_leaves_the_first_line_on_the_date(
     tmp_path: Path,
 ) -> None:
     file = log(tmp_path, "2024-01-02_07.log", "[22:00] <a> x", "[01:00] <b> y")
-    assert [r.ts for r in records_of(file)] == [utc(2024, 1, 2, 22), utc(2024, 1, 3, 1)]
+    assert [r.time for r in records_of(file)] == [utc(2024, 1, 2, 22), utc(2024, 1, 3, 1)]
 
 
 def test_no_date_anywhere_uses_the_file_time_and_says_so_once(tmp_path: Path) -> None:
@@ -193,7 +193,7 @@ def test_no_date_anywhere_uses_the_file_time_and_says_so_once(tmp_path: Path) ->
     when = utc(2024, 1, 5, 12).timestamp()
     os.utime(file, (when, when))
     ctx = ReadContext()
-    assert [r.ts for r in records_of(file, ctx)] == [
+    assert [r.time for r in records_of(file, ctx)] == [
         utc(2024, 1, 5, 10, 0, 5),
         utc(2024, 1, 6, 9),
         utc(2024, 1, 6, 9, 30),
@@ -272,33 +272,33 @@ def test_real_ubuntu_logs(shared_data: Path) -> None:
     assert len(late) == 1219
     # The log starts the evening before the day in its name and runs past midnight.
     first, last = late[0], late[-1]
-    assert (first.ts, first.ref, first.author) == (
+    assert (first.time, first.ref, first.author) == (
         utc(2011, 11, 12, 21, 29),
         "dev/2011-11-13_02.raw.txt:1",
         "monsemannen",
     )
     assert first.mentions == ("guntbert",)  # "@guntbert: here's my sources.list"
-    assert (last.ts, last.ref, last.author, last.text) == (
+    assert (last.time, last.ref, last.author, last.text) == (
         utc(2011, 11, 13, 3, 26),
         "dev/2011-11-13_02.raw.txt:1250",
         "sean_",
         "Hello.",
     )
     old = by_file["dev/2004-11-15_03.raw.txt"]  # a 12-hour clock: 12:18 ... 12:59, 01:00 ...
-    assert (old[0].ts, old[-1].ts) == (utc(2004, 11, 15, 0, 18), utc(2004, 11, 15, 4, 51))
+    assert (old[0].time, old[-1].time) == (utc(2004, 11, 15, 0, 18), utc(2004, 11, 15, 4, 51))
     assert (old[0].author, old[0].text) == ("|trey|", "usual, quite stable though  :)")
     assert old[0].mentions == ("usual",)
 
     for name, file_records in by_file.items():
-        times = [r.ts for r in file_records]
+        times = [r.time for r in file_records]
         assert times == sorted(times), name  # type: ignore[type-var]
         # The annotated part starts at line 1001 (message 1000, counted from 0) at the hour
         # and on the date that the file's name gives.
         stem = name.rsplit("/", 1)[1]
         day, hour = stem[:10], int(stem[11:13])
         first_annotated = next(r for r in file_records if int(r.ref.rsplit(":", 1)[1]) >= 1001)
-        assert first_annotated.ts is not None
-        assert (first_annotated.ts.date().isoformat(), first_annotated.ts.hour) == (day, hour)
+        assert first_annotated.time is not None
+        assert (first_annotated.time.date().isoformat(), first_annotated.time.hour) == (day, hour)
 
     authors = Counter(r.author for r in records)
     assert authors.most_common(3) == [("ikonia", 283), ("ActionParsnip", 275), ("bob2", 231)]

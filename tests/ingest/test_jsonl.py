@@ -80,11 +80,11 @@ def test_records_and_fields(export: Path) -> None:
     proposal, approval, postmortem = eng
     assert proposal.text == "Proposal: drop Redis and keep the job queue in SQLite."
     assert (proposal.id, proposal.author, proposal.thread) == ("m1", "Bob Martins", "t1")
-    assert proposal.ts == datetime(2024, 3, 12, 10, 15, tzinfo=UTC)
-    assert approval.ts == datetime(2024, 3, 12, 10, 30, tzinfo=UTC)  # epoch seconds
+    assert proposal.time == datetime(2024, 3, 12, 10, 15, tzinfo=UTC)
+    assert approval.time == datetime(2024, 3, 12, 10, 30, tzinfo=UTC)  # epoch seconds
     assert approval.reply_to == "m1"
     assert postmortem.text == "Postmortem is up."  # from "body"
-    assert postmortem.ts == datetime(2024, 3, 20, 9, tzinfo=UTC)  # epoch milliseconds
+    assert postmortem.time == datetime(2024, 3, 20, 9, tzinfo=UTC)  # epoch milliseconds
     assert postmortem.mentions == ("Alice Chen", "Bob Martins")
     assert postmortem.meta == {"fields": {"channel_id": "C01ENG00002"}}
 
@@ -92,10 +92,10 @@ def test_records_and_fields(export: Path) -> None:
     assert incident.text == "Queue stalled after deploy."  # from "content"
     assert incident.title == "Incident 2024-03-18"
     assert incident.tags == ("incident", "queue")
-    assert incident.ts == datetime(2024, 3, 18, tzinfo=UTC)  # a date is midnight UTC
-    assert (moved.ts, moved.author_id) == (None, "U01AAAA0001")
+    assert incident.time == datetime(2024, 3, 18, tzinfo=UTC)  # a date is midnight UTC
+    assert (moved.time, moved.author_id) == (None, "U01AAAA0001")
     assert numeric.id == "42"
-    assert numeric.ts == datetime(2024, 3, 21, 7, tzinfo=UTC)  # 09:00+02:00
+    assert numeric.time == datetime(2024, 3, 21, 7, tzinfo=UTC)  # 09:00+02:00
 
 
 def test_bad_lines_are_reported_once_with_their_line(export: Path) -> None:
@@ -154,8 +154,8 @@ def test_single_source_defaults_to_the_stem(fixtures_dir: Path) -> None:
     )
     first, second = stream.records
     assert (first.id, first.author, first.ref) == ("conv-1|D1:1", "Priya", "single.ndjson:1")
-    assert first.ts == datetime(2023, 5, 8, 13, 56, tzinfo=UTC)  # naive ISO is UTC
-    assert second.ts == datetime(2023, 5, 8, 13, 56, 30, tzinfo=UTC)
+    assert first.time == datetime(2023, 5, 8, 13, 56, tzinfo=UTC)  # naive ISO is UTC
+    assert second.time == datetime(2023, 5, 8, 13, 56, 30, tzinfo=UTC)
 
 
 def test_folder_reads_every_file_with_its_own_scope(fixtures_dir: Path, tmp_path: Path) -> None:

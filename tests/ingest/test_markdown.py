@@ -105,7 +105,7 @@ def test_front_matter_note(vault: Path) -> None:
     assert record.title == "Project Phoenix"  # front matter beats the first heading
     assert record.author == "Alice Chen"
     assert record.id == record.doc == "Projects/Phoenix.md"
-    assert record.ts == datetime(2024, 3, 1, tzinfo=UTC)
+    assert record.time == datetime(2024, 3, 1, tzinfo=UTC)
     # The text is everything after the front matter, verbatim, starting at line 13.
     assert record.meta["body_line"] == 13
     assert record.text == file_text.split("\n", 12)[12]
@@ -145,7 +145,7 @@ def test_links_wikilinks_embeds_and_relative_markdown_links(vault: Path) -> None
 
 def test_created_with_offset_string_tags_and_modified(vault: Path) -> None:
     record = records_of(vault)["Projects/Job Queue.md"]
-    assert record.ts == datetime(2024, 3, 12, 8, 30, tzinfo=UTC)  # 09:30+01:00
+    assert record.time == datetime(2024, 3, 12, 8, 30, tzinfo=UTC)  # 09:30+01:00
     assert record.tags == ("queue", "sqlite", "decision")
     assert record.meta["updated"] == "2024-03-14T00:00:00Z"
     assert record.meta["body_line"] == 6
@@ -165,7 +165,7 @@ def test_links_resolve_relative_to_the_note(vault: Path) -> None:
     record = records_of(vault)["daily/2024-03-12.md"]
     assert record.links == ("Projects/Job Queue.md", "Projects/Phoenix")
     assert record.tags == ("daily",)
-    assert record.ts == datetime(2024, 3, 12, tzinfo=UTC)
+    assert record.time == datetime(2024, 3, 12, tzinfo=UTC)
 
 
 def test_invalid_front_matter_is_reported_and_kept_as_text(vault: Path) -> None:
@@ -213,11 +213,11 @@ def test_dates_file_then_front_matter_then_mtime(til_like: Path, tmp_path: Path)
     mtime = datetime(2023, 7, 1, 12, 30, tzinfo=UTC).timestamp()
     os.utime(folder / "git" / "undated.md", (mtime, mtime))
     records = records_of(folder)
-    assert records["README.md"].ts == datetime(2015, 2, 6, tzinfo=UTC)
-    assert records["python/join-strings.md"].ts == datetime(2021, 6, 1, tzinfo=UTC)
-    assert records["python/dated.md"].ts == datetime(2020, 1, 2, tzinfo=UTC)  # front matter wins
+    assert records["README.md"].time == datetime(2015, 2, 6, tzinfo=UTC)
+    assert records["python/join-strings.md"].time == datetime(2021, 6, 1, tzinfo=UTC)
+    assert records["python/dated.md"].time == datetime(2020, 1, 2, tzinfo=UTC)  # front matter wins
     # Its line in the dates file has no valid date, so the file's time is used.
-    assert records["git/undated.md"].ts == datetime(2023, 7, 1, 12, 30, tzinfo=UTC)
+    assert records["git/undated.md"].time == datetime(2023, 7, 1, 12, 30, tzinfo=UTC)
     assert records["git/undated.md"].meta["updated"] == "2023-07-01T12:30:00Z"
     assert "_file_added_dates.tsv" not in {r.doc for r in records.values()}
     assert records["README.md"].links == ("python/join-strings.md",)
@@ -326,7 +326,7 @@ def test_title_heading_keeps_inline_code_and_ignores_code_blocks(tmp_path: Path)
 def test_author_list_and_date_string(tmp_path: Path) -> None:
     record = note(tmp_path, "---\nauthor: [Ann, Bo]\ncreated: '2024-05-01 10:00'\n---\nx\n")
     assert record.author == "Ann, Bo"
-    assert record.ts == datetime(2024, 5, 1, 10, tzinfo=UTC)
+    assert record.time == datetime(2024, 5, 1, 10, tzinfo=UTC)
 
 
 def test_records_are_read_lazily(tmp_path: Path) -> None:
@@ -368,7 +368,7 @@ def test_demo_workspace_notes_read_cleanly() -> None:
     assert {"Architecture", "Incident 2024-03-18: queue stalled after deploy"} <= titles
     # Every demo note is dated by its front matter, so the demo reads the same on any checkout.
     assert all(
-        r.ts is not None and r.ts < datetime(2024, 4, 1, tzinfo=UTC) for r in records.values()
+        r.time is not None and r.time < datetime(2024, 4, 1, tzinfo=UTC) for r in records.values()
     )
     linked = {link for r in records.values() for link in r.links}
     assert {"Architecture", "Alice Chen", "Bob Martins", "Carol Diaz"} <= linked
@@ -392,16 +392,16 @@ def test_real_til_collection(shared_data: Path) -> None:
     readme = records["README.md"]
     assert readme.title == "TIL"
     assert readme.ref == "til/README.md"
-    assert readme.ts == datetime(2015, 2, 6, tzinfo=UTC)
+    assert readme.time == datetime(2015, 2, 6, tzinfo=UTC)
     assert len(readme.links) > 1800  # the index links every TIL
     join = records["python/join-a-list-of-strings.md"]
     assert join.title == "Join A List Of Strings"
-    assert join.ts == datetime(2026, 8, 18, tzinfo=UTC)  # from _file_added_dates.tsv
+    assert join.time == datetime(2026, 8, 18, tzinfo=UTC)  # from _file_added_dates.tsv
     assert join.meta["body_line"] == 1
     # Renamed after the dates file was written: no line there, so the file's time.
     renamed = records["aws/sign-up-user-with-email-and-password.md"]
     mtime = (folder / "aws" / "sign-up-user-with-email-and-password.md").stat().st_mtime
-    assert renamed.ts == datetime.fromtimestamp(mtime, tz=UTC)
+    assert renamed.time == datetime.fromtimestamp(mtime, tz=UTC)
     # The links between TILs resolve to paths of other TILs.
     assert records["bash/edit-the-current-command-prompt.md"].links == (
         "unix/fix-previous-command-with-fc.md",

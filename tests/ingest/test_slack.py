@@ -186,17 +186,17 @@ def test_threads_group_parent_and_replies(export: Path) -> None:
 
 def test_timestamps_are_exact_utc(export: Path) -> None:
     general = read(export)["#general"]
-    assert [r.ts for r in general[:3]] == [
+    assert [r.time for r in general[:3]] == [
         datetime(2024, 3, 11, 9, 0, 5, 200, tzinfo=UTC),
         datetime(2024, 3, 11, 9, 2, 30, tzinfo=UTC),
         datetime(2024, 3, 11, 9, 5, 0, 123456, tzinfo=UTC),
     ]
-    assert all(r.ts is not None and r.ts.utcoffset() is not None for r in general)
+    assert all(r.time is not None and r.time.utcoffset() is not None for r in general)
 
 
 def test_messages_in_ts_order_and_days_in_date_order(export: Path) -> None:
     for records in read(export).values():
-        stamps = [r.ts for r in records]
+        stamps = [r.time for r in records]
         assert stamps == sorted(stamps)  # type: ignore[type-var]
     # 2024-03-12.json of #eng is written out of order on purpose.
     assert [r.id for r in read(export)["#eng"]][2:4] == ["1710234600.000000", "1710235800.000000"]

@@ -85,7 +85,7 @@ def test_query_source_one_source_newest_first(memory: stratamem.Memory) -> None:
     assert response.hits
     assert {h.tree_scope for h in response.hits} == {"chat:eng"}
     assert all(h.node_kind is NodeKind.SUMMARY and h.level >= 1 for h in response.hits)
-    ends = [h.time_range_end for h in response.hits]
+    ends = [h.time_end for h in response.hits]
     assert ends == sorted(ends, reverse=True)  # type: ignore[type-var]
     assert response.total == len(response.hits)
 
@@ -122,10 +122,10 @@ def test_query_source_time_window_keeps_overlapping_summaries(memory: stratamem.
     response = memory.query_source("chat:eng", time_window_days=1, now=now, limit=100)
     assert response.hits
     for hit in response.hits:
-        assert hit.time_range_end is not None
-        assert hit.time_range_start is not None
-        assert hit.time_range_end >= now - DAY
-        assert hit.time_range_start <= now
+        assert hit.time_end is not None
+        assert hit.time_start is not None
+        assert hit.time_end >= now - DAY
+        assert hit.time_start <= now
 
 
 def test_query_source_with_a_query_ranks_by_similarity(memory: stratamem.Memory) -> None:
@@ -176,10 +176,10 @@ def test_query_global_spans_sources_within_the_window(memory: stratamem.Memory) 
     response = memory.query_global(since=since, until=until, limit=100)
     assert {h.tree_scope for h in response.hits} == {"chat:eng", "chat:ops"}
     for hit in response.hits:
-        assert hit.time_range_start is not None
-        assert hit.time_range_end is not None
-        assert hit.time_range_start <= until
-        assert hit.time_range_end >= since
+        assert hit.time_start is not None
+        assert hit.time_end is not None
+        assert hit.time_start <= until
+        assert hit.time_end >= since
     outside = memory.query_global(since=EPOCH - 10 * DAY, until=EPOCH - 9 * DAY)
     assert outside.total == 0
 
@@ -248,7 +248,7 @@ def test_cover_window_all_time_is_the_top_of_each_tree(memory: stratamem.Memory)
 
 def test_cover_window_groups_by_source_then_time(memory: stratamem.Memory) -> None:
     response = memory.cover_window(since=EPOCH + DAY, until=EPOCH + 5 * DAY)
-    keys = [(h.tree_scope, h.time_range_start) for h in response.hits]
+    keys = [(h.tree_scope, h.time_start) for h in response.hits]
     assert keys == sorted(keys)  # type: ignore[type-var]
     assert response.total == len(response.hits)
 
@@ -413,7 +413,7 @@ def test_wire_shape(memory: stratamem.Memory) -> None:
     hit = data["hits"][0]
     assert hit["node_kind"] == "summary"
     assert hit["tree_kind"] == "source"
-    assert hit["time_range_start"].endswith("Z")
+    assert hit["time_start"].endswith("Z")
     assert hit["source_ref"] is None
     assert hit["child_ids"]
     leaf = memory.fetch_leaves([hit["child_ids"][0]])

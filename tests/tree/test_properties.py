@@ -69,9 +69,9 @@ def test_cover_window_covers_every_in_window_leaf_exactly_once(
     response = primitives.cover_window(store, since=since, until=until, limit=100_000)
     covered: list[str] = []
     for hit in response.hits:
-        assert hit.time_range_start is not None
-        assert hit.time_range_end is not None
-        assert since <= hit.time_range_start <= hit.time_range_end <= until
+        assert hit.time_start is not None
+        assert hit.time_end is not None
+        assert since <= hit.time_start <= hit.time_end <= until
         if hit.node_kind is NodeKind.LEAF:
             covered.append(hit.node_id)
         else:

@@ -409,7 +409,7 @@ def _print_hits(response: SearchResponse, *, explain: bool = False) -> None:
 
 
 def _print_hit(rank: int, hit: RetrievalHit, *, explain: bool = False) -> None:
-    details = [hit.tree_scope, rfc3339(hit.time_range_start) or "undated"]
+    details = [hit.tree_scope, rfc3339(hit.time_start) or "undated"]
     if hit.author:
         details.append(hit.author)
     title = f"{escape(hit.title)}  " if hit.title else ""
@@ -465,7 +465,7 @@ def _print_node_whole(hit: RetrievalHit) -> None:
         f"[dim]{hit.node_id} · {escape(hit.tree_scope)} · {escape(hit.source_ref or '')}[/]",
         highlight=False,
     )
-    start, end = rfc3339(hit.time_range_start), rfc3339(hit.time_range_end)
+    start, end = rfc3339(hit.time_start), rfc3339(hit.time_end)
     out.print(
         f"[dim]{start} → {end}{escape(' · ' + hit.author) if hit.author else ''}[/]",
         highlight=False,

@@ -114,7 +114,7 @@ def _label(hit: RetrievalHit) -> str:
 
 
 def _span(hit: RetrievalHit) -> str:
-    start, end = hit.time_range_start, hit.time_range_end
+    start, end = hit.time_start, hit.time_end
     if start is None:
         return "undated"
     if end is None or end == start:

@@ -77,7 +77,7 @@ def _record(doc: Doc, *, chat: bool = False) -> Record:
     return Record(
         text=doc.text,
         ref=doc.id,
-        ts=when,
+        time=when,
         # A LoCoMo turn's text already names its speaker; as a chat author it would be
         # prefixed a second time.
         author=speaker if isinstance(speaker, str) and not chat else None,

@@ -50,7 +50,7 @@ class Draft:
 
     @property
     def time_range(self) -> tuple[datetime | None, datetime | None]:
-        times = [r.ts for r in self.records if r.ts is not None]
+        times = [r.time for r in self.records if r.time is not None]
         return (min(times), max(times)) if times else (None, None)
 
 
@@ -157,7 +157,7 @@ def _chat_windows(records: Iterable[Record], config: ChunkingConfig) -> Iterator
         if not text:
             continue
         line = f"{record.author}: {text}" if record.author else text
-        now = record.ts
+        now = record.time
         for key in list(open_windows):
             last = open_windows[key].last
             if now and last and now - last > config.chat_gap:

@@ -20,7 +20,7 @@ Truncator = Callable[[str, int], str]
 
 def header(hit: RetrievalHit) -> str:
     parts = [hit.title or hit.tree_scope, hit.tree_scope if hit.title else ""]
-    when = rfc3339(hit.time_range_start)
+    when = rfc3339(hit.time_start)
     parts += [when[:16].replace("T", " ") if when else "", hit.author or ""]
     return " · ".join(p for p in parts if p)
 

@@ -285,4 +285,4 @@ def _limit(limit: int, default: int = DEFAULT_LIMIT) -> int:
 
 
 def _start(hit: RetrievalHit) -> float:
-    return float("inf") if hit.time_range_start is None else hit.time_range_start.timestamp()
+    return float("inf") if hit.time_start is None else hit.time_start.timestamp()

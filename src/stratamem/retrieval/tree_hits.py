@@ -44,8 +44,8 @@ def summary_hit(summary: TreeSummary, *, score: float | None = None) -> Retrieva
         content=node.content,
         entities=node.entities,
         topics=node.topics,
-        time_range_start=node.time_start,
-        time_range_end=node.time_end,
+        time_start=node.time_start,
+        time_end=node.time_end,
         score=node.score if score is None else score,
         child_ids=node.child_ids,
         source_ref=None,
@@ -73,8 +73,8 @@ def leaf_hits(store: Store, leaves: Sequence[TreeLeaf]) -> list[RetrievalHit]:
                 content=chunk.content,
                 entities=entities,
                 topics=chunk.tags,
-                time_range_start=chunk.time_start,
-                time_range_end=chunk.time_start if chunk.time_end is None else chunk.time_end,
+                time_start=chunk.time_start,
+                time_end=chunk.time_start if chunk.time_end is None else chunk.time_end,
                 score=leaf_score(chunk.tags, len(entities)),
                 source_ref=chunk.source_ref,
                 source_id=chunk.source_id,
@@ -112,7 +112,7 @@ def rerank(
             score = float(similarity or 0.0)
         else:
             score = (1 - evidence_weight) * (similarity or 0.0) + evidence_weight * (found or 0.0)
-        scored.append((-score, -_ts(hit.time_range_end), position, hit))
+        scored.append((-score, -_ts(hit.time_end), position, hit))
     scored.sort(key=lambda item: item[:3])
     return [replace(hit, score=-neg) for neg, _, _, hit in scored] + rest
 

@@ -360,7 +360,7 @@ def _record(
     return Record(
         text=text,
         ref=f"{header.file}#{message_id}",
-        ts=ts,
+        time=ts,
         author=author,
         author_id=author_id,
         id=message_id,

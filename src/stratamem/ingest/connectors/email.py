@@ -258,7 +258,7 @@ def _parse(raw: _RawMessage, msg: Message, own_ids: list[str], threads: _Threads
     return Record(
         text=text,
         ref=f"{raw.path}#{record_id}",
-        ts=_parse_date(msg.get("Date")),
+        time=_parse_date(msg.get("Date")),
         author=name or address or None,
         author_id=address or None,
         id=record_id,

@@ -252,7 +252,7 @@ def _read_file(file: Path, shown: str, ref: str, ctx: ReadContext) -> Iterator[R
                 record = Record(
                     text=entry.text,
                     ref=f"{ref}:{number}",
-                    ts=ts,
+                    time=ts,
                     author=entry.nick,
                     author_id=entry.nick.lower(),
                     id=f"{stem}:{number}",

@@ -300,7 +300,7 @@ def _parse(line: str, ref: str, default_source: str, warnings: list[str]) -> _Ro
     record = Record(
         text=text,
         ref=ref,
-        ts=ts,
+        time=ts,
         author=_string(_first(value, _AUTHOR_KEYS)),
         author_id=_string(value.get("author_id")),
         id=_string(_first(value, _ID_KEYS)),

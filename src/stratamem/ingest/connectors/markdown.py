@@ -258,7 +258,7 @@ def _read_note(
     return Record(
         text=front.body,
         ref=ref,
-        ts=ts,
+        time=ts,
         author=_author(data.get("author")),
         id=rel,
         title=_title(data, front.body, masked, file.stem),

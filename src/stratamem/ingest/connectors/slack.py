@@ -524,7 +524,7 @@ def _record(
     return key, Record(
         text=text,
         ref=f"{label}#{ts_id}",
-        ts=ts,
+        time=ts,
         author=_author(raw, user, is_bot, users),
         author_id=user or bot_id,
         id=ts_id,
