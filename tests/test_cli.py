@@ -228,3 +228,28 @@ def test_ingest_can_embed_right_away(run) -> None:  # type: ignore[no-untyped-de
     assert data["embedding"]["embedded"] + data["embedding"]["reused"] == data["chunks"]
     explained = json.loads(run("search", "Redis", "--json").output)
     assert explained["legs"]["vector"].startswith("ok")
+
+
+def test_db_takes_a_url_and_keeps_it_whole(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    db = tmp_path / "url.db"
+    result = CliRunner().invoke(main, ["--db", f"sqlite:///{db}", "stats", "--json"])
+    assert result.exit_code == 0, result.output
+    assert db.exists()
+    from_env = CliRunner().invoke(
+        main, ["stats", "--json"], env={"STRATAMEM_DB": f"sqlite:///{db}"}
+    )
+    assert from_env.exit_code == 0, from_env.output
+    assert not any(
+        p.name.startswith("sqlite") for p in tmp_path.rglob("*")
+    )  # no file named after the URL
+
+
+def test_db_with_an_unknown_scheme_is_an_error_and_creates_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    result = CliRunner().invoke(main, ["--db", "postgresql://db.example/memory", "stats"])
+    assert result.exit_code == 1
+    assert "unknown store scheme 'postgresql'" in result.output
+    assert list(tmp_path.iterdir()) == []

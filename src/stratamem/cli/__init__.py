@@ -60,9 +60,12 @@ EVAL_MODE_ALIASES = {"fts": "keyword"}
 )
 @click.option(
     "--db",
-    type=click.Path(dir_okay=False, path_type=Path),
+    metavar="PATH|URL",
     default=None,
-    help="The store file (default: $STRATAMEM_DB, else ~/.local/share/stratamem/stratamem.db).",
+    help=(
+        "The store: a file, or a URL such as sqlite:///agent.db (default: $STRATAMEM_DB, "
+        "else ~/.local/share/stratamem/stratamem.db)."
+    ),
 )
 @click.option(
     "--debug",

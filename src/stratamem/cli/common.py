@@ -237,18 +237,19 @@ def json_option(func: F) -> F:
 
 
 def open_memory(ctx: click.Context) -> Memory:
-    db: Path = ctx.obj["db"]
+    db: str | Path = ctx.obj["db"]
     memory = Memory(db, summarizer=summarizer_from_environment())
     ctx.call_on_close(memory.close)
     return memory
 
 
-def db_path_from_environment() -> Path:
-    """The store when ``--db`` is not given: ``$STRATAMEM_DB``, else ``stratamem.db`` in the
-    per-user data directory (``$XDG_DATA_HOME``, default ``~/.local/share``)."""
+def db_path_from_environment() -> str | Path:
+    """The store when ``--db`` is not given: ``$STRATAMEM_DB`` (a path, or a URL such as
+    ``sqlite:///agent.db``, kept as it is), else ``stratamem.db`` in the per-user data
+    directory (``$XDG_DATA_HOME``, default ``~/.local/share``)."""
     env = os.environ.get("STRATAMEM_DB")
     if env:
-        return Path(env).expanduser()
+        return env if "://" in env else Path(env).expanduser()
     base = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
     return Path(base) / "stratamem" / "stratamem.db"
 
