@@ -119,8 +119,3 @@ class KeywordStore(Protocol):
         """One consistent read of the state, the rows and the postings: what is read inside
         comes from a single version of the store."""
         ...
-
-    def in_transaction(self) -> bool:
-        """Whether this handle has a write transaction open: the full-text index may then hold
-        changes that its statistics do not show yet."""
-        ...

@@ -81,9 +81,6 @@ class KeywordTables:
             with unavailable_on_error():
                 self.conn.execute("COMMIT")
 
-    def in_transaction(self) -> bool:
-        return self.conn.in_transaction
-
     # -- ranked hits ----------------------------------------------------------------------------
 
     def fts_search(

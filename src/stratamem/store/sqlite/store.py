@@ -65,6 +65,9 @@ class SQLiteStore(SourceTables, VectorTables, GraphTables, KeywordTables):
     def transaction(self) -> AbstractContextManager[sqlite3.Connection]:
         return atomic(self.conn)
 
+    def in_transaction(self) -> bool:
+        return self.conn.in_transaction
+
     @contextmanager
     def rebuildable_writes(self) -> Iterator[None]:
         """Commits made inside skip the fsync (``synchronous = NORMAL``): for derived data such

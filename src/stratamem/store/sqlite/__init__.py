@@ -1,0 +1,1 @@
+"""The SQLite backend: every SQL statement stratamem runs, one module per store role."""
