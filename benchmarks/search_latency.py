@@ -194,7 +194,7 @@ class Stages:
         self.wrap(SQLiteStore, "chunks", "read chunks")
         self.wrap(VectorLeg, "vectors", "read vectors for mmr")
         self.wrap(hybrid, "mmr", "mmr")
-        self.wrap(hybrid.HybridSearcher, "_hits", "hits")
+        self.wrap(hybrid, "_hits", "hits")
         self.wrap(hybrid.HybridSearcher, "search", "total")
         return self
 

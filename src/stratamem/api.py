@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import functools
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, Concatenate, ParamSpec, TypeVar
 
 from stratamem.config import SearchConfig, TreeConfig
 from stratamem.embed.base import Embedder
@@ -21,7 +22,9 @@ from stratamem.embed.indexing import (
 from stratamem.embed.registry import get_embedder
 from stratamem.entities.search import neighbours, search_entities
 from stratamem.errors import NotFoundError, StratamemError
+from stratamem.ingest import items
 from stratamem.ingest.chunking import ChunkingConfig
+from stratamem.ingest.items import ItemWrite
 from stratamem.ingest.model import Connector
 from stratamem.ingest.pipeline import IngestReport, ProgressCallback, ingest_path
 from stratamem.plugins import open_store
@@ -39,6 +42,7 @@ from stratamem.types import (
     EntityMatch,
     Filters,
     QueryResponse,
+    Record,
     RetrievalHit,
     SearchResponse,
     Source,
@@ -50,6 +54,24 @@ DEFAULT_EMBEDDER = "minilm"
 EVIDENCE_POOL = 100
 
 log = logging.getLogger(__name__)
+
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+
+def _in_one_snapshot(
+    method: Callable[Concatenate[Memory, P], R],
+) -> Callable[Concatenate[Memory, P], R]:
+    """Run the method in one read snapshot of the store: its evidence search and the
+    primitive it feeds read the same version, whatever other processes commit meanwhile."""
+
+    def wrapper(self: Memory, /, *args: P.args, **kwargs: P.kwargs) -> R:
+        with self.store.read_snapshot():
+            return method(self, *args, **kwargs)
+
+    functools.update_wrapper(wrapper, method)
+    return wrapper
 
 
 class Memory:
@@ -137,8 +159,14 @@ class Memory:
         trees: bool = True,
         tree_progress: Callable[[SealProgress], None] | None = None,
         max_item_bytes: int | None = None,
+        sync: bool = False,
     ) -> IngestReport:
         """Read ``path`` with the detected (or named) connector into the store.
+
+        Chat, mail and record sources merge: new records are added, changed ones updated,
+        and records the export lacks are kept; ``sync=True`` takes each source read as the
+        whole truth and removes the records it lacks. Documents are replaced where they
+        changed (see ``docs/ingest.md``).
 
         Each source is written in one transaction; a source that fails is rolled back whole
         and reported in the result, the others go on. ``parallel`` reads in a child process
@@ -158,10 +186,94 @@ class Memory:
             parallel=parallel,
             connector=connector,
             max_item_bytes=max_item_bytes,
+            sync=sync,
         )
         if trees:
             report.trees = self.build_trees(progress=tree_progress)
         return report
+
+    # -- single items ------------------------------------------------------------------------
+
+    def add(
+        self,
+        text: str,
+        *,
+        source: str = items.DEFAULT_SOURCE,
+        kind: SourceKind | str | None = None,
+        author: str | None = None,
+        time: datetime | None = None,
+        id: str | None = None,
+        title: str | None = None,
+        thread: str | None = None,
+        tags: Sequence[str] = (),
+        meta: Mapping[str, Any] | None = None,
+    ) -> ItemWrite:
+        """Write one item (a memory, a message, a note) to ``source`` and return its id.
+
+        The item is found by keyword and graph search as soon as this returns, and by the
+        vector leg too when the store's vectors are of the configured embedder's model (it
+        is embedded in the same transaction; otherwise it waits for :meth:`embed`). ``time``
+        defaults to now, ``id`` to a new key; an ``id`` the source holds already is
+        replaced. A new ``source`` is made as a record source (or ``kind``). The source's
+        summary tree is queued to be sealed (see :meth:`build_trees`).
+        """
+        return items.add_item(
+            self.store,
+            text,
+            source=source,
+            kind=kind,
+            author=author,
+            time=time,
+            id=id,
+            title=title,
+            thread=thread,
+            tags=tags,
+            meta=meta,
+            embedder=self._write_embedder(),
+        )
+
+    def update(
+        self,
+        id: str,
+        *,
+        source: str | None = None,
+        text: str | None = None,
+        author: str | None = items.UNSET,
+        time: datetime | None = items.UNSET,
+        title: str | None = items.UNSET,
+        tags: Sequence[str] | None = None,
+        meta: Mapping[str, Any] | None = None,
+    ) -> ItemWrite:
+        """Correct the item stored under ``id``: the fields given change, the others stay.
+        ``source`` (id or scope) is needed only when several sources hold that id."""
+        return items.update_item(
+            self.store,
+            id,
+            source=source,
+            text=text,
+            author=author,
+            time=time,
+            title=title,
+            tags=tags,
+            meta=meta,
+            embedder=self._write_embedder(),
+        )
+
+    def delete(self, id: str, *, source: str | None = None) -> ItemWrite:
+        """Remove the item stored under ``id`` from every index at once."""
+        return items.delete_item(self.store, id, source=source, embedder=self._write_embedder())
+
+    def item(self, id: str, *, source: str | None = None) -> Record:
+        """The item (record) stored under ``id``."""
+        return items.find_item(self.store, id, source=source)[1].record
+
+    def _write_embedder(self) -> Embedder | None:
+        """The embedder that single writes embed with: the configured one, where the store's
+        vectors are of its model (else the new chunks wait for :meth:`embed`)."""
+        embedder = self._loaded_embedder()
+        if embedder is None or vector_status(self.store, embedder) is not None:
+            return None
+        return embedder
 
     # -- summary trees -----------------------------------------------------------------------
 
@@ -223,6 +335,7 @@ class Memory:
             raise NotFoundError(f"no tree with id {tree_id!r}")
         return len(self.store.trees.leaf_buffer(tree.source_id))
 
+    @_in_one_snapshot
     def query_source(
         self,
         source: str | None = None,
@@ -257,6 +370,7 @@ class Memory:
             filters=filters,
         )
 
+    @_in_one_snapshot
     def query_global(
         self,
         *,
@@ -280,6 +394,7 @@ class Memory:
             filters=filters,
         )
 
+    @_in_one_snapshot
     def query_topic(
         self,
         entity_id: str,
@@ -316,6 +431,7 @@ class Memory:
             self.store, since=since, until=until, limit=limit, filters=filters
         )
 
+    @_in_one_snapshot
     def drill_down(
         self,
         node_id: str,

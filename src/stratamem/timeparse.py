@@ -72,6 +72,15 @@ def days_before(now: datetime, days: float, *, name: str = "days") -> datetime:
         raise ValueError(f"{name}={days!r} reaches back before the year 1") from None
 
 
+def to_ms(value: datetime | None) -> int | None:
+    """Milliseconds since the Unix epoch, as the stores keep times."""
+    return None if value is None else int(value.timestamp() * 1000)
+
+
+def from_ms(value: int | None) -> datetime | None:
+    return None if value is None else datetime.fromtimestamp(value / 1000, tz=UTC)
+
+
 def _shown(text: str, limit: int = 60) -> str:
     """``text`` quoted for an error message, cut short if long."""
     return repr(text if len(text) <= limit else text[:limit] + "…")

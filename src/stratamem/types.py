@@ -83,7 +83,10 @@ class Chunk:
     """A leaf: the unit that is indexed, embedded and cited.
 
     ``id`` is the first 32 hex digits of sha256 over (source id, seq, content), so an unchanged
-    re-ingest produces the same ids and adds nothing. ``meta`` is what the chunker noted about
+    re-ingest produces the same ids and adds nothing. A chunk derived from a source's records
+    (chat, mail, record sources) names the first of them in ``record_key`` and is identified by
+    that key and its fields instead of its seq, so records added before it leave it as it is
+    (see :mod:`stratamem.ingest.merge`). ``meta`` is what the chunker noted about
     it (``part`` and ``parts`` of a split text, ``messages`` in a chat window); it is left out
     of equality and hashing.
     """
@@ -103,6 +106,7 @@ class Chunk:
     doc_id: str | None = None
     version: int = 1
     content_sha256: str = ""
+    record_key: str | None = None
     meta: Mapping[str, Any] = field(default_factory=dict, compare=False)
 
     def __reduce__(self) -> tuple[type[Chunk], tuple[Any, ...]]:

@@ -360,34 +360,56 @@ def test_malformed_headers_do_not_crash(tmp_path: Path) -> None:
 # --------------------------------------------------------------------------- Maildir
 
 
-def test_maildir_reads_cur_new_and_subfolders_by_date(email_dir: Path) -> None:
+def read_streams(
+    connector: Connector, path: Path, ctx: ReadContext | None = None
+) -> list[tuple[SourceStream, list[Record]]]:
+    return [(stream, list(stream.records)) for stream in connector.read(path, ctx or ReadContext())]
+
+
+def test_maildir_reads_each_maildirpp_folder_by_date(email_dir: Path) -> None:
     path = email_dir / "Maildir"
     ctx = ReadContext()
-    stream, records = read(mail.MaildirConnector(), path, ctx)
+    [(inbox, records), (archive, archived)] = read_streams(mail.MaildirConnector(), path, ctx)
     assert ctx.problems == []
-    assert (stream.scope, stream.platform, stream.title) == (
-        "maildir:Maildir",
-        "maildir",
-        "Maildir",
-    )
+    # The fixture is a Maildir++ tree: .Archive/ is a folder of its own, so a source of its own.
+    assert [(s.scope, s.platform, s.title, s.location) for s in (inbox, archive)] == [
+        ("maildir:Maildir", "maildir", "Maildir", str(path)),
+        ("maildir:Maildir/Archive", "maildir", "Archive", str(path / ".Archive")),
+    ]
     # tmp/ (mail still being delivered), dovecot-uidlist and maildirfolder are not messages.
     assert [(r.meta["folder"], r.title) for r in records] == [
-        (".Archive", "[RESOLVED] disk usage on build-01"),
         ("", "[ALERT] disk usage on build-01"),
         ("", "Re: [ALERT] disk usage on build-01"),
         ("", "draft without a date"),  # undated messages sort last
     ]
-    assert records[0].time == datetime(2024, 3, 5, 11, 0, tzinfo=UTC)
+    assert [(r.meta["folder"], r.title) for r in archived] == [
+        (".Archive", "[RESOLVED] disk usage on build-01"),
+    ]
+    assert archived[0].time == datetime(2024, 3, 5, 11, 0, tzinfo=UTC)
     assert records[-1].time is None
     assert (
-        records[2].ref == f"{path}/cur/1709820000.M1P4242.laptop:2,S#20240307140000.fox@example.org"
+        records[1].ref == f"{path}/cur/1709820000.M1P4242.laptop:2,S#20240307140000.fox@example.org"
     )
+    assert archived[0].meta["file"] == ".Archive/cur/1709636400.M0P4242.laptop:2,RS"
+
+
+def test_maildir_with_a_scope_is_one_source_by_date(email_dir: Path) -> None:
+    path = email_dir / "Maildir"
+    stream, records = read(mail.MaildirConnector(), path, ReadContext(scope="ops"))
+    assert (stream.scope, stream.title, stream.location) == ("ops", "Maildir", str(path))
+    assert [(r.meta["folder"], r.title) for r in records] == [
+        (".Archive", "[RESOLVED] disk usage on build-01"),
+        ("", "[ALERT] disk usage on build-01"),
+        ("", "Re: [ALERT] disk usage on build-01"),
+        ("", "draft without a date"),
+    ]
 
 
 def test_maildir_threads_follow_the_id_map(email_dir: Path) -> None:
-    _, records = read(mail.MaildirConnector(), email_dir / "Maildir")
-    resolved, alert, reply, _ = records
-    # The reply names only the "resolved" mail, whose own parent is not in the folder.
+    read_in = read_streams(mail.MaildirConnector(), email_dir / "Maildir")
+    alert, reply, _, resolved = [record for _, records in read_in for record in records]
+    # The reply names only the "resolved" mail, whose own parent is not in the folder; the
+    # resolved mail is in .Archive, a source read after the reply's, yet older than it.
     assert resolved.thread == "alert-9001@monitor.example.org"
     assert reply.thread == resolved.thread
     assert alert.thread == alert.id
@@ -590,8 +612,9 @@ def test_demo_workspace_mailbox() -> None:
 def test_lkml_maildir(shared_data: Path) -> None:
     path = shared_data / "email" / "lkml-maildir"
     ctx = ReadContext()
-    _, records = read(mail.MaildirConnector(), path, ctx)
+    stream, records = read(mail.MaildirConnector(), path, ctx)
     assert ctx.problems == []
+    assert stream.scope == "maildir:lkml-maildir"  # no Maildir++ folders: one source
     assert len(records) == 210
     assert all(r.time is not None and r.author_id for r in records)
     threads = Counter(r.thread for r in records)
@@ -610,8 +633,10 @@ def test_lkml_maildir(shared_data: Path) -> None:
 def test_notmuch_maildir(shared_data: Path) -> None:
     path = shared_data / "email" / "notmuch-list-maildir"
     ctx = ReadContext()
-    _, records = read(mail.MaildirConnector(), path, ctx)
+    stream, records = read(mail.MaildirConnector(), path, ctx)
     assert ctx.problems == []
+    # Plain sub-Maildirs are not Maildir++ folders: the tree stays one source.
+    assert stream.scope == "maildir:notmuch-list-maildir"
     # Messages live in cur/ and new/, in sub-Maildirs (foo, bar/baz) and loose in folders.
     assert len(records) == 53
     assert all(r.time is not None and r.author_id for r in records)

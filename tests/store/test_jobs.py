@@ -157,6 +157,10 @@ def test_a_job_left_running_before_leases_is_taken_again(tmp_path: Path) -> None
     conn = sqlite3.connect(path, isolation_level=None)
     for column in ("holder", "holder_host", "holder_pid", "leased_at", "again"):
         conn.execute(f"ALTER TABLE jobs DROP COLUMN {column}")
+    # and as it was before records, which came later
+    conn.execute("DROP INDEX chunks_record")
+    conn.execute("ALTER TABLE chunks DROP COLUMN record_key")
+    conn.execute("DROP TABLE records")
     conn.execute(
         """UPDATE jobs SET status = 'running', payload = '{"again": 1, "tree_id": "t"}',
              updated_at = ?""",

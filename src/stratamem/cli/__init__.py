@@ -18,6 +18,7 @@ from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeEl
 from rich.table import Table
 
 from stratamem.api import Memory
+from stratamem.cli import items as item_commands
 from stratamem.cli.common import (
     BUDGET,
     AliasedChoice,
@@ -103,6 +104,12 @@ def main(ctx: click.Context, db: Path | None, debug: bool) -> None:
     help="The source scope to file it under (default: from the path).",
 )
 @click.option("--embed", "embed_now", is_flag=True, help="Embed the new chunks right away.")
+@click.option(
+    "--sync",
+    is_flag=True,
+    help="Take each chat, mail or record source read as the whole truth: remove the records "
+    "it lacks (by default they are kept, so a partial export never deletes).",
+)
 @click.option("--quiet", is_flag=True, help="No progress bar.")
 @click.option(
     "--max-item-size",
@@ -121,15 +128,22 @@ def ingest(
     format_: str | None,
     scope: str | None,
     embed_now: bool,
+    sync: bool,
     quiet: bool,
     max_item_bytes: int | None,
     as_json: bool,
 ) -> None:
     """Read a Slack/Discord export, mailbox, notes folder, IRC log or JSONL file into the store.
 
+    Chat, mail and record sources merge: new messages are added, edited ones updated, and
+    messages a later or partial export lacks are kept (--sync removes them). Notes and
+    documents are replaced where they changed.
+
     \b
     Examples:
       stratamem ingest ./slack-export.zip
+      stratamem ingest ./slack-export-march.zip   # adds March to what is there
+      stratamem ingest ./discord/general.json --sync
       stratamem ingest ~/Mail/lkml --format maildir --scope mail:lkml
       stratamem ingest ~/notes --embed
       stratamem ingest ./huge-export.zip --max-item-size 1G
@@ -170,6 +184,7 @@ def ingest(
             progress=on_progress,
             tree_progress=on_seal,
             max_item_bytes=max_item_bytes,
+            sync=sync,
         )
     failed = bool(report.sources) and len(report.failed) == len(report.sources)
     if as_json:
@@ -240,6 +255,16 @@ def _print_report(report: IngestReport) -> None:
         f"{report.records:,} items → {report.chunks:,} chunks ({report.added:,} new) "
         f"in {report.seconds:.2f}s, {rate:,.0f} chunks/s"
     )
+    merged = [s for s in report.sources if s.merged and s.error is None]
+    if merged:
+        new, updated = sum(s.new for s in merged), sum(s.updated for s in merged)
+        kept = sum(s.records_removed for s in merged)
+        line = f"records: {new:,} new, {updated:,} updated"
+        if report.duplicates:
+            line += f", {report.duplicates:,} duplicates folded"
+        if kept:
+            line += f", {kept:,} removed (--sync)"
+        out.print(line)
     if report.problems:
         # Some problems skip an item, others only a field of it ("kept without a time").
         out.print(f"[yellow]{len(report.problems)} problem(s) in the input:[/]")
@@ -757,5 +782,5 @@ def forget(ctx: click.Context, source: str, yes: bool) -> None:
     out.print(f"forgot {escape(found.scope)}: {removed:,} chunks removed", highlight=False)
 
 
-for _command in COMMANDS:
+for _command in (*COMMANDS, *item_commands.COMMANDS):
     main.add_command(_command)

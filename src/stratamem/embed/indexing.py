@@ -13,7 +13,7 @@ Vectors are float32 little-endian BLOBs of ``dim`` values, L2-normalised.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -124,6 +124,31 @@ def embed_pending(
     report.summaries = embed_summaries(store, embedder, batch=batch)
     report.seconds = time.perf_counter() - started
     return report
+
+
+def embed_chunks(store: Store, embedder: Embedder, ids: Sequence[str]) -> int:
+    """Embed these chunks now, in the caller's transaction, when the store's vectors are of
+    this embedder's model; returns how many were embedded (0 when the store has no vectors yet
+    or they are of another model: the chunks then wait for :func:`embed_pending`)."""
+    signature = embedder.spec.signature
+    if store.get_setting(ACTIVE_MODEL) != signature:
+        return 0
+    chunks = store.chunks(ids)
+    if not chunks:
+        return 0
+    vectors = embedder.embed_batch([embed_text(c.title, c.content) for c in chunks], role="passage")
+    store.insert_vectors(
+        ChunkVector(
+            node_id=c.id,
+            model=signature,
+            source_id=c.source_id,
+            dim=embedder.spec.dim,
+            vector=np.ascontiguousarray(v, dtype="<f4").tobytes(),
+            content_sha256=c.content_sha256,
+        )
+        for c, v in zip(chunks, vectors, strict=True)
+    )
+    return len(chunks)
 
 
 def embed_summaries(store: Store, embedder: Embedder, *, batch: int = 32) -> int:

@@ -58,6 +58,9 @@ class DatasetConnector:
                 location=str(path),
                 records=(_record(d, chat=self.kind is SourceKind.CHAT) for d in docs),
                 title=scope,
+                # A benchmark corpus is read whole every time, in its own order, and two of
+                # its documents may hold the same text: it replaces, it does not merge.
+                merge=False,
             )
 
 

@@ -35,6 +35,9 @@ class SourceStream:
     records: Iterable[Record]
     title: str = ""
     meta: dict[str, Any] = field(default_factory=dict)
+    # Whether its records merge into what the source holds (see stratamem.ingest.merge);
+    # None: as its kind decides (chat, mail and records merge; documents are replaced).
+    merge: bool | None = None
 
 
 @dataclass(frozen=True, slots=True)

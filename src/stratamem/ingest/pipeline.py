@@ -15,14 +15,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from stratamem.entities.extract import text_mentions
 from stratamem.errors import IngestError
 from stratamem.ingest import registry
 from stratamem.ingest.chunking import ChunkingConfig
+from stratamem.ingest.merge import Merge, Row, insert_rows
 from stratamem.ingest.model import DEFAULT_MAX_ITEM_BYTES, Connector, Problem
 from stratamem.ingest.reader import (
     Event,
-    Row,
     StreamInfo,
     fork_available,
     read_events,
@@ -30,7 +29,6 @@ from stratamem.ingest.reader import (
 )
 from stratamem.store.base import Store
 from stratamem.store.jobs import SEAL_KIND, seal_job_key
-from stratamem.types import Chunk, Mention
 
 if TYPE_CHECKING:
     from stratamem.tree.builder import SealReport
@@ -38,6 +36,12 @@ if TYPE_CHECKING:
 
 @dataclass(slots=True)
 class SourceResult:
+    """What an ingest did to one source. ``records`` counts what was read; a merging source
+    (``merged``) also says how many of its records were new, updated, unchanged, repeated
+    within the ingest (``duplicates``, stored once) and removed (by ``sync``). ``chunks`` is
+    how many chunks the source holds afterwards; ``added`` and ``removed`` are the chunks
+    written and deleted."""
+
     scope: str
     source_id: str = ""
     kind: str = ""
@@ -47,6 +51,11 @@ class SourceResult:
     added: int = 0
     removed: int = 0
     error: str | None = None
+    merged: bool = False
+    new: int = 0
+    updated: int = 0
+    duplicates: int = 0
+    records_removed: int = 0
 
     @property
     def unchanged(self) -> int:
@@ -75,6 +84,10 @@ class IngestReport:
         return sum(s.records for s in self.sources if s.error is None)
 
     @property
+    def duplicates(self) -> int:
+        return sum(s.duplicates for s in self.sources if s.error is None)
+
+    @property
     def failed(self) -> list[SourceResult]:
         return [s for s in self.sources if s.error is not None]
 
@@ -86,24 +99,35 @@ class IngestReport:
             "records": self.records,
             "chunks": self.chunks,
             "added": self.added,
-            "sources": [
-                {
-                    "scope": s.scope,
-                    "source_id": s.source_id,
-                    "kind": s.kind,
-                    "platform": s.platform,
-                    "records": s.records,
-                    "chunks": s.chunks,
-                    "added": s.added,
-                    "unchanged": s.unchanged,
-                    "removed": s.removed,
-                    "error": s.error,
-                }
-                for s in self.sources
-            ],
+            "duplicates": self.duplicates,
+            "sources": [_source_dict(s) for s in self.sources],
             "problems": [str(p) for p in self.problems],
             "trees": None if self.trees is None else self.trees.to_dict(),
         }
+
+
+def _source_dict(s: SourceResult) -> dict[str, Any]:
+    out: dict[str, Any] = {
+        "scope": s.scope,
+        "source_id": s.source_id,
+        "kind": s.kind,
+        "platform": s.platform,
+        "records": s.records,
+        "chunks": s.chunks,
+        "added": s.added,
+        "unchanged": s.unchanged,
+        "removed": s.removed,
+        "error": s.error,
+        "merged": s.merged,
+    }
+    if s.merged:
+        out["record_changes"] = {
+            "new": s.new,
+            "updated": s.updated,
+            "duplicates": s.duplicates,
+            "removed": s.records_removed,
+        }
+    return out
 
 
 @dataclass(slots=True)
@@ -131,12 +155,16 @@ def ingest_path(
     parallel: bool | None = None,
     connector: Connector | None = None,
     max_item_bytes: int | None = None,
+    sync: bool = False,
 ) -> IngestReport:
-    """Ingest ``path``. ``parallel`` reads in a child process while this one writes; by
-    default it does so where ``fork`` exists and there is more than one CPU. ``connector``
-    bypasses the registry (for readers built in code, such as evaluation datasets).
-    ``max_item_bytes`` bounds one item (a file, a zip member, a line); larger ones are skipped
-    and reported (default 64 MiB)."""
+    """Ingest ``path``. Chat, mail and record sources merge into what the store holds (see
+    :mod:`stratamem.ingest.merge`); ``sync`` takes each source read as the whole truth and
+    removes the records it lacks. Documents are replaced where they changed.
+
+    ``parallel`` reads in a child process while this one writes; by default it does so where
+    ``fork`` exists and there is more than one CPU. ``connector`` bypasses the registry (for
+    readers built in code, such as evaluation datasets). ``max_item_bytes`` bounds one item (a
+    file, a zip member, a line); larger ones are skipped and reported (default 64 MiB)."""
     if max_item_bytes is None:
         max_item_bytes = DEFAULT_MAX_ITEM_BYTES
     elif max_item_bytes < 1:
@@ -163,11 +191,14 @@ def ingest_path(
             raise IngestError(f"{path}: reading failed unexpectedly:\n{event[1]}")
         elif tag == "stream":
             info: StreamInfo = event[1]
-            result = SourceResult(scope=info.scope, kind=info.kind.value, platform=info.platform)
+            result = SourceResult(
+                scope=info.scope, kind=info.kind.value, platform=info.platform, merged=info.merge
+            )
             report.sources.append(result)
+            write = _merge_stream if info.merge else _write_stream
             try:
                 with store.transaction():
-                    _write_stream(store, info, events, result, report, counts, progress)
+                    write(store, info, events, result, report, counts, progress, config, sync)
             except _StreamFailed as exc:
                 result.error = str(exc)
                 result.added = result.removed = 0
@@ -185,6 +216,36 @@ class _StreamEmpty(Exception):
     """Nothing of the source could be read: roll back its (empty) source row."""
 
 
+def _source_events(
+    info: StreamInfo,
+    events: Iterator[Event],
+    result: SourceResult,
+    report: IngestReport,
+    counts: Progress,
+) -> Iterator[Event]:
+    """One source's ``rows`` or ``records`` events, then its ``end``: the records and files
+    they read are counted, problems go to the report, and a source that failed raises."""
+    counts.scope = info.scope
+    for event in events:
+        tag = event[0]
+        if tag in ("rows", "records", "end"):
+            read, files = event[1:3] if tag == "end" else event[2:4]
+            result.records += read
+            counts.records += read
+            counts.files += files
+            yield event
+            if tag == "end":
+                return
+        elif tag == "problem":
+            report.problems.append(event[1])
+        elif tag == "stream_error":
+            raise _StreamFailed(event[1])
+        elif tag == "crash":
+            raise IngestError(f"{info.location}: reading failed unexpectedly:\n{event[1]}")
+        else:
+            raise IngestError(f"{info.location}: the source ended without being completed")
+
+
 def _write_stream(
     store: Store,
     info: StreamInfo,
@@ -193,8 +254,85 @@ def _write_stream(
     report: IngestReport,
     counts: Progress,
     progress: ProgressCallback | None,
+    config: ChunkingConfig | None,
+    sync: bool,
 ) -> None:
-    """Consume one source's events inside the caller's transaction."""
+    """Consume one document source's events inside the caller's transaction: its chunks
+    replace what stood at their places."""
+    sid = _open_source(store, info, result)
+    length = 0
+    for event in _source_events(info, events, result, report, counts):
+        if event[0] == "end":
+            if length == 0:
+                raise _StreamEmpty
+            break
+        rows: list[Row] = event[1]
+        added, replaced = _write_rows(store, sid, rows)
+        result.added += added
+        result.removed += replaced
+        length += len(rows)
+        result.chunks += len(rows)
+        counts.chunks += len(rows)
+        if progress is not None:
+            progress(counts)
+    result.removed += store.truncate_source(sid, length)
+    if result.added or result.removed:
+        queue_seal(store, sid, info.scope)
+
+
+def _merge_stream(
+    store: Store,
+    info: StreamInfo,
+    events: Iterator[Event],
+    result: SourceResult,
+    report: IngestReport,
+    counts: Progress,
+    progress: ProgressCallback | None,
+    config: ChunkingConfig | None,
+    sync: bool,
+) -> None:
+    """Consume one merging source's events inside the caller's transaction: its records are
+    merged, then its chunks derived again where they changed."""
+    sid = _open_source(store, info, result)
+    # A source that held nothing takes the chunks the reader derived as it read, when the
+    # records came in canonical order with no key twice; otherwise they are derived here.
+    empty = store.record_count(sid) == 0 and store.source_chunk_count(sid) == 0
+
+    def derived(chunks: int) -> None:
+        counts.chunks += chunks
+        if progress is not None:
+            progress(counts)
+
+    merge = Merge(store, sid, scope=info.scope, kind=info.kind, config=config, on_chunks=derived)
+    read = 0
+    in_order = False
+    for event in _source_events(info, events, result, report, counts):
+        if event[0] == "end":
+            if read == 0:
+                raise _StreamEmpty
+            in_order = event[3]
+            break
+        merge.add(event[1])
+        read += len(event[1])
+        if empty:
+            merge.take(event[4])
+        if progress is not None:
+            progress(counts)
+    taken = empty and in_order and not merge.counts.duplicates
+    if empty and not taken:
+        merge.discard_taken()
+    if sync:
+        merge.remove_unseen()
+    done = merge.finish(derived=taken)
+    result.added, result.removed = done.chunks_added, done.chunks_removed
+    result.new, result.updated, result.duplicates = done.new, done.updated, done.duplicates
+    result.records_removed = done.removed
+    result.chunks = store.source_chunk_count(sid)
+    if done.changed:
+        queue_seal(store, sid, info.scope)
+
+
+def _open_source(store: Store, info: StreamInfo, result: SourceResult) -> str:
     sid = store.upsert_source(
         scope=info.scope,
         kind=info.kind,
@@ -204,44 +342,14 @@ def _write_stream(
         meta=info.meta,
     )
     result.source_id = sid
-    counts.scope = info.scope
-    length = 0
-    for event in events:
-        tag = event[0]
-        if tag == "rows":
-            rows: list[Row] = event[1]
-            added, replaced = _write_rows(store, sid, rows)
-            result.added += added
-            result.removed += replaced
-            length += len(rows)
-            result.chunks += len(rows)
-            result.records += event[2]
-            counts.chunks += len(rows)
-            counts.records += event[2]
-            counts.files += event[3]
-            if progress is not None:
-                progress(counts)
-        elif tag == "problem":
-            report.problems.append(event[1])
-        elif tag == "end":
-            result.records += event[1]
-            counts.records += event[1]
-            counts.files += event[2]
-            if length == 0:
-                raise _StreamEmpty
-            break
-        elif tag == "stream_error":
-            raise _StreamFailed(event[1])
-        elif tag == "crash":
-            raise IngestError(f"{info.location}: reading failed unexpectedly:\n{event[1]}")
-        else:
-            raise IngestError(f"{info.location}: the source ended without being completed")
-    result.removed += store.truncate_source(sid, length)
-    if result.added or result.removed:
-        # Queued in the same transaction as the chunks: a crash after the commit still leaves
-        # the seal to do, and a failed source leaves no job.
-        tree_id = store.trees.ensure(sid, info.scope)
-        store.jobs.enqueue(SEAL_KIND, seal_job_key(tree_id), {"tree_id": tree_id})
+    return sid
+
+
+def queue_seal(store: Store, source_id: str, scope: str) -> None:
+    """Queue the source's tree to be sealed, in the caller's transaction: a crash after the
+    commit still leaves the seal to do, and a write rolled back leaves no job."""
+    tree_id = store.trees.ensure(source_id, scope)
+    store.jobs.enqueue(SEAL_KIND, seal_job_key(tree_id), {"tree_id": tree_id})
 
 
 def _write_rows(store: Store, sid: str, rows: list[Row]) -> tuple[int, int]:
@@ -250,12 +358,5 @@ def _write_rows(store: Store, sid: str, rows: list[Row]) -> tuple[int, int]:
     existing = store.existing_ids([chunk.id for chunk, _, _ in rows])
     fresh = [row for row in rows if row[0].id not in existing]
     replaced = store.replace_seqs(sid, [chunk.seq for chunk, _, _ in fresh])
-    store.insert_chunks(chunk for chunk, _, _ in fresh)
-    mentions: list[tuple[Chunk, list[Mention]]] = []
-    for chunk, fields, skip in fresh:
-        named = {m.entity_id for m in fields}
-        found = text_mentions(chunk.content, skip_ids=named, skip_handles=skip)
-        mentions.append((chunk, fields + found))
-    store.insert_mentions(mentions)
-    store.add_edges(sid, [chunk.id for chunk, _, _ in fresh])
+    insert_rows(store, sid, fresh)
     return len(fresh), replaced

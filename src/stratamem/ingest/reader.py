@@ -5,6 +5,11 @@ It runs inline, or in a child process so that parsing (Python, one core) overlap
 
     ("stream", StreamInfo)             a source begins
     ("rows", [Row, ...], records, files)  a batch of chunks with their entities
+    ("records", [StoredRecord, ...], records, files, [Row, ...])
+                                       a merging source's records, and the chunks derived
+                                       from them as read (see merge.derive_while_reading)
+    ("end", records, files, in_order)  a merging source is complete; ``in_order``: the derived
+                                       chunks hold (records in canonical order, no key twice)
     ("end", records, files)            the source is complete
     ("stream_error", message)          the source failed part-way: roll it back
     ("problem", Problem)               an item was skipped
@@ -29,7 +34,7 @@ import os
 import queue
 import traceback
 from collections import deque
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from itertools import islice
 from pathlib import Path
@@ -39,6 +44,7 @@ from stratamem.embed.tokens import estimate_tokens
 from stratamem.entities.extract import record_mentions, topic_mentions
 from stratamem.errors import IngestError, StratamemError
 from stratamem.ingest.chunking import ChunkingConfig, Draft, chunk_records
+from stratamem.ingest.merge import ReadOrder, Row, derive_while_reading, merges
 from stratamem.ingest.model import (
     DEFAULT_MAX_ITEM_BYTES,
     Connector,
@@ -47,14 +53,11 @@ from stratamem.ingest.model import (
     clean_text,
     describe_failure,
 )
+from stratamem.store.records import StoredRecord, keyed
 from stratamem.store.sources import source_id_for
-from stratamem.types import Chunk, Mention, Record, SourceKind
+from stratamem.types import Chunk, Record, SourceKind
 
 BATCH = 64
-# A chunk, the entities of its records' fields and its topics, and the handles the pattern
-# extraction must skip. Pattern entities are found by the writer: in process mode that spreads
-# the regex work over both cores.
-Row = tuple[Chunk, list[Mention], frozenset[str]]
 Event = tuple[Any, ...]
 
 
@@ -66,6 +69,7 @@ class StreamInfo:
     location: str
     title: str
     meta: dict[str, Any]
+    merge: bool = False
 
 
 def read_events(
@@ -105,12 +109,29 @@ def read_events(
             clean_text(stream.location),
             clean_text(stream.title),
             _clean_value(stream.meta),
+            merges(stream.kind) if stream.merge is None else stream.merge,
         )
         source_id = source_id_for(info.scope)
         yield ("stream", info)
         seq = 0
         try:
             records = _Counted(stream.records)
+            if info.merge:
+                order = ReadOrder(info.kind)
+                for read, derived in derive_while_reading(
+                    _keyed(records, ctx, info.location),
+                    source_id=source_id,
+                    scope=info.scope,
+                    kind=info.kind,
+                    config=config,
+                    order=order,
+                    batch=BATCH * 4,
+                ):
+                    yield from _drain(problems)
+                    yield ("records", read, *records.take(), derived)
+                yield from _drain(problems)
+                yield ("end", *records.take(), order.in_order)
+                continue
             drafts = chunk_records(stream.kind, records, config)
             while batch := list(islice(drafts, BATCH)):
                 rows: list[Row] = []
@@ -131,6 +152,18 @@ def read_events(
         yield from _drain(problems)
         yield ("end", *records.take())
     yield from _drain(problems)
+
+
+def _keyed(records: Iterable[Record], ctx: ReadContext, location: str) -> Iterator[StoredRecord]:
+    for record in records:
+        stored = None
+        with ctx.item(location, record.ref):
+            try:
+                stored = keyed(record)
+            except UnicodeEncodeError:  # a lone surrogate in the metadata
+                stored = keyed(dataclasses.replace(record, meta=_clean_value(record.meta)))
+        if stored is not None:
+            yield stored
 
 
 def _row(source_id: str, seq: int, draft: Draft, info: StreamInfo) -> Row:

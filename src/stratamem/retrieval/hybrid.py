@@ -25,7 +25,7 @@ from stratamem.config import SearchConfig
 from stratamem.retrieval import fusion
 from stratamem.retrieval.legs import LEGS
 from stratamem.retrieval.legs.graph import idf_weights
-from stratamem.retrieval.legs.vector import VectorLeg
+from stratamem.retrieval.legs.vector import Vector, VectorLeg
 from stratamem.retrieval.mmr import mmr
 from stratamem.retrieval.rerank import Reranker, apply_rerank
 from stratamem.store.base import Store
@@ -93,35 +93,43 @@ class HybridSearcher:
         status: dict[str, str] = {}
         notes: list[str] = []
         pool = max(cfg.pool, limit)
-        scores = self._legs(query, filters, pool, legs, cfg, status)
-        weights = cfg.leg_weights()
-        if weights.get("freshness", 0.0) > 0:
-            scores["freshness"] = self._freshness(scores, cfg)
-        if cfg.fusion == "rrf":
-            parts = fusion.rrf(scores, weights, k=cfg.rrf_k)
-        else:
-            parts = fusion.weighted_minmax(scores, weights)
-        candidates = {key: _Candidate(parts=value) for key, value in parts.items()}
-        if not candidates:
-            return SearchResponse(hits=(), total=0, budget=budget, legs=status, notes=tuple(notes))
-        if cfg.expand_seeds > 0 and cfg.expand_damping > 0:
-            self._expand(candidates, filters, cfg)
-        order = fusion.ranking({k: c.final for k, c in candidates.items()})
-        head = order[: max(limit * 4, cfg.rerank_top, 40)]
-        chunks = {c.id: c for c in self.store.chunks(head)}
-        head = [key for key in head if key in chunks]
-        for key in head:
-            if set(chunks[key].tags) & set(cfg.tier0_tags):
-                candidates[key].boost = cfg.tier0_boost
-        head = sorted(head, key=lambda k: (-candidates[k].final, k))
+        # Everything the hits are made of is read in one read snapshot, so that a search sees
+        # another process's commit whole or not at all; the reranker runs after it.
+        with self.store.read_snapshot():
+            scores = self._legs(query, filters, pool, legs, cfg, status)
+            weights = cfg.leg_weights()
+            if weights.get("freshness", 0.0) > 0:
+                scores["freshness"] = self._freshness(scores, cfg)
+            if cfg.fusion == "rrf":
+                parts = fusion.rrf(scores, weights, k=cfg.rrf_k)
+            else:
+                parts = fusion.weighted_minmax(scores, weights)
+            candidates = {key: _Candidate(parts=value) for key, value in parts.items()}
+            if not candidates:
+                return SearchResponse(
+                    hits=(), total=0, budget=budget, legs=status, notes=tuple(notes)
+                )
+            if cfg.expand_seeds > 0 and cfg.expand_damping > 0:
+                self._expand(candidates, filters, cfg)
+            order = fusion.ranking({k: c.final for k, c in candidates.items()})
+            head = order[: max(limit * 4, cfg.rerank_top, 40)]
+            chunks = {c.id: c for c in self.store.chunks(head)}
+            head = [key for key in head if key in chunks]
+            for key in head:
+                if set(chunks[key].tags) & set(cfg.tier0_tags):
+                    candidates[key].boost = cfg.tier0_boost
+            head = sorted(head, key=lambda k: (-candidates[k].final, k))
+            vectors: dict[str, Vector] = {}
+            if diversify and self.vectors is not None and status.get("vector", "").startswith("ok"):
+                vectors = self.vectors.vectors(head)
+            scopes = self.store.scopes()
+            entities = self.store.mentions_of(head)
         if rerank and self.reranker is not None and head:
             head = _rerank(self.reranker, query, head, chunks, candidates, cfg, notes)
-        if diversify and self.vectors is not None and status.get("vector", "").startswith("ok"):
-            vectors = self.vectors.vectors(head)
-            if vectors:
-                head = mmr(head, _relevance(head, candidates), vectors, lam=cfg.mmr_lambda)
+        if vectors:
+            head = mmr(head, _relevance(head, candidates), vectors, lam=cfg.mmr_lambda)
         top = head[:limit]
-        hits, breakdowns = self._hits(top, chunks, candidates)
+        hits, breakdowns = _hits(top, chunks, candidates, scopes, entities)
         response = SearchResponse(
             hits=tuple(hits),
             total=len(candidates),
@@ -220,51 +228,54 @@ class HybridSearcher:
             if value > candidate.expansion:
                 candidate.expansion, candidate.via = value, seed
 
-    def _hits(
-        self, keys: list[str], chunks: dict[str, Chunk], candidates: dict[str, _Candidate]
-    ) -> tuple[list[RetrievalHit], list[ScoreBreakdown]]:
-        scopes = self.store.scopes()
-        entities = self.store.mentions_of(keys)
-        hits = []
-        breakdowns = []
-        for key in keys:
-            chunk, candidate = chunks[key], candidates[key]
-            breakdown = ScoreBreakdown(
-                keyword=candidate.parts.get("keyword", 0.0),
-                vector=candidate.parts.get("vector", 0.0),
-                graph=candidate.parts.get("graph", 0.0),
-                freshness=candidate.parts.get("freshness", 0.0),
-                expansion=candidate.expansion if candidate.expansion > candidate.fused else 0.0,
-                boost=candidate.boost,
-                rerank=candidate.rerank,
-                final=candidate.final,
+
+def _hits(
+    keys: list[str],
+    chunks: dict[str, Chunk],
+    candidates: dict[str, _Candidate],
+    scopes: dict[str, str],
+    entities: dict[str, list[str]],
+) -> tuple[list[RetrievalHit], list[ScoreBreakdown]]:
+    hits = []
+    breakdowns = []
+    for key in keys:
+        chunk, candidate = chunks[key], candidates[key]
+        breakdown = ScoreBreakdown(
+            keyword=candidate.parts.get("keyword", 0.0),
+            vector=candidate.parts.get("vector", 0.0),
+            graph=candidate.parts.get("graph", 0.0),
+            freshness=candidate.parts.get("freshness", 0.0),
+            expansion=candidate.expansion if candidate.expansion > candidate.fused else 0.0,
+            boost=candidate.boost,
+            rerank=candidate.rerank,
+            final=candidate.final,
+        )
+        breakdowns.append(breakdown)
+        hits.append(
+            RetrievalHit(
+                node_id=chunk.id,
+                node_kind=NodeKind.LEAF,
+                tree_id="",
+                tree_kind=TreeKind.SOURCE,
+                tree_scope=scopes.get(chunk.source_id, ""),
+                level=0,
+                content=chunk.content,
+                entities=tuple(entities.get(key, ())),
+                topics=chunk.tags,
+                time_start=chunk.time_start,
+                time_end=chunk.time_end,
+                score=candidate.final,
+                source_ref=chunk.source_ref,
+                source_id=chunk.source_id,
+                author=chunk.author,
+                title=chunk.title,
+                explain={
+                    "breakdown": breakdown.to_dict(),
+                    "reason": reason(breakdown, candidate.via),
+                },
             )
-            breakdowns.append(breakdown)
-            hits.append(
-                RetrievalHit(
-                    node_id=chunk.id,
-                    node_kind=NodeKind.LEAF,
-                    tree_id="",
-                    tree_kind=TreeKind.SOURCE,
-                    tree_scope=scopes.get(chunk.source_id, ""),
-                    level=0,
-                    content=chunk.content,
-                    entities=tuple(entities.get(key, ())),
-                    topics=chunk.tags,
-                    time_start=chunk.time_start,
-                    time_end=chunk.time_end,
-                    score=candidate.final,
-                    source_ref=chunk.source_ref,
-                    source_id=chunk.source_id,
-                    author=chunk.author,
-                    title=chunk.title,
-                    explain={
-                        "breakdown": breakdown.to_dict(),
-                        "reason": reason(breakdown, candidate.via),
-                    },
-                )
-            )
-        return hits, breakdowns
+        )
+    return hits, breakdowns
 
 
 def _rerank(

@@ -20,8 +20,10 @@ the caller's job.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import functools
+from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
+from typing import Concatenate, ParamSpec, TypeVar
 
 from stratamem.embed.base import Embedder
 from stratamem.entities.search import search_entities
@@ -38,6 +40,8 @@ COVER_DEFAULT_LIMIT = 200
 MAX_WINDOW_CHUNKS = 5_000
 MAX_BATCH = 20
 MAX_LIMIT = 10_000
+P = ParamSpec("P")
+R = TypeVar("R")
 
 __all__ = [
     "COVER_DEFAULT_LIMIT",
@@ -57,6 +61,22 @@ __all__ = [
 ]
 
 
+def _one_version(
+    primitive: Callable[Concatenate[Store, P], R],
+) -> Callable[Concatenate[Store, P], R]:
+    """Run the primitive in one read snapshot: the summaries, the leaves they cover and the
+    mentions it reads are one committed version of the store, whatever another process
+    commits meanwhile."""
+
+    @functools.wraps(primitive)
+    def read(store: Store, /, *args: P.args, **kwargs: P.kwargs) -> R:
+        with store.read_snapshot():
+            return primitive(store, *args, **kwargs)
+
+    return read
+
+
+@_one_version
 def query_source(
     store: Store,
     *,
@@ -93,6 +113,7 @@ def query_source(
     return _summaries(store, narrowed, platforms, query, embedder, evidence, limit)
 
 
+@_one_version
 def query_global(
     store: Store,
     *,
@@ -117,6 +138,7 @@ def query_global(
     return _summaries(store, narrowed, platforms, query, embedder, evidence, limit)
 
 
+@_one_version
 def query_topic(
     store: Store,
     entity_id: str,
@@ -147,6 +169,7 @@ def query_topic(
     return QueryResponse(hits=tuple(hits[: _limit(limit)]), total=total)
 
 
+@_one_version
 def cover_window(
     store: Store,
     *,
@@ -171,6 +194,7 @@ def cover_window(
     return QueryResponse(hits=tuple(capped), total=len(frontier) + uncovered)
 
 
+@_one_version
 def drill_down(
     store: Store,
     node_id: str,
@@ -221,6 +245,7 @@ def drill_down(
     return out if limit is None else out[: max(0, limit)]
 
 
+@_one_version
 def fetch_leaves(
     store: Store, chunk_ids: Sequence[str], *, filters: Filters | None = None
 ) -> list[RetrievalHit]:
@@ -233,6 +258,7 @@ def fetch_leaves(
     return leaf_hits(store, [leaves[i] for i in ids if i in leaves])
 
 
+@_one_version
 def nodes(
     store: Store, node_ids: Sequence[str], *, filters: Filters | None = None
 ) -> list[RetrievalHit]:

@@ -7,6 +7,7 @@ role              module
 StoreHandle       ``settings``: open/close, transactions, settings, identity
 SourceStore       ``sources``: sources by scope
 ChunkStore        ``sources``: chunks and their entity mentions
+RecordStore       ``records``: the keyed records chunks are derived from
 KeywordStore      ``keyword``: the full-text index
 VectorStore       ``vectors``: embeddings per model and their row keys
 GraphStore        ``graph``: entities, co-mention edges, nodes by entity
@@ -19,28 +20,31 @@ Ingest, trees and retrieval speak only to these protocols; SQL lives in the back
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
 from typing import Protocol, runtime_checkable
 
 from stratamem.store.graph import GraphStore
 from stratamem.store.jobs import JobQueue
 from stratamem.store.keyword import KeywordStore
+from stratamem.store.records import RecordStore
 from stratamem.store.settings import StoreHandle
 from stratamem.store.sources import ChunkStore, SourceStore
 from stratamem.store.trees import TreeStore
 from stratamem.store.vectors import VectorStore
-
-
-def to_ms(value: datetime | None) -> int | None:
-    return None if value is None else int(value.timestamp() * 1000)
-
-
-def from_ms(value: int | None) -> datetime | None:
-    return None if value is None else datetime.fromtimestamp(value / 1000, tz=UTC)
+from stratamem.timeparse import from_ms as from_ms
+from stratamem.timeparse import to_ms as to_ms
 
 
 @runtime_checkable
-class Store(StoreHandle, SourceStore, ChunkStore, KeywordStore, VectorStore, GraphStore, Protocol):
+class Store(
+    StoreHandle,
+    SourceStore,
+    ChunkStore,
+    RecordStore,
+    KeywordStore,
+    VectorStore,
+    GraphStore,
+    Protocol,
+):
     """A whole store: every role, plus its trees and its job queue."""
 
     @property

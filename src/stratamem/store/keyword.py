@@ -117,5 +117,7 @@ class KeywordStore(Protocol):
 
     def keyword_snapshot(self) -> AbstractContextManager[None]:
         """One consistent read of the state, the rows and the postings: what is read inside
-        comes from a single version of the store."""
+        comes from a single version of the store (the caller's read snapshot, when one is
+        open). Raises :class:`~stratamem.errors.KeywordIndexUnavailable` inside a write
+        transaction."""
         ...

@@ -20,7 +20,15 @@ class StoreHandle(Protocol):
 
     def in_transaction(self) -> bool:
         """Whether this handle has a write transaction open (what it has written is not yet
-        what other readers, or the indexes' statistics, see)."""
+        what other readers, or the indexes' statistics, see). A read snapshot is not one."""
+        ...
+
+    def read_snapshot(self) -> AbstractContextManager[None]:
+        """One version of the store for everything read inside: another process's commit
+        is seen whole or not at all, and an in-process index checked against the store's
+        state inside is checked against the very version it then serves. Cheap (no I/O of
+        its own), nestable, and a no-op inside a write transaction. Nothing may be written
+        inside one."""
         ...
 
     def rebuildable_writes(self) -> AbstractContextManager[None]: ...
@@ -30,8 +38,8 @@ class StoreHandle(Protocol):
     def set_setting(self, key: str, value: str) -> None: ...
 
     def generation(self) -> int:
-        """A counter every deletion bumps: in-process indexes compare it to know they are
-        stale."""
+        """A counter every deletion and every vector write bumps: in-process indexes compare
+        it to know they are stale."""
         ...
 
     def store_id(self) -> str:

@@ -12,6 +12,32 @@ the ``From `` separator and ``meta["offset"]`` its byte offset.
 Threads are resolved while streaming with a map of message id to thread root, so a reply whose
 References header was truncated still lands in its root's thread when an ancestor was seen.
 
+Folders of mbox files. Mailing-list archives come as one mbox per month (``2001-November.txt``,
+any extension or none), so a folder is read as mbox when most of its visible files start with
+an mbox ``From `` line (or end in ``.mbox``) and it holds no Maildir or ``.eml`` file. Sub-folders
+are walked; hidden files and folders are passed over, and so is a Maildir inside (reported).
+Each file is one source, scoped ``mbox:<folder>/<path in it without suffix>``
+(``mbox:lkml/2001-November``, ``mbox:lkml/old/2000-May``): the folder's name keeps the same
+month of two lists apart; where two files would share a scope (``a.txt`` and ``a.mbox``) both
+keep their suffix. A single file keeps its scope ``mbox:<stem>``. With a scope override
+(``--scope``) the whole folder is one source, its files read in sorted path order. Every
+message of a folder carries ``meta["file"]``, its file's path in the folder, and the sources of
+one folder share one thread map, so a thread that crosses a month boundary stays one thread.
+Files that are not mbox are reported and skipped; a folder without any mbox file (a Maildir
+given as ``--format mbox``, a folder of notes) fails with one line naming it.
+
+Maildir++. A Maildir whose hidden sub-folders are Maildirs (``.Sent``, ``.Lists.dev``, each
+with ``cur/`` or ``new/``, usually a ``maildirfolder`` file) is one source per folder:
+``maildir:<name>`` for the root's own messages (with any plain sub-folder such as ``foo/``),
+``maildir:<name>/Sent`` and ``maildir:<name>/Lists.dev`` for the others. The scope is the
+folder's name without its leading dot; Maildir++ writes the hierarchy with dots, and
+``.Lists.dev`` stays ``Lists.dev``, not ``Lists/dev``. With ``--scope`` the tree is one source.
+Either way records are the same: ``meta["file"]`` and ``meta["folder"]`` are relative to the
+tree's root (``""`` for the root, ``.Sent`` for the others), and threads are resolved over the
+whole tree in Date order before any source is read, so a reply in ``.Sent`` joins a thread
+whose root is in the inbox. A plain Maildir, and a folder of Maildirs, is one source
+``maildir:<name>``; each record's ``meta["folder"]`` names its sub-folder.
+
 Bounds. A message larger than ``ReadContext.max_item_bytes`` is reported and skipped without
 being held (an mbox is read line by line, an over-long line never held whole); FIFOs, devices
 and sockets in a Maildir or folder of ``.eml`` files are reported, never opened for reading. A
@@ -24,8 +50,9 @@ from __future__ import annotations
 import hashlib
 import os
 import re
+from collections import Counter
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from email import message_from_bytes
 from email.message import Message
@@ -162,13 +189,15 @@ class _RawMessage:
     """The bytes of one message and where it came from, for refs and problem reports.
 
     ``path`` is the file as problems and refs name it; ``where`` the place of the message in
-    it (``message 3 (line 120)``), or ``file`` for a file that holds one message.
+    it (``message 3 (line 120)``), or ``file`` for a file that holds one message. ``thread``
+    is the thread root when it was resolved before the message was read (a Maildir++ tree).
     """
 
     data: bytes
     path: str
     where: str = "file"
     meta: dict[str, Any] = field(default_factory=dict)
+    thread: str | None = None
 
 
 class _Unreadable(Exception):
@@ -229,12 +258,19 @@ def _check_mime_shape(data: bytes) -> None:
                 raise _Unreadable(f"MIME parts nested more than {_MAX_MIME_DEPTH} deep")
 
 
-def _parse(raw: _RawMessage, msg: Message, own_ids: list[str], threads: _Threads) -> Record:
-    message_id = own_ids[0] if own_ids else None
-    record_id = message_id or "sha256:" + hashlib.sha256(raw.data).hexdigest()[:32]
+def _ancestors(msg: Message) -> tuple[list[str], str | None, list[str]]:
+    """The References ids, the In-Reply-To id and the chain of both, oldest first, that
+    :meth:`_Threads.resolve` takes."""
     in_reply_to = next(iter(_message_ids(msg.get("In-Reply-To"))), None)
     references = [ref for value in msg.get_all("References") or [] for ref in _message_ids(value)]
     chain = references + ([in_reply_to] if in_reply_to and in_reply_to not in references else [])
+    return references, in_reply_to, chain
+
+
+def _parse(raw: _RawMessage, msg: Message, own_ids: list[str], threads: _Threads) -> Record:
+    message_id = own_ids[0] if own_ids else None
+    record_id = message_id or "sha256:" + hashlib.sha256(raw.data).hexdigest()[:32]
+    references, in_reply_to, chain = _ancestors(msg)
     reply_to = in_reply_to or (references[-1] if references else None)
 
     senders = _addresses(msg, "From")
@@ -262,7 +298,7 @@ def _parse(raw: _RawMessage, msg: Message, own_ids: list[str], threads: _Threads
         author=name or address or None,
         author_id=address or None,
         id=record_id,
-        thread=threads.resolve(record_id, chain),
+        thread=raw.thread if raw.thread is not None else threads.resolve(record_id, chain),
         reply_to=reply_to,
         title=_header_text(msg.get("Subject")) or None,
         recipients=tuple(dict.fromkeys(to + cc)),
@@ -272,8 +308,11 @@ def _parse(raw: _RawMessage, msg: Message, own_ids: list[str], threads: _Threads
     )
 
 
-def _records(messages: Iterable[_RawMessage], ctx: ReadContext) -> Iterator[Record]:
-    threads = _Threads()
+def _records(
+    messages: Iterable[_RawMessage], ctx: ReadContext, threads: _Threads | None = None
+) -> Iterator[Record]:
+    if threads is None:
+        threads = _Threads()
     for raw in messages:
         record = _read_message(raw, threads, ctx)
         if record is not None:
@@ -386,6 +425,203 @@ def _mbox_records(path: Path, ctx: ReadContext) -> Iterator[Record]:
     yield from _records(_mbox_messages(path, ctx), ctx)
 
 
+# --------------------------------------------------------------------------- mbox folders
+
+
+# Folders are detected from the first files of a sorted walk; each costs one open and read.
+_FOLDER_SAMPLE = 50
+# Blank lines read past before a file's first line is taken as its first line.
+_SNIFF_LINES = 16
+_GZIP_MAGIC = b"\x1f\x8b"
+_GZIPPED = "compressed with gzip; decompress it to read it as mbox"
+
+
+def _first_line(path: Path) -> bytes:
+    """The first non-blank line of a regular file (at most :data:`_FROM_LINE_LIMIT` bytes,
+    within its first :data:`_SNIFF_LINES` lines), or ``b""`` for an empty or unreadable one."""
+    try:
+        with open_regular(path) as handle:
+            for _ in range(_SNIFF_LINES):
+                line = handle.readline(_FROM_LINE_LIMIT)
+                if line.strip() or not line:
+                    return line
+    except OSError:
+        pass
+    return b""
+
+
+def _is_mbox_file(path: Path) -> bool:
+    """An ``.mbox`` file, or one whose first line is an mbox ``From `` separator."""
+    return path.suffix.lower() == ".mbox" or bool(_FROM_LINE.match(_first_line(path)))
+
+
+def _not_mbox_reason(path: Path) -> str:
+    if _first_line(path).startswith(_GZIP_MAGIC):
+        return _GZIPPED
+    return "not an mbox file (no 'From ' line); skipped"
+
+
+def _mbox_folder_walk(
+    root: Path, unreadable: list[OSError] | None = None
+) -> Iterator[tuple[Path, bool]]:
+    """(path, is a Maildir) of the folder's visible files and of the Maildirs in it, in sorted
+    order; a Maildir is not entered (``root`` itself may be one), nor a hidden folder. Raises
+    ``OSError`` when ``root`` cannot be listed; a sub-folder that cannot be is passed over and
+    its error added to ``unreadable``."""
+    if _is_maildir(root):
+        yield root, True
+        return
+
+    def failed(exc: OSError) -> None:
+        if exc.filename is not None and Path(exc.filename) == root:
+            raise exc
+        if unreadable is not None:
+            unreadable.append(exc)
+
+    for dirpath, dirnames, filenames in os.walk(root, onerror=failed):
+        here = Path(dirpath)
+        boxes = sorted(name for name in dirnames if _is_maildir(here / name))
+        dirnames[:] = sorted(
+            name for name in dirnames if not name.startswith(".") and name not in boxes
+        )
+        for name in boxes:
+            if not name.startswith("."):
+                yield here / name, True
+        for name in sorted(filenames):
+            if not name.startswith("."):
+                yield here / name, False
+
+
+def _detect_mbox_folder(path: Path) -> int:
+    """65 for a folder whose sampled files are mostly mbox files and that holds no Maildir or
+    ``.eml`` file: above a folder of ``.txt`` notes (60), below a Maildir (70, 90), a folder
+    of ``.eml`` files (70) and a Markdown vault (75)."""
+    mailboxes = others = 0
+    for file, is_maildir in _mbox_folder_walk(path):
+        if is_maildir or file.suffix.lower() == ".eml":
+            return 0
+        if _is_mbox_file(file):
+            mailboxes += 1
+        else:
+            others += 1
+        if mailboxes + others >= _FOLDER_SAMPLE:
+            break
+    return 65 if mailboxes > others else 0
+
+
+_Skipped = tuple[str, str, str]  # path as shown, place, reason: the arguments of ReadContext.skip
+
+
+def _mbox_folder_files(root: Path) -> tuple[list[Path], list[_Skipped]]:
+    """The mbox files under ``root`` in sorted path order, and what else is there."""
+    found: list[Path] = []
+    skipped: list[_Skipped] = []
+    unreadable: list[OSError] = []
+    try:
+        for path, is_maildir in _mbox_folder_walk(root, unreadable):
+            shown = clean_text(str(path))
+            if is_maildir:
+                skipped.append((shown, "folder", "a Maildir; ingest it with --format maildir"))
+                continue
+            not_regular = irregular(path)
+            if not_regular is not None:
+                skipped.append((shown, "file", not_regular))
+            elif _is_mbox_file(path):
+                found.append(path)
+            else:
+                skipped.append((shown, "file", _not_mbox_reason(path)))
+    except OSError as exc:
+        raise SourceFormatError(clean_text(str(root)), "", open_failure(root, exc)) from None
+    for error in unreadable:
+        folder = error.filename if error.filename is not None else root
+        skipped.append((clean_text(str(folder)), "folder", open_failure(folder, error)))
+    return sorted(found, key=lambda file: file.relative_to(root).parts), skipped
+
+
+def _no_mailbox_reason(root: Path, skipped: list[_Skipped]) -> str:
+    """Why a folder without an mbox file cannot be read, in one line."""
+    if _is_maildir(root):
+        return "a Maildir, not a folder of mbox files; ingest it with --format maildir"
+    reason = "no mbox file in this folder (none of its visible files starts with a 'From ' line)"
+    compressed = sum(1 for _, _, why in skipped if why == _GZIPPED)
+    if compressed:
+        reason += f"; {compressed} gzip-compressed file(s): decompress them to read them"
+    return reason
+
+
+def _no_mailbox(root: Path, reason: str) -> Iterator[Record]:
+    """Records that fail at once, so that the folder's source fails as a file that is not mbox
+    does: with one line naming it."""
+    raise SourceFormatError(clean_text(str(root)), "", reason)
+    yield  # a generator: the error comes when the records are read
+
+
+def _mbox_folder_keys(root: Path, files: list[Path]) -> list[str]:
+    """Each file's part of its scope: its path in ``root`` without the suffix, or with it
+    where two files would otherwise share a scope."""
+    names = [file.relative_to(root).as_posix() for file in files]
+    stems = [file.relative_to(root).with_suffix("").as_posix() for file in files]
+    counts = Counter(stems)
+    taken = set(names)
+    return [
+        stem if counts[stem] == 1 and (stem == name or stem not in taken) else name
+        for name, stem in zip(names, stems, strict=True)
+    ]
+
+
+def _mbox_folder_records(
+    root: Path, files: list[Path], threads: _Threads, ctx: ReadContext
+) -> Iterator[Record]:
+    """The messages of ``files`` (all under ``root``), in order, as one stream."""
+    messages = (raw for file in files for raw in _mbox_folder_messages(root, file, ctx))
+    yield from _records(messages, ctx, threads)
+
+
+def _mbox_folder_messages(root: Path, file: Path, ctx: ReadContext) -> Iterator[_RawMessage]:
+    """The messages of one mbox file of a folder, each with ``meta["file"]``; a file that turns
+    out not to be mbox (an ``.mbox`` name on other content) is reported, not fatal."""
+    relative = clean_text(file.relative_to(root).as_posix())
+    try:
+        for raw in _mbox_messages(file, ctx):
+            yield replace(raw, meta={**raw.meta, "file": relative})
+    except SourceFormatError as exc:
+        ctx.skip(exc.path, exc.where, exc.reason)
+
+
+def _mbox_folder_streams(root: Path, ctx: ReadContext) -> Iterator[SourceStream]:
+    folder = _folder_name(root)
+    files, skipped = _mbox_folder_files(root)
+    if files:
+        # Without any mbox file the source's one-line failure says it all, not a line a file.
+        for shown, where, reason in skipped:
+            ctx.skip(shown, where, reason)
+    threads = _Threads()
+    if ctx.scope is not None or not files:
+        yield SourceStream(
+            scope=ctx.scope_for(f"mbox:{folder}"),
+            kind=SourceKind.EMAIL,
+            platform="mbox",
+            location=str(root),
+            records=(
+                _mbox_folder_records(root, files, threads, ctx)
+                if files
+                else _no_mailbox(root, _no_mailbox_reason(root, skipped))
+            ),
+            title=folder,
+            meta={"files": len(files)},
+        )
+    else:
+        for file, key in zip(files, _mbox_folder_keys(root, files), strict=True):
+            yield SourceStream(
+                scope=f"mbox:{folder}/{key}",
+                kind=SourceKind.EMAIL,
+                platform="mbox",
+                location=str(file),
+                records=_mbox_folder_records(root, [file], threads, ctx),
+                title=file.relative_to(root).as_posix(),
+            )
+
+
 # --------------------------------------------------------------------------- files
 
 
@@ -436,8 +672,8 @@ def _maildir_files(root: Path, ctx: ReadContext) -> list[Path]:
     return found
 
 
-def _header_date(path: Path) -> datetime | None:
-    """The Date of a message file, reading only its header block."""
+def _headers(path: Path) -> Message | None:
+    """The header block of a message file, read alone; None where it cannot be read."""
     head = bytearray()
     try:
         with open_regular(path) as handle:
@@ -447,9 +683,17 @@ def _header_date(path: Path) -> datetime | None:
                 if not line.strip():
                     break
                 head += line
-        headers = BytesHeaderParser(policy=compat32).parsebytes(bytes(head))
-        return _parse_date(headers.get("Date"))
+        return BytesHeaderParser(policy=compat32).parsebytes(bytes(head))
     except Exception:  # only the reading order depends on it; the message reports itself
+        return None
+
+
+def _header_date(path: Path) -> datetime | None:
+    """The Date of a message file, reading only its header block."""
+    headers = _headers(path)
+    try:
+        return None if headers is None else _parse_date(headers.get("Date"))
+    except Exception:  # as above
         return None
 
 
@@ -474,18 +718,28 @@ def _file_messages(
     files: list[Path], root: Path, ctx: ReadContext, *, folders: bool = False
 ) -> Iterator[_RawMessage]:
     for file in _by_date(files, root):
-        relative = clean_text(_relative(file, root))
-        shown = clean_text(str(file))
-        data = read_item(file, ctx, shown=shown)
-        if data is None:
-            continue
-        meta: dict[str, Any] = {"file": relative}
-        if folders:
-            folder = Path(relative).parent
-            if folder.name in ("cur", "new"):
-                folder = folder.parent
-            meta["folder"] = "" if folder == Path(".") else folder.as_posix()
-        yield _RawMessage(data, shown, "file", meta)
+        raw = _file_message(file, root, ctx, folders=folders)
+        if raw is not None:
+            yield raw
+
+
+def _file_message(
+    file: Path, root: Path, ctx: ReadContext, *, folders: bool = False, thread: str | None = None
+) -> _RawMessage | None:
+    """The message of one file, with ``meta["file"]`` (and ``meta["folder"]``) relative to
+    ``root``; None after reporting a file too large to read."""
+    relative = clean_text(_relative(file, root))
+    shown = clean_text(str(file))
+    data = read_item(file, ctx, shown=shown)
+    if data is None:
+        return None
+    meta: dict[str, Any] = {"file": relative}
+    if folders:
+        folder = Path(relative).parent
+        if folder.name in ("cur", "new"):
+            folder = folder.parent
+        meta["folder"] = "" if folder == Path(".") else folder.as_posix()
+    return _RawMessage(data, shown, "file", meta, thread)
 
 
 def _maildir_records(path: Path, ctx: ReadContext) -> Iterator[Record]:
@@ -493,6 +747,73 @@ def _maildir_records(path: Path, ctx: ReadContext) -> Iterator[Record]:
         raise SourceFormatError(clean_text(str(path)), "file", "not a Maildir folder")
     files = _maildir_files(path, ctx)
     yield from _records(_file_messages(files, path, ctx, folders=True), ctx)
+
+
+def _maildirpp_folders(root: Path) -> list[str]:
+    """The Maildir++ folders of ``root`` (``.Sent``, ``.Lists.dev``: hidden sub-folders that
+    are Maildirs), sorted; none unless ``root`` is itself a Maildir."""
+    try:
+        if not _is_maildir(root):
+            return []
+        names = [entry.name for entry in os.scandir(root) if entry.name.startswith(".")]
+        return sorted(name for name in names if _is_maildir(root / name))
+    except OSError:  # the source reports it when its records are read
+        return []
+
+
+class _MaildirTree:
+    """A Maildir++ tree read as one source per folder.
+
+    On the first read of any folder the whole tree is listed and the header block of every
+    message read once: messages are put in Date order over the tree and their threads
+    resolved in that order, before any is parsed. A reply in ``.Sent`` thus joins a thread
+    whose root lies in a folder read later, and every record gets the thread it gets when
+    the tree is read as one source (``--scope``). A message without a Message-ID, named by
+    its content hash only once read, stands in the map under a key no header can hold.
+    """
+
+    def __init__(self, root: Path, folders: list[str], ctx: ReadContext) -> None:
+        self.root = root
+        self.folders = frozenset(folders)
+        self.ctx = ctx
+        self.threads = _Threads()
+        self._files: dict[str, list[tuple[Path, str | None]]] | None = None
+
+    def records(self, folder: str) -> Iterator[Record]:
+        """The records of ``folder`` (``""`` for the root's own messages), in Date order."""
+        if self._files is None:
+            self._files = self._read()
+        files = self._files.pop(folder, [])
+        messages = (
+            _file_message(file, self.root, self.ctx, folders=True, thread=thread)
+            for file, thread in files
+        )
+        yield from _records((raw for raw in messages if raw is not None), self.ctx, self.threads)
+
+    def _read(self) -> dict[str, list[tuple[Path, str | None]]]:
+        dated: list[tuple[tuple[bool, datetime, str], Path, str | None, list[str]]] = []
+        for file in _maildir_files(self.root, self.ctx):
+            headers = _headers(file)
+            date = own = None
+            chain: list[str] = []
+            if headers is not None:
+                try:
+                    date = _parse_date(headers.get("Date"))
+                    own = next(iter(_message_ids(headers.get("Message-ID"))), None)
+                    chain = _ancestors(headers)[2]
+                except Exception:  # the message reports itself when it is parsed
+                    pass
+            relative = _relative(file, self.root)
+            dated.append(((date is None, date or _EPOCH, relative), file, own, chain))
+        dated.sort(key=lambda item: item[0])
+        files: dict[str, list[tuple[Path, str | None]]] = {}
+        for number, (_, file, own, chain) in enumerate(dated):
+            key = own or f"\0{number}"
+            root = self.threads.resolve(key, chain)
+            top = file.relative_to(self.root).parts[0]
+            folder = top if top in self.folders else ""
+            files.setdefault(folder, []).append((file, None if root == key and not own else root))
+        return files
 
 
 def _eml_files(path: Path, ctx: ReadContext) -> list[Path]:
@@ -534,6 +855,9 @@ class MboxConnector:
     name = "mbox"
 
     def read(self, path: Path, ctx: ReadContext) -> Iterator[SourceStream]:
+        if path.is_dir():
+            yield from _mbox_folder_streams(path, ctx)
+            return
         yield SourceStream(
             scope=ctx.scope_for(f"mbox:{path.stem}"),
             kind=SourceKind.EMAIL,
@@ -548,15 +872,29 @@ class MaildirConnector:
     name = "maildir"
 
     def read(self, path: Path, ctx: ReadContext) -> Iterator[SourceStream]:
-        folder = _folder_name(path)
-        yield SourceStream(
-            scope=ctx.scope_for(f"maildir:{folder}"),
-            kind=SourceKind.EMAIL,
-            platform="maildir",
-            location=str(path),
-            records=_maildir_records(path, ctx),
-            title=folder,
-        )
+        name = _folder_name(path)
+        folders = _maildirpp_folders(path) if ctx.scope is None else []
+        if not folders:
+            yield SourceStream(
+                scope=ctx.scope_for(f"maildir:{name}"),
+                kind=SourceKind.EMAIL,
+                platform="maildir",
+                location=str(path),
+                records=_maildir_records(path, ctx),
+                title=name,
+            )
+            return
+        tree = _MaildirTree(path, folders, ctx)
+        for folder in ["", *folders]:
+            sub = clean_text(folder[1:])
+            yield SourceStream(
+                scope=f"maildir:{name}/{sub}" if sub else f"maildir:{name}",
+                kind=SourceKind.EMAIL,
+                platform="maildir",
+                location=str(path / folder) if folder else str(path),
+                records=tree.records(folder),
+                title=sub or name,
+            )
 
 
 class EmlConnector:
@@ -578,7 +916,11 @@ class EmlConnector:
 
 
 def detect_mbox(path: Path) -> int:
+    """80 for an mbox file (``.mbox``, or a first line that is a ``From `` separator), 40 for
+    a file that starts with ``From `` alone, 65 for a folder of mbox files."""
     try:
+        if path.is_dir():
+            return _detect_mbox_folder(path)
         if not path.is_file():
             return 0
         with path.open("rb") as handle:
@@ -621,7 +963,10 @@ def detect_eml(path: Path) -> int:
 
 
 MBOX = ConnectorSpec(
-    "mbox", MboxConnector, detect_mbox, "an mbox mailbox file (one file, many messages)"
+    "mbox",
+    MboxConnector,
+    detect_mbox,
+    "an mbox mailbox file (one file, many messages), or a folder of them",
 )
 MAILDIR = ConnectorSpec(
     "maildir", MaildirConnector, detect_maildir, "a Maildir folder (cur/, new/, sub-folders)"

@@ -10,7 +10,10 @@ Staleness: the index carries the store state it reflects (the store's generation
 every deletion bumps; the highest chunk rowid; the row count and per-column token totals).
 When that state moves, chunks gone or replaced since are dropped (their rowid and id are
 checked) and chunks above the indexed rowids are tokenized and appended; then the index's row
-count and per-column token totals must equal the store's, or it is rebuilt from scratch. A
+count and per-column token totals must equal the store's, or it is rebuilt from scratch. The
+state (one statement) and what the index is brought up to date from are read in one read
+snapshot, and a search holds one from the state check to the hits it reads: what it ranks is
+one committed version of the store, whatever another process commits meanwhile. A
 large index is saved beside the database (``<db>.bm25.idx``, see ``bm25_file``) and brought up
 to date the same way when it is opened. The file names the database it was built from (its
 store id) and its rows (rowid and chunk id, each checked against the database before anything
@@ -335,12 +338,13 @@ def keyword_leg(
     if not terms:
         return None, "off: the query has no searchable words"
     index = sparse_index(store)
-    found = index.search(terms, filters, k)
-    if found is not None:
-        note = f" ({index.note})" if index.note else ""
-        return found, f"ok: {len(found)} matches{note}"
-    expression = match_expression(query) or ""
-    hits, _ = store.fts_search(expression, filters, k, snippets=False, count=False)
+    with store.read_snapshot():
+        found = index.search(terms, filters, k)
+        if found is not None:
+            note = f" ({index.note})" if index.note else ""
+            return found, f"ok: {len(found)} matches{note}"
+        expression = match_expression(query) or ""
+        hits, _ = store.fts_search(expression, filters, k, snippets=False, count=False)
     return {h.node_id: h.score for h in hits}, f"ok: {len(hits)} matches (FTS5: {index.note})"
 
 
@@ -373,10 +377,13 @@ def keyword_search(
     # The sparse index ranks as the full-text index does (its idf over the whole store),
     # without it scoring every match of every OR-ed word; the full-text query answers where
     # the sparse index cannot.
-    found = sparse_index(store).rank(query_terms(query), filters, limit, scoped_idf=False)
-    if found is not None:
-        ranked, total = found
-        hits = store.keyword_hits(expression, [(r, s) for r, _, s in ranked], snippets=snippets)
-        return QueryResponse(hits=tuple(hits), total=total)
-    hits, total = store.fts_search(expression, filters, limit, snippets=snippets)
+    # One read snapshot: the rows the index ranks are the rows the hits are read from.
+    with store.read_snapshot():
+        found = sparse_index(store).rank(query_terms(query), filters, limit, scoped_idf=False)
+        if found is not None:
+            ranked, total = found
+            pairs = [(r, s) for r, _, s in ranked]
+            hits = store.keyword_hits(expression, pairs, snippets=snippets)
+            return QueryResponse(hits=tuple(hits), total=total)
+        hits, total = store.fts_search(expression, filters, limit, snippets=snippets)
     return QueryResponse(hits=tuple(hits), total=total)

@@ -2,8 +2,11 @@
 
 The index lives in memory, built from the store's vectors (exact search below the HNSW
 threshold, HNSW above it) and, once it is large, persisted beside the database
-(``<db>.vectors-<model tag>.idx``). The store's vector generation tells when the in-memory
-index is stale; it is then brought up to date in place.
+(``<db>.vectors-<model tag>.idx``). The store's generation (bumped by every vector written and
+every chunk deleted, by this process or another) tells when the in-memory index is stale; it
+is then brought up to date in place. The generation, the rows it is brought to and the rows a
+search maps its hits back to are read in one read snapshot, so the index is always exactly
+one committed version of the store's vectors, and a search serves that version.
 
 A saved file is used only when it is this database's (its store id) and holds exactly the
 rows the database has vectors for (the digest of their (rowid, chunk id) pairs, computed from
@@ -75,10 +78,11 @@ class VectorLeg:
 
     def index(self) -> VectorIndex:
         """The in-memory index, (re)built when the store's vectors changed."""
-        with self._lock:
+        with self._lock, self.store.read_snapshot():
             return self._current()
 
     def _current(self) -> VectorIndex:
+        """The index at the store's current version; called inside a read snapshot."""
         generation = self.store.generation()
         if self._index is not None and generation == self._generation:
             return self._index
@@ -87,7 +91,8 @@ class VectorLeg:
             # Bring the live index up to date in place: a rebuild of a large HNSW graph takes
             # a minute, a sync of what changed takes milliseconds.
             self._sync(self._index, dim)
-            self._index.generation = self._generation = generation
+            self._index.generation = generation
+            self._generation = self._settled(generation)
             self._save_later(self._index)
             return self._index
         path = self.index_path()
@@ -125,8 +130,14 @@ class VectorLeg:
                 index.rebuild(np.asarray(ids, dtype=np.int64), np.concatenate(parts))
             self._rows = self.store.rowids_to_ids(ids)
             self._save_later(index)
-        self._index, self._generation = index, generation
+        self._index, self._generation = index, self._settled(generation)
         return index
+
+    def _settled(self, generation: int) -> int:
+        """The generation to remember the index at: none inside a write transaction, where
+        what was read may yet be rolled back and the generation go back with it (to be
+        bumped again by another change, which the index would then not see)."""
+        return -1 if self.store.in_transaction() else generation
 
     def _sync(self, index: VectorIndex, dim: int) -> None:
         """Bring ``index`` to the store's vectors: drop what left, add what came.
@@ -190,7 +201,8 @@ class VectorLeg:
         with self._lock:
             if self._index is None and not path.exists():
                 return
-            self._current()
+            with self.store.read_snapshot():
+                self._current()
             found = self._snapshot()
             if found is None:
                 path.unlink(missing_ok=True)
@@ -216,15 +228,18 @@ class VectorLeg:
     def search(self, query: str | Vector, filters: Filters, k: int) -> dict[str, float]:
         """node id → cosine similarity of the ``k`` nearest admitted chunks."""
         vector = self.embed_query(query) if isinstance(query, str) else query
-        allowed = self.store.allowed_rowids(filters)
-        allow = None if allowed is None else np.asarray(allowed, dtype=np.int64)
-        if allow is not None and len(allow) == 0:
-            return {}
-        index = self.index()
-        if len(index) == 0:
-            return {}
-        rowids, scores = index.search(vector, k, allow=allow)
-        names = self.store.rowids_to_ids([int(r) for r in rowids])
+        # The index is brought to the version the filter and the rowids are read from: a
+        # rowid another process reused for a new chunk never names the old chunk's vector.
+        with self.store.read_snapshot():
+            allowed = self.store.allowed_rowids(filters)
+            allow = None if allowed is None else np.asarray(allowed, dtype=np.int64)
+            if allow is not None and len(allow) == 0:
+                return {}
+            index = self.index()
+            if len(index) == 0:
+                return {}
+            rowids, scores = index.search(vector, k, allow=allow)
+            names = self.store.rowids_to_ids([int(r) for r in rowids])
         return {
             names[int(r)]: float(s) for r, s in zip(rowids, scores, strict=True) if int(r) in names
         }
@@ -233,15 +248,16 @@ class VectorLeg:
         """The stored vectors of these chunks (those that have one), read from the index when
         it is current and from the store otherwise."""
         dim = self.embedder.spec.dim
-        if self._index is not None and self._generation == self.store.generation():
-            rowids = self.store.ids_to_rowids(node_ids)
-            names = {rowid: node for node, rowid in rowids.items()}
-            found, matrix = self._index.vectors(list(rowids.values()))
-            return {names[int(r)]: row for r, row in zip(found.tolist(), matrix, strict=True)}
-        return {
-            node: np.frombuffer(blob, dtype="<f4").reshape(dim)
-            for node, blob in self.store.vectors_of(self.signature, node_ids).items()
-        }
+        with self.store.read_snapshot():
+            if self._index is not None and self._generation == self.store.generation():
+                rowids = self.store.ids_to_rowids(node_ids)
+                names = {rowid: node for node, rowid in rowids.items()}
+                found, matrix = self._index.vectors(list(rowids.values()))
+                return {names[int(r)]: row for r, row in zip(found.tolist(), matrix, strict=True)}
+            return {
+                node: np.frombuffer(blob, dtype="<f4").reshape(dim)
+                for node, blob in self.store.vectors_of(self.signature, node_ids).items()
+            }
 
 
 def drop_other_vector_files(store: Store, keep: Path | None) -> list[Path]:

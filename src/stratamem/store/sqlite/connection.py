@@ -19,6 +19,9 @@ BUSY_TIMEOUT_S = 60.0
 # the busy timeout: an ingest holds the write lock for a whole source, which can take minutes,
 # and a lock that is held belongs to a live process (SQLite's locks go with their process).
 WRITE_WAIT_S = 30 * 60.0
+# The setting every deletion and every vector write bumps (``SQLiteStore.generation``); named
+# here so that a state check can read it in the same statement as the rest of the state.
+GENERATION_KEY = "vectors.generation"
 T = TypeVar("T")
 _log = logging.getLogger(__name__)
 

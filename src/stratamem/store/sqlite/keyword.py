@@ -9,7 +9,7 @@ import heapq
 import json
 import sqlite3
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
@@ -37,7 +37,9 @@ class KeywordTables:
 
         def mentions_of(self, node_ids: Sequence[str]) -> dict[str, list[str]]: ...
 
-        def generation(self) -> int: ...
+        def in_transaction(self) -> bool: ...
+
+        def read_snapshot(self) -> AbstractContextManager[None]: ...
 
     # -- terms and statistics for the in-process BM25 index -----------------------------------
 
@@ -52,7 +54,7 @@ class KeywordTables:
 
     def keyword_state(self) -> KeywordState:
         with unavailable_on_error():
-            return fts_state(self.conn, self.generation())
+            return fts_state(self.conn)
 
     def keyword_rows(self, *, above: int = 0, upto: int | None = None) -> list[tuple[int, str]]:
         with unavailable_on_error():
@@ -70,16 +72,12 @@ class KeywordTables:
 
     @contextmanager
     def keyword_snapshot(self) -> Iterator[None]:
-        """A read transaction: FTS5's tables, ``chunks`` and the settings as of one commit."""
-        if self.conn.in_transaction:
+        """A read transaction (the caller's read snapshot when one is open): FTS5's tables,
+        ``chunks`` and the settings as of one commit."""
+        if self.in_transaction():
             raise KeywordIndexUnavailable("a write transaction is open")
-        with unavailable_on_error():
-            self.conn.execute("BEGIN")
-        try:
+        with self.read_snapshot():
             yield
-        finally:
-            with unavailable_on_error():
-                self.conn.execute("COMMIT")
 
     # -- ranked hits ----------------------------------------------------------------------------
 

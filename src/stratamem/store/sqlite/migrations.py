@@ -196,6 +196,73 @@ MIGRATIONS: tuple[str, ...] = (
     UPDATE jobs SET again = 1, payload = json_remove(payload, '$.again')
     WHERE json_extract(payload, '$.again') = 1;
     """,
+    # 6: records with identity. Chat, mail and record sources keep what was read as records,
+    # one row per (source, key): ``ts`` and ``sort_key`` give their canonical order, ``digest``
+    # covers their content, ``body`` is the record (see store/records.py). A chunk derived from
+    # records names the first of them (its anchor) in ``record_key``. The chunks table is
+    # rebuilt with AUTOINCREMENT (rowids kept): a rowid is never handed out again, so an item
+    # replaced at the end of the table is a removal and an append to the in-process indexes
+    # keyed by rowid, not a reused key that makes them rebuild.
+    """
+    CREATE TABLE IF NOT EXISTS records (
+        source_id  TEXT NOT NULL REFERENCES sources(id) ON DELETE CASCADE,
+        key        TEXT NOT NULL,
+        ts         INTEGER,
+        sort_key   TEXT NOT NULL,
+        digest     TEXT NOT NULL,
+        body       BLOB NOT NULL,
+        added_at   INTEGER NOT NULL,
+        updated_at INTEGER NOT NULL,
+        PRIMARY KEY (source_id, key)
+    ) WITHOUT ROWID;
+    CREATE INDEX IF NOT EXISTS records_order ON records(source_id, ts, sort_key);
+    CREATE TABLE chunks_next (
+        rowid          INTEGER PRIMARY KEY AUTOINCREMENT,
+        id             TEXT NOT NULL UNIQUE,
+        source_id      TEXT NOT NULL REFERENCES sources(id) ON DELETE CASCADE,
+        seq            INTEGER NOT NULL,
+        content        TEXT NOT NULL,
+        title          TEXT NOT NULL DEFAULT '',
+        token_count    INTEGER NOT NULL,
+        author         TEXT,
+        ts_start       INTEGER,
+        ts_end         INTEGER,
+        tags           TEXT NOT NULL DEFAULT '[]',
+        source_ref     TEXT NOT NULL DEFAULT '',
+        thread         TEXT,
+        doc_id         TEXT,
+        version        INTEGER NOT NULL DEFAULT 1,
+        content_sha256 TEXT NOT NULL,
+        parent_summary_id TEXT,
+        meta           TEXT NOT NULL DEFAULT '{}',
+        record_key     TEXT
+    );
+    INSERT INTO chunks_next (rowid, id, source_id, seq, content, title, token_count, author,
+        ts_start, ts_end, tags, source_ref, thread, doc_id, version, content_sha256,
+        parent_summary_id, meta)
+    SELECT rowid, id, source_id, seq, content, title, token_count, author, ts_start, ts_end,
+        tags, source_ref, thread, doc_id, version, content_sha256, parent_summary_id, meta
+    FROM chunks;
+    DROP TABLE chunks;
+    ALTER TABLE chunks_next RENAME TO chunks;
+    CREATE INDEX chunks_source_seq ON chunks(source_id, seq);
+    CREATE INDEX chunks_time ON chunks(ts_start);
+    CREATE INDEX chunks_doc ON chunks(source_id, doc_id);
+    CREATE INDEX chunks_parent ON chunks(parent_summary_id);
+    CREATE INDEX chunks_record ON chunks(source_id, record_key) WHERE record_key IS NOT NULL;
+    CREATE TRIGGER chunks_fts_insert AFTER INSERT ON chunks BEGIN
+        INSERT INTO chunks_fts(rowid, content, title) VALUES (new.rowid, new.content, new.title);
+    END;
+    CREATE TRIGGER chunks_fts_delete AFTER DELETE ON chunks BEGIN
+        INSERT INTO chunks_fts(chunks_fts, rowid, content, title)
+        VALUES ('delete', old.rowid, old.content, old.title);
+    END;
+    CREATE TRIGGER chunks_fts_update AFTER UPDATE OF content, title ON chunks BEGIN
+        INSERT INTO chunks_fts(chunks_fts, rowid, content, title)
+        VALUES ('delete', old.rowid, old.content, old.title);
+        INSERT INTO chunks_fts(rowid, content, title) VALUES (new.rowid, new.content, new.title);
+    END;
+    """,
 )
 
 SCHEMA_VERSION = len(MIGRATIONS)

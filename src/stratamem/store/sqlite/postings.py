@@ -11,7 +11,9 @@ chunks (a removal bumps the store's generation). So when the database has change
 connection's change counter or SQLite's ``data_version``, which moves when another connection
 commits), the mentions of chunks above the highest rowid read so far are appended, unless the
 generation moved, in which case everything is read again. Either way the number of mentions
-held must then equal the table's, or everything is read again.
+held must then equal the table's, or everything is read again. The state and the rows are read
+in one read snapshot (the caller's, when a search holds one), so what is held is one version
+of the table, and the state it is keyed on is that version's.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ import sqlite3
 import threading
 from array import array
 from collections.abc import Callable, Collection, Iterable, Sequence
+from contextlib import AbstractContextManager
 
 import numpy as np
 import numpy.typing as npt
@@ -35,10 +38,14 @@ class EntityPostings:
         *,
         state: Callable[[], tuple[int, int]],
         generation: Callable[[], int],
+        snapshot: Callable[[], AbstractContextManager[None]],
+        writing: Callable[[], bool],
     ) -> None:
         self._conn = conn
         self._state = state
         self._generation = generation
+        self._snapshot = snapshot
+        self._writing = writing
         self._lock = threading.Lock()
         self._key: tuple[int, int] | None = None
         self._loaded = False
@@ -123,10 +130,7 @@ class EntityPostings:
         if self._state() == self._key:
             return
         conn = self._conn
-        own = not conn.in_transaction
-        if own:
-            conn.execute("BEGIN")  # one snapshot for the state, the rows and the count
-        try:
+        with self._snapshot():  # one version for the state, the rows and the count
             key, generation = self._state(), self._generation()
             top = int(conn.execute("SELECT coalesce(max(rowid), 0) FROM chunks").fetchone()[0])
             read_generation, read_top = self._at
@@ -146,13 +150,12 @@ class EntityPostings:
                 # Mentions changed some other way: read them all again.
                 self._reset()
                 self._add(conn.execute("SELECT entity_id, node_id, source_id FROM entity_index"))
-        finally:
-            if own:
-                conn.execute("COMMIT")
-        self._loaded, self._at = True, (generation, top)
-        # Inside the caller's transaction, what was read may yet be rolled back (and the
-        # change counter does not go back): check again next time.
-        self._key = key if own else None
+        if self._writing():
+            # What was read may yet be rolled back, and neither the change counter nor the
+            # generation goes back with it: check again next time, and read everything then.
+            self._loaded, self._key = False, None
+        else:
+            self._loaded, self._at, self._key = True, (generation, top), key
 
     def _reset(self) -> None:
         self._lists.clear()

@@ -40,6 +40,8 @@ class SourceTables:
 
         def bump_generation(self) -> None: ...
 
+        def in_transaction(self) -> bool: ...
+
         def write_state(self) -> tuple[int, int]: ...
 
         def add_edges(self, source_id: str, node_ids: Sequence[str], *, sign: int = 1) -> None: ...
@@ -134,8 +136,9 @@ class SourceTables:
     def insert_chunks(self, chunks: Iterable[Chunk]) -> None:
         self.conn.executemany(
             """INSERT INTO chunks (id, source_id, seq, content, title, token_count, author,
-                 ts_start, ts_end, tags, source_ref, thread, doc_id, version, content_sha256, meta)
-               VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)""",
+                 ts_start, ts_end, tags, source_ref, thread, doc_id, version, content_sha256,
+                 record_key, meta)
+               VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)""",
             map(_chunk_row, chunks),
         )
 
@@ -209,6 +212,12 @@ class SourceTables:
                 out[node].append(entity)
         return out
 
+    def source_chunk_count(self, source_id: str) -> int:
+        row = self.conn.execute(
+            "SELECT count(*) FROM chunks WHERE source_id = ?", (source_id,)
+        ).fetchone()
+        return int(row[0])
+
     def chunk_count(self) -> int:
         """The number of chunks, cached until this or another connection writes (not inside
         a transaction, which may yet roll back what it counted)."""
@@ -216,7 +225,7 @@ class SourceTables:
         if self._count_cache is not None and self._count_cache[0] == key:
             return self._count_cache[1]
         count = int(self.conn.execute("SELECT count(*) FROM chunks").fetchone()[0])
-        self._count_cache = None if self.conn.in_transaction else (key, count)
+        self._count_cache = None if self.in_transaction() else (key, count)
         return count
 
     def scopes(self) -> dict[str, str]:
@@ -242,6 +251,7 @@ def _chunk_row(c: Chunk) -> tuple[object, ...]:
         c.doc_id,
         c.version,
         c.content_sha256,
+        c.record_key,
         json.dumps(c.meta, default=str) if c.meta else "{}",
     )
 
@@ -273,6 +283,7 @@ def chunk_from_row(row: sqlite3.Row) -> Chunk:
         doc_id=row["doc_id"],
         version=row["version"],
         content_sha256=row["content_sha256"],
+        record_key=row["record_key"],
         meta=json.loads(row["meta"]),
     )
 

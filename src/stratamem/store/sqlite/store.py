@@ -2,9 +2,9 @@
 graph and the summary trees.
 
 The class is its roles put together, one module each: ``sources`` (sources, chunks,
-mentions), ``vectors``, ``graph``, ``keyword`` (FTS5), ``trees`` and ``jobs``; this module
-holds the connection, transactions, settings and the store's identity. On-disk format: see
-``migrations.py``.
+mentions), ``records``, ``vectors``, ``graph``, ``keyword`` (FTS5), ``trees`` and ``jobs``;
+this module holds the connection, transactions, settings and the store's identity. On-disk
+format: see ``migrations.py``.
 """
 
 from __future__ import annotations
@@ -16,18 +16,19 @@ from pathlib import Path
 from typing import Any
 
 from stratamem.errors import StoreError
-from stratamem.store.sqlite.connection import atomic, connect
+from stratamem.store.sqlite.connection import GENERATION_KEY, atomic, connect
 from stratamem.store.sqlite.graph import GraphTables
 from stratamem.store.sqlite.jobs import JobQueue
 from stratamem.store.sqlite.keyword import KeywordTables
 from stratamem.store.sqlite.migrations import migrate
 from stratamem.store.sqlite.postings import EntityPostings
+from stratamem.store.sqlite.records import RecordTables
 from stratamem.store.sqlite.sources import SourceTables
 from stratamem.store.sqlite.trees import TreeTables
 from stratamem.store.sqlite.vectors import VectorTables
 
 
-class SQLiteStore(SourceTables, VectorTables, GraphTables, KeywordTables):
+class SQLiteStore(SourceTables, RecordTables, VectorTables, GraphTables, KeywordTables):
     """Owns one connection; use as a context manager or call :meth:`close`."""
 
     name = "sqlite"
@@ -35,6 +36,7 @@ class SQLiteStore(SourceTables, VectorTables, GraphTables, KeywordTables):
     def __init__(self, path: str | Path) -> None:
         self.path = str(path)
         self.conn = connect(path)
+        self._reading = False
         self._count_cache: tuple[tuple[int, int], int] | None = None
         try:
             migrate(self.conn)
@@ -50,7 +52,11 @@ class SQLiteStore(SourceTables, VectorTables, GraphTables, KeywordTables):
         self.trees = TreeTables(self)
         self.jobs = JobQueue(self.conn)
         self.postings = EntityPostings(
-            self.conn, state=self.write_state, generation=self.generation
+            self.conn,
+            state=self.write_state,
+            generation=self.generation,
+            snapshot=self.read_snapshot,
+            writing=self.in_transaction,
         )
 
     def __enter__(self) -> SQLiteStore:
@@ -63,10 +69,31 @@ class SQLiteStore(SourceTables, VectorTables, GraphTables, KeywordTables):
         self.conn.close()
 
     def transaction(self) -> AbstractContextManager[sqlite3.Connection]:
+        if self._reading:
+            # The write would turn the read snapshot into a write transaction, which SQLite
+            # refuses at once (no waiting) once another connection has committed since.
+            raise StoreError(f"{self.path}: a write cannot start inside a read snapshot")
         return atomic(self.conn)
 
     def in_transaction(self) -> bool:
-        return self.conn.in_transaction
+        return self.conn.in_transaction and not self._reading
+
+    @contextmanager
+    def read_snapshot(self) -> Iterator[None]:
+        """A deferred read transaction: SQLite fixes its snapshot at the first read inside and
+        keeps it to the end (WAL readers neither wait for a writer nor hold one up). Inside
+        another transaction, read or write, this one joins it."""
+        if self.conn.in_transaction:
+            yield
+            return
+        self.conn.execute("BEGIN")
+        self._reading = True
+        try:
+            yield
+        finally:
+            self._reading = False
+            if self.conn.in_transaction:
+                self.conn.execute("COMMIT")
 
     @contextmanager
     def rebuildable_writes(self) -> Iterator[None]:
@@ -91,14 +118,15 @@ class SQLiteStore(SourceTables, VectorTables, GraphTables, KeywordTables):
         )
 
     def bump_generation(self) -> None:
-        """Mark the vectors changed, so a persisted vector index knows it is stale."""
+        """Mark chunks or vectors changed, so in-process indexes know they are stale."""
         self.conn.execute(
-            "INSERT INTO settings (key, value) VALUES ('vectors.generation', '1') "
-            "ON CONFLICT (key) DO UPDATE SET value = CAST(value AS INTEGER) + 1"
+            "INSERT INTO settings (key, value) VALUES (?, '1') "
+            "ON CONFLICT (key) DO UPDATE SET value = CAST(value AS INTEGER) + 1",
+            (GENERATION_KEY,),
         )
 
     def generation(self) -> int:
-        return int(self.get_setting("vectors.generation") or 0)
+        return int(self.get_setting(GENERATION_KEY) or 0)
 
     def store_id(self) -> str:
         """The random id this database was given when created: a copy or a restored backup

@@ -1,0 +1,179 @@
+"""Single-item commands: add, edit, rm (one memory at a time, found at once by search)."""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+import click
+from rich.markup import escape
+
+from stratamem.cli.common import (
+    SOURCE_KINDS,
+    fail,
+    handle_errors,
+    json_option,
+    open_memory,
+    out,
+    print_json,
+)
+from stratamem.ingest.items import DEFAULT_SOURCE, UNSET, ItemWrite
+from stratamem.timeparse import parse_when
+
+_KINDS = SOURCE_KINDS
+
+
+def _text(value: str | None) -> str | None:
+    """The text given, or read from standard input for ``-``."""
+    if value == "-":
+        return sys.stdin.read().rstrip("\n")
+    return value
+
+
+def _time(value: str | None) -> Any:
+    if value is None:
+        return None
+    try:
+        return parse_when(value)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc)) from None
+
+
+def _report(write: ItemWrite, as_json: bool) -> None:
+    if as_json:
+        print_json(write.to_dict())
+        return
+    detail = f"{len(write.chunks_added)} chunk(s) written, {write.chunks_removed} removed"
+    if write.chunks_added:
+        detail += (
+            f", {write.embedded} embedded" if write.embedded else ", not embedded yet (run embed)"
+        )
+    out.print(f"{write.action} {escape(write.id)} in {escape(write.scope)}: {detail}")
+
+
+@click.command()
+@click.argument("text")
+@click.option(
+    "--source",
+    default=DEFAULT_SOURCE,
+    show_default=True,
+    help="Source id or scope (a new scope is made as a source).",
+)
+@click.option(
+    "--kind",
+    type=click.Choice(_KINDS),
+    help="The kind of a new source (default record; not document); a source keeps its kind.",
+)
+@click.option("--author", help="Who wrote or said it.")
+@click.option(
+    "--time", "when", help="When it was said or true (2024-03-12T09:30, 2h; default: now)."
+)
+@click.option(
+    "--id", "key", help="Its id (default: a new one); the source's item of that id is replaced."
+)
+@click.option("--title", help="A title.")
+@click.option("--thread", help="The thread it belongs to.")
+@click.option("--tag", "tags", multiple=True, help="A tag (repeatable).")
+@json_option
+@click.pass_context
+@handle_errors
+def add(
+    ctx: click.Context,
+    text: str,
+    source: str,
+    kind: str | None,
+    author: str | None,
+    when: str | None,
+    key: str | None,
+    title: str | None,
+    thread: str | None,
+    tags: tuple[str, ...],
+    as_json: bool,
+) -> None:
+    """Write one item to a source; search finds it as soon as this returns. TEXT "-" reads
+    standard input.
+
+    \b
+    Examples:
+      stratamem add "Carol leads on-call until Friday" --author dan
+      stratamem add "release moved to April 5" --source notes:decisions --time 2024-03-20
+      git log -1 --format=%B | stratamem add - --source notes:commits --id abc123
+    """
+    memory = open_memory(ctx)
+    write = memory.add(
+        _text(text) or "",
+        source=source,
+        kind=kind,
+        author=author,
+        time=_time(when),
+        id=key,
+        title=title,
+        thread=thread,
+        tags=tags,
+    )
+    _report(write, as_json)
+
+
+@click.command()
+@click.argument("item_id")
+@click.option("--source", help="Source id or scope, when several hold this id.")
+@click.option("--text", help='The new text ("-" reads standard input).')
+@click.option("--author", help="The new author.")
+@click.option("--time", "when", help="The new time.")
+@click.option("--title", help="The new title.")
+@click.option("--tag", "tags", multiple=True, help="The new tags (repeatable; replace the old).")
+@json_option
+@click.pass_context
+@handle_errors
+def edit(
+    ctx: click.Context,
+    item_id: str,
+    source: str | None,
+    text: str | None,
+    author: str | None,
+    when: str | None,
+    title: str | None,
+    tags: tuple[str, ...],
+    as_json: bool,
+) -> None:
+    """Correct one item: the fields given change, the others stay.
+
+    \b
+    Examples:
+      stratamem edit item_3f2a9c1b0d4e5f60 --text "Dan leads on-call until Friday"
+      stratamem edit 1710147605.000200 --source "slack:#eng" --text "fixed typo"
+    """
+    if all(v is None for v in (text, author, when, title)) and not tags:
+        fail("nothing to change: give --text, --author, --time, --title or --tag")
+    memory = open_memory(ctx)
+    write = memory.update(
+        item_id,
+        source=source,
+        text=_text(text),
+        author=UNSET if author is None else author,
+        time=UNSET if when is None else _time(when),
+        title=UNSET if title is None else title,
+        tags=tags or None,
+    )
+    _report(write, as_json)
+
+
+@click.command()
+@click.argument("item_id")
+@click.option("--source", help="Source id or scope, when several hold this id.")
+@json_option
+@click.pass_context
+@handle_errors
+def rm(ctx: click.Context, item_id: str, source: str | None, as_json: bool) -> None:
+    """Delete one item: it leaves every index at once.
+
+    \b
+    Examples:
+      stratamem rm item_3f2a9c1b0d4e5f60
+      stratamem rm "<CAH+w=7a@mail.gmail.com>" --source mbox:lkml
+    """
+    memory = open_memory(ctx)
+    _report(memory.delete(item_id, source=source), as_json)
+
+
+COMMANDS = (add, edit, rm)

@@ -1,0 +1,180 @@
+"""Records in the SQLite store (the ``RecordStore`` role): one row per (source, key), the
+record itself as compressed JSON in ``body``."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Iterable, Iterator, Sequence
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
+
+from stratamem.store.records import RecordRow, RecordState, StoredRecord, decode_record
+from stratamem.store.sqlite.connection import batches
+from stratamem.timeparse import to_ms
+
+_READ = 500
+
+
+class RecordTables:
+    """The records half of :class:`~stratamem.store.sqlite.store.SQLiteStore`."""
+
+    conn: sqlite3.Connection
+
+    if TYPE_CHECKING:
+
+        def _delete_chunks(self, where: str, params: list[Any]) -> int: ...
+
+    def record_states(self, source_id: str, keys: Sequence[str]) -> dict[str, RecordState]:
+        found: dict[str, RecordState] = {}
+        for part, marks in batches(keys):
+            for key, digest, ts in self.conn.execute(
+                f"SELECT key, digest, ts FROM records WHERE source_id = ? AND key IN ({marks})",
+                [source_id, *part],
+            ):
+                found[key] = RecordState(digest, ts)
+        return found
+
+    def put_records(self, source_id: str, records: Iterable[RecordRow]) -> None:
+        now = to_ms(datetime.now(UTC))
+        self.conn.executemany(
+            """INSERT INTO records (source_id, key, ts, sort_key, digest, body, added_at,
+                 updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)
+               ON CONFLICT (source_id, key) DO UPDATE SET ts = excluded.ts,
+                 sort_key = excluded.sort_key, digest = excluded.digest, body = excluded.body,
+                 updated_at = excluded.updated_at""",
+            ((source_id, *r, now, now) for r in records),
+        )
+
+    def delete_records(self, source_id: str, keys: Sequence[str]) -> int:
+        removed = 0
+        for part, marks in batches(keys):
+            removed += self.conn.execute(
+                f"DELETE FROM records WHERE source_id = ? AND key IN ({marks})",
+                [source_id, *part],
+            ).rowcount
+        return removed
+
+    def record_keys(self, source_id: str) -> Iterator[str]:
+        cursor = self.conn.execute("SELECT key FROM records WHERE source_id = ?", (source_id,))
+        while rows := cursor.fetchmany(_READ):
+            for (key,) in rows:
+                yield key
+
+    def record_count(self, source_id: str) -> int:
+        row = self.conn.execute(
+            "SELECT count(*) FROM records WHERE source_id = ?", (source_id,)
+        ).fetchone()
+        return int(row[0])
+
+    def record_timeline(self, source_id: str) -> tuple[list[int], int]:
+        times = [
+            row[0]
+            for row in self.conn.execute(
+                """SELECT ts FROM records WHERE source_id = ? AND ts IS NOT NULL ORDER BY ts""",
+                (source_id,),
+            )
+        ]
+        (timeless,) = self.conn.execute(
+            "SELECT count(*) FROM records WHERE source_id = ? AND ts IS NULL", (source_id,)
+        ).fetchone()
+        return times, int(timeless)
+
+    def records_between(
+        self, source_id: str, start_ms: int | None, end_ms: int | None
+    ) -> Iterator[StoredRecord]:
+        if start_ms is None or end_ms is None:
+            sql = """SELECT key, sort_key, digest, body FROM records
+                     WHERE source_id = ? AND ts IS NULL ORDER BY sort_key"""
+            params: list[Any] = [source_id]
+        else:
+            sql = """SELECT key, sort_key, digest, body FROM records
+                     WHERE source_id = ? AND ts BETWEEN ? AND ? ORDER BY ts, sort_key"""
+            params = [source_id, start_ms, end_ms]
+        cursor = self.conn.execute(sql, params)
+        while rows := cursor.fetchmany(_READ):
+            for key, sort_key, digest, body in rows:
+                yield StoredRecord(key, decode_record(body), digest, sort_key)
+
+    def records_by_key(self, source_id: str, keys: Sequence[str]) -> list[StoredRecord]:
+        found: list[tuple[int, int | None, StoredRecord]] = []
+        for part, marks in batches(keys):
+            for key, ts, sort_key, digest, body in self.conn.execute(
+                f"""SELECT key, ts, sort_key, digest, body FROM records
+                    WHERE source_id = ? AND key IN ({marks})""",
+                [source_id, *part],
+            ):
+                stored = StoredRecord(key, decode_record(body), digest, sort_key)
+                found.append((ts is None, ts, stored))
+        found.sort(key=lambda item: (item[0], item[1] or 0, item[2].sort_key))
+        return [stored for _, _, stored in found]
+
+    def find_records(self, key: str) -> list[tuple[str, StoredRecord]]:
+        return [
+            (source_id, StoredRecord(key, decode_record(body), digest, sort_key))
+            for source_id, sort_key, digest, body in self.conn.execute(
+                """SELECT source_id, sort_key, digest, body FROM records WHERE key = ?
+                   ORDER BY source_id""",
+                (key,),
+            )
+        ]
+
+    def derived_chunks_between(
+        self, source_id: str, start_ms: int | None, end_ms: int | None
+    ) -> list[str]:
+        if start_ms is None or end_ms is None:
+            sql = """SELECT id FROM chunks WHERE source_id = ? AND record_key IS NOT NULL
+                     AND ts_start IS NULL"""
+            params: list[Any] = [source_id]
+        else:
+            sql = """SELECT id FROM chunks WHERE source_id = ? AND record_key IS NOT NULL
+                     AND ts_start BETWEEN ? AND ?"""
+            params = [source_id, start_ms, end_ms]
+        return [row[0] for row in self.conn.execute(sql, params)]
+
+    def derived_chunks_of(self, source_id: str, keys: Sequence[str]) -> list[str]:
+        found: list[str] = []
+        for part, marks in batches(keys):
+            found.extend(
+                row[0]
+                for row in self.conn.execute(
+                    f"SELECT id FROM chunks WHERE source_id = ? AND record_key IN ({marks})",
+                    [source_id, *part],
+                )
+            )
+        return found
+
+    def delete_chunks(self, source_id: str, ids: Sequence[str]) -> int:
+        removed = 0
+        for part, marks in batches(ids):
+            removed += self._delete_chunks(f"source_id = ? AND id IN ({marks})", [source_id, *part])
+        return removed
+
+    def renumber_chunks(self, source_id: str) -> int:
+        rows = self.conn.execute(
+            """SELECT c.id, c.seq, c.ts_start, r.sort_key, c.record_key, c.meta FROM chunks c
+               LEFT JOIN records r ON r.source_id = c.source_id AND r.key = c.record_key
+               WHERE c.source_id = ?""",
+            (source_id,),
+        ).fetchall()
+        rows.sort(key=lambda r: (r[2] is None, r[2] or 0, r[3] or "", r[4] or r[0], _part(r[5])))
+        moved = [(seq, row[0]) for seq, row in enumerate(rows) if row[1] != seq]
+        self.conn.executemany("UPDATE chunks SET seq = ? WHERE id = ?", moved)
+        return len(moved)
+
+    def retire_replaced_chunks(self, source_id: str) -> int:
+        """Remove the source's chunks that are not derived from records (stored before it kept
+        records) whose content a derived chunk now holds; returns how many."""
+        return self._delete_chunks(
+            """source_id = ? AND record_key IS NULL AND content_sha256 IN (
+                   SELECT content_sha256 FROM chunks
+                   WHERE source_id = ? AND record_key IS NOT NULL)""",
+            [source_id, source_id],
+        )
+
+
+def _part(meta: str) -> int:
+    if not meta or meta == "{}":
+        return 0
+    value = json.loads(meta).get("part", 0)
+    return value if isinstance(value, int) else 0

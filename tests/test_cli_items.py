@@ -1,0 +1,140 @@
+"""The single-item commands: ``stratamem add``, ``edit`` and ``rm``."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import click
+import pytest
+from click.testing import CliRunner
+
+from stratamem.cli import main
+
+Run = Callable[..., click.testing.Result]
+
+
+@pytest.fixture
+def run(tmp_path: Path) -> Run:
+    db = tmp_path / "cli.db"
+
+    def invoke(*args: str, input: str | None = None) -> click.testing.Result:
+        return CliRunner().invoke(
+            main, ["--db", str(db), *args], input=input, catch_exceptions=False
+        )
+
+    return invoke
+
+
+def as_json(result: click.testing.Result) -> Any:
+    assert result.exit_code == 0, result.output
+    return json.loads(result.stdout)
+
+
+def keyword_hits(run: Run, query: str) -> list[str]:
+    data = as_json(run("search", query, "--mode", "keyword", "--json"))
+    return [hit["content"] for hit in data["hits"]]
+
+
+def failed_with(result: click.testing.Result, message: str) -> None:
+    """The command failed with one line on stderr saying ``message``, and no traceback."""
+    assert result.exit_code != 0, result.output
+    assert "Traceback" not in result.output
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1, result.stderr
+    assert lines[0].startswith("error:")
+    assert message in lines[0], lines[0]
+
+
+def test_add_edit_rm_round_trip(run: Run) -> None:
+    added = as_json(
+        run("add", "Carol leads on-call until Friday", "--author", "a", "--id", "x", "--json")
+    )
+    assert added["id"] == "x"
+    assert added["scope"] == "memory"
+    assert added["source_id"].startswith("src_")
+    assert added["action"] == "added"
+    assert len(added["chunks_added"]) == 1
+    assert added["chunks_removed"] == 0
+    assert added["embedded"] == 0  # the store has no vectors yet: it waits for `embed`
+    assert added["text"] == "Carol leads on-call until Friday"
+    assert added["author"] == "a"
+    assert added["time"].endswith("+00:00")
+    assert keyword_hits(run, "on-call Friday") == ["Carol leads on-call until Friday"]
+
+    edited = as_json(run("edit", "x", "--text", "Dan leads on-call until Monday", "--json"))
+    assert (edited["id"], edited["action"]) == ("x", "updated")
+    assert edited["text"] == "Dan leads on-call until Monday"
+    assert edited["author"] == "a"  # not given, so kept
+    assert edited["time"] == added["time"]
+    assert edited["chunks_removed"] == 1
+    assert keyword_hits(run, "Friday") == []
+    assert keyword_hits(run, "Monday") == ["Dan leads on-call until Monday"]
+
+    removed = run("rm", "x")
+    assert removed.exit_code == 0, removed.output
+    assert "deleted x in memory" in removed.stdout
+    assert keyword_hits(run, "on-call") == []
+
+    failed_with(run("rm", "x"), "no item with id 'x'")
+    failed_with(run("edit", "x", "--text", "again"), "no item with id 'x'")
+
+
+def test_edit_with_nothing_to_change_is_an_error(run: Run) -> None:
+    run("add", "some text", "--id", "x")
+    failed_with(run("edit", "x"), "nothing to change")
+    failed_with(run("edit", "x", "--json"), "nothing to change")
+
+
+def test_edit_changes_only_the_fields_given(run: Run) -> None:
+    run("add", "a fact", "--id", "x", "--author", "a", "--title", "T")
+    edited = as_json(run("edit", "x", "--time", "2024-03-12T09:30", "--tag", "t1", "--json"))
+    assert edited["action"] == "updated"
+    assert edited["time"] == "2024-03-12T09:30:00+00:00"
+    assert (edited["text"], edited["author"]) == ("a fact", "a")
+    again = as_json(run("edit", "x", "--author", "a", "--json"))
+    assert again["action"] == "unchanged"
+    assert again["chunks_added"] == []
+
+
+def test_add_dash_reads_standard_input(run: Run) -> None:
+    added = as_json(run("add", "-", "--id", "piped", "--json", input="text from a pipe\n"))
+    assert added["text"].strip() == "text from a pipe"
+    assert keyword_hits(run, "pipe")[0].strip() == "text from a pipe"
+
+    edited = as_json(run("edit", "piped", "--text", "-", "--json", input="new piped text\n"))
+    assert edited["text"].strip() == "new piped text"
+
+
+def test_add_takes_a_time(run: Run) -> None:
+    added = as_json(run("add", "standup moved", "--time", "2024-03-12T09:30", "--json"))
+    assert added["time"] == "2024-03-12T09:30:00+00:00"
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (("add", "   "), "needs some text"),
+        (("add", "-"), "needs some text"),  # empty standard input
+        (("add", "x", "--time", "not a time"), "not a time"),
+    ],
+)
+def test_a_bad_add_is_one_line_on_stderr(run: Run, args: tuple[str, ...], message: str) -> None:
+    failed_with(run(*args, input=""), message)
+
+
+def test_a_document_source_refuses_add(run: Run, fixtures_dir: Path) -> None:
+    ingested = run("ingest", "--quiet", str(fixtures_dir / "markdown" / "vault"))
+    assert ingested.exit_code == 0, ingested.output
+    failed_with(run("add", "a note", "--source", "notes:vault"), "holds documents")
+
+
+def test_rm_needs_the_source_when_two_hold_the_id(run: Run) -> None:
+    run("add", "in memory", "--id", "dup")
+    run("add", "in notes", "--id", "dup", "--source", "notes")
+    failed_with(run("rm", "dup"), "name the source")
+    removed = as_json(run("rm", "dup", "--source", "notes", "--json"))
+    assert (removed["action"], removed["scope"]) == ("deleted", "notes")
+    assert keyword_hits(run, "memory")[0] == "in memory"
