@@ -142,12 +142,12 @@ CONNECTORS: Registry[Callable[[], Connector]] = Registry(
     "stratamem.connectors",
     {
         "discord": "stratamem.ingest.connectors.discord:CONNECTOR",
-        "eml": "stratamem.ingest.connectors.email:EML",
+        "eml": "stratamem.ingest.connectors.eml:EML",
         "irc": "stratamem.ingest.connectors.irc:CONNECTOR",
         "jsonl": "stratamem.ingest.connectors.jsonl:CONNECTOR",
-        "maildir": "stratamem.ingest.connectors.email:MAILDIR",
+        "maildir": "stratamem.ingest.connectors.maildir:MAILDIR",
         "markdown": "stratamem.ingest.connectors.markdown:CONNECTOR",
-        "mbox": "stratamem.ingest.connectors.email:MBOX",
+        "mbox": "stratamem.ingest.connectors.mbox:MBOX",
         "slack": "stratamem.ingest.connectors.slack:CONNECTOR",
     },
 )

@@ -19,7 +19,10 @@ import pytest
 import stratamem
 from stratamem.ingest.connectors import email as mail
 from stratamem.ingest.connectors import irc, markdown
+from stratamem.ingest.connectors.eml import EmlConnector
 from stratamem.ingest.connectors.mailbody import html_to_text
+from stratamem.ingest.connectors.maildir import MaildirConnector
+from stratamem.ingest.connectors.mbox import MboxConnector
 from stratamem.ingest.model import Connector, ReadContext, Record
 from stratamem.ingest.pipeline import IngestReport
 
@@ -178,7 +181,7 @@ def test_mail_dates_off_the_calendar_keep_the_message(tmp_path: Path) -> None:
             message("m2", date="Fri, 31 Dec 9999 23:59:59 -0500"),
         ),
     )
-    records, ctx = read(mail.MboxConnector(), path)
+    records, ctx = read(MboxConnector(), path)
     assert [r.id for r in records] == ["m1@example.org", "m2@example.org"]
     assert records[1].time is None
     assert ctx.problems == []
@@ -264,7 +267,7 @@ def test_names_that_are_not_utf8_are_cited_with_replacement_characters(
     box = tmp_path / "Maildir"
     write(box / "new" / os.fsdecode(b"17\xff.host"), message())
     (box / "cur").mkdir()
-    [mailed], _ = read(mail.MaildirConnector(), box)
+    [mailed], _ = read(MaildirConnector(), box)
     assert mailed.meta["file"] == "new/17\ufffd.host"
     utf8(mailed)
     assert ingest(tmp_memory, box, "maildir").records == 1
@@ -283,7 +286,7 @@ def test_mail_charsets_that_yield_lone_surrogates(
 ) -> None:
     subject = "=?utf-7?Q?+2AA-?= subject"
     path = write(tmp_path / "a.mbox", mbox(message(headers=headers, body=body, subject=subject)))
-    [record], ctx = read(mail.MboxConnector(), path)
+    [record], ctx = read(MboxConnector(), path)
     utf8(record)
     assert ctx.problems == []
     assert ingest(tmp_memory, path, "mbox").records == 1
@@ -297,10 +300,10 @@ def test_a_fifo_in_a_maildir_is_reported_not_opened(
     tmp_memory: stratamem.Memory, fixtures_dir: Path, tmp_path: Path
 ) -> None:
     box = Path(shutil.copytree(fixtures_dir / "email" / "Maildir", tmp_path / "Maildir"))
-    expected, _ = read(mail.MaildirConnector(), box)
+    expected, _ = read(MaildirConnector(), box)
     fifo = box / "new" / "1709990001.M5P1.laptop"
     os.mkfifo(fifo)
-    records, ctx = read(mail.MaildirConnector(), box)
+    records, ctx = read(MaildirConnector(), box)
     assert records == expected
     assert places(ctx) == [(str(fifo), "file")]
     assert ctx.problems[0].reason == "not a regular file (a FIFO)"
@@ -329,7 +332,7 @@ def test_fifos_in_notes_logs_and_eml_folders_are_reported_not_opened(
 
     folder = Path(shutil.copytree(fixtures_dir / "email" / "eml", tmp_path / "eml"))
     os.mkfifo(folder / "pipe.eml")
-    records, ctx = read(mail.EmlConnector(), folder)
+    records, ctx = read(EmlConnector(), folder)
     assert len(records) == 2
     assert places(ctx) == [(str(folder / "pipe.eml"), "file")]
 
@@ -369,7 +372,7 @@ def test_mbox_message_over_the_limit_is_skipped_and_named(tmp_path: Path) -> Non
             message("m1"), message("m2", body="y" * 5000), message("m3", body="z" * 90 + "\n" * 9)
         ),
     )
-    records, ctx = read(mail.MboxConnector(), path, ReadContext(max_item_bytes=1000))
+    records, ctx = read(MboxConnector(), path, ReadContext(max_item_bytes=1000))
     assert [r.id for r in records] == ["m1@example.org", "m3@example.org"]
     assert places(ctx) == [(str(path), "message 2 (line 10)")]
     assert "1,000-byte limit" in ctx.problems[0].reason
@@ -377,7 +380,7 @@ def test_mbox_message_over_the_limit_is_skipped_and_named(tmp_path: Path) -> Non
 
 def test_mbox_line_over_the_limit_is_never_held(tmp_path: Path) -> None:
     path = write(tmp_path / "a.mbox", mbox(message("m1", body="w" * 50_000), message("m2")))
-    records, ctx = read(mail.MboxConnector(), path, ReadContext(max_item_bytes=4096))
+    records, ctx = read(MboxConnector(), path, ReadContext(max_item_bytes=4096))
     assert [r.id for r in records] == ["m2@example.org"]
     assert places(ctx) == [(str(path), "message 1 (line 1)")]
 
@@ -386,12 +389,12 @@ def test_maildir_and_eml_files_over_the_limit(tmp_path: Path) -> None:
     box = tmp_path / "Maildir"
     big = write(box / "new" / "1.big", message("m1", body="b" * 5000))
     write(box / "new" / "2.small", message("m2"))
-    records, ctx = read(mail.MaildirConnector(), box, ReadContext(max_item_bytes=1000))
+    records, ctx = read(MaildirConnector(), box, ReadContext(max_item_bytes=1000))
     assert [r.id for r in records] == ["m2@example.org"]
     assert places(ctx) == [(str(big), "file")]
 
     eml = write(tmp_path / "big.eml", message("m3", body="c" * 5000))
-    records, ctx = read(mail.EmlConnector(), eml, ReadContext(max_item_bytes=1000))
+    records, ctx = read(EmlConnector(), eml, ReadContext(max_item_bytes=1000))
     assert records == []
     assert places(ctx) == [(str(eml), "file")]
 
@@ -457,14 +460,14 @@ def test_any_failure_of_one_message_names_its_message_id(
 
     monkeypatch.setattr(mail, "_body_parts", failing)
     path = write(tmp_path / "a.mbox", mbox(message("m1", subject="explode"), message("m2")))
-    records, ctx = read(mail.MboxConnector(), path)
+    records, ctx = read(MboxConnector(), path)
     assert [r.id for r in records] == ["m2@example.org"]
     assert [(p.where, p.reason) for p in ctx.problems] == [
         ("message 1 (line 1) <m1@example.org>", "nested too deeply to read")
     ]
 
     eml = write(tmp_path / "x.eml", message("m3", subject="explode"))
-    records, ctx = read(mail.EmlConnector(), eml)
+    records, ctx = read(EmlConnector(), eml)
     assert records == []
     assert places(ctx) == [(str(eml), "<m3@example.org>")]
 
@@ -486,7 +489,7 @@ def test_deeply_nested_multipart_costs_only_its_message(
     nested = opening + "Content-Type: text/plain\n\ninner\n"
     path = write(tmp_path / "a.mbox", mbox(message("m1", headers=nested, body=""), message("m2")))
     started = time.perf_counter()
-    records, ctx = read(mail.MboxConnector(), path)
+    records, ctx = read(MboxConnector(), path)
     assert time.perf_counter() - started < 5
     assert [r.id for r in records] == ["m2@example.org"]
     assert [(p.where, p.reason) for p in ctx.problems] == [("message 1 (line 1)", reason)]
@@ -500,7 +503,7 @@ def test_many_sibling_multiparts_are_read(tmp_path: Path) -> None:
     )
     headers = 'Content-Type: multipart/digest; boundary="top"\n'
     path = write(tmp_path / "a.mbox", mbox(message("m1", headers=headers, body=parts + "--top--")))
-    [record], ctx = read(mail.MboxConnector(), path)
+    [record], ctx = read(MboxConnector(), path)
     assert "part 99" in record.text
     assert ctx.problems == []
 
@@ -527,7 +530,7 @@ def test_headers_built_to_backtrack_read_fast(tmp_path: Path) -> None:
         tmp_path / "a.mbox", mbox(message("m1", subject="=?a?q?" * 30_000, headers=headers))
     )
     started = time.perf_counter()
-    [record], _ = read(mail.MboxConnector(), path)
+    [record], _ = read(MboxConnector(), path)
     assert time.perf_counter() - started < 10
     assert len(record.meta["references"]) == 5000
 

@@ -146,21 +146,21 @@ def test_render(content: str, text: str) -> None:
     assert discord.render(content, PEOPLE, CHANNELS) == text
 
 
-def test_reply_chains_share_the_root_as_thread(folder: Path) -> None:
+def test_replies_name_what_they_answer_and_stay_in_the_channel_flow(folder: Path) -> None:
     eng = by_id(read(folder)["#eng"])
     root, reply, reply_to_reply = (
         eng["1216600000000000002"],
         eng["1216600000000000003"],
         eng["1216600000000000004"],
     )
-    assert root.thread == reply.thread == reply_to_reply.thread == "1216600000000000002"
     assert root.reply_to is None
     assert reply.reply_to == "1216600000000000002"
     assert reply_to_reply.reply_to == "1216600000000000003"
-    # Replying to a message the export does not hold: the replied-to id is the thread.
+    # Replying to a message the export does not hold still names it.
     orphan = eng["1216600000000000011"]
-    assert orphan.thread == orphan.reply_to == "1216500000000000999"
-    assert eng["1216600000000000010"].thread is None
+    assert orphan.reply_to == "1216500000000000999"
+    # Discord shows replies inline: no message is put in a thread of its own.
+    assert {record.thread for record in eng.values()} == {None}
 
 
 def test_timestamps_are_exact_utc(folder: Path) -> None:

@@ -11,7 +11,10 @@ from hypothesis import strategies as st
 
 from stratamem.errors import SourceFormatError
 from stratamem.ingest import registry
-from stratamem.ingest.connectors import email as mail
+from stratamem.ingest.connectors.eml import EmlConnector, detect_eml
+from stratamem.ingest.connectors.mailbody import html_to_text, split_body
+from stratamem.ingest.connectors.maildir import MaildirConnector, detect_maildir
+from stratamem.ingest.connectors.mbox import MboxConnector, detect_mbox
 from stratamem.ingest.model import Connector, Problem, ReadContext, Record, SourceStream
 from stratamem.types import SourceKind
 
@@ -41,7 +44,7 @@ def email_dir(fixtures_dir: Path) -> Path:
 
 @pytest.fixture
 def sample(email_dir: Path) -> dict[str, Record]:
-    _, records = read(mail.MboxConnector(), email_dir / "sample.mbox")
+    _, records = read(MboxConnector(), email_dir / "sample.mbox")
     return {record.id or "": record for record in records}
 
 
@@ -50,9 +53,9 @@ def sample(email_dir: Path) -> dict[str, Record]:
 
 def test_registers_three_connectors() -> None:
     for name, cls in (
-        ("mbox", mail.MboxConnector),
-        ("maildir", mail.MaildirConnector),
-        ("eml", mail.EmlConnector),
+        ("mbox", MboxConnector),
+        ("maildir", MaildirConnector),
+        ("eml", EmlConnector),
     ):
         spec = registry.spec(name)
         connector = spec.factory()
@@ -67,7 +70,7 @@ def test_registers_three_connectors() -> None:
 
 def test_mbox_stream(email_dir: Path) -> None:
     path = email_dir / "sample.mbox"
-    stream, records = read(mail.MboxConnector(), path)
+    stream, records = read(MboxConnector(), path)
     assert stream.scope == "mbox:sample"
     assert stream.kind is SourceKind.EMAIL
     assert stream.platform == "mbox"
@@ -77,7 +80,7 @@ def test_mbox_stream(email_dir: Path) -> None:
 
 
 def test_scope_override(email_dir: Path) -> None:
-    stream, _ = read(mail.MboxConnector(), email_dir / "sample.mbox", ReadContext(scope="infra"))
+    stream, _ = read(MboxConnector(), email_dir / "sample.mbox", ReadContext(scope="infra"))
     assert stream.scope == "infra"
 
 
@@ -217,7 +220,7 @@ def test_refs_and_lines_point_at_the_message(email_dir: Path, sample: dict[str, 
 def test_damaged_mbox_reports_and_goes_on(email_dir: Path) -> None:
     path = email_dir / "damaged.mbox"
     ctx = ReadContext()
-    _, records = read(mail.MboxConnector(), path, ctx)
+    _, records = read(MboxConnector(), path, ctx)
     assert ctx.problems == [
         Problem(str(path), "message 2 (line 10)", "no mail headers"),
         Problem(str(path), "message 4 (line 24)", "empty message"),
@@ -227,7 +230,7 @@ def test_damaged_mbox_reports_and_goes_on(email_dir: Path) -> None:
 
 
 def test_missing_message_id_and_bad_date(email_dir: Path) -> None:
-    _, records = read(mail.MboxConnector(), email_dir / "damaged.mbox")
+    _, records = read(MboxConnector(), email_dir / "damaged.mbox")
     odd = records[1]
     assert odd.time is None  # "Date: sometime last week"
     assert odd.id is not None
@@ -239,7 +242,7 @@ def test_missing_message_id_and_bad_date(email_dir: Path) -> None:
 
 
 def test_truncated_last_message_keeps_what_is_there(email_dir: Path) -> None:
-    _, records = read(mail.MboxConnector(), email_dir / "damaged.mbox")
+    _, records = read(MboxConnector(), email_dir / "damaged.mbox")
     last = records[-1]
     assert last.id == "ticket-4412@helpdesk.example.org"
     assert last.text == "The projector manual you asked for is attached."
@@ -248,7 +251,7 @@ def test_truncated_last_message_keeps_what_is_there(email_dir: Path) -> None:
 
 def test_not_mail_raises_when_iteration_starts(email_dir: Path) -> None:
     path = email_dir / "garbage.bin"
-    [stream] = mail.MboxConnector().read(path, ReadContext())
+    [stream] = MboxConnector().read(path, ReadContext())
     with pytest.raises(SourceFormatError) as info:
         list(stream.records)
     assert info.value.path == str(path)
@@ -259,7 +262,7 @@ def test_mbox_without_envelope_line_is_one_message(tmp_path: Path, email_dir: Pa
     eml = (email_dir / "eml" / "welcome.eml").read_bytes()
     path = tmp_path / "saved.mbox"
     path.write_bytes(eml)
-    _, records = read(mail.MboxConnector(), path)
+    _, records = read(MboxConnector(), path)
     assert [r.title for r in records] == ["Welcome to the infra rota"]
 
 
@@ -267,7 +270,7 @@ def test_empty_mbox_is_an_empty_mailbox(tmp_path: Path) -> None:
     path = tmp_path / "empty.mbox"
     path.write_bytes(b"\n")
     ctx = ReadContext()
-    assert read(mail.MboxConnector(), path, ctx)[1] == []
+    assert read(MboxConnector(), path, ctx)[1] == []
     assert ctx.problems == []
 
 
@@ -287,7 +290,7 @@ def test_mbox_streams_in_bounded_memory(tmp_path: Path) -> None:
     _big_mbox(path, 250)
     size = path.stat().st_size
     assert size > 3_000_000
-    [stream] = mail.MboxConnector().read(path, ReadContext())
+    [stream] = MboxConnector().read(path, ReadContext())
     tracemalloc.start()
     try:
         count = 0
@@ -304,7 +307,7 @@ def test_mbox_streams_in_bounded_memory(tmp_path: Path) -> None:
 def test_records_and_problems_interleave_as_the_stream_advances(email_dir: Path) -> None:
     events: list[str] = []
     ctx = ReadContext(on_problem=lambda problem: events.append(problem.where))
-    [stream] = mail.MboxConnector().read(email_dir / "damaged.mbox", ctx)
+    [stream] = MboxConnector().read(email_dir / "damaged.mbox", ctx)
     assert events == []  # nothing is read before iteration
     for record in stream.records:
         events.append(f"record {record.meta['index']}")
@@ -323,7 +326,7 @@ def test_arbitrary_bytes_never_crash(tmp_path_factory: pytest.TempPathFactory, d
     path = tmp_path_factory.mktemp("fuzz") / "fuzz.mbox"
     path.write_bytes(b"From x@example.org Mon Mar  4 14:15:00 2024\nSubject: x\n" + data)
     ctx = ReadContext()
-    _, records = read(mail.MboxConnector(), path, ctx)
+    _, records = read(MboxConnector(), path, ctx)
     assert len(records) + len(ctx.problems) >= 1
     for record in records:
         for text in (record.text, record.quoted, record.signature, record.title or ""):
@@ -347,7 +350,7 @@ def test_malformed_headers_do_not_crash(tmp_path: Path) -> None:
         b"Body with a stray \xff byte.\n"
     )
     ctx = ReadContext()
-    _, [record] = read(mail.EmlConnector(), path, ctx)
+    _, [record] = read(EmlConnector(), path, ctx)
     assert ctx.problems == []
     assert record.time is None
     assert record.id == "brackets@example.org"
@@ -369,7 +372,7 @@ def read_streams(
 def test_maildir_reads_each_maildirpp_folder_by_date(email_dir: Path) -> None:
     path = email_dir / "Maildir"
     ctx = ReadContext()
-    [(inbox, records), (archive, archived)] = read_streams(mail.MaildirConnector(), path, ctx)
+    [(inbox, records), (archive, archived)] = read_streams(MaildirConnector(), path, ctx)
     assert ctx.problems == []
     # The fixture is a Maildir++ tree: .Archive/ is a folder of its own, so a source of its own.
     assert [(s.scope, s.platform, s.title, s.location) for s in (inbox, archive)] == [
@@ -395,7 +398,7 @@ def test_maildir_reads_each_maildirpp_folder_by_date(email_dir: Path) -> None:
 
 def test_maildir_with_a_scope_is_one_source_by_date(email_dir: Path) -> None:
     path = email_dir / "Maildir"
-    stream, records = read(mail.MaildirConnector(), path, ReadContext(scope="ops"))
+    stream, records = read(MaildirConnector(), path, ReadContext(scope="ops"))
     assert (stream.scope, stream.title, stream.location) == ("ops", "Maildir", str(path))
     assert [(r.meta["folder"], r.title) for r in records] == [
         (".Archive", "[RESOLVED] disk usage on build-01"),
@@ -406,7 +409,7 @@ def test_maildir_with_a_scope_is_one_source_by_date(email_dir: Path) -> None:
 
 
 def test_maildir_threads_follow_the_id_map(email_dir: Path) -> None:
-    read_in = read_streams(mail.MaildirConnector(), email_dir / "Maildir")
+    read_in = read_streams(MaildirConnector(), email_dir / "Maildir")
     alert, reply, _, resolved = [record for _, records in read_in for record in records]
     # The reply names only the "resolved" mail, whose own parent is not in the folder; the
     # resolved mail is in .Archive, a source read after the reply's, yet older than it.
@@ -416,7 +419,7 @@ def test_maildir_threads_follow_the_id_map(email_dir: Path) -> None:
 
 
 def test_maildir_that_is_a_file_raises(email_dir: Path) -> None:
-    [stream] = mail.MaildirConnector().read(email_dir / "sample.mbox", ReadContext())
+    [stream] = MaildirConnector().read(email_dir / "sample.mbox", ReadContext())
     with pytest.raises(SourceFormatError):
         list(stream.records)
 
@@ -426,7 +429,7 @@ def test_maildir_that_is_a_file_raises(email_dir: Path) -> None:
 
 def test_single_eml(email_dir: Path) -> None:
     path = email_dir / "eml" / "welcome.eml"
-    stream, [record] = read(mail.EmlConnector(), path)
+    stream, [record] = read(EmlConnector(), path)
     assert (stream.scope, stream.platform) == ("email:welcome", "eml")
     assert record.time == datetime(2024, 3, 8, 16, 45, 12, tzinfo=UTC)
     assert record.author == "Sam Okafor"
@@ -438,7 +441,7 @@ def test_single_eml(email_dir: Path) -> None:
 
 
 def test_eml_folder_sorted_by_date(email_dir: Path) -> None:
-    stream, records = read(mail.EmlConnector(), email_dir / "eml")
+    stream, records = read(EmlConnector(), email_dir / "eml")
     assert stream.scope == "email:eml"
     assert [r.meta["file"] for r in records] == ["welcome.eml", "re-welcome.eml"]
     assert records[1].thread == records[0].id
@@ -503,12 +506,12 @@ def test_eml_folder_sorted_by_date(email_dir: Path) -> None:
     ],
 )
 def test_split_body(body: str, text: str, quoted: str, signature: str) -> None:
-    assert mail.split_body(body) == (text, quoted, signature)
+    assert split_body(body) == (text, quoted, signature)
 
 
 @given(st.lists(st.sampled_from(["> q", ">> qq", "new", "", "-- ", "sig", "X wrote:"])))
 def test_split_body_keeps_every_line(lines: list[str]) -> None:
-    parts = mail.split_body("\n".join(lines))
+    parts = split_body("\n".join(lines))
 
     def content(text: str) -> Counter[str]:
         return Counter(line for line in text.split("\n") if line.strip() and line != "-- ")
@@ -529,7 +532,7 @@ def test_split_body_keeps_every_line(lines: list[str]) -> None:
     ],
 )
 def test_html_to_text(markup: str, text: str) -> None:
-    assert mail.html_to_text(markup) == text
+    assert html_to_text(markup) == text
 
 
 @pytest.mark.parametrize(
@@ -545,12 +548,12 @@ def test_html_to_text(markup: str, text: str) -> None:
     ],
 )
 def test_html_to_text_odd_markup(markup: str, text: str) -> None:
-    assert mail.html_to_text(markup) == text
+    assert html_to_text(markup) == text
 
 
 @given(st.text(alphabet="<>/!?-'\"= apbr&;#x\n", max_size=60))
 def test_html_to_text_takes_any_markup(markup: str) -> None:
-    assert isinstance(mail.html_to_text(markup), str)
+    assert isinstance(html_to_text(markup), str)
 
 
 # --------------------------------------------------------------------------- detection
@@ -577,7 +580,7 @@ def test_detect_scores(email_dir: Path, tmp_path: Path) -> None:
         tmp_path / "missing": (0, 0, 0),
     }
     for path, expected in cases.items():
-        scores = (mail.detect_mbox(path), mail.detect_maildir(path), mail.detect_eml(path))
+        scores = (detect_mbox(path), detect_maildir(path), detect_eml(path))
         assert scores == expected, path
 
 
@@ -595,7 +598,7 @@ def test_registry_detection_picks_the_mail_connectors(email_dir: Path) -> None:
 
 def test_demo_workspace_mailbox() -> None:
     ctx = ReadContext()
-    _, records = read(mail.MboxConnector(), EXAMPLE_MBOX, ctx)
+    _, records = read(MboxConnector(), EXAMPLE_MBOX, ctx)
     assert ctx.problems == []
     assert len(records) == 12
     assert {r.author for r in records} == {"Alice Chen", "Bob Martins", "Carol Diaz"}
@@ -612,7 +615,7 @@ def test_demo_workspace_mailbox() -> None:
 def test_lkml_maildir(shared_data: Path) -> None:
     path = shared_data / "email" / "lkml-maildir"
     ctx = ReadContext()
-    stream, records = read(mail.MaildirConnector(), path, ctx)
+    stream, records = read(MaildirConnector(), path, ctx)
     assert ctx.problems == []
     assert stream.scope == "maildir:lkml-maildir"  # no Maildir++ folders: one source
     assert len(records) == 210
@@ -633,7 +636,7 @@ def test_lkml_maildir(shared_data: Path) -> None:
 def test_notmuch_maildir(shared_data: Path) -> None:
     path = shared_data / "email" / "notmuch-list-maildir"
     ctx = ReadContext()
-    stream, records = read(mail.MaildirConnector(), path, ctx)
+    stream, records = read(MaildirConnector(), path, ctx)
     assert ctx.problems == []
     # Plain sub-Maildirs are not Maildir++ folders: the tree stays one source.
     assert stream.scope == "maildir:notmuch-list-maildir"
@@ -657,5 +660,5 @@ def test_notmuch_maildir(shared_data: Path) -> None:
 def test_real_samples_are_detected(shared_data: Path) -> None:
     for name in ("lkml-maildir", "notmuch-list-maildir"):
         path = shared_data / "email" / name
-        assert mail.detect_maildir(path) == 90
+        assert detect_maildir(path) == 90
         assert registry.detect(path).name == "maildir"

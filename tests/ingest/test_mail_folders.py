@@ -18,7 +18,8 @@ import stratamem
 from stratamem.cli import main
 from stratamem.errors import SourceFormatError
 from stratamem.ingest import registry
-from stratamem.ingest.connectors import email as mail
+from stratamem.ingest.connectors.maildir import MaildirConnector
+from stratamem.ingest.connectors.mbox import MboxConnector, detect_mbox
 from stratamem.ingest.model import ReadContext, Record, SourceStream
 
 FOLDERS = Path(__file__).resolve().parents[1] / "fixtures" / "email" / "folders"
@@ -38,7 +39,7 @@ Run = Callable[..., click.testing.Result]
 
 
 def read_all(
-    connector: mail.MboxConnector | mail.MaildirConnector, path: Path, ctx: ReadContext
+    connector: MboxConnector | MaildirConnector, path: Path, ctx: ReadContext
 ) -> list[tuple[SourceStream, list[Record]]]:
     return [(stream, list(stream.records)) for stream in connector.read(path, ctx)]
 
@@ -76,7 +77,7 @@ def mbox_message(sender: str, subject: str, message_id: str, day: int) -> str:
 
 
 def test_a_folder_of_monthly_mbox_files_is_mbox() -> None:
-    assert mail.detect_mbox(MONTHLY) == 65
+    assert detect_mbox(MONTHLY) == 65
     assert registry.detect(MONTHLY).name == "mbox"
     assert registry.detect(ARCHIVE).name == "mbox"
 
@@ -94,7 +95,7 @@ def test_a_folder_of_monthly_mbox_files_is_mbox() -> None:
 def test_other_folders_keep_their_connector(path: Path, name: str) -> None:
     assert registry.detect(path).name == name
     if path.is_dir() and name != "mbox":
-        assert mail.detect_mbox(path) == 0
+        assert detect_mbox(path) == 0
 
 
 def test_a_markdown_vault_holding_mbox_files_stays_markdown(tmp_path: Path) -> None:
@@ -108,17 +109,17 @@ def test_a_markdown_vault_holding_mbox_files_stays_markdown(tmp_path: Path) -> N
 def test_a_folder_holding_a_maildir_or_eml_files_is_not_mbox(tmp_path: Path) -> None:
     shutil.copytree(MONTHLY, tmp_path / "lists")
     shutil.copytree(FOLDERS.parent / "eml", tmp_path / "lists" / "saved")
-    assert mail.detect_mbox(tmp_path / "lists") == 0
+    assert detect_mbox(tmp_path / "lists") == 0
     shutil.copytree(MONTHLY, tmp_path / "mail")
     (tmp_path / "mail" / "INBOX" / "cur").mkdir(parents=True)
-    assert mail.detect_mbox(tmp_path / "mail") == 0
+    assert detect_mbox(tmp_path / "mail") == 0
 
 
 def test_a_folder_of_mostly_other_files_is_not_mbox(tmp_path: Path) -> None:
     shutil.copy(MONTHLY / "2001-December", tmp_path)
     for name in ("a.txt", "b.txt"):
         (tmp_path / name).write_text("From the desk of Alice: notes about Phoenix.\n")
-    assert mail.detect_mbox(tmp_path) == 0
+    assert detect_mbox(tmp_path) == 0
 
 
 # --------------------------------------------------------------------------- one source per file
@@ -126,7 +127,7 @@ def test_a_folder_of_mostly_other_files_is_not_mbox(tmp_path: Path) -> None:
 
 def test_each_mbox_file_of_a_folder_is_one_source() -> None:
     ctx = ReadContext()
-    read = read_all(mail.MboxConnector(), MONTHLY, ctx)
+    read = read_all(MboxConnector(), MONTHLY, ctx)
     assert ctx.problems == []
     assert {stream.scope: len(records) for stream, records in read} == MONTHLY_SCOPES
     assert [(stream.title, stream.location) for stream, _ in read] == [
@@ -152,9 +153,9 @@ def test_each_mbox_file_of_a_folder_is_one_source() -> None:
 
 
 def test_records_of_a_folder_match_the_files_read_alone() -> None:
-    read = read_all(mail.MboxConnector(), MONTHLY, ReadContext())
+    read = read_all(MboxConnector(), MONTHLY, ReadContext())
     for stream, records in read:
-        alone = read_all(mail.MboxConnector(), Path(stream.location), ReadContext())
+        alone = read_all(MboxConnector(), Path(stream.location), ReadContext())
         [(single, single_records)] = alone
         assert single.scope == "mbox:" + Path(stream.location).stem
         assert [(r.id, r.ref, r.text, r.time) for r in records] == [
@@ -164,7 +165,7 @@ def test_records_of_a_folder_match_the_files_read_alone() -> None:
 
 def test_sub_folders_hidden_files_and_other_files() -> None:
     ctx = ReadContext()
-    read = read_all(mail.MboxConnector(), ARCHIVE, ctx)
+    read = read_all(MboxConnector(), ARCHIVE, ctx)
     assert {stream.scope: len(records) for stream, records in read} == {
         "mbox:archive/2002-January": 2,
         "mbox:archive/old/2001-December": 1,
@@ -185,13 +186,13 @@ def test_files_that_would_share_a_scope_keep_their_suffix(tmp_path: Path) -> Non
     (folder / "2001-10.txt").write_text(mbox_message("a@example.org", "one", "1@x.org", 1))
     (folder / "2001-10.mbox").write_text(mbox_message("b@example.org", "two", "2@x.org", 2))
     (folder / "2001-11.txt").write_text(mbox_message("c@example.org", "three", "3@x.org", 3))
-    scopes = [stream.scope for stream, _ in read_all(mail.MboxConnector(), folder, ReadContext())]
+    scopes = [stream.scope for stream, _ in read_all(MboxConnector(), folder, ReadContext())]
     assert scopes == ["mbox:dev/2001-10.mbox", "mbox:dev/2001-10.txt", "mbox:dev/2001-11"]
 
 
 def test_a_single_mbox_file_keeps_its_scope(fixtures_dir: Path) -> None:
     [(stream, records)] = read_all(
-        mail.MboxConnector(), fixtures_dir / "email" / "sample.mbox", ReadContext()
+        MboxConnector(), fixtures_dir / "email" / "sample.mbox", ReadContext()
     )
     assert stream.scope == "mbox:sample"
     assert all("file" not in record.meta for record in records)
@@ -202,7 +203,7 @@ def test_a_single_mbox_file_keeps_its_scope(fixtures_dir: Path) -> None:
 
 def test_a_scope_makes_the_folder_one_source_in_name_order() -> None:
     ctx = ReadContext(scope="lists:dev")
-    [(stream, records)] = read_all(mail.MboxConnector(), MONTHLY, ctx)
+    [(stream, records)] = read_all(MboxConnector(), MONTHLY, ctx)
     assert (stream.scope, stream.title, stream.location) == ("lists:dev", "monthly", str(MONTHLY))
     assert stream.meta == {"files": 3}
     assert [record.meta["file"] for record in records] == [
@@ -217,7 +218,7 @@ def test_a_scope_makes_the_folder_one_source_in_name_order() -> None:
 
 
 def test_a_scope_over_sub_folders() -> None:
-    [(stream, records)] = read_all(mail.MboxConnector(), ARCHIVE, ReadContext(scope="dev"))
+    [(stream, records)] = read_all(MboxConnector(), ARCHIVE, ReadContext(scope="dev"))
     assert stream.scope == "dev"
     assert [record.meta["file"] for record in records] == [
         "2002-January.txt",
@@ -292,7 +293,7 @@ def test_a_folder_without_mailboxes_raises_naming_it(tmp_path: Path) -> None:
     (tmp_path / "notes.txt").write_text("just a note\n")
     (tmp_path / "2001-May.txt.gz").write_bytes(gzip.compress(b"From a@b.org Tue May  1 ..."))
     ctx = ReadContext()
-    [stream] = mail.MboxConnector().read(tmp_path, ctx)
+    [stream] = MboxConnector().read(tmp_path, ctx)
     assert stream.scope == f"mbox:{tmp_path.name}"
     with pytest.raises(SourceFormatError, match="no mbox file in this folder") as raised:
         list(stream.records)
@@ -304,7 +305,7 @@ def test_a_folder_without_mailboxes_raises_naming_it(tmp_path: Path) -> None:
 
 def test_a_maildir_read_as_mbox_says_so(fixtures_dir: Path) -> None:
     path = fixtures_dir / "email" / "Maildir"
-    [stream] = mail.MboxConnector().read(path, ReadContext(scope="mine"))
+    [stream] = MboxConnector().read(path, ReadContext(scope="mine"))
     assert stream.scope == "mine"
     with pytest.raises(SourceFormatError, match="a Maildir, not a folder of mbox files"):
         list(stream.records)
@@ -321,7 +322,7 @@ def test_odd_files_in_a_folder_are_reported_not_read(tmp_path: Path) -> None:
     if hasattr(os, "mkfifo"):
         os.mkfifo(folder / "pipe")
     ctx = ReadContext()
-    read = read_all(mail.MboxConnector(), folder, ctx)
+    read = read_all(MboxConnector(), folder, ctx)
     # broken.mbox passes the name test, so it gets a source that turns out empty.
     assert [(stream.scope, len(records)) for stream, records in read] == [
         ("mbox:dev/2001-October", 2),
@@ -350,7 +351,7 @@ def test_an_unreadable_sub_folder_is_reported(
 
     monkeypatch.setattr(os, "scandir", refusing)
     ctx = ReadContext()
-    read = read_all(mail.MboxConnector(), tmp_path / "dev", ctx)
+    read = read_all(MboxConnector(), tmp_path / "dev", ctx)
     assert len(read) == 3
     assert [(p.path, p.where, p.reason) for p in ctx.problems] == [
         (str(locked), "folder", "cannot be read: Permission denied")
@@ -361,7 +362,7 @@ def test_a_maildir_inside_is_reported_when_mbox_is_named(tmp_path: Path) -> None
     shutil.copytree(MONTHLY, tmp_path / "mail")
     shutil.copytree(FOLDERS.parent / "Maildir", tmp_path / "mail" / "INBOX")
     ctx = ReadContext()
-    scopes = [stream.scope for stream, _ in read_all(mail.MboxConnector(), tmp_path / "mail", ctx)]
+    scopes = [stream.scope for stream, _ in read_all(MboxConnector(), tmp_path / "mail", ctx)]
     assert scopes == [scope.replace("monthly", "mail") for scope in MONTHLY_SCOPES]
     assert [(Path(p.path).name, p.where) for p in ctx.problems] == [("INBOX", "folder")]
 
@@ -378,7 +379,7 @@ MAILDIRPP_SCOPES = {
 
 def test_maildir_plus_plus_is_one_source_per_folder() -> None:
     ctx = ReadContext()
-    read = read_all(mail.MaildirConnector(), MAILDIRPP, ctx)
+    read = read_all(MaildirConnector(), MAILDIRPP, ctx)
     assert ctx.problems == []
     assert [(stream.scope, stream.title, stream.location) for stream, _ in read] == [
         ("maildir:maildirpp", "maildirpp", str(MAILDIRPP)),
@@ -399,10 +400,10 @@ def test_maildir_plus_plus_is_one_source_per_folder() -> None:
 
 
 def test_maildir_plus_plus_folders_hold_the_records_of_the_whole_tree() -> None:
-    [(_, whole)] = read_all(mail.MaildirConnector(), MAILDIRPP, ReadContext(scope="all"))
+    [(_, whole)] = read_all(MaildirConnector(), MAILDIRPP, ReadContext(scope="all"))
     split = [
         record
-        for _, records in read_all(mail.MaildirConnector(), MAILDIRPP, ReadContext())
+        for _, records in read_all(MaildirConnector(), MAILDIRPP, ReadContext())
         for record in records
     ]
     assert sorted(split, key=lambda record: record.ref) == sorted(whole, key=lambda r: r.ref)
@@ -421,7 +422,7 @@ def test_a_reply_joins_its_thread_whatever_folder_is_read_first(tmp_path: Path) 
     )
     records = {
         record.id: record
-        for _, found in read_all(mail.MaildirConnector(), tree, ReadContext())
+        for _, found in read_all(MaildirConnector(), tree, ReadContext())
         for record in found
     }
     assert records["lunch-3@example.org"].thread == "lunch-1@example.org"
@@ -435,7 +436,7 @@ def test_only_hidden_maildirs_are_folders(tmp_path: Path) -> None:
     shutil.copytree(MAILDIRPP / ".Sent", tree / ".Empty")
     for message in (tree / ".Empty" / "cur").iterdir():
         message.unlink()
-    read = read_all(mail.MaildirConnector(), tree, ReadContext())
+    read = read_all(MaildirConnector(), tree, ReadContext())
     assert [(stream.scope, len(records)) for stream, records in read] == [
         ("maildir:mail", 3),  # Drafts/ stays with the root's own messages
         ("maildir:mail/Empty", 0),
@@ -448,7 +449,7 @@ def test_a_folder_of_maildirs_is_still_one_source(tmp_path: Path) -> None:
     shutil.copytree(MAILDIRPP, tmp_path / "Mail" / "work")
     shutil.copytree(MAILDIRPP / ".Sent", tmp_path / "Mail" / "sent")
     assert registry.detect(tmp_path / "Mail").name == "maildir"
-    [(stream, records)] = read_all(mail.MaildirConnector(), tmp_path / "Mail", ReadContext())
+    [(stream, records)] = read_all(MaildirConnector(), tmp_path / "Mail", ReadContext())
     assert stream.scope == "maildir:Mail"
     assert {record.meta["folder"] for record in records} == {
         "sent",
@@ -491,7 +492,7 @@ def test_lkml_maildir_still_ingests_as_before(shared_data: Path, memory: stratam
     path = shared_data / "email" / "lkml-maildir"
     if not path.is_dir():
         pytest.skip("the LKML Maildir is not present")
-    assert mail.detect_mbox(path) == 0
+    assert detect_mbox(path) == 0
     report = memory.ingest(path)
     assert report.connector == "maildir"
     assert [(s.scope, s.records, s.error) for s in report.sources] == [

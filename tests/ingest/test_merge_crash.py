@@ -10,11 +10,13 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
 import time
 from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
@@ -27,8 +29,7 @@ from stratamem.types import Record, SourceKind
 
 DEADLINE_S = 60
 ENV = {**os.environ, "PYTHONPATH": str(Path(stratamem.__file__).parents[1])}
-WORDS = "alpha beta gamma delta queue sqlite lease seal tree worker crash release deploy".split()
-CHAT_SCOPE = "jsonl:chan"
+WORDS = ("alpha", "beta", "gamma", "delta", "queue", "sqlite", "lease", "seal", "tree", "worker")
 
 MERGE_SCRIPT = """
 import sys, stratamem
@@ -138,47 +139,199 @@ def content(db: Path | str) -> dict[str, Any]:
         return out
 
 
+@dataclass(frozen=True, slots=True)
+class ChatExports:
+    """A store holding part 1 of a chat log, part 2 (larger, overlapping it) to merge into it,
+    and what one ingest of the whole log stores."""
+
+    store: Path
+    part2: Path
+    whole: dict[str, Any]
+
+
+@pytest.fixture(scope="module")
+def chat_exports(tmp_path_factory: pytest.TempPathFactory) -> ChatExports:
+    root = tmp_path_factory.mktemp("exports")
+    part1 = write_chat(root / "part1" / "chan.jsonl", range(6_000))
+    with stratamem.open(root / "part1.db", embedder=None) as mem:
+        mem.ingest(part1, trees=False)
+    whole = write_chat(root / "whole" / "chan.jsonl", range(30_000))
+    with stratamem.open(root / "whole.db", embedder=None) as mem:
+        mem.ingest(whole, trees=False)
+    return ChatExports(
+        store=root / "part1.db",
+        part2=write_chat(root / "part2" / "chan.jsonl", range(3_000, 30_000)),
+        whole=content(root / "whole.db"),
+    )
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("stage", ["records", "chunks"])
 def test_a_killed_merge_leaves_the_store_before_or_after_and_a_rerun_converges(
-    tmp_path: Path, stage: str
+    tmp_path: Path, chat_exports: ChatExports, stage: str
 ) -> None:
     """``stage``: killed while the export's records are merged, or while the chunks they
     changed are derived again."""
     db = tmp_path / "merge.db"
-    part1 = write_chat(tmp_path / "part1" / "chan.jsonl", range(10_000))
-    part2 = write_chat(tmp_path / "part2" / "chan.jsonl", range(5_000, 60_000))
-    with stratamem.open(db, embedder=None) as mem:
-        mem.ingest(part1, trees=False)
+    shutil.copyfile(chat_exports.store, db)  # closed, so checkpointed: the file is the store
     before = digest(db)
 
     deadline = time.monotonic() + DEADLINE_S
-    proc = start(MERGE_SCRIPT, db, part2)
+    proc = start(MERGE_SCRIPT, db, chat_exports.part2)
     killed_at = None
     for line in lines(proc.stdout, deadline):
         records, chunks = map(int, line.split())
-        if (stage == "records" and records >= 20_000) or (stage == "chunks" and chunks >= 300):
+        if (stage == "records" and records >= 12_000) or (stage == "chunks" and chunks >= 200):
             killed_at = (records, chunks)
             break
-    rest = kill(proc)
+    kill(proc)
     assert killed_at is not None, "the merge never got that far"
-    assert "done" not in rest
     killed = digest(db)
 
     subprocess.run(
-        [sys.executable, "-c", MERGE_SCRIPT, db, part2],
+        [sys.executable, "-c", MERGE_SCRIPT, db, chat_exports.part2],
         env=ENV,
         check=True,
         capture_output=True,
-        timeout=max(1, deadline - time.monotonic()),
+        timeout=DEADLINE_S,
     )
     after = digest(db)
-    # The whole merge of a source is one transaction, committed after its chunks are derived:
-    # a kill lands before the commit (most likely, as it was still printing progress) or after.
+    # The merge of a source is one transaction, committed after its chunks are derived: a
+    # kill lands before the commit (surely, as the merge was still reporting progress) or
+    # after it; a rerun from either ends where an uninterrupted run does.
     assert killed in (before, after)
     assert after != before
+    assert content(db) == chat_exports.whole
 
-    union = write_chat(tmp_path / "union" / "chan.jsonl", range(60_000))
-    with stratamem.open(tmp_path / "union.db", embedder=None) as mem:
-        mem.ingest(union, trees=False)
-    assert content(db) == content(tmp_path / "union.db")
+
+ITEMS_SCRIPT = """
+import json, random, sys
+from datetime import UTC, datetime, timedelta
+import stratamem
+
+run = int(sys.argv[2])
+rng = random.Random(run)
+start = datetime(2024, 3, 11, tzinfo=UTC) + timedelta(days=30 * run)
+live = []
+with stratamem.open(sys.argv[1], embedder=None) as mem:
+    for n in range(1_000_000):
+        words = " ".join(rng.choice(sys.argv[3].split()) for _ in range(rng.randint(3, 30)))
+        text = f"{words} r{run}n{n}"
+        roll = rng.random()
+        if roll < 0.6 or len(live) < 3:
+            key, source = f"r{run}-{n}", ("notes", "loop")[n % 2]
+            op = ["add", key, source, text]
+        elif roll < 0.85:
+            key, source = rng.choice(live)
+            op = ["update", key, source, text]
+        else:
+            key, source = live.pop(rng.randrange(len(live)))
+            op = ["delete", key, source, None]
+        print(json.dumps(op), flush=True)
+        # Chat items 7 minutes apart, with an hour's silence after every fifth: many windows.
+        when = start + timedelta(minutes=7 * n + 60 * (n // 5))
+        if op[0] == "add":
+            kind = "chat" if source == "loop" else None
+            mem.add(text, id=key, source=source, kind=kind, time=when, author="alice")
+            live.append((key, source))
+        elif op[0] == "update":
+            moved = {"time": when} if source == "loop" and n % 3 == 0 else {}
+            mem.update(key, source=source, text=text, **moved)
+        else:
+            mem.delete(key, source=source)
+        print("ok", flush=True)
+"""
+
+
+class Exports:
+    """A connector yielding stored records again, as one source."""
+
+    name = "exports"
+
+    def __init__(self, scope: str, kind: SourceKind, records: Sequence[Record]) -> None:
+        self.scope, self.kind, self.records = scope, kind, list(records)
+
+    def read(self, path: Path, ctx: ReadContext) -> Iterator[SourceStream]:
+        yield SourceStream(
+            scope=self.scope,
+            kind=self.kind,
+            platform="memory",
+            location=str(path),
+            records=iter(self.records),
+            title=self.scope,
+        )
+
+
+def check_derived(mem: stratamem.Memory) -> None:
+    """Every chunk's record is stored, every record of a record source has its chunks, and
+    each source's chunks are exactly those one ingest of its records derives."""
+    store = mem.store
+    for source in mem.sources():
+        stored = store.records_by_key(source.id, list(store.record_keys(source.id)))
+        chunks = list(store.iter_chunks(source.id))
+        keys = {s.key for s in stored}
+        assert {c.record_key for c in chunks} <= keys, "a chunk outlived its record"
+        if source.kind is SourceKind.RECORD:
+            assert keys <= {c.record_key for c in chunks}, "a record lost its chunks"
+        with stratamem.open(":memory:", embedder=None) as fresh:
+            again = Exports(source.scope, source.kind, [s.record for s in stored])
+            fresh.ingest("again", connector=again, parallel=False, trees=False)
+            expected = list(fresh.store.iter_chunks(source.id))
+        assert chunks == expected
+        assert [c.meta for c in chunks] == [c.meta for c in expected]
+
+
+@pytest.mark.slow
+def test_killed_single_item_writes_keep_every_committed_write(tmp_path: Path) -> None:
+    """Five runs of adds, updates and deletes to a record source and a chat source, each
+    killed just after it announced a write: every write it reported done is there exactly, the
+    one it was making is there whole or not at all, and the chunks are the records'."""
+    db = tmp_path / "items.db"
+    expected: dict[str, str | None] = {}  # key → text, None once deleted
+    done = 0
+    deadline = time.monotonic() + DEADLINE_S
+    for run, writes in enumerate((150, 260, 90, 400, 40)):
+        proc = start(ITEMS_SCRIPT, db, run, " ".join(WORDS))
+        pending: list[Any] | None = None
+        announced = 0
+        out: list[str] = []
+        for line in lines(proc.stdout, deadline):
+            out.append(line)
+            if line.startswith("["):
+                announced += 1
+                if announced > writes:
+                    break
+        out.extend(kill(proc).splitlines(keepends=True))
+        assert announced > writes, "the writes never got going"
+        for line in out:
+            if not line.endswith("\n"):
+                break  # cut off by the kill
+            if line.startswith("["):
+                pending = json.loads(line)
+            else:
+                assert pending is not None
+                op, key, _, text = pending
+                expected[key] = None if op == "delete" else text
+                pending = None
+                done += 1
+
+        with stratamem.open(db, embedder=None) as mem:
+            check_integrity(mem)
+            check_derived(mem)
+            for key, text in expected.items():
+                if pending is not None and key == pending[1]:
+                    continue
+                assert _text(mem, key) == text, key
+            if pending is not None:
+                op, key, _, text = pending
+                now = _text(mem, key)
+                assert now in (expected.get(key), None if op == "delete" else text)
+                expected[key] = now  # whichever it was, later runs find it so
+    assert done >= 900
+
+
+def _text(mem: stratamem.Memory, key: str) -> str | None:
+    try:
+        return mem.item(key).text
+    except NotFoundError:
+        return None

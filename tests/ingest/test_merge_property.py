@@ -10,11 +10,13 @@ history), and the stores compare whole: records, chunk ids and refs included. Ti
 from __future__ import annotations
 
 import dataclasses
+import operator
 from collections.abc import Iterable, Iterator, Sequence
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -60,8 +62,9 @@ WORDS = [
     "schema",
 ]
 # Most texts are a few words; some are long enough to split (chat over 2,000 characters, mail
-# over 4,000, a record over 1,200).
-REPEATS = (1, 1, 1, 40, 130)
+# over 4,000, a record over 1,200); some are blank (a record that yields no chunk, but whose
+# time still counts where chat windows close).
+REPEATS = (1, 1, 1, 40, 130, 0)
 AUTHORS = (None, "Alice Chen", "bob")
 THREADS = (None, "t1", "t2")
 QUERIES = ("queue", "sqlite redis", "incident", "phoenix rollout", "merge review")
@@ -102,7 +105,7 @@ def histories(draw: st.DrawFn, kind: SourceKind) -> list[Record]:
         when += draw(st.sampled_from(STEPS))
         words = draw(st.lists(st.sampled_from(WORDS), min_size=1, max_size=6))
         record = Record(
-            text=" ".join(words * draw(st.sampled_from(REPEATS))),
+            text=" ".join(words * draw(st.sampled_from(REPEATS))) or " ",
             ref=f"export.jsonl:{n + 1}",
             time=None if draw(st.integers(0, 9)) == 0 else when,
             author=draw(st.sampled_from(AUTHORS)),
@@ -200,11 +203,17 @@ def test_a_later_export_that_edits_a_record_equals_the_edited_union(
     parts = data.draw(splits(len(history)), label="exports")
     exports = [[history[n] for n in part] for part in parts]
     original = history[target]
-    edited = dataclasses.replace(original, text=f"{original.text} amended postmortem")
+    # Mostly its text; sometimes its time too, which moves it to another window or segment.
+    times = sorted({r.time for r in history if r.time is not None})
+    moved = st.builds(operator.add, st.sampled_from(times), st.sampled_from(STEPS))
+    when = data.draw(
+        st.one_of(st.just(original.time), st.none(), moved if times else st.none()), label="time"
+    )
+    edited = dataclasses.replace(original, text=f"{original.text} amended postmortem", time=when)
     # The last export holds the edit, after any copy of the original in it: the later holds.
     exports[-1].append(edited)
-    whole = canonical(history, [*(n for part in parts for n in part), target])
-    expected = [edited if n is original else n for n in whole]
+    history[target] = edited
+    expected = canonical(history, [*(n for part in parts for n in part), target])
     assert ingested(exports, kind) == ingested([expected], kind)
 
 
@@ -218,3 +227,12 @@ def test_a_synced_export_equals_one_ingest_of_it_alone(
     truth = data.draw(splits(len(history), min_size=1), label="truth")[0]
     exports = [[history[n] for n in part] for part in [*parts, truth]]
     assert ingested(exports, kind, sync=True) == ingested([canonical(history, truth)], kind)
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_a_record_twice_in_the_first_export_of_a_source_is_stored_once(kind: SourceKind) -> None:
+    """The same record twice, with the same ``ref``, in what a new source first reads (an mbox
+    holding one message twice): its chunks, derived twice while reading, are stored once. (A
+    chat message is long enough here to fill a window of its own, so both copies make one.)"""
+    record = Record(text="queue " * 300, ref="export.jsonl:1", time=T0, id="m0")
+    assert ingested([[record, record]], kind) == ingested([[record]], kind)

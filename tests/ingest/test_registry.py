@@ -11,7 +11,7 @@ import pytest
 from stratamem import plugins
 from stratamem.errors import RegistryError, UnknownFormatError
 from stratamem.ingest import registry
-from stratamem.ingest.connectors import email, slack
+from stratamem.ingest.connectors import mbox, slack
 from stratamem.ingest.model import ReadContext, SourceStream
 
 BUILT_IN = ["discord", "eml", "irc", "jsonl", "maildir", "markdown", "mbox", "slack"]
@@ -59,7 +59,7 @@ def test_the_built_ins(group: list[EntryPoint]) -> None:
     assert set(BUILT_IN) <= set(names)
     assert names == sorted(names)
     assert [spec.name for spec in registry.known()] == names
-    assert registry.spec("mbox") is email.MBOX
+    assert registry.spec("mbox") is mbox.MBOX
     assert registry.spec("slack").detect is slack.detect
     assert isinstance(registry.get("slack"), slack.SlackConnector)
 

@@ -159,6 +159,7 @@ def test_a_job_left_running_before_leases_is_taken_again(tmp_path: Path) -> None
         conn.execute(f"ALTER TABLE jobs DROP COLUMN {column}")
     # and as it was before records, which came later
     conn.execute("DROP INDEX chunks_record")
+    conn.execute("DROP INDEX chunks_derived_time")
     conn.execute("ALTER TABLE chunks DROP COLUMN record_key")
     conn.execute("DROP TABLE records")
     conn.execute(

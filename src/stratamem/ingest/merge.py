@@ -39,7 +39,7 @@ from stratamem.embed.tokens import estimate_tokens
 from stratamem.entities.extract import record_mentions, text_mentions, topic_mentions
 from stratamem.ingest.chunking import ChunkingConfig, Draft, chunk_records
 from stratamem.store.base import Store
-from stratamem.store.records import RecordRow, StoredRecord
+from stratamem.store.records import RecordRow, RecordState, StoredRecord
 from stratamem.timeparse import to_ms
 from stratamem.types import Chunk, Mention, Record, SourceKind
 
@@ -118,7 +118,7 @@ class Merge:
             state = states.get(key)
             repeat = key in self._seen
             self._seen.add(key)
-            if state is not None and state.digest == stored.digest:
+            if state is not None and (state.digest == stored.digest or _older(stored, state)):
                 if not repeat:
                     self.counts.unchanged += 1
                 continue
@@ -214,9 +214,11 @@ class Merge:
         candidates = [row for row in rows if row[0].id not in old]
         if not candidates:
             return
-        existing = self.store.existing_ids([row[0].id for row in candidates])
-        fresh = list({r[0].id: r for r in candidates if r[0].id not in existing}.values())
-        self.take(fresh)
+        # A chunk of this id stored outside what this part held is not where its record says
+        # (a store written before it kept records): replace it, so that it is found next time.
+        stray = self.store.existing_ids([row[0].id for row in candidates])
+        self.counts.chunks_removed += self.store.delete_chunks(self.source_id, list(stray))
+        self.take(list({row[0].id: row for row in candidates}.values()))
 
     def discard_taken(self) -> None:
         """Delete the chunks :meth:`take` wrote (they do not hold: derive instead), and mark
@@ -242,6 +244,14 @@ class Merge:
         self.counts.chunks_added += len(rows)
         if self.on_chunks is not None:
             self.on_chunks(len(rows))
+
+
+def _older(incoming: RecordRow, held: RecordState) -> bool:
+    """Whether ``incoming`` is an older version of the record held: the held one was edited
+    later, or was edited when the incoming one was not (an export taken before the edit)."""
+    if held.revised_ms is None:
+        return False
+    return incoming.revised_ms is None or incoming.revised_ms < held.revised_ms
 
 
 def dirty_segments(times: Sequence[int], changed: Sequence[int], gap: int) -> list[tuple[int, int]]:

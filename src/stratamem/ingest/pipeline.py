@@ -179,7 +179,9 @@ def ingest_path(
     started = time.perf_counter()
     use_process = fork_available() if parallel is None else parallel
     reader = read_in_process if use_process else read_events
-    events = reader(connector, path, scope, config, max_item_bytes=max_item_bytes)
+    # The reader derives the chunks of a source it reads only where the store holds none.
+    held = frozenset(source.id for source in store.sources() if source.chunk_count)
+    events = reader(connector, path, scope, config, max_item_bytes=max_item_bytes, held=held)
     for event in events:
         tag = event[0]
         if tag == "problem":

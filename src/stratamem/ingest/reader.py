@@ -79,8 +79,11 @@ def read_events(
     config: ChunkingConfig | None,
     *,
     max_item_bytes: int = DEFAULT_MAX_ITEM_BYTES,
+    held: frozenset[str] = frozenset(),
 ) -> Iterator[Event]:
-    """The events of one ingest, read in this process."""
+    """The events of one ingest, read in this process. ``held``: the ids of the sources the
+    store holds chunks of, whose chunks the reader does not derive (the writer derives them
+    where records changed)."""
     problems: deque[Event] = deque()
     ctx = ReadContext(
         scope=scope,
@@ -117,20 +120,9 @@ def read_events(
         try:
             records = _Counted(stream.records)
             if info.merge:
-                order = ReadOrder(info.kind)
-                for read, derived in derive_while_reading(
-                    _keyed(records, ctx, info.location),
-                    source_id=source_id,
-                    scope=info.scope,
-                    kind=info.kind,
-                    config=config,
-                    order=order,
-                    batch=BATCH * 4,
-                ):
-                    yield from _drain(problems)
-                    yield ("records", read, *records.take(), derived)
-                yield from _drain(problems)
-                yield ("end", *records.take(), order.in_order)
+                yield from _record_events(
+                    records, ctx, info, source_id, config, problems, derive=source_id not in held
+                )
                 continue
             drafts = chunk_records(stream.kind, records, config)
             while batch := list(islice(drafts, BATCH)):
@@ -152,6 +144,42 @@ def read_events(
         yield from _drain(problems)
         yield ("end", *records.take())
     yield from _drain(problems)
+
+
+def _record_events(
+    records: _Counted,
+    ctx: ReadContext,
+    info: StreamInfo,
+    source_id: str,
+    config: ChunkingConfig | None,
+    problems: deque[Event],
+    *,
+    derive: bool,
+) -> Iterator[Event]:
+    """A merging source's ``records`` events and its ``end``, each after the problems found
+    before it, with the chunks derived from the records as read when ``derive`` (see
+    :func:`derive_while_reading`)."""
+    order = ReadOrder(info.kind)
+    keyed_records = _keyed(records, ctx, info.location)
+    if not derive:
+        order.in_order = False  # nothing derived here to hold
+        while batch := list(islice(keyed_records, BATCH * 4)):
+            yield from _drain(problems)
+            yield ("records", [stored.row() for stored in batch], *records.take(), [])
+    else:
+        for read, derived in derive_while_reading(
+            keyed_records,
+            source_id=source_id,
+            scope=info.scope,
+            kind=info.kind,
+            config=config,
+            order=order,
+            batch=BATCH * 4,
+        ):
+            yield from _drain(problems)
+            yield ("records", read, *records.take(), derived)
+    yield from _drain(problems)
+    yield ("end", *records.take(), order.in_order)
 
 
 def _keyed(records: Iterable[Record], ctx: ReadContext, location: str) -> Iterator[StoredRecord]:
@@ -288,6 +316,7 @@ def read_in_process(
     config: ChunkingConfig | None,
     *,
     max_item_bytes: int = DEFAULT_MAX_ITEM_BYTES,
+    held: frozenset[str] = frozenset(),
 ) -> Iterator[Event]:
     """The same events, produced by a forked child while the caller writes.
 
@@ -298,7 +327,7 @@ def read_in_process(
     events: Any = context.Queue(maxsize=8)
     child = context.Process(
         target=_child,
-        args=(connector, path, scope, config, max_item_bytes, events, os.getpid()),
+        args=(connector, path, scope, config, max_item_bytes, held, events, os.getpid()),
         daemon=True,
     )
     child.start()
@@ -328,6 +357,7 @@ def _child(
     scope: str | None,
     config: ChunkingConfig | None,
     max_item_bytes: int,
+    held: frozenset[str],
     events: Any,
     parent: int,
 ) -> None:
@@ -341,7 +371,9 @@ def _child(
                     os._exit(1)
 
     try:
-        for event in read_events(connector, path, scope, config, max_item_bytes=max_item_bytes):
+        for event in read_events(
+            connector, path, scope, config, max_item_bytes=max_item_bytes, held=held
+        ):
             send(event)
     except BaseException:
         send(("crash", traceback.format_exc()))

@@ -72,7 +72,7 @@ class KeywordSchema:
 @dataclass(frozen=True, slots=True)
 class KeywordState:
     """Where the full-text index stands: an in-process index that reflects another state is
-    stale. ``generation`` is the store's (every deletion bumps it), ``max_rowid`` the highest
+    stale. ``generation`` counts the chunks deleted (an append leaves it), ``max_rowid`` the highest
     row key, ``docs`` the rows indexed and ``totals`` the tokens of each column over all of
     them (BM25's N and, summed, N·avgdl), empty while no row was ever indexed."""
 

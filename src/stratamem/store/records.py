@@ -22,7 +22,7 @@ import re
 import zlib
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, fields
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any, NamedTuple, Protocol
 
 from stratamem.timeparse import from_ms, to_ms
@@ -33,6 +33,11 @@ _TUPLES = frozenset(f.name for f in fields(Record) if f.default == ())
 _DIGITS = re.compile(r"\d+")
 _HAS_DIGIT = re.compile(r"\d")
 _COMPRESS_ABOVE = 512
+# Record.meta keys that connectors use for where a record was read (a message's index, line
+# and byte offset in an mbox, its file and folder in a mailbox tree): like ``ref``, not content.
+PLACE_META = frozenset({"index", "line", "offset", "file", "folder"})
+# The Record.meta key of when a message was last edited (see revision).
+EDITED_META = "edited_at"
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,25 +56,51 @@ class StoredRecord:
 
     def row(self) -> RecordRow:
         body = self.body or encode_record(self.record)
-        return RecordRow(self.key, to_ms(self.record.time), self.sort_key, self.digest, body)
+        return RecordRow(
+            self.key,
+            to_ms(self.record.time),
+            self.sort_key,
+            self.digest,
+            body,
+            revision(self.record),
+        )
 
 
 class RecordRow(NamedTuple):
-    """A record as written: its key, time (ms), sort key, digest and encoding
-    (:func:`encode_record`). Cheap to send between processes."""
+    """A record as written: its key, time (ms), sort key, digest, encoding
+    (:func:`encode_record`) and when it was last edited (ms, :func:`revision`). Cheap to send
+    between processes."""
 
     key: str
     time_ms: int | None
     sort_key: str
     digest: str
     body: bytes
+    revised_ms: int | None = None
 
 
 class RecordState(NamedTuple):
-    """What the store holds of a record: its content digest and its time (ms, or None)."""
+    """What the store holds of a record: its content digest, its time and when it was last
+    edited (ms, or None)."""
 
     digest: str
     time_ms: int | None
+    revised_ms: int | None = None
+
+
+def revision(record: Record) -> int | None:
+    """When the record was last edited (ms), from ``meta["edited_at"]`` (an ISO 8601 time
+    or a datetime) where its connector knows it; None when it was never edited or nobody
+    says when."""
+    value = record.meta.get(EDITED_META)
+    if isinstance(value, str):
+        try:
+            value = datetime.fromisoformat(value)
+        except ValueError:
+            return None
+    if not isinstance(value, datetime):
+        return None
+    return to_ms(value if value.tzinfo else value.replace(tzinfo=UTC))
 
 
 def keyed(record: Record) -> StoredRecord:
@@ -80,7 +111,8 @@ def keyed(record: Record) -> StoredRecord:
     if not record.id:
         record = dataclasses.replace(record, id=f"sha256:{digest[:32]}")
     key = record.id or ""
-    body = _encode(record, content)
+    placed = not PLACE_META.isdisjoint(record.meta)
+    body = _encode(record, _content(record, place=True) if placed else content)
     return StoredRecord(key, record, digest, sort_key_for(record.ref, key), body)
 
 
@@ -94,10 +126,15 @@ def record_digest(record: Record) -> str:
 def sort_key_for(ref: str, key: str) -> str:
     """The place of a record among those of the same instant: its ``ref`` then its key, with
     every run of digits zero-padded so that ``line 9`` sorts before ``line 10``."""
-    # Refs are a file and a place in it: the file part repeats from record to record.
-    cut = max(ref.rfind(":"), ref.rfind("#")) + 1
-    tail = key if key.startswith("sha256:") else _natural(key)
-    return f"{_natural_cached(ref[:cut])}{_natural(ref[cut:])}\x00{tail}"
+    tail = key if key.startswith("sha256:") else _natural_place(key)
+    return f"{_natural_place(ref)}\x00{tail}"
+
+
+def _natural_place(text: str) -> str:
+    # Refs and keys are often a file and a place in it (``log.txt:117``, ``day.json#ts``):
+    # the file part repeats from record to record.
+    cut = max(text.rfind(":"), text.rfind("#")) + 1
+    return _natural_cached(text[:cut]) + _natural(text[cut:])
 
 
 def _pad(match: re.Match[str]) -> str:
@@ -113,7 +150,7 @@ _natural_cached = functools.lru_cache(maxsize=64)(_natural)
 
 def encode_record(record: Record) -> bytes:
     """The record as compressed text, for :func:`decode_record`."""
-    return _encode(record, _content(record))
+    return _encode(record, _content(record, place=True))
 
 
 def _encode(record: Record, content: str) -> bytes:
@@ -136,9 +173,12 @@ def decode_record(data: bytes) -> Record:
     return Record(ref=json.loads(ref), id=json.loads(id_), **values)
 
 
-def _content(record: Record) -> str:
+def _content(record: Record, *, place: bool = False) -> str:
     """JSON of the record's fields but ``ref`` and ``id`` that differ from their defaults
-    (the time in milliseconds), keys sorted: what its digest covers."""
+    (the time in milliseconds), keys sorted: what its digest covers. The ``meta`` keys that
+    say where in its file it was read (:data:`PLACE_META`) are left out like ``ref`` (unless
+    ``place``, for the record's encoding), so that the same mail after another one was added
+    before it is not a change."""
     values: dict[str, Any] = {}
     for name in _CONTENT_FIELDS:
         value = getattr(record, name)
@@ -147,7 +187,9 @@ def _content(record: Record) -> str:
         if name == "time":
             value = to_ms(value)
         elif name == "meta":
-            value = dict(value)
+            value = {k: v for k, v in value.items() if place or k not in PLACE_META}
+            if not value:
+                continue
         values[name] = value
     return json.dumps(values, sort_keys=True, ensure_ascii=False, default=str)
 

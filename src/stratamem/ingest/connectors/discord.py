@@ -18,6 +18,12 @@ message's ``mentions``, ``<#id>`` becomes ``#channel`` where the channel is one 
 read, ``<:name:id>`` becomes ``:name:`` and ``<t:1710148502:f>`` a UTC time. System messages
 (joins, pins, thread creation) are left out silently; broken JSON and malformed messages are
 reported through :meth:`ReadContext.skip` (``message N`` counts from 1).
+
+A reply keeps the id it answers in ``reply_to``, and no thread: Discord shows a reply inline,
+in the channel's flow (a thread is a channel of its own, exported to ``_threads/`` and read as
+its own source), so replies are windowed with the messages around them. It also makes a
+message's record depend on the message alone, not on which replies the same file holds, so
+that exports split by date merge into what one export of the whole gives.
 """
 
 from __future__ import annotations
@@ -262,14 +268,6 @@ def _records(header: _Header, channels: Mapping[str, str], ctx: ReadContext) -> 
         ctx.skip(header.file, "file", "not a DiscordChatExporter export: no messages array")
         return
     channel_id = _str(header.channel.get("id"))
-    replied_to = {
-        target
-        for m in messages
-        if isinstance(m, dict)
-        for target in [_reply_to(m, channel_id)]
-        if target is not None
-    }
-    roots: dict[str, str] = {}
     names: dict[str, str] = {}  # author id → display name, for mentions missing from the list
     for n, raw in enumerate(messages, 1):
         where = f"message {n}"
@@ -280,13 +278,7 @@ def _records(header: _Header, channels: Mapping[str, str], ctx: ReadContext) -> 
         with ctx.item(header.file, where):
             record = _record(raw, where, header, channels, names, ctx)
             if record is not None and record.id is not None:
-                reply_to = _reply_to(raw, channel_id)
-                # A reply's thread is the root of its chain, as far as the messages seen so
-                # far tell.
-                root = roots.get(reply_to, reply_to) if reply_to is not None else record.id
-                roots[record.id] = root
-                thread = root if reply_to is not None or record.id in replied_to else None
-                record = dataclasses.replace(record, thread=thread, reply_to=reply_to)
+                record = dataclasses.replace(record, reply_to=_reply_to(raw, channel_id))
         if record is not None and record.id is not None:
             yield record
 
@@ -357,6 +349,7 @@ def _record(
     if not text:
         return None
 
+    edited_at = _parse_time(raw.get("timestampEdited"))
     return Record(
         text=text,
         ref=f"{header.file}#{message_id}",
@@ -372,6 +365,8 @@ def _record(
             "type": kind,
             "pinned": raw.get("isPinned") is True,
             "edited": bool(raw.get("timestampEdited")),
+            # When it was last edited: of two versions of a message, the later edit is kept.
+            "edited_at": None if edited_at is None else edited_at.isoformat(),
             "bot": is_bot,
             "attachments": attachments,
             "reactions": _reactions(raw),

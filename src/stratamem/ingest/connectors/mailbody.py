@@ -9,8 +9,9 @@ The MIME tree is walked in order and one version of each ``multipart/alternative
 plain text before HTML; HTML is turned into text only when no plain version exists.
 
 Charset and RFC 2047 decoding live here because attachment names need them;
-:mod:`stratamem.ingest.connectors.email` reuses them for headers, so this module must not
-import from it.
+:mod:`stratamem.ingest.connectors.email`, the message parsing that the ``mbox``, ``maildir``
+and ``eml`` connectors share, reuses them for headers, so this module must not import from it
+or from them.
 
 Everything here runs in time linear in the size of the message: the HTML reader is a small
 tokenizer of its own (the standard library's rescans the rest of the document at every ``<``

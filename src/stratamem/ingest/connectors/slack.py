@@ -521,6 +521,8 @@ def _record(
     bot_id = raw.get("bot_id") if isinstance(raw.get("bot_id"), str) else None
     is_bot = subtype == "bot_message" or bot_id is not None
     thread_ts = raw.get("thread_ts") if isinstance(raw.get("thread_ts"), str) else None
+    edit = raw.get("edited")
+    edited_at = _parse_ts(edit.get("ts")) if isinstance(edit, dict) else None
     return key, Record(
         text=text,
         ref=f"{label}#{ts_id}",
@@ -535,6 +537,8 @@ def _record(
         meta={
             "channel": conv.name,
             "edited": edited,
+            # When it was last edited: of two versions of a message, the later edit is kept.
+            "edited_at": None if edited_at is None else edited_at[0].isoformat(),
             "files": [name for name, _ in files],
             "reactions": _reactions(raw),
             "subtype": subtype,

@@ -19,9 +19,13 @@ BUSY_TIMEOUT_S = 60.0
 # the busy timeout: an ingest holds the write lock for a whole source, which can take minutes,
 # and a lock that is held belongs to a live process (SQLite's locks go with their process).
 WRITE_WAIT_S = 30 * 60.0
-# The setting every deletion and every vector write bumps (``SQLiteStore.generation``); named
-# here so that a state check can read it in the same statement as the rest of the state.
+# The settings the store's writes bump, named here so that a state check can read them in the
+# same statement as the rest of the state: every vector written or deleted and every chunk
+# deleted bumps the first (``SQLiteStore.generation``); only a chunk deleted bumps the second
+# (``SQLiteStore.chunk_generation``), so that an item embedded on write leaves the keyword
+# index and the entity postings to take the new rows as an append.
 GENERATION_KEY = "vectors.generation"
+CHUNK_GENERATION_KEY = "chunks.generation"
 T = TypeVar("T")
 _log = logging.getLogger(__name__)
 

@@ -34,7 +34,7 @@ import numpy as np
 
 from stratamem.errors import KeywordIndexUnavailable
 from stratamem.store.keyword import IntArray, KeywordRows, KeywordSchema, KeywordState, Postings
-from stratamem.store.sqlite.connection import GENERATION_KEY
+from stratamem.store.sqlite.connection import CHUNK_GENERATION_KEY
 
 FTS_TABLE: Final = "chunks_fts"
 _VOCAB: Final = "temp.stratamem_bm25_vocab"
@@ -88,14 +88,14 @@ def _weights(conn: sqlite3.Connection, columns: int) -> tuple[float, ...]:
 
 
 def fts_state(conn: sqlite3.Connection) -> KeywordState:
-    """The store's generation, the highest chunk rowid and FTS5's averages record, read in
+    """The store's chunk generation, the highest chunk rowid and FTS5's averages record, read in
     one statement: one cheap query, and one version of the store even outside a read
     transaction."""
     generation, max_rowid, averages = conn.execute(
         f"""SELECT (SELECT CAST(value AS INTEGER) FROM settings WHERE key = ?),
                    (SELECT max(rowid) FROM chunks),
                    (SELECT block FROM {FTS_TABLE}_data WHERE id = 1)""",
-        (GENERATION_KEY,),
+        (CHUNK_GENERATION_KEY,),
     ).fetchone()
     docs, totals = decode_averages(bytes(averages) if averages else b"")
     return KeywordState(

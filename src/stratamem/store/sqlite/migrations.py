@@ -198,7 +198,8 @@ MIGRATIONS: tuple[str, ...] = (
     """,
     # 6: records with identity. Chat, mail and record sources keep what was read as records,
     # one row per (source, key): ``ts`` and ``sort_key`` give their canonical order, ``digest``
-    # covers their content, ``body`` is the record (see store/records.py). A chunk derived from
+    # covers their content, ``body`` is the record (see store/records.py), ``revised`` when it
+    # was last edited (where its platform says). A chunk derived from
     # records names the first of them (its anchor) in ``record_key``. The chunks table is
     # rebuilt with AUTOINCREMENT (rowids kept): a rowid is never handed out again, so an item
     # replaced at the end of the table is a removal and an append to the in-process indexes
@@ -211,6 +212,7 @@ MIGRATIONS: tuple[str, ...] = (
         sort_key   TEXT NOT NULL,
         digest     TEXT NOT NULL,
         body       BLOB NOT NULL,
+        revised    INTEGER,
         added_at   INTEGER NOT NULL,
         updated_at INTEGER NOT NULL,
         PRIMARY KEY (source_id, key)
@@ -250,6 +252,7 @@ MIGRATIONS: tuple[str, ...] = (
     CREATE INDEX chunks_doc ON chunks(source_id, doc_id);
     CREATE INDEX chunks_parent ON chunks(parent_summary_id);
     CREATE INDEX chunks_record ON chunks(source_id, record_key) WHERE record_key IS NOT NULL;
+    CREATE INDEX chunks_derived_time ON chunks(source_id, ts_start) WHERE record_key IS NOT NULL;
     CREATE TRIGGER chunks_fts_insert AFTER INSERT ON chunks BEGIN
         INSERT INTO chunks_fts(rowid, content, title) VALUES (new.rowid, new.content, new.title);
     END;

@@ -7,7 +7,7 @@ makes that the slowest part of a search. Here every mention is read once, into a
 codes per entity, and scored with numpy.
 
 Staying current: mentions are written only with new chunks and removed only with their
-chunks (a removal bumps the store's generation). So when the database has changed (this
+chunks (a removal bumps the store's chunk generation). So when the database has changed (this
 connection's change counter or SQLite's ``data_version``, which moves when another connection
 commits), the mentions of chunks above the highest rowid read so far are appended, unless the
 generation moved, in which case everything is read again. Either way the number of mentions

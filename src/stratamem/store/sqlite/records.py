@@ -28,21 +28,22 @@ class RecordTables:
     def record_states(self, source_id: str, keys: Sequence[str]) -> dict[str, RecordState]:
         found: dict[str, RecordState] = {}
         for part, marks in batches(keys):
-            for key, digest, ts in self.conn.execute(
-                f"SELECT key, digest, ts FROM records WHERE source_id = ? AND key IN ({marks})",
+            for key, digest, ts, revised in self.conn.execute(
+                f"""SELECT key, digest, ts, revised FROM records
+                    WHERE source_id = ? AND key IN ({marks})""",
                 [source_id, *part],
             ):
-                found[key] = RecordState(digest, ts)
+                found[key] = RecordState(digest, ts, revised)
         return found
 
     def put_records(self, source_id: str, records: Iterable[RecordRow]) -> None:
         now = to_ms(datetime.now(UTC))
         self.conn.executemany(
-            """INSERT INTO records (source_id, key, ts, sort_key, digest, body, added_at,
-                 updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)
+            """INSERT INTO records (source_id, key, ts, sort_key, digest, body, revised,
+                 added_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
                ON CONFLICT (source_id, key) DO UPDATE SET ts = excluded.ts,
                  sort_key = excluded.sort_key, digest = excluded.digest, body = excluded.body,
-                 updated_at = excluded.updated_at""",
+                 revised = excluded.revised, updated_at = excluded.updated_at""",
             ((source_id, *r, now, now) for r in records),
         )
 

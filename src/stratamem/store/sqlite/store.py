@@ -16,7 +16,12 @@ from pathlib import Path
 from typing import Any
 
 from stratamem.errors import StoreError
-from stratamem.store.sqlite.connection import GENERATION_KEY, atomic, connect
+from stratamem.store.sqlite.connection import (
+    CHUNK_GENERATION_KEY,
+    GENERATION_KEY,
+    atomic,
+    connect,
+)
 from stratamem.store.sqlite.graph import GraphTables
 from stratamem.store.sqlite.jobs import JobQueue
 from stratamem.store.sqlite.keyword import KeywordTables
@@ -54,7 +59,7 @@ class SQLiteStore(SourceTables, RecordTables, VectorTables, GraphTables, Keyword
         self.postings = EntityPostings(
             self.conn,
             state=self.write_state,
-            generation=self.generation,
+            generation=self.chunk_generation,
             snapshot=self.read_snapshot,
             writing=self.in_transaction,
         )
@@ -117,16 +122,23 @@ class SQLiteStore(SourceTables, RecordTables, VectorTables, GraphTables, Keyword
             (key, value),
         )
 
-    def bump_generation(self) -> None:
-        """Mark chunks or vectors changed, so in-process indexes know they are stale."""
-        self.conn.execute(
+    def bump_generation(self, *, chunks: bool = True) -> None:
+        """Mark vectors changed (and chunks deleted, unless ``chunks=False``), so that
+        in-process indexes know they are stale."""
+        keys = (GENERATION_KEY, CHUNK_GENERATION_KEY) if chunks else (GENERATION_KEY,)
+        self.conn.executemany(
             "INSERT INTO settings (key, value) VALUES (?, '1') "
             "ON CONFLICT (key) DO UPDATE SET value = CAST(value AS INTEGER) + 1",
-            (GENERATION_KEY,),
+            [(key,) for key in keys],
         )
 
     def generation(self) -> int:
         return int(self.get_setting(GENERATION_KEY) or 0)
+
+    def chunk_generation(self) -> int:
+        """Bumped by every chunk deleted: what the keyword index and the entity postings,
+        which an append alone leaves current, compare."""
+        return int(self.get_setting(CHUNK_GENERATION_KEY) or 0)
 
     def store_id(self) -> str:
         """The random id this database was given when created: a copy or a restored backup

@@ -22,7 +22,7 @@ class VectorTables:
 
     if TYPE_CHECKING:
 
-        def bump_generation(self) -> None: ...
+        def bump_generation(self, *, chunks: bool = True) -> None: ...
 
     def pending_embeddings(self, model: str, limit: int) -> list[PendingChunk]:
         """Chunks of unlocked sources with no vector for ``model``, oldest (lowest rowid)
@@ -69,7 +69,7 @@ class VectorTables:
                VALUES (?, ?, ?, ?, ?, ?)""",
             rows,
         )
-        self.bump_generation()
+        self.bump_generation(chunks=False)
 
     def vector_models(self) -> dict[str, int]:
         """Model signature → vector count."""
@@ -83,7 +83,7 @@ class VectorTables:
             cursor = self.conn.execute("DELETE FROM embeddings")
         else:
             cursor = self.conn.execute("DELETE FROM embeddings WHERE model != ?", (keep_model,))
-        self.bump_generation()
+        self.bump_generation(chunks=False)
         return cursor.rowcount
 
     def iter_vectors(self, model: str, batch: int = 10_000) -> Iterator[tuple[list[int], bytes]]:
