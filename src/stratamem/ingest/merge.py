@@ -50,6 +50,8 @@ Row = tuple[Chunk, list[Mention], frozenset[str]]
 
 MERGING_KINDS = frozenset({SourceKind.CHAT, SourceKind.EMAIL, SourceKind.RECORD})
 _BATCH = 256
+# A batch read is ``batch`` chunks, or this many times as many records when they make fewer.
+_RECORDS_PER_CHUNK = 16
 
 
 def merges(kind: SourceKind) -> bool:
@@ -107,9 +109,12 @@ class Merge:
         """Merge these records: new ones are stored, changed ones updated, the rest counted."""
         batch: dict[str, RecordRow] = {}
         for stored in records:
-            if stored.key in batch or stored.key in self._seen:
+            earlier = batch.get(stored.key)
+            if earlier is not None or stored.key in self._seen:
                 self.counts.duplicates += 1
-            batch[stored.key] = stored  # of two versions in one ingest, the later one holds
+            if earlier is None or earlier.digest != stored.digest:
+                # Of two versions in one ingest the later holds; of two copies, the first.
+                batch[stored.key] = stored
         if not batch:
             return
         states = self.store.record_states(self.source_id, list(batch))
@@ -172,7 +177,7 @@ class Merge:
     # -- what to derive again --------------------------------------------------------------
 
     def _chat_parts(self) -> Iterator[tuple[list[str], Iterator[StoredRecord]]]:
-        timeline, timeless = self.store.record_timeline(self.source_id)
+        timeline, _ = self.store.record_timeline(self.source_id)
         gap = int(self.config.chat_gap.total_seconds() * 1000)
         changed = sorted(t for t in self._dirty_times if t is not None)
         for start, end in dirty_segments(timeline + self._gone_times, changed, gap):
@@ -181,7 +186,6 @@ class Merge:
         if None in self._dirty_times:
             old = self.store.derived_chunks_between(self.source_id, None, None)
             yield old, self.store.records_between(self.source_id, None, None)
-        del timeless
 
     def _record_parts(self) -> Iterator[tuple[list[str], Iterator[StoredRecord]]]:
         keys = sorted(self._dirty_keys)
@@ -337,25 +341,33 @@ def insert_rows(store: Store, source_id: str, rows: Sequence[Row]) -> None:
 
 
 class ReadOrder:
-    """Watches records as they are read: whether they come in canonical order (needed only
-    for chat, whose windows depend on it) with no key twice."""
+    """Watches records as they are read: whether the chunks derived from them as read are
+    those of the records merged. That needs no key twice with different content (a copy is
+    left out, as the merge leaves it out) and, for chat, whose windows depend on the order,
+    the records in canonical order."""
 
     def __init__(self, kind: SourceKind) -> None:
         self.ordered = kind is SourceKind.CHAT
         self.in_order = True
-        self._keys: set[str] = set()
+        self._digests: dict[str, str] = {}
         self._last: tuple[bool, int, str] | None = None
 
-    def see(self, stored: StoredRecord) -> None:
-        if stored.key in self._keys:
-            self.in_order = False
-        self._keys.add(stored.key)
+    def see(self, stored: StoredRecord) -> bool:
+        """Note a record read; False for a copy of one read before (same key, same
+        content), which is not chunked again."""
+        seen = self._digests.get(stored.key)
+        if seen is not None:
+            if seen != stored.digest:
+                self.in_order = False
+            return False
+        self._digests[stored.key] = stored.digest
         if self.ordered:
             time = stored.record.time
             place = (time is None, 0 if time is None else to_ms(time) or 0, stored.sort_key)
             if self._last is not None and place < self._last:
                 self.in_order = False
             self._last = place
+        return True
 
 
 def derive_while_reading(
@@ -368,7 +380,8 @@ def derive_while_reading(
     order: ReadOrder,
     batch: int,
 ) -> Iterator[tuple[list[RecordRow], list[Row]]]:
-    """Batches of (records read, chunks derived from them so far), chunked as :class:`Merge`
+    """Batches of (records read, chunks derived from them so far), ``batch`` chunks at a time
+    (or ``16 * batch`` records where they make fewer), chunked as :class:`Merge`
     would chunk them were they all a source held. That holds only when the source held
     nothing before and ``order.in_order`` is still true at the end; otherwise the writer
     throws the rows away and derives."""
@@ -379,8 +392,9 @@ def derive_while_reading(
 
     def timed() -> Iterator[Record]:
         for stored in source:
-            order.see(stored)
             pending.append(stored)
+            if not order.see(stored):
+                continue
             if stored.record.time is None:
                 first_timeless.append(stored)
                 return
@@ -391,8 +405,9 @@ def derive_while_reading(
         if first_timeless:
             yield first_timeless[0].record
         for stored in source:
-            order.see(stored)
             pending.append(stored)
+            if not order.see(stored):
+                continue
             if stored.record.time is not None:
                 order.in_order = False
             yield stored.record
@@ -403,7 +418,7 @@ def derive_while_reading(
     rows: list[Row] = []
     for seq, draft in enumerate(drafts):
         rows.append(derived_row(source_id, seq, draft, scope=scope, kind=kind))
-        if len(pending) >= batch:
+        if len(rows) >= batch or len(pending) >= batch * _RECORDS_PER_CHUNK:
             yield [stored.row() for stored in pending], rows
             pending.clear()
             rows = []

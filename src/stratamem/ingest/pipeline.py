@@ -320,7 +320,7 @@ def _merge_stream(
             merge.take(event[4])
         if progress is not None:
             progress(counts)
-    taken = empty and in_order and not merge.counts.duplicates
+    taken = empty and in_order
     if empty and not taken:
         merge.discard_taken()
     if sync:

@@ -174,7 +174,7 @@ def _record_events(
             kind=info.kind,
             config=config,
             order=order,
-            batch=BATCH * 4,
+            batch=BATCH,
         ):
             yield from _drain(problems)
             yield ("records", read, *records.take(), derived)

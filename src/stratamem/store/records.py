@@ -18,6 +18,7 @@ import dataclasses
 import functools
 import hashlib
 import json
+import operator
 import re
 import zlib
 from collections.abc import Iterable, Iterator, Sequence
@@ -29,6 +30,7 @@ from stratamem.timeparse import from_ms, to_ms
 from stratamem.types import Record
 
 _CONTENT_FIELDS = tuple(f.name for f in fields(Record) if f.name not in ("ref", "id"))
+_content_values = operator.attrgetter(*_CONTENT_FIELDS)
 _TUPLES = frozenset(f.name for f in fields(Record) if f.default == ())
 _DIGITS = re.compile(r"\d+")
 _HAS_DIGIT = re.compile(r"\d")
@@ -179,18 +181,19 @@ def _content(record: Record, *, place: bool = False) -> str:
     say where in its file it was read (:data:`PLACE_META`) are left out like ``ref`` (unless
     ``place``, for the record's encoding), so that the same mail after another one was added
     before it is not a change."""
-    values: dict[str, Any] = {}
-    for name in _CONTENT_FIELDS:
-        value = getattr(record, name)
-        if value is None or value == "" or value == () or (name == "meta" and not value):
-            continue
-        if name == "time":
-            value = to_ms(value)
-        elif name == "meta":
-            value = {k: v for k, v in value.items() if place or k not in PLACE_META}
-            if not value:
-                continue
-        values[name] = value
+    values = {
+        name: value
+        for name, value in zip(_CONTENT_FIELDS, _content_values(record), strict=True)
+        if value
+    }
+    if record.time is not None:
+        values["time"] = to_ms(record.time)
+    if "meta" in values:
+        meta = {k: v for k, v in record.meta.items() if place or k not in PLACE_META}
+        if meta:
+            values["meta"] = meta
+        else:
+            del values["meta"]
     return json.dumps(values, sort_keys=True, ensure_ascii=False, default=str)
 
 
