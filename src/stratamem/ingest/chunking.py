@@ -12,9 +12,10 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
+from stratamem.embed.tokens import estimate_tokens
 from stratamem.entities.extract import chunk_tags
 from stratamem.ingest.splitting import split_text
-from stratamem.types import Record, SourceKind
+from stratamem.types import Chunk, Record, SourceKind
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,6 +53,31 @@ class Draft:
     def time_range(self) -> tuple[datetime | None, datetime | None]:
         times = [r.time for r in self.records if r.time is not None]
         return (min(times), max(times)) if times else (None, None)
+
+    def chunk(
+        self, *, id: str, source_id: str, seq: int, sha: str, record_key: str | None = None
+    ) -> Chunk:
+        """The chunk of this draft, under the id its caller made (``sha`` is its content's
+        sha256)."""
+        start, end = self.time_range
+        return Chunk(
+            id=id,
+            source_id=source_id,
+            seq=seq,
+            content=self.content,
+            token_count=estimate_tokens(self.content),
+            time_start=start,
+            time_end=end,
+            author=self.author,
+            title=self.title,
+            tags=self.tags,
+            source_ref=self.ref,
+            thread=self.thread,
+            doc_id=self.doc,
+            content_sha256=sha,
+            record_key=record_key,
+            meta=self.meta,
+        )
 
 
 def chunk_records(

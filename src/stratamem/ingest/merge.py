@@ -35,7 +35,6 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from stratamem.embed.tokens import estimate_tokens
 from stratamem.entities.extract import record_mentions, text_mentions, topic_mentions
 from stratamem.ingest.chunking import ChunkingConfig, Draft, chunk_records
 from stratamem.store.base import Store
@@ -295,23 +294,8 @@ def derived_chunk(source_id: str, draft: Draft) -> Chunk:
         ensure_ascii=False,
     )
     digest = hashlib.sha256(f"{source_id}\x00{anchor}\x00{sha}\x00{fields}".encode())
-    return Chunk(
-        id=digest.hexdigest()[:32],
-        source_id=source_id,
-        seq=0,
-        content=draft.content,
-        token_count=estimate_tokens(draft.content),
-        time_start=start,
-        time_end=end,
-        author=draft.author,
-        title=draft.title,
-        tags=draft.tags,
-        source_ref=draft.ref,
-        thread=draft.thread,
-        doc_id=draft.doc,
-        content_sha256=sha,
-        record_key=anchor,
-        meta=draft.meta,
+    return draft.chunk(
+        id=digest.hexdigest()[:32], source_id=source_id, seq=0, sha=sha, record_key=anchor
     )
 
 

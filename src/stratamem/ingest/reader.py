@@ -40,7 +40,6 @@ from itertools import islice
 from pathlib import Path
 from typing import Any
 
-from stratamem.embed.tokens import estimate_tokens
 from stratamem.entities.extract import record_mentions, topic_mentions
 from stratamem.errors import IngestError, StratamemError
 from stratamem.ingest.chunking import ChunkingConfig, Draft, chunk_records
@@ -284,24 +283,7 @@ def make_chunk(source_id: str, seq: int, draft: Draft) -> Chunk:
     """A chunk with its deterministic id: sha256 over (source id, seq, content sha256)."""
     sha = hashlib.sha256(draft.content.encode()).hexdigest()
     node = hashlib.sha256(f"{source_id}\x00{seq}\x00{sha}".encode()).hexdigest()[:32]
-    start, end = draft.time_range
-    return Chunk(
-        id=node,
-        source_id=source_id,
-        seq=seq,
-        content=draft.content,
-        token_count=estimate_tokens(draft.content),
-        time_start=start,
-        time_end=end,
-        author=draft.author,
-        title=draft.title,
-        tags=draft.tags,
-        source_ref=draft.ref,
-        thread=draft.thread,
-        doc_id=draft.doc,
-        content_sha256=sha,
-        meta=draft.meta,
-    )
+    return draft.chunk(id=node, source_id=source_id, seq=seq, sha=sha)
 
 
 # -- process mode --------------------------------------------------------------------------
