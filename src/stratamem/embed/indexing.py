@@ -87,7 +87,9 @@ def embed_pending(
     report = EmbedReport(model=signature)
     state = EmbedProgress(total=store.count_pending_embeddings(signature), started=time.time())
     started = time.perf_counter()
-    while rows := store.pending_embeddings(signature, batch):
+    after = 0  # each batch goes on from the last: no walk past the chunks already embedded
+    while rows := store.pending_embeddings(signature, batch, after=after):
+        after = rows[-1].rowid
         cached = store.cached_vectors(signature, [r.content_sha256 for r in rows])
         todo = [r for r in rows if r.content_sha256 not in cached]
         if todo:

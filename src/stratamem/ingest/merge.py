@@ -103,6 +103,7 @@ class Merge:
         self._dirty_keys: set[str] = set()
         self._dirty_times: set[int | None] = set()
         self._gone_times: list[int] = []
+        self._gone: list[str] = []  # derived chunks no longer produced
 
     def add(self, records: Iterable[RecordRow]) -> None:
         """Merge these records: new ones are stored, changed ones updated, the rest counted."""
@@ -168,6 +169,8 @@ class Merge:
             chat = self.kind is SourceKind.CHAT
             for old_ids, records in self._chat_parts() if chat else self._record_parts():
                 self._rederive(old_ids, records)
+            self.counts.chunks_removed += self.store.delete_chunks(self.source_id, self._gone)
+            self._gone.clear()
         if self.counts.chunks_added or self.counts.chunks_removed:
             self.counts.chunks_removed += self.store.retire_replaced_chunks(self.source_id)
             self.store.renumber_chunks(self.source_id)
@@ -206,8 +209,9 @@ class Merge:
                 self._write(batch, old, made)
                 batch = []
         self._write(batch, old, made)
-        gone = [node for node in old_ids if node not in made]
-        self.counts.chunks_removed += self.store.delete_chunks(self.source_id, gone)
+        # Deleted together in finish: a deletion's cost is mostly per call (summaries to
+        # retire, the source's spent edges to sweep), not per chunk.
+        self._gone.extend(node for node in old_ids if node not in made)
 
     def _write(self, drafts: list[Draft], old: set[str], made: set[str]) -> None:
         if not drafts:

@@ -40,9 +40,9 @@ class ChunkVector(NamedTuple):
 
 
 class VectorStore(Protocol):
-    def pending_embeddings(self, model: str, limit: int) -> list[PendingChunk]:
+    def pending_embeddings(self, model: str, limit: int, *, after: int = 0) -> list[PendingChunk]:
         """Up to ``limit`` chunks of unlocked sources with no vector of ``model``, oldest
-        first."""
+        first, from the row key after ``after`` on (the last one a previous call returned)."""
         ...
 
     def count_pending_embeddings(self, model: str) -> int: ...

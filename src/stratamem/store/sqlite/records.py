@@ -25,6 +25,8 @@ class RecordTables:
 
         def _delete_chunks(self, where: str, params: list[Any]) -> int: ...
 
+        def _delete_nodes(self, source_id: str, nodes: list[str]) -> int: ...
+
     def record_states(self, source_id: str, keys: Sequence[str]) -> dict[str, RecordState]:
         found: dict[str, RecordState] = {}
         for part, marks in batches(keys):
@@ -146,10 +148,16 @@ class RecordTables:
         return found
 
     def delete_chunks(self, source_id: str, ids: Sequence[str]) -> int:
-        removed = 0
+        nodes: list[str] = []
         for part, marks in batches(ids):
-            removed += self._delete_chunks(f"source_id = ? AND id IN ({marks})", [source_id, *part])
-        return removed
+            nodes.extend(
+                row[0]
+                for row in self.conn.execute(
+                    f"SELECT id FROM chunks WHERE source_id = ? AND id IN ({marks})",
+                    [source_id, *part],
+                )
+            )
+        return self._delete_nodes(source_id, nodes)
 
     def renumber_chunks(self, source_id: str) -> int:
         rows = self.conn.execute(

@@ -169,9 +169,12 @@ class SourceTables:
         nodes = [
             row[0] for row in self.conn.execute(f"SELECT id FROM chunks WHERE {where}", params)
         ]
+        return self._delete_nodes(params[0], nodes)
+
+    def _delete_nodes(self, source_id: str, nodes: list[str]) -> int:
+        """Delete these chunks of the source with everything derived from them."""
         if not nodes:
             return 0
-        source_id = params[0]
         # Summaries over the doomed chunks summarise text that is going away: retire them and
         # have the tree sealed again.
         for tree_id in self.trees.invalidate_chunks(nodes):

@@ -24,7 +24,7 @@ class VectorTables:
 
         def bump_generation(self, *, chunks: bool = True) -> None: ...
 
-    def pending_embeddings(self, model: str, limit: int) -> list[PendingChunk]:
+    def pending_embeddings(self, model: str, limit: int, *, after: int = 0) -> list[PendingChunk]:
         """Chunks of unlocked sources with no vector for ``model``, oldest (lowest rowid)
         first."""
         return [
@@ -32,10 +32,10 @@ class VectorTables:
             for row in self.conn.execute(
                 """SELECT c.rowid, c.id, c.source_id, c.title, c.content, c.content_sha256
                    FROM chunks c JOIN sources s ON s.id = c.source_id
-                   WHERE s.locked = 0 AND NOT EXISTS (
+                   WHERE c.rowid > ? AND s.locked = 0 AND NOT EXISTS (
                        SELECT 1 FROM embeddings e WHERE e.node_id = c.id AND e.model = ?)
                    ORDER BY c.rowid LIMIT ?""",
-                (model, limit),
+                (after, model, limit),
             )
         ]
 
