@@ -377,3 +377,20 @@ def test_a_second_memory_on_the_file_sees_writes_without_reopening(tmp_path: Pat
             reader.delete("seen")
             for mode in MODES:
                 assert added.chunks_added[0] not in found_ids(writer, KESTREL_QUERY, mode)
+
+
+def test_an_item_of_a_locked_source_is_not_found(tmp_path: Path) -> None:
+    with stratamem.open(tmp_path / "locked.db", embedder=None) as memory:
+        written = memory.add("the vault code is 4711", source="private", id="secret")
+        with memory.store.transaction():
+            memory.store.conn.execute(
+                "UPDATE sources SET locked = 1 WHERE id = ?", (written.source_id,)
+            )
+        with pytest.raises(NotFoundError):
+            memory.item("secret")
+        with pytest.raises(NotFoundError):
+            memory.update("secret", text="changed")
+        with pytest.raises(NotFoundError):
+            memory.delete("secret")
+        with pytest.raises(StratamemError, match="locked"):
+            memory.add("another secret", source="private")

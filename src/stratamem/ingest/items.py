@@ -203,6 +203,8 @@ def _writable_source(
     except NotFoundError:
         existing = None
     if existing is not None:
+        if existing.locked:
+            raise StratamemError(f"source {existing.scope!r} is locked: unlock it to write to it")
         if not merges(existing.kind):
             raise StratamemError(
                 f"source {existing.scope!r} holds documents, which are replaced whole: write "

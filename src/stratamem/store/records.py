@@ -236,7 +236,7 @@ class RecordStore(Protocol):
         ...
 
     def find_records(self, key: str) -> list[tuple[str, StoredRecord]]:
-        """(source id, record) of every source holding ``key``."""
+        """(source id, record) of every unlocked source holding ``key``."""
         ...
 
     def derived_chunks_between(

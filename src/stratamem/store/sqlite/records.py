@@ -116,8 +116,9 @@ class RecordTables:
         return [
             (source_id, StoredRecord(key, decode_record(body), digest, sort_key))
             for source_id, sort_key, digest, body in self.conn.execute(
-                """SELECT source_id, sort_key, digest, body FROM records WHERE key = ?
-                   ORDER BY source_id""",
+                """SELECT r.source_id, r.sort_key, r.digest, r.body FROM records r
+                   JOIN sources s ON s.id = r.source_id
+                   WHERE r.key = ? AND s.locked = 0 ORDER BY r.source_id""",
                 (key,),
             )
         ]
