@@ -1,5 +1,5 @@
-"""Merging a 1% change into a chat source (20k and 100k chunks): time and chunks re-embedded,
-against a full re-ingest.
+"""Merging a 1% change into a 100k-chunk chat source: time and chunks re-embedded, against a
+full re-ingest.
 
 The source is synthetic and written as JSON Lines, one chat message a line (``id``,
 ``kind: "chat"``, ``timestamp`` ISO 8601, ``author`` from a pool of 50 names, ``text``,
@@ -38,13 +38,13 @@ those counts is estimated from its rate measured here on ``--minilm-sample`` chu
 store (batches of 64, as ``embed`` sends them). The store the merges start from (not timed)
 gets its vectors written directly: what ``embed`` would store, computed in larger batches.
 
-The default size (108,000 messages, about 20k chunks) runs all three variants ``--repeat``
-times in about 10 minutes. 100k chunks do not fit that: ``--probe 540000`` also measures
-that size, each variant once (about 10 minutes more). ``--profile`` runs cProfile once on a
-merge of the default size, read serially (``parallel=False``) so that the reading is in the
+The default size (540,000 messages, about 100k chunks) runs all three variants ``--repeat``
+times in about 16 minutes here; ``--probe 108000`` also measures another size (about 20k
+chunks), each variant once, to show how the times grow. ``--profile`` runs cProfile once on
+a merge of the main size, read serially (``parallel=False``) so that the reading is in the
 profile, and reports the top functions.
 
-    python benchmarks/merge.py [--records 108000] [--repeat 3] [--probe 540000] [--profile]
+    python benchmarks/merge.py [--records 540000] [--repeat 3] [--probe 108000] [--profile]
 
 Writes ``benchmarks/results/merge.json`` and ``merge.md``.
 """
@@ -533,13 +533,13 @@ def git_state() -> dict[str, Any]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument(
-        "--records", type=int, default=108_000, help="messages in the first export (~20k chunks)"
+        "--records", type=int, default=540_000, help="messages in the first export (~100k chunks)"
     )
     parser.add_argument("--repeat", type=int, default=3, help="interleaved rounds")
     parser.add_argument(
         "--probe",
         type=int,
-        help="also measure this many messages once, without embedding the full re-ingest",
+        help="also measure this many messages, each variant once",
     )
     parser.add_argument("--edit", type=float, default=0.005, help="share of records edited")
     parser.add_argument("--new", type=float, default=0.005, help="share of records appended")
@@ -612,7 +612,7 @@ def main() -> None:
 def markdown(result: dict[str, Any]) -> str:
     machine, rate = result["machine"], result["minilm"]
     lines = [
-        "# Merging a 1% change into a chat source, against a full re-ingest",
+        "# Merging a 1% change into a 100k-chunk chat source, against a full re-ingest",
         "",
         f"`{result['command']}` on {result['date']}, {machine['cpus_used']} of "
         f"{machine['cpus']} CPUs, Python {machine['python']}; 1-minute load average "
