@@ -50,6 +50,8 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/embed_speed.py
 	$(BIN)/python benchmarks/vector_index.py
 	$(BIN)/python benchmarks/search_latency.py
+	$(BIN)/python benchmarks/merge.py
+	$(BIN)/python benchmarks/add_latency.py
 
 eval: $(STAMP)
 	$(BIN)/stratamem eval ../shared/data/scifact
