@@ -40,12 +40,10 @@ import io
 import json
 import multiprocessing as mp
 import os
-import platform
 import pstats
 import random
 import shutil
 import statistics
-import subprocess
 import tempfile
 import time
 from dataclasses import dataclass
@@ -55,13 +53,13 @@ from pathlib import Path
 from typing import Any
 
 import stratamem
+from run_info import CPUS, git_state, machine
 from stratamem.embed.registry import get_embedder
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT.parent / "shared" / "data"
 RESULTS = ROOT / "benchmarks" / "results"
 CORPUS = DATA / "notes" / "til"
-CPUS = len(os.sched_getaffinity(0))
 
 PEOPLE = [
     "Alice", "Bruno", "Carol", "Dmitri", "Elena", "Farah", "Goran", "Hana", "Igor", "Jana",
@@ -280,16 +278,6 @@ def _short(file: str) -> str:
     return file
 
 
-def git_state() -> dict[str, Any]:
-    """The commit the code under test is on, and whether the working tree differs from it."""
-
-    def git(*args: str) -> str:
-        done = subprocess.run(["git", *args], cwd=ROOT, capture_output=True, text=True)
-        return done.stdout.strip()
-
-    return {"head": git("rev-parse", "HEAD"), "modified": bool(git("status", "--porcelain", "src"))}
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--n", type=int, default=200, help="items added and searched for")
@@ -328,14 +316,7 @@ def main() -> None:
         "benchmark": "add latency until found by search",
         "command": command,
         "date": datetime.now(UTC).isoformat(timespec="seconds"),
-        "machine": {
-            "cpus": os.cpu_count(),
-            "cpus_used": CPUS,
-            "python": platform.python_version(),
-            "platform": platform.platform(),
-            "load_start": [round(x, 2) for x in load_start],
-            "load_end": [round(x, 2) for x in load_end],
-        },
+        "machine": machine(load_start, load_end),
         "wall_s": round(time.perf_counter() - started),
         "git": git,
         "model": embedder.spec.name,

@@ -57,11 +57,9 @@ import hashlib
 import io
 import json
 import os
-import platform
 import pstats
 import shutil
 import statistics
-import subprocess
 import tempfile
 import time
 from dataclasses import dataclass
@@ -72,6 +70,7 @@ from typing import Any
 import numpy as np
 
 import stratamem
+from run_info import CPUS, git_state, machine
 from stratamem.embed.indexing import ACTIVE_DIM, ACTIVE_MODEL, embed_text
 from stratamem.embed.registry import get_embedder
 from stratamem.store.vectors import ChunkVector
@@ -79,7 +78,6 @@ from stratamem.testing import HashingEmbedder
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results"
-CPUS = len(os.sched_getaffinity(0))
 SCOPE = "chan:bench"
 AUTHORS = [
     "alice", "bob", "carol", "dan", "erin", "frank", "grace", "heidi", "ivan", "judy",
@@ -520,16 +518,6 @@ def size_result(size: Size, rate: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def git_state() -> dict[str, Any]:
-    """The commit the code under test is on, and whether the working tree differs from it."""
-
-    def git(*args: str) -> str:
-        done = subprocess.run(["git", *args], cwd=ROOT, capture_output=True, text=True)
-        return done.stdout.strip()
-
-    return {"head": git("rev-parse", "HEAD"), "modified": bool(git("status", "--porcelain", "src"))}
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument(
@@ -584,14 +572,7 @@ def main() -> None:
         "benchmark": "merge a 1% change into a chat source vs a full re-ingest",
         "command": command,
         "date": datetime.now(UTC).isoformat(timespec="seconds"),
-        "machine": {
-            "cpus": os.cpu_count(),
-            "cpus_used": CPUS,
-            "python": platform.python_version(),
-            "platform": platform.platform(),
-            "load_start": [round(x, 2) for x in load_start],
-            "load_end": [round(x, 2) for x in load_end],
-        },
+        "machine": machine(load_start, load_end),
         "wall_s": round(time.perf_counter() - started),
         "git": git,
         "seed": args.seed,
