@@ -7,6 +7,7 @@ def test_all_is_sorted_and_complete() -> None:
     exported = set(stratamem.__all__)
     public = {name for name in dir(stratamem) if not name.startswith("_")}
     modules = {
+        "access",
         "api",
         "cli",
         "config",

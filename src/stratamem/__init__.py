@@ -4,7 +4,10 @@ from stratamem.api import Memory, open
 from stratamem.config import SearchConfig, TreeConfig, WeightProfile
 from stratamem.embed.base import Embedder, ModelSpec
 from stratamem.errors import (
+    AccessDenied,
+    AccessError,
     IngestError,
+    LockError,
     NotFoundError,
     RegistryError,
     SchemaError,
@@ -12,6 +15,7 @@ from stratamem.errors import (
     StoreError,
     StratamemError,
     UnknownFormatError,
+    WrongPassphrase,
 )
 from stratamem.ingest.pipeline import IngestReport
 from stratamem.tree.builder import SealReport
@@ -22,6 +26,7 @@ from stratamem.types import (
     EntityMatch,
     Filters,
     NodeKind,
+    Principal,
     QueryResponse,
     RetrievalHit,
     ScoreBreakdown,
@@ -34,6 +39,8 @@ from stratamem.types import (
 )
 
 __all__ = [
+    "AccessDenied",
+    "AccessError",
     "Card",
     "Chunk",
     "Embedder",
@@ -41,10 +48,12 @@ __all__ = [
     "Filters",
     "IngestError",
     "IngestReport",
+    "LockError",
     "Memory",
     "ModelSpec",
     "NodeKind",
     "NotFoundError",
+    "Principal",
     "QueryResponse",
     "RegistryError",
     "RetrievalHit",
@@ -66,6 +75,7 @@ __all__ = [
     "TreeKind",
     "UnknownFormatError",
     "WeightProfile",
+    "WrongPassphrase",
     "open",
 ]
 

@@ -8,8 +8,9 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from datetime import datetime
 from pathlib import Path
-from typing import Any, Concatenate, ParamSpec, TypeVar
+from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, TypeVar
 
+from stratamem.access import principals
 from stratamem.config import SearchConfig, TreeConfig
 from stratamem.embed.base import Embedder
 from stratamem.embed.indexing import (
@@ -21,7 +22,7 @@ from stratamem.embed.indexing import (
 )
 from stratamem.embed.registry import get_embedder
 from stratamem.entities.search import neighbours, search_entities
-from stratamem.errors import NotFoundError, StratamemError
+from stratamem.errors import AccessDenied, NotFoundError, StratamemError
 from stratamem.ingest import items
 from stratamem.ingest.chunking import ChunkingConfig
 from stratamem.ingest.items import ItemWrite
@@ -35,12 +36,14 @@ from stratamem.retrieval.legs.vector import VectorLeg, drop_other_vector_files
 from stratamem.retrieval.rerank import Reranker
 from stratamem.retrieval.scope import source_filters
 from stratamem.retrieval.tree_hits import leaf_evidence
+from stratamem.store.access import parse_scopes
 from stratamem.store.base import Store
 from stratamem.tree.builder import SealProgress, SealReport, TreeBuilder
 from stratamem.tree.summarizer import Summarizer
 from stratamem.types import (
     EntityMatch,
     Filters,
+    Principal,
     QueryResponse,
     Record,
     RetrievalHit,
@@ -49,6 +52,9 @@ from stratamem.types import (
     SourceKind,
     Tree,
 )
+
+if TYPE_CHECKING:
+    from stratamem.access.locks import LockReport
 
 DEFAULT_EMBEDDER = "minilm"
 EVIDENCE_POOL = 100
@@ -86,8 +92,28 @@ class Memory:
         config: SearchConfig | None = None,
         summarizer: Summarizer | None = None,
         tree_config: TreeConfig | None = None,
+        principal: str | None = None,
+        unlock: Mapping[str, str] | Sequence[str] | None = None,
     ) -> None:
-        self.store: Store = open_store(path)
+        if unlock:
+            from stratamem.access.locks import open_unlocked
+
+            self.store: Store = open_unlocked(path, unlock)
+        else:
+            self.store = open_store(path)
+        try:
+            self.store.read_as(principal)
+        except BaseException:
+            self.store.close()
+            raise
+        self._open_args: dict[str, Any] = {
+            "embedder": embedder,
+            "reranker": reranker,
+            "config": config,
+            "summarizer": summarizer,
+            "tree_config": tree_config,
+            "unlock": unlock,
+        }
         self.summarizer = summarizer
         self.tree_config = tree_config or TreeConfig()
         self._embedder_choice = embedder
@@ -146,6 +172,117 @@ class Memory:
     def path(self) -> str:
         return self.store.path
 
+    # -- who reads -----------------------------------------------------------------------------
+
+    @property
+    def principal(self) -> Principal | None:
+        """Who reads through this memory (None: the owner, who sees every unlocked source)."""
+        return self.store.principal()
+
+    def as_principal(self, name: str) -> Memory:
+        """This store opened again for principal ``name``: every read sees only the sources
+        its scopes allow. :class:`AccessDenied` if there is no such principal."""
+        if self.store.path == ":memory:":
+            raise ValueError("a store in memory cannot be opened twice: use a file")
+        return Memory(self.store.path, principal=name, **self._open_args)
+
+    def _owner_only(self, action: str) -> None:
+        found = self.store.principal()
+        if found is not None:
+            raise AccessDenied(f"principal {found.name!r} may not {action}")
+
+    def authenticate(self, token: str) -> Principal:
+        """The principal a bearer token belongs to; :class:`AccessDenied` if none."""
+        return principals.authenticate(self.store, token)
+
+    def add_principal(
+        self,
+        name: str,
+        scopes: str | Sequence[str],
+        *,
+        sources: Sequence[str] = (),
+        write: bool = False,
+    ) -> str:
+        """Create a principal that reads sources sharing one of ``scopes`` (``*``: any)
+        and, if ``sources`` globs are given, matching one of them; returns its bearer token,
+        which is not stored and cannot be shown again."""
+        self._owner_only("manage principals")
+        return principals.add_principal(self.store, name, scopes, sources=sources, write=write)
+
+    def principals(self) -> list[Principal]:
+        self._owner_only("list principals")
+        return self.store.principals()
+
+    def remove_principal(self, name: str) -> None:
+        self._owner_only("manage principals")
+        if not self.store.delete_principal(name):
+            raise NotFoundError(f"no principal named {name!r}")
+
+    def rotate_principal(self, name: str) -> str:
+        """A new token for the principal (the old one stops working at once)."""
+        self._owner_only("manage principals")
+        return principals.rotate_token(self.store, name)
+
+    def set_access(
+        self,
+        source: str,
+        *,
+        scopes: str | Sequence[str] | None = None,
+        add: str | Sequence[str] = (),
+        remove: str | Sequence[str] = (),
+    ) -> Source:
+        """Change a source's access scopes: replace them (``scopes``), then ``add`` and
+        ``remove`` some. A source left with none is readable by the owner only."""
+        self._owner_only("change access")
+        found = self.store.resolve_source(source)
+        current = set(found.access if scopes is None else parse_scopes(scopes))
+        current |= set(parse_scopes(add))
+        current -= set(parse_scopes(remove))
+        self.store.set_access(found.id, sorted(current))
+        return self.store.resolve_source(found.id)
+
+    # -- locks ---------------------------------------------------------------------------------
+
+    def lock(self, source: str, *, passphrase: str | None = None) -> LockReport:
+        """Encrypt a source at rest and purge every plaintext trace of it (chunks, full-text
+        rows, vectors, entities, edges, summaries; the index files beside the store are
+        rewritten). Nothing of it can be read until :meth:`unlock`. The passphrase is
+        ``passphrase``, else ``STRATAMEM_PASSPHRASE``; see ``docs/access.md``."""
+        self._owner_only("lock sources")
+        from stratamem.access import locks
+
+        found = self.store.resolve_source(source)
+        self._ready_indexes()
+        report = locks.lock_source(self.store, found.id, locks.passphrase_for(found, passphrase))
+        self._rewrite_indexes()
+        return report
+
+    def unlock(self, source: str, *, passphrase: str | None = None) -> LockReport:
+        """Decrypt a locked source for good and restore everything derived from it."""
+        self._owner_only("unlock sources")
+        from stratamem.access import locks
+
+        found = self.store.resolve_source(source)
+        return locks.unlock_source(self.store, found.id, locks.passphrase_for(found, passphrase))
+
+    def _ready_indexes(self) -> None:
+        """Open the saved vector index while it still matches the store, so that a removal
+        brings it up to date rather than rebuilding it."""
+        vectors = self.vectors
+        keep = vectors.index_path() if vectors is not None else None
+        if vectors is not None and keep is not None and keep.exists():
+            vectors.index()
+
+    def _rewrite_indexes(self) -> None:
+        """After a removal: rewrite the index files beside the store without what went, and
+        remove those that cannot be brought up to date."""
+        vectors = self.vectors
+        keep = vectors.index_path() if vectors is not None else None
+        sparse_index(self.store).persist_now()
+        if vectors is not None:
+            vectors.persist_now()
+        drop_other_vector_files(self.store, keep)
+
     def ingest(
         self,
         path: str | Path,
@@ -160,6 +297,7 @@ class Memory:
         tree_progress: Callable[[SealProgress], None] | None = None,
         max_item_bytes: int | None = None,
         sync: bool = False,
+        access: str | Sequence[str] | None = None,
     ) -> IngestReport:
         """Read ``path`` with the detected (or named) connector into the store.
 
@@ -174,8 +312,11 @@ class Memory:
         Then the changed sources' summary trees are sealed (``trees=False`` leaves that
         queued for :meth:`build_trees`); the result's ``trees`` says what was sealed.
         ``max_item_bytes`` bounds one item (a file, a zip member, a line; default 64 MiB):
-        larger ones are skipped and reported.
+        larger ones are skipped and reported. ``access`` sets the access scopes of every
+        source read (``eng,team``); by default a new source gets its kind's (chat ``team``,
+        the rest ``private``) and an existing one keeps its own.
         """
+        self._owner_only("ingest")
         report = ingest_path(
             self.store,
             path,
@@ -187,6 +328,7 @@ class Memory:
             connector=connector,
             max_item_bytes=max_item_bytes,
             sync=sync,
+            access=None if access is None else parse_scopes(access),
         )
         if trees:
             report.trees = self.build_trees(progress=tree_progress)
@@ -217,6 +359,7 @@ class Memory:
         replaced. A new ``source`` is made as a record source (or ``kind``). The source's
         summary tree is queued to be sealed (see :meth:`build_trees`).
         """
+        self._owner_only("write items")
         return items.add_item(
             self.store,
             text,
@@ -246,6 +389,7 @@ class Memory:
     ) -> ItemWrite:
         """Correct the item stored under ``id``: the fields given change, the others stay.
         ``source`` (id or scope) is needed only when several sources hold that id."""
+        self._owner_only("write items")
         return items.update_item(
             self.store,
             id,
@@ -261,6 +405,7 @@ class Memory:
 
     def delete(self, id: str, *, source: str | None = None) -> ItemWrite:
         """Remove the item stored under ``id`` from every index at once."""
+        self._owner_only("write items")
         return items.delete_item(self.store, id, source=source, embedder=self._write_embedder())
 
     def item(self, id: str, *, source: str | None = None) -> Record:
@@ -295,6 +440,7 @@ class Memory:
 
     def build_trees(self, *, progress: Callable[[SealProgress], None] | None = None) -> SealReport:
         """Run the queued seal jobs (ingest queues one per changed source)."""
+        self._owner_only("seal trees")
         return self.tree_builder.run_pending(progress=progress)
 
     def flush(
@@ -305,6 +451,7 @@ class Memory:
     ) -> SealReport:
         """Seal every partial level-0 buffer now (of these sources, or all), however young.
         Upper levels still wait for a full fan-out."""
+        self._owner_only("seal trees")
         builder = self.tree_builder
         builder.enqueue(sources, force=True)
         return builder.run_pending(progress=progress)
@@ -555,10 +702,12 @@ class Memory:
 
     def embed(self, *, progress: Callable[[EmbedProgress], None] | None = None) -> EmbedReport:
         """Embed every chunk that has no vector yet with the configured model."""
+        self._owner_only("embed")
         return embed_pending(self.store, self._require_embedder(), progress=progress)
 
     def reindex(self, *, progress: Callable[[EmbedProgress], None] | None = None) -> EmbedReport:
         """Switch the store's vectors to the configured model, re-embedding every chunk."""
+        self._owner_only("reindex")
         return reindex(self.store, self._require_embedder(), progress=progress)
 
     def sources(self) -> list[Source]:
@@ -605,18 +754,11 @@ class Memory:
         of its text behind: the database rewrites its full-text segments and empties its WAL
         (see the SQLite store's ``scrub``), and the index files beside it are rewritten without the
         removed rows, or removed."""
+        self._owner_only("forget sources")
         found = self.store.resolve_source(source)
-        vectors = self.vectors
-        keep = vectors.index_path() if vectors is not None else None
-        if vectors is not None and keep is not None and keep.exists():
-            # Open the saved index while it still matches the store, so that it is brought
-            # up to date below rather than rebuilt from scratch.
-            vectors.index()
+        self._ready_indexes()
         removed = self.store.delete_source(found.id)
-        sparse_index(self.store).persist_now()
-        if vectors is not None:
-            vectors.persist_now()
-        drop_other_vector_files(self.store, keep)
+        self._rewrite_indexes()
         return removed
 
 
@@ -628,6 +770,8 @@ def open(
     config: SearchConfig | None = None,
     summarizer: Summarizer | None = None,
     tree_config: TreeConfig | None = None,
+    principal: str | None = None,
+    unlock: Mapping[str, str] | Sequence[str] | None = None,
 ) -> Memory:
     """Open (creating if needed) the store at ``path``: a file path, ``:memory:``, or a URL
     whose scheme names a registered store (``sqlite:///agent.db``; see ``docs/plugins.md``).
@@ -636,6 +780,12 @@ def open(
         :class:`Embedder`, or None for keyword and graph search only. ``summarizer`` writes the
         summary trees (default: the extractive one, no model needed); ``tree_config`` sets when
         buffers seal.
+
+    ``principal`` names who reads: every read then sees only the sources its scopes allow,
+    and writes are refused. ``unlock`` makes locked sources readable in this process only
+    (a mapping source → passphrase, or sources whose passphrase is in
+    ``STRATAMEM_PASSPHRASE``): the store is read into memory with them decrypted, nothing
+    decrypted is written to disk, and that memory is read-only. See ``docs/access.md``.
     """
     return Memory(
         path,
@@ -644,4 +794,6 @@ def open(
         config=config,
         summarizer=summarizer,
         tree_config=tree_config,
+        principal=principal,
+        unlock=unlock,
     )

@@ -18,7 +18,11 @@
     ├── RequestFailed                a model server gave no usable answer
     ├── RerankError                  a reranker could not score the texts
     ├── NotFoundError                a source or node id that does not exist
-    └── RegistryError                an unknown name or a broken plugin
+    ├── RegistryError                an unknown name or a broken plugin
+    └── AccessError                  the caller may not do this, or cannot prove who it is
+        ├── AccessDenied             a bad token, an unknown principal, a write refused
+        └── LockError                a lock or unlock that cannot be done as asked
+            └── WrongPassphrase      the passphrase does not open the locked source
 
 Callers that degrade instead of failing (a search without its vector leg, a summary written
 by the extractive fallback) catch these by their place in the tree. Bad arguments to a
@@ -150,3 +154,21 @@ class NotFoundError(StratamemError):
 class RegistryError(StratamemError):
     """An unknown name was asked of a registry of pluggable parts, or the plugin behind a
     name failed to load."""
+
+
+class AccessError(StratamemError):
+    """The caller may not do this, or cannot prove who it is."""
+
+
+class AccessDenied(AccessError):
+    """A token that matches no principal, an unknown principal, or a write a principal
+    may not make. Says nothing of what exists behind it."""
+
+
+class LockError(AccessError):
+    """A lock or unlock that cannot be done as asked: the source is already locked (or not
+    locked), or no passphrase was given."""
+
+
+class WrongPassphrase(LockError):
+    """The passphrase does not open the locked source (its key check value differs)."""

@@ -52,6 +52,24 @@ class Source:
 
 
 @dataclass(frozen=True, slots=True)
+class Principal:
+    """Someone (an agent, a service, a person) who reads the store with limited rights.
+
+    ``scopes`` are the access scopes it may read (``*``: every source that has one);
+    ``sources``, when given, further narrows it to sources whose scope or id matches one of
+    these globs. ``write`` lets it add, change and ingest. The owner (local use, no principal)
+    reads every unlocked source.
+    """
+
+    name: str
+    scopes: tuple[str, ...]
+    sources: tuple[str, ...] = ()
+    write: bool = False
+    created_at: datetime | None = None
+    rotated_at: datetime | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class Record:
     """One message, note or line of a source, as the connector read it.
 

@@ -275,7 +275,7 @@ def _nodes_by_entities_in_sql(
     limit: int,
     exclude: list[str],
 ) -> list[tuple[str, float]]:
-    where, params = filter_sql(filters)
+    where, params = filter_sql(filters, store.visible_ids())
     values = ",".join("(?, ?)" for _ in weights)
     skip = f"AND e.node_id NOT IN ({','.join('?' * len(exclude))})"
     return [

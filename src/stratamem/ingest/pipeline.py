@@ -10,7 +10,7 @@ earlier ingest stored.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -27,8 +27,10 @@ from stratamem.ingest.reader import (
     read_events,
     read_in_process,
 )
+from stratamem.store.access import parse_scopes
 from stratamem.store.base import Store
 from stratamem.store.jobs import SEAL_KIND, seal_job_key
+from stratamem.store.sources import source_id_for
 
 if TYPE_CHECKING:
     from stratamem.tree.builder import SealReport
@@ -156,6 +158,7 @@ def ingest_path(
     connector: Connector | None = None,
     max_item_bytes: int | None = None,
     sync: bool = False,
+    access: Sequence[str] | None = None,
 ) -> IngestReport:
     """Ingest ``path``. Chat, mail and record sources merge into what the store holds (see
     :mod:`stratamem.ingest.merge`); ``sync`` takes each source read as the whole truth and
@@ -164,7 +167,10 @@ def ingest_path(
     ``parallel`` reads in a child process while this one writes; by default it does so where
     ``fork`` exists and there is more than one CPU. ``connector`` bypasses the registry (for
     readers built in code, such as evaluation datasets). ``max_item_bytes`` bounds one item (a
-    file, a zip member, a line); larger ones are skipped and reported (default 64 MiB)."""
+    file, a zip member, a line); larger ones are skipped and reported (default 64 MiB).
+    ``access`` sets the access scopes of every source read (default: a new source gets its
+    kind's, an existing one keeps its own)."""
+    scopes = None if access is None else parse_scopes(access)
     if max_item_bytes is None:
         max_item_bytes = DEFAULT_MAX_ITEM_BYTES
     elif max_item_bytes < 1:
@@ -200,7 +206,9 @@ def ingest_path(
             write = _merge_stream if info.merge else _write_stream
             try:
                 with store.transaction():
-                    write(store, info, events, result, report, counts, progress, config, sync)
+                    write(
+                        store, info, events, result, report, counts, progress, config, sync, scopes
+                    )
             except _StreamFailed as exc:
                 result.error = str(exc)
                 result.added = result.removed = 0
@@ -258,10 +266,11 @@ def _write_stream(
     progress: ProgressCallback | None,
     config: ChunkingConfig | None,
     sync: bool,
+    access: tuple[str, ...] | None,
 ) -> None:
     """Consume one document source's events inside the caller's transaction: its chunks
     replace what stood at their places."""
-    sid = _open_source(store, info, result)
+    sid = _open_source(store, info, result, access)
     length = 0
     for event in _source_events(info, events, result, report, counts):
         if event[0] == "end":
@@ -292,10 +301,11 @@ def _merge_stream(
     progress: ProgressCallback | None,
     config: ChunkingConfig | None,
     sync: bool,
+    access: tuple[str, ...] | None,
 ) -> None:
     """Consume one merging source's events inside the caller's transaction: its records are
     merged, then its chunks derived again where they changed."""
-    sid = _open_source(store, info, result)
+    sid = _open_source(store, info, result, access)
     # A source that held nothing takes the chunks the reader derived as it read, when the
     # records came in canonical order with no key twice; otherwise they are derived here.
     empty = store.record_count(sid) == 0 and store.source_chunk_count(sid) == 0
@@ -334,7 +344,12 @@ def _merge_stream(
         queue_seal(store, sid, info.scope)
 
 
-def _open_source(store: Store, info: StreamInfo, result: SourceResult) -> str:
+def _open_source(
+    store: Store, info: StreamInfo, result: SourceResult, access: tuple[str, ...] | None
+) -> str:
+    """Create or refresh the source row; a locked source takes nothing until unlocked."""
+    if store.is_locked(source_id_for(info.scope)):
+        raise _StreamFailed(f"source {info.scope!r} is locked: unlock it to ingest into it")
     sid = store.upsert_source(
         scope=info.scope,
         kind=info.kind,
@@ -342,6 +357,7 @@ def _open_source(store: Store, info: StreamInfo, result: SourceResult) -> str:
         location=info.location,
         title=info.title,
         meta=info.meta,
+        access=access,
     )
     result.source_id = sid
     return sid

@@ -5,6 +5,7 @@ per role, each in its own module, and :class:`Store`, all of them together.
 role              module
 ================  ==========================================================
 StoreHandle       ``settings``: open/close, transactions, settings, identity
+AccessStore       ``access``: principals, access scopes, the reader's gate
 SourceStore       ``sources``: sources by scope
 ChunkStore        ``sources``: chunks and their entity mentions
 RecordStore       ``records``: the keyed records chunks are derived from
@@ -22,6 +23,7 @@ from __future__ import annotations
 
 from typing import Protocol, runtime_checkable
 
+from stratamem.store.access import AccessStore
 from stratamem.store.graph import GraphStore
 from stratamem.store.jobs import JobQueue
 from stratamem.store.keyword import KeywordStore
@@ -37,6 +39,7 @@ from stratamem.timeparse import to_ms as to_ms
 @runtime_checkable
 class Store(
     StoreHandle,
+    AccessStore,
     SourceStore,
     ChunkStore,
     RecordStore,

@@ -30,9 +30,19 @@ class SourceStore(Protocol):
         location: str,
         title: str = "",
         meta: dict[str, Any] | None = None,
-    ) -> str: ...
+        access: Sequence[str] | None = None,
+    ) -> str:
+        """Create the source or refresh its descriptive fields; its lock is kept, and its
+        access scopes unless ``access`` is given (a new source gets its kind's default)."""
+        ...
 
-    def sources(self) -> list[Source]: ...
+    def sources(self) -> list[Source]:
+        """The sources the reader may see (the owner: all, locked ones marked so)."""
+        ...
+
+    def is_locked(self, source_id: str) -> bool:
+        """Whether the source exists and is locked, whoever reads."""
+        ...
 
     def resolve_source(self, ref: str) -> Source:
         """A source by id or scope; :class:`~stratamem.errors.NotFoundError` if none."""

@@ -20,13 +20,15 @@ the row over all its columns and avgdl the mean of |d|. FTS5 returns the negated
 module returns it positive. Each query phrase counts once per occurrence in the query, as in
 FTS5 (a query naming the same stem twice weighs it twice).
 
-One departure, under an access gate only: N and n(q) count the documents the gate admits, so
-a search scoped to one conversation weighs a word by how rare it is *there*. A participant's
+Two departures. Under a filter, N and n(q) count the documents the filter admits, so a
+search scoped to one conversation weighs a word by how rare it is *there*. A participant's
 name is in half of their conversation's turns and almost nowhere else; weighed against the
 whole store it would outweigh every other word of a question asked about that conversation.
-It also means no score is shaped by documents the caller may not see. avgdl stays the whole
-index's (the admitted documents' own made no difference on LoCoMo). Ungated, the scores are
-FTS5's.
+avgdl stays the whole index's under a filter (the admitted documents' own made no difference
+on LoCoMo). And under an access gate (``base``: the documents a principal may see at all),
+N, n(q) and avgdl are all counted over what the gate admits and nothing else: a principal's
+scores are exactly those of an index that never held the documents it may not see. Ungated
+and unfiltered, the scores are FTS5's.
 """
 
 from __future__ import annotations
@@ -173,6 +175,22 @@ class BM25Index:
             self._gain = (freq * (K1 + 1.0) / (freq + norm[self.doc])).astype(np.float32)
         return self._gain
 
+    def _gains_over(
+        self, base: npt.NDArray[np.bool_], starts: IntArray, ends: IntArray
+    ) -> FreqArray:
+        """What :meth:`_gains` holds, for the postings in [starts, ends), with avgdl counted
+        over the documents ``base`` admits only."""
+        size = self.lengths.sum(axis=1, dtype=np.int64).astype(np.float64)
+        admitted = size[base]
+        avgdl = float(admitted.sum()) / max(len(admitted), 1)
+        doc = np.concatenate([self.doc[s:e] for s, e in zip(starts, ends, strict=True)])
+        freq = np.concatenate([self.freq[s:e] for s, e in zip(starts, ends, strict=True)]).astype(
+            np.float64
+        )
+        norm = K1 * (1.0 - B + B * size[doc] / avgdl) if avgdl > 0 else np.full(len(doc), K1)
+        gain: FreqArray = (freq * (K1 + 1.0) / (freq + norm)).astype(np.float32)
+        return gain
+
     def idf(
         self, term_ids: Sequence[int], *, allow: npt.NDArray[np.bool_] | None = None
     ) -> npt.NDArray[np.float64]:
@@ -194,10 +212,15 @@ class BM25Index:
         return np.where(value <= 0.0, MIN_IDF, value)
 
     def scores(
-        self, phrases: Sequence[str], *, allow: npt.NDArray[np.bool_] | None = None
+        self,
+        phrases: Sequence[str],
+        *,
+        allow: npt.NDArray[np.bool_] | None = None,
+        base: npt.NDArray[np.bool_] | None = None,
     ) -> Scores:
         """The BM25 score of every document for a query of single-token phrases (0 where
-        none matches), the idf counted over the documents ``allow`` admits."""
+        none matches), the idf counted over the documents ``allow`` admits and avgdl over
+        those ``base`` admits (all when None)."""
         known = [self.vocab[p] for p in phrases if p in self.vocab]
         scores = np.zeros(len(self.rowids), np.float64)
         if not known:
@@ -206,9 +229,12 @@ class BM25Index:
         lengths = ends - starts
         if not lengths.sum():
             return scores
-        gains = self._gains()
         doc = np.concatenate([self.doc[s:e] for s, e in zip(starts, ends, strict=True)])
-        gain = np.concatenate([gains[s:e] for s, e in zip(starts, ends, strict=True)])
+        if base is None:
+            gains = self._gains()
+            gain = np.concatenate([gains[s:e] for s, e in zip(starts, ends, strict=True)])
+        else:
+            gain = self._gains_over(base, starts, ends)
         value = np.repeat(self.idf(known, allow=allow), lengths) * gain
         summed: Scores = np.bincount(doc, weights=value, minlength=len(self.rowids)).astype(
             np.float64, copy=False
@@ -231,10 +257,14 @@ class BM25Index:
         *,
         allow: npt.NDArray[np.bool_] | None = None,
         scoped_idf: bool = True,
+        base: npt.NDArray[np.bool_] | None = None,
     ) -> tuple[IntArray, Scores, int]:
         """:meth:`top`, and how many admitted documents match at all. ``scoped_idf=False``
-        keeps the whole index's idf under a gate, as FTS5 does."""
-        scores = self.scores(phrases, allow=allow if scoped_idf else None)
+        keeps the idf of the whole index (of what ``base`` admits, when given) under a
+        filter, as FTS5 does. ``base`` is the access gate, of which ``allow`` is a part."""
+        if base is not None:
+            allow = base if allow is None else allow & base
+        scores = self.scores(phrases, allow=allow if scoped_idf else base, base=base)
         if allow is not None:
             scores = np.where(allow, scores, 0.0)
         matched = np.flatnonzero(scores > 0.0)

@@ -25,7 +25,10 @@ Saving happens on a worker thread (``index.saver``): a search never waits for th
 After a forget, :meth:`SparseKeywordIndex.persist_now` brings the index up to date and rewrites
 the file at once, so no forgotten word or chunk id stays in it.
 
-The access gate is a mask over the index's documents, applied before the top-k is taken.
+The access gate is a mask over the index's documents, applied before the top-k is taken and
+to every statistic (N, n(q), avgdl): a principal's scores are those of a store that never held
+what it may not see. So a principal is never answered by the full-text query, whose
+statistics count everything; a phrase of several tokens is scored as its words instead.
 """
 
 from __future__ import annotations
@@ -77,6 +80,7 @@ class SparseKeywordIndex:
         self._unsaved = 0
         self._failed: tuple[KeywordState, str] | None = None
         self._store_id: str | None = None
+        self._gate: tuple[list[int] | None, BM25Index, int, npt.NDArray[np.bool_]] | None = None
         self.saver = BackgroundSaver(f"stratamem-bm25-save:{store.path}")
 
     def index_path(self) -> Path | None:
@@ -123,18 +127,45 @@ class SparseKeywordIndex:
                 except KeywordIndexUnavailable:
                     self._failed = None
                 return None
+            gated = store.visible_ids() is not None
             if any(len(p) > 1 for p in phrases):
-                self.note = "a query term is a phrase of several tokens"
-                return None
-            tokens = [p[0] for p in phrases if p]
-            allow = _mask(index, store.allowed_rowids(filters))
+                if not gated:
+                    self.note = "a query term is a phrase of several tokens"
+                    return None
+                # FTS5's statistics count what the principal may not see: the phrase is
+                # scored as its words, here, where only what it may see counts.
+                self.note = "a phrase scored as its words"
+            tokens = [t for p in phrases for t in p]
+            base = None
+            if gated:
+                base = self._gate_mask(index, store.allowed_rowids(Filters()))
+            allow = None if filters == Filters() else _mask(index, store.allowed_rowids(filters))
             # Scored under the lock: a sync on another thread changes the arrays in place.
-            positions, scores, total = index.ranked(tokens, k, allow=allow, scoped_idf=scoped_idf)
+            positions, scores, total = index.ranked(
+                tokens, k, allow=allow, scoped_idf=scoped_idf, base=base
+            )
             ranked = [
                 (int(index.rowids[p]), index.ids[p], float(score))
                 for p, score in zip(positions.tolist(), scores.tolist(), strict=True)
             ]
             return ranked, total
+
+    def _gate_mask(self, index: BM25Index, allowed: list[int] | None) -> npt.NDArray[np.bool_]:
+        """The access gate's mask over ``index``, kept while the store returns the same
+        (cached) list of admitted rowids for the same index."""
+        cached = self._gate
+        if (
+            cached is not None
+            and cached[0] is allowed
+            and cached[1] is index
+            and (cached[2] == len(index))
+        ):
+            return cached[3]
+        mask = _mask(index, allowed)
+        if mask is None:
+            mask = np.ones(len(index), np.bool_)
+        self._gate = (allowed, index, len(index), mask)
+        return mask
 
     # -- keeping the index current -----------------------------------------------------------
 
@@ -343,6 +374,9 @@ def keyword_leg(
         if found is not None:
             note = f" ({index.note})" if index.note else ""
             return found, f"ok: {len(found)} matches{note}"
+        if store.visible_ids() is not None:
+            # FTS5 ranks with statistics over everything, the hidden sources too.
+            return None, f"off: {index.note}"
         expression = match_expression(query) or ""
         hits, _ = store.fts_search(expression, filters, k, snippets=False, count=False)
     return {h.node_id: h.score for h in hits}, f"ok: {len(hits)} matches (FTS5: {index.note})"
@@ -385,5 +419,8 @@ def keyword_search(
             pairs = [(r, s) for r, _, s in ranked]
             hits = store.keyword_hits(expression, pairs, snippets=snippets)
             return QueryResponse(hits=tuple(hits), total=total)
+        if store.visible_ids() is not None:
+            # FTS5 ranks with statistics over everything, the hidden sources too.
+            return QueryResponse.empty()
         hits, total = store.fts_search(expression, filters, limit, snippets=snippets)
     return QueryResponse(hits=tuple(hits), total=total)

@@ -3,19 +3,39 @@ before any limit."""
 
 from __future__ import annotations
 
+import json
+from collections.abc import Sequence
 from typing import Any
 
 from stratamem.store.base import to_ms
 from stratamem.types import Filters
 
 
-def filter_sql(filters: Filters, *, chunk: str = "c", source: str = "s") -> tuple[str, list[Any]]:
+def gate_sql(visible: Sequence[str] | None, *, source: str = "s") -> tuple[str, list[Any]]:
+    """The access gate over a sources alias: unlocked, and among ``visible`` (the source ids
+    a principal may read; None for the owner, who reads every unlocked source)."""
+    if visible is None:
+        return f"{source}.locked = 0", []
+    return (
+        f"{source}.locked = 0 AND {source}.id IN (SELECT value FROM json_each(?))",
+        [json.dumps(list(visible))],
+    )
+
+
+def filter_sql(
+    filters: Filters,
+    visible: Sequence[str] | None,
+    *,
+    chunk: str = "c",
+    source: str = "s",
+) -> tuple[str, list[Any]]:
     """The WHERE fragment for ``filters`` over a chunks alias joined to a sources alias.
 
-    Locked sources never match: the access gate sits inside every query, before any limit.
+    The access gate (:func:`gate_sql`) comes first: it sits inside every query, before any
+    limit, so a source the caller may not read matches nothing.
     """
-    clauses = [f"{source}.locked = 0"]
-    params: list[Any] = []
+    gate, params = gate_sql(visible, source=source)
+    clauses = [gate]
     if filters.sources:
         parts = []
         for ref in filters.sources:

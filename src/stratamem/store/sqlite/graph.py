@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import sqlite3
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from stratamem.store.base import from_ms
 from stratamem.store.sqlite.connection import batches
-from stratamem.store.sqlite.filters import filter_sql
+from stratamem.store.sqlite.filters import filter_sql, gate_sql
 from stratamem.store.sqlite.postings import EntityPostings
 from stratamem.types import EntityMatch, Filters
 
@@ -19,6 +20,10 @@ class GraphTables:
 
     conn: sqlite3.Connection
     postings: EntityPostings
+
+    if TYPE_CHECKING:
+
+        def visible_ids(self) -> list[str] | None: ...
 
     def add_edges(self, source_id: str, node_ids: Sequence[str], *, sign: int = 1) -> None:
         """Add (or with ``sign=-1`` take back) the co-mention pairs of these nodes' entities.
@@ -57,8 +62,9 @@ class GraphTables:
             self.add_edges(source_id, part)
 
     def entity_frequencies(self, entity_ids: Sequence[str]) -> dict[str, int]:
-        """How many nodes mention each of these entities (absent ones are left out)."""
-        return self.postings.frequencies(entity_ids)
+        """How many nodes the reader may see mention each of these entities (absent ones are
+        left out)."""
+        return self.postings.frequencies(entity_ids, self.visible_ids())
 
     def nodes_by_entities(
         self,
@@ -77,14 +83,14 @@ class GraphTables:
         if not weights:
             return {}
         if filters.since is None and filters.until is None:
-            where, params = filter_sql(filters)
+            where, params = filter_sql(filters, self.visible_ids())
             sources = [
                 row[0]
                 for row in self.conn.execute(f"SELECT s.id FROM sources s WHERE {where}", params)
             ]
             return self.postings.score(weights, sources, limit, exclude=exclude)
         values = ",".join("(?, ?)" for _ in weights)
-        where, params = filter_sql(filters)
+        where, params = filter_sql(filters, self.visible_ids())
         skip = ""
         if exclude:
             skip = f"AND e.node_id NOT IN ({','.join('?' * len(exclude))})"
@@ -108,7 +114,7 @@ class GraphTables:
         out: dict[str, list[tuple[str, int]]] = {n: [] for n in node_ids}
         if not node_ids:
             return out
-        where, params = filter_sql(filters, chunk="n")
+        where, params = filter_sql(filters, self.visible_ids(), chunk="n")
         marks = ",".join("?" * len(node_ids))
         for seed, node, distance in self.conn.execute(
             f"""SELECT c.id, n.id, abs(n.seq - c.seq) FROM chunks c
@@ -130,17 +136,18 @@ class GraphTables:
         the pattern's length or complexity.
         """
         kind_sql = f"AND e.kind IN ({','.join('?' * len(kinds))})" if kinds else ""
+        gate, params = gate_sql(self.visible_ids())
         rows = self.conn.execute(
             f"""SELECT e.entity_id, min(e.kind) AS kind, min(e.surface) AS surface,
                        count(*) AS mentions, max(e.ts) AS last_seen
                 FROM entity_index e JOIN sources s ON s.id = e.source_id
-                WHERE s.locked = 0
+                WHERE {gate}
                   AND (instr(lower(e.entity_id), ?) > 0 OR instr(lower(e.surface), ?) > 0)
                   {kind_sql}
                 GROUP BY e.entity_id
                 ORDER BY mentions DESC, last_seen DESC, e.entity_id
                 LIMIT ?""",
-            (needle, needle, *kinds, limit),
+            (*params, needle, needle, *kinds, limit),
         ).fetchall()
         return [
             EntityMatch(
@@ -154,15 +161,17 @@ class GraphTables:
         ]
 
     def neighbours(self, entity_id: str, limit: int) -> list[tuple[str, float]]:
-        """Entities co-mentioned with ``entity_id``, strongest first, over unlocked sources."""
+        """Entities co-mentioned with ``entity_id``, strongest first, over the sources the
+        reader may see (edges are kept per source, so hidden ones add nothing)."""
+        gate, params = gate_sql(self.visible_ids())
         rows = self.conn.execute(
-            """SELECT other, sum(weight) AS w FROM (
+            f"""SELECT other, sum(weight) AS w FROM (
                    SELECT b AS other, weight, source_id FROM entity_edges WHERE a = ?
                    UNION ALL
                    SELECT a AS other, weight, source_id FROM entity_edges WHERE b = ?
                ) x JOIN sources s ON s.id = x.source_id
-               WHERE s.locked = 0
+               WHERE {gate}
                GROUP BY other ORDER BY w DESC, other LIMIT ?""",
-            (entity_id, entity_id, limit),
+            (entity_id, entity_id, *params, limit),
         ).fetchall()
         return [(row["other"], float(row["w"])) for row in rows]

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 from stratamem.errors import KeywordIndexUnavailable
 from stratamem.store.base import from_ms
 from stratamem.store.keyword import KeywordRows, KeywordSchema, KeywordState
+from stratamem.store.sqlite.filters import gate_sql
 from stratamem.store.sqlite.fts_terms import (
     FtsTerms,
     chunk_rows,
@@ -32,6 +33,8 @@ class KeywordTables:
     conn: sqlite3.Connection
 
     if TYPE_CHECKING:
+
+        def visible_ids(self) -> list[str] | None: ...
 
         def allowed_rowids(self, filters: Filters) -> list[int] | None: ...
 
@@ -143,14 +146,15 @@ class KeywordTables:
             return []
         rowids = [r[0] for r in ranked]
         marks = ",".join("?" * len(rowids))
+        gate, params = gate_sql(self.visible_ids())
         rows = {
             row["rowid"]: row
             for row in self.conn.execute(
                 f"""SELECT c.rowid, c.id, c.content, c.title, c.author, c.ts_start, c.ts_end,
                            c.tags, c.source_ref, c.source_id, s.scope
                     FROM chunks c JOIN sources s ON s.id = c.source_id
-                    WHERE c.rowid IN ({marks})""",
-                rowids,
+                    WHERE c.rowid IN ({marks}) AND {gate}""",
+                (*rowids, *params),
             )
         }
         snips: dict[int, str] = {}

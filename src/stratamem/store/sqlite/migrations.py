@@ -266,6 +266,39 @@ MIGRATIONS: tuple[str, ...] = (
         INSERT INTO chunks_fts(rowid, content, title) VALUES (new.rowid, new.content, new.title);
     END;
     """,
+    # 7: access control. Sources ingested before get their kind's default scopes (a chat
+    # export ``team``, everything else ``private``). ``principals`` holds who may read what
+    # and a slow hash of each one's token (``token_id`` is the token's public part, to find
+    # the row without trying every hash). A locked source keeps its ``sources`` row; its
+    # content lives only in ``sealed`` (AES-256-GCM parts under a key derived from a
+    # passphrase with ``locks.kdf``; ``locks.check_value`` tells a wrong passphrase).
+    """
+    UPDATE sources SET access = CASE WHEN kind = 'chat' THEN '["team"]' ELSE '["private"]' END
+    WHERE access = '[]';
+    CREATE TABLE IF NOT EXISTS principals (
+        name        TEXT PRIMARY KEY,
+        scopes      TEXT NOT NULL DEFAULT '[]',
+        sources     TEXT NOT NULL DEFAULT '[]',
+        can_write   INTEGER NOT NULL DEFAULT 0,
+        token_id    TEXT NOT NULL UNIQUE,
+        token_hash  TEXT NOT NULL,
+        created_at  INTEGER NOT NULL,
+        rotated_at  INTEGER NOT NULL
+    );
+    CREATE TABLE IF NOT EXISTS locks (
+        source_id   TEXT PRIMARY KEY REFERENCES sources(id) ON DELETE CASCADE,
+        kdf         TEXT NOT NULL,
+        check_value BLOB NOT NULL,
+        locked_at   INTEGER NOT NULL
+    );
+    CREATE TABLE IF NOT EXISTS sealed (
+        source_id   TEXT NOT NULL REFERENCES sources(id) ON DELETE CASCADE,
+        part        INTEGER NOT NULL,
+        nonce       BLOB NOT NULL,
+        data        BLOB NOT NULL,
+        PRIMARY KEY (source_id, part)
+    );
+    """,
 )
 
 SCHEMA_VERSION = len(MIGRATIONS)

@@ -58,11 +58,26 @@ class EntityPostings:
         self._source_codes: dict[str, int] = {}
         self._total = 0
 
-    def frequencies(self, entity_ids: Sequence[str]) -> dict[str, int]:
-        """How many nodes mention each of these entities (absent ones are left out)."""
+    def frequencies(
+        self, entity_ids: Sequence[str], sources: Collection[str] | None = None
+    ) -> dict[str, int]:
+        """How many nodes (of ``sources``; all when None) mention each of these entities;
+        those none mentions are left out."""
         with self._lock:
             self._current()
-            return {e: len(self._lists[e]) for e in entity_ids if e in self._lists}
+            if sources is None:
+                return {e: len(self._lists[e]) for e in entity_ids if e in self._lists}
+            wanted = np.asarray(
+                [self._source_codes[s] for s in sources if s in self._source_codes], np.int32
+            )
+            of_node = np.frombuffer(self._node_source, dtype=np.int32)
+            out: dict[str, int] = {}
+            for entity in entity_ids:
+                if entity in self._lists:
+                    count = int(np.isin(of_node[self._codes(entity)], wanted).sum())
+                    if count:
+                        out[entity] = count
+            return out
 
     def score(
         self,

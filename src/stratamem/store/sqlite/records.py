@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from stratamem.store.records import RecordRow, RecordState, StoredRecord, decode_record
 from stratamem.store.sqlite.connection import batches
+from stratamem.store.sqlite.filters import gate_sql
 from stratamem.timeparse import to_ms
 
 _READ = 500
@@ -22,6 +23,8 @@ class RecordTables:
     conn: sqlite3.Connection
 
     if TYPE_CHECKING:
+
+        def visible_ids(self) -> list[str] | None: ...
 
         def _delete_chunks(self, where: str, params: list[Any]) -> int: ...
 
@@ -113,13 +116,14 @@ class RecordTables:
         return [stored for _, _, stored in found]
 
     def find_records(self, key: str) -> list[tuple[str, StoredRecord]]:
+        gate, params = gate_sql(self.visible_ids())
         return [
             (source_id, StoredRecord(key, decode_record(body), digest, sort_key))
             for source_id, sort_key, digest, body in self.conn.execute(
-                """SELECT r.source_id, r.sort_key, r.digest, r.body FROM records r
+                f"""SELECT r.source_id, r.sort_key, r.digest, r.body FROM records r
                    JOIN sources s ON s.id = r.source_id
-                   WHERE r.key = ? AND s.locked = 0 ORDER BY r.source_id""",
-                (key,),
+                   WHERE r.key = ? AND {gate} ORDER BY r.source_id""",
+                (key, *params),
             )
         ]
 

@@ -15,11 +15,13 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from stratamem.errors import NotFoundError
+from stratamem.store.access import default_access, may_read
 from stratamem.store.base import from_ms, to_ms
 from stratamem.store.jobs import SEAL_JOB_PREFIX, SEAL_KIND, seal_job_key
 from stratamem.store.sources import source_id_for
 from stratamem.store.sqlite.connection import batches
-from stratamem.types import Chunk, Mention, Source, SourceKind
+from stratamem.store.sqlite.filters import gate_sql
+from stratamem.types import Chunk, Mention, Principal, Source, SourceKind
 
 if TYPE_CHECKING:
     from stratamem.store.sqlite.jobs import JobQueue
@@ -27,10 +29,13 @@ if TYPE_CHECKING:
 
 
 class SourceTables:
-    """The sources half of :class:`~stratamem.store.sqlite.store.SQLiteStore`."""
+    """The sources half of :class:`~stratamem.store.sqlite.store.SQLiteStore`, and the gate:
+    which sources the store's reader (``principal``; None for the owner) may see."""
 
     conn: sqlite3.Connection
+    principal_name: str | None
     _count_cache: tuple[tuple[int, int], int] | None
+    _visible_cache: tuple[tuple[int, int], list[str]] | None
 
     if TYPE_CHECKING:
         trees: TreeTables
@@ -46,6 +51,38 @@ class SourceTables:
 
         def add_edges(self, source_id: str, node_ids: Sequence[str], *, sign: int = 1) -> None: ...
 
+        def get_principal(self, name: str) -> Principal | None: ...
+
+    # -- the gate ----------------------------------------------------------------------------
+
+    def principal(self) -> Principal | None:
+        """Who reads through this store: None for the owner. A principal removed meanwhile
+        reads as one with no scopes (it sees nothing)."""
+        if self.principal_name is None:
+            return None
+        found = self.get_principal(self.principal_name)
+        return found if found is not None else Principal(name=self.principal_name, scopes=())
+
+    def visible_ids(self) -> list[str] | None:
+        """Ids of the sources the reader may see (sorted), or None for the owner, who sees
+        every unlocked source. Cached until this or another connection writes."""
+        if self.principal_name is None:
+            return None
+        key = self.write_state()
+        if self._visible_cache is not None and self._visible_cache[0] == key:
+            return self._visible_cache[1]
+        principal = self.principal()
+        ids = sorted(s.id for s in self._all_sources(counts=False) if may_read(principal, s))
+        self._visible_cache = None if self.in_transaction() else (key, ids)
+        return ids
+
+    def _all_sources(self, *, counts: bool = True) -> list[Source]:
+        count = "(SELECT count(*) FROM chunks c WHERE c.source_id = s.id)" if counts else "0"
+        rows = self.conn.execute(f"SELECT s.*, {count} AS n FROM sources s ORDER BY s.scope")
+        return [_source(row) for row in rows.fetchall()]
+
+    # -- sources -----------------------------------------------------------------------------
+
     def upsert_source(
         self,
         *,
@@ -55,15 +92,20 @@ class SourceTables:
         location: str,
         title: str = "",
         meta: dict[str, Any] | None = None,
+        access: Sequence[str] | None = None,
     ) -> str:
-        """Create the source or refresh its descriptive fields; access and lock are kept."""
+        """Create the source or refresh its descriptive fields; the lock is kept, and so is
+        its access unless ``access`` is given (a new source gets its kind's default)."""
         sid = source_id_for(scope)
+        given = None if access is None else json.dumps(sorted(set(access)))
         self.conn.execute(
-            """INSERT INTO sources (id, scope, kind, platform, location, title, meta, ingested_at)
-               VALUES (?, ?, ?, ?, ?, ?, ?, ?)
+            """INSERT INTO sources
+                 (id, scope, kind, platform, location, title, meta, ingested_at, access)
+               VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
                ON CONFLICT(id) DO UPDATE SET kind = excluded.kind, platform = excluded.platform,
                  location = excluded.location, title = excluded.title, meta = excluded.meta,
-                 ingested_at = excluded.ingested_at""",
+                 ingested_at = excluded.ingested_at,
+                 access = coalesce(?, sources.access)""",
             (
                 sid,
                 scope,
@@ -73,16 +115,32 @@ class SourceTables:
                 title,
                 json.dumps(meta or {}, default=str),
                 to_ms(datetime.now(UTC)),
+                given or json.dumps(list(default_access(kind))),
+                given,
             ),
         )
         return sid
 
+    def is_locked(self, source_id: str) -> bool:
+        """Whether the source exists and is locked (whoever reads)."""
+        row = self.conn.execute("SELECT locked FROM sources WHERE id = ?", (source_id,)).fetchone()
+        return row is not None and bool(row[0])
+
+    def set_access(self, source_id: str, access: Sequence[str]) -> None:
+        """Replace the source's access scopes."""
+        with self.transaction():
+            self.conn.execute(
+                "UPDATE sources SET access = ? WHERE id = ?",
+                (json.dumps(sorted(set(access))), source_id),
+            )
+
     def sources(self) -> list[Source]:
-        rows = self.conn.execute(
-            """SELECT s.*, (SELECT count(*) FROM chunks c WHERE c.source_id = s.id) AS n
-               FROM sources s ORDER BY s.scope"""
-        ).fetchall()
-        return [_source(row) for row in rows]
+        """The sources the reader may see; the owner also sees locked ones (marked so)."""
+        found = self._all_sources()
+        if self.principal_name is None:
+            return found
+        visible = set(self.visible_ids() or ())
+        return [s for s in found if s.id in visible]
 
     def resolve_source(self, ref: str) -> Source:
         """A source by id or exact scope."""
@@ -191,10 +249,16 @@ class SourceTables:
         return len(nodes)
 
     def chunks(self, ids: Sequence[str]) -> list[Chunk]:
-        """Chunks by id, in the order asked; unknown ids are left out."""
+        """Chunks by id, in the order asked; unknown ids, and those the reader may not see,
+        are left out."""
         found: dict[str, Chunk] = {}
+        gate, params = gate_sql(self.visible_ids())
         for part, marks in batches(ids):
-            for row in self.conn.execute(f"SELECT * FROM chunks WHERE id IN ({marks})", part):
+            for row in self.conn.execute(
+                f"""SELECT c.* FROM chunks c JOIN sources s ON s.id = c.source_id
+                    WHERE c.id IN ({marks}) AND {gate}""",
+                (*part, *params),
+            ):
                 found[row["id"]] = chunk_from_row(row)
         return [found[i] for i in ids if i in found]
 
@@ -205,12 +269,16 @@ class SourceTables:
             yield chunk_from_row(row)
 
     def mentions_of(self, node_ids: Sequence[str]) -> dict[str, list[str]]:
+        """The entities each chunk names (none for one the reader may not see)."""
         out: dict[str, list[str]] = {i: [] for i in node_ids}
+        gate, params = gate_sql(self.visible_ids())
         for part, marks in batches(node_ids):
             for node, entity in self.conn.execute(
-                f"""SELECT node_id, entity_id FROM entity_index WHERE node_id IN ({marks})
-                    ORDER BY node_id, entity_id""",
-                part,
+                f"""SELECT e.node_id, e.entity_id FROM entity_index e
+                    JOIN sources s ON s.id = e.source_id
+                    WHERE e.node_id IN ({marks}) AND {gate}
+                    ORDER BY e.node_id, e.entity_id""",
+                (*part, *params),
             ):
                 out[node].append(entity)
         return out
@@ -222,18 +290,27 @@ class SourceTables:
         return int(row[0])
 
     def chunk_count(self) -> int:
-        """The number of chunks, cached until this or another connection writes (not inside
-        a transaction, which may yet roll back what it counted)."""
+        """The number of chunks the reader may see, cached until this or another connection
+        writes (not inside a transaction, which may yet roll back what it counted)."""
         key = self.write_state()
         if self._count_cache is not None and self._count_cache[0] == key:
             return self._count_cache[1]
-        count = int(self.conn.execute("SELECT count(*) FROM chunks").fetchone()[0])
+        gate, params = gate_sql(self.visible_ids())
+        count = int(
+            self.conn.execute(
+                f"""SELECT count(*) FROM chunks c JOIN sources s ON s.id = c.source_id
+                    WHERE {gate}""",
+                params,
+            ).fetchone()[0]
+        )
         self._count_cache = None if self.in_transaction() else (key, count)
         return count
 
     def scopes(self) -> dict[str, str]:
-        """Source id → scope, without the per-source counts :meth:`sources` makes."""
-        return dict(self.conn.execute("SELECT id, scope FROM sources").fetchall())
+        """Source id → scope of the sources the reader may see, without the per-source
+        counts :meth:`sources` makes."""
+        gate, params = gate_sql(self.visible_ids())
+        return dict(self.conn.execute(f"SELECT s.id, s.scope FROM sources s WHERE {gate}", params))
 
 
 def _chunk_row(c: Chunk) -> tuple[object, ...]:

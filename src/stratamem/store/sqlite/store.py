@@ -22,18 +22,22 @@ from stratamem.store.sqlite.connection import (
     atomic,
     connect,
 )
+from stratamem.store.sqlite.filters import gate_sql
 from stratamem.store.sqlite.graph import GraphTables
 from stratamem.store.sqlite.jobs import JobQueue
 from stratamem.store.sqlite.keyword import KeywordTables
 from stratamem.store.sqlite.migrations import migrate
 from stratamem.store.sqlite.postings import EntityPostings
+from stratamem.store.sqlite.principals import PrincipalTables
 from stratamem.store.sqlite.records import RecordTables
 from stratamem.store.sqlite.sources import SourceTables
 from stratamem.store.sqlite.trees import TreeTables
 from stratamem.store.sqlite.vectors import VectorTables
 
 
-class SQLiteStore(SourceTables, RecordTables, VectorTables, GraphTables, KeywordTables):
+class SQLiteStore(
+    SourceTables, RecordTables, VectorTables, GraphTables, KeywordTables, PrincipalTables
+):
     """Owns one connection; use as a context manager or call :meth:`close`."""
 
     name = "sqlite"
@@ -43,6 +47,8 @@ class SQLiteStore(SourceTables, RecordTables, VectorTables, GraphTables, Keyword
         self.conn = connect(path)
         self._reading = False
         self._count_cache: tuple[tuple[int, int], int] | None = None
+        self._visible_cache: tuple[tuple[int, int], list[str]] | None = None
+        self.principal_name: str | None = None
         try:
             migrate(self.conn)
         except sqlite3.DatabaseError as exc:
@@ -152,20 +158,36 @@ class SQLiteStore(SourceTables, RecordTables, VectorTables, GraphTables, Keyword
         return self.conn.execute("PRAGMA data_version").fetchone()[0], self.conn.total_changes
 
     def stats(self) -> dict[str, Any]:
-        one = self.conn.execute
-        return {
+        """Counts over what the reader may see (the owner: every unlocked source; locked
+        ones are counted in ``locked``)."""
+        gate, params = gate_sql(self.visible_ids())
+
+        def one(sql: str) -> Any:
+            return self.conn.execute(sql, params).fetchone()[0]
+
+        chunks = f"chunks c JOIN sources s ON s.id = c.source_id AND {gate}"
+        mentions = f"entity_index e JOIN sources s ON s.id = e.source_id AND {gate}"
+        edges = f"entity_edges x JOIN sources s ON s.id = x.source_id AND {gate}"
+        out = {
             "path": self.path,
-            "sources": one("SELECT count(*) FROM sources").fetchone()[0],
-            "chunks": one("SELECT count(*) FROM chunks").fetchone()[0],
-            "tokens": one("SELECT coalesce(sum(token_count), 0) FROM chunks").fetchone()[0],
-            "entities": one("SELECT count(DISTINCT entity_id) FROM entity_index").fetchone()[0],
-            "mentions": one("SELECT count(*) FROM entity_index").fetchone()[0],
-            "edges": one("SELECT count(*) FROM entity_edges").fetchone()[0],
+            "sources": one(f"SELECT count(*) FROM sources s WHERE {gate}"),
+            "chunks": one(f"SELECT count(*) FROM {chunks}"),
+            "tokens": one(f"SELECT coalesce(sum(c.token_count), 0) FROM {chunks}"),
+            "entities": one(f"SELECT count(DISTINCT e.entity_id) FROM {mentions}"),
+            "mentions": one(f"SELECT count(*) FROM {mentions}"),
+            "edges": one(f"SELECT count(*) FROM {edges}"),
             "by_kind": dict(
-                one(
-                    """SELECT s.kind, count(c.id) FROM sources s
-                       LEFT JOIN chunks c ON c.source_id = s.id GROUP BY s.kind ORDER BY s.kind"""
+                self.conn.execute(
+                    f"""SELECT s.kind, count(c.id) FROM sources s
+                        LEFT JOIN chunks c ON c.source_id = s.id WHERE {gate}
+                        GROUP BY s.kind ORDER BY s.kind""",
+                    params,
                 ).fetchall()
             ),
-            "bytes": Path(self.path).stat().st_size if Path(self.path).exists() else 0,
         }
+        if self.principal_name is None:
+            out["locked"] = self.conn.execute(
+                "SELECT count(*) FROM sources WHERE locked = 1"
+            ).fetchone()[0]
+            out["bytes"] = Path(self.path).stat().st_size if Path(self.path).exists() else 0
+        return out

@@ -22,6 +22,9 @@ from stratamem.store.sqlite.sources import chunk_from_row
 from stratamem.store.trees import TreeLeaf, TreeSummary
 from stratamem.types import Filters, SummaryNode, TreeKind
 
+if TYPE_CHECKING:
+    from stratamem.store.sqlite.store import SQLiteStore
+
 LIVE = """sm.deleted = 0 AND (sm.doc_id IS NULL OR sm.version = (
     SELECT max(v.version) FROM summaries v
     WHERE v.tree_id = sm.tree_id AND v.doc_id = sm.doc_id AND v.deleted = 0))"""
@@ -42,6 +45,7 @@ class TreeSearchTables:
     """The reads of the tree primitives, over the connection of ``store.trees``."""
 
     if TYPE_CHECKING:
+        store: SQLiteStore
 
         @property
         def conn(self) -> sqlite3.Connection: ...
@@ -50,7 +54,7 @@ class TreeSearchTables:
         self, filters: Filters, *, platforms: Sequence[str] = (), limit: int
     ) -> tuple[list[TreeSummary], int]:
         """Live summaries whose time range overlaps the filters' window; (capped, total)."""
-        where, params = filter_sql(filters, chunk="sm")
+        where, params = filter_sql(filters, self.store.visible_ids(), chunk="sm")
         if platforms:
             where += f" AND s.platform IN ({','.join('?' * len(platforms))})"
             params.extend(platforms)
@@ -64,7 +68,7 @@ class TreeSearchTables:
         return [_tree_summary(row) for row in rows], int(total)
 
     def summaries_by_id(self, ids: Sequence[str], filters: Filters) -> dict[str, TreeSummary]:
-        where, params = filter_sql(filters, chunk="sm")
+        where, params = filter_sql(filters, self.store.visible_ids(), chunk="sm")
         out: dict[str, TreeSummary] = {}
         for part, marks in batches(ids):
             for row in self.conn.execute(
@@ -76,7 +80,7 @@ class TreeSearchTables:
         return out
 
     def leaves_by_id(self, ids: Sequence[str], filters: Filters) -> dict[str, TreeLeaf]:
-        where, params = filter_sql(filters)
+        where, params = filter_sql(filters, self.store.visible_ids())
         out: dict[str, TreeLeaf] = {}
         for part, marks in batches(ids):
             for row in self.conn.execute(
@@ -89,8 +93,8 @@ class TreeSearchTables:
     def topic_nodes(self, entity_id: str, filters: Filters, cap: int) -> tuple[list[str], int]:
         """Leaves and summaries indexed under ``entity_id`` in the window, newest first: their
         ids capped at ``cap``, and the count before the cap."""
-        leaf_where, leaf_params = filter_sql(filters)
-        sum_where, sum_params = filter_sql(filters, chunk="sm")
+        leaf_where, leaf_params = filter_sql(filters, self.store.visible_ids())
+        sum_where, sum_params = filter_sql(filters, self.store.visible_ids(), chunk="sm")
         body = f"""
             SELECT c.id AS id, coalesce(c.ts_end, c.ts_start) AS ts
             FROM entity_index e JOIN chunks c ON c.id = e.node_id
@@ -117,7 +121,7 @@ class TreeSearchTables:
         the count of such leaves before that cap."""
         since_ms, until_ms = to_ms(since), to_ms(until)
         inside = "p.ts_start >= ? AND p.ts_end <= ? AND p.deleted = 0"
-        where, params = filter_sql(filters, chunk="sm")
+        where, params = filter_sql(filters, self.store.visible_ids(), chunk="sm")
         frontier = self.conn.execute(
             f"""SELECT {_SUMMARY_COLUMNS} {_SUMMARY_FROM}
                 WHERE {LIVE} AND sm.ts_start >= ? AND sm.ts_end <= ? AND {where}
@@ -126,7 +130,7 @@ class TreeSearchTables:
                 ORDER BY s.scope, sm.ts_start, sm.id""",
             (since_ms, until_ms, *params, since_ms, until_ms),
         ).fetchall()
-        leaf_where, leaf_params = filter_sql(filters)
+        leaf_where, leaf_params = filter_sql(filters, self.store.visible_ids())
         uncovered = f"""{_LEAF_FROM}
             WHERE c.ts_start >= ? AND coalesce(c.ts_end, c.ts_start) <= ? AND {leaf_where}
               AND NOT EXISTS (SELECT 1 FROM summaries p

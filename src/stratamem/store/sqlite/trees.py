@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING
 
 from stratamem.store.base import from_ms, to_ms
 from stratamem.store.sqlite.connection import batches
+from stratamem.store.sqlite.filters import gate_sql
 from stratamem.store.sqlite.tree_search import TreeSearchTables, summary_from_row
 from stratamem.store.trees import BufferItem, SealRaced, tree_id_for
 from stratamem.types import SummaryNode, Tree, TreeKind
@@ -48,18 +49,26 @@ class TreeTables(TreeSearchTables):
         )
         return tree_id
 
+    def _trees(self, where: str, params: Sequence[object]) -> list[Tree]:
+        """Trees of sources the reader may see (the gate joins each tree's source)."""
+        gate, gate_params = gate_sql(self.store.visible_ids())
+        rows = self.conn.execute(
+            f"""SELECT t.* FROM trees t JOIN sources s ON s.id = t.source_id
+                WHERE {where} AND {gate} ORDER BY t.scope""",
+            (*params, *gate_params),
+        )
+        return [_tree(row) for row in rows]
+
     def get(self, tree_id: str) -> Tree | None:
-        row = self.conn.execute("SELECT * FROM trees WHERE id = ?", (tree_id,)).fetchone()
-        return None if row is None else _tree(row)
+        found = self._trees("t.id = ?", (tree_id,))
+        return found[0] if found else None
 
     def of_source(self, source_id: str) -> Tree | None:
-        row = self.conn.execute(
-            "SELECT * FROM trees WHERE source_id = ? AND kind = 'source'", (source_id,)
-        ).fetchone()
-        return None if row is None else _tree(row)
+        found = self._trees("t.source_id = ? AND t.kind = 'source'", (source_id,))
+        return found[0] if found else None
 
     def all(self) -> list[Tree]:
-        return [_tree(r) for r in self.conn.execute("SELECT * FROM trees ORDER BY scope")]
+        return self._trees("1", ())
 
     def raise_root(self, tree_id: str, summary_id: str, level: int) -> None:
         """A summary just sealed at ``level`` is the root when no level above it exists yet
@@ -342,6 +351,8 @@ class TreeTables(TreeSearchTables):
 
     def top_ids(self, tree_id: str) -> list[str]:
         """The tree's unparented live summaries: highest level first, then newest first."""
+        if self.get(tree_id) is None:
+            return []
         return [
             row[0]
             for row in self.conn.execute(
@@ -353,6 +364,8 @@ class TreeTables(TreeSearchTables):
 
     def stats(self, tree_id: str) -> dict[int, tuple[int, int]]:
         """Per level: (live summaries, of which still unparented)."""
+        if self.get(tree_id) is None:
+            return {}
         return {
             int(level): (int(n), int(open_))
             for level, n, open_ in self.conn.execute(

@@ -19,8 +19,16 @@ class VectorTables:
     """The vectors half of :class:`~stratamem.store.sqlite.store.SQLiteStore`."""
 
     conn: sqlite3.Connection
+    # The rowids the gate alone admits, kept while the store does not change.
+    _gate_rowids: tuple[tuple[tuple[int, int], list[str] | None], list[int]] | None = None
 
     if TYPE_CHECKING:
+
+        def visible_ids(self) -> list[str] | None: ...
+
+        def write_state(self) -> tuple[int, int]: ...
+
+        def in_transaction(self) -> bool: ...
 
         def bump_generation(self, *, chunks: bool = True) -> None: ...
 
@@ -138,20 +146,30 @@ class VectorTables:
         return found
 
     def allowed_rowids(self, filters: Filters) -> list[int] | None:
-        """The chunk rowids ``filters`` admit, or None when every chunk is admitted (no
-        filter and no locked source), which lets the vector leg skip building a mask."""
+        """The chunk rowids ``filters`` admit to the reader, or None when every chunk is
+        admitted (the owner, no filter and no locked source), which lets the vector leg skip
+        building a mask."""
         locked = self.conn.execute("SELECT 1 FROM sources WHERE locked = 1 LIMIT 1").fetchone()
-        if filters == Filters() and locked is None:
+        visible = self.visible_ids()
+        if filters == Filters() and locked is None and visible is None:
             return None
-        where, params = filter_sql(filters)
-        return [
+        gate_only = filters == Filters() and visible is not None
+        key = (self.write_state(), visible)
+        if gate_only and self._gate_rowids is not None and self._gate_rowids[0] == key:
+            # The same list object while nothing changes: callers key their masks on it.
+            return self._gate_rowids[1]
+        where, params = filter_sql(filters, visible)
+        found = [
             row[0]
             for row in self.conn.execute(
                 f"""SELECT c.rowid FROM chunks c JOIN sources s ON s.id = c.source_id
-                    WHERE {where}""",
+                    WHERE {where} ORDER BY c.rowid""",
                 params,
             )
         ]
+        if gate_only and not self.in_transaction():
+            self._gate_rowids = (key, found)
+        return found
 
     def vectors_of(self, model: str, node_ids: Sequence[str]) -> dict[str, bytes]:
         found: dict[str, bytes] = {}

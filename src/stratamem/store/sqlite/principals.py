@@ -1,0 +1,95 @@
+"""Principals in the SQLite store (the ``AccessStore`` role): who may read what, and the
+slow hash of each one's token."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from contextlib import AbstractContextManager
+from typing import TYPE_CHECKING
+
+from stratamem.errors import AccessDenied
+from stratamem.store.access import PrincipalRow
+from stratamem.store.base import from_ms, to_ms
+from stratamem.types import Principal
+
+
+class PrincipalTables:
+    """The principals half of :class:`~stratamem.store.sqlite.store.SQLiteStore`."""
+
+    conn: sqlite3.Connection
+    principal_name: str | None
+    _visible_cache: tuple[tuple[int, int], list[str]] | None
+    _count_cache: tuple[tuple[int, int], int] | None
+
+    if TYPE_CHECKING:
+
+        def transaction(self) -> AbstractContextManager[sqlite3.Connection]: ...
+
+    def read_as(self, principal: str | None) -> None:
+        if principal is not None and self.get_principal(principal) is None:
+            raise AccessDenied(f"no principal named {principal!r}")
+        self.principal_name = principal
+        self._visible_cache = None
+        self._count_cache = None
+
+    def get_principal(self, name: str) -> Principal | None:
+        found = self.principal_row(name=name)
+        return None if found is None else found.principal
+
+    def principal_row(
+        self, *, name: str | None = None, token_id: str | None = None
+    ) -> PrincipalRow | None:
+        if (name is None) == (token_id is None):
+            raise ValueError("give a name or a token id")
+        column, value = ("name", name) if name is not None else ("token_id", token_id)
+        row = self.conn.execute(f"SELECT * FROM principals WHERE {column} = ?", (value,)).fetchone()
+        if row is None:
+            return None
+        return PrincipalRow(_principal(row), row["token_id"], row["token_hash"])
+
+    def principals(self) -> list[Principal]:
+        rows = self.conn.execute("SELECT * FROM principals ORDER BY name").fetchall()
+        return [_principal(row) for row in rows]
+
+    def put_principal(self, row: PrincipalRow) -> None:
+        p = row.principal
+        created = to_ms(p.created_at) or 0
+        rotated = to_ms(p.rotated_at) or created
+        with self.transaction():
+            self.conn.execute(
+                """INSERT INTO principals
+                     (name, scopes, sources, can_write, token_id, token_hash, created_at,
+                      rotated_at)
+                   VALUES (?, ?, ?, ?, ?, ?, ?, ?)
+                   ON CONFLICT (name) DO UPDATE SET scopes = excluded.scopes,
+                     sources = excluded.sources, can_write = excluded.can_write,
+                     token_id = excluded.token_id, token_hash = excluded.token_hash,
+                     rotated_at = excluded.rotated_at""",
+                (
+                    p.name,
+                    json.dumps(list(p.scopes)),
+                    json.dumps(list(p.sources)),
+                    int(p.write),
+                    row.token_id,
+                    row.token_hash,
+                    created,
+                    rotated,
+                ),
+            )
+
+    def delete_principal(self, name: str) -> bool:
+        with self.transaction():
+            cursor = self.conn.execute("DELETE FROM principals WHERE name = ?", (name,))
+        return cursor.rowcount > 0
+
+
+def _principal(row: sqlite3.Row) -> Principal:
+    return Principal(
+        name=row["name"],
+        scopes=tuple(json.loads(row["scopes"])),
+        sources=tuple(json.loads(row["sources"])),
+        write=bool(row["can_write"]),
+        created_at=from_ms(row["created_at"]),
+        rotated_at=from_ms(row["rotated_at"]),
+    )
