@@ -52,6 +52,8 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/search_latency.py
 	$(BIN)/python benchmarks/merge.py
 	$(BIN)/python benchmarks/add_latency.py
+	$(BIN)/python benchmarks/access_latency.py
+	$(BIN)/python benchmarks/lock.py
 
 eval: $(STAMP)
 	$(BIN)/stratamem eval ../shared/data/scifact

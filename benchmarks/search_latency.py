@@ -121,7 +121,8 @@ def add_vectors(mem: stratamem.Memory, vectors: np.ndarray) -> None:
         mem.store.set_setting("embed.dim", str(spec.dim))
         batch = []
         for row in rows:
-            line = int(row["source_ref"].rsplit(":", 1)[1]) - 1
+            # The line of the corpus file (a long abstract's later chunks add ":2", ":3").
+            line = int(row["source_ref"].rsplit(".jsonl:", 1)[1].split(":")[0]) - 1
             vector = vectors[line % len(vectors)] + rng.normal(0, 0.01, spec.dim)
             vector = (vector / np.linalg.norm(vector)).astype("<f4")
             batch.append(

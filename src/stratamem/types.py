@@ -57,8 +57,9 @@ class Principal:
 
     ``scopes`` are the access scopes it may read (``*``: every source that has one);
     ``sources``, when given, further narrows it to sources whose scope or id matches one of
-    these globs. ``write`` lets it add, change and ingest. The owner (local use, no principal)
-    reads every unlocked source.
+    these globs. ``write`` is recorded for the server's write routes; a memory opened for a
+    principal refuses every write. The owner (local use, no principal) reads every unlocked
+    source.
     """
 
     name: str

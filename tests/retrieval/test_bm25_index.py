@@ -9,6 +9,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import stratamem
 from stratamem.retrieval.index import bm25_file
@@ -315,6 +317,128 @@ def test_a_name_in_every_turn_of_its_conversation_weighs_nothing_there(tmp_path:
         whole = index.search(["gina"], Filters(), 3)
         assert whole is not None
         assert min(whole.values()) > 0.5  # across the store "gina" is rare
+
+
+Doc = tuple[list[str], list[str]]  # (content tokens, title tokens)
+
+_DOCS = st.lists(
+    st.tuples(
+        st.lists(st.sampled_from("abcdef"), max_size=6),
+        st.lists(st.sampled_from("abc"), max_size=2),
+    ),
+    min_size=1,
+    max_size=25,
+)
+
+
+def postings_of(docs: list[Doc]) -> Postings:
+    """The postings of ``docs``: content weighs 1, title 0.5."""
+    terms = sorted({t for body, title in docs for t in (*body, *title)})
+    rows = sorted(
+        (terms.index(t), i, body.count(t) + 0.5 * title.count(t))
+        for i, (body, title) in enumerate(docs)
+        for t in set(body) | set(title)
+    )
+    return Postings(
+        terms=terms,
+        term=np.array([r[0] for r in rows], dtype=np.int64),
+        doc=np.array([r[1] for r in rows], dtype=np.int64),
+        freq=np.array([r[2] for r in rows], dtype=np.float64),
+        lengths=np.array([[len(b), len(t)] for b, t in docs], dtype=np.int64).reshape(-1, 2),
+    )
+
+
+def index_of(docs: list[Doc], rowids: list[int]) -> BM25Index:
+    index = BM25Index(("content", "title"), (1.0, 0.5))
+    index.append(np.asarray(rowids, dtype=np.int64), [f"d{r}" for r in rowids], postings_of(docs))
+    return index
+
+
+def ranked_rows(
+    index: BM25Index, query: list[str], k: int, **kwargs: object
+) -> tuple[list[int], list[float], int]:
+    positions, scores, total = index.ranked(query, k, **kwargs)  # type: ignore[arg-type]
+    return index.rowids[positions].tolist(), scores.tolist(), total
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    docs=_DOCS,
+    seen=st.lists(st.booleans(), min_size=25, max_size=25),
+    within=st.lists(st.booleans(), min_size=25, max_size=25),
+    query=st.lists(st.sampled_from("abcdefg"), min_size=1, max_size=3),
+    k=st.integers(1, 8),
+    scoped_idf=st.booleans(),
+)
+def test_gated_scores_equal_those_of_an_index_of_the_visible_documents_only(
+    docs: list[Doc],
+    seen: list[bool],
+    within: list[bool],
+    query: list[str],
+    k: int,
+    scoped_idf: bool,
+) -> None:
+    # N, n(q) and avgdl all count what the gate admits: to the last bit, the scores of an
+    # index that never held the rest, with or without a filter inside the gate.
+    rowids = list(range(1, len(docs) + 1))
+    base = np.array(seen[: len(docs)])
+    whole = index_of(docs, rowids)
+    alone = index_of(
+        [d for d, v in zip(docs, base, strict=True) if v],
+        [r for r, v in zip(rowids, base, strict=True) if v],
+    )
+    assert ranked_rows(whole, query, k, base=base) == ranked_rows(alone, query, k)
+    allow = np.array(within[: len(docs)])
+    assert ranked_rows(
+        whole, query, k, allow=allow, base=base, scoped_idf=scoped_idf
+    ) == ranked_rows(alone, query, k, allow=allow[base], scoped_idf=scoped_idf)
+    # Asked again, the gains kept for the gate give the same.
+    assert ranked_rows(whole, query, k, base=base) == ranked_rows(alone, query, k)
+
+
+def test_the_gains_kept_for_a_gate_follow_the_gate_and_the_documents() -> None:
+    docs: list[Doc] = [(["a", "b"], []), (["a"], ["a"]), (["b", "c", "c"], []), (["a", "c"], [])]
+    base = np.array([True, True, False, True])
+    whole = index_of(docs, [1, 2, 3, 4])
+    first = ranked_rows(whole, ["a", "c"], 4, base=base)
+    assert first == ranked_rows(index_of([docs[0], docs[1], docs[3]], [1, 2, 4]), ["a", "c"], 4)
+    # The same array, changed in place: compared by value, not kept by identity.
+    base[:] = [False, True, True, True]
+    assert ranked_rows(whole, ["a", "c"], 4, base=base) == ranked_rows(
+        index_of(docs[1:], [2, 3, 4]), ["a", "c"], 4
+    )
+    # New documents move avgdl: what was kept for the gate is dropped.
+    more: list[Doc] = [(["c"] * 9, [])]
+    whole.append(np.array([5]), ["d5"], postings_of(more))
+    grown = np.array([False, True, True, True, True])
+    assert ranked_rows(whole, ["a", "c"], 5, base=grown) == ranked_rows(
+        index_of([*docs[1:], *more], [2, 3, 4, 5]), ["a", "c"], 5
+    )
+
+
+def test_a_principal_ranks_as_a_store_of_only_what_it_may_see(tmp_path: Path) -> None:
+    parts = {
+        "ours": [("redis queue stalled", "queue"), ("redis again", ""), ("a long note " * 9, "")],
+        "theirs": [("redis redis redis", "redis"), ("queue queue", "")] * 5,
+        "shared": [(f"note {i} on the redis queue", "") for i in range(6)],
+    }
+    seen = ("ours", "shared")
+    with stratamem.open(tmp_path / "all.db", embedder=None) as mem:
+        for name, docs in parts.items():
+            mem.ingest(write_docs(tmp_path / f"{name}.jsonl", docs, source=name))
+            mem.set_access(f"jsonl:{name}", scopes="team" if name in seen else "private")
+        mem.add_principal("reader", "team")
+    with stratamem.open(tmp_path / "seen.db", embedder=None) as mem:
+        for name in seen:
+            mem.ingest(tmp_path / f"{name}.jsonl")
+    for query in (["redis"], ["redis", "queue"], ["note", "queue", "stalled"]):
+        with (
+            stratamem.open(tmp_path / "all.db", embedder=None, principal="reader") as gated,
+            stratamem.open(tmp_path / "seen.db", embedder=None) as alone,
+        ):
+            found = sparse(gated).search(query, Filters(), 10)
+            assert found
+            assert found == sparse(alone).search(query, Filters(), 10)
 
 
 # -- change, persistence, corruption -------------------------------------------------------

@@ -295,3 +295,29 @@ def test_a_rowid_reused_by_another_connection_gets_its_new_vector(tmp_path: Path
                 np.testing.assert_allclose(
                     by_rowid[rowid], np.frombuffer(blob, dtype="<f4"), atol=1e-5
                 )
+
+
+def test_a_save_started_before_another_process_removed_a_source_is_dropped(
+    tmp_path: Path,
+) -> None:
+    db = tmp_path / "s.db"
+    with stratamem.open(db, embedder=HashingEmbedder(dim=64)) as mem:
+        ingest(mem, tmp_path, "keep", 30)
+        ingest(mem, tmp_path, "secretword", 30)
+        vectors, keyword = legs(mem)
+        vectors.index()
+        assert keyword.search(["note"], Filters(), 5)
+        vectors.saver.flush()
+        keyword.saver.flush()
+        paths = [p for p in (vectors.index_path(), keyword.index_path()) if p is not None]
+        assert b"secretword" in paths[1].read_bytes()
+        # Another process forgets the source (a lock removes its rows the same way) and
+        # rewrites the files without it; then this one's pending save comes due.
+        with stratamem.open(db, embedder=HashingEmbedder(dim=64)) as other:
+            other.forget("jsonl:secretword")
+        after = {p: p.read_bytes() if p.exists() else None for p in paths}
+        keyword._unsaved = 10**6
+        keyword._save_snapshot()
+        vectors._save_snapshot()
+        assert {p: p.read_bytes() if p.exists() else None for p in paths} == after
+        assert not paths[1].exists() or b"secretword" not in paths[1].read_bytes()

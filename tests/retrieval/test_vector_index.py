@@ -494,3 +494,37 @@ def test_concurrent_searches_agree(hnsw, data) -> None:  # type: ignore[no-untyp
     with ThreadPoolExecutor(4) as pool:
         got = list(pool.map(lambda q: hnsw.search(q, 10)[0].tolist(), data[2][:40]))
     assert got == want
+
+
+# ------------------------------------------------------------------ resolved allow-lists
+
+
+@pytest.mark.parametrize("threshold", [10**9, THRESHOLD])
+def test_a_resolved_allow_list_answers_as_its_ids_do(data, ids, threshold: int) -> None:  # type: ignore[no-untyped-def]
+    index = VectorIndex(DIM, hnsw_threshold=threshold)
+    index.add(ids, data[0])
+    rng = np.random.default_rng(7)
+    for size in (40, 900, 2_700):
+        wanted = np.sort(rng.choice(ids, size=size, replace=False))
+        resolved = index.allowed(wanted)
+        for query in data[2][:20]:
+            by_ids = index.search(query, 10, allow=wanted)
+            by_resolved = index.search(query, 10, allow=resolved)
+            assert by_ids[0].tolist() == by_resolved[0].tolist()
+            np.testing.assert_allclose(by_ids[1], by_resolved[1], rtol=0, atol=1e-6)
+
+
+@pytest.mark.parametrize("threshold", [10**9, THRESHOLD])
+def test_a_resolved_allow_list_follows_adds_and_removes(data, ids, threshold: int) -> None:  # type: ignore[no-untyped-def]
+    index = VectorIndex(DIM, hnsw_threshold=threshold)
+    index.add(ids, data[0])
+    wanted = ids[:500]
+    resolved = index.allowed(wanted)
+    query = data[0][3]
+    index.remove(ids[3:4])  # the query's own row, which ranked first
+    found, _ = index.search(query, 5, allow=resolved)
+    assert int(ids[3]) not in found.tolist()
+    assert found.tolist() == index.search(query, 5, allow=wanted)[0].tolist()
+    index.add(ids[3:4], data[0][3:4])
+    found, _ = index.search(query, 5, allow=resolved)
+    assert found[0] == ids[3]

@@ -18,7 +18,9 @@ from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeEl
 from rich.table import Table
 
 from stratamem.api import Memory
+from stratamem.cli import access as access_commands
 from stratamem.cli import items as item_commands
+from stratamem.cli.access import cell, scope_labels, scopes_shown
 from stratamem.cli.common import (
     BUDGET,
     AliasedChoice,
@@ -74,9 +76,31 @@ EVAL_MODE_ALIASES = {"fts": "keyword"}
     envvar="STRATAMEM_DEBUG",
     help="Show the traceback of an unexpected error (also: STRATAMEM_DEBUG=1).",
 )
+@click.option(
+    "--as",
+    "principal",
+    metavar="NAME",
+    envvar="STRATAMEM_AS",
+    help="Read as this principal: only the sources its scopes allow, and no writes "
+    "(also: STRATAMEM_AS).",
+)
+@click.option(
+    "--unlock",
+    "unlock",
+    metavar="SOURCE",
+    multiple=True,
+    help="Make a locked source readable in this process only (repeatable); the passphrase "
+    "is $STRATAMEM_PASSPHRASE, else the OS keyring's, else asked on a terminal.",
+)
 @click.version_option(package_name="stratamem")
 @click.pass_context
-def main(ctx: click.Context, db: Path | None, debug: bool) -> None:
+def main(
+    ctx: click.Context,
+    db: Path | None,
+    debug: bool,
+    principal: str | None,
+    unlock: tuple[str, ...],
+) -> None:
     """stratamem: local-first retrieval and memory for AI agents.
 
     \b
@@ -84,9 +108,12 @@ def main(ctx: click.Context, db: Path | None, debug: bool) -> None:
       stratamem ingest ~/Downloads/slack-export.zip
       stratamem search "why did we drop Redis?"
       stratamem entities alice
+      stratamem --as ci-bot search "deploy freeze"
     """
     ctx.ensure_object(dict)
     ctx.obj["db"] = db or db_path_from_environment()
+    ctx.obj["principal"] = principal
+    ctx.obj["unlock"] = unlock
 
 
 @main.command()
@@ -102,6 +129,13 @@ def main(ctx: click.Context, db: Path | None, debug: bool) -> None:
     "--scope",
     callback=lambda ctx, param, value: _scope_name(value),
     help="The source scope to file it under (default: from the path).",
+)
+@click.option(
+    "--access",
+    metavar="SCOPES",
+    callback=lambda ctx, param, value: scope_labels(value),
+    help="The access scopes of every source read (eng,team; default: chat team, the rest "
+    "private for a new source, and an existing one keeps its own).",
 )
 @click.option("--embed", "embed_now", is_flag=True, help="Embed the new chunks right away.")
 @click.option(
@@ -127,6 +161,7 @@ def ingest(
     path: Path,
     format_: str | None,
     scope: str | None,
+    access: tuple[str, ...] | None,
     embed_now: bool,
     sync: bool,
     quiet: bool,
@@ -147,6 +182,7 @@ def ingest(
       stratamem ingest ~/Mail/lkml --format maildir --scope mail:lkml
       stratamem ingest ~/notes --embed
       stratamem ingest ./huge-export.zip --max-item-size 1G
+      stratamem ingest ~/Mail/oncall --access eng,oncall
     """
     memory = open_memory(ctx)
     show = not (quiet or as_json)
@@ -185,6 +221,7 @@ def ingest(
             tree_progress=on_seal,
             max_item_bytes=max_item_bytes,
             sync=sync,
+            access=access,
         )
     failed = bool(report.sources) and len(report.failed) == len(report.sources)
     if as_json:
@@ -279,7 +316,7 @@ def _print_report(report: IngestReport) -> None:
 @click.pass_context
 @handle_errors
 def sources(ctx: click.Context, as_json: bool) -> None:
-    """List the ingested sources with their chunk counts.
+    """List the ingested sources with their access scopes and chunk counts (or locked).
 
     \b
     Examples:
@@ -297,6 +334,7 @@ def sources(ctx: click.Context, as_json: bool) -> None:
                     "platform": s.platform,
                     "location": s.location,
                     "chunks": s.chunk_count,
+                    "access": list(s.access),
                     "locked": s.locked,
                     "ingested_at": rfc3339(s.ingested_at),
                 }
@@ -305,10 +343,17 @@ def sources(ctx: click.Context, as_json: bool) -> None:
         )
         return
     table = Table()
-    for column in ("scope", "kind", "platform", "chunks", "id"):
+    for column in ("scope", "kind", "platform", "access", "chunks", "id"):
         table.add_column(column, no_wrap=True, justify="right" if column == "chunks" else "left")
     for s in found:
-        table.add_row(s.scope, s.kind.value, s.platform, f"{s.chunk_count:,}", s.id)
+        table.add_row(
+            cell(escape(s.scope)),
+            s.kind.value,
+            cell(escape(s.platform)),
+            cell(scopes_shown(s.access)),
+            cell("[yellow]locked[/]" if s.locked else f"{s.chunk_count:,}"),
+            s.id,
+        )
     out.print(table)
 
 
@@ -782,5 +827,5 @@ def forget(ctx: click.Context, source: str, yes: bool) -> None:
     out.print(f"forgot {escape(found.scope)}: {removed:,} chunks removed", highlight=False)
 
 
-for _command in (*COMMANDS, *item_commands.COMMANDS):
+for _command in (*COMMANDS, *item_commands.COMMANDS, *access_commands.COMMANDS):
     main.add_command(_command)

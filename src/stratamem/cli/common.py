@@ -19,7 +19,7 @@ import math
 import os
 import sys
 import traceback
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from pathlib import Path
 from typing import Any, NoReturn, TypeVar
@@ -28,7 +28,7 @@ import click
 from rich.console import Console
 
 from stratamem.api import Memory
-from stratamem.errors import StoreBusyError, StratamemError
+from stratamem.errors import LockError, StoreBusyError, StratamemError, WrongPassphrase
 from stratamem.timeparse import parse_when
 from stratamem.tree.summarizer import Summarizer
 from stratamem.tree.summarizers import get_summarizer
@@ -40,8 +40,9 @@ SOURCE_KINDS = [k.value for k in SourceKind]
 # No automatic highlighting: its regular expressions take minutes over a long id or query
 # echoed back, and colour goes where the markup puts it. Soft wrap: a long line on stderr stays
 # one line whatever the terminal's width.
-out = Console(highlight=False)
-err = Console(stderr=True, highlight=False, soft_wrap=True)
+# No emoji codes: a scope such as ``jsonl:notes:x`` must print as it is.
+out = Console(highlight=False, emoji=False)
+err = Console(stderr=True, highlight=False, soft_wrap=True, emoji=False)
 
 MAX_MESSAGE_CHARS = 1000
 DEBUG_HINT = "rerun with --debug (or STRATAMEM_DEBUG=1) for the traceback"
@@ -237,10 +238,48 @@ def json_option(func: F) -> F:
 
 
 def open_memory(ctx: click.Context) -> Memory:
+    """The store the command works on, read as the global ``--as`` principal (if any), with
+    the ``--unlock`` sources readable in this process. Their passphrase is
+    ``STRATAMEM_PASSPHRASE``, else the OS keyring's, else asked on a terminal."""
     db: str | Path = ctx.obj["db"]
-    memory = Memory(db, summarizer=summarizer_from_environment())
+    unlock = list(dict.fromkeys(ctx.obj.get("unlock", ())))
+
+    def opened(passphrases: Mapping[str, str] | Sequence[str]) -> Memory:
+        return Memory(
+            db,
+            summarizer=summarizer_from_environment(),
+            principal=ctx.obj.get("principal"),
+            unlock=passphrases or None,
+        )
+
+    try:
+        memory = opened(unlock)
+    except LockError as exc:
+        # Neither the environment nor the keyring holds one: a person can type them.
+        if not unlock or isinstance(exc, WrongPassphrase) or not interactive():
+            raise
+        memory = opened({source: ask_passphrase(source) for source in unlock})
     ctx.call_on_close(memory.close)
     return memory
+
+
+def interactive() -> bool:
+    """Whether a person is at the keyboard to be asked for a passphrase."""
+    return sys.stdin.isatty()
+
+
+def ask_passphrase(what: str, *, confirm: bool = False, unasked: str = "") -> str:
+    """A passphrase typed without echo; with ``confirm`` typed twice, and a mismatch is
+    refused (:class:`LockError`). Off a terminal, :class:`LockError` with ``unasked``, which
+    says how else to give one."""
+    if not interactive():
+        raise LockError(unasked or f"no passphrase for {what}")
+    given: str = click.prompt(f"passphrase for {what}", hide_input=True, err=True)
+    if confirm:
+        again: str = click.prompt("the same passphrase again", hide_input=True, err=True)
+        if again != given:
+            raise LockError("the two passphrases differ; nothing was done")
+    return given
 
 
 def db_path_from_environment() -> str | Path:

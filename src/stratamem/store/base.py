@@ -6,6 +6,7 @@ role              module
 ================  ==========================================================
 StoreHandle       ``settings``: open/close, transactions, settings, identity
 AccessStore       ``access``: principals, access scopes, the reader's gate
+LockStore         ``locks``: locked sources' sealed content and key checks
 SourceStore       ``sources``: sources by scope
 ChunkStore        ``sources``: chunks and their entity mentions
 RecordStore       ``records``: the keyed records chunks are derived from
@@ -27,6 +28,7 @@ from stratamem.store.access import AccessStore
 from stratamem.store.graph import GraphStore
 from stratamem.store.jobs import JobQueue
 from stratamem.store.keyword import KeywordStore
+from stratamem.store.locks import LockStore
 from stratamem.store.records import RecordStore
 from stratamem.store.settings import StoreHandle
 from stratamem.store.sources import ChunkStore, SourceStore
@@ -46,6 +48,7 @@ class Store(
     KeywordStore,
     VectorStore,
     GraphStore,
+    LockStore,
     Protocol,
 ):
     """A whole store: every role, plus its trees and its job queue."""

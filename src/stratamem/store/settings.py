@@ -42,6 +42,12 @@ class StoreHandle(Protocol):
         it to know they are stale."""
         ...
 
+    def committed_generations(self) -> tuple[int, int]:
+        """(:meth:`generation`, the chunk generation) as last committed, read on a
+        connection of its own: safe to call from any thread, while this handle's own
+        connection is busy on another."""
+        ...
+
     def store_id(self) -> str:
         """A random id made once per database; files beside it record it."""
         ...

@@ -105,6 +105,8 @@ class TreeBuilder:
         for source in self.store.sources():
             if wanted and source.id not in wanted and source.scope not in wanted:
                 continue
+            if source.locked:
+                continue  # nothing of it may be summarised until it is unlocked
             with self.store.transaction():
                 tree_id = self.store.trees.ensure(source.id, source.scope)
                 payload: dict[str, object] = {"tree_id": tree_id}

@@ -28,7 +28,9 @@ avgdl stays the whole index's under a filter (the admitted documents' own made n
 on LoCoMo). And under an access gate (``base``: the documents a principal may see at all),
 N, n(q) and avgdl are all counted over what the gate admits and nothing else: a principal's
 scores are exactly those of an index that never held the documents it may not see. Ungated
-and unfiltered, the scores are FTS5's.
+and unfiltered, the scores are FTS5's. The gate's per-posting gains (its own avgdl) are kept
+as the whole index's are, for as long as the documents and the gate stay the same, so a
+gated query costs what an ungated one does.
 """
 
 from __future__ import annotations
@@ -66,6 +68,8 @@ class BM25Index:
     doc: DocArray = field(default_factory=lambda: np.empty(0, np.int32))
     freq: FreqArray = field(default_factory=lambda: np.empty(0, np.float32))
     _gain: FreqArray | None = field(default=None, repr=False)
+    # The gains under the last access gate: (a copy of the gate's mask, the gains).
+    _gated: tuple[npt.NDArray[np.bool_], FreqArray] | None = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
         if len(self.columns) != len(self.weights):
@@ -134,7 +138,7 @@ class BM25Index:
         self.rowids = np.concatenate([self.rowids, rowids.astype(np.int64)])
         self.ids = [*self.ids, *ids]
         self.lengths = np.concatenate([self.lengths, postings.lengths.astype(np.int32)])
-        self._gain = None
+        self._gain = self._gated = None
 
     def remove(self, keep: npt.NDArray[np.bool_]) -> None:
         """Drop the documents where ``keep`` is False, their postings, and the terms left
@@ -160,35 +164,41 @@ class BM25Index:
         self.rowids = self.rowids[keep]
         self.ids = [i for i, k in zip(self.ids, keep.tolist(), strict=True) if k]
         self.lengths = self.lengths[keep]
-        self._gain = None
+        self._gain = self._gated = None
 
     # -- query -----------------------------------------------------------------------------
 
-    def _gains(self) -> FreqArray:
+    def _gains(self, base: npt.NDArray[np.bool_] | None = None) -> FreqArray:
         """f · (k1 + 1) / (f + k1 · (1 - b + b · |d| / avgdl)) per posting: everything of the
-        score but the idf, kept until the documents change (avgdl moves with them)."""
-        if self._gain is None:
-            size = self.lengths.sum(axis=1, dtype=np.int64).astype(np.float64)
-            avgdl = float(size.sum()) / max(len(size), 1)
-            norm = K1 * (1.0 - B + B * size / avgdl) if avgdl > 0 else np.full_like(size, K1)
-            freq = self.freq.astype(np.float64)
-            self._gain = (freq * (K1 + 1.0) / (freq + norm[self.doc])).astype(np.float32)
-        return self._gain
+        score but the idf, with avgdl the mean over the documents ``base`` admits (all when
+        None). Kept until the documents change (avgdl moves with them), and, under a gate,
+        while the gate stays the same (compared by value: a mask is cheap to compare and a
+        caller may reuse its array)."""
+        if base is None:
+            if self._gain is None:
+                self._gain = self._gains_with(self._sizes())
+            return self._gain
+        if self._gated is not None and np.array_equal(self._gated[0], base):
+            return self._gated[1]
+        size = self._sizes()
+        gain = self._gains_with(size, size[base])
+        self._gated = (base.copy(), gain)
+        return gain
 
-    def _gains_over(
-        self, base: npt.NDArray[np.bool_], starts: IntArray, ends: IntArray
+    def _sizes(self) -> npt.NDArray[np.float64]:
+        """|d| of every document: its tokens over all its columns."""
+        size: npt.NDArray[np.float64] = self.lengths.sum(axis=1, dtype=np.int64).astype(np.float64)
+        return size
+
+    def _gains_with(
+        self, size: npt.NDArray[np.float64], counted: npt.NDArray[np.float64] | None = None
     ) -> FreqArray:
-        """What :meth:`_gains` holds, for the postings in [starts, ends), with avgdl counted
-        over the documents ``base`` admits only."""
-        size = self.lengths.sum(axis=1, dtype=np.int64).astype(np.float64)
-        admitted = size[base]
-        avgdl = float(admitted.sum()) / max(len(admitted), 1)
-        doc = np.concatenate([self.doc[s:e] for s, e in zip(starts, ends, strict=True)])
-        freq = np.concatenate([self.freq[s:e] for s, e in zip(starts, ends, strict=True)]).astype(
-            np.float64
-        )
-        norm = K1 * (1.0 - B + B * size[doc] / avgdl) if avgdl > 0 else np.full(len(doc), K1)
-        gain: FreqArray = (freq * (K1 + 1.0) / (freq + norm)).astype(np.float32)
+        """Every posting's gain, avgdl the mean of ``counted`` (of ``size`` when None)."""
+        counted = size if counted is None else counted
+        avgdl = float(counted.sum()) / max(len(counted), 1)
+        norm = K1 * (1.0 - B + B * size / avgdl) if avgdl > 0 else np.full_like(size, K1)
+        freq = self.freq.astype(np.float64)
+        gain: FreqArray = (freq * (K1 + 1.0) / (freq + norm[self.doc])).astype(np.float32)
         return gain
 
     def idf(
@@ -230,11 +240,8 @@ class BM25Index:
         if not lengths.sum():
             return scores
         doc = np.concatenate([self.doc[s:e] for s, e in zip(starts, ends, strict=True)])
-        if base is None:
-            gains = self._gains()
-            gain = np.concatenate([gains[s:e] for s, e in zip(starts, ends, strict=True)])
-        else:
-            gain = self._gains_over(base, starts, ends)
+        gains = self._gains(base)
+        gain = np.concatenate([gains[s:e] for s, e in zip(starts, ends, strict=True)])
         value = np.repeat(self.idf(known, allow=allow), lengths) * gain
         summed: Scores = np.bincount(doc, weights=value, minlength=len(self.rowids)).astype(
             np.float64, copy=False
@@ -265,9 +272,9 @@ class BM25Index:
         if base is not None:
             allow = base if allow is None else allow & base
         scores = self.scores(phrases, allow=allow if scoped_idf else base, base=base)
-        if allow is not None:
-            scores = np.where(allow, scores, 0.0)
         matched = np.flatnonzero(scores > 0.0)
+        if allow is not None:
+            matched = matched[allow[matched]]
         total = len(matched)
         values = scores[matched]
         if k < len(matched):

@@ -36,6 +36,7 @@ the caller to check row by row and bring up to date.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Final
 
@@ -76,8 +77,14 @@ def snapshot(index: BM25Index) -> BM25Index:
 
 
 def write_file(
-    target: Path, index: BM25Index, schema: KeywordSchema, state: KeywordState, *, store_id: str
-) -> None:
+    target: Path,
+    index: BM25Index,
+    schema: KeywordSchema,
+    state: KeywordState,
+    *,
+    store_id: str,
+    still_current: Callable[[], bool] | None = None,
+) -> bool:
     ids = "\n".join(index.ids).encode()
     terms = index.terms
     if any("\n" in t for t in terms) or any("\n" in i for i in index.ids):
@@ -115,7 +122,7 @@ def write_file(
         out.write(ids)
         out.write(vocab)
 
-    write_atomic(target, MAGIC, header, body)
+    return write_atomic(target, MAGIC, header, body, still_current=still_current)
 
 
 def read_file(

@@ -65,10 +65,20 @@ class HashingWriter:
 
 
 def write_atomic(
-    target: Path, magic: bytes, header: Mapping[str, Any], body: Callable[[HashingWriter], None]
-) -> None:
+    target: Path,
+    magic: bytes,
+    header: Mapping[str, Any],
+    body: Callable[[HashingWriter], None],
+    *,
+    still_current: Callable[[], bool] | None = None,
+) -> bool:
     """Write magic, header, what ``body`` writes and the checksum to a temporary file beside
-    ``target``, fsync it and rename it over ``target``; on any failure nothing changes."""
+    ``target``, fsync it and rename it over ``target``; on any failure nothing changes.
+
+    ``still_current`` is asked just before the rename: where it says no (the store moved on
+    while the file was written: another process may have locked or forgotten a source whose
+    rows the file holds), the file is dropped and ``target`` left as it was. Returns whether
+    the file was written."""
     encoded = json.dumps(dict(header), sort_keys=True).encode()
     handle, temp_name = tempfile.mkstemp(
         prefix=f".{target.name}.", suffix=".tmp", dir=target.parent
@@ -84,10 +94,14 @@ def write_atomic(
             file.write(out.digest.digest())
             file.flush()
             os.fsync(file.fileno())
+        if still_current is not None and not still_current():
+            temp.unlink(missing_ok=True)
+            return False
         os.replace(temp, target)
     except BaseException:
         temp.unlink(missing_ok=True)
         raise
+    return True
 
 
 @dataclass(frozen=True, slots=True)

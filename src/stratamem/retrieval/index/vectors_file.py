@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import hashlib
 import importlib
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final, Literal
@@ -109,7 +110,9 @@ class StoredIndex:
     hnsw: Any  # faiss.IndexHNSWFlat for "hnsw", else None
 
 
-def write_file(target: Path, snap: Snapshot) -> None:
+def write_file(
+    target: Path, snap: Snapshot, *, still_current: Callable[[], bool] | None = None
+) -> bool:
     """Write a snapshot atomically: its faiss bytes when it has them, else its matrix."""
     if snap.hnsw is not None:
         library, version = "faiss", str(import_faiss().__version__)
@@ -140,7 +143,7 @@ def write_file(target: Path, snap: Snapshot) -> None:
         else:
             out.write(np.ascontiguousarray(snap.hnsw).data)
 
-    write_atomic(target, MAGIC, header, body)
+    return write_atomic(target, MAGIC, header, body, still_current=still_current)
 
 
 def read_file(

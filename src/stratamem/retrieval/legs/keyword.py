@@ -283,8 +283,16 @@ class SparseKeywordIndex:
                 return
             copy, unsaved = bm25_file.snapshot(index), self._unsaved
             self._unsaved = 0
+        store = self._store()
         try:
-            bm25_file.write_file(path, copy, schema, state, store_id=self._store_id)
+            bm25_file.write_file(
+                path,
+                copy,
+                schema,
+                state,
+                store_id=self._store_id,
+                still_current=lambda: store is not None and _unremoved(store, state.generation),
+            )
         except (OSError, ValueError):
             with self._lock:
                 self._unsaved += unsaved
@@ -317,6 +325,15 @@ class SparseKeywordIndex:
             bm25_file.write_file(path, index, schema, state, store_id=self._identity(store))
             self._unsaved = 0
         self.saver.flush()
+
+
+def _unremoved(store: Store, generation: int) -> bool:
+    """Whether no chunk was removed since ``generation`` (a lock or a forget in another
+    process bumps it): only then may a copy of the index made at it be written to disk."""
+    try:
+        return store.committed_generations()[1] == generation
+    except Exception:  # a store closed meanwhile, or busy: do not write
+        return False
 
 
 def _disagreement(index: BM25Index, state: KeywordState) -> str:

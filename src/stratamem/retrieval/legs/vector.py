@@ -15,7 +15,10 @@ Saving runs on a worker thread (``index.saver``), so a search never waits for th
 :meth:`VectorLeg.persist_now` writes at once (after a forget).
 
 The access filter becomes an allow-list of chunk rowids applied inside the index search,
-before the top-k is taken.
+before the top-k is taken. The store hands back the same list of rowids while nothing
+changes; the leg keeps it resolved against the index (``VectorIndex.allowed``) for as long as
+both stay the same, so a principal's search does not map its 90k rowids to the index's slots
+every time.
 """
 
 from __future__ import annotations
@@ -33,7 +36,7 @@ from stratamem.embed.indexing import vector_status
 from stratamem.retrieval.index import vectors_file
 from stratamem.retrieval.index.file import rows_digest
 from stratamem.retrieval.index.saver import BackgroundSaver
-from stratamem.retrieval.index.vectors import VectorIndex
+from stratamem.retrieval.index.vectors import Allowed, VectorIndex
 from stratamem.store.base import Store
 from stratamem.types import Filters
 
@@ -61,6 +64,8 @@ class VectorLeg:
         self.saver = BackgroundSaver(f"stratamem-vector-save:{store.path}")
         self._queries: OrderedDict[str, Vector] = OrderedDict()
         self._queries_lock = threading.Lock()
+        # The last allow-list: the store's list of rowids, the index it was resolved against.
+        self._allowed: tuple[list[int], VectorIndex, Allowed] | None = None
 
     @property
     def signature(self) -> str:
@@ -186,10 +191,18 @@ class VectorLeg:
             return index.path, index.snapshot(rows_sha256=digest)
 
     def _save_snapshot(self) -> None:
-        """The worker's job: copy under the lock, write without it."""
+        """The worker's job: copy under the lock, write without it; dropped where a chunk
+        was removed meanwhile (another process may have locked or forgotten a source)."""
+        generation = self._generation
         found = self._snapshot()
         if found is not None:
-            vectors_file.write_file(*found)
+            vectors_file.write_file(*found, still_current=lambda: self._unchanged(generation))
+
+    def _unchanged(self, generation: int) -> bool:
+        try:
+            return self.store.committed_generations()[0] == generation
+        except Exception:  # a store closed meanwhile, or busy: do not write
+            return False
 
     def persist_now(self) -> None:
         """Bring the index up to date and write its file now, or remove the file where the
@@ -232,17 +245,32 @@ class VectorLeg:
         # rowid another process reused for a new chunk never names the old chunk's vector.
         with self.store.read_snapshot():
             allowed = self.store.allowed_rowids(filters)
-            allow = None if allowed is None else np.asarray(allowed, dtype=np.int64)
-            if allow is not None and len(allow) == 0:
+            if allowed is not None and len(allowed) == 0:
                 return {}
             index = self.index()
             if len(index) == 0:
                 return {}
+            allow = None if allowed is None else self._allow(index, allowed)
             rowids, scores = index.search(vector, k, allow=allow)
             names = self.store.rowids_to_ids([int(r) for r in rowids])
         return {
             names[int(r)]: float(s) for r, s in zip(rowids, scores, strict=True) if int(r) in names
         }
+
+    def _allow(self, index: VectorIndex, allowed: list[int]) -> Allowed:
+        """``allowed`` resolved against ``index``, kept while the store returns the same
+        (cached) list and the index does not change."""
+        cached = self._allowed
+        if (
+            cached is not None
+            and cached[0] is allowed
+            and cached[1] is index
+            and cached[2].version == index.version
+        ):
+            return cached[2]
+        found = index.allowed(np.asarray(allowed, dtype=np.int64))
+        self._allowed = (allowed, index, found)
+        return found
 
     def vectors(self, node_ids: list[str]) -> dict[str, Vector]:
         """The stored vectors of these chunks (those that have one), read from the index when

@@ -11,13 +11,44 @@ from stratamem.store.base import to_ms
 from stratamem.types import Filters
 
 
-def gate_sql(visible: Sequence[str] | None, *, source: str = "s") -> tuple[str, list[Any]]:
+def gate_sql(
+    visible: Sequence[str] | None, *, source: str = "s", probe: bool = False
+) -> tuple[str, list[Any]]:
     """The access gate over a sources alias: unlocked, and among ``visible`` (the source ids
-    a principal may read; None for the owner, who reads every unlocked source)."""
+    a principal may read; None for the owner, who reads every unlocked source).
+
+    ``probe`` is for reads that look rows up by a list of ids: the gate is then only a
+    check on each row found (``+`` keeps SQLite from driving the read by it, which would
+    visit every row of every visible source). Reads that scan keep the plain form, which
+    lets SQLite start from the visible sources."""
     if visible is None:
         return f"{source}.locked = 0", []
+    column = f"+{source}.id" if probe else f"{source}.id"
     return (
-        f"{source}.locked = 0 AND {source}.id IN (SELECT value FROM json_each(?))",
+        f"{source}.locked = 0 AND {column} IN (SELECT value FROM json_each(?))",
+        [json.dumps(list(visible))],
+    )
+
+
+def of_visible_sql(visible: Sequence[str] | None, column: str) -> tuple[str, list[Any]]:
+    """``column`` (a row's source id) among ``visible`` (``"1"`` for the owner): for reads
+    keyed by entity, whose ``(entity_id, source_id)`` index then visits only the visible
+    sources' rows, so their work does not grow with what the reader may not see."""
+    if visible is None:
+        return "1", []
+    return f"{column} IN (SELECT value FROM json_each(?))", [json.dumps(list(visible))]
+
+
+def trees_sql(visible: Sequence[str] | None, *, summary: str = "sm") -> tuple[str, list[Any]]:
+    """For a reader narrowed to ``visible`` sources: their summaries, by tree, as a
+    constraint the summaries' tree index answers (``"1"`` for the owner). With it a read
+    visits the summaries of those trees only, so its work does not grow with what the
+    reader may not see."""
+    if visible is None:
+        return "1", []
+    return (
+        f"""{summary}.tree_id IN (SELECT gt.id FROM trees gt
+                WHERE gt.source_id IN (SELECT value FROM json_each(?)))""",
         [json.dumps(list(visible))],
     )
 

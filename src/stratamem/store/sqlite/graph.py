@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 
 from stratamem.store.base import from_ms
 from stratamem.store.sqlite.connection import batches
-from stratamem.store.sqlite.filters import filter_sql, gate_sql
+from stratamem.store.sqlite.filters import filter_sql, gate_sql, of_visible_sql
 from stratamem.store.sqlite.postings import EntityPostings
 from stratamem.types import EntityMatch, Filters
 
@@ -90,7 +90,10 @@ class GraphTables:
             ]
             return self.postings.score(weights, sources, limit, exclude=exclude)
         values = ",".join("(?, ?)" for _ in weights)
-        where, params = filter_sql(filters, self.visible_ids())
+        visible = self.visible_ids()
+        mine, mine_params = of_visible_sql(visible, "e.source_id")
+        where, params = filter_sql(filters, visible)
+        params = [*mine_params, *params]
         skip = ""
         if exclude:
             skip = f"AND e.node_id NOT IN ({','.join('?' * len(exclude))})"
@@ -99,7 +102,7 @@ class GraphTables:
                 SELECT e.node_id, sum(q.weight) AS score
                 FROM q JOIN entity_index e ON e.entity_id = q.entity_id
                 JOIN chunks c ON c.id = e.node_id JOIN sources s ON s.id = c.source_id
-                WHERE {where} {skip}
+                WHERE {mine} AND {where} {skip}
                 GROUP BY e.node_id ORDER BY score DESC, e.node_id LIMIT ?""",
             (*[x for pair in weights.items() for x in pair], *params, *exclude, limit),
         ).fetchall()

@@ -146,7 +146,7 @@ class KeywordTables:
             return []
         rowids = [r[0] for r in ranked]
         marks = ",".join("?" * len(rowids))
-        gate, params = gate_sql(self.visible_ids())
+        gate, params = gate_sql(self.visible_ids(), probe=True)
         rows = {
             row["rowid"]: row
             for row in self.conn.execute(

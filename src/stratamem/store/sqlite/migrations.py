@@ -266,15 +266,21 @@ MIGRATIONS: tuple[str, ...] = (
         INSERT INTO chunks_fts(rowid, content, title) VALUES (new.rowid, new.content, new.title);
     END;
     """,
-    # 7: access control. Sources ingested before get their kind's default scopes (a chat
-    # export ``team``, everything else ``private``). ``principals`` holds who may read what
-    # and a slow hash of each one's token (``token_id`` is the token's public part, to find
-    # the row without trying every hash). A locked source keeps its ``sources`` row; its
-    # content lives only in ``sealed`` (AES-256-GCM parts under a key derived from a
-    # passphrase with ``locks.kdf``; ``locks.check_value`` tells a wrong passphrase).
+    # 7: access control. Sources ingested before get their kind's default scopes (a chat export
+    # ``team``, everything else ``private``). Entities are indexed by (entity, source) too, so
+    # that a principal's lookup of an entity visits only the sources it may see. ``principals``
+    # holds who may read what and a slow hash of each one's token (``token_id`` is the token's
+    # public part, to find the row without trying every hash). A locked source keeps its
+    # ``sources`` row; its content lives only in ``sealed`` (AES-256-GCM parts under a key derived
+    # from a passphrase with ``locks.kdf``; ``locks.check_value`` tells a wrong passphrase;
+    # ``locks.format`` is the sealed format and ``locks.parts`` how many parts it has, see
+    # store/sqlite/locks.py).
     """
     UPDATE sources SET access = CASE WHEN kind = 'chat' THEN '["team"]' ELSE '["private"]' END
     WHERE access = '[]';
+    CREATE INDEX IF NOT EXISTS entity_index_entity_source ON entity_index(entity_id, source_id);
+    CREATE INDEX IF NOT EXISTS summary_entities_entity_source
+        ON summary_entities(entity_id, source_id);
     CREATE TABLE IF NOT EXISTS principals (
         name        TEXT PRIMARY KEY,
         scopes      TEXT NOT NULL DEFAULT '[]',
@@ -289,6 +295,8 @@ MIGRATIONS: tuple[str, ...] = (
         source_id   TEXT PRIMARY KEY REFERENCES sources(id) ON DELETE CASCADE,
         kdf         TEXT NOT NULL,
         check_value BLOB NOT NULL,
+        format      INTEGER NOT NULL,
+        parts       INTEGER NOT NULL,
         locked_at   INTEGER NOT NULL
     );
     CREATE TABLE IF NOT EXISTS sealed (

@@ -57,6 +57,7 @@ class EntityPostings:
         self._node_source: array[int] = array("i")
         self._source_codes: dict[str, int] = {}
         self._total = 0
+        self._mask: tuple[object, npt.NDArray[np.bool_]] | None = None
 
     def frequencies(
         self, entity_ids: Sequence[str], sources: Collection[str] | None = None
@@ -67,17 +68,28 @@ class EntityPostings:
             self._current()
             if sources is None:
                 return {e: len(self._lists[e]) for e in entity_ids if e in self._lists}
-            wanted = np.asarray(
-                [self._source_codes[s] for s in sources if s in self._source_codes], np.int32
-            )
-            of_node = np.frombuffer(self._node_source, dtype=np.int32)
+            admitted = self._admitted(sources)
             out: dict[str, int] = {}
             for entity in entity_ids:
                 if entity in self._lists:
-                    count = int(np.isin(of_node[self._codes(entity)], wanted).sum())
+                    count = int(np.count_nonzero(admitted[self._codes(entity)]))
                     if count:
                         out[entity] = count
             return out
+
+    def _admitted(self, sources: Collection[str]) -> npt.NDArray[np.bool_]:
+        """Which nodes belong to ``sources``: one mask over every node, kept while the
+        postings and the set of sources stay the same (a principal asks with the same set
+        query after query)."""
+        key = frozenset(sources)
+        if self._mask is not None and self._mask[0] == key:
+            return self._mask[1]
+        wanted = np.asarray(
+            [self._source_codes[s] for s in sources if s in self._source_codes], np.int32
+        )
+        mask = np.isin(np.frombuffer(self._node_source, dtype=np.int32), wanted)
+        self._mask = (key, mask)
+        return mask
 
     def score(
         self,
@@ -101,9 +113,7 @@ class EntityPostings:
             values = np.concatenate([np.full(len(codes), w) for codes, w in parts])
             keep = np.ones(len(nodes), np.bool_)
             if sources is not None:
-                wanted = [self._source_codes[s] for s in sources if s in self._source_codes]
-                of_node = np.frombuffer(self._node_source, dtype=np.int32)
-                keep &= np.isin(of_node[nodes], np.asarray(wanted, dtype=np.int32))
+                keep &= self._admitted(sources)[nodes]
             if exclude:
                 skip = [self._node_codes[n] for n in exclude if n in self._node_codes]
                 keep &= ~np.isin(nodes, np.asarray(skip, dtype=np.int32))
@@ -180,8 +190,10 @@ class EntityPostings:
         self._node_source = array("i")
         self._source_codes.clear()
         self._total = 0
+        self._mask = None
 
     def _add(self, rows: Iterable[tuple[str, str, str]]) -> None:
+        self._mask = None
         lists, arrays, codes, sources = (
             self._lists,
             self._arrays,

@@ -76,9 +76,17 @@ class SourceTables:
         self._visible_cache = None if self.in_transaction() else (key, ids)
         return ids
 
-    def _all_sources(self, *, counts: bool = True) -> list[Source]:
+    def _all_sources(
+        self, *, counts: bool = True, only: Sequence[str] | None = None
+    ) -> list[Source]:
+        """Every source (``only`` these ids), with its chunk count unless ``counts=False``."""
         count = "(SELECT count(*) FROM chunks c WHERE c.source_id = s.id)" if counts else "0"
-        rows = self.conn.execute(f"SELECT s.*, {count} AS n FROM sources s ORDER BY s.scope")
+        where, params = "", []
+        if only is not None:
+            where, params = "WHERE s.id IN (SELECT value FROM json_each(?))", [json.dumps(only)]
+        rows = self.conn.execute(
+            f"SELECT s.*, {count} AS n FROM sources s {where} ORDER BY s.scope", params
+        )
         return [_source(row) for row in rows.fetchall()]
 
     # -- sources -----------------------------------------------------------------------------
@@ -135,12 +143,11 @@ class SourceTables:
             )
 
     def sources(self) -> list[Source]:
-        """The sources the reader may see; the owner also sees locked ones (marked so)."""
-        found = self._all_sources()
+        """The sources the reader may see; the owner also sees locked ones (marked so). Only
+        those are counted: a principal's listing costs nothing for what it may not see."""
         if self.principal_name is None:
-            return found
-        visible = set(self.visible_ids() or ())
-        return [s for s in found if s.id in visible]
+            return self._all_sources()
+        return self._all_sources(only=self.visible_ids() or [])
 
     def resolve_source(self, ref: str) -> Source:
         """A source by id or exact scope."""
@@ -252,7 +259,7 @@ class SourceTables:
         """Chunks by id, in the order asked; unknown ids, and those the reader may not see,
         are left out."""
         found: dict[str, Chunk] = {}
-        gate, params = gate_sql(self.visible_ids())
+        gate, params = gate_sql(self.visible_ids(), probe=True)
         for part, marks in batches(ids):
             for row in self.conn.execute(
                 f"""SELECT c.* FROM chunks c JOIN sources s ON s.id = c.source_id
@@ -271,7 +278,7 @@ class SourceTables:
     def mentions_of(self, node_ids: Sequence[str]) -> dict[str, list[str]]:
         """The entities each chunk names (none for one the reader may not see)."""
         out: dict[str, list[str]] = {i: [] for i in node_ids}
-        gate, params = gate_sql(self.visible_ids())
+        gate, params = gate_sql(self.visible_ids(), probe=True)
         for part, marks in batches(node_ids):
             for node, entity in self.conn.execute(
                 f"""SELECT e.node_id, e.entity_id FROM entity_index e

@@ -2,9 +2,10 @@
 graph and the summary trees.
 
 The class is its roles put together, one module each: ``sources`` (sources, chunks,
-mentions), ``records``, ``vectors``, ``graph``, ``keyword`` (FTS5), ``trees`` and ``jobs``;
-this module holds the connection, transactions, settings and the store's identity. On-disk
-format: see ``migrations.py``.
+mentions, and the reader's gate), ``records``, ``vectors``, ``graph``, ``keyword`` (FTS5),
+``principals``, ``locks`` (sealed sources), ``trees`` and ``jobs``; this module holds the
+connection, transactions, settings and the store's identity. On-disk format: see
+``migrations.py``.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from stratamem.store.sqlite.filters import gate_sql
 from stratamem.store.sqlite.graph import GraphTables
 from stratamem.store.sqlite.jobs import JobQueue
 from stratamem.store.sqlite.keyword import KeywordTables
+from stratamem.store.sqlite.locks import LockTables
 from stratamem.store.sqlite.migrations import migrate
 from stratamem.store.sqlite.postings import EntityPostings
 from stratamem.store.sqlite.principals import PrincipalTables
@@ -36,7 +38,13 @@ from stratamem.store.sqlite.vectors import VectorTables
 
 
 class SQLiteStore(
-    SourceTables, RecordTables, VectorTables, GraphTables, KeywordTables, PrincipalTables
+    SourceTables,
+    RecordTables,
+    VectorTables,
+    GraphTables,
+    KeywordTables,
+    PrincipalTables,
+    LockTables,
 ):
     """Owns one connection; use as a context manager or call :meth:`close`."""
 
@@ -69,6 +77,7 @@ class SQLiteStore(
             snapshot=self.read_snapshot,
             writing=self.in_transaction,
         )
+        self.finish_scrub()
 
     def __enter__(self) -> SQLiteStore:
         return self
@@ -145,6 +154,21 @@ class SQLiteStore(
         """Bumped by every chunk deleted: what the keyword index and the entity postings,
         which an append alone leaves current, compare."""
         return int(self.get_setting(CHUNK_GENERATION_KEY) or 0)
+
+    def committed_generations(self) -> tuple[int, int]:
+        if self.path == ":memory:":
+            return self.generation(), self.chunk_generation()
+        conn = sqlite3.connect(f"file:{Path(self.path).resolve()}?mode=ro", uri=True, timeout=5)
+        try:
+            found = dict(
+                conn.execute(
+                    "SELECT key, value FROM settings WHERE key IN (?, ?)",
+                    (GENERATION_KEY, CHUNK_GENERATION_KEY),
+                ).fetchall()
+            )
+        finally:
+            conn.close()
+        return int(found.get(GENERATION_KEY, 0)), int(found.get(CHUNK_GENERATION_KEY, 0))
 
     def store_id(self) -> str:
         """The random id this database was given when created: a copy or a restored backup

@@ -2,9 +2,10 @@
 (the :class:`~stratamem.store.trees.TreeSearch` half of ``store.trees``).
 
 Every query joins the owning source and applies the caller's :class:`Filters` (locked
-sources never match) and the time window in SQL, before any cap. Summaries are read
-latest-wins: a deleted summary, or one of a document version that a newer live version
-superseded, is never returned.
+sources never match) and the time window in SQL, before any cap. For a principal, summaries
+are read by tree, of the trees it may see (:func:`trees_sql`): what it may not see adds no
+work to the read. Summaries are read latest-wins: a deleted summary, or one of a document
+version that a newer live version superseded, is never returned.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from stratamem.store.base import from_ms, to_ms
 from stratamem.store.sqlite.connection import batches
-from stratamem.store.sqlite.filters import filter_sql
+from stratamem.store.sqlite.filters import filter_sql, of_visible_sql, trees_sql
 from stratamem.store.sqlite.sources import chunk_from_row
 from stratamem.store.trees import TreeLeaf, TreeSummary
 from stratamem.types import Filters, SummaryNode, TreeKind
@@ -54,11 +55,14 @@ class TreeSearchTables:
         self, filters: Filters, *, platforms: Sequence[str] = (), limit: int
     ) -> tuple[list[TreeSummary], int]:
         """Live summaries whose time range overlaps the filters' window; (capped, total)."""
-        where, params = filter_sql(filters, self.store.visible_ids(), chunk="sm")
+        visible = self.store.visible_ids()
+        trees, params = trees_sql(visible)
+        where, more = filter_sql(filters, visible, chunk="sm")
+        params += more
         if platforms:
             where += f" AND s.platform IN ({','.join('?' * len(platforms))})"
             params.extend(platforms)
-        sql_where = f"{_SUMMARY_FROM} WHERE {LIVE} AND {where}"
+        sql_where = f"{_SUMMARY_FROM} WHERE {trees} AND {LIVE} AND {where}"
         (total,) = self.conn.execute(f"SELECT count(*) {sql_where}", params).fetchone()
         rows = self.conn.execute(
             f"""SELECT {_SUMMARY_COLUMNS} {sql_where}
@@ -93,19 +97,29 @@ class TreeSearchTables:
     def topic_nodes(self, entity_id: str, filters: Filters, cap: int) -> tuple[list[str], int]:
         """Leaves and summaries indexed under ``entity_id`` in the window, newest first: their
         ids capped at ``cap``, and the count before the cap."""
-        leaf_where, leaf_params = filter_sql(filters, self.store.visible_ids())
-        sum_where, sum_params = filter_sql(filters, self.store.visible_ids(), chunk="sm")
+        visible = self.store.visible_ids()
+        leaf_where, leaf_params = filter_sql(filters, visible)
+        sum_where, sum_params = filter_sql(filters, visible, chunk="sm")
+        leaf_mine, leaf_mine_params = of_visible_sql(visible, "e.source_id")
+        sum_mine, sum_mine_params = of_visible_sql(visible, "se.source_id")
         body = f"""
             SELECT c.id AS id, coalesce(c.ts_end, c.ts_start) AS ts
             FROM entity_index e JOIN chunks c ON c.id = e.node_id
             JOIN sources s ON s.id = c.source_id
-            WHERE e.entity_id = ? AND {leaf_where}
+            WHERE e.entity_id = ? AND {leaf_mine} AND {leaf_where}
             UNION ALL
             SELECT sm.id, sm.ts_end
             FROM summary_entities se JOIN summaries sm ON sm.id = se.summary_id
             JOIN sources s ON s.id = sm.source_id
-            WHERE se.entity_id = ? AND {LIVE} AND {sum_where}"""
-        params = (entity_id, *leaf_params, entity_id, *sum_params)
+            WHERE se.entity_id = ? AND {sum_mine} AND {LIVE} AND {sum_where}"""
+        params = (
+            entity_id,
+            *leaf_mine_params,
+            *leaf_params,
+            entity_id,
+            *sum_mine_params,
+            *sum_params,
+        )
         (total,) = self.conn.execute(f"SELECT count(*) FROM ({body})", params).fetchone()
         rows = self.conn.execute(
             f"SELECT id FROM ({body}) ORDER BY ts IS NULL, ts DESC, id LIMIT ?",
@@ -121,16 +135,18 @@ class TreeSearchTables:
         the count of such leaves before that cap."""
         since_ms, until_ms = to_ms(since), to_ms(until)
         inside = "p.ts_start >= ? AND p.ts_end <= ? AND p.deleted = 0"
-        where, params = filter_sql(filters, self.store.visible_ids(), chunk="sm")
+        visible = self.store.visible_ids()
+        trees, tree_params = trees_sql(visible)
+        where, params = filter_sql(filters, visible, chunk="sm")
         frontier = self.conn.execute(
             f"""SELECT {_SUMMARY_COLUMNS} {_SUMMARY_FROM}
-                WHERE {LIVE} AND sm.ts_start >= ? AND sm.ts_end <= ? AND {where}
+                WHERE {trees} AND {LIVE} AND sm.ts_start >= ? AND sm.ts_end <= ? AND {where}
                   AND NOT EXISTS (SELECT 1 FROM summaries p
                                   WHERE p.id = sm.parent_id AND {inside})
                 ORDER BY s.scope, sm.ts_start, sm.id""",
-            (since_ms, until_ms, *params, since_ms, until_ms),
+            (*tree_params, since_ms, until_ms, *params, since_ms, until_ms),
         ).fetchall()
-        leaf_where, leaf_params = filter_sql(filters, self.store.visible_ids())
+        leaf_where, leaf_params = filter_sql(filters, visible)
         uncovered = f"""{_LEAF_FROM}
             WHERE c.ts_start >= ? AND coalesce(c.ts_end, c.ts_start) <= ? AND {leaf_where}
               AND NOT EXISTS (SELECT 1 FROM summaries p

@@ -10,7 +10,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING
 
 from stratamem.store.sqlite.connection import batches
-from stratamem.store.sqlite.filters import filter_sql
+from stratamem.store.sqlite.filters import filter_sql, gate_sql
 from stratamem.store.vectors import ChunkVector, PendingChunk
 from stratamem.types import Filters
 
@@ -48,12 +48,14 @@ class VectorTables:
         ]
 
     def count_pending_embeddings(self, model: str) -> int:
+        """How many chunks the reader may see have no vector of ``model``."""
+        gate, params = gate_sql(self.visible_ids())
         return int(
             self.conn.execute(
-                """SELECT count(*) FROM chunks c JOIN sources s ON s.id = c.source_id
-                   WHERE s.locked = 0 AND NOT EXISTS (
+                f"""SELECT count(*) FROM chunks c JOIN sources s ON s.id = c.source_id
+                   WHERE {gate} AND NOT EXISTS (
                        SELECT 1 FROM embeddings e WHERE e.node_id = c.id AND e.model = ?)""",
-                (model,),
+                (*params, model),
             ).fetchone()[0]
         )
 

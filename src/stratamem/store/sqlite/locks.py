@@ -1,0 +1,424 @@
+"""Sealing a source into ``sealed`` and restoring it: the :class:`~stratamem.store.locks.LockStore`
+role of the SQLite store.
+
+Sealed format (version 1). The plaintext is a stream of JSON lines, compressed with zlib:
+
+- a header ``{"format": 1, "source_id": …}``;
+- for each table in :data:`_TABLES` order, ``{"table": name, "columns": [...]}`` then one
+  JSON array per row, in the columns' order (a BLOB is ``{"b": "<base64>"}``; every other
+  SQLite value is its JSON self, and Python writes floats back exactly);
+- an end line ``{"end": <rows>}``.
+
+The compressed stream is cut into parts of :data:`PART_BYTES`; part ``i`` is the row
+``sealed(source_id, i, nonce, data)``, ``data`` being what the caller's cipher made of it (see
+:mod:`stratamem.access.crypto`). ``locks.parts`` records how many there are.
+
+Rows keep every column, rowids included, so a restore puts back the very rows that were
+sealed, and the full-text rows come back through the chunks' insert trigger. Two exceptions:
+a summary whose rowid another summary took meanwhile comes back under a new one (the source's
+summaries keep their order), and of the source's seal jobs only a pending or running one is
+kept, and comes back pending. Sealing removes the rows in reverse table order; deleting chunks
+fires the full-text delete trigger.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import logging
+import sqlite3
+import zlib
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
+
+from stratamem.errors import LockError, StoreError
+from stratamem.store.base import to_ms
+from stratamem.store.jobs import SEAL_JOB_PREFIX
+from stratamem.store.locks import Lock, PartCipher, SealCounts
+from stratamem.store.sqlite.connection import batches
+
+FORMAT = 1
+PART_BYTES = 4 << 20
+# Set by the transaction that seals a source (and before one that restores it), cleared once
+# the files are scrubbed (or the restore commits).
+SCRUB_PENDING = "locks.scrub_pending"
+_INSERT_BATCH = 1000
+_log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class _Table:
+    """One table's share of a source: its rows are ``where`` (named parameters ``:source``
+    and ``:seal``, the seal job key prefix); ``columns`` are the ones sealed, ``only``
+    narrows the rows sealed (the rest of ``where`` is removed, not kept), and ``order`` is
+    the order they are sealed and restored in."""
+
+    name: str
+    where: str = "source_id = :source"
+    columns: str = "*"
+    only: str = ""
+    order: str = ""
+
+
+# Parents before children: restored in this order, removed in the reverse one.
+_TABLES: tuple[_Table, ...] = (
+    _Table("records"),
+    _Table("trees"),
+    _Table("summaries", order="rowid"),
+    _Table("summary_entities"),
+    _Table(
+        "summary_vectors",
+        where="summary_id IN (SELECT id FROM summaries WHERE source_id = :source)",
+    ),
+    _Table("chunks", order="rowid"),
+    _Table("entity_index"),
+    _Table("entity_edges"),
+    _Table("embeddings"),
+    # A job's claim and history are not the source's: a pending or running seal comes back
+    # pending, a finished one does not come back.
+    _Table(
+        "jobs",
+        where="dedupe_key IN (SELECT :seal || id FROM trees WHERE source_id = :source)",
+        columns="kind, dedupe_key, payload, 'pending' AS status, created_at, updated_at",
+        only="status IN ('pending', 'running')",
+    ),
+)
+_COUNTED = ("chunks", "summaries", "records")
+
+
+class LockTables:
+    """The locks half of :class:`~stratamem.store.sqlite.store.SQLiteStore`."""
+
+    conn: sqlite3.Connection
+
+    if TYPE_CHECKING:
+
+        def transaction(self) -> AbstractContextManager[sqlite3.Connection]: ...
+
+        def bump_generation(self, *, chunks: bool = True) -> None: ...
+
+        def scrub(self) -> None: ...
+
+        def get_setting(self, key: str) -> str | None: ...
+
+    def lock_of(self, source_id: str) -> Lock | None:
+        row = self.conn.execute(
+            "SELECT kdf, check_value, parts, locked_at FROM locks WHERE source_id = ?",
+            (source_id,),
+        ).fetchone()
+        if row is None:
+            return None
+        return Lock(
+            source_id=source_id,
+            kdf=row[0],
+            check_value=bytes(row[1]),
+            parts=int(row[2]),
+            locked_at=datetime.fromtimestamp(int(row[3]) / 1000, tz=UTC),
+        )
+
+    def seal_source(
+        self, source_id: str, *, kdf: str, check_value: bytes, cipher: PartCipher
+    ) -> SealCounts:
+        with self.transaction():
+            if self._locked(source_id):
+                raise LockError(f"source {source_id} is already locked")
+
+            def seal(number: int, last: bool, plaintext: bytes) -> None:
+                nonce, data = cipher.seal(number, last, plaintext)
+                if cipher.open(number, last, nonce, data) != plaintext:
+                    raise StoreError(f"source {source_id}: sealed part {number} does not verify")
+                self.conn.execute(
+                    "INSERT INTO sealed (source_id, part, nonce, data) VALUES (?, ?, ?, ?)",
+                    (source_id, number, nonce, data),
+                )
+
+            writer = _Writer(source_id, seal)
+            for table in _TABLES:
+                writer.table(table.name, self._rows(source_id, table, sealing=True))
+            parts = writer.finish()
+            self.conn.execute(
+                """INSERT INTO locks (source_id, kdf, check_value, format, parts, locked_at)
+                   VALUES (?, ?, ?, ?, ?, ?)""",
+                (source_id, kdf, check_value, FORMAT, parts, to_ms(datetime.now(UTC))),
+            )
+            self._remove(source_id)
+            self.conn.execute("UPDATE sources SET locked = 1 WHERE id = ?", (source_id,))
+            self._mark_scrub()
+            self.bump_generation()
+        self.finish_scrub()
+        return writer.counts()
+
+    def finish_scrub(self) -> None:
+        """Scrub the files where a lock committed but was not scrubbed yet (its process died
+        in between, and the removed text may still lie in free pages, old full-text segments
+        and the WAL), or a restore did not commit (what it decrypted may lie in the WAL's
+        uncommitted frames). Run on every open; a scrub that cannot run now (the file is
+        read-only, another process holds it) is left for the next."""
+        if self.conn.in_transaction or self.get_setting(SCRUB_PENDING) is None:
+            return
+        try:
+            self.scrub()
+            with self.transaction():
+                self.conn.execute("DELETE FROM settings WHERE key = ?", (SCRUB_PENDING,))
+        except sqlite3.OperationalError as exc:
+            _log.warning("the store could not be scrubbed, will retry at the next open: %s", exc)
+
+    def restore_source(self, source_id: str, cipher: PartCipher) -> SealCounts:
+        lock = self._lock_to_restore(source_id)
+        # A restore that does not commit may leave some of what it decrypted in the WAL's
+        # uncommitted frames. Until it commits, the store is marked as needing a scrub (see
+        # finish_scrub), and one that fails is scrubbed at once.
+        marked = self.get_setting(SCRUB_PENDING) is None
+        if marked:
+            with self.transaction():
+                self._mark_scrub()
+        try:
+            with self.transaction():
+                lock = self._lock_to_restore(source_id)
+                # Whatever was written for the source while it was locked (an empty tree or
+                # a seal job queued for every source) gives way to what was sealed.
+                self._remove(source_id)
+                reader = _Reader(source_id, self._parts(lock, cipher))
+                for table, columns, rows in reader.tables():
+                    if "rowid" in columns:
+                        columns, rows = self._free_rowids(table, columns, list(rows))
+                    marks = ", ".join("?" * len(columns))
+                    names = ", ".join(f'"{c}"' for c in columns)
+                    sql = f"INSERT INTO {table} ({names}) VALUES ({marks})"
+                    for batch in _batched(rows):
+                        self.conn.executemany(sql, batch)
+                self.conn.execute("DELETE FROM sealed WHERE source_id = ?", (source_id,))
+                self.conn.execute("DELETE FROM locks WHERE source_id = ?", (source_id,))
+                self.conn.execute("UPDATE sources SET locked = 0 WHERE id = ?", (source_id,))
+                if marked:
+                    self.conn.execute("DELETE FROM settings WHERE key = ?", (SCRUB_PENDING,))
+                self.bump_generation()
+        except BaseException:
+            self.finish_scrub()
+            raise
+        return reader.counts()
+
+    def _lock_to_restore(self, source_id: str) -> Lock:
+        lock = self.lock_of(source_id)
+        if lock is None or not self._locked(source_id):
+            raise LockError(f"source {source_id} is not locked")
+        (found,) = self.conn.execute(
+            "SELECT format FROM locks WHERE source_id = ?", (source_id,)
+        ).fetchone()
+        if found != FORMAT:
+            raise LockError(f"source {source_id}: sealed in unknown format {found}")
+        return lock
+
+    def _mark_scrub(self) -> None:
+        self.conn.execute(
+            "INSERT OR REPLACE INTO settings (key, value) VALUES (?, '1')", (SCRUB_PENDING,)
+        )
+
+    def _locked(self, source_id: str) -> bool:
+        row = self.conn.execute("SELECT locked FROM sources WHERE id = ?", (source_id,)).fetchone()
+        if row is None:
+            raise LockError(f"no source with id {source_id!r}")
+        return bool(row[0])
+
+    def _rows(self, source_id: str, table: _Table, *, sealing: bool) -> sqlite3.Cursor:
+        where = f"({table.where}) AND {table.only}" if sealing and table.only else table.where
+        order = f" ORDER BY {table.order}" if table.order else ""
+        return self.conn.execute(
+            f"SELECT {table.columns} FROM {table.name} WHERE {where}{order}",
+            {"source": source_id, "seal": SEAL_JOB_PREFIX},
+        )
+
+    def _remove(self, source_id: str) -> None:
+        params = {"source": source_id, "seal": SEAL_JOB_PREFIX}
+        for table in reversed(_TABLES):
+            self.conn.execute(f"DELETE FROM {table.name} WHERE {table.where}", params)
+
+    def _free_rowids(
+        self, table: str, columns: list[str], rows: list[list[Any]]
+    ) -> tuple[list[str], Iterator[list[Any]]]:
+        """The rows with their own rowids, or without (given new ones, in the same order)
+        where another row took one of them while the source was locked: summaries' rowids
+        are handed out again (chunks' never are), and only their order matters."""
+        at = columns.index("rowid")
+        rowids = [row[at] for row in rows]
+        for part, marks in batches(rowids):
+            if self.conn.execute(
+                f"SELECT 1 FROM {table} WHERE rowid IN ({marks}) LIMIT 1", part
+            ).fetchone():
+                kept = columns[:at] + columns[at + 1 :]
+                return kept, (row[:at] + row[at + 1 :] for row in rows)
+        return columns, iter(rows)
+
+    def _parts(self, lock: Lock, cipher: PartCipher) -> Iterator[bytes]:
+        """The decrypted parts in order; every part is there and in its place, or
+        :class:`LockError`."""
+        rows = self.conn.execute(
+            "SELECT part, nonce, data FROM sealed WHERE source_id = ? ORDER BY part",
+            (lock.source_id,),
+        )
+        seen = 0
+        for number, nonce, data in rows:
+            if number != seen:
+                break
+            yield cipher.open(number, number == lock.parts - 1, bytes(nonce), bytes(data))
+            seen += 1
+        if seen != lock.parts:
+            raise LockError(
+                f"source {lock.source_id}: {lock.parts} sealed parts were recorded, "
+                f"{seen} are in order"
+            )
+
+
+class _Writer:
+    """Rows → JSON lines → zlib → parts of :data:`PART_BYTES`, each handed to ``emit``
+    (number, last or not, bytes) as soon as the next one starts, so that at most two are
+    held."""
+
+    def __init__(self, source_id: str, emit: Callable[[int, bool, bytes], None]) -> None:
+        self._zip = zlib.compressobj(6)
+        self._out = bytearray()
+        self._emit = emit
+        self._held: bytes | None = None
+        self._parts = 0
+        self._size = 0
+        self._rows = 0
+        self._counts = dict.fromkeys(_COUNTED, 0)
+        self._line({"format": FORMAT, "source_id": source_id})
+
+    def table(self, name: str, cursor: sqlite3.Cursor) -> None:
+        columns = [d[0] for d in cursor.description]
+        self._line({"table": name, "columns": columns})
+        for row in cursor:
+            self._line([_encode(v) for v in row])
+            self._rows += 1
+            if name in self._counts:
+                self._counts[name] += 1
+
+    def finish(self) -> int:
+        """Emit the rest, the last part marked so; returns how many parts there are."""
+        self._line({"end": self._rows})
+        self._out += self._zip.flush()
+        self._cut(0)
+        if self._held is not None:
+            self._emit(self._parts, True, self._held)
+            self._parts += 1
+        return self._parts
+
+    def counts(self) -> SealCounts:
+        return SealCounts(rows=self._rows, size=self._size, **self._counts)
+
+    def _line(self, value: object) -> None:
+        data = json.dumps(value, separators=(",", ":"), ensure_ascii=False).encode() + b"\n"
+        self._size += len(data)
+        self._out += self._zip.compress(data)
+        self._cut(PART_BYTES)
+
+    def _cut(self, keep: int) -> None:
+        """Move whole parts out of the buffer until at most ``keep`` bytes are left (all of
+        them, in parts, when ``keep`` is 0)."""
+        while len(self._out) > keep and self._out:
+            if self._held is not None:
+                self._emit(self._parts, False, self._held)
+                self._parts += 1
+            self._held = bytes(self._out[:PART_BYTES])
+            del self._out[:PART_BYTES]
+
+
+class _Reader:
+    """Parts → zlib → JSON lines → (table, columns, rows), checked against the header and
+    the end line."""
+
+    def __init__(self, source_id: str, parts: Iterator[bytes]) -> None:
+        self.source_id = source_id
+        self._lines = _lines(parts, source_id)
+        self._rows = 0
+        self._size = 0
+        self._counts = dict.fromkeys(_COUNTED, 0)
+
+    def tables(self) -> Iterator[tuple[str, list[str], Iterator[list[Any]]]]:
+        header = self._next()
+        if header != {"format": FORMAT, "source_id": self.source_id}:
+            raise self._bad(f"header {header!r}")
+        line = self._next()
+        known = {t.name for t in _TABLES}
+        while isinstance(line, dict) and "table" in line:
+            name, columns = line["table"], line["columns"]
+            if name not in known or not all(
+                isinstance(c, str) and c.isidentifier() for c in columns
+            ):
+                raise self._bad(f"table {name!r}")
+            after: list[Any] = []
+            yield name, columns, self._table_rows(name, after)
+            if not after:
+                raise self._bad(f"the rows of {name} were not all read")
+            line = after[0]
+        if line != {"end": self._rows}:
+            raise self._bad(f"end {line!r} after {self._rows} rows")
+        for _ in self._lines:
+            raise self._bad("data after the end")
+
+    def counts(self) -> SealCounts:
+        return SealCounts(rows=self._rows, size=self._size, **self._counts)
+
+    def _table_rows(self, name: str, after: list[Any]) -> Iterator[list[Any]]:
+        """The table's rows up to the next non-row line, which is left in ``after``."""
+        while True:
+            line = self._next()
+            if not isinstance(line, list):
+                after.append(line)
+                return
+            self._rows += 1
+            if name in self._counts:
+                self._counts[name] += 1
+            yield [_decode(v) for v in line]
+
+    def _next(self) -> Any:
+        try:
+            data = next(self._lines)
+        except StopIteration:
+            raise self._bad("it ends early") from None
+        self._size += len(data) + 1
+        return json.loads(data)
+
+    def _bad(self, what: str) -> LockError:
+        return LockError(f"source {self.source_id}: sealed content is malformed: {what}")
+
+
+def _lines(parts: Iterator[bytes], source_id: str) -> Iterator[bytes]:
+    unzip = zlib.decompressobj()
+    rest = b""
+    for part in parts:
+        try:
+            rest += unzip.decompress(part)
+        except zlib.error as exc:
+            raise LockError(f"source {source_id}: sealed content is malformed: {exc}") from exc
+        *done, rest = rest.split(b"\n")
+        yield from done
+    if not unzip.eof or rest:
+        raise LockError(f"source {source_id}: sealed content is malformed: it ends early")
+
+
+def _encode(value: object) -> object:
+    if isinstance(value, bytes):
+        return {"b": base64.b64encode(value).decode()}
+    return value
+
+
+def _decode(value: object) -> object:
+    if isinstance(value, dict):
+        return base64.b64decode(value["b"])
+    return value
+
+
+def _batched(rows: Iterator[list[Any]]) -> Iterator[list[list[Any]]]:
+    batch: list[list[Any]] = []
+    for row in rows:
+        batch.append(row)
+        if len(batch) >= _INSERT_BATCH:
+            yield batch
+            batch = []
+    if batch:
+        yield batch

@@ -1,0 +1,41 @@
+"""The leak suite's stores: one store with canaries in sources each principal may not see,
+and for each principal the store built from only what it may see.
+
+Builders and comparisons live in ``security_kit`` beside this file (a plain module, so that
+the property test can build stores inside an example); this folder is put on the path for it,
+as the fuzz suite does for its driver.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import security_kit as kit
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    if not kit.COUNTS:
+        return
+    terminalreporter.section("leak probes")
+    for group, found in sorted(kit.COUNTS.items()):
+        terminalreporter.write_line(f"{group}: {json.dumps(found.to_dict())}")
+
+
+@pytest.fixture(scope="session")
+def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[kit.CanaryWorld]:
+    found = kit.CanaryWorld(tmp_path_factory.mktemp("canary"), kit.SPECS)
+    yield found
+    found.close()
+
+
+@pytest.fixture(scope="session")
+def refs(world: kit.CanaryWorld) -> dict[str, kit.Refs]:
+    """Ids of the sources the probes name, as the owner sees them."""
+    return kit.named_refs(world.owner, ("hr-secret", "legal-chat", "orphan", "eng"))

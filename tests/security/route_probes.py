@@ -1,0 +1,266 @@
+"""The route probe matrix: every read route of the Python API, as calls that name sources
+by their :class:`~security_kit.Refs` (shared by the principal-scope and the locked-source
+suites)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any
+
+import security_kit as kit
+from security_kit import NOWHERE, T0, Refs
+
+from stratamem.api import Memory
+from stratamem.config import PROFILES, SearchConfig
+from stratamem.types import Filters
+
+Call = Callable[[Memory, Mapping[str, Refs]], Any]
+
+# The sources a probe names by id: one hidden from most principals, a chat hidden from most,
+# the one no principal sees, one some see, and ids that name nothing.
+NAMED = ("hr-secret", "legal-chat", "orphan", "eng", "nowhere")
+MODES = ("hybrid", "keyword", "vector", "graph")
+
+
+@dataclass(frozen=True)
+class Probe:
+    route: str
+    name: str
+    call: Call
+    uses: tuple[str, ...] = ()  # the sources whose ids the call names (echoes are allowed)
+
+    @property
+    def id(self) -> str:
+        return f"{self.route}:{self.name}"
+
+
+LONG = " ".join(["queue release sqlite redis alice"] * 120)
+CANARY_QUERIES = (
+    "zanzibarquux",
+    "Zorblat Quimby",
+    "@zorbhandle",
+    "#zorbtag",
+    "zorblat@canary-mail.example",
+    "https://canary.example/zx-ledger",
+    "QuuxinatorBoard",
+    "Merovingian",
+    "Vex Morrow @vexhandle",
+    "xylophonic",
+    "orphan@canary.example",
+    "Ophelia Xylo",
+    "Frobnicator",
+    "gallimaufry",
+)
+QUERIES = (
+    "queue",
+    "queue SQLite Redis",
+    "Alice Chen",
+    "@alice",
+    "#release",
+    "release",
+    "e-mail",
+    "queue e-mail thread",
+    "",
+    "   ",
+    "?!.,;",
+    '"queue',
+    "queue*",
+    "queue OR zanzibarquux",
+    "NEAR(queue release)",
+    LONG,
+    *CANARY_QUERIES,
+)
+FEW = ("queue", "zanzibarquux queue Alice Chen", "release @alice")
+ENTITIES = (
+    "handle:alice",
+    "person:alice chen",
+    "topic:sqlite",
+    "tag:release",
+    "channel:eng",
+    "handle:zorbhandle",
+    "tag:zorbtag",
+    "email:zorblat@canary-mail.example",
+    "person:zorblat quimby",
+    "topic:quuxinatorboard",
+    "handle:vexhandle",
+    "handle:orphanhandle",
+    "handle:no-such-handle",
+    "",
+)
+NEEDLES = ("zorb", "alice", "canary", "@", "queue", "xylo", "merov", "e", ":", "vex")
+WINDOWS = {
+    "all": (T0 - timedelta(days=400), T0 + timedelta(days=400)),
+    "first-day": (T0, T0 + timedelta(days=1)),
+    "hidden-hours": (T0 + timedelta(hours=1), T0 + timedelta(hours=2, minutes=30)),
+    "empty": (T0 - timedelta(days=30), T0 - timedelta(days=29)),
+}
+
+
+class _Matrix:
+    """Collects probes; ``add`` takes the call's route, a name, the call and what it names."""
+
+    def __init__(self) -> None:
+        self.probes: list[Probe] = []
+
+    def add(self, route: str, name: str, call: Call, *uses: str) -> None:
+        self.probes.append(Probe(route, name, call, uses))
+
+
+def _source_filters(named: tuple[str, ...]) -> list[tuple[str, tuple[str, ...], tuple[str, ...]]]:
+    """(label, source refs, the named sources they name) for the search filters."""
+    out: list[tuple[str, tuple[str, ...], tuple[str, ...]]] = [
+        ("eng", ("eng",), ()),
+        ("slack-glob", ("slack:*",), ()),
+        ("every-glob", ("*",), ()),
+    ]
+    for name in named:
+        if name in ("eng", "nowhere"):
+            continue
+        out += [
+            (f"{name}-scope", (name,), (name,)),
+            (f"{name}-glob", (name[:3] + "*",), (name,)),
+            (f"{name}-id", (kit.source_id_for(name),), (name,)),
+            (f"eng+{name}", ("eng", name), (name,)),
+        ]
+    return out
+
+
+def _search(m: _Matrix, named: tuple[str, ...], queries: tuple[str, ...]) -> None:
+    for mode in MODES:
+        for n, query in enumerate(queries):
+            m.add("search", f"{mode}:{n}:{query[:30]}", lambda x, r, q=query, md=mode: x.search(
+                q, mode=md))  # fmt: skip
+    for query in FEW:
+        for profile in sorted(PROFILES):
+            m.add("search", f"profile={profile}:{query}", lambda x, r, q=query, p=profile: (
+                x.search(q, profile=p)))  # fmt: skip
+        for budget in (40, 500):
+            m.add("search", f"budget={budget}:{query}", lambda x, r, q=query, b=budget: (
+                x.search(q, budget=b)))  # fmt: skip
+        for rerank in (True, False):
+            for diversify in (True, False):
+                m.add("search", f"rerank={rerank},diversify={diversify}:{query}",
+                      lambda x, r, q=query, rr=rerank, dv=diversify: x.search(
+                          q, rerank=rr, diversify=dv))  # fmt: skip
+        m.add("search", f"rrf:{query}", lambda x, r, q=query: x.search(
+            q, config=SearchConfig(fusion="rrf")))  # fmt: skip
+        m.add("search", f"no-expansion:{query}", lambda x, r, q=query: x.search(
+            q, config=SearchConfig(expand_seeds=0)))  # fmt: skip
+        for limit in (1, 3, 1000):
+            m.add("search", f"limit={limit}:{query}", lambda x, r, q=query, k=limit: x.search(
+                q, limit=k))  # fmt: skip
+        for mode in MODES:
+            for label, refs, uses in _source_filters(named):
+                m.add("search", f"{mode}:sources={label}:{query}", lambda x, r, q=query, s=refs,
+                      md=mode: x.search(q, sources=s, mode=md), *uses)  # fmt: skip
+            for kind in ("record", "chat", "document", "email"):
+                m.add("search", f"{mode}:kind={kind}:{query}", lambda x, r, q=query, k=kind,
+                      md=mode: x.search(q, kinds=[k], mode=md))  # fmt: skip
+            for label, (since, until) in WINDOWS.items():
+                m.add("search", f"{mode}:window={label}:{query}", lambda x, r, q=query, s=since,
+                      u=until, md=mode: x.search(q, since=s, until=u, mode=md))  # fmt: skip
+
+
+def _summaries(m: _Matrix, named: tuple[str, ...]) -> None:
+    now = T0 + timedelta(days=3)
+    since, until = WINDOWS["all"]
+    m.add("query_source", "all", lambda x, r: x.query_source())
+    m.add("query_source", "all-query", lambda x, r: x.query_source(query="queue"))
+    m.add("query_source", "canary-query", lambda x, r: x.query_source(query="zanzibarquux"))
+    m.add("query_source", "days", lambda x, r: x.query_source(time_window_days=1, now=now))
+    m.add("query_source", "limit-1", lambda x, r: x.query_source(limit=1))
+    for kind in ("record", "chat", "document", "email", "memory", "slack", "irc", "mbox"):
+        m.add("query_source", f"kind={kind}", lambda x, r, k=kind: x.query_source(
+            source_kind=k, query="queue release"))  # fmt: skip
+    for name in named:
+        m.add("query_source", f"scope:{name}", lambda x, r, n=name: x.query_source(
+            r[n].scope, query="queue"), name)  # fmt: skip
+        m.add("query_source", f"id:{name}", lambda x, r, n=name: x.query_source(
+            r[n].source_id), name)  # fmt: skip
+        m.add("query_source", f"filtered:{name}", lambda x, r, n=name: x.query_source(
+            filters=Filters(sources=(r[n].scope,))), name)  # fmt: skip
+        m.add("cover_window", f"filtered:{name}", lambda x, r, n=name: x.cover_window(
+            since=since, until=until, filters=Filters(sources=(r[n].scope,))), name)  # fmt: skip
+    for label, (a, b) in WINDOWS.items():
+        m.add("query_global", label, lambda x, r, a=a, b=b: x.query_global(since=a, until=b))
+        m.add("query_global", f"{label}:query", lambda x, r, a=a, b=b: x.query_global(
+            since=a, until=b, query="zanzibarquux queue"))  # fmt: skip
+        m.add("cover_window", label, lambda x, r, a=a, b=b: x.cover_window(since=a, until=b))
+        m.add("cover_window", f"{label}:limit-2", lambda x, r, a=a, b=b: x.cover_window(
+            since=a, until=b, limit=2))  # fmt: skip
+    for kind in ("record", "chat", "slack"):
+        m.add("query_global", f"kind={kind}", lambda x, r, k=kind: x.query_global(
+            since=since, until=until, source_kind=k))  # fmt: skip
+
+
+def _entities(m: _Matrix, named: tuple[str, ...]) -> None:
+    for entity in ENTITIES:
+        m.add("query_topic", entity, lambda x, r, e=entity: x.query_topic(e))
+        m.add("query_topic", f"{entity}:query", lambda x, r, e=entity: x.query_topic(
+            e, query="queue zanzibarquux"))  # fmt: skip
+        m.add("related", entity, lambda x, r, e=entity: x.related(e, limit=50))
+    for name in named:
+        # Every entity the source mentions, those it shares with others too.
+        m.add("query_topic", f"of:{name}", lambda x, r, n=name: [
+            x.query_topic(e, limit=100) for e in r[n].entities], name)  # fmt: skip
+        m.add("related", f"of:{name}", lambda x, r, n=name: [
+            x.related(e, limit=100) for e in r[n].entities], name)  # fmt: skip
+    for needle in NEEDLES:
+        m.add("search_entities", needle, lambda x, r, q=needle: x.search_entities(q, limit=100))
+        m.add("search_entities", f"{needle}:handle", lambda x, r, q=needle: x.search_entities(
+            q, kinds=["handle", "email"], limit=100))  # fmt: skip
+
+
+def _by_id(m: _Matrix, named: tuple[str, ...]) -> None:
+    for name in named:
+        m.add("drill_down", f"top:{name}", lambda x, r, n=name: x.drill_down(
+            r[n].top, max_depth=32), name)  # fmt: skip
+        m.add("drill_down", f"summary:{name}", lambda x, r, n=name: x.drill_down(
+            r[n].summary, query="queue"), name)  # fmt: skip
+        m.add("drill_down", f"leaf:{name}", lambda x, r, n=name: x.drill_down(r[n].leaf), name)
+        m.add("fetch_leaves", name, lambda x, r, n=name: x.fetch_leaves(
+            [r["eng"].leaf, r[n].leaf, r[n].summary, NOWHERE.leaf]), name, "eng")  # fmt: skip
+        m.add("nodes", name, lambda x, r, n=name: x.nodes(
+            [r[n].top, r["eng"].summary, r[n].leaf, r[n].summary, "x"]), name, "eng")  # fmt: skip
+        m.add("get", f"leaf:{name}", lambda x, r, n=name: x.get(r[n].leaf), name)
+        m.add("get", f"summary:{name}", lambda x, r, n=name: x.get(r[n].top), name)
+        m.add("source", f"scope:{name}", lambda x, r, n=name: x.source(r[n].scope), name)
+        m.add("source", f"id:{name}", lambda x, r, n=name: x.source(r[n].source_id), name)
+        m.add("tree", name, lambda x, r, n=name: x.tree(r[n].scope), name)
+        m.add("tree_stats", name, lambda x, r, n=name: x.tree_stats(r[n].tree_id), name)
+        m.add("tree_tops", name, lambda x, r, n=name: x.tree_tops(r[n].tree_id), name)
+        m.add("unsealed_leaves", name, lambda x, r, n=name: x.unsealed_leaves(r[n].tree_id), name)
+        m.add("item", name, lambda x, r, n=name: x.item(r[n].item or "none"), name)
+        m.add("item", f"in:{name}", lambda x, r, n=name: x.item(
+            r["eng"].item or "none", source=r[n].scope), name, "eng")  # fmt: skip
+    m.add("sources", "all", lambda x, r: x.sources())
+    m.add("stats", "all", lambda x, r: x.stats())
+    m.add("trees", "all", lambda x, r: x.trees())
+    m.add("item", "key-of-one", lambda x, r: x.item("eng0"))
+    m.add("item", "key-of-two", lambda x, r: x.item("shared-key"))
+    m.add("item", "key-of-two-in-eng", lambda x, r: x.item("shared-key", source="eng"))
+
+
+def probes_for(named: tuple[str, ...], *, canaries: tuple[str, ...] = ()) -> list[Probe]:
+    """The matrix, naming the sources ``named`` by id and querying ``canaries`` too."""
+    m = _Matrix()
+    _search(m, named, (*QUERIES, *canaries))
+    _summaries(m, named)
+    _entities(m, named)
+    _by_id(m, named)
+    return m.probes
+
+
+PROBES = probes_for(NAMED)
+
+
+def echoes(refs: Mapping[str, Refs], uses: tuple[str, ...]) -> list[str]:
+    """Every id of the sources ``uses`` names: an answer may echo them."""
+    out: list[str] = []
+    for name in uses:
+        ref = refs[name]
+        out += [ref.scope, ref.source_id, ref.tree_id, ref.top, ref.summary, ref.leaf]
+        out += [ref.item or "", *ref.entities]
+    return [n for n in out if n]

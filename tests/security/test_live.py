@@ -1,0 +1,96 @@
+"""A principal's store kept open while the owner changes access, writes and forgets: what it
+reads next equals a fresh read of the store built from what it may see now. Its caches (the
+visible sources, the gate's masks over the in-memory indexes, the entity postings) must not
+let a source it just lost shape anything, nor hide one it just gained."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import security_kit as kit
+from security_kit import ENG, HR, TEAM, PrincipalSpec, SourceSpec
+
+BEA = PrincipalSpec("bea", ("eng", "team"))
+QUERIES = ["queue", "zanzibarquux queue @alice", "Alice Chen release", "gallimaufry"]
+ENTITIES = ["handle:alice", "handle:zorbhandle", "person:alice chen", "handle:carol"]
+
+
+def _reads(mem: Any) -> dict[str, Any]:
+    return {
+        f"{query}|{entity}": kit.reads(mem, query, entity, "eng")
+        for query in QUERIES
+        for entity in ENTITIES
+    }
+
+
+def _same_as_built(
+    mem: Any, specs: list[SourceSpec], folder: Path, *, sees: list[str] | None = None
+) -> None:
+    """``mem`` reads as a store built from ``specs`` does, read by ``bea`` with the scopes
+    ``sees`` (its own when None)."""
+    folder.mkdir()
+    reader = BEA if sees is None else PrincipalSpec(BEA.name, tuple(sees))
+    kit.build(folder / "store.db", specs, [reader], quick_principals=True)
+    with kit.open_memory(folder / "store.db", principal=BEA.name) as fresh:
+        want = _reads(fresh)
+    got = _reads(mem)
+    for key in got:
+        kit.assert_same(got[key], want[key], key)
+
+
+def test_an_open_principal_follows_every_change_at_once(tmp_path: Path) -> None:
+    full = tmp_path / "full.db"
+    kit.build(full, [ENG, TEAM, HR], [BEA], quick_principals=True)
+    with kit.open_memory(full, principal=BEA.name) as mem, kit.open_memory(full) as owner:
+        _same_as_built(mem, [ENG, TEAM], tmp_path / "start")
+        # A scope taken away: team-notes leaves at once.
+        owner.set_access("team-notes", scopes="hr")
+        _same_as_built(mem, [ENG], tmp_path / "lost")
+        # A scope given: hr-secret comes in at once, with its statistics.
+        owner.set_access("hr-secret", add="team")
+        _same_as_built(mem, [ENG, _with_access(HR, ("hr", "team"))], tmp_path / "gained")
+        # A write to a source it cannot see changes nothing it reads.
+        owner.add("Gallimaufry queue @alice in the dark", source="team-notes", id="late")
+        _same_as_built(mem, [ENG, _with_access(HR, ("hr", "team"))], tmp_path / "dark-write")
+        # Its scopes dropped to none: the source is gone for every principal.
+        owner.set_access("hr-secret", scopes="")
+        _same_as_built(mem, [ENG], tmp_path / "no-scopes")
+        # The principal made again with other scopes: they apply at once.
+        owner.remove_principal(BEA.name)
+        owner.add_principal(BEA.name, ["eng"], sources=["e*"])
+        _same_as_built(mem, [ENG], tmp_path / "remade", sees=["eng"])
+        # The principal removed: it reads nothing.
+        owner.remove_principal(BEA.name)
+        _same_as_built(mem, [], tmp_path / "removed", sees=["nothing"])
+
+
+def test_an_open_principal_follows_a_forget(tmp_path: Path) -> None:
+    full = tmp_path / "full.db"
+    visible_hr = _with_access(HR, ("team",))
+    kit.build(full, [ENG, visible_hr, TEAM], [BEA], quick_principals=True)
+    with kit.open_memory(full, principal=BEA.name) as mem, kit.open_memory(full) as owner:
+        _same_as_built(mem, [ENG, visible_hr, TEAM], tmp_path / "start")
+        owner.forget("hr-secret")
+        _same_as_built(mem, [ENG, TEAM], tmp_path / "forgot")
+
+
+def _with_access(spec: SourceSpec, access: tuple[str, ...]) -> SourceSpec:
+    return kit.dataclasses.replace(spec, access=access)
+
+
+def test_pending_embeddings_counts_only_what_the_principal_may_see(tmp_path: Path) -> None:
+    full, reduced = tmp_path / "full.db", tmp_path / "reduced.db"
+    kit.build(full, [ENG, HR], [BEA], quick_principals=True)
+    kit.build(reduced, [ENG], [BEA], quick_principals=True)
+    for path in (full, reduced):
+        # A chunk of hr-secret written with no embedder: it waits for `embed`.
+        with kit.stratamem.open(path, embedder=None) as writer:
+            writer.add("Zanzibarquux note", source="hr-secret" if path == full else "eng")
+    with (
+        kit.open_memory(full, principal=BEA.name) as a,
+        kit.open_memory(reduced, principal=BEA.name) as b,
+    ):
+        # The reduced store's pending chunk is one bea sees; the full store's is hidden.
+        assert b.pending_embeddings() == 1
+        assert a.pending_embeddings() == 0
