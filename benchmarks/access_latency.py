@@ -6,8 +6,7 @@ imported): SciFact's abstracts with their vectors from the bundled MiniLM model,
 through the real ingest pipeline until the store holds about ``--chunks`` chunks, each chunk
 given its document's real vector plus small noise. Unlike there, the documents are spread
 round-robin over ``--sources`` sources (150 by default), so each source is a sample of the
-whole corpus, and a chunk's document is read from the first number of its reference (an
-abstract made into several chunks has references ``file:line:1``). Source ``j`` (sources
+whole corpus. Source ``j`` (sources
 sorted by scope) gets the access scope ``g{j mod 10}``; principal ``p10`` holds ``g0`` (a
 tenth of the sources) and ``p90`` holds ``g0``-``g8``.
 
@@ -40,7 +39,7 @@ import numpy as np
 
 import stratamem
 from run_info import CPUS, git_state, machine
-from search_latency import Stages, _stage_order, base_corpus, summary
+from search_latency import Stages, _stage_order, add_vectors, base_corpus, summary
 from stratamem.embed.base import Embedder
 from stratamem.embed.registry import get_embedder
 from stratamem.ingest.chunking import ChunkingConfig
@@ -105,37 +104,6 @@ def build(
             add_vectors(mem, vectors)
         grant(mem)
     return time.perf_counter() - started
-
-
-def add_vectors(mem: stratamem.Memory, vectors: np.ndarray) -> None:
-    """Each chunk gets its document's real vector plus noise (σ = 0.01 per dimension,
-    renormalised). The document is the JSONL line, the first number of the chunk's
-    reference (``file:line``, then ``:line in the text`` where the text made several)."""
-    rng = np.random.default_rng(7)
-    assert mem.embedder is not None
-    spec = mem.embedder.spec
-    rows = mem.store.conn.execute(
-        "SELECT id, source_id, content_sha256, source_ref FROM chunks ORDER BY rowid"
-    ).fetchall()
-    batch = []
-    for row in rows:
-        line = int(row["source_ref"].rsplit(".jsonl:", 1)[1].split(":")[0]) - 1
-        vector = vectors[line % len(vectors)] + rng.normal(0, 0.01, spec.dim)
-        vector = (vector / np.linalg.norm(vector)).astype("<f4")
-        batch.append(
-            (
-                row["id"],
-                spec.signature,
-                row["source_id"],
-                spec.dim,
-                vector.tobytes(),
-                row["content_sha256"],
-            )
-        )
-    with mem.store.transaction():
-        mem.store.set_setting("embed.model", spec.signature)
-        mem.store.set_setting("embed.dim", str(spec.dim))
-        mem.store.insert_vectors(batch)
 
 
 def grant(mem: stratamem.Memory) -> None:
