@@ -20,6 +20,7 @@ def test_all_is_sorted_and_complete() -> None:
         "remote",
         "testing",
         "retrieval",
+        "server",
         "store",
         "timeparse",
         "tree",

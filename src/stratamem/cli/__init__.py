@@ -40,6 +40,8 @@ from stratamem.cli.common import (
     source_kinds_option,
     when,
 )
+from stratamem.cli.mcp import mcp_command
+from stratamem.cli.serve import serve
 from stratamem.cli.trees import COMMANDS, print_seal_report
 from stratamem.config import PROFILES, SearchConfig
 from stratamem.embed.indexing import EmbedProgress
@@ -829,3 +831,5 @@ def forget(ctx: click.Context, source: str, yes: bool) -> None:
 
 for _command in (*COMMANDS, *item_commands.COMMANDS, *access_commands.COMMANDS):
     main.add_command(_command)
+main.add_command(serve)
+main.add_command(mcp_command)

@@ -5,7 +5,9 @@ and kept: its in-memory indexes are built once and then only brought up to date.
 store connection serves one call at a time, so calls for the same principal take turns on
 its lock, while calls for different principals run side by side (SQLite's WAL lets readers
 proceed while a writer commits). Every memory shares one embedder, so the model is loaded
-once.
+once, and it embeds one batch at a time (:class:`OneAtATime`): the model already spreads one
+batch over every core, and concurrent searches running it side by side would only fight
+over them.
 
 Tokens are checked with a slow hash (see :mod:`stratamem.access.principals`); a token that
 checked out is remembered by its SHA-256 for :data:`TOKEN_TTL_S` seconds, and the stored hash
@@ -22,7 +24,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from stratamem.api import DEFAULT_EMBEDDER, Memory
-from stratamem.embed.base import Embedder
+from stratamem.embed.base import Embedder, Role, Vectors
 from stratamem.embed.registry import get_embedder
 from stratamem.errors import AccessDenied, StratamemError
 from stratamem.retrieval.rerank import Reranker
@@ -30,6 +32,19 @@ from stratamem.tree.summarizer import Summarizer
 from stratamem.types import Principal
 
 TOKEN_TTL_S = 300.0
+
+
+class OneAtATime:
+    """An embedder whose batches queue for it, one running at a time."""
+
+    def __init__(self, embedder: Embedder) -> None:
+        self.inner = embedder
+        self.spec = embedder.spec
+        self._lock = threading.Lock()
+
+    def embed_batch(self, texts: Sequence[str], *, role: Role = "passage") -> Vectors:
+        with self._lock:
+            return self.inner.embed_batch(texts, role=role)
 
 
 class Service:
@@ -56,6 +71,8 @@ class Service:
                 self._embedder, self._embedder_error = None, str(exc)
         else:
             self._embedder = embedder
+        if self._embedder is not None:
+            self._embedder = OneAtATime(self._embedder)
         self._reranker = reranker
         self._summarizer = summarizer
         self._unlock = unlock

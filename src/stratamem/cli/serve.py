@@ -1,0 +1,146 @@
+"""``stratamem serve``: the HTTP API (and MCP at ``/mcp``) on uvicorn."""
+
+from __future__ import annotations
+
+import logging
+import sys
+from collections.abc import Mapping, Sequence
+
+import click
+
+from stratamem.cli.common import (
+    ask_passphrase,
+    fail,
+    handle_errors,
+    interactive,
+    summarizer_from_environment,
+)
+from stratamem.errors import LockError, WrongPassphrase
+from stratamem.remote import is_loopback
+from stratamem.server.service import Service
+
+DEFAULT_HOST = "127.0.0.1"
+DEFAULT_PORT = 8765
+
+
+@click.command()
+@click.option("--host", default=DEFAULT_HOST, show_default=True, help="The address to bind.")
+@click.option(
+    "--port",
+    type=click.IntRange(0, 65535),
+    default=DEFAULT_PORT,
+    show_default=True,
+    help="The port to listen on.",
+)
+@click.option(
+    "--allow-writes",
+    is_flag=True,
+    help="Open POST /v1/ingest to the owner (principals never write in this version).",
+)
+@click.option(
+    "--no-tokens",
+    is_flag=True,
+    help="A call without a token reads as the owner; loopback addresses only.",
+)
+@click.option(
+    "--log-queries", is_flag=True, help="Put the query text in the access log (off by default)."
+)
+@click.pass_context
+@handle_errors
+def serve(
+    ctx: click.Context,
+    host: str,
+    port: int,
+    allow_writes: bool,
+    no_tokens: bool,
+    log_queries: bool,
+) -> None:
+    """Serve the store over HTTP: the JSON API under /v1 and MCP at /mcp.
+
+    Each call reads as the principal its bearer token names (stratamem principal add
+    prints one). A non-loopback address needs at least one principal, and --no-tokens
+    needs a loopback address. API documentation is at /docs.
+
+    \b
+    Examples:
+      stratamem principal add my-agent --scopes team
+      stratamem serve
+      stratamem serve --host 0.0.0.0 --port 9000
+      stratamem serve --no-tokens --allow-writes
+      stratamem --unlock mbox:team serve
+    """
+    import uvicorn
+
+    from stratamem.server.http import create_app
+
+    if ctx.obj.get("principal"):
+        fail("serve reads as the principal each token names; drop --as")
+    loopback = is_loopback(host)
+    if no_tokens and not loopback:
+        fail(
+            f"--no-tokens serves the owner to anyone who connects: bind a loopback address, "
+            f"not {host}"
+        )
+    service = _open_service(ctx)
+    try:
+        if not loopback and not no_tokens and not service.owner_memory().principals():
+            fail(
+                f"no principal exists, so nobody could use a server on {host}; add one "
+                "(stratamem principal add NAME --scopes SCOPES) or bind 127.0.0.1"
+            )
+        app = create_app(
+            service,
+            tokens_required=not no_tokens,
+            allow_writes=allow_writes,
+            log_queries=log_queries,
+            # Off loopback every call carries a token, which a rebinding page cannot send.
+            mcp_allowed_hosts=None if loopback else ["*"],
+        )
+        _log_to_stderr()
+        shown = f"[{host}]" if ":" in host else host
+        url = f"http://{shown}:{port}"
+        click.echo(f"serving {service.path} at {url}")
+        click.echo(f"API docs: {url}/docs", err=True)
+        if app.state.mcp:
+            click.echo(f"MCP: {url}/mcp", err=True)
+        if no_tokens:
+            click.echo("no token needed: every call reads as the owner", err=True)
+        else:
+            click.echo(
+                "calls need 'Authorization: Bearer TOKEN'; get one with "
+                "stratamem principal add NAME --scopes SCOPES",
+                err=True,
+            )
+        config = uvicorn.Config(app, host=host, port=port, log_level="warning", access_log=False)
+        uvicorn.Server(config).run()
+    finally:
+        service.close()
+
+
+def _open_service(ctx: click.Context) -> Service:
+    """The store served, with the global ``--unlock`` sources readable in this process
+    (passphrases as ``open_memory`` takes them)."""
+    unlock = list(dict.fromkeys(ctx.obj.get("unlock", ())))
+
+    def opened(passphrases: Mapping[str, str] | Sequence[str]) -> Service:
+        return Service(
+            ctx.obj["db"], summarizer=summarizer_from_environment(), unlock=passphrases or None
+        )
+
+    try:
+        return opened(unlock)
+    except LockError as exc:
+        if not unlock or isinstance(exc, WrongPassphrase) or not interactive():
+            raise
+        return opened({source: ask_passphrase(source) for source in unlock})
+
+
+def _log_to_stderr() -> None:
+    """The access log and the server's warnings, one line each, on standard error."""
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("%(asctime)s %(message)s", "%Y-%m-%dT%H:%M:%S"))
+    for name in ("stratamem.server",):
+        logger = logging.getLogger(name)
+        logger.addHandler(handler)
+        logger.setLevel(logging.INFO)
+        logger.propagate = False  # one line each, whatever the root logger does
