@@ -50,6 +50,19 @@ class Source:
     ingested_at: datetime | None = None
     chunk_count: int = 0
 
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "scope": self.scope,
+            "kind": self.kind.value,
+            "platform": self.platform,
+            "location": self.location,
+            "chunks": self.chunk_count,
+            "access": list(self.access),
+            "locked": self.locked,
+            "ingested_at": rfc3339(self.ingested_at),
+        }
+
 
 @dataclass(frozen=True, slots=True)
 class Principal:

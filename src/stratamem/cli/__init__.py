@@ -327,22 +327,7 @@ def sources(ctx: click.Context, as_json: bool) -> None:
     """
     found = open_memory(ctx).sources()
     if as_json:
-        print_json(
-            [
-                {
-                    "id": s.id,
-                    "scope": s.scope,
-                    "kind": s.kind.value,
-                    "platform": s.platform,
-                    "location": s.location,
-                    "chunks": s.chunk_count,
-                    "access": list(s.access),
-                    "locked": s.locked,
-                    "ingested_at": rfc3339(s.ingested_at),
-                }
-                for s in found
-            ]
-        )
+        print_json([s.to_dict() for s in found])
         return
     table = Table()
     for column in ("scope", "kind", "platform", "access", "chunks", "id"):

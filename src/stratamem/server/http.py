@@ -69,7 +69,7 @@ from stratamem.retrieval.primitives import (
 )
 from stratamem.server.service import Service
 from stratamem.timeparse import parse_when
-from stratamem.types import Filters, Source, SourceKind, rfc3339
+from stratamem.types import Filters, Source, SourceKind
 
 if TYPE_CHECKING:
     from stratamem.server.mcp import MCPHTTPApp
@@ -522,17 +522,7 @@ def _add_routes(app: FastAPI, calls: _Calls, *, allow_writes: bool, log_queries:
 
 def source_dict(s: Source) -> dict[str, Any]:
     """A source on the wire, as ``stratamem sources --json`` prints it."""
-    return {
-        "id": s.id,
-        "scope": s.scope,
-        "kind": s.kind.value,
-        "platform": s.platform,
-        "location": s.location,
-        "chunks": s.chunk_count,
-        "access": list(s.access),
-        "locked": s.locked,
-        "ingested_at": rfc3339(s.ingested_at),
-    }
+    return s.to_dict()
 
 
 # -- errors ------------------------------------------------------------------------------------
