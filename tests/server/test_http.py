@@ -195,6 +195,25 @@ def test_a_missing_or_bad_token_is_401(
     error(basic, 401, "unauthorized")
 
 
+@pytest.mark.parametrize(
+    "token",
+    [
+        b"stm_\xff\xfe\x80garbage",  # bytes that are no UTF-8
+        "stm_" + "é" * 60,  # latin-1 text
+        "stm_000000000000_" + "A" * 4000,  # far too long
+        "stm_000000000000_" + "A" * 42 + "%",  # one character off
+    ],
+)
+def test_a_token_of_odd_bytes_is_401(
+    api: dict[str, httpx.Client], store: dict[str, Any], token: str | bytes
+) -> None:
+    raw = token if isinstance(token, bytes) else token.encode("latin-1")
+    found = api["anonymous"].post(
+        "/v1/search", json={"query": "redis"}, headers={"Authorization": b"Bearer " + raw}
+    )
+    assert error(found, 401, "unauthorized")
+
+
 # -- reads and scoping -------------------------------------------------------------------------
 
 
