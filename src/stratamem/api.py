@@ -27,7 +27,7 @@ from stratamem.ingest import items
 from stratamem.ingest.chunking import ChunkingConfig
 from stratamem.ingest.items import ItemWrite
 from stratamem.ingest.model import Connector
-from stratamem.ingest.pipeline import IngestReport, ProgressCallback, ingest_path
+from stratamem.ingest.pipeline import Admit, IngestReport, ProgressCallback, ingest_path
 from stratamem.plugins import open_store
 from stratamem.retrieval import primitives
 from stratamem.retrieval.hybrid import HybridSearcher
@@ -81,7 +81,11 @@ def _in_one_snapshot(
 
 
 class Memory:
-    """A store opened for ingest and retrieval. Use as a context manager or call :meth:`close`."""
+    """A store opened for ingest and retrieval. Use as a context manager or call :meth:`close`.
+
+    ``per_thread=True`` (a SQLite file) gives each thread that calls it its own connection,
+    sharing the in-memory indexes: for a server answering calls on many threads at once.
+    """
 
     def __init__(
         self,
@@ -94,13 +98,16 @@ class Memory:
         tree_config: TreeConfig | None = None,
         principal: str | None = None,
         unlock: Mapping[str, str] | Sequence[str] | None = None,
+        per_thread: bool = False,
     ) -> None:
+        if unlock and per_thread:
+            raise ValueError("an unlocked store lives in one connection: it cannot be per thread")
         if unlock:
             from stratamem.access.locks import open_unlocked
 
             self.store: Store = open_unlocked(path, unlock)
         else:
-            self.store = open_store(path)
+            self.store = open_store(path, per_thread=per_thread)
         try:
             self.store.read_as(principal)
         except BaseException:
@@ -298,6 +305,7 @@ class Memory:
         max_item_bytes: int | None = None,
         sync: bool = False,
         access: str | Sequence[str] | None = None,
+        admit: Admit | None = None,
     ) -> IngestReport:
         """Read ``path`` with the detected (or named) connector into the store.
 
@@ -314,7 +322,8 @@ class Memory:
         ``max_item_bytes`` bounds one item (a file, a zip member, a line; default 64 MiB):
         larger ones are skipped and reported. ``access`` sets the access scopes of every
         source read (``eng,team``); by default a new source gets its kind's (chat ``team``,
-        the rest ``private``) and an existing one keeps its own.
+        the rest ``private``) and an existing one keeps its own. ``admit`` sees each source
+        before it is written and may refuse it (see :func:`~stratamem.ingest.pipeline.ingest_path`).
         """
         self._owner_only("ingest")
         report = ingest_path(
@@ -329,6 +338,7 @@ class Memory:
             max_item_bytes=max_item_bytes,
             sync=sync,
             access=None if access is None else parse_scopes(access),
+            admit=admit,
         )
         if trees:
             report.trees = self.build_trees(progress=tree_progress)

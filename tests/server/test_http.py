@@ -9,9 +9,7 @@ from __future__ import annotations
 
 import json
 import logging
-import threading
 from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -19,11 +17,10 @@ import anyio
 import httpx
 import httpx2
 import pytest
-import uvicorn
 from click.testing import CliRunner
-from fastapi import FastAPI
 from mcp.client.session import ClientSession
 from mcp.client.streamable_http import streamable_http_client
+from serving import live
 
 import stratamem
 from stratamem.cli import main
@@ -46,33 +43,6 @@ class _Lines(logging.Handler):
         self.lines.append(record.getMessage())
 
 
-class _Server(uvicorn.Server):
-    """A uvicorn server that says when it is listening."""
-
-    def __init__(self, config: uvicorn.Config) -> None:
-        super().__init__(config)
-        self.ready = threading.Event()
-
-    async def startup(self, sockets: Any = None) -> None:
-        await super().startup(sockets)
-        self.ready.set()
-
-
-@contextmanager
-def live(app: FastAPI) -> Iterator[str]:
-    """``app`` served on 127.0.0.1 (a free port) in a thread; yields its base URL."""
-    server = _Server(uvicorn.Config(app, host="127.0.0.1", port=0, log_level="warning"))
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    try:
-        assert server.ready.wait(20), "the server did not start"
-        port = server.servers[0].sockets[0].getsockname()[1]
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        server.should_exit = True
-        thread.join(20)
-
-
 @pytest.fixture(scope="module")
 def store(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     path = tmp_path_factory.mktemp("http") / "served.db"
@@ -89,7 +59,7 @@ def store(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
 
 @pytest.fixture(scope="module")
 def service(store: dict[str, Any]) -> Iterator[Service]:
-    with Service(store["path"], embedder=HashingEmbedder()) as served:
+    with Service(store["path"], embedder=HashingEmbedder(), allow_writes=True) as served:
         yield served
 
 
@@ -110,10 +80,8 @@ def api(
 ) -> Iterator[dict[str, httpx.Client]]:
     """Clients of one server with tokens (writes on): ``anonymous``, ``bad``, ``bot``,
     ``mailer``; and ``owner`` of a second server without tokens (writes on)."""
-    tokens_app = create_app(
-        service, allow_writes=True, access_log=logging.getLogger("tests.http.access")
-    )
-    owner_app = create_app(service, tokens_required=False, allow_writes=True, access_log=None)
+    tokens_app = create_app(service, access_log=logging.getLogger("tests.http.access"))
+    owner_app = create_app(service, tokens_required=False, access_log=None)
     with live(tokens_app) as url, live(owner_app) as owner_url:
 
         def client(base: str, token: str | None = None) -> httpx.Client:
@@ -359,14 +327,20 @@ def test_ingest_is_the_owners_and_off_unless_allowed(
 ) -> None:
     notes = str(FIXTURES / "markdown" / "til-like")
     refused = error(api["bot"].post("/v1/ingest", json={"path": notes}), 403, "forbidden")
-    assert refused["message"] == "principal 'bot' may not ingest"
+    assert refused["message"] == "principal 'bot' may not write (principal add --write grants it)"
     # a principal cannot probe the server's paths either
     error(api["bot"].post("/v1/ingest", json={"path": "/nonexistent"}), 403, "forbidden")
-    with live(create_app(service, tokens_required=False, access_log=None)) as url:
+    with (
+        Service(service.path, embedder=None) as read_only,
+        live(create_app(read_only, tokens_required=False, access_log=None)) as url,
+    ):
         off = httpx.post(f"{url}/v1/ingest", json={"path": notes})
         assert "--allow-writes" in error(off, 403, "forbidden")["message"]
+        gone = httpx.delete(f"{url}/v1/sources/anything")
+        assert "--allow-writes" in error(gone, 403, "forbidden")["message"]
     report = ok(api["owner"].post("/v1/ingest", json={"path": notes, "access": ["notes"]}))
-    assert report["chunks"] > 0
+    assert report["job"].startswith("job-")
+    assert report["embedded"] == report["chunks"] > 0
     assert report["sources"]
     scopes = {s["scope"]: s["access"] for s in ok(api["owner"].get("/v1/sources"))["sources"]}
     assert any(access == ["notes"] for access in scopes.values())
@@ -450,8 +424,13 @@ def test_a_request_over_the_time_limit_is_504(service: Service) -> None:
 class _Broken:
     """A service whose every read fails unexpectedly."""
 
+    allow_writes = False
+
     def reading(self, principal: str | None) -> Any:
         raise RuntimeError("secret internals /etc/passwd")
+
+    async def read(self, job: Any) -> Any:
+        return job()
 
 
 def test_an_unexpected_error_is_500_without_a_traceback(caplog: pytest.LogCaptureFixture) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import sys
 from collections.abc import Mapping, Sequence
+from typing import Any
 
 import click
 
@@ -17,7 +18,7 @@ from stratamem.cli.common import (
 )
 from stratamem.errors import LockError, WrongPassphrase
 from stratamem.remote import is_loopback
-from stratamem.server.service import Service
+from stratamem.server.service import DEFAULT_READERS, Service
 
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8765
@@ -35,7 +36,21 @@ DEFAULT_PORT = 8765
 @click.option(
     "--allow-writes",
     is_flag=True,
-    help="Open POST /v1/ingest to the owner (principals never write in this version).",
+    help="Open ingest and forget (HTTP and MCP) to the owner and to principals with --write.",
+)
+@click.option(
+    "--ingest-root",
+    "ingest_roots",
+    multiple=True,
+    type=click.Path(exists=True, file_okay=False, resolve_path=True),
+    help="A folder principals may ingest from (repeatable); without one they ingest nothing.",
+)
+@click.option(
+    "--readers",
+    type=click.IntRange(1, 256),
+    default=DEFAULT_READERS,
+    show_default=True,
+    help="Calls served at once, each on its own connection.",
 )
 @click.option(
     "--no-tokens",
@@ -52,6 +67,8 @@ def serve(
     host: str,
     port: int,
     allow_writes: bool,
+    ingest_roots: tuple[str, ...],
+    readers: int,
     no_tokens: bool,
     log_queries: bool,
 ) -> None:
@@ -67,6 +84,7 @@ def serve(
       stratamem serve
       stratamem serve --host 0.0.0.0 --port 9000
       stratamem serve --no-tokens --allow-writes
+      stratamem serve --allow-writes --ingest-root ~/exports
       stratamem --unlock mbox:team serve
     """
     import uvicorn
@@ -81,7 +99,11 @@ def serve(
             f"--no-tokens serves the owner to anyone who connects: bind a loopback address, "
             f"not {host}"
         )
-    service = _open_service(ctx)
+    if ingest_roots and not allow_writes:
+        fail("--ingest-root is for writes: add --allow-writes")
+    service = _open_service(
+        ctx, readers=readers, allow_writes=allow_writes, ingest_roots=ingest_roots
+    )
     try:
         if not loopback and not no_tokens and not service.owner_memory().principals():
             fail(
@@ -91,7 +113,6 @@ def serve(
         app = create_app(
             service,
             tokens_required=not no_tokens,
-            allow_writes=allow_writes,
             log_queries=log_queries,
             # Off loopback every call carries a token, which a rebinding page cannot send.
             mcp_allowed_hosts=None if loopback else ["*"],
@@ -117,14 +138,17 @@ def serve(
         service.close()
 
 
-def _open_service(ctx: click.Context) -> Service:
+def _open_service(ctx: click.Context, **options: Any) -> Service:
     """The store served, with the global ``--unlock`` sources readable in this process
-    (passphrases as ``open_memory`` takes them)."""
+    (passphrases as ``open_memory`` takes them); ``options`` go to :class:`Service`."""
     unlock = list(dict.fromkeys(ctx.obj.get("unlock", ())))
 
     def opened(passphrases: Mapping[str, str] | Sequence[str]) -> Service:
         return Service(
-            ctx.obj["db"], summarizer=summarizer_from_environment(), unlock=passphrases or None
+            ctx.obj["db"],
+            summarizer=summarizer_from_environment(),
+            unlock=passphrases or None,
+            **options,
         )
 
     try:

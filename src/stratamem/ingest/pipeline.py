@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from stratamem.errors import IngestError
+from stratamem.errors import AccessDenied, IngestError, NotFoundError
 from stratamem.ingest import registry
 from stratamem.ingest.chunking import ChunkingConfig
 from stratamem.ingest.merge import Merge, Row, insert_rows
@@ -27,13 +27,18 @@ from stratamem.ingest.reader import (
     read_events,
     read_in_process,
 )
-from stratamem.store.access import parse_scopes
+from stratamem.store.access import default_access, parse_scopes
 from stratamem.store.base import Store
 from stratamem.store.jobs import SEAL_KIND, seal_job_key
 from stratamem.store.sources import source_id_for
+from stratamem.types import Source
 
 if TYPE_CHECKING:
     from stratamem.tree.builder import SealReport
+
+# Shown each source before it is written: the stored one (None if new), and it as it will be;
+# returns the scopes to give it instead (None: as it will be), or raises AccessDenied.
+Admit = Callable[[Source | None, Source], tuple[str, ...] | None]
 
 
 @dataclass(slots=True)
@@ -159,6 +164,7 @@ def ingest_path(
     max_item_bytes: int | None = None,
     sync: bool = False,
     access: Sequence[str] | None = None,
+    admit: Admit | None = None,
 ) -> IngestReport:
     """Ingest ``path``. Chat, mail and record sources merge into what the store holds (see
     :mod:`stratamem.ingest.merge`); ``sync`` takes each source read as the whole truth and
@@ -169,7 +175,10 @@ def ingest_path(
     readers built in code, such as evaluation datasets). ``max_item_bytes`` bounds one item (a
     file, a zip member, a line); larger ones are skipped and reported (default 64 MiB).
     ``access`` sets the access scopes of every source read (default: a new source gets its
-    kind's, an existing one keeps its own)."""
+    kind's, an existing one keeps its own). ``admit`` is shown each source before anything of
+    it is written (the stored one or None, and the source as it will be); it may return other
+    scopes to give it, or refuse it by raising :class:`~stratamem.errors.AccessDenied`: that
+    source fails, the others go on."""
     scopes = None if access is None else parse_scopes(access)
     if max_item_bytes is None:
         max_item_bytes = DEFAULT_MAX_ITEM_BYTES
@@ -205,17 +214,43 @@ def ingest_path(
             report.sources.append(result)
             write = _merge_stream if info.merge else _write_stream
             try:
+                given = scopes if admit is None else _admit(store, info, scopes, admit)
                 with store.transaction():
                     write(
-                        store, info, events, result, report, counts, progress, config, sync, scopes
+                        store, info, events, result, report, counts, progress, config, sync, given
                     )
-            except _StreamFailed as exc:
+            except (_StreamFailed, AccessDenied) as exc:
                 result.error = str(exc)
                 result.added = result.removed = 0
             except _StreamEmpty:
                 report.sources.remove(result)
     report.seconds = time.perf_counter() - started
     return report
+
+
+def _admit(
+    store: Store, info: StreamInfo, access: tuple[str, ...] | None, admit: Admit
+) -> tuple[str, ...] | None:
+    """Show ``admit`` the source before and after the write: the scopes to write it with.
+    Refused, the source's events are still read (the reader streams every source in turn)
+    but nothing of it is written."""
+    sid = source_id_for(info.scope)
+    try:
+        before: Source | None = store.resolve_source(sid)
+    except NotFoundError:
+        before = None
+    after = Source(
+        id=sid,
+        scope=info.scope,
+        kind=info.kind,
+        platform=info.platform,
+        location=info.location,
+        title=info.title,
+        access=access
+        if access is not None
+        else (before.access if before is not None else default_access(info.kind)),
+    )
+    return admit(before, after) or access
 
 
 class _StreamFailed(Exception):

@@ -33,6 +33,7 @@ to the end, since a thread cannot be stopped, and holds that principal's lock un
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from collections.abc import AsyncIterator, Callable, Sequence
@@ -224,8 +225,14 @@ class IngestBody(_Body):
     path: str = Field(min_length=1, max_length=4096, description="A path on the server.")
     format: str | None = Field(None, max_length=100, description="The connector (detected).")
     scope: str | None = Field(None, max_length=200)
-    access: list[str] | None = Field(None, max_length=100)
-    sync: bool = False
+    access: list[Annotated[str, Field(min_length=1, max_length=64)]] | None = Field(
+        None, max_length=100, description="Access scopes (default: a principal's own)."
+    )
+    sync: bool = Field(False, description="Remove the records the export lacks.")
+    embed: bool = Field(True, description="Embed the new chunks before answering.")
+    trees: bool = Field(
+        True, description="Seal the summary trees of what changed (false: leave them queued)."
+    )
 
 
 # -- the app -----------------------------------------------------------------------------------
@@ -235,7 +242,6 @@ def create_app(
     service: Service,
     *,
     tokens_required: bool = True,
-    allow_writes: bool = False,
     max_body_bytes: int = MAX_BODY_BYTES,
     timeout_s: float = TIMEOUT_S,
     access_log: logging.Logger | None = ACCESS_LOG,
@@ -244,9 +250,10 @@ def create_app(
     mcp_allowed_hosts: Sequence[str] | None = None,
 ) -> FastAPI:
     """The HTTP API over ``service``. ``tokens_required=False`` lets a call without a token
-    read as the owner (bind such a server to loopback only); ``allow_writes`` opens
-    ``POST /v1/ingest`` to the owner. ``access_log`` gets one line per request (method, path,
-    status, milliseconds, principal), with the query text only when ``log_queries``. The MCP
+    read as the owner (bind such a server to loopback only). The write routes answer as the
+    service allows (:attr:`Service.allow_writes`). ``access_log`` gets one line per request
+    (method, path, status, milliseconds, principal), with the query text only when
+    ``log_queries``. The MCP
     server is mounted at ``/mcp`` (unless ``mount_mcp`` is False), answering the ``Host`` values
     in ``mcp_allowed_hosts`` (default: the loopback names, against DNS rebinding)."""
     if max_body_bytes <= 0:
@@ -270,7 +277,7 @@ def create_app(
     )
     calls = app.state.calls = _Calls(service, tokens_required=tokens_required, timeout_s=timeout_s)
     _add_error_handlers(app)
-    _add_routes(app, calls, allow_writes=allow_writes, log_queries=log_queries)
+    _add_routes(app, calls, log_queries=log_queries)
     if mount_mcp:
         mcp = _mcp_app(service, tokens_required=tokens_required, allowed_hosts=mcp_allowed_hosts)
         if mcp is not None:
@@ -313,35 +320,61 @@ class _Calls:
         return await self.in_thread(job)
 
     async def in_thread(self, job: Callable[[], T]) -> T:
+        """``job`` on one of the service's reader threads, within the time limit."""
         try:
             with anyio.fail_after(self.timeout_s):
-                return await anyio.to_thread.run_sync(_answered(job), abandon_on_cancel=True)
+                return await self.service.read(_answered(job))
         except TimeoutError:
             raise _ApiError(504, f"the request took longer than {self.timeout_s:g}s") from None
 
+    async def write(
+        self, action: str, who: str | None, job: Callable[[], dict[str, Any]]
+    ) -> JSONResponse:
+        """``job`` queued on the service's writer thread: its result when it ends within the
+        time limit, else 202 with the job to ask about (it goes on either way, whether or not
+        the caller stays)."""
+        found = self.service.submit(action, who, job)
+        waiting = asyncio.wrap_future(found.future)
+        done, _ = await asyncio.wait({waiting}, timeout=self.timeout_s)
+        if not done:
+            where = f"/v1/jobs/{found.id}"
+            return JSONResponse(
+                {"job": found.to_dict()}, status_code=202, headers={"Location": where}
+            )
+        try:
+            result = waiting.result()
+        except Exception as exc:
+            raise _api_error(exc) from None
+        return JSONResponse({"job": found.id, **result})
+
 
 def _answered(job: Callable[[], T]) -> Callable[[], T]:
-    """``job`` with its errors as :class:`_ApiError`: what the caller did wrong as 4xx, the
-    rest as 5xx (an unexpected one logged here with its traceback, answered without it)."""
+    """``job`` with its errors as :class:`_ApiError` (see :func:`_api_error`)."""
 
     def run() -> T:
         try:
             return job()
-        except (_ApiError, AccessDenied):
-            raise
-        except NotFoundError as exc:
-            raise _ApiError(404, str(exc)) from None
-        except StoreBusyError as exc:
-            raise _ApiError(503, f"{exc}; try again later") from None
-        except (ValueError, IngestError) as exc:
-            raise _ApiError(422, str(exc)) from None
-        except StratamemError as exc:
-            raise _ApiError(500, str(exc) or type(exc).__name__, code="store_error") from None
-        except Exception:
-            log.exception("unexpected error in a request")
-            raise _ApiError(500, "unexpected error; see the server's log") from None
+        except Exception as exc:
+            raise _api_error(exc) from None
 
     return run
+
+
+def _api_error(exc: BaseException) -> Exception:
+    """What the caller did wrong as 4xx, the rest as 5xx (an unexpected error logged here
+    with its traceback, answered without it); :class:`AccessDenied` as it is (403)."""
+    if isinstance(exc, _ApiError | AccessDenied):
+        return exc
+    if isinstance(exc, NotFoundError):
+        return _ApiError(404, str(exc))
+    if isinstance(exc, StoreBusyError):
+        return _ApiError(503, f"{exc}; try again later")
+    if isinstance(exc, ValueError | IngestError):
+        return _ApiError(422, str(exc))
+    if isinstance(exc, StratamemError):
+        return _ApiError(500, str(exc) or type(exc).__name__, code="store_error")
+    log.error("unexpected error in a request", exc_info=exc)
+    return _ApiError(500, "unexpected error; see the server's log")
 
 
 _bearer = HTTPBearer(auto_error=False, description="A principal's token (principal add)")
@@ -356,7 +389,7 @@ async def _caller(request: Request, _: Annotated[Any, Security(_bearer)] = None)
 Caller = Annotated[str | None, Security(_caller)]
 
 
-def _add_routes(app: FastAPI, calls: _Calls, *, allow_writes: bool, log_queries: bool) -> None:
+def _add_routes(app: FastAPI, calls: _Calls, *, log_queries: bool) -> None:
     def noted(request: Request, query: str | None) -> None:
         if log_queries and query:
             request.state.query = query
@@ -498,26 +531,65 @@ def _add_routes(app: FastAPI, calls: _Calls, *, allow_writes: bool, log_queries:
         """Counts of sources, chunks, tokens, entities and edges the caller may read."""
         return await calls.read(who, lambda m: m.stats())
 
-    @app.post("/v1/ingest", tags=["store"])
-    async def ingest(body: IngestBody, who: Caller) -> dict[str, Any]:
-        """Read a path on the server's machine into the store: the owner only, and only on a
-        server started with writes allowed."""
-        if not allow_writes:
-            raise _ApiError(403, "writes are off: start the server with --allow-writes")
-        if who is not None:
-            raise _ApiError(403, f"principal {who!r} may not ingest")
-        report = await calls.read(
+    @app.post(
+        "/v1/ingest",
+        tags=["writes"],
+        responses={202: {"description": "Still running: ask GET /v1/jobs/{id}."}},
+    )
+    async def ingest(body: IngestBody, who: Caller) -> JSONResponse:
+        """Read a path on the server's machine into the store, then embed the new chunks.
+        Needs a server started with writes allowed and, for a principal, the write
+        permission and a path under the server's ingest roots. Runs as a job: its report
+        when it ends within the request's time limit, else 202 and the job."""
+        _writes_on(calls.service)
+        service = calls.service
+        return await calls.write(
+            "ingest",
             who,
-            lambda m: m.ingest(
+            lambda: service.ingest(
+                who,
                 body.path,
                 kind=body.format,
                 scope=body.scope,
                 access=body.access,
                 sync=body.sync,
-                parallel=False,
+                embed=body.embed,
+                trees=body.trees,
             ),
         )
-        return report.to_dict()
+
+    @app.delete("/v1/sources/{source}", tags=["writes"])
+    async def forget(source: str, who: Caller) -> JSONResponse:
+        """Remove a source (id or scope) and everything derived from it. Needs writes
+        allowed and, for a principal, the write permission and a source it can read."""
+        _writes_on(calls.service)
+        service = calls.service
+        return await calls.write(
+            "forget", who, lambda: {"source": source, "removed": service.forget(who, source)}
+        )
+
+    @app.get("/v1/jobs/{job_id}", tags=["writes"])
+    async def job(job_id: str, who: Caller) -> dict[str, Any]:
+        """A write job the caller started: queued, running, done (with its result) or
+        failed (with its error)."""
+        found = calls.service.job(job_id, who)
+        if found is None:
+            raise _ApiError(404, f"no job {job_id!r}")
+        out = found.to_dict()
+        if found.state == "failed":
+            error = _api_error(cast(BaseException, found.future.exception()))
+            status = error.status if isinstance(error, _ApiError) else 403
+            out["error"] = {
+                "code": _STATUS_CODES.get(status, "error"),
+                "status": status,
+                "message": str(error.message if isinstance(error, _ApiError) else error),
+            }
+        return out
+
+
+def _writes_on(service: Service) -> None:
+    if not service.allow_writes:
+        raise _ApiError(403, "writes are off: start the server with --allow-writes")
 
 
 def source_dict(s: Source) -> dict[str, Any]:

@@ -4,7 +4,12 @@
 runs it over stdio, and :func:`mcp_http_app` serves it over streamable HTTP for the HTTP
 server to mount at ``/mcp``. Every call runs inside :meth:`Service.reading` for the principal
 the caller is, so a principal's session sees its scopes and nothing else; a node it may not
-see answers exactly like one that does not exist. There are no write tools.
+see answers exactly like one that does not exist. Calls run on the service's reader threads.
+
+On a server started with writes allowed, ``ingest`` and ``forget`` are added; each runs as a
+job on the service's writer thread and is refused to a principal without write permission.
+Sources and nodes are also resources: ``stratamem://sources``, ``stratamem://sources/{id}``,
+``stratamem://nodes/{id}``.
 
 Outputs are compact JSON: each node carries its id (``node_id``), which ``show``,
 ``drill_down`` and ``fetch_leaves`` take, and a citation (``cite``) naming where it came from.
@@ -12,15 +17,15 @@ Outputs are compact JSON: each node carries its id (``node_id``), which ``show``
 
 from __future__ import annotations
 
+import asyncio
 import contextvars
 import json
 import logging
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
 from datetime import UTC, datetime
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, TypeVar
 
-import anyio.to_thread
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.server.transport_security import TransportSecuritySettings
@@ -48,6 +53,8 @@ from stratamem.types import (
 
 log = logging.getLogger(__name__)
 
+T = TypeVar("T")
+
 NAME = "stratamem"
 MAX_BUDGET = 1_000_000
 MAX_DEPTH = 32
@@ -61,8 +68,12 @@ stratamem is a memory of ingested conversations, mail, notes and records. Start 
 `query_global` for summaries of a source or a period, `query_topic` for everything about a
 person or topic (find its id with `search_entities`). Summaries carry child ids: open them
 with `drill_down`, read nodes whole with `show` or `fetch_leaves`. Cite with each node's
-`cite`. Times are ISO 8601 (2024-03-12, 2024-03-12T09:00Z) or spans back from now (24h, 7d).
-Read only: nothing here changes the store."""
+`cite`. Times are ISO 8601 (2024-03-12, 2024-03-12T09:00Z) or spans back from now (24h, 7d)."""
+READ_ONLY_NOTE = "Read only: nothing here changes the store."
+WRITES_NOTE = (
+    "`ingest` reads a path on the server into the memory and `forget` removes a source, "
+    "for callers with write permission."
+)
 
 READ_ONLY = ToolAnnotations(read_only_hint=True, destructive_hint=False, open_world_hint=False)
 
@@ -99,23 +110,30 @@ def build_server(service: Service, principal: Callable[[], str | None]) -> MCPSe
     root = logging.getLogger()
     handlers, level = list(root.handlers), root.level
     try:
-        server: MCPServer = MCPServer(NAME, instructions=INSTRUCTIONS, log_level="WARNING")
+        note = WRITES_NOTE if service.allow_writes else READ_ONLY_NOTE
+        server: MCPServer = MCPServer(
+            NAME, instructions=f"{INSTRUCTIONS}\n{note}", log_level="WARNING"
+        )
     finally:
         root.handlers[:] = handlers
         root.setLevel(level)
 
-    def call(work: Callable[[Memory], dict[str, Any]]) -> CallToolResult:
+    async def read(work: Callable[[Memory], T]) -> T:
+        who = principal()
+
+        def job() -> T:
+            with service.reading(who) as memory:
+                return work(memory)
+
         try:
-            with service.reading(principal()) as memory:
-                data = work(memory)
+            return await service.read(job)
         except (StratamemError, ValueError) as exc:
             raise ToolError(_one_line(str(exc) or type(exc).__name__)) from exc
-        text = json.dumps(data, ensure_ascii=False, separators=(",", ":"))
-        return CallToolResult(
-            content=[TextContent(type="text", text=text)], structured_content=data
-        )
 
-    def tool(description: str) -> Callable[[Callable[..., CallToolResult]], Any]:
+    async def call(work: Callable[[Memory], dict[str, Any]]) -> CallToolResult:
+        return _result(await read(work))
+
+    def tool(description: str) -> Callable[[Callable[..., Any]], Any]:
         return server.tool(description=description, annotations=READ_ONLY, structured_output=False)
 
     @tool(
@@ -124,7 +142,7 @@ def build_server(service: Service, principal: Callable[[], str | None]) -> MCPSe
         "any question. Give `budget` (tokens) to get the hits packed as prompt-ready cards "
         "that fit it."
     )
-    def search(
+    async def search(
         query: Annotated[str, Field(description="The question or words to look for.")],
         sources: Sources = [],  # noqa: B006  # pydantic copies defaults
         kinds: Kinds = [],  # noqa: B006
@@ -140,7 +158,7 @@ def build_server(service: Service, principal: Callable[[], str | None]) -> MCPSe
             Field(description="hybrid (best), or one leg alone: keyword, vector, graph."),
         ] = "hybrid",
     ) -> CallToolResult:
-        return call(
+        return await call(
             lambda m: _search_dict(
                 m.search(
                     query,
@@ -160,7 +178,7 @@ def build_server(service: Service, principal: Callable[[], str | None]) -> MCPSe
         "by `query`. Use for the gist of a channel, mailbox or notebook; each summary's "
         "`children` open with drill_down."
     )
-    def query_source(
+    async def query_source(
         source: Annotated[str | None, Field(description="A source id or scope.")] = None,
         source_kind: Annotated[
             str | None,
@@ -180,13 +198,13 @@ def build_server(service: Service, principal: Callable[[], str | None]) -> MCPSe
             )
             return _query_dict(found)
 
-        return call(work)
+        return await call(work)
 
     @tool(
         "Summaries of every source overlapping a time window, newest first or ranked by "
         "`query`. Use for 'what went on across everything in March'."
     )
-    def query_global(
+    async def query_global(
         since: Annotated[str, Field(description="Window start: ISO 8601 or a span (7d).")],
         until: When = None,
         sources: Sources = [],  # noqa: B006
@@ -194,7 +212,7 @@ def build_server(service: Service, principal: Callable[[], str | None]) -> MCPSe
         query: Query = None,
         limit: Annotated[int, _limit(10, MAX_LIMIT)] = 10,
     ) -> CallToolResult:
-        return call(
+        return await call(
             lambda m: _query_dict(
                 m.query_global(
                     since=parse_when(since),
@@ -212,7 +230,7 @@ def build_server(service: Service, principal: Callable[[], str | None]) -> MCPSe
         "`entity` is a canonical id from search_entities (topic:phoenix, person:alice chen) or "
         "a name, looked up as the best matching entity."
     )
-    def query_topic(
+    async def query_topic(
         entity: Annotated[str, Field(description="Canonical entity id or a name.", min_length=1)],
         since: When = None,
         until: When = None,
@@ -226,21 +244,21 @@ def build_server(service: Service, principal: Callable[[], str | None]) -> MCPSe
             )
             return {"entity_id": entity_id, **_query_dict(found)}
 
-        return call(work)
+        return await call(work)
 
     @tool(
         "The fewest nodes that cover every message in a time window: whole summaries where "
         "one lies inside the window, raw messages elsewhere, in time order. Use to read a "
         "period completely; brief does the same for 'lately' with source grouping."
     )
-    def cover_window(
+    async def cover_window(
         since: Annotated[str, Field(description="Window start: ISO 8601 or a span (7d).")],
         until: When = None,
         sources: Sources = [],  # noqa: B006
         kinds: Kinds = [],  # noqa: B006
         limit: Annotated[int, _limit(COVER_DEFAULT_LIMIT, MAX_LIMIT)] = COVER_DEFAULT_LIMIT,
     ) -> CallToolResult:
-        return call(
+        return await call(
             lambda m: _query_dict(
                 m.cover_window(
                     since=parse_when(since),
@@ -255,7 +273,7 @@ def build_server(service: Service, principal: Callable[[], str | None]) -> MCPSe
         "What happened lately, per source in time order, read whole: summaries where they "
         "fit the window, messages elsewhere. Defaults to the last 24 hours."
     )
-    def brief(
+    async def brief(
         since: Annotated[str, Field(description="Window start (default 24h).")] = "24h",
         until: When = None,
         sources: Sources = [],  # noqa: B006
@@ -278,13 +296,13 @@ def build_server(service: Service, principal: Callable[[], str | None]) -> MCPSe
                 "truncated": found.truncated,
             }
 
-        return call(work)
+        return await call(work)
 
     @tool(
         "Find entities (people, topics, channels, emails, tags) by part of their name, with "
         "mention counts. Use to get the canonical id query_topic takes."
     )
-    def search_entities(
+    async def search_entities(
         query: Annotated[str, Field(description="Part of a name.", min_length=1)],
         kinds: Annotated[
             list[str],
@@ -292,7 +310,7 @@ def build_server(service: Service, principal: Callable[[], str | None]) -> MCPSe
         ] = [],  # noqa: B006
         limit: Annotated[int, _limit(10, MAX_ENTITY_LIMIT)] = 10,
     ) -> CallToolResult:
-        return call(
+        return await call(
             lambda m: {
                 "entities": [
                     e.to_dict() for e in m.search_entities(query, kinds=kinds, limit=limit)
@@ -304,7 +322,7 @@ def build_server(service: Service, principal: Callable[[], str | None]) -> MCPSe
         "Open a summary: its children (summaries or messages), `depth` levels down, optionally "
         "ranked by `query`. Use after a summary looks relevant, to reach the messages under it."
     )
-    def drill_down(
+    async def drill_down(
         node_id: NodeId,
         depth: Annotated[int, Field(ge=1, le=MAX_DEPTH, description="Levels to descend.")] = 1,
         query: Query = None,
@@ -317,13 +335,13 @@ def build_server(service: Service, principal: Callable[[], str | None]) -> MCPSe
             below = memory.drill_down(node_id, max_depth=depth, query=query, limit=limit)
             return {"node_id": node_id, "nodes": [_node(h) for h in below]}
 
-        return call(work)
+        return await call(work)
 
     @tool(
         f"Read up to {MAX_BATCH} messages or chunks whole by id, in the order given. Ids it "
         "cannot find are listed under `missing`."
     )
-    def fetch_leaves(
+    async def fetch_leaves(
         node_ids: Annotated[list[str], Field(min_length=1, max_length=MAX_BATCH)],
     ) -> CallToolResult:
         def work(memory: Memory) -> dict[str, Any]:
@@ -332,21 +350,21 @@ def build_server(service: Service, principal: Callable[[], str | None]) -> MCPSe
             missing = [i for i in dict.fromkeys(node_ids) if i not in seen]
             return {"nodes": [_node(h, whole=True) for h in found], "missing": missing}
 
-        return call(work)
+        return await call(work)
 
     @tool(
         "One node whole by id (a message, chunk or summary), with its source, time range, "
         "author, entities and, for a summary, its children."
     )
-    def show(node_id: NodeId) -> CallToolResult:
-        return call(lambda m: _node(m.get(node_id), whole=True, entities=True))
+    async def show(node_id: NodeId) -> CallToolResult:
+        return await call(lambda m: _node(m.get(node_id), whole=True, entities=True))
 
     @tool(
         "The sources you can read (channels, mailboxes, notes folders, files) with their ids, "
         "scopes, kinds and sizes. Use to pick `sources` filters."
     )
-    def sources() -> CallToolResult:
-        return call(
+    async def sources() -> CallToolResult:
+        return await call(
             lambda m: {
                 "sources": [
                     {
@@ -363,7 +381,120 @@ def build_server(service: Service, principal: Callable[[], str | None]) -> MCPSe
             }
         )
 
+    _add_resources(server, read)
+    if service.allow_writes:
+        _add_write_tools(server, service, principal)
     return server
+
+
+def _result(data: dict[str, Any]) -> CallToolResult:
+    text = json.dumps(data, ensure_ascii=False, separators=(",", ":"))
+    return CallToolResult(content=[TextContent(type="text", text=text)], structured_content=data)
+
+
+def _add_resources(server: MCPServer, read: Callable[[Callable[[Memory], Any]], Any]) -> None:
+    """Sources and nodes as resources, for clients that attach context by URI."""
+
+    @server.resource(
+        "stratamem://sources",
+        name="sources",
+        description="The sources you can read, as the sources tool lists them.",
+        mime_type="application/json",
+    )
+    async def sources() -> str:
+        found = await read(lambda m: [s.to_dict() for s in m.sources()])
+        return json.dumps({"sources": found}, ensure_ascii=False)
+
+    @server.resource(
+        "stratamem://sources/{source_id}",
+        name="source",
+        description="One source by id: what it is and the summaries at the top of its tree.",
+        mime_type="application/json",
+    )
+    async def source(source_id: str) -> str:
+        def work(memory: Memory) -> dict[str, Any]:
+            found = memory.source(source_id)
+            tops = memory.query_source(found.id, limit=MAX_LIMIT)
+            return {**found.to_dict(), "summaries": [_node(h) for h in tops.hits]}
+
+        return json.dumps(await read(work), ensure_ascii=False)
+
+    @server.resource(
+        "stratamem://nodes/{node_id}",
+        name="node",
+        description="One node (message, chunk or summary) whole, as the show tool gives it.",
+        mime_type="application/json",
+    )
+    async def node(node_id: str) -> str:
+        found = await read(lambda m: _node(m.get(node_id), whole=True, entities=True))
+        return json.dumps(found, ensure_ascii=False)
+
+
+WRITE = ToolAnnotations(read_only_hint=False, destructive_hint=False, open_world_hint=False)
+FORGET = ToolAnnotations(
+    read_only_hint=False, destructive_hint=True, idempotent_hint=True, open_world_hint=False
+)
+
+
+def _add_write_tools(
+    server: MCPServer, service: Service, principal: Callable[[], str | None]
+) -> None:
+    """``ingest`` and ``forget``, on a server started with writes allowed; each call is
+    refused unless its principal holds the write permission (see
+    :mod:`stratamem.access.writes`)."""
+
+    async def write(action: str, work: Callable[[], dict[str, Any]]) -> CallToolResult:
+        job = service.submit(action, principal(), work)
+        try:
+            data = await asyncio.wrap_future(job.future)
+        except (StratamemError, ValueError) as exc:
+            raise ToolError(_one_line(str(exc) or type(exc).__name__)) from exc
+        return _result({"job": job.id, **data})
+
+    @server.tool(
+        description="Read a file or folder on the server's machine into the memory (Slack "
+        "or Discord export, mbox, Maildir, Markdown notes, IRC logs, JSONL), then embed it "
+        "so every search finds it. Chat and mail merge with what is there. Needs write "
+        "permission; a principal reads only under the server's ingest roots.",
+        annotations=WRITE,
+        structured_output=False,
+    )
+    async def ingest(
+        path: Annotated[str, Field(description="A path on the server.", min_length=1)],
+        format: Annotated[
+            str | None, Field(description="The connector, when detection is not enough.")
+        ] = None,
+        scope: Annotated[str | None, Field(description="Name the source this.")] = None,
+        access: Annotated[
+            list[str] | None,
+            Field(description="Access scopes for the sources read (default: your own)."),
+        ] = None,
+        sync: Annotated[
+            bool, Field(description="Remove what the export lacks (default: keep it).")
+        ] = False,
+        embed: Annotated[bool, Field(description="Embed the new chunks now.")] = True,
+    ) -> CallToolResult:
+        who = principal()
+        return await write(
+            "ingest",
+            lambda: service.ingest(
+                who, path, kind=format, scope=scope, access=access, sync=sync, embed=embed
+            ),
+        )
+
+    @server.tool(
+        description="Remove a source (by id or scope) and everything derived from it, for "
+        "good. Needs write permission and a source you can read.",
+        annotations=FORGET,
+        structured_output=False,
+    )
+    async def forget(
+        source: Annotated[str, Field(description="A source id or scope.", min_length=1)],
+    ) -> CallToolResult:
+        who = principal()
+        return await write(
+            "forget", lambda: {"source": source, "removed": service.forget(who, source)}
+        )
 
 
 # -- wire shapes -------------------------------------------------------------------------------
@@ -548,7 +679,7 @@ class MCPHTTPApp:
         scheme, _, token = header.partition(" ")
         if scheme.lower() != "bearer" or not token.strip():
             raise AccessError("a bearer token is required (Authorization: Bearer <token>)")
-        found = await anyio.to_thread.run_sync(self.service.authenticate, token.strip())
+        found = await self.service.read(lambda: self.service.authenticate(token.strip()))
         return found.name
 
     async def _serve_lifespan(self, receive: Receive, send: Send) -> None:

@@ -1,13 +1,17 @@
-"""One store served to many callers: who a bearer token names, and a memory per principal.
+"""One store served to many callers: who a bearer token names, reads side by side, one writer.
 
-Each principal (and the owner) gets one :class:`~stratamem.api.Memory`, opened on first use
-and kept: its in-memory indexes are built once and then only brought up to date. A memory's
-store connection serves one call at a time, so calls for the same principal take turns on
-its lock, while calls for different principals run side by side (SQLite's WAL lets readers
-proceed while a writer commits). Every memory shares one embedder, so the model is loaded
-once, and it embeds one batch at a time (:class:`OneAtATime`): the model already spreads one
-batch over every core, and concurrent searches running it side by side would only fight
-over them.
+The store is opened once, per thread (:class:`~stratamem.store.sqlite.threads.PerThreadStore`):
+reads run on a pool of ``readers`` threads, each with its own SQLite connection, so they
+run at the same time and never wait for a write (WAL); the in-memory indexes (keyword,
+vector, entity postings) are built once and shared by every thread and every principal,
+each read gated for the principal it is made for. Writes (ingest, forget) run one at a time
+on a writer thread of their own, as jobs that go on to the end whether or not their caller
+waits (:class:`WriteJob`). A store opened with locked sources unlocked lives in one
+in-memory connection; there each principal gets a memory of its own, and its calls take turns.
+
+Every memory shares one embedder, so the model is loaded once, and it embeds one batch at a
+time (:class:`OneAtATime`): the model already spreads one batch over every core, and
+concurrent searches running it side by side would only fight over them.
 
 Tokens are checked with a slow hash (see :mod:`stratamem.access.principals`); a token that
 checked out is remembered by its SHA-256 for :data:`TOKEN_TTL_S` seconds, and the stored hash
@@ -16,22 +20,44 @@ is compared on every use, so a rotated or removed token stops working at once.
 
 from __future__ import annotations
 
+import asyncio
+import contextvars
 import hashlib
+import itertools
+import os
 import threading
 import time
-from collections.abc import Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections import OrderedDict
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
+from contextlib import AbstractContextManager, contextmanager
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any, Literal, Protocol, TypeVar, cast
 
+from stratamem.access import writes
 from stratamem.api import DEFAULT_EMBEDDER, Memory
 from stratamem.embed.base import Embedder, Role, Vectors
 from stratamem.embed.registry import get_embedder
 from stratamem.errors import AccessDenied, StratamemError
 from stratamem.retrieval.rerank import Reranker
 from stratamem.tree.summarizer import Summarizer
-from stratamem.types import Principal
+from stratamem.types import Principal, Source
 
 TOKEN_TTL_S = 300.0
+# Reads at once: more than the cores, since a read also waits on the disk and on the embedder.
+DEFAULT_READERS = max(4, 2 * (os.cpu_count() or 1))
+# Finished write jobs kept for their callers to ask about.
+KEPT_JOBS = 200
+
+T = TypeVar("T")
+
+
+class _PerThread(Protocol):
+    """A store opened ``per_thread``: who reads can be set for one thread and one block."""
+
+    def reading_as(self, principal: str | None) -> AbstractContextManager[None]: ...
 
 
 class OneAtATime:
@@ -47,8 +73,48 @@ class OneAtATime:
             return self.inner.embed_batch(texts, role=role)
 
 
+@dataclass
+class WriteJob:
+    """A write run on the service's writer thread: queued, running, done or failed."""
+
+    id: str
+    action: str
+    principal: str | None
+    submitted: datetime
+    future: Future[dict[str, Any]] = field(repr=False)
+    started: datetime | None = None
+    finished: datetime | None = None
+
+    @property
+    def state(self) -> Literal["queued", "running", "done", "failed"]:
+        if not self.future.done():
+            return "running" if self.started is not None else "queued"
+        return "failed" if self.future.exception() is not None else "done"
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "id": self.id,
+            "action": self.action,
+            "state": self.state,
+            "submitted": self.submitted.isoformat(),
+            "started": self.started.isoformat() if self.started else None,
+            "finished": self.finished.isoformat() if self.finished else None,
+        }
+        if self.state == "done":
+            out["result"] = self.future.result()
+        elif self.state == "failed":
+            error = self.future.exception()
+            out["error"] = {"type": type(error).__name__, "message": str(error)}
+        return out
+
+
 class Service:
-    """A store opened for serving. Use as a context manager or call :meth:`close`."""
+    """A store opened for serving. Use as a context manager or call :meth:`close`.
+
+    ``allow_writes`` lets the owner and principals holding the write permission ingest and
+    forget; principals read files only under ``ingest_roots`` (see
+    :mod:`stratamem.access.writes`). ``readers``: reads served at once.
+    """
 
     def __init__(
         self,
@@ -58,10 +124,20 @@ class Service:
         reranker: Reranker | None = None,
         summarizer: Summarizer | None = None,
         unlock: Mapping[str, str] | Sequence[str] | None = None,
+        readers: int = DEFAULT_READERS,
+        allow_writes: bool = False,
+        ingest_roots: Sequence[str | Path] = (),
     ) -> None:
         if str(path) == ":memory:":
             raise ValueError("a store in memory cannot be served: give a file")
+        if readers < 1:
+            raise ValueError(f"readers must be >= 1, got {readers}")
         self.path = str(path)
+        self.allow_writes = allow_writes
+        self.ingest_roots = tuple(Path(r).expanduser().resolve() for r in ingest_roots)
+        for root in self.ingest_roots:
+            if not root.is_dir():
+                raise ValueError(f"{root}: an ingest root must be a folder")
         self._embedder: Embedder | None
         self._embedder_error = ""
         if isinstance(embedder, str):
@@ -78,8 +154,23 @@ class Service:
         self._unlock = unlock
         self._lock = threading.Lock()
         self._memories: dict[str | None, tuple[Memory, threading.Lock]] = {}
+        self._shared: Memory | None = None
         self._tokens: dict[str, tuple[str, str, float]] = {}  # sha256 → (name, hash, checked)
-        self.owner_memory()  # open (and migrate) the store now: a bad path fails at start
+        self._jobs: OrderedDict[str, WriteJob] = OrderedDict()
+        self._job_ids = itertools.count(1)
+        self._reads = ThreadPoolExecutor(readers, thread_name_prefix="stratamem-read")
+        self._writes = ThreadPoolExecutor(1, thread_name_prefix="stratamem-write")
+        self.readers = readers
+        try:
+            if not unlock:
+                # Open (and migrate) the store now: a bad path fails at start.
+                self._shared = self._open(None, per_thread=True)
+            else:
+                self.owner_memory()
+        except BaseException:
+            self._reads.shutdown(wait=False)
+            self._writes.shutdown(wait=False)
+            raise
 
     def __enter__(self) -> Service:
         return self
@@ -88,11 +179,71 @@ class Service:
         self.close()
 
     def close(self) -> None:
+        """Wait for the write running (if any), drop queued ones, and close the store."""
+        with self._lock:
+            for job in self._jobs.values():
+                job.future.cancel()  # only those not started: a running one goes on
+        self._writes.shutdown(wait=True, cancel_futures=True)
+        self._reads.shutdown(wait=True, cancel_futures=True)
         with self._lock:
             memories, self._memories = list(self._memories.values()), {}
+            shared, self._shared = self._shared, None
         for memory, lock in memories:
             with lock:
                 memory.close()
+        if shared is not None:
+            shared.close()
+
+    # -- running calls -------------------------------------------------------------------------
+
+    async def read(self, job: Callable[[], T]) -> T:
+        """Run ``job`` on a reader thread (with this context's variables); a caller that stops
+        waiting takes a job that has not started with it."""
+        context = contextvars.copy_context()
+        return await asyncio.wrap_future(self._reads.submit(context.run, job))
+
+    def submit(
+        self, action: str, principal: str | None, job: Callable[[], dict[str, Any]]
+    ) -> WriteJob:
+        """Queue ``job`` for the writer thread; it runs to the end whoever waits for it."""
+        future: Future[dict[str, Any]] = Future()
+        with self._lock:
+            ident = f"job-{next(self._job_ids)}-{os.urandom(6).hex()}"
+            found = WriteJob(ident, action, principal, datetime.now(UTC), future)
+
+            def run() -> None:
+                if not future.set_running_or_notify_cancel():
+                    return  # dropped at close before it started
+                found.started = datetime.now(UTC)
+                try:
+                    result = job()
+                except BaseException as exc:
+                    found.finished = datetime.now(UTC)
+                    future.set_exception(exc)
+                else:
+                    found.finished = datetime.now(UTC)
+                    future.set_result(result)
+
+            self._jobs[ident] = found
+            while len(self._jobs) > KEPT_JOBS:
+                oldest = next(iter(self._jobs.values()))
+                if not oldest.future.done():
+                    break
+                self._jobs.popitem(last=False)
+            try:
+                self._writes.submit(run)
+            except RuntimeError:  # shut down
+                self._jobs.pop(ident, None)
+                raise StratamemError("the server is shutting down") from None
+        return found
+
+    def job(self, ident: str, principal: str | None) -> WriteJob | None:
+        """The job ``ident`` if ``principal`` submitted it (the owner sees every one)."""
+        with self._lock:
+            found = self._jobs.get(ident)
+        if found is None or (principal is not None and found.principal != principal):
+            return None
+        return found
 
     # -- who is asking -------------------------------------------------------------------------
 
@@ -118,11 +269,19 @@ class Service:
     # -- memories ------------------------------------------------------------------------------
 
     def owner_memory(self) -> Memory:
+        if self._shared is not None:
+            return self._shared
         return self._entry(None)[0]
 
     @contextmanager
     def reading(self, principal: str | None) -> Iterator[Memory]:
-        """The memory of ``principal`` (None: the owner), held for this call alone."""
+        """The memory, reading as ``principal`` (None: the owner) on this thread for the
+        block; :class:`AccessDenied` if there is no such principal."""
+        shared = self._shared
+        if shared is not None:
+            with cast(_PerThread, shared.store).reading_as(principal):
+                yield shared
+            return
         memory, lock = self._entry(principal)
         with lock:
             yield memory
@@ -131,18 +290,83 @@ class Service:
         with self._lock:
             found = self._memories.get(principal)
             if found is None:
-                memory = Memory(
-                    self.path,
-                    embedder=self._embedder,
-                    reranker=self._reranker,
-                    summarizer=self._summarizer,
-                    principal=principal,
-                    unlock=self._unlock,
-                )
-                found = self._memories[principal] = (memory, threading.Lock())
+                found = self._memories[principal] = (self._open(principal), threading.Lock())
             return found
+
+    def _open(self, principal: str | None, *, per_thread: bool = False) -> Memory:
+        return Memory(
+            self.path,
+            embedder=self._embedder,
+            reranker=self._reranker,
+            summarizer=self._summarizer,
+            principal=principal,
+            unlock=self._unlock,
+            per_thread=per_thread,
+        )
 
     @property
     def embedder_note(self) -> str:
         """Why there is no embedder (empty when there is one)."""
         return self._embedder_error
+
+    # -- writes (run them with submit) ---------------------------------------------------------
+
+    @contextmanager
+    def writing(self, principal: str | None) -> Iterator[tuple[Memory, Principal | None]]:
+        """The memory, writing as the owner on behalf of ``principal``, and that principal:
+        :class:`AccessDenied` where writes are off or it holds no write permission."""
+        if not self.allow_writes:
+            raise AccessDenied("writes are off: start the server with --allow-writes")
+        with self.reading(principal) as memory:
+            who = memory.principal
+        writes.require_write(who)
+        with self.reading(None) as memory:
+            yield memory, who
+
+    def ingest(
+        self,
+        principal: str | None,
+        path: str,
+        *,
+        kind: str | None = None,
+        scope: str | None = None,
+        access: Sequence[str] | None = None,
+        sync: bool = False,
+        embed: bool = True,
+        trees: bool = True,
+    ) -> dict[str, Any]:
+        """Read ``path`` into the store on behalf of ``principal`` (see
+        :mod:`stratamem.access.writes` for what it may do), seal the summary trees of what
+        changed (``trees=False`` leaves them queued) and (``embed``) embed the new chunks; the
+        report as ``ingest --json`` prints it, with ``embedded``."""
+        with self.writing(principal) as (memory, who):
+            target = writes.check_path(path, self.ingest_roots, owner=who is None)
+            writes.check_access(who, access)
+
+            def admit(before: Source | None, after: Source) -> tuple[str, ...] | None:
+                return writes.admit_source(who, before, after, named=access is not None)
+
+            report = memory.ingest(
+                target,
+                kind=kind,
+                scope=scope,
+                access=access,
+                sync=sync,
+                parallel=False,
+                trees=trees,
+                admit=admit,
+            )
+            out = report.to_dict()
+            out["embedded"] = 0
+            if embed and memory.embedder is not None and memory.pending_embeddings():
+                out["embedded"] = memory.embed().embedded
+            return out
+
+    def forget(self, principal: str | None, source: str) -> int:
+        """Remove ``source`` (id or scope) on behalf of ``principal``: how many chunks went."""
+        with self.writing(principal) as (memory, who):
+            with self.reading(principal) as theirs:
+                # Resolved as the principal sees the store: a source hidden from it is missing.
+                found = theirs.source(source)
+            writes.require_readable(who, found)
+            return memory.forget(found.id)

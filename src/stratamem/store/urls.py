@@ -10,7 +10,7 @@ writes them: ``sqlite:///relative/path.db``, ``sqlite:////absolute/path.db``, an
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 if TYPE_CHECKING:
     from stratamem.store.base import Store
@@ -48,3 +48,11 @@ def open_sqlite(location: str) -> Store:
     from stratamem.store.sqlite.store import SQLiteStore
 
     return SQLiteStore(sqlite_path(location))
+
+
+def open_per_thread(location: str) -> Store:
+    """The ``sqlite`` backend with a connection for every thread that calls it, the in-memory
+    indexes shared (:class:`~stratamem.store.sqlite.threads.PerThreadStore`)."""
+    from stratamem.store.sqlite.threads import PerThreadStore
+
+    return cast("Store", PerThreadStore(sqlite_path(location)))

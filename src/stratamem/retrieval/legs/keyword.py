@@ -48,6 +48,7 @@ from stratamem.retrieval.index.file import Rejected
 from stratamem.retrieval.index.saver import BackgroundSaver
 from stratamem.retrieval.query import match_expression, query_terms
 from stratamem.store.base import Store
+from stratamem.store.caches import LastFew
 from stratamem.store.keyword import KeywordSchema, KeywordState
 from stratamem.types import Filters, QueryResponse
 
@@ -80,7 +81,9 @@ class SparseKeywordIndex:
         self._unsaved = 0
         self._failed: tuple[KeywordState, str] | None = None
         self._store_id: str | None = None
-        self._gate: tuple[list[int] | None, BM25Index, int, npt.NDArray[np.bool_]] | None = None
+        # Per reader's list of admitted rowids (kept alive here, so its id stays its own).
+        self._gates: LastFew[tuple[list[int] | None, BM25Index, int, npt.NDArray[np.bool_]]]
+        self._gates = LastFew()
         self.saver = BackgroundSaver(f"stratamem-bm25-save:{store.path}")
 
     def index_path(self) -> Path | None:
@@ -153,7 +156,7 @@ class SparseKeywordIndex:
     def _gate_mask(self, index: BM25Index, allowed: list[int] | None) -> npt.NDArray[np.bool_]:
         """The access gate's mask over ``index``, kept while the store returns the same
         (cached) list of admitted rowids for the same index."""
-        cached = self._gate
+        cached = self._gates.get(id(allowed))
         if (
             cached is not None
             and cached[0] is allowed
@@ -164,7 +167,7 @@ class SparseKeywordIndex:
         mask = _mask(index, allowed)
         if mask is None:
             mask = np.ones(len(index), np.bool_)
-        self._gate = (allowed, index, len(index), mask)
+        self._gates.put(id(allowed), (allowed, index, len(index), mask))
         return mask
 
     # -- keeping the index current -----------------------------------------------------------
@@ -173,7 +176,10 @@ class SparseKeywordIndex:
         schema = self._schema = store.keyword_schema()
         self._identity(store)
         state = store.keyword_state()
-        if self._index is not None and state == self._state:
+        if self._index is not None and self._state is not None and _not_after(state, self._state):
+            # The same version, or (a reader on another thread, in an older snapshot) an older
+            # one: what the index has since is new chunks, which that reader's gate and
+            # fetches leave out, and removals, which it would have seen a moment later.
             return self._index
         if self._failed is not None and self._failed[0] == state:
             raise KeywordIndexUnavailable(self._failed[1])
@@ -334,6 +340,12 @@ def _unremoved(store: Store, generation: int) -> bool:
         return store.committed_generations()[1] == generation
     except Exception:  # a store closed meanwhile, or busy: do not write
         return False
+
+
+def _not_after(state: KeywordState, held: KeywordState) -> bool:
+    """Whether ``state`` is the version the index holds or an older one: generations and
+    rowids only grow."""
+    return state == held or (state.generation, state.max_rowid) < (held.generation, held.max_rowid)
 
 
 def _disagreement(index: BM25Index, state: KeywordState) -> str:

@@ -38,6 +38,7 @@ from stratamem.retrieval.index.file import rows_digest
 from stratamem.retrieval.index.saver import BackgroundSaver
 from stratamem.retrieval.index.vectors import Allowed, VectorIndex
 from stratamem.store.base import Store
+from stratamem.store.caches import LastFew
 from stratamem.types import Filters
 
 Vector = npt.NDArray[np.float32]
@@ -64,8 +65,8 @@ class VectorLeg:
         self.saver = BackgroundSaver(f"stratamem-vector-save:{store.path}")
         self._queries: OrderedDict[str, Vector] = OrderedDict()
         self._queries_lock = threading.Lock()
-        # The last allow-list: the store's list of rowids, the index it was resolved against.
-        self._allowed: tuple[list[int], VectorIndex, Allowed] | None = None
+        # Allow-lists by reader: the store's list of rowids, the index it was resolved against.
+        self._allowed: LastFew[tuple[list[int], VectorIndex, Allowed]] = LastFew()
 
     @property
     def signature(self) -> str:
@@ -89,7 +90,10 @@ class VectorLeg:
     def _current(self) -> VectorIndex:
         """The index at the store's current version; called inside a read snapshot."""
         generation = self.store.generation()
-        if self._index is not None and generation == self._generation:
+        if self._index is not None and 0 <= generation <= self._generation:
+            # The same version, or an older one read by another thread's snapshot: the index
+            # only moves forward, and a vector it holds that such a reader cannot see is left
+            # out by that reader's allow-list and rowid lookup.
             return self._index
         dim = self.embedder.spec.dim
         if self._index is not None:
@@ -260,7 +264,7 @@ class VectorLeg:
     def _allow(self, index: VectorIndex, allowed: list[int]) -> Allowed:
         """``allowed`` resolved against ``index``, kept while the store returns the same
         (cached) list and the index does not change."""
-        cached = self._allowed
+        cached = self._allowed.get(id(allowed))
         if (
             cached is not None
             and cached[0] is allowed
@@ -269,7 +273,7 @@ class VectorLeg:
         ):
             return cached[2]
         found = index.allowed(np.asarray(allowed, dtype=np.int64))
-        self._allowed = (allowed, index, found)
+        self._allowed.put(id(allowed), (allowed, index, found))
         return found
 
     def vectors(self, node_ids: list[str]) -> dict[str, Vector]:

@@ -14,6 +14,12 @@ generation moved, in which case everything is read again. Either way the number 
 held must then equal the table's, or everything is read again. The state and the rows are read
 in one read snapshot (the caller's, when a search holds one), so what is held is one version
 of the table, and the state it is keyed on is that version's.
+
+One copy may serve several connections (a server's threads, each with its own): ``reader``
+names the caller's, and each one's state is remembered apart. A connection whose snapshot is
+older than what is held (a lower generation, or the same one and fewer chunks) uses what is
+held rather than reading the table back to its version: its nodes are the older snapshot's
+plus what was committed since, which the caller's own gated reads then find or leave out.
 """
 
 from __future__ import annotations
@@ -28,26 +34,30 @@ from contextlib import AbstractContextManager
 import numpy as np
 import numpy.typing as npt
 
+from stratamem.store.caches import LastFew
+
 Codes = npt.NDArray[np.int32]
 
 
 class EntityPostings:
     def __init__(
         self,
-        conn: sqlite3.Connection,
+        conn: Callable[[], sqlite3.Connection],
         *,
         state: Callable[[], tuple[int, int]],
         generation: Callable[[], int],
         snapshot: Callable[[], AbstractContextManager[None]],
         writing: Callable[[], bool],
+        reader: Callable[[], object] = lambda: None,
     ) -> None:
         self._conn = conn
         self._state = state
         self._generation = generation
         self._snapshot = snapshot
         self._writing = writing
+        self._reader = reader
         self._lock = threading.Lock()
-        self._key: tuple[int, int] | None = None
+        self._keys: dict[object, tuple[int, int]] = {}  # reader → its state when last current
         self._loaded = False
         self._at: tuple[int, int] = (-1, 0)  # (generation, highest chunk rowid) read
         self._lists: dict[str, array[int]] = {}
@@ -57,7 +67,7 @@ class EntityPostings:
         self._node_source: array[int] = array("i")
         self._source_codes: dict[str, int] = {}
         self._total = 0
-        self._mask: tuple[object, npt.NDArray[np.bool_]] | None = None
+        self._masks: LastFew[npt.NDArray[np.bool_]] = LastFew()
 
     def frequencies(
         self, entity_ids: Sequence[str], sources: Collection[str] | None = None
@@ -82,14 +92,14 @@ class EntityPostings:
         postings and the set of sources stay the same (a principal asks with the same set
         query after query)."""
         key = frozenset(sources)
-        if self._mask is not None and self._mask[0] == key:
-            return self._mask[1]
+        found = self._masks.get(key)
+        if found is not None:
+            return found
         wanted = np.asarray(
             [self._source_codes[s] for s in sources if s in self._source_codes], np.int32
         )
         mask = np.isin(np.frombuffer(self._node_source, dtype=np.int32), wanted)
-        self._mask = (key, mask)
-        return mask
+        return self._masks.put(key, mask)
 
     def score(
         self,
@@ -152,14 +162,19 @@ class EntityPostings:
     # -- keeping current -------------------------------------------------------------------
 
     def _current(self) -> None:
-        if self._state() == self._key:
+        reader = self._reader()
+        if self._loaded and self._keys.get(reader) == self._state():
             return
-        conn = self._conn
+        conn = self._conn()
         with self._snapshot():  # one version for the state, the rows and the count
             key, generation = self._state(), self._generation()
             top = int(conn.execute("SELECT coalesce(max(rowid), 0) FROM chunks").fetchone()[0])
             read_generation, read_top = self._at
-            if not self._loaded or generation != read_generation or top < read_top:
+            if self._loaded and (generation, top) < (read_generation, read_top):
+                # This reader's snapshot is older than what is held: use what is held.
+                self._keys[reader] = key
+                return
+            if not self._loaded or generation != read_generation:
                 self._reset()
                 self._add(conn.execute("SELECT entity_id, node_id, source_id FROM entity_index"))
             elif top > read_top:
@@ -178,9 +193,11 @@ class EntityPostings:
         if self._writing():
             # What was read may yet be rolled back, and neither the change counter nor the
             # generation goes back with it: check again next time, and read everything then.
-            self._loaded, self._key = False, None
+            self._loaded = False
+            self._keys.clear()
         else:
-            self._loaded, self._at, self._key = True, (generation, top), key
+            self._loaded, self._at = True, (generation, top)
+            self._keys[reader] = key
 
     def _reset(self) -> None:
         self._lists.clear()
@@ -190,10 +207,11 @@ class EntityPostings:
         self._node_source = array("i")
         self._source_codes.clear()
         self._total = 0
-        self._mask = None
+        self._masks.clear()
+        self._keys.clear()
 
     def _add(self, rows: Iterable[tuple[str, str, str]]) -> None:
-        self._mask = None
+        self._masks.clear()
         lists, arrays, codes, sources = (
             self._lists,
             self._arrays,

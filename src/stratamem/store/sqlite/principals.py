@@ -19,9 +19,6 @@ class PrincipalTables:
 
     conn: sqlite3.Connection
     principal_name: str | None
-    _visible_cache: tuple[tuple[int, int], list[str]] | None
-    _count_cache: tuple[tuple[int, int], int] | None
-
     if TYPE_CHECKING:
 
         def transaction(self) -> AbstractContextManager[sqlite3.Connection]: ...
@@ -29,9 +26,9 @@ class PrincipalTables:
     def read_as(self, principal: str | None) -> None:
         if principal is not None and self.get_principal(principal) is None:
             raise AccessDenied(f"no principal named {principal!r}")
+        # The caches of what a reader sees are keyed on its name: switching back and forth
+        # (a server's thread serving one principal after another) keeps them.
         self.principal_name = principal
-        self._visible_cache = None
-        self._count_cache = None
 
     def get_principal(self, name: str) -> Principal | None:
         found = self.principal_row(name=name)

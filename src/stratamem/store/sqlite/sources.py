@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 from stratamem.errors import NotFoundError
 from stratamem.store.access import default_access, may_read
 from stratamem.store.base import from_ms, to_ms
+from stratamem.store.caches import LastFew
 from stratamem.store.jobs import SEAL_JOB_PREFIX, SEAL_KIND, seal_job_key
 from stratamem.store.sources import source_id_for
 from stratamem.store.sqlite.connection import batches
@@ -34,8 +35,8 @@ class SourceTables:
 
     conn: sqlite3.Connection
     principal_name: str | None
-    _count_cache: tuple[tuple[int, int], int] | None
-    _visible_cache: tuple[tuple[int, int], list[str]] | None
+    _count_cache: LastFew[tuple[tuple[int, int], int]]
+    _visible_cache: LastFew[tuple[tuple[int, int], list[str]]]
 
     if TYPE_CHECKING:
         trees: TreeTables
@@ -69,11 +70,13 @@ class SourceTables:
         if self.principal_name is None:
             return None
         key = self.write_state()
-        if self._visible_cache is not None and self._visible_cache[0] == key:
-            return self._visible_cache[1]
+        cached = self._visible_cache.get(self.principal_name)
+        if cached is not None and cached[0] == key:
+            return cached[1]
         principal = self.principal()
         ids = sorted(s.id for s in self._all_sources(counts=False) if may_read(principal, s))
-        self._visible_cache = None if self.in_transaction() else (key, ids)
+        if not self.in_transaction():
+            self._visible_cache.put(self.principal_name, (key, ids))
         return ids
 
     def _all_sources(
@@ -300,8 +303,9 @@ class SourceTables:
         """The number of chunks the reader may see, cached until this or another connection
         writes (not inside a transaction, which may yet roll back what it counted)."""
         key = self.write_state()
-        if self._count_cache is not None and self._count_cache[0] == key:
-            return self._count_cache[1]
+        cached = self._count_cache.get(self.principal_name)
+        if cached is not None and cached[0] == key:
+            return cached[1]
         gate, params = gate_sql(self.visible_ids())
         count = int(
             self.conn.execute(
@@ -310,7 +314,8 @@ class SourceTables:
                 params,
             ).fetchone()[0]
         )
-        self._count_cache = None if self.in_transaction() else (key, count)
+        if not self.in_transaction():
+            self._count_cache.put(self.principal_name, (key, count))
         return count
 
     def scopes(self) -> dict[str, str]:

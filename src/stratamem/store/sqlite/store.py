@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from stratamem.errors import StoreError
+from stratamem.store.caches import LastFew
 from stratamem.store.sqlite.connection import (
     CHUNK_GENERATION_KEY,
     GENERATION_KEY,
@@ -54,8 +55,9 @@ class SQLiteStore(
         self.path = str(path)
         self.conn = connect(path)
         self._reading = False
-        self._count_cache: tuple[tuple[int, int], int] | None = None
-        self._visible_cache: tuple[tuple[int, int], list[str]] | None = None
+        self._count_cache: LastFew[tuple[tuple[int, int], int]] = LastFew()
+        self._visible_cache: LastFew[tuple[tuple[int, int], list[str]]] = LastFew()
+        self._gate_rowids: LastFew[tuple[tuple[int, int], list[int]]] = LastFew()
         self.principal_name: str | None = None
         try:
             migrate(self.conn)
@@ -71,7 +73,7 @@ class SQLiteStore(
         self.trees = TreeTables(self)
         self.jobs = JobQueue(self.conn)
         self.postings = EntityPostings(
-            self.conn,
+            lambda: self.conn,
             state=self.write_state,
             generation=self.chunk_generation,
             snapshot=self.read_snapshot,

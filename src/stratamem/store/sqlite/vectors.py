@@ -9,6 +9,7 @@ import sqlite3
 from collections.abc import Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING
 
+from stratamem.store.caches import LastFew
 from stratamem.store.sqlite.connection import batches
 from stratamem.store.sqlite.filters import filter_sql, gate_sql
 from stratamem.store.vectors import ChunkVector, PendingChunk
@@ -20,7 +21,7 @@ class VectorTables:
 
     conn: sqlite3.Connection
     # The rowids the gate alone admits, kept while the store does not change.
-    _gate_rowids: tuple[tuple[tuple[int, int], list[str] | None], list[int]] | None = None
+    _gate_rowids: LastFew[tuple[tuple[int, int], list[int]]]
 
     if TYPE_CHECKING:
 
@@ -156,10 +157,11 @@ class VectorTables:
         if filters == Filters() and locked is None and visible is None:
             return None
         gate_only = filters == Filters() and visible is not None
-        key = (self.write_state(), visible)
-        if gate_only and self._gate_rowids is not None and self._gate_rowids[0] == key:
+        state = self.write_state()
+        cached = self._gate_rowids.get(tuple(visible or ())) if gate_only else None
+        if cached is not None and cached[0] == state:
             # The same list object while nothing changes: callers key their masks on it.
-            return self._gate_rowids[1]
+            return cached[1]
         where, params = filter_sql(filters, visible)
         found = [
             row[0]
@@ -170,7 +172,7 @@ class VectorTables:
             )
         ]
         if gate_only and not self.in_transaction():
-            self._gate_rowids = (key, found)
+            self._gate_rowids.put(tuple(visible or ()), (state, found))
         return found
 
     def vectors_of(self, model: str, node_ids: Sequence[str]) -> dict[str, bytes]:
