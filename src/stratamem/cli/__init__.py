@@ -636,7 +636,7 @@ def _run_embedding(
         disable=quiet or as_json,
         transient=True,
     ) as bar:
-        task = bar.add_task("embedding", total=None, rate="")
+        task = bar.add_task("embedding", total=0, rate="")
 
         def on_progress(p: EmbedProgress) -> None:
             elapsed = max(1e-6, time.time() - p.started)

@@ -1,0 +1,127 @@
+"""Errors as the HTTP API answers them: ``{"error": {"code", "message"}}`` with a status.
+
+What the caller did wrong is a 4xx naming it; anything else a 5xx without a traceback (which
+goes to the server's log). Validation errors list each problem by place, never the input.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from typing import Any, TypeVar, cast
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException
+
+from stratamem.errors import (
+    AccessDenied,
+    IngestError,
+    NotFoundError,
+    StoreBusyError,
+    StratamemError,
+)
+
+log = logging.getLogger("stratamem.server.http")
+
+T = TypeVar("T")
+
+STATUS_CODES = {
+    400: "bad_request",
+    401: "unauthorized",
+    403: "forbidden",
+    404: "not_found",
+    405: "method_not_allowed",
+    413: "too_large",
+    422: "invalid_request",
+    500: "internal_error",
+    503: "unavailable",
+    504: "timeout",
+}
+
+
+class ApiError(Exception):
+    """An error answered as ``{"error": {"code", "message"}}`` with ``status``."""
+
+    def __init__(self, status: int, message: str, *, code: str | None = None) -> None:
+        super().__init__(message)
+        self.status = status
+        self.code = code or STATUS_CODES.get(status, "error")
+        self.message = message
+
+
+def error_body(code: str, message: str, **extra: Any) -> dict[str, Any]:
+    return {"error": {"code": code, "message": message, **extra}}
+
+
+def error_response(error: ApiError, **extra: Any) -> JSONResponse:
+    headers = {"WWW-Authenticate": "Bearer"} if error.status == 401 else None
+    return JSONResponse(
+        error_body(error.code, error.message, **extra), status_code=error.status, headers=headers
+    )
+
+
+def answered(job: Callable[[], T]) -> Callable[[], T]:
+    """``job`` with its errors as :class:`ApiError` (see :func:`api_error`)."""
+
+    def run() -> T:
+        try:
+            return job()
+        except Exception as exc:
+            raise api_error(exc) from None
+
+    return run
+
+
+def api_error(exc: BaseException) -> Exception:
+    """What the caller did wrong as 4xx, the rest as 5xx (an unexpected error logged here
+    with its traceback, answered without it); :class:`AccessDenied` as it is (403)."""
+    if isinstance(exc, ApiError | AccessDenied):
+        return exc
+    if isinstance(exc, NotFoundError):
+        return ApiError(404, str(exc))
+    if isinstance(exc, StoreBusyError):
+        return ApiError(503, f"{exc}; try again later")
+    if isinstance(exc, ValueError | IngestError):
+        return ApiError(422, str(exc))
+    if isinstance(exc, StratamemError):
+        return ApiError(500, str(exc) or type(exc).__name__, code="store_error")
+    log.error("unexpected error in a request", exc_info=exc)
+    return ApiError(500, "unexpected error; see the server's log")
+
+
+def add_error_handlers(app: FastAPI) -> None:
+    async def api_error(request: Request, exc: Exception) -> JSONResponse:
+        return error_response(cast(ApiError, exc))
+
+    async def access_denied(request: Request, exc: Exception) -> JSONResponse:
+        return error_response(ApiError(403, str(exc)))
+
+    async def http_error(request: Request, exc: Exception) -> JSONResponse:
+        status = cast(HTTPException, exc).status_code
+        message = {404: "no such route", 405: "method not allowed"}.get(status)
+        return error_response(ApiError(status, message or str(cast(HTTPException, exc).detail)))
+
+    async def invalid(request: Request, exc: Exception) -> JSONResponse:
+        # The offending input is left out: it may be the query text.
+        details = [
+            {"loc": list(e.get("loc", ())), "msg": e.get("msg", ""), "type": e.get("type", "")}
+            for e in cast(RequestValidationError, exc).errors()
+        ]
+        first = details[0] if details else {"loc": [], "msg": "invalid request", "type": ""}
+        if first["type"] == "json_invalid":
+            message = f"the body is not valid JSON (at character {first['loc'][-1]})"
+        else:
+            where = ".".join(str(p) for p in first["loc"] if p != "body")
+            message = f"{where}: {first['msg']}" if where else str(first["msg"])
+        return error_response(ApiError(422, message), details=details)
+
+    async def unexpected(request: Request, exc: Exception) -> JSONResponse:
+        return error_response(ApiError(500, "unexpected error; see the server's log"))
+
+    app.add_exception_handler(ApiError, api_error)
+    app.add_exception_handler(AccessDenied, access_denied)
+    app.add_exception_handler(HTTPException, http_error)
+    app.add_exception_handler(RequestValidationError, invalid)
+    app.add_exception_handler(Exception, unexpected)
