@@ -62,6 +62,9 @@ class VectorLeg:
         self._generation = -1
         self._rows: dict[int, str] = {}  # rowid → chunk id of every indexed vector
         self._lock = threading.RLock()  # the index's writer lock (see VectorIndex)
+        # Searches run side by side, outside the lock; a sync in place waits for them to end.
+        self._searching = 0
+        self._idle = threading.Condition(self._lock)
         self.saver = BackgroundSaver(f"stratamem-vector-save:{store.path}")
         self._queries: OrderedDict[str, Vector] = OrderedDict()
         self._queries_lock = threading.Lock()
@@ -99,6 +102,8 @@ class VectorLeg:
         if self._index is not None:
             # Bring the live index up to date in place: a rebuild of a large HNSW graph takes
             # a minute, a sync of what changed takes milliseconds.
+            # Holding the lock keeps new searches out; those already running finish first.
+            self._idle.wait_for(lambda: self._searching == 0)
             self._sync(self._index, dim)
             self._index.generation = generation
             self._generation = self._settled(generation)
@@ -251,11 +256,21 @@ class VectorLeg:
             allowed = self.store.allowed_rowids(filters)
             if allowed is not None and len(allowed) == 0:
                 return {}
-            index = self.index()
-            if len(index) == 0:
-                return {}
-            allow = None if allowed is None else self._allow(index, allowed)
-            rowids, scores = index.search(vector, k, allow=allow)
+            # The index is made current and the search counted under the writer lock, and the
+            # search runs outside it: another thread's sync waits for it to end.
+            with self._lock:
+                index = self._current()
+                if len(index) == 0:
+                    return {}
+                allow = None if allowed is None else self._allow(index, allowed)
+                self._searching += 1
+            try:
+                rowids, scores = index.search(vector, k, allow=allow)
+            finally:
+                with self._lock:
+                    self._searching -= 1
+                    if self._searching == 0:
+                        self._idle.notify_all()
             names = self.store.rowids_to_ids([int(r) for r in rowids])
         return {
             names[int(r)]: float(s) for r, s in zip(rowids, scores, strict=True) if int(r) in names
@@ -281,11 +296,14 @@ class VectorLeg:
         it is current and from the store otherwise."""
         dim = self.embedder.spec.dim
         with self.store.read_snapshot():
-            if self._index is not None and self._generation == self.store.generation():
-                rowids = self.store.ids_to_rowids(node_ids)
-                names = {rowid: node for node, rowid in rowids.items()}
-                found, matrix = self._index.vectors(list(rowids.values()))
-                return {names[int(r)]: row for r, row in zip(found.tolist(), matrix, strict=True)}
+            with self._lock:
+                if self._index is not None and self._generation == self.store.generation():
+                    rowids = self.store.ids_to_rowids(node_ids)
+                    names = {rowid: node for node, rowid in rowids.items()}
+                    found, matrix = self._index.vectors(list(rowids.values()))
+                    return {
+                        names[int(r)]: row for r, row in zip(found.tolist(), matrix, strict=True)
+                    }
             return {
                 node: np.frombuffer(blob, dtype="<f4").reshape(dim)
                 for node, blob in self.store.vectors_of(self.signature, node_ids).items()

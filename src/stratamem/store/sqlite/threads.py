@@ -11,11 +11,12 @@ connection.
 
 Who reads is the store's (:meth:`read_as`, as for any store) unless a thread says otherwise
 for a block (:meth:`reading_as`), as a server's thread does for each call it serves. A
-connection is closed when its thread ends or when the store is closed.
+connection is closed by its own thread (see :meth:`close`), or when its thread has ended.
 """
 
 from __future__ import annotations
 
+import itertools
 import threading
 import weakref
 from collections.abc import Iterator
@@ -41,25 +42,33 @@ class PerThreadStore:
         self._principal = principal
         self._local = threading.local()
         self._lock = threading.Lock()
-        self._open: weakref.WeakSet[SQLiteStore] = weakref.WeakSet()
+        # Each open connection's thread: a connection is closed only by its own thread, or
+        # once that thread has ended (closing one under a query can crash the process).
+        self._open: weakref.WeakKeyDictionary[SQLiteStore, threading.Thread]
+        self._open = weakref.WeakKeyDictionary()
         self._closed = False
+        self._serials = itertools.count()
         self.postings = EntityPostings(
             lambda: self._mine().conn,
             state=lambda: self._mine().write_state(),
             generation=lambda: self._mine().chunk_generation(),
             snapshot=lambda: self._mine().read_snapshot(),
             writing=lambda: self._mine().in_transaction(),
-            reader=lambda: id(self._mine()),
+            reader=self._reader,
         )
         first = self._mine()  # opens (and migrates) the file now: a bad path fails here
         first.read_as(principal)
 
     def _mine(self) -> SQLiteStore:
         store: SQLiteStore | None = getattr(self._local, "store", None)
-        if store is not None:
+        if store is not None and not self._closed:
             return store
         with self._lock:
             if self._closed:
+                if store is not None and not store.conn.in_transaction:
+                    self._local.store = None
+                    self._open.pop(store, None)
+                    store.close()
                 raise StoreError(f"{self.path}: the store is closed")
         store = SQLiteStore(self.path)
         store.postings = self.postings
@@ -69,9 +78,20 @@ class PerThreadStore:
             store.close()
             raise
         with self._lock:
-            self._open.add(store)
+            if self._closed:  # closed while this thread's connection was being opened
+                store.close()
+                raise StoreError(f"{self.path}: the store is closed")
+            self._open[store] = threading.current_thread()
+        self._local.serial = next(self._serials)
         self._local.store = store
         return store
+
+    def _reader(self) -> int:
+        """The calling thread's connection, by a number no other connection gets (an ``id``
+        comes back for a later thread's store once an ended thread's store is freed)."""
+        self._mine()
+        serial: int = self._local.serial
+        return serial
 
     def __getattr__(self, name: str) -> Any:
         if name.startswith("__"):
@@ -84,7 +104,7 @@ class PerThreadStore:
         self._mine().read_as(principal)
         with self._lock:
             self._principal = principal
-            stores = list(self._open)
+            stores = list(self._open.keys())
         for store in stores:
             store.principal_name = principal
 
@@ -111,10 +131,17 @@ class PerThreadStore:
         self.close()
 
     def close(self) -> None:
-        """Close every thread's connection; a later call on any thread is an error."""
+        """Close the connections of this thread and of threads that have ended; a later call
+        on any thread is an error, and a thread still running closes its own connection at
+        its next call (closing one under a thread inside a query can crash the process). A
+        server shuts its threads down first, so that every connection closes here."""
+        me = threading.current_thread()
         with self._lock:
             self._closed = True
-            stores = list(self._open)
-            self._open = weakref.WeakSet()
-        for store in stores:
+            done = [s for s, t in self._open.items() if t is me or not t.is_alive()]
+            for store in done:
+                self._open.pop(store, None)
+        for store in done:
             store.close()
+        if getattr(self._local, "store", None) is not None:
+            self._local.store = None

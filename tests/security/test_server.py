@@ -1,0 +1,1053 @@
+"""The canary store served over HTTP and MCP (one live server, tokens required, writes on),
+read by every principal (see ``security_kit``): every read route, tool and resource answers
+as the same read of the Python API on the store built from only what the principal may see,
+and shows nothing of what it may not; a hidden id answers as a missing one, byte for byte
+but for the id; principals reading at once each get their own answers; and the write routes
+tell a hidden source or a path outside the ingest root from a missing one no better than
+the reads do."""
+
+from __future__ import annotations
+
+import json
+import random
+import sqlite3
+import sys
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, replace
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote
+
+import anyio
+import httpx
+import httpx2
+import pytest
+import route_probes as probes
+import security_kit as kit
+from fastapi.encoders import jsonable_encoder
+from mcp.client.session import ClientSession
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared.exceptions import MCPError
+from mcp_types import CallToolResult, TextContent
+from security_kit import NOWHERE, Refs
+
+from stratamem.api import Memory
+from stratamem.errors import AccessDenied, NotFoundError, StratamemError
+from stratamem.retrieval.primitives import COVER_DEFAULT_LIMIT, MAX_LIMIT
+from stratamem.server import mcp as wire
+from stratamem.server.http import create_app
+from stratamem.server.service import Service
+from stratamem.testing import HashingEmbedder
+from stratamem.timeparse import parse_when
+from stratamem.types import Filters, NodeKind, SourceKind, rfc3339
+
+PRINCIPALS = [p.name for p in kit.PRINCIPALS]
+SERVING = Path(__file__).resolve().parents[1] / "server"
+HIDEABLE = ("hr-secret", "legal-chat", "orphan")  # the named sources some principal may not see
+ALL = probes.WINDOWS["all"]
+KINDS = ("record", "chat", "document", "email")
+WINDOW = {"since": ALL[0].isoformat(), "until": ALL[1].isoformat()}
+QUERIES = [q for q in probes.QUERIES if q]  # "" is refused before the store
+SOME = (*probes.FEW, *probes.CANARY_QUERIES[::3])  # the queries asked of every leg
+
+
+# -- the server ----------------------------------------------------------------------------------
+
+
+@dataclass
+class Served:
+    url: str
+    path: Path
+    root: Path
+    service: Service
+    tokens: dict[str, str]
+    clients: dict[str, httpx.Client]
+
+
+@pytest.fixture(scope="module")
+def served(  # type: ignore[no-untyped-def]
+    world, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Served]:
+    """A copy of the canary store, its principals made again with the write permission (so
+    that the write routes get past it) and their tokens kept, served by one live server."""
+    if str(SERVING) not in sys.path:
+        sys.path.insert(0, str(SERVING))
+    from serving import live
+
+    folder = tmp_path_factory.mktemp("served")
+    path = folder / "store.db"
+    source, target = sqlite3.connect(world.full), sqlite3.connect(path)
+    try:
+        source.backup(target)
+    finally:
+        source.close()
+        target.close()
+    tokens = {}
+    with kit.open_memory(path) as owner:
+        for p in kit.PRINCIPALS:
+            owner.remove_principal(p.name)
+            tokens[p.name] = owner.add_principal(
+                p.name, list(p.scopes), sources=list(p.sources), write=True
+            )
+    root = folder / "root"
+    root.mkdir()
+    with Service(
+        path,
+        embedder=HashingEmbedder(),
+        reranker=kit.OverlapReranker(),
+        allow_writes=True,
+        ingest_roots=[root],
+    ) as service:
+        app = create_app(service, access_log=None)
+        with live(app) as url:
+            clients = {
+                name: httpx.Client(
+                    base_url=url, headers={"Authorization": f"Bearer {token}"}, timeout=60
+                )
+                for name, token in tokens.items()
+            }
+            try:
+                yield Served(url, path, root, service, tokens, clients)
+            finally:
+                for client in clients.values():
+                    client.close()
+
+
+def _json(value: Any) -> Any:
+    """``value`` as it comes back over the wire."""
+    return json.loads(json.dumps(jsonable_encoder(value), ensure_ascii=False))
+
+
+def _scan(
+    text: str,
+    canaries: set[str],
+    refs: Mapping[str, Refs],
+    uses: Sequence[str],
+    named: Sequence[str] = (),
+) -> list[str]:
+    """The canaries in ``text``, what the call named itself taken out first."""
+    text = text.lower()
+    for echo in sorted([*probes.echoes(refs, tuple(uses)), *named], key=len, reverse=True):
+        text = text.replace(echo.lower(), "<named>")
+    return sorted(c for c in canaries if c in text)
+
+
+def _tally(group: str, route: str, principal: str, canaries: set[str]) -> None:
+    found = kit.counts(group)
+    found.routes.add(route)
+    found.principals.add(principal)
+    found.compared += 1
+    found.checks += len(canaries)
+
+
+# -- HTTP: each request and the same read through the Python API ---------------------------------
+
+
+@dataclass(frozen=True)
+class Http:
+    route: str
+    name: str
+    method: str
+    path: str
+    body: Mapping[str, Any] | None
+    read: Callable[[Memory], Any]  # the body the route should answer, from the Python API
+    uses: tuple[str, ...] = ()
+
+    @property
+    def id(self) -> str:
+        return f"{self.route}:{self.name}"
+
+    def send(self, client: httpx.Client) -> httpx.Response:
+        if self.body is None:
+            return client.request(self.method, self.path)
+        return client.request(self.method, self.path, json=self.body)
+
+
+def _iso(value: datetime) -> str:
+    return value.isoformat()
+
+
+def _hits(found: Sequence[Any]) -> dict[str, Any]:
+    return {"hits": [h.to_dict() for h in found]}
+
+
+# How each POST route's answer is made from its Memory method's.
+SHAPES: dict[str, Callable[[Any], Any]] = {
+    "search": lambda r: r.to_dict(),
+    "query_source": lambda r: r.to_dict(),
+    "query_global": lambda r: r.to_dict(),
+    "query_topic": lambda r: r.to_dict(),
+    "cover_window": lambda r: r.to_dict(),
+    "search_entities": lambda r: {"entities": [e.to_dict() for e in r]},
+    "drill_down": _hits,
+    "fetch_leaves": _hits,
+}
+
+
+def _post(route: str, name: str, body: dict[str, Any], *uses: str) -> Http:
+    """``POST /v1/<route>`` with ``body``, read through the Memory method of that name with
+    the same arguments (``sources`` and ``kinds`` as its filters, ``ids`` as ``chunk_ids``)."""
+    args = {k: parse_when(v) if k in ("since", "until") else v for k, v in body.items()}
+    if route not in ("search", "search_entities") and {"sources", "kinds"} & set(args):
+        kinds = tuple(SourceKind(k) for k in args.pop("kinds", ()))
+        args["filters"] = Filters(sources=tuple(args.pop("sources", ())), kinds=kinds)
+    if "ids" in args:
+        args["chunk_ids"] = args.pop("ids")
+
+    def read(m: Memory) -> Any:
+        return SHAPES[route](getattr(m, route)(**args))
+
+    return Http(route, name, "POST", f"/v1/{route}", body, read, uses)
+
+
+def _http_search() -> list[Http]:
+    out = [_post("search", f"hybrid:{n}:{q[:30]}", {"query": q}) for n, q in enumerate(QUERIES)]
+    for mode in ("keyword", "vector", "graph"):
+        out += [_post("search", f"{mode}:{q}", {"query": q, "mode": mode}) for q in SOME]
+    query = probes.FEW[1]
+    for profile in ("balanced", "semantic", "lexical", "graph_first", "recent"):
+        out.append(_post("search", f"profile={profile}", {"query": query, "profile": profile}))
+    for q in probes.FEW:
+        for budget in (40, 500):
+            out.append(_post("search", f"budget={budget}:{q}", {"query": q, "budget": budget}))
+        for limit in (1, 3, 1000):
+            out.append(_post("search", f"limit={limit}:{q}", {"query": q, "limit": limit}))
+    for mode in ("hybrid", "keyword"):
+        for label, sources, uses in probes._source_filters(probes.NAMED):
+            body = {"query": query, "sources": list(sources), "mode": mode}
+            out.append(_post("search", f"{mode}:sources={label}", body, *uses))
+    for mode in probes.MODES:
+        for kind in KINDS:
+            body = {"query": query, "kinds": [kind], "mode": mode}
+            out.append(_post("search", f"{mode}:kind={kind}", body))
+        for label, (a, b) in probes.WINDOWS.items():
+            body = {"query": query, "since": _iso(a), "until": _iso(b), "mode": mode}
+            out.append(_post("search", f"{mode}:window={label}", body))
+    return out
+
+
+def _http_primitives(refs: Mapping[str, Refs]) -> list[Http]:
+    out = [
+        _post("query_source", "all", {}),
+        _post("query_source", "query", {"query": "queue"}),
+        _post("query_source", "canary-query", {"query": "zanzibarquux"}),
+        _post("query_source", "days", {"time_window_days": 100_000}),
+        _post("query_source", "limit-1", {"limit": 1}),
+    ]
+    for kind in KINDS:
+        out.append(_post("query_source", f"kind={kind}", {"source_kind": kind, "query": "queue"}))
+        out.append(_post("query_global", f"kind={kind}", {**WINDOW, "source_kind": kind}))
+        out.append(_post("cover_window", f"kind={kind}", {**WINDOW, "kinds": [kind]}))
+    for name in probes.NAMED:
+        r = refs[name]
+        out += [
+            _post("query_source", f"scope:{name}", {"source": r.scope, "query": "queue"}, name),
+            _post("query_source", f"id:{name}", {"source": r.source_id}, name),
+            _post("query_source", f"filtered:{name}", {"sources": [r.scope]}, name),
+            _post("query_global", f"filtered:{name}", {**WINDOW, "sources": [r.source_id]}, name),
+            _post("cover_window", f"filtered:{name}", {**WINDOW, "sources": [r.scope]}, name),
+        ]
+    for label, (a, b) in probes.WINDOWS.items():
+        span = {"since": _iso(a), "until": _iso(b)}
+        out += [
+            _post("query_global", label, span),
+            _post("query_global", f"{label}:query", {**span, "query": "zanzibarquux queue"}),
+            _post("cover_window", label, span),
+            _post("cover_window", f"{label}:limit-2", {**span, "limit": 2}),
+        ]
+    return out
+
+
+def _http_entities(refs: Mapping[str, Refs]) -> list[Http]:
+    out = []
+    for entity in (e for e in probes.ENTITIES if e):
+        body = {"entity_id": entity, "query": "queue zanzibarquux"}
+        out += [
+            _post("query_topic", entity, {"entity_id": entity}),
+            _post("query_topic", f"{entity}:query", body),
+        ]
+    for name in probes.NAMED:
+        for entity in refs[name].entities:
+            body = {"entity_id": entity, "limit": 100}
+            out.append(_post("query_topic", f"of:{name}:{entity}", body, name))
+    for needle in probes.NEEDLES:
+        handles = {"query": needle, "kinds": ["handle", "email"], "limit": 100}
+        out += [
+            _post("search_entities", needle, {"query": needle, "limit": 100}),
+            _post("search_entities", f"{needle}:handle", handles),
+        ]
+    return out
+
+
+def _http_by_id(refs: Mapping[str, Refs]) -> list[Http]:
+    def sources(m: Memory) -> dict[str, Any]:
+        return {"sources": [s.to_dict() for s in m.sources()]}
+
+    out = [
+        Http("sources", "all", "GET", "/v1/sources", None, sources),
+        Http("stats", "all", "GET", "/v1/stats", None, lambda m: m.stats()),
+    ]
+    eng = refs["eng"].leaf
+    for name in probes.NAMED:
+        r = refs[name]
+        out += [
+            _post("drill_down", f"top:{name}", {"node_id": r.top, "max_depth": 32}, name),
+            _post("drill_down", f"summary:{name}", {"node_id": r.summary, "query": "queue"}, name),
+            _post("drill_down", f"leaf:{name}", {"node_id": r.leaf}, name),
+            _post(
+                "fetch_leaves", name, {"ids": [eng, r.leaf, r.summary, NOWHERE.leaf]}, name, "eng"
+            ),
+        ]
+        for part in ("top", "summary", "leaf"):
+            node = getattr(r, part)
+            out.append(
+                Http(
+                    "nodes",
+                    f"{part}:{name}",
+                    "GET",
+                    f"/v1/nodes/{node}",
+                    None,
+                    lambda m, i=node: m.get(i).to_dict(),
+                    (name,),
+                )
+            )
+    return out
+
+
+@pytest.fixture(scope="module")
+def http_calls(refs: dict[str, Refs]) -> list[Http]:
+    return [*_http_search(), *_http_primitives(refs), *_http_entities(refs), *_http_by_id(refs)]
+
+
+def _error(status: int, code: str, exc: Exception) -> tuple[int, Any]:
+    return status, {"error": {"code": code, "message": str(exc)}}
+
+
+def expected_http(call: Http, mem: Memory) -> tuple[int, Any]:
+    """(status, body) the route must answer: the Python API's answer, an error as the HTTP
+    API's error table maps it."""
+    try:
+        value = call.read(mem)
+    except NotFoundError as exc:
+        return _error(404, "not_found", exc)
+    except AccessDenied as exc:
+        return _error(403, "forbidden", exc)
+    except ValueError as exc:
+        return _error(422, "invalid_request", exc)
+    return 200, _json(value)
+
+
+def check_http(
+    call: Http,
+    response: httpx.Response,
+    want: tuple[int, Any],
+    canaries: set[str],
+    refs: Mapping[str, Refs],
+) -> str | None:
+    """What is wrong with ``response`` (None: nothing)."""
+    found = _scan(response.text, canaries, refs, call.uses)
+    if found:
+        return f"{call.id} shows hidden {found}"
+    if response.status_code != want[0]:
+        return f"{call.id}: status {response.status_code} != {want[0]}: {response.text[:300]}"
+    try:
+        kit.assert_same(kit.plain(response.json()), kit.plain(want[1]))
+    except AssertionError as exc:
+        return f"{call.id}: {exc}"
+    return None
+
+
+@pytest.mark.parametrize("principal", PRINCIPALS)
+def test_http_reads_equal_the_reduced_store_and_show_no_canary(  # type: ignore[no-untyped-def]
+    world, refs, served: Served, http_calls: list[Http], principal: str
+) -> None:
+    reduced = world.read("reduced", principal)
+    canaries = world.hidden_from(principal).canaries
+    client = served.clients[principal]
+    wrong = []
+    for call in http_calls:
+        want = expected_http(call, reduced)
+        problem = check_http(call, call.send(client), want, canaries, refs)
+        _tally("http", call.route, principal, canaries)
+        if problem:
+            wrong.append(problem)
+    assert not wrong, f"{len(wrong)} of {len(http_calls)} wrong as {principal}:\n" + "\n".join(
+        wrong[:10]
+    )
+
+
+# -- a hidden id answers as a missing one ---------------------------------------------------------
+
+
+def _names(ref: Refs) -> list[str]:
+    names = [ref.scope, ref.source_id, ref.tree_id, ref.top, ref.summary, ref.leaf, ref.item or ""]
+    return [n for n in (*names, *ref.entities) if n]
+
+
+def _as_nothing(text: str, ref: Refs) -> str:
+    for name in sorted(_names(ref), key=len, reverse=True):
+        text = text.replace(name, "<ref>").replace(quote(name, safe=""), "<ref>")
+    return text
+
+
+def _nowhere_like(ref: Refs) -> Refs:
+    entities = tuple(f"{e.partition(':')[0]}:no-such-{n}" for n, e in enumerate(ref.entities))
+    summary = NOWHERE.top if ref.summary == ref.top else NOWHERE.summary
+    return replace(NOWHERE, entities=entities, summary=summary)
+
+
+def _only_hidden(world, ref: Refs, principal: str) -> Refs:  # type: ignore[no-untyped-def]
+    """``ref`` with only the entities that no source the principal sees mentions."""
+    hidden = world.hidden_from(principal).source_ids
+    only = tuple(
+        e
+        for e in ref.entities
+        if all(h.source_id in hidden for h in world.owner.query_topic(e, limit=1000).hits)
+    )
+    assert only, f"{ref.scope} names no entity of its own"
+    return replace(ref, entities=only[:4])
+
+
+def hidden_cases(world, refs: Mapping[str, Refs], principal: str) -> list[tuple[Refs, Refs]]:  # type: ignore[no-untyped-def]
+    """(a named source hidden from ``principal``, ids shaped alike that name nothing)."""
+    hidden = world.hidden_from(principal).source_ids
+    out = []
+    for name in HIDEABLE:
+        if refs[name].source_id in hidden:
+            ref = _only_hidden(world, refs[name], principal)
+            out.append((ref, _nowhere_like(ref)))
+    assert out, f"nothing named is hidden from {principal}"
+    return out
+
+
+Ask = Callable[[Refs], list[tuple[str, str, dict[str, Any] | None]]]
+HTTP_ASKS: dict[str, Ask] = {
+    "node-leaf": lambda r: [("GET", f"/v1/nodes/{r.leaf}", None)],
+    "node-top": lambda r: [("GET", f"/v1/nodes/{r.top}", None)],
+    "node-summary": lambda r: [("GET", f"/v1/nodes/{r.summary}", None)],
+    "drill_down": lambda r: [("POST", "/v1/drill_down", {"node_id": r.top, "max_depth": 8})],
+    "drill_down-query": lambda r: [
+        ("POST", "/v1/drill_down", {"node_id": r.summary, "query": "queue"})
+    ],
+    "drill_down-leaf": lambda r: [("POST", "/v1/drill_down", {"node_id": r.leaf})],
+    "fetch_leaves": lambda r: [("POST", "/v1/fetch_leaves", {"ids": [r.leaf, r.summary]})],
+    "query_source-scope": lambda r: [("POST", "/v1/query_source", {"source": r.scope})],
+    "query_source-id": lambda r: [
+        ("POST", "/v1/query_source", {"source": r.source_id, "query": "queue"})
+    ],
+    "query_topic": lambda r: [
+        ("POST", "/v1/query_topic", {"entity_id": e, "query": "queue"}) for e in r.entities
+    ],
+    "search-filter": lambda r: [("POST", "/v1/search", {"query": "queue", "sources": [r.scope]})],
+    "keyword-filter": lambda r: [
+        ("POST", "/v1/search", {"query": "queue", "sources": [r.source_id], "mode": "keyword"})
+    ],
+    "query_global-filter": lambda r: [
+        ("POST", "/v1/query_global", {**WINDOW, "sources": [r.scope]})
+    ],
+    "cover_window-filter": lambda r: [
+        ("POST", "/v1/cover_window", {**WINDOW, "sources": [r.source_id]})
+    ],
+}
+
+
+def _seen(response: httpx.Response, ref: Refs) -> tuple[int, str, str]:
+    """What a caller reads of ``response``, the ids of ``ref`` put as ``<ref>``."""
+    kind = response.headers.get("content-type", "")
+    return response.status_code, kind, _as_nothing(response.text, ref)
+
+
+@pytest.mark.parametrize("principal", PRINCIPALS)
+def test_http_answers_a_hidden_id_as_a_missing_one(  # type: ignore[no-untyped-def]
+    world, refs, served: Served, principal: str
+) -> None:
+    client = served.clients[principal]
+    canaries = world.hidden_from(principal).canaries
+    wrong = []
+    for hidden, nowhere in hidden_cases(world, refs, principal):
+        for name, ask in HTTP_ASKS.items():
+            for (method, path, body), (_, other, other_body) in zip(
+                ask(hidden), ask(nowhere), strict=True
+            ):
+                got = client.request(method, path, json=body)
+                want = client.request(method, other, json=other_body)
+                _tally("http hidden = missing", name, principal, canaries)
+                if _seen(got, hidden) != _seen(want, nowhere):
+                    wrong.append(f"{name} {hidden.scope}: {got.text[:200]} != {want.text[:200]}")
+                found = _scan(_as_nothing(got.text, hidden), canaries, refs, ())
+                if found:
+                    wrong.append(f"{name} {hidden.scope} shows hidden {found}")
+    assert not wrong, "\n".join(wrong[:10])
+
+
+@pytest.mark.parametrize("principal", PRINCIPALS)
+def test_http_a_hidden_node_is_404_as_a_missing_one(  # type: ignore[no-untyped-def]
+    world, refs, served: Served, principal: str
+) -> None:
+    client = served.clients[principal]
+    for hidden, nowhere in hidden_cases(world, refs, principal):
+        for part in ("leaf", "top", "summary"):
+            got = client.get(f"/v1/nodes/{getattr(hidden, part)}")
+            want = client.get(f"/v1/nodes/{getattr(nowhere, part)}")
+            assert got.status_code == want.status_code == 404
+            assert got.json()["error"]["code"] == "not_found"
+            assert got.content.replace(getattr(hidden, part).encode(), b"<id>") == (
+                want.content.replace(getattr(nowhere, part).encode(), b"<id>")
+            )
+
+
+# -- MCP: each tool call and the same read through the Python API --------------------------------
+
+
+@dataclass(frozen=True)
+class Tool:
+    tool: str  # a tool's name, or "resource" (``args`` holds its ``uri``)
+    name: str
+    args: Mapping[str, Any]
+    uses: tuple[str, ...] = ()
+    named: tuple[str, ...] = ()  # what else the call names (and an answer may echo)
+
+    @property
+    def id(self) -> str:
+        return f"{self.tool}:{self.name}"
+
+    def read(self, m: Memory) -> Any:
+        """The structured answer, from the Python API."""
+        return READS[self.tool](m, **self.args)
+
+
+def _tool(tool: str, name: str, args: Mapping[str, Any], *uses: str) -> Tool:
+    return Tool(tool, name, args, uses)
+
+
+def _when(value: str | None) -> datetime | None:
+    return parse_when(value) if value else None
+
+
+def _search(m: Memory, query: str, **options: Any) -> dict[str, Any]:
+    for key in ("since", "until"):
+        options[key] = _when(options.get(key))
+    return wire._search_dict(m.search(query, **options))
+
+
+def _query_source(
+    m: Memory, source: str | None = None, days: float | None = None, **options: Any
+) -> dict[str, Any]:
+    if source is not None and "*" not in source:
+        m.source(source)  # the tool names an unknown source an error
+    return wire._query_dict(m.query_source(source, time_window_days=days, **options))
+
+
+def _query_global(
+    m: Memory, since: str, until: str, sources: Sequence[str] = (), **options: Any
+) -> dict[str, Any]:
+    filters = Filters(sources=tuple(sources)) if sources else None
+    found = m.query_global(
+        since=parse_when(since), until=parse_when(until), filters=filters, **options
+    )
+    return wire._query_dict(found)
+
+
+def _query_topic(m: Memory, entity: str, **options: Any) -> dict[str, Any]:
+    entity_id = wire._entity_id(m, entity)
+    return {"entity_id": entity_id, **wire._query_dict(m.query_topic(entity_id, **options))}
+
+
+def _cover(
+    m: Memory,
+    since: str,
+    until: str,
+    sources: Sequence[str] = (),
+    kinds: Sequence[str] = (),
+    limit: int = COVER_DEFAULT_LIMIT,
+) -> Any:
+    filters = wire._filters(sources, kinds)
+    return m.cover_window(
+        since=parse_when(since), until=parse_when(until), limit=limit, filters=filters
+    )
+
+
+def _brief(m: Memory, since: str, until: str, **options: Any) -> dict[str, Any]:
+    found = _cover(m, since, until, **options)
+    grouped: dict[str, list[dict[str, Any]]] = {}
+    for hit in found.hits:
+        grouped.setdefault(hit.tree_scope, []).append(wire._node(hit, whole=True))
+    return {
+        "since": rfc3339(parse_when(since)),
+        "until": rfc3339(parse_when(until)),
+        "sources": [{"source": s, "nodes": n} for s, n in grouped.items()],
+        "total": found.total,
+        "truncated": found.truncated,
+    }
+
+
+def _drill_down(m: Memory, node_id: str, depth: int = 1, **options: Any) -> dict[str, Any]:
+    if m.get(node_id).node_kind is NodeKind.LEAF:
+        raise ValueError(f"{node_id!r} is a message, not a summary: nothing lies below")
+    below = m.drill_down(node_id, max_depth=depth, **options)
+    return {"node_id": node_id, "nodes": [wire._node(h) for h in below]}
+
+
+def _fetch_leaves(m: Memory, node_ids: list[str]) -> dict[str, Any]:
+    found = m.fetch_leaves(node_ids)
+    seen = {h.node_id for h in found}
+    return {
+        "nodes": [wire._node(h, whole=True) for h in found],
+        "missing": [i for i in dict.fromkeys(node_ids) if i not in seen],
+    }
+
+
+def _show(m: Memory, node_id: str) -> dict[str, Any]:
+    return wire._node(m.get(node_id), whole=True, entities=True)
+
+
+def _sources(m: Memory) -> dict[str, Any]:
+    keys = ("id", "scope", "kind", "platform", "title", "chunks")
+    found = [s.to_dict() | {"title": s.title} for s in m.sources()]
+    return {"sources": [{k: s[k] for k in keys} for s in found]}
+
+
+def _resource(m: Memory, uri: str) -> dict[str, Any]:
+    kind, _, ident = uri.removeprefix("stratamem://").partition("/")
+    if kind == "nodes":
+        return _show(m, ident)
+    if not ident:
+        return {"sources": [s.to_dict() for s in m.sources()]}
+    found = m.source(ident)
+    tops = m.query_source(found.id, limit=MAX_LIMIT)
+    return {**found.to_dict(), "summaries": [wire._node(h) for h in tops.hits]}
+
+
+READS: dict[str, Callable[..., Any]] = {
+    "search": _search,
+    "query_source": _query_source,
+    "query_global": _query_global,
+    "query_topic": _query_topic,
+    "cover_window": lambda m, **a: wire._query_dict(_cover(m, **a)),
+    "brief": _brief,
+    "search_entities": lambda m, query, **a: {
+        "entities": [e.to_dict() for e in m.search_entities(query, **a)]
+    },
+    "drill_down": _drill_down,
+    "fetch_leaves": _fetch_leaves,
+    "show": _show,
+    "sources": _sources,
+    "resource": _resource,
+}
+
+
+def _mcp_tools(refs: Mapping[str, Refs]) -> list[Tool]:
+    query = probes.FEW[1]
+    out = [_tool("search", f"hybrid:{n}:{q[:30]}", {"query": q}) for n, q in enumerate(SOME)]
+    out += [
+        _tool("search", f"{mode}:{q}", {"query": q, "mode": mode})
+        for mode in ("keyword", "vector", "graph")
+        for q in probes.FEW
+    ]
+    out += [
+        _tool("search", "", {"query": ""}),
+        _tool("search", "budget", {"query": query, "budget": 200}),
+        _tool("search", "window", {"query": query, **WINDOW, "limit": 50}),
+        _tool("sources", "all", {}),
+        _tool("query_source", "all", {"query": "queue"}),
+        _tool("query_source", "days", {"days": 100_000}),
+        _tool("query_source", "kind=chat", {"source_kind": "chat"}),
+        _tool("query_source", "glob", {"source": "slack:*"}),
+        _tool("brief", "all", WINDOW),
+        _tool("cover_window", "all", WINDOW),
+        _tool("resource", "sources", {"uri": "stratamem://sources"}),
+    ]
+    out += [_tool("search", f"kind={k}", {"query": query, "kinds": [k]}) for k in KINDS]
+    for label, (a, b) in probes.WINDOWS.items():
+        span = {"since": _iso(a), "until": _iso(b)}
+        out += [
+            _tool("query_global", label, {**span, "query": "zanzibarquux queue"}),
+            _tool("cover_window", f"{label}:limit-3", {**span, "limit": 3}),
+        ]
+    for entity in [e for e in probes.ENTITIES if e] + ["zorb", "alice", "merov", "xylo"]:
+        ask = _tool("query_topic", entity, {"entity": entity, "query": "queue"})
+        out.append(replace(ask, named=(entity,)))  # the answer names the entity asked for
+    out += [_tool("search_entities", q, {"query": q, "limit": 100}) for q in probes.NEEDLES]
+    for name in probes.NAMED:
+        r = refs[name]
+        both = [refs["eng"].leaf, r.leaf, r.summary, NOWHERE.leaf]
+        out += [
+            _tool("search", f"sources={name}", {"query": query, "sources": [r.scope]}, name),
+            _tool(
+                "search",
+                f"sources=id:{name}",
+                {"query": query, "sources": [r.source_id], "mode": "keyword"},
+                name,
+            ),
+            _tool("query_source", f"scope:{name}", {"source": r.scope}, name),
+            _tool("query_source", f"id:{name}", {"source": r.source_id, "query": "queue"}, name),
+            _tool("query_global", f"sources={name}", {**WINDOW, "sources": [r.scope]}, name),
+            _tool("cover_window", f"sources={name}", {**WINDOW, "sources": [r.source_id]}, name),
+            _tool("brief", f"sources={name}", {**WINDOW, "sources": [r.scope]}, name),
+            _tool("drill_down", f"top:{name}", {"node_id": r.top, "depth": 32}, name),
+            _tool("drill_down", f"summary:{name}", {"node_id": r.summary, "query": "queue"}, name),
+            _tool("drill_down", f"leaf:{name}", {"node_id": r.leaf}, name),
+            _tool("fetch_leaves", name, {"node_ids": both}, name, "eng"),
+            _tool("show", f"leaf:{name}", {"node_id": r.leaf}, name),
+            _tool("show", f"top:{name}", {"node_id": r.top}, name),
+            _tool(
+                "resource", f"source:{name}", {"uri": f"stratamem://sources/{r.source_id}"}, name
+            ),
+            _tool("resource", f"node:leaf:{name}", {"uri": f"stratamem://nodes/{r.leaf}"}, name),
+            _tool("resource", f"node:top:{name}", {"uri": f"stratamem://nodes/{r.top}"}, name),
+        ]
+        out += [_tool("query_topic", f"of:{name}:{e}", {"entity": e}, name) for e in r.entities[:6]]
+    return out
+
+
+@pytest.fixture(scope="module")
+def mcp_calls(refs: dict[str, Refs]) -> list[Tool]:
+    return _mcp_tools(refs)
+
+
+@asynccontextmanager
+async def mcp_session(url: str, token: str) -> AsyncIterator[ClientSession]:
+    async with (
+        httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"}, timeout=60) as client,
+        streamable_http_client(f"{url}/mcp", http_client=client) as (read, write),
+        ClientSession(read, write) as session,
+    ):
+        await session.initialize()
+        yield session
+
+
+async def ask_mcp(session: ClientSession, call: Tool) -> tuple[str, str]:
+    """("ok", the JSON text) or ("error", the message) of a tool call or resource read."""
+    if call.tool == "resource":
+        try:
+            found = await session.read_resource(call.args["uri"])
+        except MCPError as exc:
+            return "error", str(exc)
+        return "ok", found.contents[0].text  # type: ignore[union-attr]
+    result = await session.call_tool(call.tool, dict(call.args))
+    assert isinstance(result, CallToolResult)
+    text = "".join(c.text for c in result.content if isinstance(c, TextContent))
+    return ("error" if result.is_error else "ok"), text
+
+
+def expected_mcp(call: Tool, mem: Memory) -> tuple[str, Any]:
+    try:
+        value = call.read(mem)
+    except (StratamemError, ValueError) as exc:
+        return "error", wire._one_line(str(exc) or type(exc).__name__)
+    return "ok", json.loads(json.dumps(value, ensure_ascii=False))
+
+
+def check_mcp(
+    call: Tool,
+    got: tuple[str, str],
+    want: tuple[str, Any],
+    canaries: set[str],
+    refs: Mapping[str, Refs],
+) -> str | None:
+    found = _scan(got[1], canaries, refs, call.uses, call.named)
+    if found:
+        return f"{call.id} shows hidden {found}"
+    if got[0] != want[0]:
+        return f"{call.id}: {got[0]} {got[1][:300]} where {want[0]} {str(want[1])[:300]}"
+    if got[0] == "error":
+        # The SDK answers a resource's error with its URI alone (see the hidden-id test).
+        if call.tool == "resource" or want[1] in got[1]:
+            return None
+        return f"{call.id}: {got[1]!r} lacks {want[1]!r}"
+    try:
+        kit.assert_same(kit.plain(json.loads(got[1])), kit.plain(want[1]))
+    except AssertionError as exc:
+        return f"{call.id}: {exc}"
+    return None
+
+
+@pytest.mark.parametrize("principal", PRINCIPALS)
+def test_mcp_tools_and_resources_equal_the_reduced_store_and_show_no_canary(  # type: ignore[no-untyped-def]
+    world, refs, served: Served, mcp_calls: list[Tool], principal: str
+) -> None:
+    reduced = world.read("reduced", principal)
+    canaries = world.hidden_from(principal).canaries
+    wrong: list[str] = []
+
+    async def scenario() -> None:
+        async with mcp_session(served.url, served.tokens[principal]) as session:
+            tools = {t.name for t in (await session.list_tools()).tools}
+            assert {"ingest", "forget"} <= tools
+            for call in mcp_calls:
+                got = await ask_mcp(session, call)
+                problem = check_mcp(call, got, expected_mcp(call, reduced), canaries, refs)
+                _tally("mcp", call.tool, principal, canaries)
+                if problem:
+                    wrong.append(problem)
+
+    anyio.run(scenario)
+    assert not wrong, f"{len(wrong)} of {len(mcp_calls)} wrong as {principal}:\n" + "\n".join(
+        wrong[:10]
+    )
+
+
+MCP_ASKS: dict[str, Callable[[Refs], list[tuple[str, dict[str, Any]]]]] = {
+    "show-leaf": lambda r: [("show", {"node_id": r.leaf})],
+    "show-top": lambda r: [("show", {"node_id": r.top})],
+    "drill_down-top": lambda r: [("drill_down", {"node_id": r.top, "depth": 8})],
+    "drill_down-summary": lambda r: [("drill_down", {"node_id": r.summary, "query": "queue"})],
+    "drill_down-leaf": lambda r: [("drill_down", {"node_id": r.leaf})],
+    "fetch_leaves": lambda r: [("fetch_leaves", {"node_ids": [r.leaf, r.summary]})],
+    "query_source-scope": lambda r: [("query_source", {"source": r.scope})],
+    "query_source-id": lambda r: [("query_source", {"source": r.source_id, "query": "queue"})],
+    "query_topic": lambda r: [("query_topic", {"entity": e}) for e in r.entities],
+    "search-filter": lambda r: [("search", {"query": "queue", "sources": [r.scope]})],
+    "query_global-filter": lambda r: [("query_global", {**WINDOW, "sources": [r.source_id]})],
+    "cover_window-filter": lambda r: [("cover_window", {**WINDOW, "sources": [r.scope]})],
+    "brief-filter": lambda r: [("brief", {**WINDOW, "sources": [r.source_id]})],
+    "resource-node-leaf": lambda r: [("resource", {"uri": f"stratamem://nodes/{r.leaf}"})],
+    "resource-node-top": lambda r: [("resource", {"uri": f"stratamem://nodes/{r.top}"})],
+    "resource-source": lambda r: [("resource", {"uri": f"stratamem://sources/{r.source_id}"})],
+}
+
+
+@pytest.mark.parametrize("principal", PRINCIPALS)
+def test_mcp_answers_a_hidden_id_as_a_missing_one(  # type: ignore[no-untyped-def]
+    world, refs, served: Served, principal: str
+) -> None:
+    canaries = world.hidden_from(principal).canaries
+    wrong: list[str] = []
+
+    async def scenario() -> None:
+        async with mcp_session(served.url, served.tokens[principal]) as session:
+            for hidden, nowhere in hidden_cases(world, refs, principal):
+                for name, ask in MCP_ASKS.items():
+                    for (tool, args), (_, other) in zip(ask(hidden), ask(nowhere), strict=True):
+                        got = await ask_mcp(session, _tool(tool, name, args))
+                        want = await ask_mcp(session, _tool(tool, name, other))
+                        _tally("mcp hidden = missing", name, principal, canaries)
+                        seen = (got[0], _as_nothing(got[1], hidden))
+                        if seen != (want[0], _as_nothing(want[1], nowhere)):
+                            wrong.append(f"{name} {hidden.scope}: {got} != {want}")
+                        found = _scan(seen[1], canaries, refs, ())
+                        if found:
+                            wrong.append(f"{name} {hidden.scope} shows hidden {found}")
+
+    anyio.run(scenario)
+    assert not wrong, "\n".join(wrong[:10])
+
+
+# -- many principals at once ---------------------------------------------------------------------
+
+
+def test_principals_reading_at_once_each_get_their_own_answers(  # type: ignore[no-untyped-def]
+    world, refs, served: Served, http_calls: list[Http], mcp_calls: list[Tool]
+) -> None:
+    """Requests of every principal fired together over HTTP (8 threads) while every
+    principal's MCP session calls its tools: each answer is the one worked out beforehand
+    for its own principal, so no cache, connection or context is shared across them."""
+    rng = random.Random(20240301)
+    http_jobs: list[tuple[str, Http, tuple[int, Any]]] = []
+    mcp_jobs: dict[str, list[tuple[Tool, tuple[str, Any]]]] = {}
+    for principal in PRINCIPALS:
+        reduced = world.read("reduced", principal)
+        chosen = rng.sample(http_calls, 50)
+        http_jobs += [(principal, c, expected_http(c, reduced)) for c in chosen]
+        mcp_jobs[principal] = [(c, expected_mcp(c, reduced)) for c in rng.sample(mcp_calls, 15)]
+    rng.shuffle(http_jobs)
+    wrong: list[str] = []
+
+    def send(job: tuple[str, Http, tuple[int, Any]]) -> str | None:
+        principal, call, want = job
+        response = call.send(served.clients[principal])
+        canaries = world.hidden_from(principal).canaries
+        problem = check_http(call, response, want, canaries, refs)
+        return f"{principal}: {problem}" if problem else None
+
+    async def one(principal: str, limiter: anyio.CapacityLimiter) -> None:
+        canaries = world.hidden_from(principal).canaries
+        async with mcp_session(served.url, served.tokens[principal]) as session:
+
+            async def call(tool: Tool, want: tuple[str, Any]) -> None:
+                async with limiter:
+                    got = await ask_mcp(session, tool)
+                problem = check_mcp(tool, got, want, canaries, refs)
+                if problem:
+                    wrong.append(f"{principal}: {problem}")
+
+            async with anyio.create_task_group() as group:
+                for tool, want in mcp_jobs[principal]:
+                    group.start_soon(call, tool, want)
+
+    async def sessions() -> None:
+        limiter = anyio.CapacityLimiter(8)
+        async with anyio.create_task_group() as group:
+            for principal in PRINCIPALS:
+                group.start_soon(one, principal, limiter)
+
+    with ThreadPoolExecutor(8) as pool:
+        answers = [pool.submit(send, job) for job in http_jobs]
+        anyio.run(sessions)
+        wrong += [a.result() for a in answers if a.result()]
+    found = kit.counts("at once")
+    found.routes.update(c.route for _, c, _ in http_jobs)
+    found.routes.update(f"mcp:{t.tool}" for jobs in mcp_jobs.values() for t, _ in jobs)
+    found.principals.update(PRINCIPALS)
+    found.compared += len(http_jobs) + sum(len(j) for j in mcp_jobs.values())
+    found.checks += sum(len(world.hidden_from(p).canaries) for p, _, _ in http_jobs)
+    found.checks += sum(len(world.hidden_from(p).canaries) * len(j) for p, j in mcp_jobs.items())
+    assert not wrong, f"{len(wrong)} wrong:\n" + "\n".join(wrong[:10])
+
+
+# -- the write routes ----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("principal", PRINCIPALS)
+def test_forget_answers_for_a_hidden_source_as_for_a_missing_one(  # type: ignore[no-untyped-def]
+    world, refs, served: Served, principal: str
+) -> None:
+    client = served.clients[principal]
+    canaries = world.hidden_from(principal).canaries
+    wrong: list[str] = []
+    cases = hidden_cases(world, refs, principal)
+    for hidden, nowhere in cases:
+        for part in ("scope", "source_id"):
+            got = client.delete(f"/v1/sources/{quote(getattr(hidden, part), safe='')}")
+            want = client.delete(f"/v1/sources/{quote(getattr(nowhere, part), safe='')}")
+            _tally("writes", f"DELETE /v1/sources:{part}", principal, canaries)
+            if _seen(got, hidden) != _seen(want, nowhere):
+                wrong.append(f"http {part} {hidden.scope}: {got.text} != {want.text}")
+            if _scan(_as_nothing(got.text, hidden), canaries, refs, ()):
+                wrong.append(f"http {part} {hidden.scope} shows hidden: {got.text}")
+
+    async def scenario() -> None:
+        async with mcp_session(served.url, served.tokens[principal]) as session:
+            for hidden, nowhere in cases:
+                for part in ("scope", "source_id"):
+                    ask = _tool("forget", part, {"source": getattr(hidden, part)})
+                    got = await ask_mcp(session, ask)
+                    want = await ask_mcp(
+                        session, replace(ask, args={"source": getattr(nowhere, part)})
+                    )
+                    _tally("writes", f"mcp forget:{part}", principal, canaries)
+                    if (got[0], _as_nothing(got[1], hidden)) != (
+                        want[0],
+                        _as_nothing(want[1], nowhere),
+                    ):
+                        wrong.append(f"mcp {part} {hidden.scope}: {got} != {want}")
+
+    anyio.run(scenario)
+    with served.service.reading(None) as owner:
+        for hidden, _ in cases:
+            assert owner.source(hidden.scope).chunk_count > 0, f"{hidden.scope} was forgotten"
+    assert not wrong, "\n".join(wrong[:10])
+
+
+def _outside(served: Served, world) -> dict[str, str]:  # type: ignore[no-untyped-def]
+    """Paths outside the ingest root: some that exist, some that do not."""
+    return {
+        "a file": str(world.full),
+        "a folder": str(kit.FIXTURES / "slack"),
+        "the store": str(served.path),
+        "the store through the root": f"{served.root}/../{served.path.name}",
+        "a file that is not there": "/no-such-folder-here/export.mbox",
+        "a folder that is not there": str(kit.FIXTURES / "no-such-fixture"),
+        "nothing through the root": f"{served.root}/../no-such-store.db",
+    }
+
+
+@pytest.mark.parametrize("principal", PRINCIPALS)
+def test_ingest_outside_the_root_is_refused_alike_whether_the_path_exists(  # type: ignore[no-untyped-def]
+    world, served: Served, principal: str
+) -> None:
+    client = served.clients[principal]
+    paths = _outside(served, world)
+    http: dict[str, tuple[int, str]] = {}
+    for label, path in paths.items():
+        for body in ({"path": path}, {"path": path, "format": "mbox", "access": ["nobody"]}):
+            answer = client.post("/v1/ingest", json=body)
+            _tally("writes", "POST /v1/ingest", principal, set())
+            assert answer.status_code == 403, answer.text
+            http[f"{label}:{len(body)}"] = (answer.status_code, answer.text.replace(path, "<p>"))
+    assert len(set(http.values())) == 1, http
+
+    async def scenario() -> dict[str, tuple[str, str]]:
+        out = {}
+        async with mcp_session(served.url, served.tokens[principal]) as session:
+            for label, path in paths.items():
+                got = await ask_mcp(session, _tool("ingest", label, {"path": path}))
+                _tally("writes", "mcp ingest", principal, set())
+                out[label] = (got[0], got[1].replace(path, "<p>"))
+        return out
+
+    mcp = anyio.run(scenario)
+    assert {kind for kind, _ in mcp.values()} == {"error"}
+    assert len(set(mcp.values())) == 1, mcp
+    assert list(served.root.iterdir()) == []
+
+
+@pytest.mark.parametrize("owner", PRINCIPALS)
+def test_a_job_is_found_by_its_principal_alone(served: Served, owner: str) -> None:
+    job = served.service.submit("ingest", owner, lambda: {"read": 0})
+    assert job.future.result(timeout=60) == {"read": 0}
+    mine = served.clients[owner].get(f"/v1/jobs/{job.id}")
+    assert mine.status_code == 200, mine.text
+    assert mine.json()["state"] == "done"
+    nothing = "job-999999-" + "0" * 12
+    for other in PRINCIPALS:
+        if other == owner:
+            continue
+        got = served.clients[other].get(f"/v1/jobs/{job.id}")
+        want = served.clients[other].get(f"/v1/jobs/{nothing}")
+        _tally("writes", "GET /v1/jobs", other, set())
+        assert got.status_code == want.status_code == 404
+        assert got.content.replace(job.id.encode(), b"<job>") == want.content.replace(
+            nothing.encode(), b"<job>"
+        )
+
+
+def _rpc(served: Served, principal: str, message: dict[str, Any], session: str | None) -> Any:
+    """One JSON-RPC message posted to /mcp with ``principal``'s token: the answer's message."""
+    headers = {
+        "Accept": "application/json, text/event-stream",
+        "Authorization": f"Bearer {served.tokens[principal]}",
+    }
+    if session is not None:
+        headers["mcp-session-id"] = session
+    answer = httpx.post(f"{served.url}/mcp", json=message, headers=headers, timeout=60)
+    assert answer.status_code in (200, 202), answer.text
+    data = [line[5:] for line in answer.text.splitlines() if line.startswith("data:")]
+    return answer.headers.get("mcp-session-id"), json.loads(data[0]) if data else None
+
+
+@pytest.mark.parametrize("principal", [p for p in PRINCIPALS if p != "cat"])
+def test_a_call_on_another_principals_mcp_session_reads_as_its_own_token(  # type: ignore[no-untyped-def]
+    world, refs, served: Served, principal: str
+) -> None:
+    """A session opened by ``cat`` (who sees hr-secret) and called with another token: the
+    call reads as that token's principal, for whom the node does not exist."""
+    hello = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "initialize",
+        "params": {
+            "protocolVersion": "2025-06-18",
+            "capabilities": {},
+            "clientInfo": {"name": "leak-suite", "version": "1"},
+        },
+    }
+    session, _ = _rpc(served, "cat", hello, None)
+    assert session
+    _rpc(served, "cat", {"jsonrpc": "2.0", "method": "notifications/initialized"}, session)
+    leaf = refs["hr-secret"].leaf
+
+    def show(who: str, node: str) -> Any:
+        ask = {"jsonrpc": "2.0", "id": 2, "method": "tools/call"}
+        ask["params"] = {"name": "show", "arguments": {"node_id": node}}
+        return _rpc(served, who, ask, session)[1]["result"]
+
+    assert not show("cat", leaf)["isError"]
+    got, want = show(principal, leaf), show(principal, NOWHERE.leaf)
+    canaries = world.hidden_from(principal).canaries
+    _tally("mcp", "foreign session", principal, canaries)
+    assert json.dumps(got).replace(leaf, "<id>") == json.dumps(want).replace(NOWHERE.leaf, "<id>")
+    assert not _scan(json.dumps(got).replace(leaf, "<id>"), canaries, refs, ())
