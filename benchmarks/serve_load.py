@@ -258,7 +258,6 @@ def sample(
             "--output",
             str(out),
             "--threads",
-            "--idle",
             "--nonblocking",
         ],
         stdout=subprocess.DEVNULL,
@@ -361,7 +360,7 @@ def report(
         lines += [
             "",
             f"## Where the time goes (py-spy, {profile['samples']:,} samples over 20 s at 16 "
-            "clients, every thread, idle included)",
+            "clients, every thread, on CPU only)",
             "",
             "Share of samples inside each function (with what it calls):",
             "",

@@ -10,10 +10,10 @@ from typing import Any
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from stratamem.server.errors import ApiError, error_response
+from stratamem.server.errors import _ApiError, error_response
 
 
-class TooLarge(Exception):
+class _TooLarge(Exception):
     pass
 
 
@@ -40,10 +40,10 @@ class Guard:
 
         try:
             body = await self._body(scope, receive)
-        except TooLarge:
+        except _TooLarge:
             status = 413
             response = error_response(
-                ApiError(413, f"the request body is over {self.max_body_bytes:,} bytes")
+                _ApiError(413, f"the request body is over {self.max_body_bytes:,} bytes")
             )
             await response(scope, receive, send)
             self._log(scope, status, started)
@@ -54,13 +54,13 @@ class Guard:
             self._log(scope, status, started)
 
     async def _body(self, scope: Scope, receive: Receive) -> list[Message] | None:
-        """The request body read whole (None when the method has none), or :class:`TooLarge`."""
+        """The request body read whole (None when the method has none), or :class:`_TooLarge`."""
         if scope["method"] in {"GET", "HEAD", "OPTIONS", "DELETE"}:
             return None
         headers = dict(scope["headers"])
         length = headers.get(b"content-length")
         if length is not None and length.isdigit() and int(length) > self.max_body_bytes:
-            raise TooLarge
+            raise _TooLarge
         messages: list[Message] = []
         size = 0
         while True:
@@ -70,7 +70,7 @@ class Guard:
                 return messages
             size += len(message.get("body", b""))
             if size > self.max_body_bytes:
-                raise TooLarge
+                raise _TooLarge
             if not message.get("more_body", False):
                 return messages
 

@@ -41,7 +41,7 @@ STATUS_CODES = {
 }
 
 
-class ApiError(Exception):
+class _ApiError(Exception):
     """An error answered as ``{"error": {"code", "message"}}`` with ``status``."""
 
     def __init__(self, status: int, message: str, *, code: str | None = None) -> None:
@@ -55,7 +55,7 @@ def error_body(code: str, message: str, **extra: Any) -> dict[str, Any]:
     return {"error": {"code": code, "message": message, **extra}}
 
 
-def error_response(error: ApiError, **extra: Any) -> JSONResponse:
+def error_response(error: _ApiError, **extra: Any) -> JSONResponse:
     headers = {"WWW-Authenticate": "Bearer"} if error.status == 401 else None
     return JSONResponse(
         error_body(error.code, error.message, **extra), status_code=error.status, headers=headers
@@ -63,7 +63,7 @@ def error_response(error: ApiError, **extra: Any) -> JSONResponse:
 
 
 def answered(job: Callable[[], T]) -> Callable[[], T]:
-    """``job`` with its errors as :class:`ApiError` (see :func:`api_error`)."""
+    """``job`` with its errors as :class:`_ApiError` (see :func:`api_error`)."""
 
     def run() -> T:
         try:
@@ -77,31 +77,31 @@ def answered(job: Callable[[], T]) -> Callable[[], T]:
 def api_error(exc: BaseException) -> Exception:
     """What the caller did wrong as 4xx, the rest as 5xx (an unexpected error logged here
     with its traceback, answered without it); :class:`AccessDenied` as it is (403)."""
-    if isinstance(exc, ApiError | AccessDenied):
+    if isinstance(exc, _ApiError | AccessDenied):
         return exc
     if isinstance(exc, NotFoundError):
-        return ApiError(404, str(exc))
+        return _ApiError(404, str(exc))
     if isinstance(exc, StoreBusyError):
-        return ApiError(503, f"{exc}; try again later")
+        return _ApiError(503, f"{exc}; try again later")
     if isinstance(exc, ValueError | IngestError):
-        return ApiError(422, str(exc))
+        return _ApiError(422, str(exc))
     if isinstance(exc, StratamemError):
-        return ApiError(500, str(exc) or type(exc).__name__, code="store_error")
+        return _ApiError(500, str(exc) or type(exc).__name__, code="store_error")
     log.error("unexpected error in a request", exc_info=exc)
-    return ApiError(500, "unexpected error; see the server's log")
+    return _ApiError(500, "unexpected error; see the server's log")
 
 
 def add_error_handlers(app: FastAPI) -> None:
     async def api_error(request: Request, exc: Exception) -> JSONResponse:
-        return error_response(cast(ApiError, exc))
+        return error_response(cast(_ApiError, exc))
 
     async def access_denied(request: Request, exc: Exception) -> JSONResponse:
-        return error_response(ApiError(403, str(exc)))
+        return error_response(_ApiError(403, str(exc)))
 
     async def http_error(request: Request, exc: Exception) -> JSONResponse:
         status = cast(HTTPException, exc).status_code
         message = {404: "no such route", 405: "method not allowed"}.get(status)
-        return error_response(ApiError(status, message or str(cast(HTTPException, exc).detail)))
+        return error_response(_ApiError(status, message or str(cast(HTTPException, exc).detail)))
 
     async def invalid(request: Request, exc: Exception) -> JSONResponse:
         # The offending input is left out: it may be the query text.
@@ -115,12 +115,12 @@ def add_error_handlers(app: FastAPI) -> None:
         else:
             where = ".".join(str(p) for p in first["loc"] if p != "body")
             message = f"{where}: {first['msg']}" if where else str(first["msg"])
-        return error_response(ApiError(422, message), details=details)
+        return error_response(_ApiError(422, message), details=details)
 
     async def unexpected(request: Request, exc: Exception) -> JSONResponse:
-        return error_response(ApiError(500, "unexpected error; see the server's log"))
+        return error_response(_ApiError(500, "unexpected error; see the server's log"))
 
-    app.add_exception_handler(ApiError, api_error)
+    app.add_exception_handler(_ApiError, api_error)
     app.add_exception_handler(AccessDenied, access_denied)
     app.add_exception_handler(HTTPException, http_error)
     app.add_exception_handler(RequestValidationError, invalid)

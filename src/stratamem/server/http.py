@@ -65,7 +65,7 @@ from stratamem.server.bodies import (
 from stratamem.server.edge import Guard
 from stratamem.server.errors import (
     STATUS_CODES,
-    ApiError,
+    _ApiError,
     add_error_handlers,
     answered,
     api_error,
@@ -146,18 +146,18 @@ class _Calls:
         self.timeout_s = timeout_s
 
     async def caller(self, request: Request) -> str | None:
-        """The principal's name, or None for the owner; :class:`ApiError` 401 otherwise."""
+        """The principal's name, or None for the owner; :class:`_ApiError` 401 otherwise."""
         header = request.headers.get("authorization")
         if header is None and not self.tokens_required:
             request.state.principal = "owner"
             return None
         scheme, _, token = (header or "").partition(" ")
         if scheme.lower() != "bearer" or not token.strip():
-            raise ApiError(401, "a bearer token is required: Authorization: Bearer <token>")
+            raise _ApiError(401, "a bearer token is required: Authorization: Bearer <token>")
         try:
             principal = await self.in_thread(lambda: self.service.authenticate(token.strip()))
         except AccessDenied:
-            raise ApiError(401, "the token matches no principal") from None
+            raise _ApiError(401, "the token matches no principal") from None
         request.state.principal = principal.name
         return principal.name
 
@@ -174,7 +174,7 @@ class _Calls:
             with anyio.fail_after(self.timeout_s):
                 return await self.service.read(answered(job))
         except TimeoutError:
-            raise ApiError(504, f"the request took longer than {self.timeout_s:g}s") from None
+            raise _ApiError(504, f"the request took longer than {self.timeout_s:g}s") from None
 
     async def write(
         self, action: str, who: str | None, job: Callable[[], dict[str, Any]]
@@ -394,22 +394,22 @@ def _add_routes(app: FastAPI, calls: _Calls, *, log_queries: bool) -> None:
         failed (with its error)."""
         found = calls.service.job(job_id, who)
         if found is None:
-            raise ApiError(404, f"no job {job_id!r}")
+            raise _ApiError(404, f"no job {job_id!r}")
         out = found.to_dict()
         if found.state == "failed":
             error = api_error(cast(BaseException, found.future.exception()))
-            status = error.status if isinstance(error, ApiError) else 403
+            status = error.status if isinstance(error, _ApiError) else 403
             out["error"] = {
                 "code": STATUS_CODES.get(status, "error"),
                 "status": status,
-                "message": str(error.message if isinstance(error, ApiError) else error),
+                "message": str(error.message if isinstance(error, _ApiError) else error),
             }
         return out
 
 
 def _writes_on(service: Service) -> None:
     if not service.allow_writes:
-        raise ApiError(403, "writes are off: start the server with --allow-writes")
+        raise _ApiError(403, "writes are off: start the server with --allow-writes")
 
 
 def source_dict(s: Source) -> dict[str, Any]:
