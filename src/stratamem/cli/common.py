@@ -233,6 +233,18 @@ def source_kinds_option(func: F) -> F:
     )(func)
 
 
+def ingest_root_option(func: F) -> F:
+    """``--ingest-root DIR`` (repeatable): the folders a principal writing through a server may
+    ingest from."""
+    return click.option(
+        "--ingest-root",
+        "ingest_roots",
+        multiple=True,
+        type=click.Path(exists=True, file_okay=False, resolve_path=True),
+        help="A folder principals may ingest from (repeatable); without one they ingest nothing.",
+    )(func)
+
+
 def json_option(func: F) -> F:
     return click.option("--json", "as_json", is_flag=True, help="Print JSON for scripts.")(func)
 

@@ -6,7 +6,12 @@ import logging
 
 import click
 
-from stratamem.cli.common import fail, handle_errors, summarizer_from_environment
+from stratamem.cli.common import (
+    fail,
+    handle_errors,
+    ingest_root_option,
+    summarizer_from_environment,
+)
 
 
 @click.command("mcp")
@@ -15,13 +20,7 @@ from stratamem.cli.common import fail, handle_errors, summarizer_from_environmen
     is_flag=True,
     help="Add the ingest and forget tools (for the owner, or an --as principal with --write).",
 )
-@click.option(
-    "--ingest-root",
-    "ingest_roots",
-    multiple=True,
-    type=click.Path(exists=True, file_okay=False, resolve_path=True),
-    help="A folder an --as principal may ingest from (repeatable).",
-)
+@ingest_root_option
 @click.pass_context
 @handle_errors
 def mcp_command(ctx: click.Context, allow_writes: bool, ingest_roots: tuple[str, ...]) -> None:

@@ -13,6 +13,7 @@ from stratamem.cli.common import (
     ask_passphrase,
     fail,
     handle_errors,
+    ingest_root_option,
     interactive,
     summarizer_from_environment,
 )
@@ -38,13 +39,7 @@ DEFAULT_PORT = 8765
     is_flag=True,
     help="Open ingest and forget (HTTP and MCP) to the owner and to principals with --write.",
 )
-@click.option(
-    "--ingest-root",
-    "ingest_roots",
-    multiple=True,
-    type=click.Path(exists=True, file_okay=False, resolve_path=True),
-    help="A folder principals may ingest from (repeatable); without one they ingest nothing.",
-)
+@ingest_root_option
 @click.option(
     "--readers",
     type=click.IntRange(1, 256),
@@ -117,6 +112,9 @@ def serve(
             # Off loopback every call carries a token, which a rebinding page cannot send.
             mcp_allowed_hosts=None if loopback else ["*"],
         )
+        click.echo("loading the indexes…", err=True)
+        took = service.warm()
+        click.echo(f"indexes loaded in {took:.1f}s", err=True)
         _log_to_stderr()
         shown = f"[{host}]" if ":" in host else host
         url = f"http://{shown}:{port}"

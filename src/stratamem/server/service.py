@@ -194,6 +194,18 @@ class Service:
         if shared is not None:
             shared.close()
 
+    def warm(self) -> float:
+        """Load the in-memory indexes and the embedder now, so that the first calls do not
+        wait for them (at 100k chunks that takes longer than a request may); the seconds
+        it took."""
+        started = time.perf_counter()
+        with self.reading(None) as memory:
+            memory.search("stratamem", limit=1)
+            postings = getattr(memory.store, "postings", None)
+            if postings is not None:
+                postings.frequencies([])
+        return time.perf_counter() - started
+
     # -- running calls -------------------------------------------------------------------------
 
     async def read(self, job: Callable[[], T]) -> T:

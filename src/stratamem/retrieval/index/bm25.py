@@ -35,6 +35,7 @@ gated query costs what an ungated one does.
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Final
@@ -42,12 +43,15 @@ from typing import Final
 import numpy as np
 import numpy.typing as npt
 
+from stratamem.store.caches import LastFew
 from stratamem.store.keyword import IntArray as IntArray
 from stratamem.store.keyword import Postings as Postings
 
 K1: Final = 1.2
 B: Final = 0.75
 MIN_IDF: Final = 1e-6
+# Access gates whose length norms are kept (one per principal reading the index).
+GATES_KEPT: Final = 16
 
 DocArray = npt.NDArray[np.int32]
 FreqArray = npt.NDArray[np.float32]
@@ -68,8 +72,12 @@ class BM25Index:
     doc: DocArray = field(default_factory=lambda: np.empty(0, np.int32))
     freq: FreqArray = field(default_factory=lambda: np.empty(0, np.float32))
     _gain: FreqArray | None = field(default=None, repr=False)
-    # The gains under the last access gate: (a copy of the gate's mask, the gains).
-    _gated: tuple[npt.NDArray[np.bool_], FreqArray] | None = field(default=None, repr=False)
+    # Under an access gate, each document's length norm (avgdl over what the gate admits),
+    # by a digest of the gate's mask: (a copy of the mask, the norms). A few gates are kept,
+    # since readers of several principals take turns on one index.
+    _norms: LastFew[tuple[npt.NDArray[np.bool_], npt.NDArray[np.float64]]] = field(
+        default_factory=lambda: LastFew(GATES_KEPT), repr=False
+    )
 
     def __post_init__(self) -> None:
         if len(self.columns) != len(self.weights):
@@ -138,7 +146,8 @@ class BM25Index:
         self.rowids = np.concatenate([self.rowids, rowids.astype(np.int64)])
         self.ids = [*self.ids, *ids]
         self.lengths = np.concatenate([self.lengths, postings.lengths.astype(np.int32)])
-        self._gain = self._gated = None
+        self._gain = None
+        self._norms.clear()
 
     def remove(self, keep: npt.NDArray[np.bool_]) -> None:
         """Drop the documents where ``keep`` is False, their postings, and the terms left
@@ -164,25 +173,35 @@ class BM25Index:
         self.rowids = self.rowids[keep]
         self.ids = [i for i, k in zip(self.ids, keep.tolist(), strict=True) if k]
         self.lengths = self.lengths[keep]
-        self._gain = self._gated = None
+        self._gain = None
+        self._norms.clear()
 
     # -- query -----------------------------------------------------------------------------
 
-    def _gains(self, base: npt.NDArray[np.bool_] | None = None) -> FreqArray:
+    def _gains(self) -> FreqArray:
         """f · (k1 + 1) / (f + k1 · (1 - b + b · |d| / avgdl)) per posting: everything of the
-        score but the idf, with avgdl the mean over the documents ``base`` admits (all when
-        None). Kept until the documents change (avgdl moves with them), and, under a gate,
-        while the gate stays the same (compared by value: a mask is cheap to compare and a
-        caller may reuse its array)."""
-        if base is None:
-            if self._gain is None:
-                self._gain = self._gains_with(self._sizes())
-            return self._gain
-        if self._gated is not None and np.array_equal(self._gated[0], base):
-            return self._gated[1]
-        size = self._sizes()
-        gain = self._gains_with(size, size[base])
-        self._gated = (base.copy(), gain)
+        score but the idf, avgdl over every document. Kept until the documents change."""
+        if self._gain is None:
+            self._gain = self._gains_with(self._sizes())
+        return self._gain
+
+    def _gated_gains(
+        self, base: npt.NDArray[np.bool_], doc: DocArray, freq: FreqArray
+    ) -> FreqArray:
+        """The gains of these postings (``doc``, ``freq``) with avgdl the mean over the
+        documents ``base`` admits: computed for the query's postings alone, from each
+        document's norm under that gate (kept by the gate's value), in the arithmetic of
+        :meth:`_gains_with`."""
+        key = hashlib.blake2b(np.packbits(base).tobytes(), digest_size=16).digest()
+        found = self._norms.get(key)
+        if found is None or not np.array_equal(found[0], base):
+            size = self._sizes()
+            counted = size[base]
+            avgdl = float(counted.sum()) / max(len(counted), 1)
+            norm = K1 * (1.0 - B + B * size / avgdl) if avgdl > 0 else np.full_like(size, K1)
+            found = self._norms.put(key, (base.copy(), norm))
+        wide = freq.astype(np.float64)
+        gain: FreqArray = (wide * (K1 + 1.0) / (wide + found[1][doc])).astype(np.float32)
         return gain
 
     def _sizes(self) -> npt.NDArray[np.float64]:
@@ -240,8 +259,12 @@ class BM25Index:
         if not lengths.sum():
             return scores
         doc = np.concatenate([self.doc[s:e] for s, e in zip(starts, ends, strict=True)])
-        gains = self._gains(base)
-        gain = np.concatenate([gains[s:e] for s, e in zip(starts, ends, strict=True)])
+        if base is None:
+            gains = self._gains()
+            gain = np.concatenate([gains[s:e] for s, e in zip(starts, ends, strict=True)])
+        else:
+            freq = np.concatenate([self.freq[s:e] for s, e in zip(starts, ends, strict=True)])
+            gain = self._gated_gains(base, doc, freq)
         value = np.repeat(self.idf(known, allow=allow), lengths) * gain
         summed: Scores = np.bincount(doc, weights=value, minlength=len(self.rowids)).astype(
             np.float64, copy=False
