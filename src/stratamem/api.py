@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from datetime import datetime
@@ -127,6 +128,7 @@ class Memory:
         self._embedder: Embedder | None = None
         self._embedder_error: str | None = None
         self._vectors: VectorLeg | None = None
+        self._making = threading.Lock()
         self.reranker = reranker
         self.config = config or SearchConfig()
 
@@ -154,8 +156,11 @@ class Memory:
 
     @property
     def vectors(self) -> VectorLeg | None:
+        """The vector leg, made once (threads reading one memory at once share it)."""
         if self._vectors is None and self.embedder is not None:
-            self._vectors = VectorLeg(self.store, self.embedder)
+            with self._making:
+                if self._vectors is None:
+                    self._vectors = VectorLeg(self.store, self.embedder)
         return self._vectors
 
     def __enter__(self) -> Memory:
