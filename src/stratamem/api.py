@@ -29,6 +29,7 @@ from stratamem.ingest.chunking import ChunkingConfig
 from stratamem.ingest.items import ItemWrite
 from stratamem.ingest.model import Connector
 from stratamem.ingest.pipeline import Admit, IngestReport, ProgressCallback, ingest_path
+from stratamem.memory import remember as remembering
 from stratamem.plugins import open_store
 from stratamem.retrieval import primitives
 from stratamem.retrieval.hybrid import HybridSearcher
@@ -39,6 +40,7 @@ from stratamem.retrieval.scope import source_filters
 from stratamem.retrieval.tree_hits import leaf_evidence
 from stratamem.store.access import parse_scopes
 from stratamem.store.base import Store
+from stratamem.store.facts import Fact, FactWrite, Origin
 from stratamem.tree.builder import SealProgress, SealReport, TreeBuilder
 from stratamem.tree.summarizer import Summarizer
 from stratamem.types import (
@@ -763,6 +765,73 @@ class Memory:
     def related(self, entity_id: str, *, limit: int = 10) -> list[tuple[str, float]]:
         """Entities most often mentioned together with ``entity_id``."""
         return neighbours(self.store, entity_id, limit=limit)
+
+    # -- facts -------------------------------------------------------------------------------
+
+    def remember(
+        self,
+        subject: str,
+        predicate: str,
+        object: str,
+        *,
+        valid_from: datetime | None = None,
+        valid_to: datetime | None = None,
+        evidence: Sequence[str] = (),
+        source: str | None = None,
+        confidence: float = 1.0,
+        origin: Origin = "asserted",
+        now: datetime | None = None,
+    ) -> FactWrite:
+        """State that ``subject``'s ``predicate`` is ``object`` from ``valid_from`` (None: as
+        far back as known) until ``valid_to`` (None: until said otherwise). ``subject`` is an
+        entity id (``person:carol diaz``); ``object`` an entity id or any literal. The fact
+        belongs to the source of its ``evidence`` (node ids), else to ``source`` (default
+        ``facts:asserted``). A new value closes the old one at ``valid_from``, keeping it in
+        the history; the same value again changes nothing (see ``docs/memory.md``)."""
+        self._owner_only("remember facts")
+        said = remembering.statement(
+            subject,
+            predicate,
+            object,
+            valid_from=valid_from,
+            valid_to=valid_to,
+            evidence=evidence,
+            confidence=confidence,
+            origin=origin,
+        )
+        return remembering.remember(self.store, said, source=source, now=now)
+
+    def retract(self, fact: str, *, now: datetime | None = None) -> FactWrite:
+        """A correction: the fact (by id) was never true. It stays in the history."""
+        self._owner_only("retract facts")
+        return remembering.unsay(self.store, fact, now=now)
+
+    def recall(
+        self,
+        subject: str | None = None,
+        *,
+        predicate: str | None = None,
+        as_of: datetime | None = None,
+        known_at: datetime | None = None,
+        limit: int = 1000,
+    ) -> list[Fact]:
+        """The facts true at ``as_of`` (None: now), as the store knew them at ``known_at``
+        (None: now), of the sources the reader may read."""
+        return remembering.recall(
+            self.store,
+            subject=subject,
+            predicate=predicate,
+            valid_at=as_of,
+            known_at=known_at,
+            limit=limit,
+        )
+
+    def fact_history(
+        self, subject: str, predicate: str, *, known_at: datetime | None = None
+    ) -> list[Fact]:
+        """Every value ``subject``'s ``predicate`` had, oldest first (with ``known_at``, as
+        believed then; without, also the rows since corrected or replaced)."""
+        return remembering.timeline(self.store, subject, predicate, known_at=known_at)
 
     def forget(self, source: str) -> int:
         """Remove a source (by id or scope) and everything derived from it, leaving no copy

@@ -19,6 +19,7 @@ from rich.table import Table
 
 from stratamem.api import Memory
 from stratamem.cli import access as access_commands
+from stratamem.cli import facts as fact_commands
 from stratamem.cli import items as item_commands
 from stratamem.cli.access import cell, scope_labels, scopes_shown
 from stratamem.cli.common import (
@@ -814,7 +815,12 @@ def forget(ctx: click.Context, source: str, yes: bool) -> None:
     out.print(f"forgot {escape(found.scope)}: {removed:,} chunks removed", highlight=False)
 
 
-for _command in (*COMMANDS, *item_commands.COMMANDS, *access_commands.COMMANDS):
+for _command in (
+    *COMMANDS,
+    *item_commands.COMMANDS,
+    *access_commands.COMMANDS,
+    *fact_commands.COMMANDS,
+):
     main.add_command(_command)
 main.add_command(serve)
 main.add_command(mcp_command)

@@ -25,6 +25,7 @@ from __future__ import annotations
 from typing import Protocol, runtime_checkable
 
 from stratamem.store.access import AccessStore
+from stratamem.store.facts import FactStore
 from stratamem.store.graph import GraphStore
 from stratamem.store.jobs import JobQueue
 from stratamem.store.keyword import KeywordStore
@@ -49,6 +50,7 @@ class Store(
     VectorStore,
     GraphStore,
     LockStore,
+    FactStore,
     Protocol,
 ):
     """A whole store: every role, plus its trees and its job queue."""

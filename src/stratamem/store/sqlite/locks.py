@@ -77,6 +77,7 @@ _TABLES: tuple[_Table, ...] = (
     _Table("entity_index"),
     _Table("entity_edges"),
     _Table("embeddings"),
+    _Table("facts", order="rowid"),
     # A job's claim and history are not the source's: a pending or running seal comes back
     # pending, a finished one does not come back.
     _Table(

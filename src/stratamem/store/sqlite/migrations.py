@@ -307,6 +307,28 @@ MIGRATIONS: tuple[str, ...] = (
         PRIMARY KEY (source_id, part)
     );
     """,
+    # 8: bitemporal facts (see store/facts.py). Times are milliseconds since the epoch, a
+    # missing valid time unbounded at that end; ``expired_at`` NULL is a row believed now. A
+    # fact belongs to a source and goes with it (forget), and is sealed with it (lock).
+    """
+    CREATE TABLE IF NOT EXISTS facts (
+        id                TEXT PRIMARY KEY,
+        source_id         TEXT NOT NULL REFERENCES sources(id) ON DELETE CASCADE,
+        subject           TEXT NOT NULL,
+        predicate         TEXT NOT NULL,
+        object            TEXT NOT NULL,
+        object_is_entity  INTEGER NOT NULL DEFAULT 0,
+        valid_from        INTEGER,
+        valid_to          INTEGER,
+        recorded_at       INTEGER NOT NULL,
+        expired_at        INTEGER,
+        evidence          TEXT NOT NULL DEFAULT '[]',
+        confidence        REAL NOT NULL DEFAULT 1.0,
+        origin            TEXT NOT NULL DEFAULT 'asserted'
+    );
+    CREATE INDEX IF NOT EXISTS facts_subject ON facts(subject, predicate, source_id);
+    CREATE INDEX IF NOT EXISTS facts_source ON facts(source_id, subject, predicate);
+    """,
 )
 
 SCHEMA_VERSION = len(MIGRATIONS)

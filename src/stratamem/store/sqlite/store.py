@@ -24,6 +24,7 @@ from stratamem.store.sqlite.connection import (
     atomic,
     connect,
 )
+from stratamem.store.sqlite.facts import FactTables
 from stratamem.store.sqlite.filters import gate_sql
 from stratamem.store.sqlite.graph import GraphTables
 from stratamem.store.sqlite.jobs import JobQueue
@@ -46,6 +47,7 @@ class SQLiteStore(
     KeywordTables,
     PrincipalTables,
     LockTables,
+    FactTables,
 ):
     """Owns one connection; use as a context manager or call :meth:`close`."""
 

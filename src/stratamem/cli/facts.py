@@ -1,0 +1,202 @@
+"""Fact commands: fact add, list, history and retract (see ``docs/memory.md``)."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+import click
+from rich.markup import escape
+from rich.table import Table
+
+from stratamem.cli.common import handle_errors, json_option, open_memory, out, print_json
+from stratamem.memory.remember import DEFAULT_SOURCE
+from stratamem.store.facts import Fact, FactWrite
+from stratamem.timeparse import parse_when
+
+
+def _time(value: str | None, name: str) -> datetime | None:
+    if value is None:
+        return None
+    try:
+        return parse_when(value)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint=name) from None
+
+
+def _when(value: datetime | None) -> str:
+    """A date, with the time where it is not midnight; ``…`` for an open end."""
+    if value is None:
+        return "…"
+    if (value.hour, value.minute, value.second) == (0, 0, 0):
+        return value.strftime("%Y-%m-%d")
+    return value.strftime("%Y-%m-%d %H:%M")
+
+
+def _table(facts: list[Fact], *, history: bool = False) -> None:
+    """A list of facts; the history of one subject and predicate leaves those two out."""
+    if not facts:
+        out.print("no facts", highlight=False)
+        return
+    table = Table(box=None, pad_edge=False)
+    columns = (
+        ("object", "from", "to") if history else ("subject", "predicate", "object", "from", "to")
+    )
+    for column in columns:
+        table.add_column(column)
+    if history:
+        table.add_column("believed until", no_wrap=True)
+    table.add_column("id", no_wrap=True)
+    for f in facts:
+        row = [] if history else [escape(f.subject), escape(f.predicate)]
+        row += [escape(f.object), _when(f.valid_from), _when(f.valid_to)]
+        if history:
+            row.append("now" if f.expired_at is None else _when(f.expired_at))
+        row.append(escape(f.id))
+        table.add_row(*row)
+    if history:
+        out.print(f"{escape(facts[0].subject)} {escape(facts[0].predicate)}:", highlight=False)
+    out.print(table)
+
+
+def _report(write: FactWrite, as_json: bool) -> None:
+    if as_json:
+        print_json(write.to_dict())
+        return
+    if not write.recorded and not write.expired:
+        out.print("nothing changed: the store already says so", highlight=False)
+        return
+    for f in write.recorded:
+        out.print(
+            f"recorded {escape(f.subject)} {escape(f.predicate)} {escape(f.object)} "
+            f"from {_when(f.valid_from)} to {_when(f.valid_to)} ({escape(f.id)})",
+            highlight=False,
+        )
+    if write.expired:
+        out.print(f"no longer believed: {', '.join(write.expired)}", highlight=False)
+
+
+@click.group()
+def fact() -> None:
+    """Facts: what is true about an entity, and since when (bitemporal: nothing is deleted by
+    an update; see docs/memory.md).
+
+    \b
+    Examples:
+      stratamem fact add 'person:carol diaz' leads on-call --from 2024-03-01
+      stratamem fact add topic:phoenix release_date 2024-04-05 --from 2024-03-20
+      stratamem fact list 'person:carol diaz'
+      stratamem fact list --as-of 2024-03-10
+      stratamem fact history topic:phoenix release_date
+    """
+
+
+@fact.command("add")
+@click.argument("subject")
+@click.argument("predicate")
+@click.argument("object")
+@click.option("--from", "valid_from", help="True from (ISO 8601 or a span back: 7d).")
+@click.option("--to", "valid_to", help="True until (default: until said otherwise).")
+@click.option("--evidence", multiple=True, help="A node id the fact rests on (repeatable).")
+@click.option(
+    "--source",
+    help=f"The source a fact without evidence belongs to (default {DEFAULT_SOURCE}).",
+)
+@click.option("--confidence", type=click.FloatRange(0, 1), default=1.0, show_default=True)
+@json_option
+@click.pass_context
+@handle_errors
+def fact_add(
+    ctx: click.Context,
+    subject: str,
+    predicate: str,
+    object: str,
+    valid_from: str | None,
+    valid_to: str | None,
+    evidence: tuple[str, ...],
+    source: str | None,
+    confidence: float,
+    as_json: bool,
+) -> None:
+    """State that SUBJECT's PREDICATE is OBJECT. SUBJECT is an entity id (person:carol diaz,
+    topic:phoenix); OBJECT an entity id or any text. A new value closes the old one at --from
+    and keeps it in the history; the same value again changes nothing."""
+    memory = open_memory(ctx)
+    write = memory.remember(
+        subject,
+        predicate,
+        object,
+        valid_from=_time(valid_from, "--from"),
+        valid_to=_time(valid_to, "--to"),
+        evidence=evidence,
+        source=source,
+        confidence=confidence,
+    )
+    _report(write, as_json)
+
+
+@fact.command("list")
+@click.argument("subject", required=False)
+@click.option("--predicate", help="Only this predicate.")
+@click.option("--as-of", "as_of", help="True at this time (default: now).")
+@click.option("--known-at", help="As the store knew it at this time (default: now).")
+@click.option("--limit", type=click.IntRange(1, 100_000), default=100, show_default=True)
+@json_option
+@click.pass_context
+@handle_errors
+def fact_list(
+    ctx: click.Context,
+    subject: str | None,
+    predicate: str | None,
+    as_of: str | None,
+    known_at: str | None,
+    limit: int,
+    as_json: bool,
+) -> None:
+    """The facts true now (or --as-of a time, as known --known-at a time), of SUBJECT or of
+    everything."""
+    memory = open_memory(ctx)
+    found = memory.recall(
+        subject,
+        predicate=predicate,
+        as_of=_time(as_of, "--as-of"),
+        known_at=_time(known_at, "--known-at"),
+        limit=limit,
+    )
+    if as_json:
+        print_json({"facts": [f.to_dict() for f in found]})
+        return
+    _table(found)
+
+
+@fact.command("history")
+@click.argument("subject")
+@click.argument("predicate")
+@click.option("--known-at", help="As the store knew it at this time.")
+@json_option
+@click.pass_context
+@handle_errors
+def fact_history(
+    ctx: click.Context, subject: str, predicate: str, known_at: str | None, as_json: bool
+) -> None:
+    """Every value SUBJECT's PREDICATE had, oldest first, with the rows since corrected or
+    replaced and when they stopped being believed."""
+    memory = open_memory(ctx)
+    found = memory.fact_history(subject, predicate, known_at=_time(known_at, "--known-at"))
+    if as_json:
+        print_json({"facts": [f.to_dict() for f in found]})
+        return
+    _table(found, history=True)
+
+
+@fact.command("retract")
+@click.argument("fact_id")
+@json_option
+@click.pass_context
+@handle_errors
+def fact_retract(ctx: click.Context, fact_id: str, as_json: bool) -> None:
+    """A correction: FACT_ID was never true. It stays in the history, no longer believed."""
+    memory = open_memory(ctx)
+    _report(memory.retract(fact_id), as_json)
+
+
+COMMANDS = (fact,)

@@ -1,0 +1,185 @@
+"""Facts written to and read from a store: who owns a fact, and the reads a reader may make.
+
+A fact's evidence (node ids: messages, chunks, summaries) names the source it belongs to; a
+fact asserted without evidence goes to the source named (``facts:asserted`` by default, made
+on first use, ``private`` to the owner). Every read goes through the store's gate, so a
+principal sees the facts of the sources it may read and nothing else.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import replace
+from datetime import UTC, datetime
+
+from stratamem.errors import LockError, NotFoundError
+from stratamem.memory.facts import Statement, as_of, reconcile, retract
+from stratamem.retrieval import primitives
+from stratamem.store.base import Store
+from stratamem.store.facts import FACTS_LIMIT, Fact, FactWrite, Origin
+from stratamem.types import SourceKind
+
+DEFAULT_SOURCE = "facts:asserted"
+ENTITY_KINDS = frozenset({"person", "email", "handle", "channel", "tag", "url", "topic"})
+_ENTITY = re.compile(r"^([a-z]+):(.+)$", re.DOTALL)
+
+
+def entity_id(value: str, *, what: str = "subject") -> str:
+    """``kind:name`` in canonical form (``person:Carol Diaz`` → ``person:carol diaz``); a
+    value without a known kind is refused, naming the kinds."""
+    found = _ENTITY.match(value.strip())
+    if found is None or found.group(1) not in ENTITY_KINDS:
+        raise ValueError(
+            f"{what} {value!r} is not an entity id: write kind:name, the kind one of "
+            f"{', '.join(sorted(ENTITY_KINDS))} (e.g. person:carol diaz, topic:phoenix)"
+        )
+    name = " ".join(found.group(2).strip().lower().split())
+    if not name:
+        raise ValueError(f"{what} {value!r} names no entity")
+    return f"{found.group(1)}:{name}"
+
+
+def predicate_name(value: str) -> str:
+    """Lower case, words joined by ``_``: ``Leads On-Call`` → ``leads_on-call``."""
+    name = "_".join(value.strip().lower().split())
+    if not name:
+        raise ValueError("a fact needs a predicate")
+    return name
+
+
+def statement(
+    subject: str,
+    predicate: str,
+    obj: str,
+    *,
+    valid_from: datetime | None = None,
+    valid_to: datetime | None = None,
+    evidence: Sequence[str] = (),
+    confidence: float = 1.0,
+    origin: Origin = "asserted",
+) -> Statement:
+    """A statement in canonical form: the subject an entity id, the object one too when it
+    is written as one (``person:…``), else the literal as given."""
+    literal = obj.strip()
+    is_entity = False
+    found = _ENTITY.match(literal)
+    if found is not None and found.group(1) in ENTITY_KINDS:
+        literal, is_entity = entity_id(literal, what="object"), True
+    return Statement(
+        subject=entity_id(subject),
+        predicate=predicate_name(predicate),
+        object=literal,
+        valid_from=_utc(valid_from, "valid_from"),
+        valid_to=_utc(valid_to, "valid_to"),
+        evidence=tuple(dict.fromkeys(evidence)),
+        confidence=confidence,
+        origin=origin,
+        object_is_entity=is_entity,
+    )
+
+
+def remember(
+    store: Store, said: Statement, *, source: str | None = None, now: datetime | None = None
+) -> FactWrite:
+    """Write ``said`` into its source's timeline, in one transaction."""
+    now = _utc(now, "now") or datetime.now(UTC)
+    with store.transaction():
+        home = _home(store, said.evidence, source)
+        rows = store.fact_rows(home, said.subject, said.predicate)
+        change = reconcile(rows, said, now)
+        store.write_facts(home, change.expire, change.record, now)
+    return FactWrite(tuple(change.expire), tuple(replace(f, source_id=home) for f in change.record))
+
+
+def unsay(store: Store, fact: str, *, now: datetime | None = None) -> FactWrite:
+    """A correction: fact ``fact`` was never true. It stays in the history, no longer
+    believed from now on."""
+    now = _utc(now, "now") or datetime.now(UTC)
+    with store.transaction():
+        found = store.facts(ids=[fact], believed_only=False)
+        if not found:
+            raise NotFoundError(f"no fact with id {fact!r}")
+        change = retract(found[0], now)
+        store.write_facts(found[0].source_id, change.expire, (), now)
+    return FactWrite(tuple(change.expire), ())
+
+
+def recall(
+    store: Store,
+    *,
+    subject: str | None = None,
+    predicate: str | None = None,
+    valid_at: datetime | None = None,
+    known_at: datetime | None = None,
+    limit: int = FACTS_LIMIT,
+) -> list[Fact]:
+    """The facts true at ``valid_at`` (None: now) as known at ``known_at`` (None: now)."""
+    rows = store.facts(
+        subject=None if subject is None else entity_id(subject),
+        predicate=None if predicate is None else predicate_name(predicate),
+        believed_only=known_at is None,
+        limit=FACTS_LIMIT if known_at is None and valid_at is None else 1_000_000,
+    )
+    found = as_of(rows, valid_at=_utc(valid_at, "as_of"), known_at=_utc(known_at, "known_at"))
+    return found[: max(1, limit)]
+
+
+def timeline(
+    store: Store, subject: str, predicate: str, *, known_at: datetime | None = None
+) -> list[Fact]:
+    """Every value ``subject``'s ``predicate`` had, oldest first, as known at ``known_at``;
+    with ``known_at`` None, also the rows no longer believed (corrected or replaced), each
+    with when it stopped being believed."""
+    rows = store.facts(
+        subject=entity_id(subject),
+        predicate=predicate_name(predicate),
+        believed_only=False,
+        limit=1_000_000,
+    )
+    if known_at is not None:
+        when = _utc(known_at, "known_at")
+        assert when is not None
+        rows = [r for r in rows if r.known_at(when)]
+    return sorted(rows, key=lambda r: (r.valid_from is not None, r.valid_from, r.recorded_at, r.id))
+
+
+def _home(store: Store, evidence: Sequence[str], source: str | None) -> str:
+    """The source a fact belongs to: that of its evidence, else ``source``."""
+    if evidence:
+        nodes = primitives.nodes(store, evidence)
+        found = {n.node_id for n in nodes}
+        missing = [e for e in evidence if e not in found]
+        if missing:
+            raise NotFoundError(f"no node with id {missing[0]!r} (evidence)")
+        owners = {n.source_id for n in nodes}
+        if len(owners) > 1:
+            raise ValueError("the evidence lies in several sources; state the fact once per source")
+        home = owners.pop()
+        if source is not None and store.resolve_source(source).id != home:
+            raise ValueError(f"the evidence is not in source {source!r}")
+        return home
+    scope = source or DEFAULT_SOURCE
+    try:
+        found_source = store.resolve_source(scope)
+    except NotFoundError:
+        if source is not None and source != DEFAULT_SOURCE:
+            raise
+        return store.upsert_source(
+            scope=DEFAULT_SOURCE,
+            kind=SourceKind.RECORD,
+            platform="facts",
+            location="",
+            title="Facts asserted without evidence",
+        )
+    if found_source.locked:
+        raise LockError(f"source {found_source.scope!r} is locked: unlock it to add facts")
+    return found_source.id
+
+
+def _utc(when: datetime | None, name: str) -> datetime | None:
+    if when is None:
+        return None
+    if when.tzinfo is None:
+        raise ValueError(f"{name} needs a time zone (e.g. 2024-03-12T09:00Z)")
+    return when.astimezone(UTC)

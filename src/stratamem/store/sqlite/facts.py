@@ -1,0 +1,122 @@
+"""Facts in the SQLite store (the ``FactStore`` role): one row per fact, read through the
+gate of the source that owns it."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any, cast
+
+from stratamem.store.facts import FACTS_LIMIT, Fact, Origin
+from stratamem.store.sqlite.connection import batches
+from stratamem.store.sqlite.filters import gate_sql
+from stratamem.timeparse import from_ms, to_ms
+
+_COLUMNS = (
+    "f.id, f.source_id, f.subject, f.predicate, f.object, f.object_is_entity, f.valid_from, "
+    "f.valid_to, f.recorded_at, f.expired_at, f.evidence, f.confidence, f.origin"
+)
+
+
+class FactTables:
+    """The facts half of :class:`~stratamem.store.sqlite.store.SQLiteStore`."""
+
+    conn: sqlite3.Connection
+
+    if TYPE_CHECKING:
+
+        def visible_ids(self) -> list[str] | None: ...
+
+    def fact_rows(self, source_id: str, subject: str, predicate: str) -> list[Fact]:
+        rows = self.conn.execute(
+            f"""SELECT {_COLUMNS} FROM facts f
+                WHERE f.source_id = ? AND f.subject = ? AND f.predicate = ?""",
+            (source_id, subject, predicate),
+        ).fetchall()
+        return [_fact(row) for row in rows]
+
+    def write_facts(
+        self, source_id: str, expire: Sequence[str], record: Sequence[Fact], now: datetime
+    ) -> None:
+        stamp = to_ms(now)
+        for part, marks in batches(expire):
+            self.conn.execute(
+                f"""UPDATE facts SET expired_at = ?
+                    WHERE source_id = ? AND expired_at IS NULL AND id IN ({marks})""",
+                (stamp, source_id, *part),
+            )
+        self.conn.executemany(
+            """INSERT INTO facts (id, source_id, subject, predicate, object, object_is_entity,
+                   valid_from, valid_to, recorded_at, expired_at, evidence, confidence, origin)
+               VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)""",
+            [
+                (
+                    f.id,
+                    source_id,
+                    f.subject,
+                    f.predicate,
+                    f.object,
+                    int(f.object_is_entity),
+                    to_ms(f.valid_from),
+                    to_ms(f.valid_to),
+                    to_ms(f.recorded_at),
+                    to_ms(f.expired_at),
+                    json.dumps(list(f.evidence)),
+                    f.confidence,
+                    f.origin,
+                )
+                for f in record
+            ],
+        )
+
+    def facts(
+        self,
+        *,
+        subject: str | None = None,
+        predicate: str | None = None,
+        ids: Sequence[str] | None = None,
+        believed_only: bool = True,
+        limit: int = FACTS_LIMIT,
+    ) -> list[Fact]:
+        gate, params = gate_sql(self.visible_ids())
+        where: list[str] = [gate]
+        args: list[Any] = list(params)
+        if subject is not None:
+            where.append("f.subject = ?")
+            args.append(subject)
+        if predicate is not None:
+            where.append("f.predicate = ?")
+            args.append(predicate)
+        if ids is not None:
+            where.append("f.id IN (SELECT value FROM json_each(?))")
+            args.append(json.dumps(list(ids)))
+        if believed_only:
+            where.append("f.expired_at IS NULL")
+        rows = self.conn.execute(
+            f"""SELECT {_COLUMNS} FROM facts f JOIN sources s ON s.id = f.source_id
+                WHERE {" AND ".join(where)}
+                ORDER BY f.subject, f.predicate, coalesce(f.valid_from, -1) DESC, f.id
+                LIMIT ?""",
+            (*args, max(1, limit)),
+        ).fetchall()
+        return [_fact(row) for row in rows]
+
+
+def _fact(row: sqlite3.Row) -> Fact:
+    return Fact(
+        id=row["id"],
+        subject=row["subject"],
+        predicate=row["predicate"],
+        object=row["object"],
+        valid_from=from_ms(row["valid_from"]),
+        valid_to=from_ms(row["valid_to"]),
+        recorded_at=datetime.fromtimestamp(row["recorded_at"] / 1000, tz=UTC),
+        expired_at=from_ms(row["expired_at"]),
+        evidence=tuple(json.loads(row["evidence"])),
+        confidence=float(row["confidence"]),
+        origin=cast(Origin, row["origin"]),
+        object_is_entity=bool(row["object_is_entity"]),
+        source_id=row["source_id"],
+    )
