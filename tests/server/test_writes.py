@@ -527,7 +527,7 @@ def test_mcp_write_tools_exist_only_where_writes_are_allowed(
     assert {"ingest", "forget", "search", "sources"} <= writable
     assert "search" in read_only
     assert not {"ingest", "forget"} & read_only
-    assert writable - read_only == {"ingest", "forget"}
+    assert writable - read_only == {"ingest", "forget", "remember", "retract"}
 
 
 def test_mcp_a_writer_ingests_and_forgets(api: dict[str, httpx.Client], store: Store) -> None:

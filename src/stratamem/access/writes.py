@@ -19,7 +19,8 @@ from pathlib import Path
 
 from stratamem.errors import AccessDenied, NotFoundError
 from stratamem.store.access import ANY_SCOPE, may_read, parse_scopes
-from stratamem.types import Principal, Source
+from stratamem.store.base import Store
+from stratamem.types import Principal, Source, SourceKind
 
 # How many entries of a directory to check for links that lead out, before giving up.
 MAX_CHECKED_ENTRIES = 200_000
@@ -133,3 +134,22 @@ def _no_way_out(folder: Path, roots: Sequence[Path]) -> None:
             entry = Path(top, name)
             if entry.is_symlink() and not _inside(_resolve(entry, entry), roots):
                 raise AccessDenied(f"{entry}: a link out of the server's ingest roots")
+
+
+def own_facts_source(store: Store, scope: str, principal: Principal) -> None:
+    """Make ``scope`` (a principal's own facts, asserted without evidence) if it is missing,
+    with the principal's scopes; one that exists is left as it is."""
+    try:
+        store.resolve_source(scope)
+        return
+    except NotFoundError:
+        pass
+    with store.transaction():
+        store.upsert_source(
+            scope=scope,
+            kind=SourceKind.RECORD,
+            platform="facts",
+            location="",
+            title=f"Facts asserted by {principal.name}",
+            access=new_source_access(principal),
+        )

@@ -133,3 +133,34 @@ class IngestBody(_Body):
     trees: bool = Field(
         True, description="Seal the summary trees of what changed (false: leave them queued)."
     )
+
+
+Entity = Annotated[
+    str, Field(min_length=1, max_length=500, description="An entity id: person:carol diaz.")
+]
+
+
+class RecallBody(_Body):
+    subject: Entity | None = None
+    predicate: str | None = Field(None, min_length=1, max_length=200)
+    as_of: When | None = Field(None, description="True at this time (default now).")
+    known_at: When | None = Field(None, description="As known at this time (default now).")
+    limit: int = Field(100, ge=1, le=10_000)
+
+
+class FactHistoryBody(_Body):
+    subject: Entity
+    predicate: str = Field(min_length=1, max_length=200)
+    known_at: When | None = None
+
+
+class RememberBody(_Body):
+    subject: Entity
+    predicate: str = Field(min_length=1, max_length=200)
+    object: str = Field(min_length=1, max_length=10_000, description="An entity id or text.")
+    valid_from: When | None = None
+    valid_to: When | None = None
+    evidence: list[Annotated[str, Field(min_length=1, max_length=200)]] = Field(
+        default_factory=list, max_length=100, description="Node ids the fact rests on."
+    )
+    source: str | None = Field(None, min_length=1, max_length=200)

@@ -20,6 +20,8 @@ without a token reads as the owner. The routes, all JSON:
                                a principal with write permission, under the ingest roots)
 ``DELETE /v1/sources/{id}``    forget a source (the same)
 ``GET /v1/jobs/{id}``          a write job the caller started
+``POST /v1/recall``            facts true now or at a time (and ``/v1/fact_history``)
+``POST /v1/facts``             state a fact; ``DELETE /v1/facts/{id}`` retracts one (writes)
 ``GET /healthz``               no token
 =============================  ===============================================================
 
@@ -54,11 +56,14 @@ from stratamem.errors import AccessDenied
 from stratamem.server.bodies import (
     CoverWindowBody,
     DrillDownBody,
+    FactHistoryBody,
     FetchLeavesBody,
     IngestBody,
     QueryGlobalBody,
     QuerySourceBody,
     QueryTopicBody,
+    RecallBody,
+    RememberBody,
     SearchBody,
     SearchEntitiesBody,
 )
@@ -387,6 +392,59 @@ def _add_routes(app: FastAPI, calls: _Calls, *, log_queries: bool) -> None:
         return await calls.write(
             "forget", who, lambda: {"source": source, "removed": service.forget(who, source)}
         )
+
+    @app.post("/v1/recall", tags=["facts"])
+    async def recall(body: RecallBody, who: Caller) -> dict[str, Any]:
+        """The facts true now (or ``as_of`` a time, as known ``known_at`` a time), of
+        ``subject`` or of everything the caller may read."""
+        found = await calls.read(
+            who,
+            lambda m: m.recall(
+                body.subject,
+                predicate=body.predicate,
+                as_of=body.as_of,
+                known_at=body.known_at,
+                limit=body.limit,
+            ),
+        )
+        return {"facts": [f.to_dict() for f in found]}
+
+    @app.post("/v1/fact_history", tags=["facts"])
+    async def fact_history(body: FactHistoryBody, who: Caller) -> dict[str, Any]:
+        """Every value ``subject``'s ``predicate`` had, oldest first, with the rows since
+        corrected or replaced."""
+        found = await calls.read(
+            who, lambda m: m.fact_history(body.subject, body.predicate, known_at=body.known_at)
+        )
+        return {"facts": [f.to_dict() for f in found]}
+
+    @app.post("/v1/facts", tags=["writes"])
+    async def remember(body: RememberBody, who: Caller) -> JSONResponse:
+        """State a fact (see ``docs/memory.md``): writes allowed, and for a principal the write
+        permission, evidence and a source it can read."""
+        _writes_on(calls.service)
+        service = calls.service
+        return await calls.write(
+            "remember",
+            who,
+            lambda: service.remember(
+                who,
+                body.subject,
+                body.predicate,
+                body.object,
+                valid_from=body.valid_from,
+                valid_to=body.valid_to,
+                evidence=body.evidence,
+                source=body.source,
+            ),
+        )
+
+    @app.delete("/v1/facts/{fact_id}", tags=["writes"])
+    async def retract(fact_id: str, who: Caller) -> JSONResponse:
+        """Correct a fact that was never true: it stays in the history, no longer believed."""
+        _writes_on(calls.service)
+        service = calls.service
+        return await calls.write("retract", who, lambda: service.retract(who, fact_id))
 
     @app.get("/v1/jobs/{job_id}", tags=["writes"])
     async def job(job_id: str, who: Caller) -> dict[str, Any]:

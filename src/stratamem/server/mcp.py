@@ -39,6 +39,7 @@ from stratamem.errors import AccessError, NotFoundError, StratamemError
 from stratamem.retrieval.hybrid import MAX_LIMIT as MAX_SEARCH_LIMIT
 from stratamem.retrieval.primitives import COVER_DEFAULT_LIMIT, MAX_BATCH, MAX_LIMIT
 from stratamem.server.service import Service
+from stratamem.store.facts import Fact
 from stratamem.timeparse import parse_when
 from stratamem.types import (
     Card,
@@ -381,10 +382,69 @@ def build_server(service: Service, principal: Callable[[], str | None]) -> MCPSe
             }
         )
 
+    @tool(
+        "What is true about an entity (facts: subject, predicate, object, since when), as of "
+        "now or of a time, with the evidence each rests on. Use for 'who leads on-call', "
+        "'what is the release date'; `fact_history` shows how a value changed."
+    )
+    async def recall(
+        subject: Annotated[
+            str | None, Field(description="An entity id: person:carol diaz, topic:phoenix.")
+        ] = None,
+        predicate: Annotated[str | None, Field(description="Only this predicate.")] = None,
+        as_of: When = None,
+        known_at: Annotated[
+            str | None, Field(description="As the memory knew it then (ISO 8601 or a span).")
+        ] = None,
+        limit: Annotated[int, _limit(50, 1000)] = 50,
+    ) -> CallToolResult:
+        return await call(
+            lambda m: {
+                "facts": [
+                    _fact(f)
+                    for f in m.recall(
+                        subject,
+                        predicate=predicate,
+                        as_of=_when(as_of),
+                        known_at=_when(known_at),
+                        limit=limit,
+                    )
+                ]
+            }
+        )
+
+    @tool(
+        "Every value one entity's predicate had, oldest first, including values later "
+        "replaced or corrected (each with when it stopped being believed)."
+    )
+    async def fact_history(
+        subject: Annotated[str, Field(description="An entity id.", min_length=1)],
+        predicate: Annotated[str, Field(description="The predicate.", min_length=1)],
+    ) -> CallToolResult:
+        return await call(
+            lambda m: {"facts": [_fact(f) for f in m.fact_history(subject, predicate)]}
+        )
+
     _add_resources(server, read)
     if service.allow_writes:
         _add_write_tools(server, service, principal)
     return server
+
+
+def _fact(found: Fact) -> dict[str, Any]:
+    """A fact on the wire: what it says, when it was true, and what it rests on."""
+    out = {
+        "id": found.id,
+        "subject": found.subject,
+        "predicate": found.predicate,
+        "object": found.object,
+        "valid_from": rfc3339(found.valid_from),
+        "valid_to": rfc3339(found.valid_to),
+        "evidence": list(found.evidence),
+    }
+    if found.expired_at is not None:
+        out["believed_until"] = rfc3339(found.expired_at)
+    return out
 
 
 def _result(data: dict[str, Any]) -> CallToolResult:
@@ -481,6 +541,50 @@ def _add_write_tools(
                 who, path, kind=format, scope=scope, access=access, sync=sync, embed=embed
             ),
         )
+
+    @server.tool(
+        description="Remember a fact: SUBJECT's PREDICATE is OBJECT from `valid_from` (until "
+        "`valid_to` or said otherwise). A new value closes the old one and keeps it in the "
+        "history; the same value again changes nothing. Give `evidence` (node ids) it rests "
+        "on. Needs write permission.",
+        annotations=WRITE,
+        structured_output=False,
+    )
+    async def remember(
+        subject: Annotated[str, Field(description="An entity id: person:carol diaz.")],
+        predicate: Annotated[str, Field(description="leads, status, release_date, …")],
+        object: Annotated[str, Field(description="An entity id or any text.", min_length=1)],
+        valid_from: Annotated[str | None, Field(description="True from (ISO 8601).")] = None,
+        valid_to: Annotated[str | None, Field(description="True until (ISO 8601).")] = None,
+        evidence: Annotated[
+            list[str], Field(description="Node ids the fact rests on.", max_length=100)
+        ] = [],  # noqa: B006
+    ) -> CallToolResult:
+        who = principal()
+        return await write(
+            "remember",
+            lambda: service.remember(
+                who,
+                subject,
+                predicate,
+                object,
+                valid_from=_when(valid_from),
+                valid_to=_when(valid_to),
+                evidence=evidence,
+            ),
+        )
+
+    @server.tool(
+        description="Correct a fact (by id) that was never true: it stays in the history, no "
+        "longer believed. Needs write permission.",
+        annotations=FORGET,
+        structured_output=False,
+    )
+    async def retract(
+        fact: Annotated[str, Field(description="A fact id from recall.", min_length=1)],
+    ) -> CallToolResult:
+        who = principal()
+        return await write("retract", lambda: service.retract(who, fact))
 
     @server.tool(
         description="Remove a source (by id or scope) and everything derived from it, for "

@@ -40,7 +40,7 @@ from stratamem.access import writes
 from stratamem.api import DEFAULT_EMBEDDER, Memory
 from stratamem.embed.base import Embedder, Role, Vectors
 from stratamem.embed.registry import get_embedder
-from stratamem.errors import AccessDenied, StratamemError
+from stratamem.errors import AccessDenied, NotFoundError, StratamemError
 from stratamem.retrieval.rerank import Reranker
 from stratamem.tree.summarizer import Summarizer
 from stratamem.types import Principal, Source
@@ -382,3 +382,50 @@ class Service:
                 found = theirs.source(source)
             writes.require_readable(who, found)
             return memory.forget(found.id)
+
+    def remember(
+        self,
+        principal: str | None,
+        subject: str,
+        predicate: str,
+        obj: str,
+        *,
+        valid_from: datetime | None = None,
+        valid_to: datetime | None = None,
+        evidence: Sequence[str] = (),
+        source: str | None = None,
+    ) -> dict[str, Any]:
+        """State a fact on behalf of ``principal``. A principal states facts only on evidence
+        it can read, into a source it can read; one without evidence or source goes to
+        ``facts:<its name>``, made with its own scopes."""
+        with self.writing(principal) as (memory, who):
+            if who is not None:
+                with self.reading(principal) as theirs:
+                    # Evidence or a source hidden from it answers as one that does not exist.
+                    seen = {n.node_id for n in theirs.nodes(list(evidence))}
+                    for node in evidence:
+                        if node not in seen:
+                            raise NotFoundError(f"no node with id {node!r}")
+                    if source is not None:
+                        theirs.source(source)
+                if not evidence and source is None:
+                    source = f"facts:{who.name}"
+                    writes.own_facts_source(memory.store, source, who)
+            found = memory.remember(
+                subject,
+                predicate,
+                obj,
+                valid_from=valid_from,
+                valid_to=valid_to,
+                evidence=evidence,
+                source=source,
+            )
+            return found.to_dict()
+
+    def retract(self, principal: str | None, fact: str) -> dict[str, Any]:
+        """Retract a fact (by id) on behalf of ``principal``: only one it can read."""
+        with self.writing(principal) as (memory, _):
+            with self.reading(principal) as theirs:
+                if not theirs.store.facts(ids=[fact], believed_only=False):
+                    raise NotFoundError(f"no fact with id {fact!r}")
+            return memory.retract(fact).to_dict()
