@@ -30,6 +30,7 @@ from stratamem.ingest.items import ItemWrite
 from stratamem.ingest.model import Connector
 from stratamem.ingest.pipeline import Admit, IngestReport, ProgressCallback, ingest_path
 from stratamem.memory import remember as remembering
+from stratamem.memory.search import FactHit, search_facts
 from stratamem.plugins import open_store
 from stratamem.retrieval import primitives
 from stratamem.retrieval.hybrid import HybridSearcher
@@ -780,6 +781,7 @@ class Memory:
         source: str | None = None,
         confidence: float = 1.0,
         origin: Origin = "asserted",
+        many: bool = False,
         now: datetime | None = None,
     ) -> FactWrite:
         """State that ``subject``'s ``predicate`` is ``object`` from ``valid_from`` (None: as
@@ -787,7 +789,9 @@ class Memory:
         entity id (``person:carol diaz``); ``object`` an entity id or any literal. The fact
         belongs to the source of its ``evidence`` (node ids), else to ``source`` (default
         ``facts:asserted``). A new value closes the old one at ``valid_from``, keeping it in
-        the history; the same value again changes nothing (see ``docs/memory.md``)."""
+        the history; the same value again changes nothing. ``many=True``: the predicate holds
+        many values at once (likes, observed), and a new one adds to the others (see
+        ``docs/memory.md``)."""
         self._owner_only("remember facts")
         said = remembering.statement(
             subject,
@@ -798,6 +802,7 @@ class Memory:
             evidence=evidence,
             confidence=confidence,
             origin=origin,
+            many=many,
         )
         return remembering.remember(self.store, said, source=source, now=now)
 
@@ -825,6 +830,18 @@ class Memory:
             known_at=known_at,
             limit=limit,
         )
+
+    def search_facts(
+        self,
+        query: str,
+        *,
+        subject: str | None = None,
+        as_of: datetime | None = None,
+        limit: int = 10,
+    ) -> list[FactHit]:
+        """The facts that best match ``query`` (BM25 over what each says), true at ``as_of``
+        (None: now), of the sources the reader may read."""
+        return search_facts(self.store, query, subject=subject, valid_at=as_of, limit=limit)
 
     def fact_history(
         self, subject: str, predicate: str, *, known_at: datetime | None = None

@@ -102,6 +102,9 @@ def fact() -> None:
     help=f"The source a fact without evidence belongs to (default {DEFAULT_SOURCE}).",
 )
 @click.option("--confidence", type=click.FloatRange(0, 1), default=1.0, show_default=True)
+@click.option(
+    "--many", is_flag=True, help="The predicate holds many values: this one adds to the others."
+)
 @json_option
 @click.pass_context
 @handle_errors
@@ -115,6 +118,7 @@ def fact_add(
     evidence: tuple[str, ...],
     source: str | None,
     confidence: float,
+    many: bool,
     as_json: bool,
 ) -> None:
     """State that SUBJECT's PREDICATE is OBJECT. SUBJECT is an entity id (person:carol diaz,
@@ -130,6 +134,7 @@ def fact_add(
         evidence=evidence,
         source=source,
         confidence=confidence,
+        many=many,
     )
     _report(write, as_json)
 

@@ -42,6 +42,7 @@ class Statement:
     confidence: float = 1.0
     origin: Origin = "asserted"
     object_is_entity: bool = False
+    single: bool = True
 
     def __post_init__(self) -> None:
         for name in ("subject", "predicate", "object"):
@@ -115,7 +116,11 @@ def reconcile(rows: Iterable[Fact], statement: Statement, now: datetime) -> Chan
         (
             r
             for r in rows
-            if r.believed and r.subject == statement.subject and r.predicate == statement.predicate
+            if r.believed
+            and r.subject == statement.subject
+            and r.predicate == statement.predicate
+            and r.single == statement.single
+            and (statement.single or r.object == statement.object)
         ),
         key=lambda r: _start_key(r.valid_from),
     )
@@ -153,6 +158,7 @@ def reconcile(rows: Iterable[Fact], statement: Statement, now: datetime) -> Chan
             confidence=statement.confidence,
             origin=statement.origin,
             object_is_entity=statement.object_is_entity,
+            single=statement.single,
         )
     )
     return change
@@ -225,6 +231,7 @@ def _again(
         confidence=row.confidence,
         origin=row.origin,
         object_is_entity=row.object_is_entity,
+        single=row.single,
     )
     return replace(
         row,

@@ -58,9 +58,11 @@ def statement(
     evidence: Sequence[str] = (),
     confidence: float = 1.0,
     origin: Origin = "asserted",
+    many: bool = False,
 ) -> Statement:
     """A statement in canonical form: the subject an entity id, the object one too when it
-    is written as one (``person:…``), else the literal as given."""
+    is written as one (``person:…``), else the literal as given. ``many``: the predicate
+    holds many values at once, and this one adds to the others."""
     literal = obj.strip()
     is_entity = False
     found = _ENTITY.match(literal)
@@ -76,6 +78,7 @@ def statement(
         confidence=confidence,
         origin=origin,
         object_is_entity=is_entity,
+        single=not many,
     )
 
 

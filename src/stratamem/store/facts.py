@@ -37,6 +37,7 @@ class Fact:
     origin: Origin = "asserted"
     object_is_entity: bool = False
     source_id: str = ""
+    single: bool = True  # one value at a time; False: one of a set of values
 
     @property
     def believed(self) -> bool:
@@ -68,6 +69,7 @@ class Fact:
             "confidence": self.confidence,
             "origin": self.origin,
             "source_id": self.source_id,
+            "single": self.single,
         }
 
 

@@ -16,7 +16,7 @@ from stratamem.timeparse import from_ms, to_ms
 
 _COLUMNS = (
     "f.id, f.source_id, f.subject, f.predicate, f.object, f.object_is_entity, f.valid_from, "
-    "f.valid_to, f.recorded_at, f.expired_at, f.evidence, f.confidence, f.origin"
+    "f.valid_to, f.recorded_at, f.expired_at, f.evidence, f.confidence, f.origin, f.single"
 )
 
 
@@ -49,8 +49,9 @@ class FactTables:
             )
         self.conn.executemany(
             """INSERT INTO facts (id, source_id, subject, predicate, object, object_is_entity,
-                   valid_from, valid_to, recorded_at, expired_at, evidence, confidence, origin)
-               VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)""",
+                   valid_from, valid_to, recorded_at, expired_at, evidence, confidence, origin,
+                   single)
+               VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)""",
             [
                 (
                     f.id,
@@ -66,6 +67,7 @@ class FactTables:
                     json.dumps(list(f.evidence)),
                     f.confidence,
                     f.origin,
+                    int(f.single),
                 )
                 for f in record
             ],
@@ -119,4 +121,5 @@ def _fact(row: sqlite3.Row) -> Fact:
         origin=cast(Origin, row["origin"]),
         object_is_entity=bool(row["object_is_entity"]),
         source_id=row["source_id"],
+        single=bool(row["single"]),
     )

@@ -308,8 +308,9 @@ MIGRATIONS: tuple[str, ...] = (
     );
     """,
     # 8: bitemporal facts (see store/facts.py). Times are milliseconds since the epoch, a
-    # missing valid time unbounded at that end; ``expired_at`` NULL is a row believed now. A
-    # fact belongs to a source and goes with it (forget), and is sealed with it (lock).
+    # missing valid time unbounded at that end; ``expired_at`` NULL is a row believed now;
+    # ``single`` 0 is one of a set of values (a predicate of many). A fact belongs to a source
+    # and goes with it (forget), and is sealed with it (lock).
     """
     CREATE TABLE IF NOT EXISTS facts (
         id                TEXT PRIMARY KEY,
@@ -324,7 +325,8 @@ MIGRATIONS: tuple[str, ...] = (
         expired_at        INTEGER,
         evidence          TEXT NOT NULL DEFAULT '[]',
         confidence        REAL NOT NULL DEFAULT 1.0,
-        origin            TEXT NOT NULL DEFAULT 'asserted'
+        origin            TEXT NOT NULL DEFAULT 'asserted',
+        single            INTEGER NOT NULL DEFAULT 1
     );
     CREATE INDEX IF NOT EXISTS facts_subject ON facts(subject, predicate, source_id);
     CREATE INDEX IF NOT EXISTS facts_source ON facts(source_id, subject, predicate);
