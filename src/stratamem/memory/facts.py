@@ -45,9 +45,9 @@ class Statement:
     single: bool = True
 
     def __post_init__(self) -> None:
-        for name in ("subject", "predicate", "object"):
+        for name, article in (("subject", "a"), ("predicate", "a"), ("object", "an")):
             if not str(getattr(self, name)).strip():
-                raise ValueError(f"a fact needs a {name}")
+                raise ValueError(f"a fact needs {article} {name}")
         if (
             self.valid_from is not None
             and self.valid_to is not None
@@ -81,10 +81,12 @@ def fact_id(
     valid_to: datetime | None,
     recorded_at: datetime,
     serial: int,
+    source: str = "",
 ) -> str:
-    """A row's id: a digest of what it says, when it was recorded, and ``serial`` (how many
+    """A row's id: a digest of what it says, when it was recorded, ``serial`` (how many
     rows its timeline held before), which keeps two rows of one timeline apart even when
-    the same words are recorded twice within a millisecond."""
+    the same words are recorded twice within a millisecond, and ``source`` (the timeline's
+    owner), which keeps apart the same words recorded by two sources at once."""
     payload = json.dumps(
         [
             statement.subject,
@@ -94,14 +96,17 @@ def fact_id(
             iso(valid_to),
             iso(recorded_at),
             serial,
+            *([source] if source else []),
         ]
     )
     return "fact_" + hashlib.sha256(payload.encode()).hexdigest()[:24]
 
 
-def reconcile(rows: Iterable[Fact], statement: Statement, now: datetime) -> Change:
-    """The change ``statement`` makes to ``rows`` (those of its subject and predicate; rows no
-    longer believed are left alone), recorded at ``now``.
+def reconcile(
+    rows: Iterable[Fact], statement: Statement, now: datetime, *, source: str = ""
+) -> Change:
+    """The change ``statement`` makes to ``rows`` (those of its subject and predicate in
+    ``source``'s timeline; rows no longer believed are left alone), recorded at ``now``.
 
     The statement's value holds over [valid_from, end), where ``end`` is its ``valid_to`` or,
     when it gives none, the start of the first believed row after ``valid_from`` (so a later
@@ -112,6 +117,12 @@ def reconcile(rows: Iterable[Fact], statement: Statement, now: datetime) -> Chan
     """
     rows = list(rows)
     serial = len(rows)
+    latest = max((r.recorded_at for r in rows), default=None)
+    if latest is not None and now < latest:
+        raise ValueError(
+            f"now ({iso(now)}) is before the last change of this fact ({iso(latest)}): "
+            "transaction time only moves forward"
+        )
     believed = sorted(
         (
             r
@@ -141,13 +152,15 @@ def reconcile(rows: Iterable[Fact], statement: Statement, now: datetime) -> Chan
         change.expire.append(row.id)
         if _start_key(row.valid_from) < _start_key(start):
             change.record.append(
-                _again(row, row.valid_from, start, now, serial + len(change.record))
+                _again(row, row.valid_from, start, now, serial + len(change.record), source)
             )
         if end is not None and (row.valid_to is None or row.valid_to > end):
-            change.record.append(_again(row, end, row.valid_to, now, serial + len(change.record)))
+            change.record.append(
+                _again(row, end, row.valid_to, now, serial + len(change.record), source)
+            )
     change.record.append(
         Fact(
-            id=fact_id(statement, start, end, now, serial + len(change.record)),
+            id=fact_id(statement, start, end, now, serial + len(change.record), source),
             subject=statement.subject,
             predicate=statement.predicate,
             object=statement.object,
@@ -220,7 +233,12 @@ def _covers(rows: Sequence[Fact], value: str, start: datetime | None, end: datet
 
 
 def _again(
-    row: Fact, start: datetime | None, end: datetime | None, now: datetime, serial: int
+    row: Fact,
+    start: datetime | None,
+    end: datetime | None,
+    now: datetime,
+    serial: int,
+    source: str = "",
 ) -> Fact:
     """The part [start, end) of ``row``, recorded again at ``now``."""
     statement = Statement(
@@ -235,7 +253,7 @@ def _again(
     )
     return replace(
         row,
-        id=fact_id(statement, start, end, now, serial),
+        id=fact_id(statement, start, end, now, serial, source),
         valid_from=start,
         valid_to=end,
         recorded_at=now,

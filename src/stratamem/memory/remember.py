@@ -22,14 +22,14 @@ from stratamem.types import SourceKind
 
 DEFAULT_SOURCE = "facts:asserted"
 ENTITY_KINDS = frozenset({"person", "email", "handle", "channel", "tag", "url", "topic"})
-_ENTITY = re.compile(r"^([a-z]+):(.+)$", re.DOTALL)
+_ENTITY = re.compile(r"^([a-z]+):(.+)$", re.DOTALL | re.IGNORECASE)
 
 
 def entity_id(value: str, *, what: str = "subject") -> str:
     """``kind:name`` in canonical form (``person:Carol Diaz`` → ``person:carol diaz``); a
     value without a known kind is refused, naming the kinds."""
     found = _ENTITY.match(value.strip())
-    if found is None or found.group(1) not in ENTITY_KINDS:
+    if found is None or found.group(1).lower() not in ENTITY_KINDS:
         raise ValueError(
             f"{what} {value!r} is not an entity id: write kind:name, the kind one of "
             f"{', '.join(sorted(ENTITY_KINDS))} (e.g. person:carol diaz, topic:phoenix)"
@@ -37,7 +37,7 @@ def entity_id(value: str, *, what: str = "subject") -> str:
     name = " ".join(found.group(2).strip().lower().split())
     if not name:
         raise ValueError(f"{what} {value!r} names no entity")
-    return f"{found.group(1)}:{name}"
+    return f"{found.group(1).lower()}:{name}"
 
 
 def predicate_name(value: str) -> str:
@@ -66,7 +66,7 @@ def statement(
     literal = obj.strip()
     is_entity = False
     found = _ENTITY.match(literal)
-    if found is not None and found.group(1) in ENTITY_KINDS:
+    if found is not None and found.group(1).lower() in ENTITY_KINDS:
         literal, is_entity = entity_id(literal, what="object"), True
     return Statement(
         subject=entity_id(subject),
@@ -86,11 +86,12 @@ def remember(
     store: Store, said: Statement, *, source: str | None = None, now: datetime | None = None
 ) -> FactWrite:
     """Write ``said`` into its source's timeline, in one transaction."""
-    now = _utc(now, "now") or datetime.now(UTC)
+    now = _utc(now or datetime.now(UTC), "now")
+    assert now is not None
     with store.transaction():
         home = _home(store, said.evidence, source)
         rows = store.fact_rows(home, said.subject, said.predicate)
-        change = reconcile(rows, said, now)
+        change = reconcile(rows, said, now, source=home)
         store.write_facts(home, change.expire, change.record, now)
     return FactWrite(tuple(change.expire), tuple(replace(f, source_id=home) for f in change.record))
 
@@ -98,7 +99,8 @@ def remember(
 def unsay(store: Store, fact: str, *, now: datetime | None = None) -> FactWrite:
     """A correction: fact ``fact`` was never true. It stays in the history, no longer
     believed from now on."""
-    now = _utc(now, "now") or datetime.now(UTC)
+    now = _utc(now or datetime.now(UTC), "now")
+    assert now is not None
     with store.transaction():
         found = store.facts(ids=[fact], believed_only=False)
         if not found:
@@ -122,9 +124,12 @@ def recall(
         subject=None if subject is None else entity_id(subject),
         predicate=None if predicate is None else predicate_name(predicate),
         believed_only=known_at is None,
-        limit=FACTS_LIMIT if known_at is None and valid_at is None else 1_000_000,
+        # Every row: those of the past sort among those true now, and a page of them could
+        # hide what holds.
+        limit=1_000_000,
     )
-    found = as_of(rows, valid_at=_utc(valid_at, "as_of"), known_at=_utc(known_at, "known_at"))
+    when = _utc(valid_at, "as_of") or datetime.now(UTC)
+    found = as_of(rows, valid_at=when, known_at=_utc(known_at, "known_at"))
     return found[: max(1, limit)]
 
 
@@ -185,4 +190,7 @@ def _utc(when: datetime | None, name: str) -> datetime | None:
         return None
     if when.tzinfo is None:
         raise ValueError(f"{name} needs a time zone (e.g. 2024-03-12T09:00Z)")
-    return when.astimezone(UTC)
+    # The store keeps milliseconds: a finer time would never equal the one read back, and
+    # the same statement made twice would change the store each time.
+    when = when.astimezone(UTC)
+    return when.replace(microsecond=when.microsecond // 1000 * 1000)
