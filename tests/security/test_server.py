@@ -12,11 +12,11 @@ import json
 import random
 import sqlite3
 import sys
-from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Collection, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, replace
-from datetime import datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
@@ -40,6 +40,7 @@ from stratamem.retrieval.primitives import COVER_DEFAULT_LIMIT, MAX_LIMIT
 from stratamem.server import mcp as wire
 from stratamem.server.http import create_app
 from stratamem.server.service import Service
+from stratamem.store.sources import source_id_for
 from stratamem.testing import HashingEmbedder
 from stratamem.timeparse import parse_when
 from stratamem.types import Filters, NodeKind, SourceKind, rfc3339
@@ -1051,3 +1052,408 @@ def test_a_call_on_another_principals_mcp_session_reads_as_its_own_token(  # typ
     _tally("mcp", "foreign session", principal, canaries)
     assert json.dumps(got).replace(leaf, "<id>") == json.dumps(want).replace(NOWHERE.leaf, "<id>")
     assert not _scan(json.dumps(got).replace(leaf, "<id>"), canaries, refs, ())
+
+
+# -- facts ---------------------------------------------------------------------------------------
+
+ASSERTED = "facts:asserted"  # where the owner's facts without evidence or source go
+FACT_SCOPES = (*(s for spec in kit.SPECS for s in spec.scopes), ASSERTED)
+FACT_CANARY = {s: spec.canaries[0] for spec in kit.SPECS if spec.canaries for s in spec.scopes}
+FACTS_AT = datetime(2024, 6, 1, 12, 0, tzinfo=UTC)  # transaction time: a minute per write
+SHARED = ("topic:queue", "person:alice chen")  # subjects every source speaks of
+NO_SUBJECT = "topic:zqnosuchsubjectfact"
+
+
+def fact_word(scope: str) -> str:
+    """A word only the facts of ``scope`` hold (no text of the store has it, and no other
+    scope's word holds it)."""
+    return "zq" + "".join(c for c in scope.lower() if c.isalnum()) + "fact"
+
+
+def own_subject(scope: str) -> str:
+    return f"topic:{fact_word(scope)}"
+
+
+@dataclass(frozen=True)
+class Stated:
+    """One write as the owner: a statement into ``scope`` (on ``evidence`` from it, else
+    into it by name), or with ``retract`` the correction of the last row this scope's
+    (subject, predicate) recorded."""
+
+    scope: str
+    subject: str
+    predicate: str
+    object: str = ""
+    valid_from: datetime | None = None
+    evidence: tuple[str, ...] = ()
+    retract: bool = False
+
+
+def fact_statements(owner: Memory) -> tuple[Stated, ...]:
+    """Every source states a value of its own subject, of the shared ones, then changes
+    some; every other one corrects a value. Each object names the source's words."""
+    first: list[Stated] = []
+    later: list[Stated] = []
+    for n, scope in enumerate(FACT_SCOPES):
+        word = fact_word(scope)
+        told = f"{word} {FACT_CANARY.get(scope, 'plain')}"
+        leaf: tuple[str, ...] = ()
+        both: tuple[str, ...] = ()
+        if scope != ASSERTED:
+            summaries, leaves = kit.tree_nodes(owner, owner.tree(scope).id)
+            leaf = (leaves[0].node_id,)
+            both = (leaves[-1].node_id, summaries[-1].node_id)
+        start = kit.T0 + timedelta(days=n)
+        first += [
+            Stated(scope, own_subject(scope), "status", f"{told} first", start, both),
+            Stated(scope, SHARED[0], "owner", f"{told} owner", kit.T0 + timedelta(hours=n), leaf),
+            Stated(scope, SHARED[1], "role", f"{told} role"),
+        ]
+        later += [
+            Stated(
+                scope, own_subject(scope), "status", f"{told} second", start + timedelta(5), leaf
+            ),
+            Stated(scope, SHARED[0], "owner", f"{told} later", kit.T0 + timedelta(days=20), both),
+        ]
+        if n % 2 == 0:
+            later.append(Stated(scope, SHARED[1], "role", retract=True))
+    return (*first, *later)
+
+
+def state_facts(
+    mem: Memory, statements: Sequence[Stated], scopes: Collection[str]
+) -> dict[str, set[str]]:
+    """``statements`` of ``scopes`` written as the owner, each at its own transaction time
+    (the same in every store); the ids each scope recorded."""
+    recorded: dict[str, set[str]] = {s: set() for s in scopes}
+    last: dict[tuple[str, str, str], str] = {}
+    for n, said in enumerate(statements):
+        if said.scope not in scopes:
+            continue
+        now = FACTS_AT + timedelta(minutes=n)
+        key = (said.scope, said.subject, said.predicate)
+        if said.retract:
+            mem.retract(last[key], now=now)
+            continue
+        into = None if said.evidence or said.scope == ASSERTED else said.scope
+        found = mem.remember(
+            said.subject,
+            said.predicate,
+            said.object,
+            valid_from=said.valid_from,
+            evidence=said.evidence,
+            source=into,
+            now=now,
+        )
+        recorded[said.scope].update(f.id for f in found.recorded)
+        last[key] = found.recorded[-1].id
+    return recorded
+
+
+@dataclass
+class FactWorld:
+    recorded: dict[str, set[str]]  # scope → ids of the facts the served store recorded there
+    oracles: dict[str, Memory]  # principal → its reduced store with its facts, read as it
+    scopes: dict[str, set[str]]  # principal → the scopes whose facts it reads
+
+    def canaries(self, world, principal: str) -> set[str]:  # type: ignore[no-untyped-def]
+        """What of the facts ``principal`` must not be shown, and what its scopes hide."""
+        out = set(world.hidden_from(principal).canaries)
+        for scope in set(FACT_SCOPES) - self.scopes[principal]:
+            out |= {fact_word(scope), source_id_for(scope), *self.recorded[scope]}
+        return out
+
+
+def fact_scopes(world, name: str) -> set[str]:  # type: ignore[no-untyped-def]
+    scopes = {s for spec in world.visible(name) for s in spec.scopes}
+    if kit.sees(world.principal(name), ("private",), ASSERTED):
+        scopes.add(ASSERTED)
+    return scopes
+
+
+@pytest.fixture(scope="module")
+def fact_world(  # type: ignore[no-untyped-def]
+    world, served: Served, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[FactWorld]:
+    """The facts written into the served store while it serves (as the owner, on the
+    service's writer thread), and alike into a copy of each principal's reduced store."""
+    statements = fact_statements(world.owner)
+
+    def write() -> dict[str, Any]:
+        with served.service.writing(None) as (memory, _):
+            return {"recorded": state_facts(memory, statements, FACT_SCOPES)}
+
+    recorded = served.service.submit("facts", None, write).future.result(timeout=120)["recorded"]
+    folder = tmp_path_factory.mktemp("fact-oracles")
+    oracles: dict[str, Memory] = {}
+    scopes: dict[str, set[str]] = {}
+    try:
+        for name in PRINCIPALS:
+            path = folder / name / "store.db"
+            path.parent.mkdir()
+            source, target = sqlite3.connect(world.reduced(name)), sqlite3.connect(path)
+            try:
+                source.backup(target)
+            finally:
+                source.close()
+                target.close()
+            scopes[name] = fact_scopes(world, name)
+            with kit.open_memory(path) as owner:
+                mine = state_facts(owner, statements, scopes[name])
+            assert all(mine[s] == recorded[s] for s in scopes[name]), "fact ids differ"
+            oracles[name] = kit.open_memory(path, principal=name)
+        yield FactWorld(recorded, oracles, scopes)
+    finally:
+        for memory in oracles.values():
+            memory.close()
+
+
+def _fact_times() -> dict[str, dict[str, str]]:
+    """as_of and known_at to read the facts at, by label: valid times across the statements,
+    transaction times before, between and after the writes, ISO strings and spans."""
+    valid = {
+        "before": kit.T0 - timedelta(days=1),
+        "3h": kit.T0 + timedelta(hours=3),
+        "2d": kit.T0 + timedelta(days=2),
+        "8d": kit.T0 + timedelta(days=8),
+        "40d": kit.T0 + timedelta(days=40),
+    }
+    # The first round of writes ends at minute 3 * len(FACT_SCOPES) - 1; the later one runs
+    # past minute 4 * len(FACT_SCOPES).
+    known = {
+        "nothing": FACTS_AT - timedelta(minutes=1),
+        "first": FACTS_AT + timedelta(minutes=len(FACT_SCOPES) * 3, seconds=-30),
+        "later": FACTS_AT + timedelta(minutes=len(FACT_SCOPES) * 4, seconds=30),
+        "all": FACTS_AT + timedelta(days=1),
+    }
+    out = {
+        "as_of=1d": {"as_of": "1d"},
+        "as_of=3650d": {"as_of": "3650d"},
+        "known_at=1h": {"known_at": "1h"},
+        "as_of=2024-03-03": {"as_of": "2024-03-03"},
+    }
+    out |= {f"as_of={k}": {"as_of": v.isoformat()} for k, v in valid.items()}
+    out |= {f"known_at={k}": {"known_at": v.isoformat()} for k, v in known.items()}
+    out |= {
+        f"as_of={a}:known_at={b}": {"as_of": valid[a].isoformat(), "known_at": known[b].isoformat()}
+        for a in ("3h", "8d", "40d")
+        for b in ("first", "later")
+    }
+    return out
+
+
+def _recall_read(args: Mapping[str, Any], limit: int) -> Callable[[Memory], list[Any]]:
+    def read(m: Memory) -> list[Any]:
+        return m.recall(
+            args.get("subject"),
+            predicate=args.get("predicate"),
+            as_of=_when(args.get("as_of")),
+            known_at=_when(args.get("known_at")),
+            limit=args.get("limit", limit),
+        )
+
+    return read
+
+
+def _history_read(args: Mapping[str, Any]) -> Callable[[Memory], list[Any]]:
+    def read(m: Memory) -> list[Any]:
+        return m.fact_history(
+            args["subject"], args["predicate"], known_at=_when(args.get("known_at"))
+        )
+
+    return read
+
+
+def _fact_asks() -> list[tuple[str, str, dict[str, Any]]]:
+    """(route or tool, name, arguments): recall with no subject, the shared subjects and each
+    source's own, at many times; the history of each; a subject nobody speaks of; a bad one."""
+    out: list[tuple[str, str, dict[str, Any]]] = [
+        ("recall", "all", {}),
+        ("recall", "limit=1", {"limit": 1}),
+        ("recall", "limit=4", {"limit": 4}),
+        ("recall", "status", {"predicate": "status"}),
+        ("recall", "role", {"predicate": "Role"}),
+        ("recall", "nobody", {"subject": NO_SUBJECT}),
+        ("recall", "bad", {"subject": "queue"}),
+        ("fact_history", "nobody", {"subject": NO_SUBJECT, "predicate": "status"}),
+        ("fact_history", "bad", {"subject": "queue", "predicate": "owner"}),
+    ]
+    times = _fact_times()
+    out += [("recall", f"all:{label}", args) for label, args in times.items()]
+    for subject, predicate in zip(SHARED, ("owner", "role"), strict=True):
+        pair = {"subject": subject, "predicate": predicate}
+        out += [
+            ("recall", subject, {"subject": subject}),
+            ("recall", f"{subject}:{predicate}", pair),
+            ("fact_history", subject, pair),
+        ]
+        out += [
+            ("recall", f"{subject}:{label}", {"subject": subject, **args})
+            for label, args in times.items()
+        ]
+        out += [
+            ("fact_history", f"{subject}:{label}", {**pair, **args})
+            for label, args in times.items()
+            if set(args) == {"known_at"}
+        ]
+    for scope in FACT_SCOPES:
+        subject = own_subject(scope)
+        status = {"subject": subject, "predicate": "status"}
+        out += [
+            ("recall", f"own:{scope}", {"subject": subject}),
+            ("recall", f"own:{scope}:as_of=3h", {"subject": subject, **times["as_of=3h"]}),
+            ("recall", f"own:{scope}:as_of=8d", {**status, **times["as_of=8d:known_at=first"]}),
+            ("fact_history", f"own:{scope}", status),
+            ("fact_history", f"own:{scope}:known_at=first", {**status, **times["known_at=first"]}),
+        ]
+    return out
+
+
+def _fact_http(route: str, name: str, args: Mapping[str, Any]) -> Http:
+    """``POST /v1/<route>`` with ``args``, read through the Memory method of that name."""
+    if route == "recall":
+        found = _recall_read(args, 100)
+    else:
+        body = {k: v for k, v in args.items() if k != "as_of"}
+        found = _history_read(body)
+    return Http(
+        route,
+        name,
+        "POST",
+        f"/v1/{route}",
+        dict(args),
+        lambda m: {"facts": [f.to_dict() for f in found(m)]},
+    )
+
+
+def _fact_tool(route: str, name: str, args: Mapping[str, Any]) -> Tool:
+    """The MCP tool of that name; its history takes no ``known_at``."""
+    if route == "fact_history":
+        args = {k: v for k, v in args.items() if k in ("subject", "predicate")}
+    return Tool(route, name, args)
+
+
+def expected_fact_tool(call: Tool, mem: Memory) -> tuple[str, Any]:
+    read = _recall_read(call.args, 50) if call.tool == "recall" else _history_read(call.args)
+    try:
+        found = read(mem)
+    except (StratamemError, ValueError) as exc:
+        return "error", wire._one_line(str(exc) or type(exc).__name__)
+    return "ok", json.loads(json.dumps({"facts": [wire._fact(f) for f in found]}))
+
+
+@pytest.mark.parametrize("principal", PRINCIPALS)
+def test_facts_reach_a_principal_from_the_sources_it_reads_alone(  # type: ignore[no-untyped-def]
+    world, served: Served, fact_world: FactWorld, principal: str
+) -> None:
+    """Checked against the read rule itself, not the reduced store: every source's facts
+    are in the served store, and a principal's recall holds those of its sources alone."""
+    with served.service.reading(None) as owner:
+        homes = {f.source_id for f in owner.recall(limit=10_000)}
+    assert homes == {source_id_for(s) for s in FACT_SCOPES}
+    response = served.clients[principal].post("/v1/recall", json={"limit": 10_000})
+    assert response.status_code == 200, response.text
+    seen = {f["source_id"] for f in response.json()["facts"]}
+    assert seen == {source_id_for(s) for s in fact_world.scopes[principal]}
+    found = kit.counts("http facts")
+    found.routes.add("recall:read rule")
+    found.principals.add(principal)
+    found.compared += 1
+
+
+@pytest.mark.parametrize("principal", PRINCIPALS)
+def test_http_facts_equal_the_reduced_store_and_show_no_canary(  # type: ignore[no-untyped-def]
+    world, refs, served: Served, fact_world: FactWorld, principal: str
+) -> None:
+    oracle = fact_world.oracles[principal]
+    canaries = fact_world.canaries(world, principal)
+    client = served.clients[principal]
+    calls = [_fact_http(*ask) for ask in _fact_asks()]
+    wrong = []
+    for call in calls:
+        problem = check_http(call, call.send(client), expected_http(call, oracle), canaries, refs)
+        _tally("http facts", call.route, principal, canaries)
+        if problem:
+            wrong.append(problem)
+    assert not wrong, f"{len(wrong)} of {len(calls)} wrong as {principal}:\n" + "\n".join(
+        wrong[:10]
+    )
+
+
+def _hidden_fact_asks(
+    fact_world: FactWorld, principal: str
+) -> list[tuple[str, str, dict[str, Any]]]:
+    """Asks of each subject only sources hidden from ``principal`` speak of."""
+    out = []
+    for scope in sorted(set(FACT_SCOPES) - fact_world.scopes[principal]):
+        subject = own_subject(scope)
+        out += [
+            ("recall", scope, {"subject": subject}),
+            ("recall", f"{scope}:status", {"subject": subject, "predicate": "status"}),
+            ("recall", f"{scope}:as_of", {"subject": subject, "as_of": "2024-03-03"}),
+            ("recall", f"{scope}:known_at", {"subject": subject, "known_at": "2024-06-02"}),
+            ("fact_history", scope, {"subject": subject, "predicate": "status"}),
+            (
+                "fact_history",
+                f"{scope}:known_at",
+                {"subject": subject, "predicate": "status", "known_at": "2024-06-02"},
+            ),
+        ]
+    return out
+
+
+def _nobody(args: Mapping[str, Any]) -> dict[str, Any]:
+    return {**args, "subject": NO_SUBJECT}
+
+
+@pytest.mark.parametrize("principal", PRINCIPALS)
+def test_http_facts_of_a_subject_of_hidden_sources_answer_as_of_none(  # type: ignore[no-untyped-def]
+    world, refs, served: Served, fact_world: FactWorld, principal: str
+) -> None:
+    client = served.clients[principal]
+    canaries = fact_world.canaries(world, principal)
+    asks = _hidden_fact_asks(fact_world, principal)
+    assert asks, f"no source with facts is hidden from {principal}"
+    wrong = []
+    for route, name, args in asks:
+        got = client.post(f"/v1/{route}", json=args)
+        want = client.post(f"/v1/{route}", json=_nobody(args))
+        _tally("http facts", f"{route}:hidden = missing", principal, canaries)
+        if (got.status_code, got.content) != (want.status_code, want.content):
+            wrong.append(f"{route} {name}: {got.text[:200]} != {want.text[:200]}")
+        if _scan(got.text, canaries, refs, ()):
+            wrong.append(f"{route} {name} shows hidden: {got.text[:200]}")
+    assert not wrong, "\n".join(wrong[:10])
+
+
+@pytest.mark.parametrize("principal", PRINCIPALS)
+def test_mcp_facts_equal_the_reduced_store_and_show_no_canary(  # type: ignore[no-untyped-def]
+    world, refs, served: Served, fact_world: FactWorld, principal: str
+) -> None:
+    oracle = fact_world.oracles[principal]
+    canaries = fact_world.canaries(world, principal)
+    calls = [_fact_tool(*ask) for ask in _fact_asks()]
+    hidden = _hidden_fact_asks(fact_world, principal)
+    wrong: list[str] = []
+
+    async def scenario() -> None:
+        async with mcp_session(served.url, served.tokens[principal]) as session:
+            for call in calls:
+                got = await ask_mcp(session, call)
+                want = expected_fact_tool(call, oracle)
+                problem = check_mcp(call, got, want, canaries, refs)
+                _tally("mcp facts", call.tool, principal, canaries)
+                if problem:
+                    wrong.append(problem)
+            for route, name, args in hidden:
+                asked = _fact_tool(route, name, args)
+                got = await ask_mcp(session, asked)
+                want = await ask_mcp(session, replace(asked, args=_nobody(asked.args)))
+                _tally("mcp facts", f"{route}:hidden = missing", principal, canaries)
+                if got != want:
+                    wrong.append(f"{route} {name}: {got} != {want}")
+                if _scan(got[1], canaries, refs, ()):
+                    wrong.append(f"{route} {name} shows hidden: {got[1][:200]}")
+
+    anyio.run(scenario)
+    assert not wrong, f"{len(wrong)} wrong as {principal}:\n" + "\n".join(wrong[:10])

@@ -138,18 +138,24 @@ def _no_way_out(folder: Path, roots: Sequence[Path]) -> None:
 
 def own_facts_source(store: Store, scope: str, principal: Principal) -> None:
     """Make ``scope`` (a principal's own facts, asserted without evidence) if it is missing,
-    with the principal's scopes; one that exists is left as it is."""
-    try:
-        store.resolve_source(scope)
-        return
-    except NotFoundError:
-        pass
+    with the principal's scopes; one that exists is left as it is. Refused, with one message
+    whether it exists or not, where the principal could not read it: a source of that name
+    that is not its own, or one its source globs leave out."""
     with store.transaction():
-        store.upsert_source(
-            scope=scope,
-            kind=SourceKind.RECORD,
-            platform="facts",
-            location="",
-            title=f"Facts asserted by {principal.name}",
-            access=new_source_access(principal),
-        )
+        try:
+            found = store.resolve_source(scope)
+        except NotFoundError:
+            store.upsert_source(
+                scope=scope,
+                kind=SourceKind.RECORD,
+                platform="facts",
+                location="",
+                title=f"Facts asserted by {principal.name}",
+                access=new_source_access(principal),
+            )
+            found = store.resolve_source(scope)
+        if not may_read(principal, found):
+            raise AccessDenied(
+                f"principal {principal.name!r} could not read its own facts in {scope!r}: "
+                "state them on evidence it reads or into a source it reads"
+            )

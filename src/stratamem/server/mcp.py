@@ -559,6 +559,10 @@ def _add_write_tools(
         evidence: Annotated[
             list[str], Field(description="Node ids the fact rests on.", max_length=100)
         ] = [],  # noqa: B006
+        source: Annotated[
+            str | None,
+            Field(description="The source a fact without evidence goes to (default: yours)."),
+        ] = None,
     ) -> CallToolResult:
         who = principal()
         return await write(
@@ -571,6 +575,7 @@ def _add_write_tools(
                 valid_from=_when(valid_from),
                 valid_to=_when(valid_to),
                 evidence=evidence,
+                source=source,
             ),
         )
 

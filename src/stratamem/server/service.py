@@ -41,6 +41,7 @@ from stratamem.api import DEFAULT_EMBEDDER, Memory
 from stratamem.embed.base import Embedder, Role, Vectors
 from stratamem.embed.registry import get_embedder
 from stratamem.errors import AccessDenied, NotFoundError, StratamemError
+from stratamem.memory.remember import statement
 from stratamem.retrieval.rerank import Reranker
 from stratamem.tree.summarizer import Summarizer
 from stratamem.types import Principal, Source
@@ -409,6 +410,8 @@ class Service:
                     if source is not None:
                         theirs.source(source)
                 if not evidence and source is None:
+                    # Checked first, so that a bad statement leaves no empty source behind.
+                    statement(subject, predicate, obj, valid_from=valid_from, valid_to=valid_to)
                     source = f"facts:{who.name}"
                     writes.own_facts_source(memory.store, source, who)
             found = memory.remember(
