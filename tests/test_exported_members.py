@@ -16,6 +16,7 @@ def test_all_is_sorted_and_complete() -> None:
         "errors",
         "eval",
         "ingest",
+        "memory",
         "plugins",
         "remote",
         "testing",

@@ -836,12 +836,16 @@ class Memory:
         query: str,
         *,
         subject: str | None = None,
+        sources: Sequence[str] = (),
         as_of: datetime | None = None,
         limit: int = 10,
     ) -> list[FactHit]:
         """The facts that best match ``query`` (BM25 over what each says), true at ``as_of``
-        (None: now), of the sources the reader may read."""
-        return search_facts(self.store, query, subject=subject, valid_at=as_of, limit=limit)
+        (None: now), of ``sources`` (ids or scopes; none: every source the reader may read),
+        ranked among those facts alone."""
+        return search_facts(
+            self.store, query, subject=subject, sources=sources, valid_at=as_of, limit=limit
+        )
 
     def fact_history(
         self, subject: str, predicate: str, *, known_at: datetime | None = None

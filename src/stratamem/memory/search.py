@@ -47,15 +47,20 @@ def search_facts(
     query: str,
     *,
     subject: str | None = None,
+    sources: Sequence[str] = (),
     valid_at: datetime | None = None,
     limit: int = 10,
 ) -> list[FactHit]:
-    """The ``limit`` facts that best match ``query`` (BM25), of ``subject`` when given, true at
-    ``valid_at`` (None: now)."""
+    """The ``limit`` facts that best match ``query`` (BM25), of ``subject`` when given, of
+    ``sources`` (ids or scopes; a hidden one is missing) when given, true at ``valid_at``
+    (None: now). The statistics are those of the facts ranked: other sources shape nothing."""
     terms = query_terms(query)
     if not terms:
         return []
     facts = recall(store, subject=subject, valid_at=valid_at, limit=MAX_FACTS)
+    if sources:
+        wanted = {store.resolve_source(source).id for source in sources}
+        facts = [fact for fact in facts if fact.source_id in wanted]
     return rank(facts, terms, limit=limit)
 
 
