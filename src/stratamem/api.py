@@ -804,7 +804,9 @@ class Memory:
             origin=origin,
             many=many,
         )
-        return remembering.remember(self.store, said, source=source, now=now)
+        return remembering.remember(
+            self.store, said, source=source, now=now, embedder=self._write_embedder()
+        )
 
     def retract(self, fact: str, *, now: datetime | None = None) -> FactWrite:
         """A correction: the fact (by id) was never true. It stays in the history."""
@@ -844,7 +846,13 @@ class Memory:
         (None: now), of ``sources`` (ids or scopes; none: every source the reader may read),
         ranked among those facts alone."""
         return search_facts(
-            self.store, query, subject=subject, sources=sources, valid_at=as_of, limit=limit
+            self.store,
+            query,
+            subject=subject,
+            sources=sources,
+            valid_at=as_of,
+            limit=limit,
+            embedder=self._query_embedder(query),
         )
 
     def fact_history(

@@ -177,6 +177,12 @@ def reconcile(
     return change
 
 
+def fact_text(fact: Fact) -> str:
+    """What a fact says, in words: ``carol diaz leads on-call``."""
+    subject = fact.subject.split(":", 1)[-1]
+    return f"{subject} {fact.predicate.replace('_', ' ')} {fact.object}"
+
+
 def retract(row: Fact, now: datetime) -> Change:
     """A correction: the row was never true. Its transaction time ends; its valid time and
     every other row stay as they were."""

@@ -13,8 +13,11 @@ from collections.abc import Sequence
 from dataclasses import replace
 from datetime import UTC, datetime
 
+import numpy as np
+
+from stratamem.embed.base import Embedder
 from stratamem.errors import LockError, NotFoundError
-from stratamem.memory.facts import Statement, as_of, reconcile, retract
+from stratamem.memory.facts import Statement, as_of, fact_text, reconcile, retract
 from stratamem.retrieval import primitives
 from stratamem.store.base import Store
 from stratamem.store.facts import FACTS_LIMIT, Fact, FactWrite, Origin
@@ -83,9 +86,15 @@ def statement(
 
 
 def remember(
-    store: Store, said: Statement, *, source: str | None = None, now: datetime | None = None
+    store: Store,
+    said: Statement,
+    *,
+    source: str | None = None,
+    now: datetime | None = None,
+    embedder: Embedder | None = None,
 ) -> FactWrite:
-    """Write ``said`` into its source's timeline, in one transaction."""
+    """Write ``said`` into its source's timeline, in one transaction; with ``embedder``, what
+    each recorded row says is embedded in the same transaction (for :func:`search_facts`)."""
     now = _utc(now or datetime.now(UTC), "now")
     assert now is not None
     with store.transaction():
@@ -93,6 +102,16 @@ def remember(
         rows = store.fact_rows(home, said.subject, said.predicate)
         change = reconcile(rows, said, now, source=home)
         store.write_facts(home, change.expire, change.record, now)
+        if embedder is not None and change.record:
+            texts = [fact_text(f) for f in change.record]
+            vectors = embedder.embed_batch(texts, role="passage")
+            store.write_fact_vectors(
+                embedder.spec.signature,
+                [
+                    (f.id, np.asarray(v, dtype="<f4").tobytes())
+                    for f, v in zip(change.record, vectors, strict=True)
+                ],
+            )
     return FactWrite(tuple(change.expire), tuple(replace(f, source_id=home) for f in change.record))
 
 

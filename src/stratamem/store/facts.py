@@ -103,6 +103,14 @@ class FactStore(Protocol):
         transaction times unless ``believed_only``."""
         ...
 
+    def write_fact_vectors(self, model: str, vectors: Sequence[tuple[str, bytes]]) -> None:
+        """Store (fact id, float32 vector) pairs of ``model``, in the caller's transaction."""
+        ...
+
+    def fact_vectors(self, model: str, ids: Sequence[str]) -> dict[str, bytes]:
+        """The vectors of ``model`` of these facts (those that have one)."""
+        ...
+
 
 @dataclass(frozen=True, slots=True)
 class FactWrite:

@@ -105,6 +105,23 @@ class FactTables:
         ).fetchall()
         return [_fact(row) for row in rows]
 
+    def write_fact_vectors(self, model: str, vectors: Sequence[tuple[str, bytes]]) -> None:
+        self.conn.executemany(
+            "INSERT OR REPLACE INTO fact_vectors (fact_id, model, vector) VALUES (?, ?, ?)",
+            [(fact, model, blob) for fact, blob in vectors],
+        )
+
+    def fact_vectors(self, model: str, ids: Sequence[str]) -> dict[str, bytes]:
+        found: dict[str, bytes] = {}
+        for part, marks in batches(ids):
+            for fact, blob in self.conn.execute(
+                f"""SELECT fact_id, vector FROM fact_vectors
+                    WHERE model = ? AND fact_id IN ({marks})""",
+                (model, *part),
+            ):
+                found[fact] = bytes(blob)
+        return found
+
 
 def _fact(row: sqlite3.Row) -> Fact:
     return Fact(

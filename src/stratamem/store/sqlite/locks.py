@@ -78,6 +78,7 @@ _TABLES: tuple[_Table, ...] = (
     _Table("entity_edges"),
     _Table("embeddings"),
     _Table("facts", order="rowid"),
+    _Table("fact_vectors", where="fact_id IN (SELECT id FROM facts WHERE source_id = :source)"),
     # A job's claim and history are not the source's: a pending or running seal comes back
     # pending, a finished one does not come back.
     _Table(

@@ -310,7 +310,8 @@ MIGRATIONS: tuple[str, ...] = (
     # 8: bitemporal facts (see store/facts.py). Times are milliseconds since the epoch, a
     # missing valid time unbounded at that end; ``expired_at`` NULL is a row believed now;
     # ``single`` 0 is one of a set of values (a predicate of many). A fact belongs to a source
-    # and goes with it (forget), and is sealed with it (lock).
+    # and goes with it (forget), and is sealed with it (lock). ``fact_vectors`` holds what
+    # each fact says embedded, per model signature (little-endian float32).
     """
     CREATE TABLE IF NOT EXISTS facts (
         id                TEXT PRIMARY KEY,
@@ -330,6 +331,12 @@ MIGRATIONS: tuple[str, ...] = (
     );
     CREATE INDEX IF NOT EXISTS facts_subject ON facts(subject, predicate, source_id);
     CREATE INDEX IF NOT EXISTS facts_source ON facts(source_id, subject, predicate);
+    CREATE TABLE IF NOT EXISTS fact_vectors (
+        fact_id  TEXT NOT NULL REFERENCES facts(id) ON DELETE CASCADE,
+        model    TEXT NOT NULL,
+        vector   BLOB NOT NULL,
+        PRIMARY KEY (fact_id, model)
+    ) WITHOUT ROWID;
     """,
 )
 
