@@ -310,8 +310,7 @@ MIGRATIONS: tuple[str, ...] = (
     # 8: bitemporal facts (see store/facts.py). Times are milliseconds since the epoch, a
     # missing valid time unbounded at that end; ``expired_at`` NULL is a row believed now;
     # ``single`` 0 is one of a set of values (a predicate of many). A fact belongs to a source
-    # and goes with it (forget), and is sealed with it (lock). ``fact_vectors`` holds what
-    # each fact says embedded, per model signature (little-endian float32).
+    # and goes with it (forget), and is sealed with it (lock).
     """
     CREATE TABLE IF NOT EXISTS facts (
         id                TEXT PRIMARY KEY,
@@ -331,6 +330,10 @@ MIGRATIONS: tuple[str, ...] = (
     );
     CREATE INDEX IF NOT EXISTS facts_subject ON facts(subject, predicate, source_id);
     CREATE INDEX IF NOT EXISTS facts_source ON facts(source_id, subject, predicate);
+    """,
+    # 9: what each fact says, embedded per model signature (little-endian float32), for
+    # search_facts; sealed and forgotten with the fact's source.
+    """
     CREATE TABLE IF NOT EXISTS fact_vectors (
         fact_id  TEXT NOT NULL REFERENCES facts(id) ON DELETE CASCADE,
         model    TEXT NOT NULL,
