@@ -17,12 +17,12 @@ sentence left with no evidence is not written. The write rate counts every ``rem
 Each question of a chosen conversation is answered three ways, each a ranked list of turns
 of that conversation, cut to 100:
 
-* **facts** (a): ``Memory.search_facts(question, limit=<all>)`` (BM25 over what each fact
-  says, over every conversation's facts true now), the hits kept to those whose
-  ``source_id`` is the question's conversation, each replaced by its evidence turns in rank
-  order, repeats removed. Also scored: the same facts ranked by
-  ``stratamem.memory.search.rank`` over the conversation's facts alone (BM25 statistics of
-  that conversation), what a search scoped to a source would return.
+* **facts** (a): ``Memory.search_facts(question, sources=[<the conversation>],
+  limit=<all>)``: BM25 over what each fact says fused with the cosine of its vector (facts
+  are embedded when written, the store holding vectors of the default model), over the
+  conversation's facts true now, each hit replaced by its evidence turns in rank order,
+  repeats removed. Also scored: the same facts ranked by BM25 alone
+  (``stratamem.memory.search.rank`` over the conversation's facts).
 * **turns** (b): ``StoreRetriever(memory, dataset, "hybrid")``, exactly the ranking
   ``stratamem eval --mode hybrid`` scores.
 * **fused** (c): reciprocal rank fusion, ``1 / (60 + rank)`` summed over (a) and (b)
@@ -86,8 +86,8 @@ PAPER = {
     "dialog turns (paper)": {"R@5": 0.567, "R@10": 0.662, "R@25": 0.767, "R@50": 0.827},
 }
 METHODS = {
-    "facts": "(a) facts alone",
-    "facts, conversation-scoped BM25": "(a') facts alone, BM25 within the conversation",
+    "facts": "(a) facts alone (BM25 and vectors)",
+    "facts, conversation-scoped BM25": "(a') facts alone, BM25 only",
     "turns": "(b) turns alone (hybrid)",
     "fused": "(c) facts + turns, RRF k=60",
 }
@@ -232,8 +232,8 @@ def score(
         allowed, home = groups[sample], source_of[sample]
 
         started = time.perf_counter()
-        hits = memory.search_facts(query.text, limit=EVERY_FACT)
-        facts = evidence_turns((h.fact for h in hits if h.fact.source_id == home), doc_of)
+        hits = memory.search_facts(query.text, sources=[home], limit=EVERY_FACT)
+        facts = evidence_turns((h.fact for h in hits), doc_of)
         rankings["facts"][query.id] = in_group(facts, allowed)
         seconds["facts"] += time.perf_counter() - started
 
@@ -462,9 +462,9 @@ def markdown(r: dict[str, Any]) -> str:
         "chunk per turn in the eval store.",
         f"- Facts a search ranks: `recall()` returns {visible:,} of the "
         f"{w.get('facts_recorded', 0):,} recorded; `search_facts` ranks what it returns.",
-        "- (a) ranks every conversation's facts together and keeps the question's "
-        "conversation afterwards (`search_facts` cannot be scoped to a source); (a') ranks "
-        "the conversation's facts alone.",
+        "- (a) and (a') rank the question's conversation's facts alone; (a) fuses BM25 with "
+        "the cosine of each fact's vector (mean of the two, each min-max scaled), (a') is "
+        "BM25 alone.",
     ]
     for name, n in r["ranking_lengths"].items():
         lines.append(
