@@ -117,12 +117,7 @@ def reconcile(
     """
     rows = list(rows)
     serial = len(rows)
-    latest = max((r.recorded_at for r in rows), default=None)
-    if latest is not None and now < latest:
-        raise ValueError(
-            f"now ({iso(now)}) is before the last change of this fact ({iso(latest)}): "
-            "transaction time only moves forward"
-        )
+    _check_forward(rows, now)
     believed = sorted(
         (
             r
@@ -183,11 +178,13 @@ def fact_text(fact: Fact) -> str:
     return f"{subject} {fact.predicate.replace('_', ' ')} {fact.object}"
 
 
-def retract(row: Fact, now: datetime) -> Change:
+def retract(row: Fact, now: datetime, rows: Iterable[Fact] = ()) -> Change:
     """A correction: the row was never true. Its transaction time ends; its valid time and
-    every other row stay as they were."""
+    every other row stay as they were. ``rows``: the rest of its timeline, whose last change
+    ``now`` may not come before."""
     if not row.believed:
         return Change()
+    _check_forward([row, *rows], now)
     return Change(expire=[row.id])
 
 
@@ -208,6 +205,20 @@ def history(rows: Iterable[Fact], *, known_at: datetime | None = None) -> list[F
     """The timeline of values as believed at ``known_at`` (None: now), oldest first."""
     found = [r for r in rows if (r.believed if known_at is None else r.known_at(known_at))]
     return sorted(found, key=lambda r: (r.subject, r.predicate, _start_key(r.valid_from), r.id))
+
+
+def _check_forward(rows: Sequence[Fact], now: datetime) -> None:
+    """Refuse ``now`` before the last change of ``rows``: a row recorded, or no longer
+    believed (a correction records nothing, yet it changes what was believed from then)."""
+    latest = max(
+        (when for r in rows for when in (r.recorded_at, r.expired_at) if when is not None),
+        default=None,
+    )
+    if latest is not None and now < latest:
+        raise ValueError(
+            f"now ({iso(now)}) is before the last change of this fact ({iso(latest)}): "
+            "transaction time only moves forward"
+        )
 
 
 # -- spans -------------------------------------------------------------------------------------

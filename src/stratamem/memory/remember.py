@@ -124,8 +124,9 @@ def unsay(store: Store, fact: str, *, now: datetime | None = None) -> FactWrite:
         found = store.facts(ids=[fact], believed_only=False)
         if not found:
             raise NotFoundError(f"no fact with id {fact!r}")
-        change = retract(found[0], now)
-        store.write_facts(found[0].source_id, change.expire, (), now)
+        row = found[0]
+        change = retract(row, now, store.fact_rows(row.source_id, row.subject, row.predicate))
+        store.write_facts(row.source_id, change.expire, (), now)
     return FactWrite(tuple(change.expire), ())
 
 
