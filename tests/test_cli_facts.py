@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import sqlite3
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -29,6 +30,11 @@ def template(tmp_path_factory: pytest.TempPathFactory) -> Path:
         memory.ingest(EXAMPLES / "slack-export", parallel=False)
         memory.ingest(EXAMPLES / "notes", parallel=False)
         memory.add_principal("team-bot", "team")
+    # The notes' front matter states facts at ingest (see tests/memory/test_structure.py):
+    # these tests start from a store that holds none.
+    with sqlite3.connect(path) as conn:
+        conn.execute("DELETE FROM facts")
+    conn.close()
     return path
 
 

@@ -40,6 +40,11 @@ def template(tmp_path_factory: pytest.TempPathFactory) -> Path:
     with stratamem.open(path, embedder=None) as memory:
         memory.ingest(EXAMPLES / "slack-export", parallel=False)
         memory.ingest(EXAMPLES / "notes", parallel=False)
+    # The notes' front matter states facts at ingest (see test_structure.py): these tests
+    # start from a store that holds none.
+    with sqlite3.connect(path) as conn:
+        conn.execute("DELETE FROM facts")
+    conn.close()
     return path
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -27,6 +28,7 @@ from stratamem.ingest.reader import (
     read_events,
     read_in_process,
 )
+from stratamem.memory.structure import Note, write_note_facts
 from stratamem.store.access import default_access, parse_scopes
 from stratamem.store.base import Store
 from stratamem.store.jobs import SEAL_KIND, seal_job_key
@@ -192,6 +194,8 @@ def ingest_path(
     report = IngestReport(path=str(path), connector=connector.name)
     counts = Progress()
     started = time.perf_counter()
+    # The transaction time of every fact the ingest writes.
+    now = datetime.now(UTC)
     use_process = fork_available() if parallel is None else parallel
     reader = read_in_process if use_process else read_events
     # The reader derives the chunks of a source it reads only where the store holds none.
@@ -217,7 +221,17 @@ def ingest_path(
                 given = scopes if admit is None else _admit(store, info, scopes, admit)
                 with store.transaction():
                     write(
-                        store, info, events, result, report, counts, progress, config, sync, given
+                        store,
+                        info,
+                        events,
+                        result,
+                        report,
+                        counts,
+                        progress,
+                        config,
+                        sync,
+                        given,
+                        now,
                     )
             except (_StreamFailed, AccessDenied) as exc:
                 result.error = str(exc)
@@ -302,17 +316,21 @@ def _write_stream(
     config: ChunkingConfig | None,
     sync: bool,
     access: tuple[str, ...] | None,
+    now: datetime,
 ) -> None:
     """Consume one document source's events inside the caller's transaction: its chunks
-    replace what stood at their places."""
+    replace what stood at their places, and its notes' front matter its structure facts
+    (see :mod:`stratamem.memory.structure`), recorded at ``now``."""
     sid = _open_source(store, info, result, access)
     length = 0
+    notes: list[Note] = []
     for event in _source_events(info, events, result, report, counts):
         if event[0] == "end":
             if length == 0:
                 raise _StreamEmpty
             break
         rows: list[Row] = event[1]
+        notes += event[4]
         added, replaced = _write_rows(store, sid, rows)
         result.added += added
         result.removed += replaced
@@ -322,6 +340,11 @@ def _write_stream(
         if progress is not None:
             progress(counts)
     result.removed += store.truncate_source(sid, length)
+    if notes:
+        try:
+            write_note_facts(store, sid, notes, now)
+        except ValueError as exc:  # the clock went back past a fact's last change
+            raise _StreamFailed(f"{info.location}: {exc}") from exc
     if result.added or result.removed:
         queue_seal(store, sid, info.scope)
 
@@ -337,6 +360,7 @@ def _merge_stream(
     config: ChunkingConfig | None,
     sync: bool,
     access: tuple[str, ...] | None,
+    now: datetime,
 ) -> None:
     """Consume one merging source's events inside the caller's transaction: its records are
     merged, then its chunks derived again where they changed."""

@@ -4,7 +4,10 @@ It runs inline, or in a child process so that parsing (Python, one core) overlap
 (SQLite, the other core). Events are plain picklable tuples:
 
     ("stream", StreamInfo)             a source begins
-    ("rows", [Row, ...], records, files)  a batch of chunks with their entities
+    ("rows", [Row, ...], records, files, [Note, ...])
+                                       a batch of chunks with their entities, and what the
+                                       notes they begin say of themselves (see
+                                       memory.structure)
     ("records", [StoredRecord, ...], records, files, [Row, ...])
                                        a merging source's records, and the chunks derived
                                        from them as read (see merge.derive_while_reading)
@@ -52,6 +55,7 @@ from stratamem.ingest.model import (
     clean_text,
     describe_failure,
 )
+from stratamem.memory.structure import Note, note_of
 from stratamem.store.records import StoredRecord, keyed
 from stratamem.store.sources import source_id_for
 from stratamem.types import Chunk, Record, SourceKind
@@ -124,14 +128,22 @@ def read_events(
                 )
                 continue
             drafts = chunk_records(stream.kind, records, config)
+            previous: Record | None = None
             while batch := list(islice(drafts, BATCH)):
                 rows: list[Row] = []
+                notes: list[Note] = []
                 for draft in batch:
                     with ctx.item(info.location, draft.ref or f"chunk {seq + 1}"):
                         rows.append(_row(source_id, seq, draft, info))
                         seq += 1
+                        if draft.records and draft.records[0] is not previous:
+                            # A note's first chunk: the evidence of what its front matter says.
+                            previous = draft.records[0]
+                            note = note_of(previous, rows[-1][0].id)
+                            if note is not None:
+                                notes.append(note)
                 yield from _drain(problems)
-                yield ("rows", rows, *records.take())
+                yield ("rows", rows, *records.take(), notes)
         except StratamemError as exc:
             yield from _drain(problems)
             yield ("stream_error", str(exc))

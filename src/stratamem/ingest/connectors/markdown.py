@@ -9,6 +9,10 @@ letter and must not look like a hex colour (``#fff``, ``#e66465``). Links are ``
 targets as written (Obsidian resolves them by name) and relative ``.md`` links resolved to paths
 relative to the folder, the same form as ``Record.doc``.
 
+Its front matter, read, is kept in ``meta["front_matter"]`` (JSON-safe: dates as ISO text), and
+``meta["front_matter_unreadable"]`` is set when there was front matter that could not be read;
+:mod:`stratamem.memory.structure` makes facts of it.
+
 A note's time is its front matter ``date``/``created``/``updated``; else its date in a
 ``_file_added_dates.tsv`` beside the notes (``YYYY-MM-DD<TAB>relative/path.md`` per line, as
 some TIL collections keep); else the file's modification time.
@@ -214,6 +218,7 @@ class _FrontMatter:
     data: dict[str, Any]
     body: str
     body_line: int
+    unreadable: bool = False  # there was front matter, but it could not be read
 
 
 def _read_note(
@@ -255,6 +260,9 @@ def _read_note(
         "body_line": front.body_line,
         "updated": rfc3339(updated),
     }
+    if front.unreadable:
+        # Unread is not empty: what the note's properties say is unknown, not "nothing".
+        meta["front_matter_unreadable"] = True
     return Record(
         text=front.body,
         ref=ref,
@@ -279,6 +287,7 @@ def _mtime(file: Path) -> datetime | None:
 def _front_matter(text: str, shown: str, ctx: ReadContext) -> _FrontMatter:
     """The parsed front matter and the body after it; invalid front matter stays in the body."""
     none = _FrontMatter({}, text, 1)
+    unread = _FrontMatter({}, text, 1, unreadable=True)
     first_end = text.find("\n")
     if first_end == -1 or text[:first_end].rstrip() != "---":
         return none
@@ -293,16 +302,16 @@ def _front_matter(text: str, shown: str, ctx: ReadContext) -> _FrontMatter:
         line = mark.line + 2 if mark is not None else 1
         reason = " ".join(str(getattr(exc, "problem", None) or exc).split())
         ctx.skip(shown, f"line {line}", f"invalid front matter: {reason}; kept as text")
-        return none
+        return unread
     except Exception as exc:  # a bad date, a refused alias: the note goes on without it
         reason = str(exc) if isinstance(exc, _Refused) else describe_failure(exc)
         ctx.skip(shown, "front matter", f"invalid front matter: {reason}; kept as text")
-        return none
+        return unread
     if data is None:
         data = {}
     if not isinstance(data, dict):
         ctx.skip(shown, "line 2", "invalid front matter: not a mapping; kept as text")
-        return none
+        return unread
     body_start = text.find("\n", closing.end())
     body = "" if body_start == -1 else text[body_start + 1 :]
     return _FrontMatter(_plain(data, 0), body, closing_line + 1)
