@@ -7,6 +7,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
+import httpx
 import uvicorn
 from starlette.types import ASGIApp
 
@@ -36,3 +37,41 @@ def live(app: ASGIApp) -> Iterator[str]:
     finally:
         server.should_exit = True
         thread.join(20)
+
+
+@contextmanager
+def clients(
+    with_tokens: ASGIApp, without_tokens: ASGIApp, tokens: dict[str, str]
+) -> Iterator[dict[str, httpx.Client]]:
+    """A client per principal (by name) of ``with_tokens`` served live, and ``owner`` of
+    ``without_tokens``."""
+    with live(with_tokens) as url, live(without_tokens) as owner_url:
+        found = {
+            name: httpx.Client(base_url=url, headers=bearer(token), timeout=60)
+            for name, token in tokens.items()
+        }
+        found["owner"] = httpx.Client(base_url=owner_url, timeout=60)
+        try:
+            yield found
+        finally:
+            for client in found.values():
+                client.close()
+
+
+def bearer(token: str) -> dict[str, str]:
+    return {"Authorization": f"Bearer {token}"}
+
+
+def ok(response: httpx.Response) -> Any:
+    assert response.status_code == 200, response.text
+    return response.json()
+
+
+def error(response: httpx.Response, status: int, code: str) -> str:
+    """The message of a JSON error answered with ``status`` and ``code``, without a traceback."""
+    assert response.status_code == status, response.text
+    body = response.json()
+    assert set(body) == {"error"}
+    assert body["error"]["code"] == code
+    assert "Traceback" not in response.text
+    return str(body["error"]["message"])

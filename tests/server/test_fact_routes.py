@@ -26,7 +26,7 @@ import pytest
 from mcp.client.session import ClientSession
 from mcp.client.streamable_http import streamable_http_client
 from mcp_types import CallToolResult, TextContent
-from serving import live
+from serving import bearer, clients, error, live, ok
 
 import stratamem
 from stratamem.server.http import create_app
@@ -80,36 +80,12 @@ def service(store: Store) -> Iterator[Service]:
 @pytest.fixture(scope="module")
 def api(service: Service, store: Store) -> Iterator[dict[str, httpx.Client]]:
     """A client per principal of a server with tokens, and ``owner`` of one without."""
-    with (
-        live(create_app(service, access_log=None)) as url,
-        live(create_app(service, tokens_required=False, access_log=None)) as owner_url,
-    ):
-        clients = {
-            name: httpx.Client(base_url=url, headers=bearer(token), timeout=60)
-            for name, token in store.tokens.items()
-        }
-        clients["owner"] = httpx.Client(base_url=owner_url, timeout=60)
-        yield clients
-        for client in clients.values():
-            client.close()
-
-
-def bearer(token: str) -> dict[str, str]:
-    return {"Authorization": f"Bearer {token}"}
-
-
-def ok(response: httpx.Response) -> Any:
-    assert response.status_code == 200, response.text
-    return response.json()
-
-
-def error(response: httpx.Response, status: int, code: str) -> str:
-    assert response.status_code == status, response.text
-    body = response.json()
-    assert set(body) == {"error"}
-    assert body["error"]["code"] == code
-    assert "Traceback" not in response.text
-    return str(body["error"]["message"])
+    with clients(
+        create_app(service, access_log=None),
+        create_app(service, tokens_required=False, access_log=None),
+        store.tokens,
+    ) as found:
+        yield found
 
 
 def remember(client: httpx.Client, **body: Any) -> httpx.Response:
