@@ -1,14 +1,20 @@
-"""A live uvicorn server on a loopback port the system picks, for tests to call over HTTP."""
+"""A live uvicorn server on a loopback port the system picks, for tests to call over HTTP and
+MCP, and the checks their answers share."""
 
 from __future__ import annotations
 
+import json
 import threading
-from collections.abc import Iterator
-from contextlib import contextmanager
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager, contextmanager
 from typing import Any
 
 import httpx
+import httpx2
 import uvicorn
+from mcp.client.session import ClientSession
+from mcp.client.streamable_http import streamable_http_client
+from mcp_types import CallToolResult, TextContent
 from starlette.types import ASGIApp
 
 
@@ -75,3 +81,24 @@ def error(response: httpx.Response, status: int, code: str) -> str:
     assert body["error"]["code"] == code
     assert "Traceback" not in response.text
     return str(body["error"]["message"])
+
+
+@asynccontextmanager
+async def connected(url: str, token: str) -> AsyncIterator[ClientSession]:
+    """An MCP session over streamable HTTP at ``url``/mcp, as the principal ``token`` names."""
+    async with (
+        httpx2.AsyncClient(headers=bearer(token), timeout=60) as client,
+        streamable_http_client(f"{url}/mcp", http_client=client) as (read, write),
+        ClientSession(read, write) as session,
+    ):
+        await session.initialize()
+        yield session
+
+
+def data(result: CallToolResult) -> Any:
+    """A tool's answer, which must be no error, and its text the JSON of its structured content."""
+    assert not result.is_error, result.content
+    assert isinstance(result.content[0], TextContent)
+    found = json.loads(result.content[0].text)
+    assert found == result.structured_content
+    return found

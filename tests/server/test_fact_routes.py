@@ -12,8 +12,7 @@ write; its own facts would go by the name of the owner's default source).
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator, Iterator
-from contextlib import asynccontextmanager
+from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -21,12 +20,9 @@ from typing import Any
 
 import anyio
 import httpx
-import httpx2
 import pytest
-from mcp.client.session import ClientSession
-from mcp.client.streamable_http import streamable_http_client
 from mcp_types import CallToolResult, TextContent
-from serving import bearer, clients, error, live, ok
+from serving import bearer, clients, connected, data, error, live, ok
 
 import stratamem
 from stratamem.server.http import create_app
@@ -568,25 +564,6 @@ def test_a_writer_named_like_the_owner_s_source_neither_reads_nor_changes_it(
 
 
 # -- MCP -------------------------------------------------------------------------------------------
-
-
-@asynccontextmanager
-async def connected(url: str, token: str) -> AsyncIterator[ClientSession]:
-    async with (
-        httpx2.AsyncClient(headers=bearer(token), timeout=60) as client,
-        streamable_http_client(f"{url}/mcp", http_client=client) as (read, write),
-        ClientSession(read, write) as session,
-    ):
-        await session.initialize()
-        yield session
-
-
-def data(result: CallToolResult) -> Any:
-    assert not result.is_error, result.content
-    assert isinstance(result.content[0], TextContent)
-    found = json.loads(result.content[0].text)
-    assert found == result.structured_content
-    return found
 
 
 def tool_error(result: CallToolResult) -> str:

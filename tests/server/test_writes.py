@@ -15,22 +15,19 @@ import json
 import shutil
 import sys
 import threading
-from collections.abc import AsyncIterator, Iterator
-from contextlib import asynccontextmanager
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import anyio
 import httpx
-import httpx2
 import pytest
 from mcp.client.session import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
-from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 from mcp_types import CallToolResult, TextContent, TextResourceContents
-from serving import bearer, clients, error, live, ok
+from serving import bearer, clients, connected, data, error, live, ok
 
 import stratamem
 from stratamem.server.http import create_app
@@ -449,23 +446,6 @@ def test_writes_are_off_unless_allowed(store: Store) -> None:
 
 
 # -- MCP -----------------------------------------------------------------------------------------
-
-
-@asynccontextmanager
-async def connected(url: str, token: str) -> AsyncIterator[ClientSession]:
-    async with (
-        httpx2.AsyncClient(headers=bearer(token), timeout=60) as client,
-        streamable_http_client(f"{url}/mcp", http_client=client) as (read, write),
-        ClientSession(read, write) as session,
-    ):
-        await session.initialize()
-        yield session
-
-
-def data(result: CallToolResult) -> Any:
-    assert not result.is_error, result.content
-    assert isinstance(result.content[0], TextContent)
-    return json.loads(result.content[0].text)
 
 
 def tool_error(result: CallToolResult) -> str:
