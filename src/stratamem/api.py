@@ -42,6 +42,7 @@ from stratamem.retrieval.tree_hits import leaf_evidence
 from stratamem.store.access import parse_scopes
 from stratamem.store.base import Store
 from stratamem.store.facts import Fact, FactWrite, Origin
+from stratamem.store.rollups import Rollup
 from stratamem.tree.builder import SealProgress, SealReport, TreeBuilder
 from stratamem.tree.summarizer import Summarizer
 from stratamem.types import (
@@ -861,6 +862,12 @@ class Memory:
         """Every value ``subject``'s ``predicate`` had, oldest first (with ``known_at``, as
         believed then; without, also the rows since corrected or replaced)."""
         return remembering.timeline(self.store, subject, predicate, known_at=known_at)
+
+    def rollups(self, subject: str | None = None, *, limit: int = 100) -> list[Rollup]:
+        """The rollups (profile cards written by consolidation) the reader may see, best score
+        first: of ``subject`` (an entity id) only, or of every subject."""
+        wanted = None if subject is None else remembering.entity_id(subject)
+        return self.store.rollups(subject=wanted, limit=limit)
 
     def forget(self, source: str) -> int:
         """Remove a source (by id or scope) and everything derived from it, leaving no copy

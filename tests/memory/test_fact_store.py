@@ -730,16 +730,19 @@ def test_times_in_other_zones_are_kept_as_utc(memory: stratamem.Memory) -> None:
 
 def test_a_store_from_before_facts_migrates(db: Path) -> None:
     conn = sqlite3.connect(db)
-    conn.executescript("DROP TABLE fact_vectors; DROP TABLE facts; PRAGMA user_version = 7;")
+    conn.executescript(
+        "DROP TABLE rollup_sources; DROP TABLE rollups; DROP TABLE fact_scores; "
+        "DROP TABLE fact_vectors; DROP TABLE facts; PRAGMA user_version = 7;"
+    )
     conn.close()
-    assert SCHEMA_VERSION == 9
+    assert SCHEMA_VERSION == 10
     with stratamem.open(db, embedder=None) as memory:
         assert len(memory.sources()) == 4
         (fact,) = memory.remember(
             CAROL, "leads", "on-call", evidence=[node_in(memory, ENG)]
         ).recorded
         assert memory.recall() == [replace(fact, recorded_at=_ms(fact.recorded_at))]
-    assert table(db, "PRAGMA user_version") == [(9,)]
+    assert table(db, "PRAGMA user_version") == [(10,)]
     assert table(db, "SELECT count(*) FROM fact_vectors") == [(0,)]
     columns = [row[1] for row in table(db, "PRAGMA table_info(facts)")]
     assert columns == [

@@ -13,6 +13,8 @@ RecordStore       ``records``: the keyed records chunks are derived from
 KeywordStore      ``keyword``: the full-text index
 VectorStore       ``vectors``: embeddings per model and their row keys
 GraphStore        ``graph``: entities, co-mention edges, nodes by entity
+FactStore         ``facts``: bitemporal facts, each owned by a source
+RollupStore       ``rollups``: fact scores and rollups, derived by consolidation
 TreeStore         ``trees``: summary trees, buffers, summaries (``store.trees``)
 JobQueue          ``jobs``: the durable seal queue (``store.jobs``)
 ================  ==========================================================
@@ -31,6 +33,7 @@ from stratamem.store.jobs import JobQueue
 from stratamem.store.keyword import KeywordStore
 from stratamem.store.locks import LockStore
 from stratamem.store.records import RecordStore
+from stratamem.store.rollups import RollupStore
 from stratamem.store.settings import StoreHandle
 from stratamem.store.sources import ChunkStore, SourceStore
 from stratamem.store.trees import TreeStore
@@ -51,6 +54,7 @@ class Store(
     GraphStore,
     LockStore,
     FactStore,
+    RollupStore,
     Protocol,
 ):
     """A whole store: every role, plus its trees and its job queue."""

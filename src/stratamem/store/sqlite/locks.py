@@ -147,6 +147,9 @@ class LockTables:
                 (source_id, kdf, check_value, FORMAT, parts, to_ms(datetime.now(UTC))),
             )
             self._remove(source_id)
+            # What consolidation derived from the source goes with its plaintext: its facts'
+            # scores went with the facts; its rollups go with their rows here.
+            self.conn.execute("DELETE FROM rollup_sources WHERE source_id = ?", (source_id,))
             self.conn.execute("UPDATE sources SET locked = 1 WHERE id = ?", (source_id,))
             self._mark_scrub()
             self.bump_generation()

@@ -341,6 +341,39 @@ MIGRATIONS: tuple[str, ...] = (
         PRIMARY KEY (fact_id, model)
     ) WITHOUT ROWID;
     """,
+    # 10: what consolidation derives (see store/rollups.py): a score per fact, which goes
+    # with its fact, and rollups, each removed when any row of its ``rollup_sources`` goes
+    # (the source forgotten, by cascade; locked, deleted in the sealing transaction).
+    """
+    CREATE TABLE IF NOT EXISTS fact_scores (
+        fact_id     TEXT PRIMARY KEY REFERENCES facts(id) ON DELETE CASCADE,
+        recency     REAL NOT NULL,
+        importance  REAL NOT NULL,
+        relevance   REAL NOT NULL,
+        score       REAL NOT NULL,
+        scored_at   INTEGER NOT NULL
+    ) WITHOUT ROWID;
+    CREATE TABLE IF NOT EXISTS rollups (
+        id             TEXT PRIMARY KEY,
+        subject        TEXT NOT NULL,
+        scope          TEXT NOT NULL,
+        fact_set_hash  TEXT NOT NULL,
+        built_at       INTEGER NOT NULL,
+        score          REAL NOT NULL,
+        body           TEXT NOT NULL
+    );
+    CREATE INDEX IF NOT EXISTS rollups_subject ON rollups(subject, scope);
+    CREATE TABLE IF NOT EXISTS rollup_sources (
+        rollup_id  TEXT NOT NULL REFERENCES rollups(id) ON DELETE CASCADE,
+        source_id  TEXT NOT NULL REFERENCES sources(id) ON DELETE CASCADE,
+        PRIMARY KEY (source_id, rollup_id)
+    ) WITHOUT ROWID;
+    CREATE INDEX IF NOT EXISTS rollup_sources_rollup ON rollup_sources(rollup_id);
+    CREATE TRIGGER IF NOT EXISTS rollup_sources_gone AFTER DELETE ON rollup_sources
+    BEGIN
+        DELETE FROM rollups WHERE id = OLD.rollup_id;
+    END;
+    """,
 )
 
 SCHEMA_VERSION = len(MIGRATIONS)

@@ -34,6 +34,7 @@ from stratamem.store.sqlite.migrations import migrate
 from stratamem.store.sqlite.postings import EntityPostings
 from stratamem.store.sqlite.principals import PrincipalTables
 from stratamem.store.sqlite.records import RecordTables
+from stratamem.store.sqlite.rollups import RollupTables
 from stratamem.store.sqlite.sources import SourceTables
 from stratamem.store.sqlite.trees import TreeTables
 from stratamem.store.sqlite.vectors import VectorTables
@@ -48,6 +49,7 @@ class SQLiteStore(
     PrincipalTables,
     LockTables,
     FactTables,
+    RollupTables,
 ):
     """Owns one connection; use as a context manager or call :meth:`close`."""
 
