@@ -102,6 +102,20 @@ def test_search_text_output_explains_hits(workspace) -> None:  # type: ignore[no
     assert "keyword" in result.output
 
 
+def test_search_budget_zero_gives_every_hit_whole(workspace) -> None:  # type: ignore[no-untyped-def]
+    data = json.loads(
+        workspace("search", "SQLite queue decision", "--budget", "0", "--json").output
+    )
+    assert data["cards"]
+    assert len(data["cards"]) == len(data["hits"])
+    assert {c["form"] for c in data["cards"]} == {"full"}
+    assert any(c["tier0"] for c in data["cards"])
+    text = workspace("search", "SQLite queue decision", "--budget", "0").output
+    assert "(no limit)" in text
+    assert "tier-0" in text
+    assert workspace("search", "queue", "--budget", "-1").exit_code == 2
+
+
 def test_show_and_entities(workspace) -> None:  # type: ignore[no-untyped-def]
     hit = json.loads(workspace("search", "Redis", "--json", "--limit", "1").output)["hits"][0]
     shown = json.loads(workspace("show", hit["node_id"], "--json").output)

@@ -370,6 +370,7 @@ class Card:
     form: str
     reason: str
     breakdown: ScoreBreakdown
+    tier0: bool = False  # a pinned item or decision, paid from the budget's kept share
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -377,6 +378,7 @@ class Card:
             "text": self.text,
             "tokens": self.tokens,
             "form": self.form,
+            "tier0": self.tier0,
             "reason": self.reason,
             "breakdown": self.breakdown.to_dict(),
             "hit": self.hit.to_dict(),

@@ -405,3 +405,20 @@ def test_the_keyword_leg_of_a_hybrid_search_says_which_index_answered(
     assert shared.search("redis queue").legs["keyword"].startswith("ok: ")
     assert "FTS5" not in shared.search("redis queue").legs["keyword"]
     assert "FTS5" in shared.search("redis job_queue").legs["keyword"]
+
+
+def test_tier0_cards_are_marked_and_budget_zero_returns_every_hit_whole(
+    shared: stratamem.Memory,
+) -> None:
+    response = shared.search("Redis SQLite queue decision", limit=12, budget=0)
+    assert len(response.cards) == len(response.hits) == 12
+    assert all(c.form == "full" for c in response.cards)
+    assert all(c.hit.content in c.text for c in response.cards)
+    marked = [c.hit.node_id for c in response.cards if c.tier0]
+    tagged = [h.node_id for h in response.hits if {"decision", "pinned"} & set(h.topics)]
+    assert marked == tagged
+    assert marked
+    assert all(c.to_dict()["tier0"] == c.tier0 for c in response.cards)
+    tight = shared.search("Redis SQLite queue decision", limit=12, budget=120)
+    assert sum(c.tokens for c in tight.cards) <= 120
+    assert [c.hit.node_id for c in tight.cards if c.tier0][:1] == marked[:1]

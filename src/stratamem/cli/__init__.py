@@ -397,7 +397,9 @@ def stats(ctx: click.Context, as_json: bool) -> None:
     type=click.Choice(sorted(PROFILES)),
     help="Fusion weight profile (default: balanced).",
 )
-@click.option("--budget", type=BUDGET, help="Pack the hits into this many tokens as cards.")
+@click.option(
+    "--budget", type=BUDGET, help="Pack the hits into this many tokens as cards (0: no limit)."
+)
 @click.option("--explain", is_flag=True, help="Show each hit's score breakdown and the legs.")
 @json_option
 @click.pass_context
@@ -452,9 +454,11 @@ def search(
 
 def _print_cards(response: SearchResponse) -> None:
     used = sum(card.tokens for card in response.cards)
-    out.print(f"[dim]{len(response.cards)} cards, {used} of {response.budget} tokens[/]")
+    limit = f"of {response.budget}" if response.budget else "(no limit)"
+    out.print(f"[dim]{len(response.cards)} cards, {used} tokens {limit}[/]")
     for rank, card in enumerate(response.cards, 1):
-        out.print(f"[bold]{rank}.[/] [dim]({card.form}, {card.tokens} tokens)[/]")
+        pinned = ", tier-0" if card.tier0 else ""
+        out.print(f"[bold]{rank}.[/] [dim]({card.form}, {card.tokens} tokens{pinned})[/]")
         out.print(card.text, highlight=False, markup=False)
         out.print(f"   [dim]{escape(card.reason)}[/]", highlight=False)
 

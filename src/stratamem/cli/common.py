@@ -64,7 +64,7 @@ class FiniteRange(click.FloatRange):
 
 
 DEPTH = click.IntRange(0, MAX_DEPTH)
-BUDGET = click.IntRange(1, MAX_BUDGET)
+BUDGET = click.IntRange(0, MAX_BUDGET)
 DAYS = FiniteRange(0, MAX_DAYS)
 
 

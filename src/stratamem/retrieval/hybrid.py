@@ -48,6 +48,7 @@ class _Candidate:
     expansion: float = 0.0
     via: str = ""
     boost: float = 1.0
+    tier0: bool = False
     rerank: float | None = None
 
     @property
@@ -118,6 +119,7 @@ class HybridSearcher:
             for key in head:
                 if set(chunks[key].tags) & set(cfg.tier0_tags):
                     candidates[key].boost = cfg.tier0_boost
+                    candidates[key].tier0 = True
             head = sorted(head, key=lambda k: (-candidates[k].final, k))
             vectors: dict[str, Vector] = {}
             if diversify and self.vectors is not None and status.get("vector", "").startswith("ok"):
@@ -272,6 +274,7 @@ def _hits(
                 explain={
                     "breakdown": breakdown.to_dict(),
                     "reason": reason(breakdown, candidate.via),
+                    "tier0": candidate.tier0,
                 },
             )
         )
@@ -353,6 +356,7 @@ def _with_cards(
         budget,
         reasons=[str(h.explain.get("reason", "")) for h in response.hits],
         breakdowns=breakdowns,
+        tier0=[bool(h.explain.get("tier0")) for h in response.hits],
         count=count_tokens,
         truncate=truncate_to_tokens,
     )

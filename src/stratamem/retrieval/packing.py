@@ -6,6 +6,12 @@ in rank order: a hit whose whole text fits becomes a ``full`` card; otherwise it
 ``compact`` card cut at a token boundary to its fair share of what is left (at least
 ``min_compact`` tokens); failing that it stays a ``line``. Tokens are counted with the
 embedding model's word-piece tokenizer.
+
+Tier-0 hits (pinned items, decisions) have a share of the budget kept for them
+(``tier0_share``): their lines are placed first within it, and their texts are paid from
+what it has left before the other hits are served, so a long answer never crowds out a pinned
+decision. Cards stay in rank order. A budget of 0 packs nothing out: every hit is a ``full``
+card.
 """
 
 from __future__ import annotations
@@ -16,6 +22,7 @@ from stratamem.types import Card, RetrievalHit, ScoreBreakdown, rfc3339
 
 Counter = Callable[[str], int]
 Truncator = Callable[[str, int], str]
+TIER0_SHARE = 0.25
 
 
 def header(hit: RetrievalHit) -> str:
@@ -33,54 +40,84 @@ def pack(
     breakdowns: Sequence[ScoreBreakdown],
     count: Counter,
     truncate: Truncator,
+    tier0: Sequence[bool] = (),
+    tier0_share: float = TIER0_SHARE,
     min_compact: int = 24,
 ) -> tuple[list[Card], int]:
-    """(cards in rank order, how many hits did not fit even as a line)."""
-    if budget <= 0:
-        raise ValueError("budget must be a positive number of tokens")
+    """(cards in rank order, how many hits did not fit even as a line). ``tier0`` marks the
+    tier-0 hits (none when empty); ``budget`` 0 means no limit."""
+    if budget < 0:
+        raise ValueError("budget must be 0 (no limit) or a positive number of tokens")
+    if not 0.0 <= tier0_share <= 1.0:
+        raise ValueError("tier0_share must be between 0 and 1")
+    marks = list(tier0) if tier0 else [False] * len(hits)
+    if len(marks) != len(hits):
+        raise ValueError("tier0 must mark every hit")
     heads = [header(h) for h in hits]
     line_costs = [count(h) + 1 for h in heads]
-    kept = 0
+
+    def card(index: int, text: str, tokens: int, form: str) -> Card:
+        return Card(
+            hit=hits[index],
+            text=text,
+            tokens=tokens,
+            form=form,
+            reason=reasons[index],
+            breakdown=breakdowns[index],
+            tier0=marks[index],
+        )
+
+    if budget == 0:
+        return [
+            card(i, f"{heads[i]}\n{h.content}", line_costs[i] + count(h.content), "full")
+            for i, h in enumerate(hits)
+        ], 0
+
+    reserve = int(budget * tier0_share) if any(marks) else 0
+    kept: set[int] = set()
     used = 0
-    for cost in line_costs:
-        if used + cost > budget:
+    for index in (i for i in range(len(hits)) if marks[i]):
+        if used + line_costs[index] > reserve:
             break
-        used += cost
-        kept += 1
+        kept.add(index)
+        used += line_costs[index]
+    reserve_left = reserve - used
+    for index in range(len(hits)):
+        if index in kept:
+            continue
+        if used + line_costs[index] > budget:
+            break
+        kept.add(index)
+        used += line_costs[index]
     remaining = budget - used
-    cards: list[Card] = []
-    for index in range(kept):
-        hit = hits[index]
-        body = hit.content
+    # Tier-0 texts first, from what their share has left (never more than the budget has
+    # left), then every other text from what remains.
+    first = sorted(i for i in kept if marks[i])
+    order = first + sorted(i for i in kept if not marks[i])
+    cards: dict[int, Card] = {}
+    for position, index in enumerate(order):
+        in_reserve = position < len(first)
+        pool = min(remaining, reserve_left) if in_reserve else remaining
+        left = (len(first) if in_reserve else len(order)) - position
+        body = hits[index].content
         body_cost = count(body)
-        left = kept - index
-        text, form, tokens = heads[index], "line", line_costs[index]
-        if body_cost <= remaining and (
-            body_cost <= remaining // left
-            or index == kept - 1
-            or body_cost <= remaining - min_compact * (left - 1)
+        text, form, tokens, spent = heads[index], "line", line_costs[index], 0
+        if body_cost <= pool and (
+            body_cost <= pool // left
+            or left == 1
+            or body_cost <= pool - min_compact * (left - 1)
         ):
-            text, form = f"{heads[index]}\n{body}", "full"
-            tokens += body_cost
-            remaining -= body_cost
+            text, form, spent = f"{heads[index]}\n{body}", "full", body_cost
         else:
-            share = max(min_compact, remaining // left)
-            if share <= remaining and share >= min_compact:
+            share = max(min_compact, pool // left)
+            if share <= pool:
                 cut = truncate(body, share - 1).rstrip()
                 if cut:
                     cost = count(cut + "…")
-                    if cost <= remaining:
-                        text, form = f"{heads[index]}\n{cut}…", "compact"
-                        tokens += cost
-                        remaining -= cost
-        cards.append(
-            Card(
-                hit=hit,
-                text=text,
-                tokens=tokens,
-                form=form,
-                reason=reasons[index],
-                breakdown=breakdowns[index],
-            )
-        )
-    return cards, len(hits) - kept
+                    if cost <= pool:
+                        text, form, spent = f"{heads[index]}\n{cut}…", "compact", cost
+        remaining -= spent
+        if in_reserve:
+            reserve_left -= spent
+        cards[index] = card(index, text, tokens + spent, form)
+    return [cards[i] for i in sorted(cards)], len(hits) - len(kept)
