@@ -156,6 +156,28 @@ def test_kind_is_a_source_kind_wherever_it_is_taken() -> None:
                 assert "chat|email|document|record" in shown, name
 
 
+def test_stats_tell_the_owner_the_state_of_the_store(workspace) -> None:  # type: ignore[no-untyped-def]
+    before = json.loads(workspace("stats", "--json").output)
+    assert before["vectors"]["count"] == 0
+    assert before["vectors"]["pending"] == before["chunks"]
+    assert before["vectors"]["status"].startswith("no vectors yet")
+    assert before["vectors"]["index"] == "exact"
+    assert before["trees"]["trees"] == before["sources"]
+    assert before["rerank"] is None
+    assert before["facts"] > 0  # the notes' front matter
+    assert before["rollups"] == 0
+    assert workspace("embed").exit_code == 0
+    after = json.loads(workspace("stats", "--json").output)
+    assert after["vectors"]["count"] == after["chunks"]
+    assert after["vectors"]["pending"] == 0
+    assert after["vectors"]["status"] == "ok"
+    assert after["vectors"]["model"] == after["vectors"]["configured"]
+    assert "vectors" in workspace("stats").output
+    assert workspace("principal", "add", "reader", "--scopes", "team").exit_code == 0
+    seen = json.loads(workspace("--as", "reader", "stats", "--json").output)
+    assert not {"vectors", "trees", "facts", "rollups", "rerank", "locked", "bytes"} & set(seen)
+
+
 def test_sources_stats_and_forget(workspace) -> None:  # type: ignore[no-untyped-def]
     sources = json.loads(workspace("sources", "--json").output)
     assert {s["scope"] for s in sources} >= {"mbox:team", "slack:#eng"}

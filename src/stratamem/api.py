@@ -745,7 +745,46 @@ class Memory:
         return self.store.count_pending_embeddings(embedder.spec.signature)
 
     def stats(self) -> dict[str, Any]:
-        return self.store.stats()
+        """Counts over what the reader may see; for the owner also the state of the store's
+        machinery: vectors (model, count, pending, index mode), trees and their seal jobs,
+        facts and rollups, and the reranker."""
+        out = self.store.stats()
+        if self.principal is None:
+            out.update(self._state())
+        return out
+
+    def _state(self) -> dict[str, Any]:
+        from stratamem.embed.indexing import ACTIVE_MODEL, vector_status
+        from stratamem.retrieval.index.vectors import DEFAULT_HNSW_THRESHOLD
+        from stratamem.store.jobs import SEAL_KIND
+
+        embedder = self.embedder
+        models = self.store.vector_models()
+        active = self.store.get_setting(ACTIVE_MODEL)
+        count = models.get(active, 0) if active else 0
+        threshold = self.vectors.hnsw_threshold if self.vectors else DEFAULT_HNSW_THRESHOLD
+        vectors: dict[str, Any] = {
+            "model": active,
+            "configured": embedder.spec.signature if embedder else None,
+            "count": count,
+            "pending": self.pending_embeddings(),
+            "index": "hnsw" if count >= threshold else "exact",
+            "status": (vector_status(self.store, embedder) or "ok")
+            if embedder
+            else "off: no embedder configured",
+        }
+        jobs = self.store.jobs.counts(kind=SEAL_KIND)
+        return {
+            "vectors": vectors,
+            "trees": {
+                "trees": len(self.trees()),
+                "seal_jobs_pending": jobs.get("pending", 0) + jobs.get("running", 0),
+                "seal_jobs_failed": jobs.get("failed", 0),
+            },
+            "facts": len(self.store.facts(limit=1_000_000_000)),
+            "rollups": len(self.store.rollups(limit=1_000_000_000)),
+            "rerank": self.reranker.name if self.reranker is not None else None,
+        }
 
     def get(self, node_id: str) -> RetrievalHit:
         """One node (a chunk or a summary) by id, with its entities and provenance."""

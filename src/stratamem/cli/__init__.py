@@ -364,12 +364,18 @@ def stats(ctx: click.Context, as_json: bool) -> None:
     table = Table(show_header=False)
     for key, value in data.items():
         shown = (
-            ", ".join(f"{k}: {v:,}" for k, v in value.items())
+            ", ".join(f"{k}: {_stat(v)}" for k, v in value.items())
             if isinstance(value, dict)
-            else (f"{value:,}" if isinstance(value, int) else str(value))
+            else _stat(value)
         )
-        table.add_row(key, shown)
+        table.add_row(key, escape(shown))
     out.print(table)
+
+
+def _stat(value: Any) -> str:
+    if isinstance(value, bool) or value is None:
+        return "—" if value is None else str(value).lower()
+    return f"{value:,}" if isinstance(value, int) else str(value)
 
 
 @main.command()

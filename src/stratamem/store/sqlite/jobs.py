@@ -189,11 +189,13 @@ class JobQueue:
         )
         return cur.rowcount == 1
 
-    def counts(self) -> dict[str, int]:
+    def counts(self, *, kind: str | None = None) -> dict[str, int]:
         return {
             str(status): int(n)
             for status, n in self.conn.execute(
-                "SELECT status, count(*) FROM jobs GROUP BY status ORDER BY status"
+                """SELECT status, count(*) FROM jobs WHERE ?1 IS NULL OR kind = ?1
+                   GROUP BY status ORDER BY status""",
+                (kind,),
             )
         }
 
