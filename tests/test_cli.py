@@ -164,6 +164,7 @@ def test_stats_tell_the_owner_the_state_of_the_store(workspace) -> None:  # type
     assert before["vectors"]["index"] == "exact"
     assert before["trees"]["trees"] == before["sources"]
     assert before["rerank"] is None
+    assert before["keyword"] == {"tokenizer": "stemmed"}
     assert before["facts"] > 0  # the notes' front matter
     assert before["rollups"] == 0
     assert workspace("embed").exit_code == 0
@@ -175,7 +176,7 @@ def test_stats_tell_the_owner_the_state_of_the_store(workspace) -> None:  # type
     assert "vectors" in workspace("stats").output
     assert workspace("principal", "add", "reader", "--scopes", "team").exit_code == 0
     seen = json.loads(workspace("--as", "reader", "stats", "--json").output)
-    assert not {"vectors", "trees", "facts", "rollups", "rerank", "locked", "bytes"} & set(seen)
+    assert not {"vectors", "keyword", "trees", "facts", "rollups", "rerank", "locked"} & set(seen)
 
 
 def test_sources_stats_and_forget(workspace) -> None:  # type: ignore[no-untyped-def]

@@ -89,7 +89,7 @@ BAD_CALLS: list[tuple[str, ...]] = [
         (*command, option, value)
         for command, option, values in [
             (("search", "x"), "--limit", ["0", "-5", "1001", "99999999999999999999", "ten", "1.5"]),
-            (("search", "x"), "--budget", ["0", "-1", "99999999999999999999", "lots"]),
+            (("search", "x"), "--budget", ["-1", "99999999999999999999", "lots"]),
             (("entities", "alice"), "--limit", ["0", "-1", "101", "99999999999999999999"]),
             (("tree", "slack:#eng"), "--depth", ["-1", "33", "99999999999999999999", "deep"]),
             (("tree", "slack:#eng"), "--children", ["0", "-1", "99999999999999999999"]),

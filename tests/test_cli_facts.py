@@ -240,6 +240,11 @@ def test_retract(run: Run) -> None:
         (("history", CAROL, "leads", "--known-at", "2024-02-30"), "--known-at"),
         (("add", CAROL, "leads", "x", "--confidence", "1.5"), "--confidence"),
         (("list", "--limit", "0"), "--limit"),
+        (("search", "x", "--as-of", "soon"), "--as-of"),
+        (("search", "x", "--known-at", "7 days"), "--known-at"),
+        (("search", "x", "--known-at", "2024-02-30"), "--known-at"),
+        (("search", "x", "--limit", "0"), "--limit"),
+        (("history", CAROL, "leads", "--known-at", "last week"), "--known-at"),
     ],
 )
 def test_bad_options_are_usage_errors_naming_the_option(
@@ -265,6 +270,8 @@ def test_bad_options_are_usage_errors_naming_the_option(
         ),
         (("list", "carol"), "not an entity id"),
         (("history", CAROL, " "), "a fact needs a predicate"),
+        (("search", "x", "--subject", "carol"), "not an entity id"),
+        (("search", "x", "--source", "notes:nope"), "no source with id or scope 'notes:nope'"),
     ],
 )
 def test_bad_statements_fail_with_one_line(run: Run, args: tuple[str, ...], message: str) -> None:
@@ -313,8 +320,68 @@ def test_every_fact_command_has_help() -> None:
     assert top.exit_code == 0
     assert "Examples:" in top.output
     listed = {line.split()[0] for line in top.output.split("Commands:")[1].splitlines() if line}
-    assert listed == {"add", "list", "history", "retract"}
+    assert listed == {"add", "list", "search", "history", "retract"}
     for name in sorted(listed):
         result = CliRunner().invoke(main, ["fact", name, "--help"])
         assert result.exit_code == 0, result.output
         assert "--json" in result.output
+
+
+def test_search_prints_cards_with_validity_and_evidence(run: Run, db: Path) -> None:
+    assert words(run("fact", "search", "on-call")) == "no facts match"
+    eng = node_in(db, "slack:#eng")
+    first = as_json(
+        run("fact", "add", CAROL, "leads", "on-call", "--from", "2024-03-01", "--evidence", eng,
+            "--json")
+    )["recorded"][0]  # fmt: skip
+    run("fact", "add", CAROL, "leads", "release", "--from", "2024-03-10", "--evidence", eng)
+    run("fact", "add", "person:dan ng", "owns", "the release checklist")
+
+    found = as_json(run("fact", "search", "who leads release", "--json"))
+    with stratamem.open(db, embedder=None) as memory:
+        assert found == json.loads(json.dumps(memory.query_facts("who leads release").to_dict()))
+        cite = memory.get(eng).source_ref
+    top = found["hits"][0]
+    assert (top["node_kind"], top["content"]) == ("fact", "carol diaz leads release")
+    assert (top["time_start"], top["time_end"]) == ("2024-03-10T00:00:00Z", None)
+    assert top["explain"]["evidence"] == [eng]
+
+    text = words(run("fact", "search", "who leads release"))
+    assert text.startswith("1. slack:#eng · valid 2024-03-10 → now · asserted")
+    assert f"{CAROL} leads release {top['node_id']} · {cite} · score " in text
+    assert f"evidence: {eng} ({cite})" in text
+    assert "2. facts:asserted · valid … → now · asserted person:dan ng owns the release" in text
+
+    then = as_json(run("fact", "search", "leads", "--as-of", "2024-03-05", "--json"))["hits"]
+    assert [h["explain"]["object"] for h in then] == ["on-call"]
+    assert then[0]["time_end"] == "2024-03-10T00:00:00Z"
+    # Known before the change: the first row, open-ended, as it was believed then.
+    known = first["recorded_at"]
+    old = as_json(run("fact", "search", "leads", "--known-at", known, "--as-of", "1d", "--json"))
+    assert [h["node_id"] for h in old["hits"]] == [first["id"]]
+    assert old["hits"][0]["explain"]["expired_at"] is not None
+    assert as_json(run("fact", "search", "leads", "--known-at", "3650d", "--json"))["hits"] == []
+    mine = as_json(run("fact", "search", "release", "--subject", "person:Dan Ng", "--json"))
+    assert [h["explain"]["subject"] for h in mine["hits"]] == ["person:dan ng"]
+    only = as_json(run("fact", "search", "release", "--source", "slack:#eng", "--json"))["hits"]
+    assert {h["tree_scope"] for h in only} == {"slack:#eng"}
+    one = as_json(run("fact", "search", "release", "--limit", "1", "--json"))
+    assert (len(one["hits"]), one["total"], one["truncated"]) == (1, 2, True)
+    assert "1 of 2; raise --limit for more" in words(
+        run("fact", "search", "release", "--limit", "1")
+    )
+
+
+def test_a_principal_searches_only_the_facts_it_may_read(run: Run, db: Path) -> None:
+    eng = node_in(db, "slack:#eng")
+    shared = as_json(run("fact", "add", CAROL, "leads", "on-call", "--evidence", eng, "--json"))
+    private = as_json(run("fact", "add", CAROL, "codename", "quokka lantern", "--json"))
+    seen = as_json(run("--as", "team-bot", "fact", "search", "leads quokka lantern", "--json"))
+    assert [h["node_id"] for h in seen["hits"]] == [shared["recorded"][0]["id"]]
+    assert "quokka" not in words(run("--as", "team-bot", "fact", "search", "quokka lantern"))
+    assert private["recorded"][0]["id"] in words(run("fact", "search", "quokka lantern"))
+    hidden = run("--as", "team-bot", "fact", "search", "x", "--source", "facts:asserted")
+    missing = run("--as", "team-bot", "fact", "search", "x", "--source", "facts:nope")
+    assert failed_with(hidden, "no source", code=1).replace("asserted", "nope") == failed_with(
+        missing, "no source", code=1
+    )

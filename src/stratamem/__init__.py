@@ -6,6 +6,7 @@ from stratamem.embed.base import Embedder, ModelSpec
 from stratamem.errors import (
     AccessDenied,
     AccessError,
+    ConfigError,
     IngestError,
     LockError,
     NotFoundError,
@@ -43,6 +44,7 @@ __all__ = [
     "AccessError",
     "Card",
     "Chunk",
+    "ConfigError",
     "Embedder",
     "EntityMatch",
     "Filters",

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import json
 import logging
 import threading
 from collections.abc import Callable, Mapping, Sequence
@@ -15,6 +16,7 @@ from stratamem.access import principals
 from stratamem.config import SearchConfig, TreeConfig
 from stratamem.embed.base import Embedder
 from stratamem.embed.indexing import (
+    ACTIVE_MODEL,
     EmbedProgress,
     EmbedReport,
     embed_pending,
@@ -23,13 +25,15 @@ from stratamem.embed.indexing import (
 )
 from stratamem.embed.registry import get_embedder
 from stratamem.entities.search import neighbours, search_entities
-from stratamem.errors import AccessDenied, NotFoundError, StratamemError
+from stratamem.errors import AccessDenied, LockError, NotFoundError, StratamemError
 from stratamem.ingest import items
 from stratamem.ingest.chunking import ChunkingConfig
 from stratamem.ingest.items import ItemWrite
 from stratamem.ingest.model import Connector
 from stratamem.ingest.pipeline import Admit, IngestReport, ProgressCallback, ingest_path
+from stratamem.memory import consolidate as consolidating
 from stratamem.memory import remember as remembering
+from stratamem.memory.consolidate import ConsolidationProgress, ConsolidationReport
 from stratamem.memory.search import FactHit, search_facts
 from stratamem.plugins import open_store
 from stratamem.retrieval import primitives
@@ -60,6 +64,7 @@ from stratamem.types import (
 
 if TYPE_CHECKING:
     from stratamem.access.locks import LockReport
+    from stratamem.memory.extract import ExtractProgress, ExtractReport
 
 DEFAULT_EMBEDDER = "minilm"
 EVIDENCE_POOL = 100
@@ -134,7 +139,28 @@ class Memory:
         self._vectors: VectorLeg | None = None
         self._making = threading.Lock()
         self.reranker = reranker
-        self.config = config or SearchConfig()
+        self.config = config or self._tuned_config()
+
+    def _tuned_config(self) -> SearchConfig:
+        """The default search settings with the weights ``tune --save`` kept in the store."""
+        from stratamem.config import TUNED_KEY, tuned_layer
+
+        layer, _ = tuned_layer(self.store.get_setting(TUNED_KEY))
+        return SearchConfig(weights=layer.get("search.weights", {}))
+
+    def save_tuned_weights(self, record: Mapping[str, Any]) -> None:
+        """Keep tuned fusion weights in the store (``record``: ``weights`` and how they were
+        chosen — dataset, metric, split, score); every later search that is not given weights
+        or a profile uses them."""
+        from stratamem.config import TUNED_KEY, tuned_layer
+
+        self._owner_only("save tuned weights")
+        raw = json.dumps(dict(record), sort_keys=True)
+        if not tuned_layer(raw)[0]:
+            raise ValueError("tuned weights need a 'weights' mapping of leg → weight")
+        with self.store.transaction():
+            self.store.set_setting(TUNED_KEY, raw)
+        self.config = replace(self.config, weights=json.loads(raw)["weights"])
 
     @property
     def embedder(self) -> Embedder | None:
@@ -315,6 +341,7 @@ class Memory:
         sync: bool = False,
         access: str | Sequence[str] | None = None,
         admit: Admit | None = None,
+        now: datetime | None = None,
     ) -> IngestReport:
         """Read ``path`` with the detected (or named) connector into the store.
 
@@ -333,8 +360,11 @@ class Memory:
         source read (``eng,team``); by default a new source gets its kind's (chat ``team``,
         the rest ``private``) and an existing one keeps its own. ``admit`` sees each source
         before it is written and may refuse it (see :func:`~stratamem.ingest.pipeline.ingest_path`).
+        ``now`` is the transaction time of the facts the sources' structure states (default:
+        the clock).
         """
         self._owner_only("ingest")
+        consolidation = consolidating.queue_after_ingest(self.store)
         report = ingest_path(
             self.store,
             path,
@@ -348,9 +378,17 @@ class Memory:
             sync=sync,
             access=None if access is None else parse_scopes(access),
             admit=admit,
+            embedder=self._write_embedder(),
+            now=now,
         )
         if trees:
             report.trees = self.build_trees(progress=tree_progress)
+        self._extract_after_ingest(report)
+        if consolidation:
+            try:
+                consolidating.run_job(self.store)
+            except StratamemError as exc:  # the job stays queued, to be retried
+                log.warning("consolidation after ingest failed: %s", exc)
         return report
 
     # -- single items ------------------------------------------------------------------------
@@ -434,6 +472,8 @@ class Memory:
     def _write_embedder(self) -> Embedder | None:
         """The embedder that single writes embed with: the configured one, where the store's
         vectors are of its model (else the new chunks wait for :meth:`embed`)."""
+        if self.store.get_setting(ACTIVE_MODEL) is None:
+            return None  # no vectors yet: nothing to load a model for
         embedder = self._loaded_embedder()
         if embedder is None or vector_status(self.store, embedder) is not None:
             return None
@@ -675,6 +715,7 @@ class Memory:
         budget: int | None = None,
         mode: str = "hybrid",
         profile: str | None = None,
+        weights: Mapping[str, float] | None = None,
         rerank: bool = True,
         diversify: bool = True,
         config: SearchConfig | None = None,
@@ -683,7 +724,9 @@ class Memory:
 
         ``mode`` is ``hybrid`` (keyword, vector and graph legs fused, expanded, diversified),
         ``keyword`` (BM25 only, with snippets), ``vector`` or ``graph`` (one leg through the
-        same pipeline). ``budget`` packs the hits into that many tokens as cards.
+        same pipeline). ``budget`` packs the hits into that many tokens as cards (0: every
+        hit whole). ``profile`` names a weight profile (dropping tuned weights); ``weights``
+        (leg → weight) override the profile's for this call.
         """
         filters = Filters(
             sources=tuple(sources),
@@ -705,7 +748,10 @@ class Memory:
             raise ValueError(f"unknown search mode {mode!r}; use hybrid, keyword, vector or graph")
         config = config or self.config
         if profile is not None:
-            config = replace(config, profile=profile)
+            # A profile asked for by name is that profile, whatever weights were tuned.
+            config = replace(config, profile=profile, weights={})
+        if weights is not None:
+            config = replace(config, weights=dict(weights))
         searcher = HybridSearcher(
             self.store, vectors=self.vectors, reranker=self.reranker, config=config
         )
@@ -728,6 +774,21 @@ class Memory:
         """Switch the store's vectors to the configured model, re-embedding every chunk."""
         self._owner_only("reindex")
         return reindex(self.store, self._require_embedder(), progress=progress)
+
+    def set_keyword_tokenizer(self, name: str) -> bool:
+        """Index every chunk's text again with the keyword tokenizer ``name``: ``stemmed``
+        (the default: Porter stems, so "running" finds "runs") or ``plain`` (words as
+        written). The choice is recorded with the full-text index, and the in-process BM25
+        index (and its file) is rebuilt from it. False where the store uses it already."""
+        self._owner_only("change the keyword tokenizer")
+        changed = self.store.set_keyword_tokenizer(name)
+        if changed:
+            sparse_index(self.store).persist_now()
+        return changed
+
+    def keyword_tokenizer(self) -> str:
+        """The keyword tokenizer the store's full-text index uses: ``stemmed`` or ``plain``."""
+        return self.store.keyword_tokenizer()
 
     def sources(self) -> list[Source]:
         return self.store.sources()
@@ -754,7 +815,6 @@ class Memory:
         return out
 
     def _state(self) -> dict[str, Any]:
-        from stratamem.embed.indexing import ACTIVE_MODEL, vector_status
         from stratamem.retrieval.index.vectors import DEFAULT_HNSW_THRESHOLD
         from stratamem.store.jobs import SEAL_KIND
 
@@ -776,6 +836,7 @@ class Memory:
         jobs = self.store.jobs.counts(kind=SEAL_KIND)
         return {
             "vectors": vectors,
+            "keyword": {"tokenizer": self.keyword_tokenizer()},
             "trees": {
                 "trees": len(self.trees()),
                 "seal_jobs_pending": jobs.get("pending", 0) + jobs.get("running", 0),
@@ -895,6 +956,37 @@ class Memory:
             embedder=self._query_embedder(query),
         )
 
+    def query_facts(
+        self,
+        query: str,
+        *,
+        subject: str | None = None,
+        sources: Sequence[str] = (),
+        as_of: datetime | None = None,
+        known_at: datetime | None = None,
+        limit: int = 10,
+    ) -> QueryResponse:
+        """The facts that best match ``query``, ranked as :meth:`search_facts` ranks them
+        (true at ``as_of``, as known at ``known_at``; None: now), as hits of kind ``fact``:
+        what the fact says, its validity as the time range, its source, and in ``explain``
+        its origin, confidence, transaction times and evidence with their citations (see
+        ``docs/memory.md``). ``total`` counts the facts that matched."""
+        from stratamem.memory.hits import fact_hits
+        from stratamem.memory.search import match_facts
+
+        with self.store.read_snapshot():
+            found = match_facts(
+                self.store,
+                query,
+                subject=subject,
+                sources=sources,
+                valid_at=as_of,
+                known_at=known_at,
+                limit=limit,
+                embedder=self._query_embedder(query),
+            )
+            return QueryResponse(hits=tuple(fact_hits(self.store, found.hits)), total=found.total)
+
     def fact_history(
         self, subject: str, predicate: str, *, known_at: datetime | None = None
     ) -> list[Fact]:
@@ -902,11 +994,121 @@ class Memory:
         believed then; without, also the rows since corrected or replaced)."""
         return remembering.timeline(self.store, subject, predicate, known_at=known_at)
 
+    def extract_facts(
+        self,
+        sources: Sequence[str] = (),
+        *,
+        endpoint: str | None = None,
+        model: str | None = None,
+        api_key: str | None = None,
+        timeout: float = 60.0,
+        retries: int = 2,
+        batch_size: int = 8,
+        redo: bool = False,
+        pending: bool = False,
+        progress: Callable[[ExtractProgress], None] | None = None,
+    ) -> ExtractReport:
+        """Ask a model behind an OpenAI-compatible ``endpoint`` what the chunks of ``sources``
+        (ids or scopes; all when none) state, and write its answers as facts of origin
+        ``model`` (see ``docs/memory.md``). Queues one durable job per source, then runs every
+        ready one; ``pending`` only runs those already queued. Only chunks not extracted yet
+        are sent (``redo``: all of them again); a locked source never is. ``endpoint`` and
+        ``model`` default to those set by :meth:`set_extraction`; ``api_key`` to
+        ``STRATAMEM_EXTRACT_API_KEY``, else ``OPENAI_API_KEY``. The report says what was
+        written, skipped (with reasons) and retried, and which jobs failed."""
+        from stratamem.memory import extract as extracting
+
+        self._owner_only("extract facts")
+        if self._open_args["unlock"]:
+            raise LockError("a memory opened with unlocked sources cannot extract facts")
+        chosen = (endpoint, model) if endpoint and model else extracting.configured(self.store)
+        if chosen is None:
+            raise ValueError(
+                "no extraction endpoint: give an endpoint and a model, or set them with "
+                "stratamem extract --enable --endpoint URL --model NAME"
+            )
+        config = extracting.ExtractConfig(
+            endpoint=endpoint or chosen[0],
+            model=model or chosen[1],
+            timeout=timeout,
+            retries=retries,
+            batch_size=batch_size,
+        )
+        extractor = extracting.Extractor(
+            self.store,
+            config,
+            api_key=api_key or extracting.api_key_from_environment(),
+            embedder=self._write_embedder(),
+        )
+        if not pending:
+            extractor.enqueue(sources, redo=redo)
+        return extractor.run_pending(progress=progress)
+
+    def set_extraction(self, endpoint: str | None, model: str | None = None) -> None:
+        """Extract facts after every ingest, from the sources it changed, with ``model``
+        behind ``endpoint``; ``endpoint`` None turns that off. The API key is never stored."""
+        from stratamem.memory import extract as extracting
+
+        self._owner_only("configure extraction")
+        extracting.configure(self.store, endpoint, model)
+
+    def extraction(self) -> tuple[str, str] | None:
+        """The (endpoint, model) ingest extracts facts with, or None when it does not."""
+        from stratamem.memory import extract as extracting
+
+        return extracting.configured(self.store)
+
+    def _extract_after_ingest(self, report: IngestReport) -> None:
+        """When extraction is on, queue the changed sources' jobs and run the ready ones; a
+        failure is logged and leaves its job queued (``stratamem extract --pending``)."""
+        from stratamem.memory import extract as extracting
+
+        if self._open_args["unlock"] or extracting.configured(self.store) is None:
+            return
+        changed = [s.source_id for s in report.sources if s.error is None and s.added]
+        try:
+            if changed:
+                self.extract_facts(changed)
+            else:
+                self.extract_facts(pending=True)
+        except (StratamemError, ValueError) as exc:
+            log.warning("extracting facts after ingest failed: %s", exc)
+
     def rollups(self, subject: str | None = None, *, limit: int = 100) -> list[Rollup]:
         """The rollups (profile cards written by consolidation) the reader may see, best score
         first: of ``subject`` (an entity id) only, or of every subject."""
         wanted = None if subject is None else remembering.entity_id(subject)
         return self.store.rollups(subject=wanted, limit=limit)
+
+    def consolidate(
+        self,
+        *,
+        now: datetime | None = None,
+        min_facts: int | None = None,
+        min_score: float | None = None,
+        progress: Callable[[ConsolidationProgress], None] | None = None,
+    ) -> ConsolidationReport:
+        """Score the facts true now and bring the rollups up to date: write a profile card for
+        each subject with ``min_facts`` current facts or a fact scoring ``min_score``, keep the
+        unchanged ones, drop the rest; runs the pending after-ingest job too. The owner only,
+        on a store opened without unlocking (see ``docs/memory.md``)."""
+        self._owner_only("consolidate")
+        if self._open_args["unlock"]:
+            raise LockError(
+                "consolidation reads as if nothing were unlocked: open the store without "
+                "unlocking (no unlock= or --unlock) to consolidate"
+            )
+        return consolidating.run_pass(
+            self.store, now=now, min_facts=min_facts, min_score=min_score, progress=progress
+        )
+
+    def consolidate_after_ingest(self, on: bool | None = None) -> bool:
+        """Whether :meth:`ingest` queues and runs a consolidation pass after it; ``on`` sets it
+        (kept in the store)."""
+        if on is not None:
+            self._owner_only("configure consolidation")
+            consolidating.set_after_ingest(self.store, on)
+        return consolidating.after_ingest(self.store)
 
     def forget(self, source: str) -> int:
         """Remove a source (by id or scope) and everything derived from it, leaving no copy

@@ -18,6 +18,7 @@
     ├── RequestFailed                a model server gave no usable answer
     ├── RerankError                  a reranker could not score the texts
     ├── NotFoundError                a source or node id that does not exist
+    ├── ConfigError                  a config file or variable that cannot be used as it is
     ├── RegistryError                an unknown name or a broken plugin
     └── AccessError                  the caller may not do this, or cannot prove who it is
         ├── AccessDenied             a bad token, an unknown principal, a write refused
@@ -149,6 +150,11 @@ class RerankError(StratamemError):
 
 class NotFoundError(StratamemError):
     """A source or node id that does not exist."""
+
+
+class ConfigError(StratamemError):
+    """A config file or variable that cannot be read, names an unknown setting, or gives one
+    a value it cannot take; the message names the file or variable and the setting."""
 
 
 class RegistryError(StratamemError):

@@ -25,10 +25,12 @@ class SourceKind(StrEnum):
 
 
 class NodeKind(StrEnum):
-    """A retrieval hit is a raw chunk (leaf) or a sealed summary."""
+    """A retrieval hit is a raw chunk (leaf), a sealed summary, or a fact (from
+    ``query_facts``: in no tree, its id a fact id, see :mod:`stratamem.memory.hits`)."""
 
     LEAF = "leaf"
     SUMMARY = "summary"
+    FACT = "fact"
 
 
 class TreeKind(StrEnum):

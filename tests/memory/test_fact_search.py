@@ -4,15 +4,19 @@ every read."""
 from __future__ import annotations
 
 import sqlite3
-from datetime import UTC, datetime
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 import stratamem
-from stratamem.memory.search import rank
+from stratamem.memory.search import fact_index, rank, search_facts
 from stratamem.retrieval.query import query_terms
 from stratamem.testing import HashingEmbedder
+from stratamem.types import NodeKind
 
 ROOT = Path(__file__).resolve().parents[2]
 WORKSPACE = ROOT / "examples" / "workspace"
@@ -111,3 +115,155 @@ def test_locking_seals_the_vectors_and_unlocking_restores_them(
 def test_forgetting_a_source_removes_its_fact_vectors(memory: stratamem.Memory) -> None:
     memory.forget("notes:notes")
     assert count(Path(memory.path), "fact_vectors") == len(SAID) - 1
+
+
+# -- the reader's index ------------------------------------------------------------------------
+
+
+@contextmanager
+def statements(memory: stratamem.Memory) -> Iterator[list[str]]:
+    """The SQL statements ``memory``'s store runs meanwhile."""
+    seen: list[str] = []
+    conn = memory.store.conn  # type: ignore[attr-defined]
+    conn.set_trace_callback(seen.append)
+    try:
+        yield seen
+    finally:
+        conn.set_trace_callback(None)
+
+
+def reads_facts(sql: list[str]) -> bool:
+    return any("FROM facts" in q for q in sql)
+
+
+def test_repeated_queries_use_the_index_and_a_write_renews_it(memory: stratamem.Memory) -> None:
+    memory.search_facts("on-call rotation")
+    with statements(memory) as sql:
+        again = memory.search_facts("queue migration")
+    assert not reads_facts(sql)
+    assert again[0].fact.object == "the job queue migration"
+    memory.remember("person:dan", "owns", "the queue dashboards", now=NOW.replace(minute=30))
+    with statements(memory) as sql:
+        found = memory.search_facts("queue dashboards")
+    assert reads_facts(sql)
+    assert found[0].fact.object == "the queue dashboards"
+    memory.retract(found[0].fact.id, now=NOW.replace(minute=31))
+    assert "the queue dashboards" not in {
+        h.fact.object for h in memory.search_facts("queue dashboards", limit=50)
+    }
+
+
+def test_another_connection_s_write_is_seen_on_the_next_query(
+    memory: stratamem.Memory,
+) -> None:
+    before = memory.search_facts("zebra crossing", limit=50)
+    assert "a zebra crossing" not in {h.fact.object for h in before}
+    with stratamem.open(memory.path, embedder=HashingEmbedder()) as other:
+        other.remember("topic:roads", "has", "a zebra crossing", now=NOW.replace(minute=40))
+    assert memory.search_facts("zebra crossing")[0].fact.object == "a zebra crossing"
+
+
+def test_the_index_ranks_as_scoring_the_rows_afresh(memory: stratamem.Memory) -> None:
+    memory.remember("person:carol diaz", "leads", "the queue review", now=NOW.replace(minute=50))
+    asks: list[dict[str, Any]] = [
+        {"query": "queue rotation redis phoenix on-call"},
+        {"query": "leads", "subject": "person:Carol Diaz"},
+        {"query": "leads queue", "as_of": NOW},
+        {"query": "leads rotation", "known_at": NOW.replace(minute=45)},
+        {"query": "redis queue", "sources": ["slack:#eng"]},
+    ]
+    embedder = memory._query_embedder("queue")
+    assert embedder is not None
+    for ask in asks:
+        text = ask.pop("query")
+        for with_vectors in (embedder, None):
+            options = {"valid_at": ask.get("as_of"), "known_at": ask.get("known_at")}
+            options |= {"subject": ask.get("subject"), "sources": ask.get("sources", ())}
+            cached = search_facts(memory.store, text, embedder=with_vectors, limit=50, **options)
+            fresh = search_facts(
+                memory.store, text, embedder=with_vectors, limit=50, cached=False, **options
+            )
+            assert cached, (text, ask)
+            assert cached == fresh, (text, ask)
+    # BM25 alone over the rows true now: exactly ``rank`` over what recall returns.
+    alone = search_facts(memory.store, "queue rotation", limit=50)
+    assert alone == rank(memory.recall(), query_terms("queue rotation"), limit=50)
+
+
+def test_a_principal_s_index_holds_none_of_the_facts_it_cannot_see(
+    memory: stratamem.Memory,
+) -> None:
+    memory.add_principal("bot", "team")
+    memory.search_facts("redis sqlite")  # the owner's index holds every fact
+    with stratamem.open(memory.path, principal="bot", embedder=HashingEmbedder()) as bot:
+        assert bot.search_facts("phoenix")
+        with bot.store.read_snapshot():
+            index = fact_index(bot.store)
+        assert {f.source_id for f in index.facts} <= {s.id for s in bot.sources()}
+        assert "replacing redis with sqlite" not in {f.object for f in index.facts}
+        # Access given: the next query reads the rows again, with the note's facts.
+        memory.set_access("notes:notes", add="team")
+        found = bot.search_facts("redis sqlite")
+        assert found[0].fact.object == "replacing redis with sqlite"
+
+
+# -- facts as hits -------------------------------------------------------------------------------
+
+
+def test_query_facts_answers_fact_hits_in_the_order_of_search_facts(
+    memory: stratamem.Memory,
+) -> None:
+    found = memory.query_facts("who leads the on-call rotation", limit=2)
+    ranked = memory.search_facts("who leads the on-call rotation", limit=2)
+    assert [h.node_id for h in found.hits] == [h.fact.id for h in ranked]
+    assert [h.score for h in found.hits] == [h.score for h in ranked]
+    assert found.total == len(memory.search_facts("who leads the on-call rotation", limit=100))
+    assert found.truncated == (found.total > 2)
+    hit, fact = found.hits[0], ranked[0].fact
+    assert hit.node_kind is NodeKind.FACT
+    assert hit.content == "carol diaz leads the on-call rotation for phoenix"
+    assert (hit.time_start, hit.time_end) == (fact.valid_from, fact.valid_to)
+    assert hit.source_id == fact.source_id
+    assert hit.tree_scope == memory.source(fact.source_id).scope == "slack:#eng"
+    assert (hit.tree_id, hit.level, hit.entities) == ("", 0, ("person:carol diaz",))
+    evidence = memory.get(fact.evidence[0])
+    assert hit.source_ref == evidence.source_ref
+    assert hit.explain == {
+        "reason": "fact",
+        "subject": "person:carol diaz",
+        "predicate": "leads",
+        "object": "the on-call rotation for phoenix",
+        "object_is_entity": False,
+        "single": True,
+        "origin": "asserted",
+        "confidence": 1.0,
+        "recorded_at": "2024-04-01T00:00:00Z",
+        "expired_at": None,
+        "evidence": list(fact.evidence),
+        "cites": {fact.evidence[0]: evidence.source_ref},
+    }
+    wire = hit.to_dict()
+    assert (wire["node_kind"], wire["time_end"]) == ("fact", None)
+
+
+def test_query_facts_takes_the_search_facts_filters(memory: stratamem.Memory) -> None:
+    assert memory.query_facts("", limit=5).hits == ()
+    only = memory.query_facts("redis sqlite queue", sources=["notes:notes"])
+    assert [h.explain["object"] for h in only.hits] == ["replacing redis with sqlite"]
+    bob = memory.query_facts("leads", subject="person:Bob Martins").hits
+    assert [h.explain["subject"] for h in bob] == ["person:bob martins"]
+    earlier = memory.query_facts("leads rotation", known_at=NOW.replace(second=1) - timedelta(1))
+    assert earlier.total == 0
+    with pytest.raises(ValueError, match="entity id"):
+        memory.query_facts("leads", subject="carol")
+    with pytest.raises(stratamem.errors.NotFoundError):
+        memory.query_facts("leads", sources=["nope:nope"])
+
+
+def test_a_corrected_fact_shows_when_it_stopped_being_believed(memory: stratamem.Memory) -> None:
+    fact = memory.search_facts("job queue migration")[0].fact
+    memory.retract(fact.id, now=NOW.replace(hour=1))
+    assert fact.id not in {h.node_id for h in memory.query_facts("job queue migration").hits}
+    then = memory.query_facts("job queue migration", known_at=NOW.replace(minute=30)).hits
+    assert then[0].node_id == fact.id
+    assert then[0].explain["expired_at"] == "2024-04-01T01:00:00Z"

@@ -14,7 +14,7 @@ from security_kit import NOWHERE, T0, Refs
 
 from stratamem.api import Memory
 from stratamem.config import PROFILES, SearchConfig
-from stratamem.types import Filters
+from stratamem.types import Filters, QueryResponse, rfc3339
 
 Call = Callable[[Memory, Mapping[str, Refs]], Any]
 
@@ -243,6 +243,44 @@ def _by_id(m: _Matrix, named: tuple[str, ...]) -> None:
     m.add("item", "key-of-two-in-eng", lambda x, r: x.item("shared-key", source="eng"))
 
 
+def _matched(found: QueryResponse) -> dict[str, Any]:
+    """Fact hits without what differs between two stores built at different moments: the
+    facts the structure of a source states at ingest are recorded then, and their ids and
+    ``recorded_at`` hold that time. What remains (what each says, where from, its validity,
+    evidence and score, the total) is the same when no hidden source shapes it; the order
+    of equal scores goes by id, so the hits are compared as a set."""
+    rows = []
+    for hit in found.hits:
+        explain = {k: v for k, v in hit.explain.items() if k != "recorded_at"}
+        rows.append(
+            (hit.content, hit.source_id, hit.tree_scope, rfc3339(hit.time_start),
+             rfc3339(hit.time_end), round(hit.score, 9), repr(sorted(explain.items())))
+        )  # fmt: skip
+    return {"total": found.total, "hits": sorted(rows)}
+
+
+def _facts(m: _Matrix, named: tuple[str, ...], queries: tuple[str, ...]) -> None:
+    """The facts read as hits (those stated by the sources' structure at ingest) and the
+    rollups; naming a source the reader may not see answers as naming none."""
+    for n, query in enumerate(queries):
+        m.add("query_facts", f"{n}:{query[:30]}", lambda x, r, q=query: _matched(x.query_facts(
+            q, limit=1000)))  # fmt: skip
+    for query in FEW:
+        for label, (since, _) in WINDOWS.items():
+            m.add("query_facts", f"as_of={label}:{query}", lambda x, r, q=query, w=since: (
+                _matched(x.query_facts(q, as_of=w, limit=1000))))  # fmt: skip
+        for label, refs, uses in _source_filters(named):
+            m.add("query_facts", f"sources={label}:{query}", lambda x, r, q=query, s=refs: (
+                _matched(x.query_facts(q, sources=s, limit=1000))), *uses)  # fmt: skip
+    for entity in ENTITIES:
+        m.add("query_facts", f"subject={entity}", lambda x, r, e=entity: _matched(x.query_facts(
+            "queue release alice", subject=e or "topic:none", limit=1000)))  # fmt: skip
+        m.add("rollups", entity or "all", lambda x, r, e=entity: x.rollups(e or None))
+    for name in named:
+        m.add("query_facts", f"source:{name}", lambda x, r, n=name: _matched(x.query_facts(
+            "queue release", sources=[r[n].scope], limit=1000)), name)  # fmt: skip
+
+
 def probes_for(named: tuple[str, ...], *, canaries: tuple[str, ...] = ()) -> list[Probe]:
     """The matrix, naming the sources ``named`` by id and querying ``canaries`` too."""
     m = _Matrix()
@@ -250,6 +288,7 @@ def probes_for(named: tuple[str, ...], *, canaries: tuple[str, ...] = ()) -> lis
     _summaries(m, named)
     _entities(m, named)
     _by_id(m, named)
+    _facts(m, named, (*QUERIES, *canaries))
     return m.probes
 
 

@@ -143,8 +143,15 @@ def build(
         mem.store.conn.execute("PRAGMA synchronous = OFF")  # type: ignore[attr-defined]
         for spec in specs:
             if spec.fixture is not None:
+                # One clock for every store built: the facts a source's structure states
+                # (a Slack channel's topic) are recorded at the ingest's time, and a reduced
+                # store must hold them as the full one does.
                 report = mem.ingest(
-                    spec.fixture, access=spec.access or None, trees=False, parallel=False
+                    spec.fixture,
+                    access=spec.access or None,
+                    trees=False,
+                    parallel=False,
+                    now=INGESTED_AT,
                 )
                 got = {s.scope for s in report.sources}
                 if got != set(spec.scopes):
@@ -649,6 +656,7 @@ def named_refs(owner: Memory, scopes: Sequence[str]) -> dict[str, Refs]:
 
 OWNER = "owner"  # the name the reads of the owner (no principal) go by here
 PASSPHRASE = "correct horse battery staple"
+INGESTED_AT = datetime(2025, 1, 1, tzinfo=UTC)  # the clock of every ingest of a world
 
 
 @dataclass

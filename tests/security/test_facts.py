@@ -27,6 +27,7 @@ from security_kit import OWNER, PASSPHRASE, T0, CanaryWorld
 from stratamem.api import Memory
 from stratamem.errors import AccessDenied, LockError
 from stratamem.store.facts import FactWrite
+from stratamem.store.rollups import Rollup
 from stratamem.store.sources import source_id_for
 
 ASSERTED = "facts:asserted"  # where a fact stated without evidence goes by default
@@ -147,6 +148,34 @@ def write(
     return done
 
 
+def rollups_for() -> list[Rollup]:
+    """A rollup of each source's own subject, and of the shared subject over each pair of
+    neighbouring sources (readable only by a reader of both), as consolidation writes them."""
+    out = []
+    for n, scope in enumerate(SCOPES):
+        word = fact_word(scope)
+        out.append(
+            Rollup(f"rollup_{word}", own_subject(scope), scope, f"h{n}", NOW, 1 - n / 100,
+                   {"summary": f"{word} {CANARY.get(scope, '')}"}, (source_id_for(scope),))
+        )  # fmt: skip
+        other = SCOPES[(n + 1) % len(SCOPES)]
+        out.append(
+            Rollup(f"rollup_pair_{word}", SHARED, f"{scope},{other}", f"p{n}", NOW, 0.5 - n / 100,
+                   {"summary": f"{word} {fact_word(other)}"},
+                   (source_id_for(scope), source_id_for(other)))
+        )  # fmt: skip
+    return out
+
+
+def write_rollups(mem: Memory, present: Callable[[str], bool]) -> None:
+    """The rollups of :func:`rollups_for` whose sources are all ``present``."""
+    with mem.store.transaction():
+        for rollup in rollups_for():
+            scopes = [s for s in SCOPES if source_id_for(s) in rollup.sources]
+            if all(present(s) for s in scopes):
+                mem.store.write_rollup(rollup)
+
+
 def boundaries(says: tuple[Say, ...]) -> dict[str, datetime]:
     """Transaction times before the writes, after each round of them, and after all."""
     second = min(n for n, s in enumerate(says) if s.key.endswith("/role2"))
@@ -188,6 +217,7 @@ class FactStores:
         self.full = copy_store(self.world.full, self.root / "f-all" / "store.db")
         with self.writer(self.full) as mem:
             done = write(mem, self.says, lambda scope: True)
+            write_rollups(mem, lambda scope: True)
         for key, wrote in done.items():
             scope = next(s.scope for s in self.says if s.key == key)
             self.ids.setdefault(scope, set()).update(
@@ -197,6 +227,7 @@ class FactStores:
             path = copy_store(self.world.reduced(name), self.root / f"r-{name[:3]}" / "store.db")
             with self.writer(path) as mem:
                 write(mem, self.says, present_in(self.world, name))
+                write_rollups(mem, present_in(self.world, name))
             self.reduced[name] = path
 
     @contextmanager
@@ -323,6 +354,49 @@ def _probes() -> list[Probe]:
                 (subject,),
             ),
         ]
+    # The facts that match a query, ranked among those the reader may see: the same ids,
+    # order, scores and totals as the reduced store's, at every time asked.
+    queries = ("lead owner", "team open closed", "intern", *(fact_word(s) for s in SCOPES))
+    queries += (*CANARY.values(), f"{fact_word('eng')} {fact_word('hr-secret')} lead")
+    for query in queries:
+        out.append(Probe("query_facts", query, lambda m, k, q=query: m.query_facts(q, limit=50)))
+    for label, when in VALID_TIMES.items():
+        out.append(
+            Probe("query_facts-as_of", label, lambda m, k, w=when: m.query_facts(
+                "lead owner open closed intern", as_of=w, limit=50))
+        )  # fmt: skip
+    for label in KNOWN:
+        out += [
+            Probe("query_facts-known_at", label, lambda m, k, t=label: m.query_facts(
+                "lead owner team open", known_at=k[t], limit=50)),
+            Probe("query_facts-as_of+known_at", label, lambda m, k, t=label: m.query_facts(
+                "lead owner intern", as_of=VALID_TIMES["day2"], known_at=k[t], limit=3)),
+        ]  # fmt: skip
+    out += [
+        Probe("query_facts", "shared-subject", lambda m, k: m.query_facts(
+            "lead owner", subject=SHARED, limit=50)),
+        Probe("query_facts", "limit-1", lambda m, k: m.query_facts("lead team open", limit=1)),
+        Probe("query_facts", "empty", lambda m, k: m.query_facts("?!", limit=5)),
+    ]  # fmt: skip
+    for scope in SCOPES:
+        subject = own_subject(scope)
+        out += [
+            Probe("query_facts", f"own-{scope}", lambda m, k, s=subject: m.query_facts(
+                "open closed", subject=s), (subject,)),
+            Probe("query_facts", f"source-{scope}", lambda m, k, s=scope: m.query_facts(
+                "lead owner team", sources=[s], limit=50), (scope, source_id_for(scope))),
+        ]  # fmt: skip
+    # Rollups: those built from sources the reader reads every one of.
+    out += [
+        Probe("rollups", "all", lambda m, k: m.rollups()),
+        Probe("rollups", "shared", lambda m, k: m.rollups(SHARED)),
+        Probe("rollups", "limit-2", lambda m, k: m.rollups(limit=2)),
+    ]
+    for scope in SCOPES:
+        subject = own_subject(scope)
+        out.append(
+            Probe("rollups", f"own-{scope}", lambda m, k, s=subject: m.rollups(s), (subject,))
+        )
     return out
 
 
@@ -375,6 +449,18 @@ def test_the_stores_hold_the_facts_the_probes_look_for(facts: FactStores) -> Non
         want = {source_id_for(s) for s in SCOPES if present(s)}
         assert {f.source_id for f in mem.fact_history(SHARED, "role")} == want, spec.name
     assert facts.canaries("fay") > {fact_word(s) for s in SCOPES}
+
+
+def test_the_stores_hold_the_rollups_and_matches_the_probes_look_for(facts: FactStores) -> None:
+    owner = facts.read("full", OWNER)
+    assert len(owner.rollups()) == 2 * len(SCOPES)
+    found = {
+        name: facts.read("full", name).query_facts("lead owner", limit=50).total for name in READERS
+    }
+    assert found[OWNER] > max(v for k, v in found.items() if k != OWNER) > 0, found
+    # Somebody reads some rollups and not others: the probes compare something.
+    seen = {name: len(facts.read("full", name).rollups()) for name in READERS}
+    assert len(set(seen.values())) > 1, seen
 
 
 def test_fact_ids_are_the_same_in_both_stores(facts: FactStores) -> None:
@@ -575,3 +661,46 @@ def test_forgetting_a_source_removes_its_facts_and_moves_no_other(
         with kit.open_memory(path, principal=None if name == OWNER else name) as mem:
             hidden = facts.canaries(name) | gone | {sid}
             _compare(facts, mem, name, _without(before[name], sid), hidden, group)
+
+
+# -- the command line ----------------------------------------------------------------------------
+
+
+CLI_SEARCHES = (
+    ["lead owner team"],
+    ["open closed", "--as-of", "2024-01-04"],
+    ["lead owner", "--known-at", "2024-06-01T12:30:00Z", "--limit", "3"],
+    *([word] for word in CANARY.values()),
+    *([fact_word(scope)] for scope in SCOPES),
+)
+
+
+@pytest.mark.parametrize("reader", [name for name in READERS if name != OWNER])
+def test_fact_search_as_a_principal_equals_the_reduced_store(
+    facts: FactStores, reader: str
+) -> None:
+    from click.testing import CliRunner
+
+    from stratamem.cli import main
+
+    def run(path: Path, args: list[str]) -> tuple[int, str]:
+        result = CliRunner().invoke(
+            main,
+            ["--db", str(path), "--as", reader, "fact", "search", *args],
+            env={"STRATAMEM_AS": None, "STRATAMEM_PASSPHRASE": None},
+            catch_exceptions=False,
+        )
+        return result.exit_code, result.output.replace(str(path), "<db>")
+
+    canaries = facts.canaries(reader)
+    for args in CLI_SEARCHES:
+        for shape in ([], ["--json"]):
+            got = run(facts.full, [*args, *shape])
+            want = run(facts.reduced[reader], [*args, *shape])
+            tally = kit.counts("facts, command line")
+            tally.routes.add("fact search" + (" --json" if shape else ""))
+            tally.principals.add(reader)
+            tally.compared += 1
+            tally.checks += len(canaries)
+            assert not kit.leaked(got[1], canaries), (args, reader)
+            assert got == want, (args, reader)

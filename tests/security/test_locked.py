@@ -54,8 +54,10 @@ PROBES = probes.probes_for(NAMED, canaries=CANARY_QUERIES)
 # The owner, and a principal of one scope and one of any scope: both share the locked
 # sources' scopes.
 READERS = [OWNER, "ann", "cat"]
-# What the owner is told of a locked source it names: that it exists, and is locked.
-OWNER_KNOWS = frozenset({"source", "tree", "item"})
+# What the owner is told of a locked source it names: that it exists, and is locked (a facts
+# query naming one answers no facts, its facts being sealed, where the store without it
+# answers that there is no such source).
+OWNER_KNOWS = frozenset({"source", "tree", "item", "query_facts"})
 
 
 @pytest.fixture(scope="module")

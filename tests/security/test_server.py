@@ -19,7 +19,7 @@ from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
-from urllib.parse import quote
+from urllib.parse import quote, urlencode
 
 import anyio
 import httpx
@@ -40,6 +40,7 @@ from stratamem.retrieval.primitives import COVER_DEFAULT_LIMIT, MAX_LIMIT
 from stratamem.server import mcp as wire
 from stratamem.server.http import create_app
 from stratamem.server.service import Service
+from stratamem.store.rollups import Rollup
 from stratamem.store.sources import source_id_for
 from stratamem.testing import HashingEmbedder
 from stratamem.timeparse import parse_when
@@ -1150,6 +1151,33 @@ def state_facts(
     return recorded
 
 
+def fact_rollups() -> list[Rollup]:
+    """A rollup of each scope's own subject, and one of a shared subject over each scope and
+    the next (read only by a reader of both), as consolidation writes them."""
+    out = []
+    for n, scope in enumerate(FACT_SCOPES):
+        word, other = fact_word(scope), FACT_SCOPES[(n + 1) % len(FACT_SCOPES)]
+        mine, theirs = source_id_for(scope), source_id_for(other)
+        body = {"summary": f"{word} {FACT_CANARY.get(scope, 'plain')}"}
+        pair = {"summary": f"{word} {fact_word(other)}"}
+        out += [
+            Rollup(f"rollup_{word}", own_subject(scope), scope, f"h{n}", FACTS_AT, 1 - n / 100,
+                   body, (mine,)),
+            Rollup(f"rollup_pair_{word}", SHARED[1], f"{scope},{other}", f"p{n}", FACTS_AT,
+                   0.5 - n / 100, pair, (mine, theirs)),
+        ]  # fmt: skip
+    return out
+
+
+def write_fact_rollups(mem: Memory, scopes: Collection[str]) -> None:
+    """The rollups of :func:`fact_rollups` whose sources are all of ``scopes``."""
+    ids = {source_id_for(s) for s in scopes}
+    with mem.store.transaction():
+        for rollup in fact_rollups():
+            if set(rollup.sources) <= ids:
+                mem.store.write_rollup(rollup)
+
+
 @dataclass
 class FactWorld:
     recorded: dict[str, set[str]]  # scope → ids of the facts the served store recorded there
@@ -1181,7 +1209,9 @@ def fact_world(  # type: ignore[no-untyped-def]
 
     def write() -> dict[str, Any]:
         with served.service.writing(None) as (memory, _):
-            return {"recorded": state_facts(memory, statements, FACT_SCOPES)}
+            recorded = state_facts(memory, statements, FACT_SCOPES)
+            write_fact_rollups(memory, FACT_SCOPES)
+            return {"recorded": recorded}
 
     recorded = served.service.submit("facts", None, write).future.result(timeout=120)["recorded"]
     folder = tmp_path_factory.mktemp("fact-oracles")
@@ -1200,6 +1230,7 @@ def fact_world(  # type: ignore[no-untyped-def]
             scopes[name] = fact_scopes(world, name)
             with kit.open_memory(path) as owner:
                 mine = state_facts(owner, statements, scopes[name])
+                write_fact_rollups(owner, scopes[name])
             assert all(mine[s] == recorded[s] for s in scopes[name]), "fact ids differ"
             oracles[name] = kit.open_memory(path, principal=name)
         yield FactWorld(recorded, oracles, scopes)
@@ -1296,10 +1327,29 @@ def _fact_asks() -> list[tuple[str, str, dict[str, Any]]]:
             for label, args in times.items()
             if set(args) == {"known_at"}
         ]
+    queries = ("owner role first", "later second", *FACT_CANARY.values())
+    out += [("query_facts", q, {"query": q, "limit": 50}) for q in queries]
+    out += [
+        ("query_facts", f"all:{label}", {"query": "owner role first second later", **args})
+        for label, args in times.items()
+    ]
+    out += [
+        ("query_facts", "limit=2", {"query": "owner role", "limit": 2}),
+        ("query_facts", "shared", {"query": "role", "subject": SHARED[1], "limit": 50}),
+        ("query_facts", "bad", {"query": "role", "subject": "queue"}),
+        ("rollups", "all", {}),
+        ("rollups", "shared", {"subject": SHARED[1]}),
+        ("rollups", "limit=2", {"limit": 2}),
+        ("rollups", "nobody", {"subject": NO_SUBJECT}),
+        ("rollups", "bad", {"subject": "queue"}),
+    ]
     for scope in FACT_SCOPES:
         subject = own_subject(scope)
         status = {"subject": subject, "predicate": "status"}
         out += [
+            ("query_facts", f"own:{scope}", {"query": fact_word(scope), "subject": subject}),
+            ("query_facts", f"source:{scope}", {"query": "owner role", "sources": [scope]}),
+            ("rollups", f"own:{scope}", {"subject": subject}),
             ("recall", f"own:{scope}", {"subject": subject}),
             ("recall", f"own:{scope}:as_of=3h", {"subject": subject, **times["as_of=3h"]}),
             ("recall", f"own:{scope}:as_of=8d", {**status, **times["as_of=8d:known_at=first"]}),
@@ -1309,8 +1359,41 @@ def _fact_asks() -> list[tuple[str, str, dict[str, Any]]]:
     return out
 
 
+def _query_facts_read(args: Mapping[str, Any], limit: int) -> Callable[[Memory], Any]:
+    def read(m: Memory) -> Any:
+        return m.query_facts(
+            args["query"],
+            subject=args.get("subject"),
+            sources=args.get("sources", ()),
+            as_of=_when(args.get("as_of")),
+            known_at=_when(args.get("known_at")),
+            limit=args.get("limit", limit),
+        )
+
+    return read
+
+
+def _rollups_read(args: Mapping[str, Any], limit: int) -> Callable[[Memory], Any]:
+    def read(m: Memory) -> Any:
+        return m.rollups(args.get("subject"), limit=args.get("limit", limit))
+
+    return read
+
+
 def _fact_http(route: str, name: str, args: Mapping[str, Any]) -> Http:
-    """``POST /v1/<route>`` with ``args``, read through the Memory method of that name."""
+    """``POST /v1/<route>`` with ``args`` (``GET /v1/rollups`` with them as its query), read
+    through the Memory method of that name."""
+    if route == "query_facts":
+        facts = _query_facts_read(args, 10)
+        return Http(
+            route, name, "POST", "/v1/query_facts", dict(args), lambda m: facts(m).to_dict()
+        )
+    if route == "rollups":
+        cards = _rollups_read(args, 100)
+        path = "/v1/rollups" + ("?" + urlencode(args) if args else "")
+        return Http(
+            route, name, "GET", path, None, lambda m: {"rollups": [r.to_dict() for r in cards(m)]}
+        )
     if route == "recall":
         found = _recall_read(args, 100)
     else:
@@ -1334,12 +1417,24 @@ def _fact_tool(route: str, name: str, args: Mapping[str, Any]) -> Tool:
 
 
 def expected_fact_tool(call: Tool, mem: Memory) -> tuple[str, Any]:
-    read = _recall_read(call.args, 50) if call.tool == "recall" else _history_read(call.args)
     try:
-        found = read(mem)
+        if call.tool == "query_facts":
+            hits = _query_facts_read(call.args, 10)(mem)
+            value: dict[str, Any] = {
+                "facts": [wire._fact_hit(h) for h in hits.hits],
+                "total": hits.total,
+                "truncated": hits.truncated,
+            }
+        elif call.tool == "rollups":
+            value = {"rollups": [r.to_dict() for r in _rollups_read(call.args, 20)(mem)]}
+        else:
+            read = (
+                _recall_read(call.args, 50) if call.tool == "recall" else _history_read(call.args)
+            )
+            value = {"facts": [wire._fact(f) for f in read(mem)]}
     except (StratamemError, ValueError) as exc:
         return "error", wire._one_line(str(exc) or type(exc).__name__)
-    return "ok", json.loads(json.dumps({"facts": [wire._fact(f) for f in found]}))
+    return "ok", json.loads(json.dumps(value))
 
 
 @pytest.mark.parametrize("principal", PRINCIPALS)
@@ -1390,6 +1485,8 @@ def _hidden_fact_asks(
         out += [
             ("recall", scope, {"subject": subject}),
             ("recall", f"{scope}:status", {"subject": subject, "predicate": "status"}),
+            ("query_facts", scope, {"query": f"{fact_word(scope)} first", "subject": subject}),
+            ("rollups", scope, {"subject": subject}),
             ("recall", f"{scope}:as_of", {"subject": subject, "as_of": "2024-03-03"}),
             ("recall", f"{scope}:known_at", {"subject": subject, "known_at": "2024-06-02"}),
             ("fact_history", scope, {"subject": subject, "predicate": "status"}),
@@ -1416,8 +1513,12 @@ def test_http_facts_of_a_subject_of_hidden_sources_answer_as_of_none(  # type: i
     assert asks, f"no source with facts is hidden from {principal}"
     wrong = []
     for route, name, args in asks:
-        got = client.post(f"/v1/{route}", json=args)
-        want = client.post(f"/v1/{route}", json=_nobody(args))
+        if route == "rollups":
+            got = client.get("/v1/rollups", params=args)
+            want = client.get("/v1/rollups", params=_nobody(args))
+        else:
+            got = client.post(f"/v1/{route}", json=args)
+            want = client.post(f"/v1/{route}", json=_nobody(args))
         _tally("http facts", f"{route}:hidden = missing", principal, canaries)
         if (got.status_code, got.content) != (want.status_code, want.content):
             wrong.append(f"{route} {name}: {got.text[:200]} != {want.text[:200]}")

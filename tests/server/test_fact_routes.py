@@ -1,6 +1,7 @@
-"""Facts through a live server: ``POST /v1/recall``, ``/v1/fact_history``, ``/v1/facts`` and
-``DELETE /v1/facts/{id}`` over httpx, and the ``recall``, ``fact_history``, ``remember`` and
-``retract`` tools over MCP (streamable HTTP at ``/mcp``).
+"""Facts through a live server: ``POST /v1/recall``, ``/v1/fact_history``, ``/v1/query_facts``,
+``/v1/facts``, ``DELETE /v1/facts/{id}`` and ``GET /v1/rollups`` over httpx, and the
+``recall``, ``fact_history``, ``query_facts``, ``rollups``, ``remember`` and ``retract`` tools
+over MCP (streamable HTTP at ``/mcp``).
 
 One store per module: the Slack export (``team``) and the example notes (``private``), served
 with tokens required and writes allowed, and by a second app without tokens for the owner.
@@ -14,7 +15,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -25,8 +26,11 @@ from mcp_types import CallToolResult, TextContent
 from serving import bearer, clients, connected, data, error, live, ok
 
 import stratamem
+from stratamem.errors import NotFoundError
 from stratamem.server.http import create_app
 from stratamem.server.service import Service
+from stratamem.store.rollups import Rollup
+from stratamem.timeparse import parse_when
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "examples" / "workspace"
@@ -35,6 +39,7 @@ MISSING_NODE = "0" * 32
 MISSING_FACT = "fact_" + "0" * 24
 PHOENIX = "topic:phoenix"
 SECRET_CODENAME = "quokka-lantern"  # the object of a fact resting on a private note
+ROLLED_AT = datetime(2024, 4, 1, tzinfo=UTC)
 
 
 @dataclass(frozen=True)
@@ -692,3 +697,234 @@ def test_mcp_remember_and_retract_as_a_writer(api: dict[str, httpx.Client], stor
         store.ids["slack:#eng"]
     ]
     assert codename["id"] in {f["id"] for f in recall(api["owner"], subject=PHOENIX)}
+
+
+# -- query_facts and rollups -----------------------------------------------------------------------
+
+
+def query_facts(client: httpx.Client, query: str, **body: Any) -> dict[str, Any]:
+    found = ok(client.post("/v1/query_facts", json={"query": query, **body}))
+    assert set(found) == {"hits", "total", "truncated"}
+    return found  # type: ignore[no-any-return]
+
+
+def api_answer(service: Service, who: str | None, query: str, **options: Any) -> Any:
+    """What the Python API answers ``who``, on the wire."""
+    with service.reading(who) as memory:
+        try:
+            found = memory.query_facts(query, **options)
+        except NotFoundError as exc:
+            return {"error": str(exc)}
+    return json.loads(json.dumps(found.to_dict()))
+
+
+@pytest.fixture(scope="module")
+def rolled(store: Store, owned: dict[str, Any]) -> dict[str, Rollup]:
+    """Rollups written straight into the store, as consolidation writes them, by another
+    connection while the server serves: one of a team source, one of the private notes, one
+    of both."""
+    eng, notes = store.ids["slack:#eng"], store.ids["notes:notes"]
+    made = {
+        "team": Rollup("rollup_team", PHOENIX, "team", "h1", ROLLED_AT, 0.9, {"n": 1}, (eng,)),
+        "private": Rollup(
+            "rollup_private",
+            PHOENIX,
+            "private",
+            "h2",
+            ROLLED_AT,
+            0.8,
+            {"c": SECRET_CODENAME},
+            (notes,),
+        ),
+        "both": Rollup(
+            "rollup_both",
+            "person:carol diaz",
+            "private,team",
+            "h3",
+            ROLLED_AT,
+            0.7,
+            {"c": SECRET_CODENAME},
+            (eng, notes),
+        ),
+    }
+    with stratamem.open(store.db, embedder=None) as memory, memory.store.transaction():
+        for rollup in made.values():
+            memory.store.write_rollup(rollup)
+    return made
+
+
+def test_query_facts_answers_fact_hits_as_the_python_api(
+    api: dict[str, httpx.Client], service: Service, owned: dict[str, Any], store: Store
+) -> None:
+    asks: list[tuple[str, dict[str, Any]]] = [
+        ("phoenix status shipping", {}),
+        ("phoenix codename quokka lantern", {}),
+        ("status", {"subject": "topic:Phoenix", "as_of": "2024-03-05"}),
+        ("status planning", {"as_of": "2024-03-20", "known_at": "1h"}),
+        ("standup time", {"sources": ["slack:#general"], "limit": 1}),
+    ]
+    who = {"owner": None, "bot": "bot", "reader": "reader", "outsider": "outsider"}
+    for name, principal in who.items():
+        for query, body in asks:
+            options = {k: v for k, v in body.items() if k not in ("as_of", "known_at")}
+            for key in ("as_of", "known_at"):
+                if key in body:
+                    options[key] = parse_when(body[key])
+            want = api_answer(service, principal, query, **options)
+            if "error" in want:  # a source the caller may not read
+                response = api[name].post("/v1/query_facts", json={"query": query, **body})
+                assert error(response, 404, "not_found") == want["error"]
+                continue
+            got = query_facts(api[name], query, **body)
+            if "known_at" in body:  # "1h" back from a moment later: compare the ids alone
+                assert [h["node_id"] for h in got["hits"]] == [h["node_id"] for h in want["hits"]]
+            else:
+                assert got == want, (name, query)
+            if name != "owner":
+                assert SECRET_CODENAME not in json.dumps(got)
+                assert store.ids["notes:notes"] not in json.dumps(got)
+    (hit,) = query_facts(api["bot"], "phoenix status shipping", limit=1)["hits"]
+    (new,) = [f for f in owned["shipping"]["recorded"] if f["object"] == "shipping"]
+    assert (hit["node_id"], hit["node_kind"], hit["tree_scope"]) == (
+        new["id"],
+        "fact",
+        "slack:#eng",
+    )
+    assert (hit["time_start"], hit["time_end"]) == ("2024-03-10T00:00:00Z", None)
+    assert hit["explain"]["evidence"] == [store.team_leaf]
+    assert hit["explain"]["cites"][store.team_leaf] == hit["source_ref"]
+    secret = query_facts(api["owner"], "quokka lantern codename")["hits"][0]
+    assert (secret["explain"]["object"], secret["source_id"]) == (
+        SECRET_CODENAME,
+        store.ids["notes:notes"],
+    )
+    # A source hidden from the caller answers as one that does not exist.
+    hidden = api["bot"].post("/v1/query_facts", json={"query": "x", "sources": ["notes:notes"]})
+    missing = api["bot"].post("/v1/query_facts", json={"query": "x", "sources": ["notes:nope"]})
+    assert error(hidden, 404, "not_found").replace("notes:notes", "<s>") == error(
+        missing, 404, "not_found"
+    ).replace("notes:nope", "<s>")
+
+
+@pytest.mark.parametrize(
+    ("body", "where"),
+    [
+        ({"query": ""}, "query"),
+        ({"query": "x", "as_of": "soon"}, "as_of"),
+        ({"query": "x", "known_at": "2024-02-30"}, "known_at"),
+        ({"query": "x", "limit": 0}, "limit"),
+        ({"query": "x", "limit": 1001}, "limit"),
+        ({"query": "x", "subject": ""}, "subject"),
+        ({"query": "x", "nope": 1}, "nope"),
+        ({}, "query"),
+    ],
+)
+def test_bad_query_facts_bodies_are_422_naming_the_field(
+    api: dict[str, httpx.Client], body: dict[str, Any], where: str
+) -> None:
+    response = api["bot"].post("/v1/query_facts", json=body)
+    error(response, 422, "invalid_request")
+    assert where in response.text
+
+
+def test_query_facts_refuses_a_subject_that_is_no_entity_id(api: dict[str, httpx.Client]) -> None:
+    response = api["bot"].post("/v1/query_facts", json={"query": "x", "subject": "phoenix"})
+    assert "is not an entity id" in error(response, 422, "invalid_request")
+
+
+def test_rollups_answer_those_of_sources_the_caller_reads_all_of(
+    api: dict[str, httpx.Client], service: Service, rolled: dict[str, Rollup]
+) -> None:
+    def ids(client: httpx.Client, **params: str) -> list[str]:
+        found = ok(client.get("/v1/rollups", params=params))
+        assert set(found) == {"rollups"}
+        return [r["id"] for r in found["rollups"]]
+
+    assert ids(api["owner"]) == ["rollup_team", "rollup_private", "rollup_both"]
+    assert ids(api["owner"], subject="topic:Phoenix") == ["rollup_team", "rollup_private"]
+    assert ids(api["owner"], limit="1") == ["rollup_team"]
+    for name in ("bot", "reader", "narrow"):
+        assert ids(api[name]) == ["rollup_team"]
+        assert ids(api[name], subject="person:carol diaz") == []
+        assert SECRET_CODENAME not in api[name].get("/v1/rollups").text
+    assert ids(api["outsider"]) == []
+    (team,) = ok(api["bot"].get("/v1/rollups"))["rollups"]
+    with service.reading("bot") as memory:
+        assert team == json.loads(json.dumps(memory.rollups()[0].to_dict()))
+    assert team["n"] == 1
+    assert team["sources"] == list(rolled["team"].sources)
+    bad = api["bot"].get("/v1/rollups", params={"subject": "phoenix"})
+    assert "is not an entity id" in error(bad, 422, "invalid_request")
+    error(api["bot"].get("/v1/rollups", params={"limit": "0"}), 422, "invalid_request")
+
+
+def test_mcp_query_facts_and_rollups_answer_as_the_http_api(
+    api: dict[str, httpx.Client], store: Store, rolled: dict[str, Rollup]
+) -> None:
+    url = str(api["bot"].base_url).rstrip("/")
+    asks = [
+        {"query": "phoenix status shipping"},
+        {"query": "status", "subject": PHOENIX, "as_of": "2024-03-05", "limit": 2},
+        {"query": "codename quokka lantern"},
+        {"query": "standup", "sources": ["slack:#general"]},
+    ]
+    wanted = {name: [query_facts(api[name], **ask) for ask in asks] for name in ("bot", "narrow")}
+    rollups = {name: ok(api[name].get("/v1/rollups"))["rollups"] for name in ("bot", "narrow")}
+
+    def compact_hit(hit: dict[str, Any]) -> dict[str, Any]:
+        explain = hit["explain"]
+        out = {
+            "id": hit["node_id"],
+            "subject": explain["subject"],
+            "predicate": explain["predicate"],
+            "object": explain["object"],
+            "valid_from": hit["time_start"],
+            "valid_to": hit["time_end"],
+            "source": hit["tree_scope"],
+            "evidence": explain["evidence"],
+        }
+        if explain["cites"]:
+            out["cites"] = explain["cites"]
+        if explain["expired_at"] is not None:
+            out["believed_until"] = explain["expired_at"]
+        if explain["origin"] != "asserted":
+            out["origin"] = explain["origin"]
+        if explain["confidence"] != 1.0:
+            out["confidence"] = explain["confidence"]
+        out["score"] = round(hit["score"], 4)
+        return out
+
+    async def scenario() -> None:
+        for name in ("bot", "narrow"):
+            async with connected(url, store.tokens[name]) as session:
+                tools = {t.name: t for t in (await session.list_tools()).tools}
+                assert tools["query_facts"].input_schema["required"] == ["query"]
+                assert tools["query_facts"].annotations.read_only_hint is True  # type: ignore[union-attr]
+                assert "required" not in tools["rollups"].input_schema
+                for ask, want in zip(asks, wanted[name], strict=True):
+                    got = data(await session.call_tool("query_facts", ask))
+                    assert got == {
+                        "facts": [compact_hit(h) for h in want["hits"]],
+                        "total": want["total"],
+                        "truncated": want["truncated"],
+                    }, (name, ask)
+                    assert SECRET_CODENAME not in json.dumps(got)
+                found = data(await session.call_tool("rollups", {}))
+                assert found == {"rollups": rollups[name]}
+                hidden = data(await session.call_tool("rollups", {"subject": "person:carol diaz"}))
+                assert hidden == {"rollups": []}
+                message = tool_error(
+                    await session.call_tool("query_facts", {"query": "x", "subject": "x"})
+                )
+                assert "is not an entity id" in message
+                message = tool_error(
+                    await session.call_tool(
+                        "query_facts", {"query": "x", "sources": ["notes:notes"]}
+                    )
+                )
+                assert "notes:notes" in message
+                assert SECRET_CODENAME not in message
+
+    assert any(w["hits"] for w in wanted["bot"])
+    assert [r["id"] for r in rollups["bot"]] == ["rollup_team"]
+    anyio.run(scenario)

@@ -219,6 +219,8 @@ def test_search_takes_every_option(api: dict[str, httpx.Client]) -> None:
     assert 0 < len(found["hits"]) <= 3
     assert found["budget"] == 200
     assert found["cards"]
+    whole = ok(api["bot"].post("/v1/search", json={"query": "queue", "budget": 0, "limit": 4}))
+    assert [c["form"] for c in whole["cards"]] == ["full"] * len(whole["hits"])
     assert all(s.startswith("slack:") for s in scopes_of(found["hits"]))
     keyword = ok(api["bot"].post("/v1/search", json={"query": "queue", "mode": "keyword"}))
     assert keyword["legs"] == {"keyword": "ok"}

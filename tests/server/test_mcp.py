@@ -38,10 +38,12 @@ TOOLS = {
     "drill_down",
     "fact_history",
     "fetch_leaves",
+    "query_facts",
     "query_global",
     "query_source",
     "query_topic",
     "recall",
+    "rollups",
     "search",
     "search_entities",
     "show",
@@ -125,6 +127,9 @@ def test_stdio_lists_and_calls_every_tool(store: Store) -> None:
             assert packed["cards"]
             assert packed["used"] <= 200
             assert all(card["why"] and card["cite"] for card in packed["cards"])
+            whole = data(await session.call_tool("search", {"query": "redis", "budget": 0}))
+            assert whole["cards"]
+            assert whole["budget"] == 0
 
             listed = data(await session.call_tool("sources", {}))["sources"]
             assert {s["scope"] for s in listed} >= {"slack:#eng", "notes:notes"}

@@ -19,6 +19,9 @@ from rich.table import Table
 
 from stratamem.api import Memory
 from stratamem.cli import access as access_commands
+from stratamem.cli import config as config_commands
+from stratamem.cli import consolidate as consolidate_commands
+from stratamem.cli import extract as extract_commands
 from stratamem.cli import facts as fact_commands
 from stratamem.cli import items as item_commands
 from stratamem.cli.access import cell, scope_labels, scopes_shown
@@ -37,7 +40,10 @@ from stratamem.cli.common import (
     older_name,
     open_memory,
     out,
+    parse_weights,
     print_json,
+    reranker_from,
+    settings,
     source_kinds_option,
     when,
 )
@@ -48,6 +54,7 @@ from stratamem.config import PROFILES, SearchConfig
 from stratamem.embed.indexing import EmbedProgress
 from stratamem.entities.search import MAX_LIMIT as MAX_ENTITY_LIMIT
 from stratamem.ingest import registry
+from stratamem.ingest.chunking import ChunkingConfig
 from stratamem.ingest.pipeline import IngestReport
 from stratamem.ingest.pipeline import Progress as IngestProgress
 from stratamem.retrieval.hybrid import MAX_LIMIT as MAX_SEARCH_LIMIT
@@ -218,6 +225,7 @@ def ingest(
 
         report = memory.ingest(
             path,
+            chunking=ChunkingConfig(**ctx.obj["settings"].chunking()),
             kind=format_,
             scope=scope,
             progress=on_progress,
@@ -401,7 +409,11 @@ def _stat(value: Any) -> str:
 @click.option(
     "--profile",
     type=click.Choice(sorted(PROFILES)),
-    help="Fusion weight profile (default: balanced).",
+    help="Fusion weight profile, instead of any tuned or configured weights.",
+)
+@click.option(
+    "--weights",
+    help="Leg weights for this search: keyword=0.5,vector=0.4,graph=0.1 (over the profile's).",
 )
 @click.option(
     "--budget", type=BUDGET, help="Pack the hits into this many tokens as cards (0: no limit)."
@@ -420,6 +432,7 @@ def search(
     limit: int,
     mode: str,
     profile: str | None,
+    weights: str | None,
     budget: int | None,
     explain: bool,
     as_json: bool,
@@ -442,6 +455,7 @@ def search(
         limit=limit,
         mode=mode,
         profile=profile,
+        weights=parse_weights(weights, "--weights") if weights else None,
         budget=budget,
     )
     if as_json:
@@ -617,20 +631,42 @@ def embed(ctx: click.Context, quiet: bool, as_json: bool) -> None:
 
 @main.command()
 @click.option("--quiet", is_flag=True, help="No progress bar.")
+@click.option(
+    "--tokenizer",
+    type=click.Choice(["stemmed", "plain"]),
+    help="Rebuild the keyword (full-text) index with this tokenizer instead: stemmed "
+    "(default for new stores) or plain. The vectors are left as they are.",
+)
 @json_option
 @click.pass_context
 @handle_errors
-def reindex(ctx: click.Context, quiet: bool, as_json: bool) -> None:
+def reindex(ctx: click.Context, quiet: bool, tokenizer: str | None, as_json: bool) -> None:
     """Switch the store's vectors to the configured model and re-embed every chunk.
 
     Needed after changing the embedding model or its prefixes: until then the vector leg
-    stays off, and search says why.
+    stays off, and search says why. With --tokenizer, rebuilds the keyword index instead.
 
     \b
     Examples:
       stratamem reindex
+      stratamem reindex --tokenizer plain
     """
-    _run_embedding(ctx, quiet, as_json, reindex=True)
+    if tokenizer is None:
+        _run_embedding(ctx, quiet, as_json, reindex=True)
+        return
+    memory = open_memory(ctx)
+    started = time.time()
+    changed = memory.set_keyword_tokenizer(tokenizer)
+    data = {"tokenizer": tokenizer, "changed": changed, "seconds": round(time.time() - started, 2)}
+    if as_json:
+        print_json(data)
+    elif changed:
+        out.print(
+            f"keyword index rebuilt with the {tokenizer} tokenizer in {data['seconds']}s",
+            highlight=False,
+        )
+    else:
+        out.print(f"the keyword index already uses the {tokenizer} tokenizer", highlight=False)
 
 
 def _run_embedding(
@@ -692,8 +728,10 @@ def _run_embedding(
 @eval_store_options
 @click.option("--name", help="Report file name (default: eval-<dataset>).")
 @json_option
+@click.pass_context
 @handle_errors
 def eval_command(
+    ctx: click.Context,
     dataset: Path,
     modes: tuple[str, ...],
     split: str | None,
@@ -723,7 +761,8 @@ def eval_command(
     chosen = list(MODES) if "all" in modes else list(dict.fromkeys(modes))
     cache = store_dir or cache_dir_from_environment() / "eval"
     config = SearchConfig(profile=profile) if profile else None
-    with Memory(store_path(data, cache)) as memory:
+    reranker = reranker_from(settings(ctx))
+    with Memory(store_path(data, cache), reranker=reranker) as memory:
         results = evaluate(
             data,
             memory,
@@ -746,11 +785,23 @@ def eval_command(
 @main.command("tune")
 @click.argument("dataset", type=click.Path(exists=True, file_okay=False, path_type=Path))
 @click.option("--metric", help="Metric to maximise (default: nDCG@10; LoCoMo: recall@10).")
+@click.option(
+    "--save",
+    is_flag=True,
+    help="Keep the chosen weights in the store (--db): its searches use them from then on.",
+)
 @eval_store_options
 @json_option
+@click.pass_context
 @handle_errors
 def tune_command(
-    dataset: Path, metric: str | None, store_dir: Path | None, out_dir: Path, as_json: bool
+    ctx: click.Context,
+    dataset: Path,
+    metric: str | None,
+    save: bool,
+    store_dir: Path | None,
+    out_dir: Path,
+    as_json: bool,
 ) -> None:
     """Learn hybrid fusion weights on one half of a dataset's queries; report the other.
 
@@ -775,19 +826,23 @@ def tune_command(
             metric=metric,
             progress=None if as_json else (lambda m: err.print(f"[dim]{escape(m)}[/]")),
         )
-    json_path, md_path = write_report(
-        [result.default_heldout, result.heldout], out_dir, f"tune-{data.name}"
-    )
-    summary = {
+    chosen = {
         "dataset": result.dataset,
         "metric": result.metric,
+        "split": "tune",
         "weights": result.weights,
         "tune_score": round(result.tune_score, 4),
         "heldout_tuned": round(result.heldout.metrics[result.metric], 4),
         "heldout_default": round(result.default_heldout.metrics[result.metric], 4),
         "tried": result.tried,
-        "report": str(md_path),
     }
+    json_path, md_path = write_report(
+        [result.default_heldout, result.heldout], out_dir, f"tune-{data.name}", tuned=chosen
+    )
+    summary = {**chosen, "report": str(md_path)}
+    if save:
+        open_memory(ctx).save_tuned_weights(chosen)
+        summary["saved_to"] = str(ctx.obj["db"])
     if as_json:
         print_json(summary)
         return
@@ -801,6 +856,8 @@ def tune_command(
         f"{summary['heldout_default']}",
         highlight=False,
     )
+    if save:
+        out.print(f"saved the weights in {escape(str(ctx.obj['db']))}", highlight=False)
     out.print(f"[dim]wrote {escape(str(md_path))} and {escape(str(json_path))}[/]")
 
 
@@ -829,7 +886,10 @@ for _command in (
     *COMMANDS,
     *item_commands.COMMANDS,
     *access_commands.COMMANDS,
+    *config_commands.COMMANDS,
     *fact_commands.COMMANDS,
+    *extract_commands.COMMANDS,
+    *consolidate_commands.COMMANDS,
 ):
     main.add_command(_command)
 main.add_command(serve)

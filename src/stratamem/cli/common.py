@@ -28,7 +28,17 @@ import click
 from rich.console import Console
 
 from stratamem.api import Memory
-from stratamem.errors import LockError, StoreBusyError, StratamemError, WrongPassphrase
+from stratamem.config import TUNED_KEY, Settings
+from stratamem.config import load as load_settings
+from stratamem.errors import (
+    ConfigError,
+    LockError,
+    StoreBusyError,
+    StratamemError,
+    WrongPassphrase,
+)
+from stratamem.plugins import RERANKERS
+from stratamem.retrieval.rerank import Reranker
 from stratamem.timeparse import parse_when
 from stratamem.tree.summarizer import Summarizer
 from stratamem.tree.summarizers import get_summarizer
@@ -256,10 +266,16 @@ def open_memory(ctx: click.Context) -> Memory:
     db: str | Path = ctx.obj["db"]
     unlock = list(dict.fromkeys(ctx.obj.get("unlock", ())))
 
+    chosen = settings(ctx)
+
     def opened(passphrases: Mapping[str, str] | Sequence[str]) -> Memory:
         return Memory(
             db,
-            summarizer=summarizer_from_environment(),
+            embedder=chosen.embedder(),
+            reranker=reranker_from(chosen),
+            config=chosen.search_config(),
+            summarizer=summarizer_from(chosen),
+            tree_config=chosen.tree_config(),
             principal=ctx.obj.get("principal"),
             unlock=passphrases or None,
         )
@@ -272,7 +288,48 @@ def open_memory(ctx: click.Context) -> Memory:
             raise
         memory = opened({source: ask_passphrase(source) for source in unlock})
     ctx.call_on_close(memory.close)
+    # The weights ``tune --save`` kept in this store sit between the user's file and the
+    # store's own file; read them now that the store is open.
+    tuned = memory.store.get_setting(TUNED_KEY)
+    if tuned:
+        chosen = settings(ctx, tuned=tuned)
+        memory.config = chosen.search_config()
+    ctx.obj["settings"] = chosen
     return memory
+
+
+def settings(ctx: click.Context, *, tuned: str | None = None) -> Settings:
+    """The effective settings of the command's store: defaults, the user's config file, the
+    store's tuned weights (``tuned``), the store's config file, the environment."""
+    return load_settings(os.environ, store=ctx.obj["db"], tuned=tuned)
+
+
+def parse_weights(text: str, where: str) -> dict[str, float]:
+    """Leg weights from ``keyword=0.5,vector=0.4``; a bad one is a usage error naming
+    ``where``."""
+    try:
+        return dict(load_settings({}).over({"search.weights": text}, where)["search.weights"])
+    except ConfigError as exc:
+        message = str(exc).removeprefix(f"{where}: search.weights: ")
+        raise click.BadParameter(message, param_hint=f"'{where}'") from None
+
+
+def reranker_from(chosen: Settings) -> Reranker | None:
+    """The configured reranker (``rerank.model``), made now, or None. Its API key, if the
+    server needs one, is ``STRATAMEM_RERANK_API_KEY``."""
+    picked = chosen.reranker_options()
+    if picked is None:
+        return None
+    name, options = picked
+    if name == "http":
+        if "base_url" not in options:
+            said = chosen.origin("rerank.model")
+            raise ConfigError(f"rerank.model is http but rerank.base_url is not set ({said})")
+        if os.environ.get("STRATAMEM_RERANK_API_KEY"):
+            options["api_key"] = os.environ["STRATAMEM_RERANK_API_KEY"]
+    elif name == "cross-encoder" and "model" not in options:
+        raise ConfigError("rerank.model is cross-encoder but rerank.name (the model) is not set")
+    return RERANKERS.create(name, **options)
 
 
 def interactive() -> bool:
@@ -313,19 +370,23 @@ def cache_dir_from_environment() -> Path:
 
 
 def summarizer_from_environment() -> Summarizer | None:
-    """``STRATAMEM_SUMMARIZER`` (``extractive``, the default, or ``llm``); the LLM one is set
-    up by ``STRATAMEM_LLM_BASE_URL``, ``STRATAMEM_LLM_MODEL`` and ``STRATAMEM_LLM_API_KEY``."""
-    name = os.environ.get("STRATAMEM_SUMMARIZER", "").strip()
-    if not name or name == "extractive":
+    """The summarizer the config files and environment choose (see :func:`summarizer_from`)."""
+    return summarizer_from(load_settings(os.environ))
+
+
+def summarizer_from(chosen: Settings) -> Summarizer | None:
+    """``summarizer.name`` (``extractive``, the default, or ``llm``); the LLM one is set up
+    by ``summarizer.base_url`` and ``summarizer.model`` (``STRATAMEM_LLM_BASE_URL``,
+    ``STRATAMEM_LLM_MODEL``) and, from the environment only, ``STRATAMEM_LLM_API_KEY``."""
+    name = chosen["summarizer.name"]
+    if name == "extractive":
         return None
-    options: dict[str, Any] = {}
-    if name == "llm":
-        options = {
-            "base_url": os.environ.get("STRATAMEM_LLM_BASE_URL", ""),
-            "model": os.environ.get("STRATAMEM_LLM_MODEL", ""),
-            "api_key": os.environ.get("STRATAMEM_LLM_API_KEY") or None,
-        }
-    return get_summarizer(name, **options)
+    return get_summarizer(
+        name,
+        base_url=chosen["summarizer.base_url"],
+        model=chosen["summarizer.model"],
+        api_key=os.environ.get("STRATAMEM_LLM_API_KEY") or None,
+    )
 
 
 def when(value: str | None) -> datetime | None:

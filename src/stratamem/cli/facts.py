@@ -1,4 +1,8 @@
-"""Fact commands: fact add, list, history and retract (see ``docs/memory.md``)."""
+"""Fact commands: fact add, list, search, history and retract (see ``docs/memory.md``).
+
+Every time option of these commands (``--from``, ``--to``, ``--as-of``, ``--known-at``) takes
+the same forms, an ISO 8601 date or time or a span back from now (``24h``, ``7d``, ``2w``); a
+time it cannot read is a usage error naming the option."""
 
 from __future__ import annotations
 
@@ -12,6 +16,7 @@ from stratamem.cli.common import handle_errors, json_option, open_memory, out, p
 from stratamem.memory.remember import DEFAULT_SOURCE
 from stratamem.store.facts import Fact, FactWrite
 from stratamem.timeparse import parse_when
+from stratamem.types import RetrievalHit
 
 
 def _time(value: str | None, name: str) -> datetime | None:
@@ -86,6 +91,7 @@ def fact() -> None:
       stratamem fact add topic:phoenix release_date 2024-04-05 --from 2024-03-20
       stratamem fact list 'person:carol diaz'
       stratamem fact list --as-of 2024-03-10
+      stratamem fact search 'who leads on-call' --as-of 30d
       stratamem fact history topic:phoenix release_date
     """
 
@@ -173,10 +179,89 @@ def fact_list(
     _table(found)
 
 
+@fact.command("search")
+@click.argument("query")
+@click.option("--subject", help="Only facts of this entity (person:carol diaz).")
+@click.option(
+    "--source",
+    "sources",
+    multiple=True,
+    help="Only facts of this source, id or scope (repeatable).",
+)
+@click.option("--as-of", "as_of", help="True at this time (default: now).")
+@click.option("--known-at", help="As the store knew it at this time (default: now).")
+@click.option("--limit", type=click.IntRange(1, 1000), default=10, show_default=True)
+@json_option
+@click.pass_context
+@handle_errors
+def fact_search(
+    ctx: click.Context,
+    query: str,
+    subject: str | None,
+    sources: tuple[str, ...],
+    as_of: str | None,
+    known_at: str | None,
+    limit: int,
+    as_json: bool,
+) -> None:
+    """The facts that best match QUERY (what each says, by its words and, where the store
+    has vectors, its meaning), true now or --as-of a time, as known --known-at a time; each
+    with its validity, source and the evidence it rests on.
+
+    \b
+    Examples:
+      stratamem fact search 'who leads on-call'
+      stratamem fact search 'release date' --subject topic:phoenix --as-of 2024-03-15
+      stratamem fact search 'release date' --known-at 7d --json
+    """
+    memory = open_memory(ctx)
+    found = memory.query_facts(
+        query,
+        subject=subject,
+        sources=sources,
+        as_of=_time(as_of, "--as-of"),
+        known_at=_time(known_at, "--known-at"),
+        limit=limit,
+    )
+    if as_json:
+        print_json(found.to_dict())
+        return
+    if not found.hits:
+        out.print("no facts match", highlight=False)
+        return
+    for rank, hit in enumerate(found.hits, 1):
+        _card(rank, hit)
+    if found.truncated:
+        out.print(f"[dim]{len(found.hits)} of {found.total}; raise --limit for more[/]")
+
+
+def _card(rank: int, hit: RetrievalHit) -> None:
+    """One fact as ``search`` prints a hit: what it says, where and when it holds, its id,
+    citation and score, and the evidence it rests on."""
+    explain = hit.explain
+    valid = f"{_when(hit.time_start)} → {_when(hit.time_end) if hit.time_end else 'now'}"
+    details = [hit.tree_scope, f"valid {valid}", str(explain.get("origin", ""))]
+    if explain.get("expired_at"):
+        details.append(f"believed until {explain['expired_at']}")
+    out.print(f"[bold]{rank}.[/] [dim]{escape(' · '.join(details))}[/]", highlight=False)
+    said = f"{explain.get('subject')} {explain.get('predicate')} {explain.get('object')}"
+    out.print("   " + " ".join(said.split()), highlight=False, markup=False)
+    where = [hit.node_id, *([hit.source_ref] if hit.source_ref else [])]
+    where += [f"score {hit.score:.3f}", f"confidence {explain.get('confidence')}"]
+    # Ids and citations are never wrapped inside: a script can cut them out of a line.
+    out.print(f"   [dim]{escape(' · '.join(where))}[/]", highlight=False, soft_wrap=True)
+    cites = explain.get("cites") or {}
+    evidence = [f"{n} ({cites[n]})" if n in cites else n for n in explain.get("evidence", ())]
+    if evidence:
+        out.print(
+            f"   [dim]evidence: {escape(', '.join(evidence))}[/]", highlight=False, soft_wrap=True
+        )
+
+
 @fact.command("history")
 @click.argument("subject")
 @click.argument("predicate")
-@click.option("--known-at", help="As the store knew it at this time.")
+@click.option("--known-at", help="As the store knew it at this time (ISO 8601 or a span: 7d).")
 @json_option
 @click.pass_context
 @handle_errors

@@ -146,11 +146,13 @@ def write_report(
     baselines: Iterable[Baseline] = (),
     command: str | None = None,
     per_query: bool = False,
+    tuned: Mapping[str, Any] | None = None,
 ) -> tuple[Path, Path]:
     """Write ``<name>.json`` (everything) and ``<name>.md`` (tables); return both paths.
 
     ``per_query`` keeps each query's values in the JSON (large for LoCoMo). ``command``
-    defaults to this process's command line.
+    defaults to this process's command line. ``tuned``: the weights a tuning run chose and
+    how (split, metric, score), kept in both files.
     """
     baselines = list(baselines)
     header = {
@@ -169,6 +171,8 @@ def write_report(
         if not per_query:
             del record["per_query"]
         records.append(record)
+    if tuned is not None:
+        header["tuned"] = dict(tuned)
     document = header | {"results": records, "baselines": [asdict(b) for b in baselines]}
 
     out = Path(out_dir)
@@ -190,6 +194,15 @@ def render_markdown(
         f"{header['date']} · Python {machine['python']} · {machine['cpu_count']} CPUs · "
         f"`{header['command']}`",
     ]
+    if "tuned" in header:
+        chosen = header["tuned"]
+        weights = ", ".join(f"{k} {v:g}" for k, v in chosen["weights"].items())
+        lines += [
+            "",
+            f"Tuned weights: {weights} — chosen on the `{chosen['split']}` split by "
+            f"{chosen['metric']} {chosen['tune_score']:.4f} ({chosen['tried']} tried); the "
+            "table scores them on `heldout`.",
+        ]
     datasets = list(dict.fromkeys([r.dataset for r in results] + [b.dataset for b in baselines]))
     for dataset in datasets:
         ours = [r for r in results if r.dataset == dataset]

@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 import re
 import stat
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -38,6 +38,10 @@ class SourceStream:
     # Whether its records merge into what the source holds (see stratamem.ingest.merge);
     # None: as its kind decides (chat, mail and records merge; documents are replaced).
     merge: bool | None = None
+    # What a merging source says of itself in its structure (a channel's topic and its
+    # changes; see stratamem.memory.structure_chat), known once its records are read: called
+    # after they are, in the reading process.
+    structure: Callable[[], Sequence[Any]] | None = None
 
 
 @dataclass(frozen=True, slots=True)

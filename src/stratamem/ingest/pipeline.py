@@ -16,6 +16,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from stratamem.embed.base import Embedder
 from stratamem.errors import AccessDenied, IngestError, NotFoundError
 from stratamem.ingest import registry
 from stratamem.ingest.chunking import ChunkingConfig
@@ -29,6 +30,7 @@ from stratamem.ingest.reader import (
     read_in_process,
 )
 from stratamem.memory.structure import Note, write_note_facts
+from stratamem.memory.structure_chat import Setting, write_channel_facts
 from stratamem.store.access import default_access, parse_scopes
 from stratamem.store.base import Store
 from stratamem.store.jobs import SEAL_KIND, seal_job_key
@@ -167,6 +169,8 @@ def ingest_path(
     sync: bool = False,
     access: Sequence[str] | None = None,
     admit: Admit | None = None,
+    embedder: Embedder | None = None,
+    now: datetime | None = None,
 ) -> IngestReport:
     """Ingest ``path``. Chat, mail and record sources merge into what the store holds (see
     :mod:`stratamem.ingest.merge`); ``sync`` takes each source read as the whole truth and
@@ -180,7 +184,9 @@ def ingest_path(
     kind's, an existing one keeps its own). ``admit`` is shown each source before anything of
     it is written (the stored one or None, and the source as it will be); it may return other
     scopes to give it, or refuse it by raising :class:`~stratamem.errors.AccessDenied`: that
-    source fails, the others go on."""
+    source fails, the others go on. With ``embedder``, the facts read from the sources'
+    structure are embedded as they are written, in their source's transaction. ``now`` is
+    the transaction time of those facts (default: the clock, when the ingest starts)."""
     scopes = None if access is None else parse_scopes(access)
     if max_item_bytes is None:
         max_item_bytes = DEFAULT_MAX_ITEM_BYTES
@@ -195,7 +201,10 @@ def ingest_path(
     counts = Progress()
     started = time.perf_counter()
     # The transaction time of every fact the ingest writes.
-    now = datetime.now(UTC)
+    if now is None:
+        now = datetime.now(UTC)
+    elif now.tzinfo is None:
+        raise ValueError("now needs a time zone")
     use_process = fork_available() if parallel is None else parallel
     reader = read_in_process if use_process else read_events
     # The reader derives the chunks of a source it reads only where the store holds none.
@@ -232,6 +241,7 @@ def ingest_path(
                         sync,
                         given,
                         now,
+                        embedder,
                     )
             except (_StreamFailed, AccessDenied) as exc:
                 result.error = str(exc)
@@ -317,6 +327,7 @@ def _write_stream(
     sync: bool,
     access: tuple[str, ...] | None,
     now: datetime,
+    embedder: Embedder | None = None,
 ) -> None:
     """Consume one document source's events inside the caller's transaction: its chunks
     replace what stood at their places, and its notes' front matter its structure facts
@@ -342,7 +353,7 @@ def _write_stream(
     result.removed += store.truncate_source(sid, length)
     if notes:
         try:
-            write_note_facts(store, sid, notes, now)
+            write_note_facts(store, sid, notes, now, embedder=embedder)
         except ValueError as exc:  # the clock went back past a fact's last change
             raise _StreamFailed(f"{info.location}: {exc}") from exc
     if result.added or result.removed:
@@ -361,9 +372,12 @@ def _merge_stream(
     sync: bool,
     access: tuple[str, ...] | None,
     now: datetime,
+    embedder: Embedder | None = None,
 ) -> None:
     """Consume one merging source's events inside the caller's transaction: its records are
-    merged, then its chunks derived again where they changed."""
+    merged, then its chunks derived again where they changed, and what its structure says
+    (a channel's topic and purpose) added to its structure facts (see
+    :mod:`stratamem.memory.structure_chat`), recorded at ``now``."""
     sid = _open_source(store, info, result, access)
     # A source that held nothing takes the chunks the reader derived as it read, when the
     # records came in canonical order with no key twice; otherwise they are derived here.
@@ -377,11 +391,13 @@ def _merge_stream(
     merge = Merge(store, sid, scope=info.scope, kind=info.kind, config=config, on_chunks=derived)
     read = 0
     in_order = False
+    settings: list[Setting] = []
     for event in _source_events(info, events, result, report, counts):
         if event[0] == "end":
             if read == 0:
                 raise _StreamEmpty
             in_order = event[3]
+            settings = event[4]
             break
         merge.add(event[1])
         read += len(event[1])
@@ -399,6 +415,11 @@ def _merge_stream(
     result.new, result.updated, result.duplicates = done.new, done.updated, done.duplicates
     result.records_removed = done.removed
     result.chunks = store.source_chunk_count(sid)
+    if settings:
+        try:
+            write_channel_facts(store, sid, info.scope, settings, now, embedder=embedder)
+        except ValueError as exc:  # the clock went back past a fact's last change
+            raise _StreamFailed(f"{info.location}: {exc}") from exc
     if done.changed:
         queue_seal(store, sid, info.scope)
 

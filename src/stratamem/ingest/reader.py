@@ -11,8 +11,11 @@ It runs inline, or in a child process so that parsing (Python, one core) overlap
     ("records", [StoredRecord, ...], records, files, [Row, ...])
                                        a merging source's records, and the chunks derived
                                        from them as read (see merge.derive_while_reading)
-    ("end", records, files, in_order)  a merging source is complete; ``in_order``: the derived
-                                       chunks hold (records in canonical order, no key twice)
+    ("end", records, files, in_order, [Setting, ...])
+                                       a merging source is complete; ``in_order``: the derived
+                                       chunks hold (records in canonical order, no key twice);
+                                       then what its structure says (see
+                                       memory.structure_chat)
     ("end", records, files)            the source is complete
     ("stream_error", message)          the source failed part-way: roll it back
     ("problem", Problem)               an item was skipped
@@ -37,7 +40,7 @@ import os
 import queue
 import traceback
 from collections import deque
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from itertools import islice
 from pathlib import Path
@@ -124,7 +127,14 @@ def read_events(
             records = _Counted(stream.records)
             if info.merge:
                 yield from _record_events(
-                    records, ctx, info, source_id, config, problems, derive=source_id not in held
+                    records,
+                    ctx,
+                    info,
+                    source_id,
+                    config,
+                    problems,
+                    derive=source_id not in held,
+                    structure=stream.structure,
                 )
                 continue
             drafts = chunk_records(stream.kind, records, config)
@@ -166,10 +176,12 @@ def _record_events(
     problems: deque[Event],
     *,
     derive: bool,
+    structure: Callable[[], Sequence[Any]] | None = None,
 ) -> Iterator[Event]:
     """A merging source's ``records`` events and its ``end``, each after the problems found
     before it, with the chunks derived from the records as read when ``derive`` (see
-    :func:`derive_while_reading`)."""
+    :func:`derive_while_reading`); the ``end`` carries what ``structure`` says once the
+    records are read."""
     order = ReadOrder(info.kind)
     keyed_records = _keyed(records, ctx, info.location)
     if not derive:
@@ -189,8 +201,9 @@ def _record_events(
         ):
             yield from _drain(problems)
             yield ("records", read, *records.take(), derived)
+    said = [] if structure is None else list(structure())
     yield from _drain(problems)
-    yield ("end", *records.take(), order.in_order)
+    yield ("end", *records.take(), order.in_order, said)
 
 
 def _keyed(records: Iterable[Record], ctx: ReadContext, location: str) -> Iterator[StoredRecord]:

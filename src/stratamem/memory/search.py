@@ -2,38 +2,60 @@
 vector where it has one.
 
 A fact's text is its subject's name, its predicate in words and its object. Facts are ranked
-among those the reader may see and that hold at the time asked (now by default), so the
-statistics (N, document frequencies, the mean length) are those of that set: a hidden source
-shapes nothing. With an embedder whose vectors the facts have (they are embedded when written,
-where the store holds vectors of the configured model), each score is the mean of the BM25
-and the cosine, each min-max scaled over the facts; a fact without a vector has its BM25
-part alone. The set is scored whole for each query, which suits the thousands of facts a
-memory holds; ties go to the smaller fact id.
+among those the reader may see and that hold at the time asked (now by default), as known at
+the transaction time asked (now by default), so the statistics (N, document frequencies, the
+mean length) are those of that set: a hidden source shapes nothing. With an embedder whose
+vectors the facts have (they are embedded when written, where the store holds vectors of the
+configured model), each score is the mean of the BM25 and the cosine, each min-max scaled
+over the facts; a fact without a vector has its BM25 part alone. Ties go to the smaller fact
+id.
+
+Speed: the rows a reader may see are read once into a :class:`FactIndex` (an inverted index
+of their words, their times as integers, their vectors of each model asked for) and kept while
+the store is unchanged, one per reader (principal) and per connection: the key is the store's
+write state (which any write moves, another process's commit included) and the sources the
+reader may see, so a write (remember, retract, ingest, lock, forget) or a change of access
+makes the next query read the rows again, and a principal's index never holds a row of a
+source it cannot see. A query then selects the rows that hold at its times with masks and
+scores only those: the BM25 scores are the same floats as scoring the selected rows afresh
+(:func:`rank`) gives, and the cosines are taken with the same vectors. Nothing is kept
+inside a write transaction, whose rows may yet be rolled back, nor for a store without a
+write state.
 """
 
 from __future__ import annotations
 
 import math
 import re
+import threading
+import weakref
 from collections import Counter
-from collections.abc import Sequence
-from dataclasses import dataclass
-from datetime import datetime
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 
 from stratamem.embed.base import Embedder
 from stratamem.memory.facts import fact_text
-from stratamem.memory.remember import recall
+from stratamem.memory.remember import entity_id
 from stratamem.retrieval.fusion import minmax
 from stratamem.retrieval.query import query_terms
 from stratamem.store.base import Store
+from stratamem.store.caches import LastFew
 from stratamem.store.facts import Fact
 
 K1 = 1.2
 B = 0.75
 _WORD = re.compile(r"\w+", re.UNICODE)
 MAX_FACTS = 1_000_000
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_US = timedelta(microseconds=1)
+# Open ends of the time spans, as integers: before and after any time a datetime can hold.
+_NEVER = np.iinfo(np.int64).max
+_ALWAYS = np.iinfo(np.int64).min
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,6 +67,14 @@ class FactHit:
         return {**self.fact.to_dict(), "score": round(self.score, 6)}
 
 
+@dataclass(frozen=True, slots=True)
+class FactMatches:
+    """The best ``hits`` and how many facts matched in all (before the limit)."""
+
+    hits: tuple[FactHit, ...]
+    total: int
+
+
 def search_facts(
     store: Store,
     query: str,
@@ -52,36 +82,77 @@ def search_facts(
     subject: str | None = None,
     sources: Sequence[str] = (),
     valid_at: datetime | None = None,
+    known_at: datetime | None = None,
     limit: int = 10,
     embedder: Embedder | None = None,
+    cached: bool = True,
 ) -> list[FactHit]:
-    """The ``limit`` facts that best match ``query`` (BM25), of ``subject`` when given, of
-    ``sources`` (ids or scopes; a hidden one is missing) when given, true at ``valid_at``
-    (None: now). The statistics are those of the facts ranked: other sources shape nothing."""
+    """The ``limit`` facts that best match ``query`` (BM25, fused with vectors given an
+    ``embedder``), of ``subject`` when given, of ``sources`` (ids or scopes; a hidden one is
+    missing) when given, true at ``valid_at`` (None: now) as known at ``known_at`` (None:
+    now). The statistics are those of the facts ranked: other sources shape nothing.
+    ``cached=False`` reads the rows afresh instead of using the reader's index."""
+    found = match_facts(
+        store,
+        query,
+        subject=subject,
+        sources=sources,
+        valid_at=valid_at,
+        known_at=known_at,
+        limit=limit,
+        embedder=embedder,
+        cached=cached,
+    )
+    return list(found.hits)
+
+
+def match_facts(
+    store: Store,
+    query: str,
+    *,
+    subject: str | None = None,
+    sources: Sequence[str] = (),
+    valid_at: datetime | None = None,
+    known_at: datetime | None = None,
+    limit: int = 10,
+    embedder: Embedder | None = None,
+    cached: bool = True,
+) -> FactMatches:
+    """:func:`search_facts` with the number of facts that matched before the limit."""
     terms = query_terms(query)
     if not terms:
-        return []
-    facts = recall(store, subject=subject, valid_at=valid_at, limit=MAX_FACTS)
-    if sources:
-        wanted = {store.resolve_source(source).id for source in sources}
-        facts = [fact for fact in facts if fact.source_id in wanted]
+        return FactMatches((), 0)
+    wanted_subject = None if subject is None else entity_id(subject)
+    when = _utc(valid_at, "as_of") or datetime.now(UTC)
+    known = _utc(known_at, "known_at")
+    with store.read_snapshot():
+        index = fact_index(store) if cached else FactIndex.build(_rows(store))
+        homes = {store.resolve_source(s).id for s in sources} if sources else None
+        chosen = index.select(subject=wanted_subject, sources=homes, valid_at=when, known_at=known)
+        lexical = index.bm25(terms, chosen)
+        semantic: dict[int, float] = {}
+        if embedder is not None:
+            semantic = index.cosines(store, embedder, query, chosen)
+    facts = index.facts
     if embedder is None:
-        return rank(facts, terms, limit=limit)
-    lexical = {h.fact.id: h.score for h in rank(facts, terms, limit=len(facts) or 1)}
-    stored = store.fact_vectors(embedder.spec.signature, [f.id for f in facts])
-    semantic: dict[str, float] = {}
-    if stored:
-        query_vector = np.asarray(embedder.embed_batch([query], role="query")[0], np.float32)
-        ids = list(stored)
-        matrix = np.stack([np.frombuffer(stored[i], dtype="<f4") for i in ids])
-        semantic = dict(zip(ids, (matrix @ query_vector).astype(float).tolist(), strict=True))
-    totals: dict[str, float] = {}
-    for scores in (lexical, semantic):
-        for fact, value in minmax(scores).items():
-            totals[fact] = totals.get(fact, 0.0) + value / 2
-    by_id = {f.id: f for f in facts}
-    ranked = sorted(totals.items(), key=lambda pair: (-pair[1], pair[0]))
-    return [FactHit(by_id[i], score) for i, score in ranked[: max(1, limit)]]
+        ranked = sorted(
+            ((facts[row], score) for row, score in lexical.items()),
+            key=lambda pair: (-pair[1], pair[0].id),
+        )
+    else:
+        by_id: dict[str, Fact] = {}
+        totals: dict[str, float] = {}
+        for scores in (lexical, semantic):
+            named = {facts[row].id: value for row, value in scores.items()}
+            by_id.update((facts[row].id, facts[row]) for row in scores)
+            for fact, value in minmax(named).items():
+                totals[fact] = totals.get(fact, 0.0) + value / 2
+        ranked = sorted(
+            ((by_id[fact], score) for fact, score in totals.items()),
+            key=lambda pair: (-pair[1], pair[0].id),
+        )
+    hits = tuple(FactHit(fact, score) for fact, score in ranked[: max(1, limit)])
+    return FactMatches(hits, len(ranked))
 
 
 def rank(facts: Sequence[Fact], terms: Sequence[str], *, limit: int) -> list[FactHit]:
@@ -109,3 +180,216 @@ def rank(facts: Sequence[Fact], terms: Sequence[str], *, limit: int) -> list[Fac
             hits.append(FactHit(fact, score))
     hits.sort(key=lambda h: (-h.score, h.fact.id))
     return hits[: max(1, limit)]
+
+
+# -- the index -----------------------------------------------------------------------------------
+
+
+IntArray = npt.NDArray[np.int64]
+Mask = npt.NDArray[np.bool_]
+
+
+@dataclass(slots=True)
+class FactIndex:
+    """Every row of the fact store a reader may see (believed or not), ready to be selected
+    by time, subject and source and scored by BM25: an inverted index of the words of what
+    each says (``_WORD`` tokens of :func:`fact_text`, lower-cased), their lengths, and the
+    rows' times as microseconds since 1970 (open ends as the int64 extremes)."""
+
+    facts: list[Fact]
+    postings: dict[str, tuple[IntArray, npt.NDArray[np.float64]]]
+    lengths: IntArray
+    valid_from: IntArray
+    valid_to: IntArray
+    recorded_at: IntArray
+    expired_at: IntArray
+    subjects: dict[str, IntArray]
+    sources: dict[str, IntArray]
+    _vectors: dict[str, tuple[IntArray, npt.NDArray[np.float32]]] = field(default_factory=dict)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    @classmethod
+    def build(cls, facts: Sequence[Fact]) -> FactIndex:
+        rows = list(facts)
+        by_term: dict[str, tuple[list[int], list[float]]] = {}
+        lengths = np.zeros(len(rows), np.int64)
+        subjects: dict[str, list[int]] = {}
+        sources: dict[str, list[int]] = {}
+        for position, fact in enumerate(rows):
+            words = Counter(_WORD.findall(fact_text(fact).lower()))
+            lengths[position] = sum(words.values())
+            for word, count in words.items():
+                docs, freqs = by_term.setdefault(word, ([], []))
+                docs.append(position)
+                freqs.append(float(count))
+            subjects.setdefault(fact.subject, []).append(position)
+            sources.setdefault(fact.source_id, []).append(position)
+        return cls(
+            facts=rows,
+            postings={
+                word: (np.asarray(docs, np.int64), np.asarray(freqs, np.float64))
+                for word, (docs, freqs) in by_term.items()
+            },
+            lengths=lengths,
+            valid_from=_times([f.valid_from for f in rows], _ALWAYS),
+            valid_to=_times([f.valid_to for f in rows], _NEVER),
+            recorded_at=_times([f.recorded_at for f in rows], _ALWAYS),
+            expired_at=_times([f.expired_at for f in rows], _NEVER),
+            subjects={s: np.asarray(p, np.int64) for s, p in subjects.items()},
+            sources={s: np.asarray(p, np.int64) for s, p in sources.items()},
+        )
+
+    def select(
+        self,
+        *,
+        subject: str | None,
+        sources: set[str] | None,
+        valid_at: datetime,
+        known_at: datetime | None,
+    ) -> Mask:
+        """The rows of ``subject`` (None: any) and ``sources`` (None: any) true at
+        ``valid_at`` as believed at ``known_at`` (None: now), as :func:`~stratamem.memory.
+        facts.as_of` selects them."""
+        when = _micros(valid_at)
+        chosen = (self.valid_from <= when) & (when < self.valid_to)
+        if known_at is None:
+            chosen &= self.expired_at == _NEVER
+        else:
+            known = _micros(known_at)
+            chosen &= (self.recorded_at <= known) & (known < self.expired_at)
+        if subject is not None:
+            chosen &= self._of(self.subjects.get(subject))
+        if sources is not None:
+            of = [self.sources[s] for s in sorted(sources) if s in self.sources]
+            chosen &= self._of(np.concatenate(of) if of else None)
+        return chosen
+
+    def _of(self, rows: IntArray | None) -> Mask:
+        mask = np.zeros(len(self.facts), np.bool_)
+        if rows is not None:
+            mask[rows] = True
+        return mask
+
+    def bm25(self, terms: Sequence[str], chosen: Mask) -> dict[int, float]:
+        """Row → BM25 score for ``terms`` over the ``chosen`` rows, whose statistics alone
+        count; rows matching no term are left out. The arithmetic is :func:`rank`'s, in the
+        same order, so the scores are the same floats."""
+        n = int(np.count_nonzero(chosen))
+        if not n:
+            return {}
+        mean = int(self.lengths[chosen].sum()) / n or 1.0
+        scores = np.zeros(len(self.facts), np.float64)
+        matched = np.zeros(len(self.facts), np.bool_)
+        for term in dict.fromkeys(terms):
+            found = self.postings.get(term)
+            if found is None:
+                continue
+            docs, freqs = found
+            keep = chosen[docs]
+            having = int(np.count_nonzero(keep))
+            if not having:
+                continue
+            docs, freqs = docs[keep], freqs[keep]
+            idf = max(math.log((n - having + 0.5) / (having + 0.5) + 1.0), 1e-6)
+            length = self.lengths[docs].astype(np.float64)
+            scores[docs] += idf * freqs * (K1 + 1) / (freqs + K1 * (1 - B + B * length / mean))
+            matched[docs] = True
+        rows = np.flatnonzero(matched & (scores > 0))
+        return dict(zip(rows.tolist(), scores[rows].tolist(), strict=True))
+
+    def cosines(
+        self, store: Store, embedder: Embedder, query: str, chosen: Mask
+    ) -> dict[int, float]:
+        """Row → cosine of the query and the row's vector of ``embedder``'s model, for the
+        ``chosen`` rows that have one; the query is embedded only when some row does."""
+        rows, matrix = self._model_vectors(store, embedder.spec.signature)
+        keep = chosen[rows]
+        if not np.any(keep):
+            return {}
+        query_vector = np.asarray(embedder.embed_batch([query], role="query")[0], np.float32)
+        values = (matrix[keep] @ query_vector).astype(float)
+        return dict(zip(rows[keep].tolist(), values.tolist(), strict=True))
+
+    def _model_vectors(self, store: Store, model: str) -> tuple[IntArray, npt.NDArray[np.float32]]:
+        """The rows that have a vector of ``model`` and those vectors (read once)."""
+        with self._lock:
+            found = self._vectors.get(model)
+            if found is None:
+                stored = store.fact_vectors(model, [f.id for f in self.facts])
+                positions = [i for i, f in enumerate(self.facts) if f.id in stored]
+                if positions:
+                    matrix = np.stack(
+                        [np.frombuffer(stored[self.facts[i].id], dtype="<f4") for i in positions]
+                    ).astype(np.float32, copy=False)
+                else:
+                    matrix = np.zeros((0, 0), np.float32)
+                found = self._vectors[model] = (np.asarray(positions, np.int64), matrix)
+            return found
+
+
+def _times(values: Sequence[datetime | None], none: int) -> IntArray:
+    return np.asarray([none if v is None else _micros(v) for v in values], np.int64)
+
+
+def _micros(when: datetime) -> int:
+    return (when - _EPOCH) // _US
+
+
+def _utc(when: datetime | None, name: str) -> datetime | None:
+    if when is None:
+        return None
+    if when.tzinfo is None:
+        raise ValueError(f"{name} needs a time zone (e.g. 2024-03-12T09:00Z)")
+    return when.astimezone(UTC)
+
+
+def _rows(store: Store) -> list[Fact]:
+    """Every row of the fact store the reader may see, believed or not."""
+    return store.facts(believed_only=False, limit=MAX_FACTS * 10)
+
+
+# -- the readers' indexes --------------------------------------------------------------------------
+
+
+class _Readers(threading.local):
+    """The indexes of one store on one thread (a thread reads through one connection, whose
+    write state its keys hold): reader → (write state, index)."""
+
+    def __init__(self) -> None:
+        self.kept: LastFew[tuple[Any, FactIndex]] = LastFew()
+
+
+_KEPT: weakref.WeakKeyDictionary[Store, _Readers] = weakref.WeakKeyDictionary()
+_KEPT_LOCK = threading.Lock()
+
+
+def fact_index(store: Store) -> FactIndex:
+    """The reader's index of ``store``'s facts, read afresh when the store has changed since
+    it was made (call inside a read snapshot, so that the state and the rows are one
+    version)."""
+    state = _write_state(store)
+    if state is None or store.in_transaction():
+        return FactIndex.build(_rows(store))
+    with _KEPT_LOCK:
+        readers = _KEPT.get(store)
+        if readers is None:
+            readers = _KEPT[store] = _Readers()
+    principal = store.principal()
+    visible = store.visible_ids()
+    key = (
+        None if principal is None else principal.name,
+        None if visible is None else tuple(sorted(visible)),
+    )
+    found = readers.kept.get(key)
+    if found is not None and found[0] == state:
+        return found[1]
+    index = FactIndex.build(_rows(store))
+    readers.kept.put(key, (state, index))
+    return index
+
+
+def _write_state(store: Store) -> Any:
+    """What moves whenever the store changes, from this connection or another one; None for
+    a store that says nothing of it (its index is then read for every query)."""
+    state: Callable[[], Any] | None = getattr(store, "write_state", None)
+    return None if state is None else state()

@@ -35,7 +35,10 @@ from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Any
 
-from stratamem.memory.facts import Change, Statement, fact_id, reconcile
+import numpy as np
+
+from stratamem.embed.base import Embedder
+from stratamem.memory.facts import Change, Statement, fact_id, fact_text, reconcile
 from stratamem.memory.remember import entity_id, predicate_name, statement
 from stratamem.store.base import Store
 from stratamem.store.facts import Fact, iso
@@ -92,7 +95,7 @@ def note_of(record: Record, chunk_id: str) -> Note | None:
     when = _updated(record.meta.get("updated")) or record.time
     shown = record.doc or record.ref
     if record.meta.get("front_matter_unreadable"):
-        return Note(subject, None if when is None else _ms(when), shown, (), readable=False)
+        return Note(subject, None if when is None else ms(when), shown, (), readable=False)
     said: list[Statement] = []
     seen: set[str] = set()
     for key, value in front.items():
@@ -123,7 +126,7 @@ def note_of(record: Record, chunk_id: str) -> Note | None:
             if one.object not in objects:
                 objects.add(one.object)
                 said.append(one)
-    return Note(subject, None if when is None else _ms(when), shown, tuple(said))
+    return Note(subject, None if when is None else ms(when), shown, tuple(said))
 
 
 def property_values(value: Any) -> tuple[list[str], bool]:
@@ -197,13 +200,22 @@ def settle(
     return change
 
 
-def write_note_facts(store: Store, source_id: str, notes: Iterable[Note], now: datetime) -> int:
+def write_note_facts(
+    store: Store,
+    source_id: str,
+    notes: Iterable[Note],
+    now: datetime,
+    *,
+    embedder: Embedder | None = None,
+) -> int:
     """Make ``source_id``'s structure facts say what ``notes`` (every note of it, as read
     now) say, in the caller's transaction; returns how many rows were expired or recorded.
+    With ``embedder``, what each recorded row says is embedded in the same transaction, as
+    a fact stated by :func:`~stratamem.memory.remember.remember` is.
 
     One read of the believed rows finds the timelines to change; only those are read whole.
     """
-    now = _ms(now)
+    now = ms(now)
     said: dict[_Timeline, list[Statement]] = defaultdict(list)
     close_at: dict[str, datetime | None] = {}
     for subject, (when, readable, statements) in _by_subject(notes).items():
@@ -220,6 +232,7 @@ def write_note_facts(store: Store, source_id: str, notes: Iterable[Note], now: d
         if any(r.origin == "structure" and r.valid_to is None for r in rows)
     }
     written = 0
+    recorded: list[Fact] = []
     for subject, predicate in sorted(timelines):
         key = (subject, predicate)
         at = close_at.get(subject, now)
@@ -232,7 +245,23 @@ def write_note_facts(store: Store, source_id: str, notes: Iterable[Note], now: d
         change = settle(rows, said.get(key, []), at, now, source=source_id)
         store.write_facts(source_id, change.expire, change.record, now)
         written += len(change.expire) + len(change.record)
+        recorded.extend(change.record)
+    if embedder is not None:
+        embed_facts(store, embedder, recorded)
     return written
+
+
+def embed_facts(store: Store, embedder: Embedder, facts: Sequence[Fact]) -> None:
+    """Embed what each of ``facts`` says (:func:`~stratamem.memory.facts.fact_text`) with
+    ``embedder``, in the caller's transaction, for
+    :func:`~stratamem.memory.search.search_facts`."""
+    if not facts:
+        return
+    vectors = embedder.embed_batch([fact_text(f) for f in facts], role="passage")
+    store.write_fact_vectors(
+        embedder.spec.signature,
+        [(f.id, np.asarray(v, dtype="<f4").tobytes()) for f, v in zip(facts, vectors, strict=True)],
+    )
 
 
 def _by_subject(
@@ -342,7 +371,7 @@ def _updated(value: Any) -> datetime | None:
     return None if when.tzinfo is None else when
 
 
-def _ms(when: datetime) -> datetime:
+def ms(when: datetime) -> datetime:
     """``when`` in UTC to the millisecond, as the store keeps it."""
     when = when.astimezone(UTC)
     return when.replace(microsecond=when.microsecond // 1000 * 1000)

@@ -103,9 +103,7 @@ def pack(
         body_cost = count(body)
         text, form, tokens, spent = heads[index], "line", line_costs[index], 0
         if body_cost <= pool and (
-            body_cost <= pool // left
-            or left == 1
-            or body_cost <= pool - min_compact * (left - 1)
+            body_cost <= pool // left or left == 1 or body_cost <= pool - min_compact * (left - 1)
         ):
             text, form, spent = f"{heads[index]}\n{body}", "full", body_cost
         else:

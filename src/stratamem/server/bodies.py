@@ -20,6 +20,8 @@ from stratamem.timeparse import parse_when
 from stratamem.types import Filters, SourceKind
 
 MAX_QUERY_CHARS = 10_000
+MAX_FACT_LIMIT = 1000
+MAX_ROLLUP_LIMIT = 1000
 
 
 def _when(value: Any) -> Any:
@@ -65,7 +67,9 @@ class SearchBody(_Filtered):
     since: When | None = None
     until: When | None = None
     limit: int = Field(10, ge=1, le=MAX_SEARCH_LIMIT)
-    budget: int | None = Field(None, ge=1, le=1_000_000, description="Pack hits into tokens.")
+    budget: int | None = Field(
+        None, ge=0, le=1_000_000, description="Pack hits into tokens as cards (0: every hit whole)."
+    )
     mode: Literal["hybrid", "keyword", "vector", "graph"] = "hybrid"
     profile: Annotated[str, AfterValidator(_profile)] | None = Field(
         None, description=f"Fusion weights: {', '.join(sorted(PROFILES))} (default balanced)."
@@ -146,6 +150,15 @@ class RecallBody(_Body):
     as_of: When | None = Field(None, description="True at this time (default now).")
     known_at: When | None = Field(None, description="As known at this time (default now).")
     limit: int = Field(100, ge=1, le=10_000)
+
+
+class QueryFactsBody(_Body):
+    query: Query
+    subject: Entity | None = None
+    sources: Names = Field(default_factory=list, description="Source ids or scopes.")
+    as_of: When | None = Field(None, description="True at this time (default now).")
+    known_at: When | None = Field(None, description="As known at this time (default now).")
+    limit: int = Field(10, ge=1, le=MAX_FACT_LIMIT)
 
 
 class FactHistoryBody(_Body):

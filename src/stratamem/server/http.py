@@ -21,6 +21,8 @@ without a token reads as the owner. The routes, all JSON:
 ``DELETE /v1/sources/{id}``    forget a source (the same)
 ``GET /v1/jobs/{id}``          a write job the caller started
 ``POST /v1/recall``            facts true now or at a time (and ``/v1/fact_history``)
+``POST /v1/query_facts``       the facts that best match a query, as hits of kind ``fact``
+``GET /v1/rollups``            profile cards of subjects (``?subject=``), built from facts
 ``POST /v1/facts``             state a fact; ``DELETE /v1/facts/{id}`` retracts one (writes)
 ``GET /healthz``               no token
 =============================  ===============================================================
@@ -46,7 +48,7 @@ from contextlib import AsyncExitStack, asynccontextmanager
 from typing import TYPE_CHECKING, Annotated, Any, TypeVar, cast
 
 import anyio
-from fastapi import FastAPI, Request, Security
+from fastapi import FastAPI, Query, Request, Security
 from fastapi.responses import JSONResponse
 from fastapi.security import HTTPBearer
 from starlette.routing import Route
@@ -54,11 +56,13 @@ from starlette.routing import Route
 from stratamem.api import Memory
 from stratamem.errors import AccessDenied
 from stratamem.server.bodies import (
+    MAX_ROLLUP_LIMIT,
     CoverWindowBody,
     DrillDownBody,
     FactHistoryBody,
     FetchLeavesBody,
     IngestBody,
+    QueryFactsBody,
     QueryGlobalBody,
     QuerySourceBody,
     QueryTopicBody,
@@ -417,6 +421,39 @@ def _add_routes(app: FastAPI, calls: _Calls, *, log_queries: bool) -> None:
             who, lambda m: m.fact_history(body.subject, body.predicate, known_at=body.known_at)
         )
         return {"facts": [f.to_dict() for f in found]}
+
+    @app.post("/v1/query_facts", tags=["facts"])
+    async def query_facts(body: QueryFactsBody, request: Request, who: Caller) -> dict[str, Any]:
+        """The facts that best match ``query`` (true now or ``as_of`` a time, as known
+        ``known_at`` a time), as hits of kind ``fact``: what each says, its validity as the
+        time range, its source, and its evidence in ``explain``."""
+        noted(request, body.query)
+        found = await calls.read(
+            who,
+            lambda m: m.query_facts(
+                body.query,
+                subject=body.subject,
+                sources=body.sources,
+                as_of=body.as_of,
+                known_at=body.known_at,
+                limit=body.limit,
+            ),
+        )
+        return found.to_dict()
+
+    @app.get("/v1/rollups", tags=["facts"])
+    async def rollups(
+        who: Caller,
+        subject: Annotated[
+            str | None,
+            Query(min_length=1, max_length=500, description="An entity id: person:carol diaz."),
+        ] = None,
+        limit: Annotated[int, Query(ge=1, le=MAX_ROLLUP_LIMIT)] = 100,
+    ) -> dict[str, Any]:
+        """The profile cards (rollups) of ``subject``, or of every subject, that the caller
+        may read: each built from the facts of sources it reads all of, best score first."""
+        found = await calls.read(who, lambda m: m.rollups(subject, limit=limit))
+        return {"rollups": [r.to_dict() for r in found]}
 
     @app.post("/v1/facts", tags=["writes"])
     async def remember(body: RememberBody, who: Caller) -> JSONResponse:

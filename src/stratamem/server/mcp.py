@@ -38,6 +38,7 @@ from stratamem.entities.search import MAX_LIMIT as MAX_ENTITY_LIMIT
 from stratamem.errors import AccessError, NotFoundError, StratamemError
 from stratamem.retrieval.hybrid import MAX_LIMIT as MAX_SEARCH_LIMIT
 from stratamem.retrieval.primitives import COVER_DEFAULT_LIMIT, MAX_BATCH, MAX_LIMIT
+from stratamem.server.bodies import MAX_FACT_LIMIT, MAX_ROLLUP_LIMIT
 from stratamem.server.service import Service
 from stratamem.store.facts import Fact
 from stratamem.timeparse import parse_when
@@ -67,9 +68,11 @@ INSTRUCTIONS = """\
 stratamem is a memory of ingested conversations, mail, notes and records. Start with
 `search` for a question; use `brief` for "what happened lately", `query_source` or
 `query_global` for summaries of a source or a period, `query_topic` for everything about a
-person or topic (find its id with `search_entities`). Summaries carry child ids: open them
-with `drill_down`, read nodes whole with `show` or `fetch_leaves`. Cite with each node's
-`cite`. Times are ISO 8601 (2024-03-12, 2024-03-12T09:00Z) or spans back from now (24h, 7d)."""
+person or topic (find its id with `search_entities`), `query_facts` for what is known (facts,
+with their validity and evidence), `rollups` for an entity's profile card. Summaries carry
+child ids: open them with `drill_down`, read nodes whole with `show` or `fetch_leaves`. Cite
+with each node's `cite`. Times are ISO 8601 (2024-03-12, 2024-03-12T09:00Z) or spans back
+from now (24h, 7d)."""
 READ_ONLY_NOTE = "Read only: nothing here changes the store."
 WRITES_NOTE = (
     "`ingest` reads a path on the server into the memory and `forget` removes a source, "
@@ -152,7 +155,11 @@ def build_server(service: Service, principal: Callable[[], str | None]) -> MCPSe
         limit: Annotated[int, _limit(10, MAX_SEARCH_LIMIT)] = 10,
         budget: Annotated[
             int | None,
-            Field(ge=1, le=MAX_BUDGET, description="Pack the hits into this many tokens."),
+            Field(
+                ge=0,
+                le=MAX_BUDGET,
+                description="Pack the hits into this many tokens (0: every hit whole).",
+            ),
         ] = None,
         mode: Annotated[
             Literal["hybrid", "keyword", "vector", "graph"],
@@ -425,6 +432,58 @@ def build_server(service: Service, principal: Callable[[], str | None]) -> MCPSe
             lambda m: {"facts": [_fact(f) for f in m.fact_history(subject, predicate)]}
         )
 
+    @tool(
+        "The facts that best match a question (what each says, by its words and meaning), "
+        "true now or `as_of` a time, as known `known_at` a time: each with its validity, "
+        "source, evidence (node ids, cited) and score. Use for 'what do we know about the "
+        "release date'; `recall` lists an entity's facts without a query."
+    )
+    async def query_facts(
+        query: Annotated[
+            str, Field(description="The question or words to look for.", min_length=1)
+        ],
+        subject: Annotated[
+            str | None, Field(description="Only facts of this entity: person:carol diaz.")
+        ] = None,
+        sources: Sources = [],  # noqa: B006
+        as_of: When = None,
+        known_at: Annotated[
+            str | None, Field(description="As the memory knew it then (ISO 8601 or a span).")
+        ] = None,
+        limit: Annotated[int, _limit(10, MAX_FACT_LIMIT)] = 10,
+    ) -> CallToolResult:
+        def work(memory: Memory) -> dict[str, Any]:
+            found = memory.query_facts(
+                query,
+                subject=subject,
+                sources=sources,
+                as_of=_when(as_of),
+                known_at=_when(known_at),
+                limit=limit,
+            )
+            return {
+                "facts": [_fact_hit(h) for h in found.hits],
+                "total": found.total,
+                "truncated": found.truncated,
+            }
+
+        return await call(work)
+
+    @tool(
+        "Profile cards (rollups) of an entity, or of every entity, built from the facts of "
+        "the sources you read: what is known about someone or something at a glance, best "
+        "first."
+    )
+    async def rollups(
+        subject: Annotated[
+            str | None, Field(description="An entity id: person:carol diaz, topic:phoenix.")
+        ] = None,
+        limit: Annotated[int, _limit(20, MAX_ROLLUP_LIMIT)] = 20,
+    ) -> CallToolResult:
+        return await call(
+            lambda m: {"rollups": [r.to_dict() for r in m.rollups(subject, limit=limit)]}
+        )
+
     _add_resources(server, read)
     if service.allow_writes:
         _add_write_tools(server, service, principal)
@@ -444,6 +503,32 @@ def _fact(found: Fact) -> dict[str, Any]:
     }
     if found.expired_at is not None:
         out["believed_until"] = rfc3339(found.expired_at)
+    return out
+
+
+def _fact_hit(hit: RetrievalHit) -> dict[str, Any]:
+    """A fact found by a query: what it says, when it was true, where it is from, what it
+    rests on (with citations), and its score."""
+    explain = hit.explain
+    out: dict[str, Any] = {
+        "id": hit.node_id,
+        "subject": explain["subject"],
+        "predicate": explain["predicate"],
+        "object": explain["object"],
+        "valid_from": rfc3339(hit.time_start),
+        "valid_to": rfc3339(hit.time_end),
+        "source": hit.tree_scope,
+        "evidence": list(explain["evidence"]),
+    }
+    if explain["cites"]:
+        out["cites"] = dict(explain["cites"])
+    if explain["expired_at"] is not None:
+        out["believed_until"] = explain["expired_at"]
+    if explain["origin"] != "asserted":
+        out["origin"] = explain["origin"]
+    if explain["confidence"] != 1.0:
+        out["confidence"] = explain["confidence"]
+    out["score"] = round(hit.score, 4)
     return out
 
 
@@ -653,6 +738,7 @@ def _card(card: Card) -> dict[str, Any]:
         "text": card.text,
         "tokens": card.tokens,
         "why": card.reason,
+        **({"tier0": True} if card.tier0 else {}),
     }
 
 

@@ -99,6 +99,17 @@ class KeywordStore(Protocol):
 
     def keyword_schema(self) -> KeywordSchema: ...
 
+    def keyword_tokenizer(self) -> str:
+        """The full-text index's tokenizer by name: ``stemmed`` or ``plain`` (the backend's
+        own words for any other)."""
+        ...
+
+    def set_keyword_tokenizer(self, name: str) -> bool:
+        """Index every chunk again with the tokenizer ``name`` (``stemmed`` or ``plain``), in
+        one write transaction, and record it with the index; False where it is in use
+        already. An unknown name is a ``ValueError``."""
+        ...
+
     def keyword_state(self) -> KeywordState: ...
 
     def keyword_rows(self, *, above: int = 0, upto: int | None = None) -> list[tuple[int, str]]:

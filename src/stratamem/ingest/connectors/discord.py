@@ -19,6 +19,11 @@ read, ``<:name:id>`` becomes ``:name:`` and ``<t:1710148502:f>`` a UTC time. Sys
 (joins, pins, thread creation) are left out silently; broken JSON and malformed messages are
 reported through :meth:`ReadContext.skip` (``message N`` counts from 1).
 
+The channel's ``topic`` is the stream's ``structure`` (a fact about the channel, see
+:mod:`stratamem.memory.structure_chat`), as of when the export saw it: its ``exportedAt``, else
+its latest message when it runs up to the present; DiscordChatExporter writes no notice of a
+topic change.
+
 A reply keeps the id it answers in ``reply_to``, and no thread: Discord shows a reply inline,
 in the channel's flow (a thread is a channel of its own, exported to ``_threads/`` and read as
 its own source), so replies are windowed with the messages around them. It also makes a
@@ -49,6 +54,7 @@ from stratamem.ingest.model import (
     utc_or_none,
 )
 from stratamem.ingest.registry import ConnectorSpec
+from stratamem.memory.structure_chat import Setting
 from stratamem.types import SourceKind
 
 _HEAD_BYTES = 16_384
@@ -239,12 +245,13 @@ class DiscordConnector:
 
 def _stream(header: _Header, channels: Mapping[str, str], ctx: ReadContext) -> SourceStream:
     guild, channel = header.guild_name, header.channel_name
+    as_of: list[datetime] = []  # when the export saw the channel as its header says
     return SourceStream(
         scope=ctx.scope_for(f"discord:{guild}/#{channel}", f"#{channel}"),
         kind=SourceKind.CHAT,
         platform="discord",
         location=str(header.file),
-        records=_records(header, channels, ctx),
+        records=_records(header, channels, ctx, as_of),
         title=f"#{channel}",
         meta={
             "guild": guild,
@@ -255,25 +262,51 @@ def _stream(header: _Header, channels: Mapping[str, str], ctx: ReadContext) -> S
             "category": _str(header.channel.get("category")) or None,
             "topic": _str(header.channel.get("topic")),
         },
+        structure=lambda: [
+            Setting("topic", render(_str(header.channel.get("topic")), {}, channels), at, True)
+            for at in as_of[-1:]
+        ],
     )
 
 
-def _records(header: _Header, channels: Mapping[str, str], ctx: ReadContext) -> Iterator[Record]:
+def _exported_at(doc: Mapping[str, Any], latest: datetime | None) -> datetime | None:
+    """When the export saw its channel: its ``exportedAt``, else, for an export of the
+    channel up to now (no ``dateRange.before``), its latest message; else unknown."""
+    exported = _parse_time(doc.get("exportedAt"))
+    if exported is not None:
+        return exported
+    span = doc.get("dateRange")
+    if isinstance(span, dict) and span.get("before") is not None:
+        return None
+    return latest
+
+
+def _records(
+    header: _Header,
+    channels: Mapping[str, str],
+    ctx: ReadContext,
+    as_of: list[datetime] | None = None,
+) -> Iterator[Record]:
     doc = _load(header.file, ctx)
     if doc is None:
         return
     messages = doc.get("messages")
+    shape = {"exportedAt": doc.get("exportedAt"), "dateRange": doc.get("dateRange")}
     del doc  # the messages are all that is kept
     if not isinstance(messages, list):
         ctx.skip(header.file, "file", "not a DiscordChatExporter export: no messages array")
         return
     channel_id = _str(header.channel.get("id"))
     names: dict[str, str] = {}  # author id → display name, for mentions missing from the list
+    latest: datetime | None = None
     for n, raw in enumerate(messages, 1):
         where = f"message {n}"
         if not isinstance(raw, dict):
             ctx.skip(header.file, where, "not a JSON object")
             continue
+        when = _parse_time(raw.get("timestamp"))
+        if when is not None and (latest is None or when > latest):
+            latest = when
         record = None
         with ctx.item(header.file, where):
             record = _record(raw, where, header, channels, names, ctx)
@@ -281,6 +314,9 @@ def _records(header: _Header, channels: Mapping[str, str], ctx: ReadContext) -> 
                 record = dataclasses.replace(record, reply_to=_reply_to(raw, channel_id))
         if record is not None and record.id is not None:
             yield record
+    seen = _exported_at(shape, latest)
+    if as_of is not None and seen is not None:
+        as_of.append(seen)
 
 
 def _reply_to(raw: Mapping[str, Any], channel_id: str) -> str | None:

@@ -10,7 +10,9 @@ Message markup is made readable: ``<@U123>`` becomes ``@Real Name``, ``<#C123|en
 ``#eng``, ``<https://x|label>`` becomes ``label (https://x)``, ``<!here>`` becomes ``@here``,
 and ``&amp; &lt; &gt;`` are unescaped. Join/leave/topic notices and deleted messages are left
 out silently; a broken day file or a message that is not an object is reported through
-:meth:`ReadContext.skip` (``message N`` counts from 1) and the rest is read.
+:meth:`ReadContext.skip` (``message N`` counts from 1) and the rest is read. The topic and
+purpose notices, with the topic, purpose and creator ``channels.json`` gives, are the stream's
+``structure``: facts about the channel (see :mod:`stratamem.memory.structure_chat`).
 
 Whatever one file or message does, it costs only itself: a day file larger than
 ``ReadContext.max_item_bytes`` is skipped before a byte of it is inflated (a zip member is read
@@ -45,6 +47,7 @@ from stratamem.ingest.model import (
     read_capped,
 )
 from stratamem.ingest.registry import ConnectorSpec
+from stratamem.memory.structure_chat import Setting
 from stratamem.types import SourceKind
 
 _DAY_FILE = re.compile(r"\d{4}-\d{2}-\d{2}\.json")
@@ -96,6 +99,14 @@ _SYSTEM_SUBTYPES = frozenset(
     }
 )
 _DELETED_SUBTYPES = frozenset({"message_deleted", "tombstone"})
+# Notices of a change to what a conversation says of itself: the property, and the message
+# field holding its new value ("" when it was cleared).
+_SETTING_SUBTYPES = {
+    "channel_topic": "topic",
+    "channel_purpose": "purpose",
+    "group_topic": "topic",
+    "group_purpose": "purpose",
+}
 
 
 @dataclass(frozen=True, slots=True)
@@ -107,6 +118,10 @@ class _Conversation:
     topic: str = ""
     purpose: str = ""
     members: tuple[str, ...] = ()
+    topic_set: datetime | None = None
+    purpose_set: datetime | None = None
+    creator: str = ""
+    created: datetime | None = None
 
 
 class _TooLarge(Exception):
@@ -323,12 +338,13 @@ def _stream(
     else:
         scope = ctx.scope_for(f"slack:#{conv.name}", f"#{conv.name}")
         title = f"#{conv.name}"
+    notices: list[Setting] = []
     return SourceStream(
         scope=scope,
         kind=SourceKind.CHAT,
         platform="slack",
         location=tree.label(conv.folder),
-        records=_records(tree, conv, days, users, channels, ctx),
+        records=_records(tree, conv, days, users, channels, ctx, notices),
         title=title,
         meta={
             "channel_id": conv.id,
@@ -339,7 +355,41 @@ def _stream(
             "members": list(conv.members),
             "member_names": member_names,
         },
+        structure=lambda: [*_described(conv, users, channels), *notices],
     )
+
+
+def _described(
+    conv: _Conversation, users: Mapping[str, str], channels: Mapping[str, str]
+) -> list[Setting]:
+    """What the conversation list says of ``conv`` now: its topic and purpose (an empty one
+    only with the time it was cleared: an empty value set at no time was never set) and who
+    created it (when ``users.json`` names them)."""
+    found = []
+    for predicate, value, at in (
+        ("topic", conv.topic, conv.topic_set),
+        ("purpose", conv.purpose, conv.purpose_set),
+    ):
+        text = render(value, users, channels)[0].strip()
+        if text or at is not None:
+            found.append(Setting(predicate, text, at, current=True))
+    creator = users.get(conv.creator)
+    if creator and conv.created is not None:
+        found.append(Setting("created_by", f"person:{creator}", conv.created, current=True))
+    return found
+
+
+def _notice(
+    raw: Mapping[str, Any], users: Mapping[str, str], channels: Mapping[str, str]
+) -> Setting | None:
+    """The change a ``channel_topic``/``channel_purpose`` notice records, or None for one
+    without a time or a value field."""
+    field = _SETTING_SUBTYPES.get(_text_or_none(raw.get("subtype")) or "")
+    parsed = _parse_ts(raw.get("ts"))
+    value = raw.get(field) if field else None
+    if field is None or parsed is None or not isinstance(value, str):
+        return None
+    return Setting(field, render(value, users, channels)[0].strip(), parsed[0])
 
 
 def _load_json(tree: _Tree, read: Reader, name: str, ctx: ReadContext) -> tuple[bool, Any]:
@@ -425,6 +475,7 @@ def _conversation(entry: Any, kind: str) -> _Conversation | None:
         return None
     members = entry.get("members")
     members = members if isinstance(members, list) else []
+    creator = entry.get("creator")
     return _Conversation(
         folder=name,
         name=name,
@@ -433,7 +484,28 @@ def _conversation(entry: Any, kind: str) -> _Conversation | None:
         topic=_text_field(entry.get("topic")),
         purpose=_text_field(entry.get("purpose")),
         members=tuple(m for m in members if isinstance(m, str)),
+        topic_set=_set_at(entry.get("topic")),
+        purpose_set=_set_at(entry.get("purpose")),
+        creator=creator if isinstance(creator, str) else "",
+        created=_epoch(entry.get("created")),
     )
+
+
+def _set_at(value: Any) -> datetime | None:
+    """When a topic or purpose was last set (its ``last_set``); None for 0 (never)."""
+    return _epoch(value.get("last_set")) if isinstance(value, dict) else None
+
+
+def _epoch(value: Any) -> datetime | None:
+    """Whole seconds since the epoch (a number or its text) as a time; None for 0 or none."""
+    if isinstance(value, str) and value.strip().isdigit():
+        value = int(value)
+    if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
+        return None
+    try:
+        return from_epoch(value)
+    except (OverflowError, OSError, ValueError):
+        return None
 
 
 def _text_field(value: Any) -> str:
@@ -449,6 +521,7 @@ def _records(
     users: Mapping[str, str],
     channels: Mapping[str, str],
     ctx: ReadContext,
+    notices: list[Setting] | None = None,
 ) -> Iterator[Record]:
     with tree.opener() as read:
         for day in days:
@@ -467,6 +540,11 @@ def _records(
                     ctx.skip(label, where, "not a JSON object")
                     continue
                 with ctx.item(label, where):
+                    subtype = _text_or_none(raw.get("subtype"))
+                    if notices is not None and subtype in _SETTING_SUBTYPES:
+                        notice = _notice(raw, users, channels)
+                        if notice is not None:
+                            notices.append(notice)
                     item = _record(raw, where, label, conv, users, channels, ctx)
                     if item is not None:
                         kept.append(item)

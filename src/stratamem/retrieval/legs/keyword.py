@@ -21,6 +21,11 @@ is served); a file of another database, a missing, corrupt or incompatible one i
 the store; whatever cannot be built or read leaves the leg on the full-text query, and the
 leg's status says why.
 
+The tokenizer is the full-text index's (``stratamem reindex --tokenizer``): when the store's
+full-text table is declared again with another one, the schema read from the store differs
+from the one the index was built under, and the index is rebuilt; a saved file records the
+tokenizer and a hash of the table's definition, and one of another is rebuilt, not read.
+
 Saving happens on a worker thread (``index.saver``): a search never waits for the write.
 After a forget, :meth:`SparseKeywordIndex.persist_now` brings the index up to date and rewrites
 the file at once, so no forgotten word or chunk id stays in it.
@@ -173,7 +178,14 @@ class SparseKeywordIndex:
     # -- keeping the index current -----------------------------------------------------------
 
     def _current(self, store: Store) -> BM25Index:
-        schema = self._schema = store.keyword_schema()
+        schema = store.keyword_schema()
+        if self._schema is not None and schema != self._schema and self._index is not None:
+            # The full-text index was declared again (another tokenizer): its tokens are not
+            # the ones held, whatever the counts say.
+            self._index = self._state = None
+            self._failed = None
+            self.note = "sparse index rebuilt (the full-text tokenizer changed)"
+        self._schema = schema
         self._identity(store)
         state = store.keyword_state()
         if self._index is not None and self._state is not None and _not_after(state, self._state):

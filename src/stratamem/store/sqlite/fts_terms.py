@@ -14,6 +14,13 @@ the tokens FTS5 indexed and tokenizes queries exactly as FTS5 does.
   check that the in-process index holds the same documents.
 - Weights: the table's configured rank, ``bm25(w0, w1, …)``; a column without one weighs 1.0.
 
+The tokenizer is the one ``chunks_fts`` is declared with, and that declaration is the store's
+record of it: ``stemmed`` (FTS5's ``porter`` over ``unicode61``, diacritics folded; every store
+is made so) or ``plain`` (``unicode61`` alone). :func:`replace_fts_table` switches a store
+from one to the other, re-tokenizing every chunk; the schema read here, and so everything
+built from it (a saved BM25 index records the tokenizer and a hash of the table's SQL), then
+differs, and what was built under the other one is rebuilt.
+
 Anything this module cannot read or make sense of raises
 :class:`~stratamem.errors.KeywordIndexUnavailable`.
 """
@@ -45,6 +52,12 @@ _RANK = re.compile(r"^\s*bm25\s*\(([^)]*)\)\s*$", re.IGNORECASE)
 _QUERY_CACHE: Final = 4096
 _BUILT_IN_TOKENIZERS: Final = frozenset({"unicode61", "ascii", "porter", "trigram"})
 _BATCH: Final = 4096
+# The tokenizers a store may be switched between, by name: FTS5 ``tokenize`` options.
+TOKENIZERS: Final = {
+    "stemmed": "porter unicode61 remove_diacritics 2",
+    "plain": "unicode61 remove_diacritics 2",
+}
+DEFAULT_TOKENIZER: Final = "stemmed"
 
 
 @contextmanager
@@ -73,6 +86,46 @@ def fts_schema(conn: sqlite3.Connection) -> KeywordSchema:
         tokenizer=match.group(1).replace("''", "'"),
         fingerprint=hashlib.sha256(sql.encode()).hexdigest(),
     )
+
+
+def tokenizer_name(tokenize: str) -> str:
+    """The name of an FTS5 ``tokenize`` option among :data:`TOKENIZERS`, or the option itself
+    where it is none of them."""
+    for name, spec in TOKENIZERS.items():
+        if " ".join(tokenize.split()) == spec:
+            return name
+    return tokenize
+
+
+def replace_fts_table(conn: sqlite3.Connection, name: str) -> bool:
+    """Declare ``chunks_fts`` again with the tokenizer ``name`` (one of :data:`TOKENIZERS`)
+    and index every chunk with it; False, changing nothing, where it already uses that one.
+
+    Runs in the caller's write transaction: ``chunks_fts`` is dropped and created anew with
+    its rank (the column weights) kept, and ``rebuild`` reads ``chunks`` again. The chunks'
+    triggers name the table, not its definition, and carry on; a locked source has no rows in
+    ``chunks`` (its content is only in ``sealed``), so none of it reaches the new index, and
+    its rows come back through the insert trigger when it is unlocked.
+    """
+    if name not in TOKENIZERS:
+        raise ValueError(f"unknown tokenizer {name!r}; known: {', '.join(TOKENIZERS)}")
+    spec = TOKENIZERS[name]
+    current = fts_schema(conn)
+    if " ".join(current.tokenizer.split()) == spec:
+        return False
+    rank = conn.execute(f"SELECT v FROM {FTS_TABLE}_config WHERE k = 'rank'").fetchone()
+    columns = ", ".join(_quote_id(c) for c in current.columns)
+    conn.execute(f"DROP TABLE {FTS_TABLE}")
+    conn.execute(
+        f"CREATE VIRTUAL TABLE {FTS_TABLE} USING fts5({columns}, content = 'chunks', "
+        f"content_rowid = 'rowid', tokenize = '{spec}')"
+    )
+    if rank is not None:
+        conn.execute(
+            f"INSERT INTO {FTS_TABLE}({FTS_TABLE}, rank) VALUES ('rank', ?)", (str(rank[0]),)
+        )
+    conn.execute(f"INSERT INTO {FTS_TABLE}({FTS_TABLE}) VALUES ('rebuild')")
+    return True
 
 
 def _weights(conn: sqlite3.Connection, columns: int) -> tuple[float, ...]:
@@ -213,17 +266,19 @@ class FtsTerms:
             return
         columns = ", ".join(_quote_id(c) for c in self.schema.columns)
         tokenize = self.schema.tokenizer.replace("'", "''")
+        # Made anew: tables left on this connection by an earlier reader may be of another
+        # tokenizer (the full-text table declared again since).
+        for table in (_TEXT_VOCAB, f"temp.{_TEXT}", _VOCAB):
+            self.conn.execute(f"DROP TABLE IF EXISTS {table}")
         self.conn.execute(
-            f"CREATE VIRTUAL TABLE IF NOT EXISTS {_VOCAB} "
-            f"USING fts5vocab(main, {FTS_TABLE}, instance)"
+            f"CREATE VIRTUAL TABLE {_VOCAB} USING fts5vocab(main, {FTS_TABLE}, instance)"
         )
         self.conn.execute(
-            f"CREATE VIRTUAL TABLE IF NOT EXISTS temp.{_TEXT} "
+            f"CREATE VIRTUAL TABLE temp.{_TEXT} "
             f"USING fts5({columns}, content='', tokenize='{tokenize}')"
         )
         self.conn.execute(
-            f"CREATE VIRTUAL TABLE IF NOT EXISTS {_TEXT_VOCAB} "
-            f"USING fts5vocab(temp, {_TEXT}, instance)"
+            f"CREATE VIRTUAL TABLE {_TEXT_VOCAB} USING fts5vocab(temp, {_TEXT}, instance)"
         )
         self._ready = True
 

@@ -10,7 +10,6 @@ import json
 import sqlite3
 from collections.abc import Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
-from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
 from stratamem.errors import KeywordIndexUnavailable
@@ -22,6 +21,8 @@ from stratamem.store.sqlite.fts_terms import (
     chunk_rows,
     fts_schema,
     fts_state,
+    replace_fts_table,
+    tokenizer_name,
     unavailable_on_error,
 )
 from stratamem.types import Filters, NodeKind, RetrievalHit, TreeKind
@@ -42,15 +43,36 @@ class KeywordTables:
 
         def in_transaction(self) -> bool: ...
 
+        def transaction(self) -> AbstractContextManager[sqlite3.Connection]: ...
+
         def read_snapshot(self) -> AbstractContextManager[None]: ...
 
     # -- terms and statistics for the in-process BM25 index -----------------------------------
 
-    @cached_property
+    _fts_reader: tuple[int, FtsTerms] | None = None
+
+    @property
     def _fts_terms(self) -> FtsTerms:
-        """Made on first use; not kept when the schema cannot be read, so it is asked again."""
+        """Made on first use and again whenever the database's schema changed (the full-text
+        table declared anew with another tokenizer, here or by another connection); not kept
+        when the schema cannot be read, so it is asked again."""
         with unavailable_on_error():
-            return FtsTerms(self.conn, fts_schema(self.conn))
+            version = int(self.conn.execute("PRAGMA schema_version").fetchone()[0])
+            held = self._fts_reader
+            if held is not None and held[0] == version:
+                return held[1]
+            reader = FtsTerms(self.conn, fts_schema(self.conn))
+            self._fts_reader = (version, reader)
+            return reader
+
+    def keyword_tokenizer(self) -> str:
+        return tokenizer_name(self._fts_terms.schema.tokenizer)
+
+    def set_keyword_tokenizer(self, name: str) -> bool:
+        with self.transaction(), unavailable_on_error():
+            changed = replace_fts_table(self.conn, name)
+        self._fts_reader = None
+        return changed
 
     def keyword_schema(self) -> KeywordSchema:
         return self._fts_terms.schema

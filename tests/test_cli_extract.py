@@ -1,0 +1,290 @@
+"""``stratamem extract``: against a real chat-completions server on 127.0.0.1, in process and
+as a subprocess killed mid-run."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import signal
+import sqlite3
+import subprocess
+import sys
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import click
+import pytest
+from click.testing import CliRunner
+
+import stratamem
+from stratamem.cli import main
+from stratamem.memory.extract import PROGRESS_PREFIX
+from stratamem.testing import FakeModelServer
+
+EXAMPLES = Path(__file__).resolve().parents[1] / "examples" / "workspace"
+ENG = "slack:#eng"
+KEY = "sk-canary-5d1e07c3b2"
+_LABEL = re.compile(r"^\[([0-9a-f]{32})((?: \| [^\n]*)?)\]$", re.MULTILINE)
+
+
+def answer(prompt: str) -> str:
+    """One fact per record of the prompt: its author wrote its first words."""
+    found = list(_LABEL.finditer(prompt))
+    facts = []
+    for here, after in zip(found, [*found[1:], None], strict=True):
+        text = prompt[here.end() : after.start() if after else len(prompt)]
+        parts = [p for p in here.group(2).split(" | ") if p]
+        facts.append(
+            {
+                "subject": f"person:{parts[1] if len(parts) > 1 else 'nobody'}",
+                "predicate": "wrote",
+                "object": " ".join(text.split()[:6]) or "nothing",
+                "valid_from": None,
+                "many": True,
+                "confidence": 0.8,
+                "evidence": [here.group(1)],
+            }
+        )
+    return json.dumps({"facts": facts})
+
+
+def asked(server: FakeModelServer) -> list[str]:
+    return [
+        m.group(1)
+        for r in server.requests
+        for m in _LABEL.finditer(str(r.payload["messages"][-1]["content"]))
+    ]
+
+
+@pytest.fixture(scope="module")
+def template(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("cli-extract") / "template.db"
+    with stratamem.open(path, embedder=None) as memory:
+        memory.ingest(EXAMPLES / "slack-export", parallel=False)
+        memory.add_principal("reader", "team")
+    return path
+
+
+def copy_of(template: Path, path: Path) -> Path:
+    for suffix in ("", "-wal"):
+        if Path(f"{template}{suffix}").exists():
+            shutil.copy(f"{template}{suffix}", f"{path}{suffix}")
+    return path
+
+
+@pytest.fixture
+def db(template: Path, tmp_path: Path) -> Path:
+    return copy_of(template, tmp_path / "cli.db")
+
+
+@pytest.fixture
+def server() -> Iterator[FakeModelServer]:
+    with FakeModelServer(reply=answer) as running:
+        yield running
+
+
+ENV = {
+    "STRATAMEM_PASSPHRASE": None,
+    "STRATAMEM_AS": None,
+    "STRATAMEM_DB": None,
+    "OPENAI_API_KEY": None,
+    "STRATAMEM_EXTRACT_API_KEY": KEY,
+}
+
+
+def run(db: Path, *args: str) -> click.testing.Result:
+    return CliRunner().invoke(main, ["--db", str(db), *args], env=ENV, catch_exceptions=False)
+
+
+def extract(db: Path, server: FakeModelServer, *args: str) -> click.testing.Result:
+    return run(db, "extract", "--endpoint", server.base_url, "--model", "m", *args)
+
+
+def model_facts(db: Path) -> set[tuple[Any, ...]]:
+    """What the model's facts say, whenever and under whatever ids they were recorded."""
+    with stratamem.open(db, embedder=None) as memory:
+        rows = memory.store.facts(believed_only=False, limit=1_000_000)
+        return {
+            (f.subject, f.predicate, f.object, f.valid_from, f.valid_to, f.evidence, f.source_id)
+            for f in rows
+            if f.origin == "model" and f.believed
+        }
+
+
+def test_extract_writes_facts_and_reports_as_json(db: Path, server: FakeModelServer) -> None:
+    result = extract(db, server, ENG, "--batch-size", "4", "--json")
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.stdout)
+    assert report["sources"] == 1
+    assert report["failed"] == []
+    assert report["skipped"] == []
+    assert report["facts"] == report["chunks"] == len(model_facts(db)) > 0
+    assert report["batches"] == len(server.requests)
+    assert report["endpoint"] == f"{server.base_url}/chat/completions"
+    assert {r.headers["authorization"] for r in server.requests} == {f"Bearer {KEY}"}
+    assert KEY not in result.output
+    listed = json.loads(run(db, "fact", "list", "--json").stdout)
+    assert "model" in {f["origin"] for f in listed["facts"]}
+    # Again: nothing new to ask.
+    again = json.loads(extract(db, server, ENG, "--json").stdout)
+    assert again["batches"] == 0
+    assert again["facts"] == 0
+
+
+def test_extract_shows_what_it_skipped(db: Path, server: FakeModelServer) -> None:
+    server.reply = lambda prompt: json.dumps(
+        {"facts": [{"subject": "planet:mars", "predicate": "is", "object": "red"}]}
+    )
+    result = extract(db, server, "slack:#incidents")
+    assert result.exit_code == 0, result.output
+    shown = " ".join(result.stdout.split())
+    assert "0 facts" in shown
+    assert "1 skipped" in shown
+    assert "slack:#incidents batch 1 item 0: missing" in shown
+
+
+def test_enable_and_disable_extraction_after_ingest(
+    db: Path, server: FakeModelServer, tmp_path: Path
+) -> None:
+    on = run(db, "extract", "--enable", "--endpoint", server.base_url, "--model", "m", "--json")
+    assert json.loads(on.stdout) == {"enabled": True, "endpoint": server.base_url, "model": "m"}
+    notes = tmp_path / "journal"
+    notes.mkdir()
+    (notes / "day.md").write_text("# Day\n\nErin leads the release.\n")
+    assert run(db, "ingest", str(notes), "--scope", "notes:journal").exit_code == 0
+    assert len(server.requests) == 1
+    assert any("Erin leads the release" in f[2] for f in model_facts(db))
+    off = run(db, "extract", "--disable")
+    assert off.exit_code == 0
+    assert "off" in off.stdout
+    assert KEY.encode() not in db.read_bytes()
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--enable", "--endpoint", "http://127.0.0.1:1/v1"], "--enable needs"),
+        (["--endpoint", "http://127.0.0.1:1/v1"], "--endpoint and --model together"),
+        (["--enable", "--disable"], "not both"),
+        (["--pending", ENG], "--pending runs the queued jobs"),
+    ],
+)
+def test_extract_usage_errors(db: Path, args: list[str], message: str) -> None:
+    result = run(db, "extract", *args)
+    assert result.exit_code == 2
+    assert message in result.stderr
+
+
+def test_extract_without_an_endpoint_says_how_to_set_one(db: Path) -> None:
+    result = run(db, "extract")
+    assert result.exit_code == 1
+    assert "no extraction endpoint" in result.stderr
+    assert "--enable" in result.stderr
+
+
+def test_a_principal_cannot_extract(db: Path, server: FakeModelServer) -> None:
+    result = run(db, "--as", "reader", "extract", "--endpoint", server.base_url, "--model", "m")
+    assert result.exit_code == 1
+    assert "principal 'reader' may not extract facts" in result.stderr
+    assert server.requests == []
+
+
+def test_an_unauthorised_endpoint_fails_naming_it(db: Path, server: FakeModelServer) -> None:
+    server.queue(401, {"error": {"message": "Incorrect API key provided"}})
+    result = extract(db, server, ENG, "--json")
+    assert result.exit_code == 1
+    assert json.loads(result.stdout)["failed"]
+    (line,) = [line for line in result.stderr.splitlines() if line.strip()]
+    assert line.startswith("error:")
+    assert f"{server.base_url}/chat/completions (HTTP 401)" in line
+    assert "API key" in line
+    assert KEY not in result.output
+
+
+def test_a_killed_run_resumes_to_what_an_uninterrupted_one_writes(
+    template: Path, tmp_path: Path
+) -> None:
+    whole = copy_of(template, tmp_path / "whole.db")
+    with FakeModelServer(reply=answer) as server:
+        assert extract(whole, server, ENG, "--batch-size", "4").exit_code == 0
+        batches = len(server.requests)
+    assert batches >= 3
+    expected = model_facts(whole)
+
+    killed = copy_of(template, tmp_path / "killed.db")
+    held = threading.Event()
+
+    def slow_after_first(prompt: str) -> str:
+        if server.requests[0].payload["messages"][-1]["content"] != prompt:
+            held.wait(60)  # the second batch is never answered in time
+        return answer(prompt)
+
+    env = {k: v for k, v in os.environ.items() if k not in ENV}
+    env["STRATAMEM_EXTRACT_API_KEY"] = KEY
+    with FakeModelServer(reply=slow_after_first) as server:
+        try:
+            child = subprocess.Popen(
+                [
+                    sys.executable,
+                    "-m",
+                    "stratamem",
+                    "--db",
+                    str(killed),
+                    "extract",
+                    ENG,
+                    "--endpoint",
+                    server.base_url,
+                    "--model",
+                    "m",
+                    "--batch-size",
+                    "4",
+                ],
+                env=env,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+            )
+            try:
+                assert server.wait_for_requests(2, timeout=120)
+            finally:
+                child.send_signal(signal.SIGKILL)
+                child.wait()
+        finally:
+            held.set()
+        first_batch = _nodes(server.requests[0])
+
+    with sqlite3.connect(killed) as conn:
+        assert conn.execute("PRAGMA integrity_check").fetchone() == ("ok",)
+        (status,) = conn.execute("SELECT status FROM jobs WHERE kind = 'extract'").fetchone()
+    conn.close()
+    assert status == "running"  # its holder is gone; the next run takes it over
+    # Exactly the first batch is written, whole: its facts and its progress.
+    partial = model_facts(killed)
+    assert {e for f in partial for e in f[5]} == set(first_batch)
+    assert len(partial) == len(first_batch)
+    with stratamem.open(killed, embedder=None) as memory:
+        eng = memory.source(ENG)
+        progress = json.loads(memory.store.get_setting(PROGRESS_PREFIX + eng.id) or "{}")
+    assert sorted(progress["chunks"]) == sorted(first_batch)
+
+    with FakeModelServer(reply=answer) as server:
+        result = extract(killed, server, "--pending", "--batch-size", "4", "--json")
+        assert result.exit_code == 0, result.output
+        resumed = asked(server)
+    assert not set(resumed) & set(first_batch)  # what was done is not asked again
+    assert json.loads(result.stdout)["batches"] == batches - 1
+    assert model_facts(killed) == expected
+    with sqlite3.connect(killed) as conn:
+        assert conn.execute("PRAGMA integrity_check").fetchone() == ("ok",)
+        assert conn.execute("SELECT status FROM jobs WHERE kind = 'extract'").fetchall() == [
+            ("done",)
+        ]
+    conn.close()
+    assert KEY.encode() not in killed.read_bytes()
+
+
+def _nodes(request: Any) -> list[str]:
+    return [m.group(1) for m in _LABEL.finditer(str(request.payload["messages"][-1]["content"]))]
