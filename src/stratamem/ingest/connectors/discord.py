@@ -24,6 +24,9 @@ The channel's ``topic`` is the stream's ``structure`` (a fact about the channel,
 its latest message when it runs up to the present; DiscordChatExporter writes no notice of a
 topic change.
 
+A message with ``isPinned`` true is tagged ``pinned``, and so is the chat window holding it: a
+tier-0 item for search. A later export where it is no longer pinned takes the tag away.
+
 A reply keeps the id it answers in ``reply_to``, and no thread: Discord shows a reply inline,
 in the channel's flow (a thread is a channel of its own, exported to ``_threads/`` and read as
 its own source), so replies are windowed with the messages around them. It also makes a
@@ -63,6 +66,8 @@ _MARKUP = re.compile(
     r"<(?:@!?(?P<user>\d+)|#(?P<channel>\d+)|a?:(?P<emoji>\w+):\d+"
     r"|t:(?P<time>-?\d+)(?::[tTdDfFR])?)>"
 )
+# The tag of a pinned message's record, and so of the chat window holding it.
+_PINNED = "pinned"
 _URL = re.compile(r"https?://[^\s<>()]+[^\s<>().,;:!?'\"]")
 
 # Message kinds that carry what someone wrote; the rest (GuildMemberJoin, ChannelPinnedMessage,
@@ -386,6 +391,7 @@ def _record(
         return None
 
     edited_at = _parse_time(raw.get("timestampEdited"))
+    pinned = raw.get("isPinned") is True
     return Record(
         text=text,
         ref=f"{header.file}#{message_id}",
@@ -395,11 +401,13 @@ def _record(
         id=message_id,
         mentions=tuple(dict.fromkeys(mentioned.values())),
         links=tuple(dict.fromkeys(_URL.findall(text))),
+        # A pinned message is tier-0: its chat window carries the tag (see chunking).
+        tags=(_PINNED,) if pinned else (),
         meta={
             "channel": header.channel_name,
             "guild": header.guild_name,
             "type": kind,
-            "pinned": raw.get("isPinned") is True,
+            "pinned": pinned,
             "edited": bool(raw.get("timestampEdited")),
             # When it was last edited: of two versions of a message, the later edit is kept.
             "edited_at": None if edited_at is None else edited_at.isoformat(),

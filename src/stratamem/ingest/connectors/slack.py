@@ -14,6 +14,11 @@ out silently; a broken day file or a message that is not an object is reported t
 purpose notices, with the topic, purpose and creator ``channels.json`` gives, are the stream's
 ``structure``: facts about the channel (see :mod:`stratamem.memory.structure_chat`).
 
+A message pinned in its conversation (its ``pinned_to`` names it, or the conversation's
+``pins`` in ``channels.json`` lists its ``ts``) is tagged ``pinned``, and so is the chat window
+holding it: a tier-0 item for search. The export says what is pinned when it was taken, so a
+later export that no longer marks a message unpins it; ``pinned_item`` notices are left out.
+
 Whatever one file or message does, it costs only itself: a day file larger than
 ``ReadContext.max_item_bytes`` is skipped before a byte of it is inflated (a zip member is read
 through a capped stream, so a member that lies about its size is stopped at the cap too); a
@@ -56,6 +61,8 @@ _MARKERS = ("channels.json", "users.json")
 _TS = re.compile(r"(\d+)(?:\.(\d{1,6}))?")
 _MARKUP = re.compile(r"<([^<>]+)>")
 _DELETED_TEXT = "This message was deleted."
+# The tag of a pinned message's record, and so of the chat window holding it.
+_PINNED = "pinned"
 
 # The conversation lists of an export, and what each kind of entry is called in stream meta.
 _LISTS = (
@@ -122,6 +129,8 @@ class _Conversation:
     purpose_set: datetime | None = None
     creator: str = ""
     created: datetime | None = None
+    # The ``ts`` of the messages the conversation list names as pinned (its ``pins``).
+    pins: frozenset[str] = frozenset()
 
 
 class _TooLarge(Exception):
@@ -488,7 +497,29 @@ def _conversation(entry: Any, kind: str) -> _Conversation | None:
         purpose_set=_set_at(entry.get("purpose")),
         creator=creator if isinstance(creator, str) else "",
         created=_epoch(entry.get("created")),
+        pins=_pins(entry.get("pins")),
     )
+
+
+def _pins(value: Any) -> frozenset[str]:
+    """The message ``ts`` of each entry of a conversation's ``pins`` list."""
+    entries = value if isinstance(value, list) else []
+    return frozenset(
+        pin["id"] for pin in entries if isinstance(pin, dict) and isinstance(pin.get("id"), str)
+    )
+
+
+def _pinned(raw: Mapping[str, Any], ts_id: str, conv: _Conversation) -> bool:
+    """Whether the message is pinned in its conversation now: its ``pinned_to`` names the
+    conversation (or, for one whose id the export does not give, anything), or the
+    conversation's ``pins`` lists its ``ts``."""
+    if ts_id in conv.pins:
+        return True
+    targets = raw.get("pinned_to")
+    if not isinstance(targets, list):
+        return False
+    named = [t for t in targets if isinstance(t, str) and t]
+    return conv.id in named if conv.id else bool(named)
 
 
 def _set_at(value: Any) -> datetime | None:
@@ -612,6 +643,8 @@ def _record(
         reply_to=thread_ts if thread_ts and thread_ts != ts_id else None,
         mentions=mentions,
         links=links,
+        # A pinned message is tier-0: its chat window carries the tag (see chunking).
+        tags=(_PINNED,) if _pinned(raw, ts_id, conv) else (),
         meta={
             "channel": conv.name,
             "edited": edited,
