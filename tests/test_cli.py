@@ -95,6 +95,13 @@ def test_search_filters(workspace) -> None:  # type: ignore[no-untyped-def]
         assert hit["time_start"] <= "2024-03-18T23:59"
 
 
+def test_search_says_when_a_leg_is_off(workspace) -> None:  # type: ignore[no-untyped-def]
+    before = workspace("search", "postmortem", "--limit", "1").output
+    assert "vector leg off: no vectors yet: run `stratamem embed`" in before
+    assert workspace("embed").exit_code == 0
+    assert "leg off" not in workspace("search", "postmortem", "--limit", "1").output
+
+
 def test_search_text_output_explains_hits(workspace) -> None:  # type: ignore[no-untyped-def]
     result = workspace("search", "postmortem", "--limit", "2")
     assert result.exit_code == 0

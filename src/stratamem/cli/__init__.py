@@ -464,6 +464,12 @@ def search(
     if explain:
         for leg, state in response.legs.items():
             out.print(f"[dim]{leg}: {escape(state)}[/]", highlight=False)
+    elif mode == "hybrid":
+        # A leg that could not run changes what the ranking means: say so without --explain.
+        for leg, state in response.legs.items():
+            if not state.startswith("ok"):
+                why = state.removeprefix("off: ")
+                out.print(f"[yellow]{leg} leg off: {escape(why)}[/]", highlight=False)
     for note in response.notes:
         out.print(f"[yellow]{escape(note)}[/]", highlight=False)
     if response.cards:
