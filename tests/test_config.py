@@ -255,3 +255,18 @@ def test_saving_weights_is_the_owners_and_checks_them(tmp_path: Path) -> None:
         assert memory.config.leg_weights()["keyword"] == 0.8
     with stratamem.open(db, embedder=None, config=stratamem.SearchConfig()) as memory:
         assert memory.config.weights == {}  # an explicit config is taken as it is
+
+
+def test_the_graph_mode_setting_reaches_the_graph_leg(tmp_path: Path) -> None:
+    chosen = load({"STRATAMEM_SEARCH_GRAPH_MODE": "bm25"})
+    config = chosen.search_config()
+    assert config.graph_mode == "bm25"
+    with stratamem.open(tmp_path / "g.db", embedder=None, config=config) as memory:
+        memory.ingest(EXAMPLES / "notes", parallel=False)
+        from stratamem.retrieval.legs import LEGS
+
+        leg = LEGS["graph"](memory.store, None, config)
+        assert leg.graph_mode == "bm25"  # type: ignore[attr-defined]
+        found = memory.search("Bob Martins queue", mode="graph", limit=3)
+        assert found.hits
+        assert found.legs["graph"].startswith("ok")

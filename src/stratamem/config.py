@@ -53,6 +53,12 @@ def profile(name: str) -> WeightProfile:
         raise RegistryError(f"unknown weight profile {name!r}; known: {known}") from None
 
 
+# When MMR diversifies the hits (see docs/search.md): ``on`` always, ``off`` never,
+# ``duplicates`` only among near-duplicates (a cosine of at least ``mmr_threshold``), and
+# ``auto`` fully among chat turns and only among near-duplicates elsewhere.
+MMR_MODES = ("auto", "on", "off", "duplicates")
+
+
 @dataclass(frozen=True, slots=True)
 class SearchConfig:
     """The hybrid pipeline's knobs. ``pool`` candidates are taken from each leg."""
@@ -66,12 +72,21 @@ class SearchConfig:
     expand_per_seed: int = 3
     expand_window: int = 2
     hub_fraction: float = 0.05
+    graph_mode: str = "idf"  # "bm25": graph-BM25 over co-mention neighbours (docs/search.md)
     tier0_boost: float = 1.25
     tier0_tags: tuple[str, ...] = ("pinned", "decision")
+    mmr: str = "auto"  # one of MMR_MODES
     mmr_lambda: float = 0.7
+    mmr_threshold: float = 0.9
     rerank_top: int = 20
     rerank_timeout_s: float = 5.0
     weights: dict[str, float] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if self.mmr not in MMR_MODES:
+            raise ValueError(f"mmr must be one of {', '.join(MMR_MODES)}, not {self.mmr!r}")
+        if not 0.0 <= self.mmr_threshold <= 1.0:
+            raise ValueError(f"mmr_threshold must be within [0, 1], not {self.mmr_threshold}")
 
     def leg_weights(self) -> dict[str, float]:
         """The profile's weights, overridden by any explicit ``weights`` (e.g. tuned)."""
@@ -205,7 +220,18 @@ KEYS: dict[str, Key] = {
         _weights, {}, "leg weights over the profile's (keyword, vector, graph, freshness)"
     ),
     "search.fusion": Key(_choice("minmax", "rrf"), "minmax", "how the legs are fused"),
+    "search.mmr": Key(
+        _choice(*MMR_MODES),
+        "auto",
+        "diversification: auto (chat turns; near-duplicates elsewhere), on, off, duplicates",
+    ),
     "search.mmr_lambda": Key(_unit, 0.7, "MMR: 1 is relevance only"),
+    "search.mmr_threshold": Key(_unit, 0.9, "MMR: the cosine that makes a near-duplicate"),
+    "search.graph_mode": Key(
+        _choice("idf", "bm25"),
+        "idf",
+        "graph leg: idf of direct matches, or bm25 over co-mention neighbours",
+    ),
     "search.pool": Key(_positive(int), 100, "candidates taken from each leg"),
     "search.rerank_top": Key(_positive(int), 20, "how many of the top the reranker reorders"),
     "summarizer.name": Key(_choice("extractive", "llm"), "extractive", "who writes summaries"),
@@ -268,7 +294,10 @@ class Settings:
             profile=self["search.profile"],
             fusion=self["search.fusion"],
             pool=self["search.pool"],
+            mmr=self["search.mmr"],
             mmr_lambda=self["search.mmr_lambda"],
+            mmr_threshold=self["search.mmr_threshold"],
+            graph_mode=self["search.graph_mode"],
             rerank_top=self["search.rerank_top"],
             weights=dict(self["search.weights"]),
         )

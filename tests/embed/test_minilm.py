@@ -62,6 +62,23 @@ def test_small_batches_give_the_same_vectors(minilm: MiniLMEmbedder) -> None:
     np.testing.assert_allclose(small.embed_batch(texts), minilm.embed_batch(texts), atol=1e-5)
 
 
+def test_worker_threads_sleep_between_calls_unless_asked_to_spin() -> None:
+    texts = ["a query about refunds", "a longer passage " * 20]
+    quiet = MiniLMEmbedder(threads=2)
+    spinning = MiniLMEmbedder(threads=2, spin_wait=True)
+    vectors = quiet.embed_batch(texts)
+    np.testing.assert_allclose(vectors, spinning.embed_batch(texts), atol=1e-6)
+    assert quiet._session is not None
+    assert spinning._session is not None
+    for key in ("session.intra_op.allow_spinning", "session.inter_op.allow_spinning"):
+        assert quiet._session.get_session_options().get_session_config_entry(key) == "0"
+        try:
+            spins = spinning._session.get_session_options().get_session_config_entry(key)
+        except RuntimeError:  # unset: onnxruntime's default, which spins
+            spins = "1"
+        assert spins == "1"
+
+
 def test_spec_prefixes_are_applied(minilm: MiniLMEmbedder) -> None:
     prefixed = MiniLMEmbedder(spec=ModelSpec("all-MiniLM-L6-v2", 384, query_prefix="query: "))
     np.testing.assert_allclose(

@@ -9,6 +9,7 @@ from stratamem.retrieval.fusion import (
     minmax,
     ranking,
     rrf,
+    top,
     weighted_minmax,
 )
 
@@ -73,3 +74,15 @@ def test_fusion_is_independent_of_leg_and_candidate_order(kw: dict, vec: dict) -
     assert ranking(totals(rrf({"keyword": kw, "vector": vec}))) == ranking(
         totals(rrf({"vector": vec, "keyword": kw}))
     )
+
+
+@given(
+    st.dictionaries(
+        st.text(alphabet="abcdef", min_size=1, max_size=3),
+        st.sampled_from([0.0, 0.25, 0.5, 1.0]) | st.floats(0, 1),
+        max_size=30,
+    ),
+    st.integers(-1, 40),
+)
+def test_top_is_the_head_of_the_ranking(totals: dict[str, float], n: int) -> None:
+    assert top(totals, n) == ranking(totals)[: max(n, 0)]

@@ -164,6 +164,25 @@ def test_same_query_same_ranking(shared: stratamem.Memory) -> None:
     assert first == [h.node_id for h in shared.search("release slipped to April").hits]
 
 
+def test_partial_ranking_ranks_as_the_full_sort(
+    shared: stratamem.Memory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The search takes its head and seeds with ``fusion.top``; ranking every candidate and
+    cutting, as it once did, gives the same hits, scores and explanations."""
+    from stratamem.retrieval import fusion
+
+    queries = ["release slipped to April", "why did we drop Redis?", "queue incident", "Q3 plan"]
+
+    def hits(query: str) -> list[tuple[str, float, str]]:
+        response = shared.search(query, limit=15)
+        return [(h.node_id, h.score, str(h.explain["reason"])) for h in response.hits]
+
+    fast = [hits(q) for q in queries]
+    monkeypatch.setattr(fusion, "top", lambda totals, n: fusion.ranking(totals)[:n])
+    assert [hits(q) for q in queries] == fast
+    assert all(fast)
+
+
 def test_budget_packs_cards_without_dropping_hits(shared: stratamem.Memory) -> None:
     response = shared.search("queue incident postmortem", limit=8, budget=300)
     assert len(response.cards) == len(response.hits) == 8
@@ -422,3 +441,95 @@ def test_tier0_cards_are_marked_and_budget_zero_returns_every_hit_whole(
     tight = shared.search("Redis SQLite queue decision", limit=12, budget=120)
     assert sum(c.tokens for c in tight.cards) <= 120
     assert [c.hit.node_id for c in tight.cards if c.tier0][:1] == marked[:1]
+
+
+def _mmr_case(memory: stratamem.Memory, mmr: str) -> list[stratamem.RetrievalHit]:
+    config = SearchConfig(mmr=mmr, mmr_threshold=0.5)
+    return list(memory.search("queue database decision", limit=200, config=config).hits)
+
+
+def test_mmr_off_keeps_the_relevance_order(shared: stratamem.Memory) -> None:
+    hits = _mmr_case(shared, "off")
+    assert len(hits) > 10
+    assert [h.score for h in hits] == sorted((h.score for h in hits), reverse=True)
+    undiversified = shared.search(
+        "queue database decision", limit=200, config=SearchConfig(mmr="on"), diversify=False
+    )
+    assert [h.node_id for h in undiversified.hits] == [h.node_id for h in hits]
+
+
+def test_mmr_on_is_classic_mmr_over_the_fused_order(shared: stratamem.Memory) -> None:
+    from stratamem.retrieval.mmr import mmr
+
+    fused = _mmr_case(shared, "off")
+    ids = [h.node_id for h in fused]
+    assert shared.vectors is not None
+    expected = mmr(ids, {h.node_id: h.score for h in fused}, shared.vectors.vectors(ids))
+    on = [h.node_id for h in _mmr_case(shared, "on")]
+    assert on == expected
+    assert on != ids  # the case is one that classic MMR reorders
+
+
+def test_mmr_duplicates_moves_only_near_duplicates(shared: stratamem.Memory) -> None:
+    import numpy as np
+
+    hits = _mmr_case(shared, "duplicates")
+    assert shared.vectors is not None
+    vectors = shared.vectors.vectors([h.node_id for h in hits])
+    moved = 0
+    for place, hit in enumerate(hits):
+        above = hits[:place]
+        if any(h.score < hit.score for h in above):
+            # Placed below a less relevant hit: only a near-duplicate above it may do that.
+            moved += 1
+            sims = [float(np.dot(vectors[hit.node_id], vectors[h.node_id])) for h in above]
+            assert max(sims) >= 0.5, (hit.node_id, max(sims))
+    assert moved  # the case is one where the rule does reorder
+    assert [h.node_id for h in hits] != [h.node_id for h in _mmr_case(shared, "on")]
+
+
+def test_mmr_auto_diversifies_chat_turns_and_leaves_documents_to_the_duplicate_rule(
+    shared: stratamem.Memory,
+) -> None:
+    from stratamem.retrieval.mmr import mmr
+
+    chat = {s.id for s in shared.sources() if s.kind is SourceKind.CHAT}
+    auto, duplicates = _mmr_case(shared, "auto"), _mmr_case(shared, "duplicates")
+    is_chat = [h.source_id in chat for h in duplicates]
+    assert any(is_chat)  # a mixed case
+    assert not all(is_chat)
+    # Every kind keeps its places; the documents and mail keep their order there.
+    assert [h.source_id in chat for h in auto] == is_chat
+    others = [h.node_id for h in auto if h.source_id not in chat]
+    assert others == [h.node_id for h in duplicates if h.source_id not in chat]
+    # The chat turns come in classic MMR order among themselves.
+    turns = [h for h in duplicates if h.source_id in chat]
+    assert shared.vectors is not None
+    vectors = shared.vectors.vectors([h.node_id for h in turns])
+    relevance = {h.node_id: h.score for h in turns}
+    expected = mmr([h.node_id for h in turns], relevance, vectors)
+    assert [h.node_id for h in auto if h.source_id in chat] == expected
+    assert expected != [h.node_id for h in turns]  # and MMR does move some of them
+
+
+def test_the_mmr_setting_is_checked() -> None:
+    with pytest.raises(ValueError, match="mmr must be one of"):
+        SearchConfig(mmr="sometimes")
+    with pytest.raises(ValueError, match="mmr_threshold"):
+        SearchConfig(mmr_threshold=2.0)
+
+
+def test_the_mmr_settings_reach_the_search_config(tmp_path: Path) -> None:
+    from stratamem.config import load
+    from stratamem.errors import ConfigError
+
+    home = {"XDG_CONFIG_HOME": str(tmp_path)}
+    assert load(home).search_config().mmr == "auto"
+    settings = load(
+        {**home, "STRATAMEM_SEARCH_MMR": "off", "STRATAMEM_SEARCH_MMR_THRESHOLD": "0.8"}
+    )
+    config = settings.search_config()
+    assert (config.mmr, config.mmr_threshold) == ("off", 0.8)
+    assert settings.origin("search.mmr") == "env STRATAMEM_SEARCH_MMR"
+    with pytest.raises(ConfigError, match=r"search\.mmr"):
+        load({**home, "STRATAMEM_SEARCH_MMR": "sometimes"})

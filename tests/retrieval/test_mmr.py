@@ -38,3 +38,32 @@ def test_limit_and_bad_lambda() -> None:
     assert mmr(["a"], {"a": 1.0}, vecs, limit=0) == []
     with pytest.raises(ValueError, match="lam"):
         mmr(["a"], {"a": 1.0}, vecs, lam=1.5)
+
+
+def test_a_threshold_penalises_only_near_duplicates() -> None:
+    # a is the most relevant; d nearly repeats it (cosine .95); b is related (cosine .6); c is
+    # unrelated. rel rescaled: a=1, d=.9, b=.8, c=0.
+    vecs = {"a": unit(1, 0), "d": unit(0.95, 0.312), "b": unit(0.6, 0.8), "c": unit(0, 1)}
+    rel = {"a": 1.0, "d": 0.95, "b": 0.9, "c": 0.5}
+    ids = ["a", "d", "b", "c"]
+    # Classic MMR at λ .3: d → .27 - .7·.95 < 0, b → .24 - .42 < 0, c → 0: c comes second.
+    assert mmr(ids, rel, vecs, lam=0.3) == ["a", "c", "b", "d"]
+    # Only cosines ≥ .9 count: b's .6 is no penalty, d's .95 is (.27 - .665 < .24).
+    assert mmr(ids, rel, vecs, lam=0.3, threshold=0.9) == ["a", "b", "c", "d"]
+    # A threshold above every similarity leaves the relevance order.
+    assert mmr(ids, rel, vecs, lam=0.3, threshold=1.0) == ids
+
+
+def test_threshold_zero_is_the_classic_rule() -> None:
+    rng = np.random.default_rng(7)
+    ids = [f"n{i}" for i in range(30)]
+    vecs = {i: unit(*rng.normal(size=8)) for i in ids}
+    rel = {i: float(s) for i, s in zip(ids, rng.random(30), strict=True)}
+    ids.sort(key=lambda i: -rel[i])
+    assert mmr(ids, rel, vecs, lam=0.7, threshold=0.0) == mmr(ids, rel, vecs, lam=0.7)
+    assert mmr(ids, rel, vecs, lam=0.7) != ids  # the random case does get diversified
+
+
+def test_bad_threshold() -> None:
+    with pytest.raises(ValueError, match="threshold"):
+        mmr(["a"], {"a": 1.0}, {"a": unit(1, 0)}, threshold=1.5)

@@ -112,6 +112,13 @@ class MiniLMEmbedder:
     ``model_path`` defaults to the packaged file; ``sha256`` to its pinned hash (pass
     ``verify=False`` to skip the check for a model of your own). ``threads`` defaults to the
     CPU count. The session is created on the first call to :meth:`embed_batch`.
+
+    onnxruntime's worker threads spin-wait for the next call by default, which keeps a core busy
+    after every call; on a small machine that core is the one the rest of a search (or another
+    process) needs, and a query's end-to-end latency roughly doubled under load. The threads
+    therefore sleep between calls unless ``spin_wait=True`` (see
+    ``benchmarks/results/encoder_threads.md``). Spinning changes only scheduling, never the
+    vectors.
     """
 
     def __init__(
@@ -123,6 +130,7 @@ class MiniLMEmbedder:
         batch_size: int = DEFAULT_BATCH_SIZE,
         threads: int | None = None,
         spec: ModelSpec | None = None,
+        spin_wait: bool = False,
     ) -> None:
         if batch_size < 1:
             raise ValueError(f"batch_size must be >= 1, got {batch_size}")
@@ -131,6 +139,7 @@ class MiniLMEmbedder:
         self.spec = spec or MINILM_SPEC
         self.batch_size = batch_size
         self.threads = threads
+        self.spin_wait = spin_wait
         self._model_path = Path(model_path) if model_path is not None else None
         self._sha256 = sha256
         self._verify = verify
@@ -173,6 +182,10 @@ class MiniLMEmbedder:
         options.intra_op_num_threads = self.threads or os.cpu_count() or 1
         options.inter_op_num_threads = 1
         options.graph_optimization_level = onnxruntime.GraphOptimizationLevel.ORT_ENABLE_ALL
+        options.execution_mode = onnxruntime.ExecutionMode.ORT_SEQUENTIAL
+        if not self.spin_wait:
+            options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+            options.add_session_config_entry("session.inter_op.allow_spinning", "0")
         try:
             session = onnxruntime.InferenceSession(
                 str(path), options, providers=["CPUExecutionProvider"]
@@ -254,8 +267,11 @@ class FastMiniLMEmbedder(MiniLMEmbedder):
         batch_size: int = DEFAULT_BATCH_SIZE,
         threads: int | None = None,
         spec: ModelSpec | None = None,
+        spin_wait: bool = False,
     ) -> None:
-        super().__init__(batch_size=batch_size, threads=threads, spec=spec or FAST_SPEC)
+        super().__init__(
+            batch_size=batch_size, threads=threads, spec=spec or FAST_SPEC, spin_wait=spin_wait
+        )
         self.cache_dir = Path(cache_dir) if cache_dir is not None else default_cache_dir()
 
     def _resolve_model(self) -> tuple[Path, str | None]:

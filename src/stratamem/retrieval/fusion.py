@@ -16,6 +16,7 @@ legs or their candidates came in.
 
 from __future__ import annotations
 
+import heapq
 from collections.abc import Mapping
 
 LegScores = Mapping[str, float]
@@ -76,3 +77,13 @@ def rrf(
 def ranking(totals: Mapping[str, float]) -> list[str]:
     """Ids by descending score, ties by id."""
     return [key for key, _ in sorted(totals.items(), key=lambda item: (-item[1], item[0]))]
+
+
+def top(totals: Mapping[str, float], n: int) -> list[str]:
+    """``ranking(totals)[:n]`` without sorting all of them (ids are unique, so the order of
+    the first ``n`` is the same)."""
+    if n <= 0:
+        return []
+    if n >= len(totals):
+        return ranking(totals)
+    return [key for key, _ in heapq.nsmallest(n, totals.items(), key=lambda i: (-i[1], i[0]))]

@@ -7,7 +7,10 @@ diversified and packed.
         chunks right before and after them; damped)
       → tier-0 boost (pinned and decision items, multiplicative)
       → rerank (optional; a failure keeps the fused order and says so)
-      → MMR (λ = 0.7) over candidates that have vectors
+      → MMR (λ = 0.7) over candidates that have vectors, as ``SearchConfig.mmr`` says: "on"
+        penalises every similarity, "duplicates" only near-duplicates (cosine ≥
+        ``mmr_threshold``), "auto" (the default) chat turns as "on" and everything else as
+        "duplicates", "off" nothing; ``diversify=False`` turns it off for one search
       → hits, and cards packed into a token budget when one is given
 
 Every hit carries a :class:`ScoreBreakdown` and a one-line reason in ``explain``. A leg that
@@ -36,6 +39,7 @@ from stratamem.types import (
     RetrievalHit,
     ScoreBreakdown,
     SearchResponse,
+    SourceKind,
     TreeKind,
 )
 
@@ -112,8 +116,8 @@ class HybridSearcher:
                 )
             if cfg.expand_seeds > 0 and cfg.expand_damping > 0:
                 self._expand(candidates, filters, cfg)
-            order = fusion.ranking({k: c.final for k, c in candidates.items()})
-            head = order[: max(limit * 4, cfg.rerank_top, 40)]
+            finals = {k: c.final for k, c in candidates.items()}
+            head = fusion.top(finals, max(limit * 4, cfg.rerank_top, 40))
             chunks = {c.id: c for c in self.store.chunks(head)}
             head = [key for key in head if key in chunks]
             for key in head:
@@ -122,14 +126,24 @@ class HybridSearcher:
                     candidates[key].tier0 = True
             head = sorted(head, key=lambda k: (-candidates[k].final, k))
             vectors: dict[str, Vector] = {}
-            if diversify and self.vectors is not None and status.get("vector", "").startswith("ok"):
+            in_chat: set[str] = set()
+            if (
+                diversify
+                and cfg.mmr != "off"
+                and self.vectors is not None
+                and status.get("vector", "").startswith("ok")
+            ):
                 vectors = self.vectors.vectors(head)
+                if cfg.mmr == "auto":
+                    kinds = self.store.source_kinds()
+                    chat = {sid for sid, kind in kinds.items() if kind is SourceKind.CHAT}
+                    in_chat = {k for k in head if chunks[k].source_id in chat}
             scopes = self.store.scopes()
             entities = self.store.mentions_of(head)
         if rerank and self.reranker is not None and head:
             head = _rerank(self.reranker, query, head, chunks, candidates, cfg, notes)
         if vectors:
-            head = mmr(head, _relevance(head, candidates), vectors, lam=cfg.mmr_lambda)
+            head = _diversify(head, _relevance(head, candidates), vectors, in_chat, cfg)
         top = head[:limit]
         hits, breakdowns = _hits(top, chunks, candidates, scopes, entities)
         response = SearchResponse(
@@ -192,7 +206,7 @@ class HybridSearcher:
     def _expand(
         self, candidates: dict[str, _Candidate], filters: Filters, cfg: SearchConfig
     ) -> None:
-        seeds = fusion.ranking({k: c.final for k, c in candidates.items()})[: cfg.expand_seeds]
+        seeds = fusion.top({k: c.final for k, c in candidates.items()}, cfg.expand_seeds)
         reached: dict[str, tuple[float, str]] = {}
 
         def reach(node: str, value: float, seed: str) -> None:
@@ -300,6 +314,31 @@ def _rerank(
         candidates[key].rerank = score
     reordered = sorted(top, key=lambda k: (-(candidates[k].rerank or 0.0), k))
     return reordered + head[cfg.rerank_top :]
+
+
+def _diversify(
+    head: list[str],
+    relevance: dict[str, float],
+    vectors: dict[str, Vector],
+    in_chat: set[str],
+    cfg: SearchConfig,
+) -> list[str]:
+    """MMR as ``cfg.mmr`` says. Under "auto" the chat turns, whose neighbours repeat and answer
+    each other, are diversified among themselves as under "on"; every other candidate is
+    passed over only for a near-duplicate of one already picked, as under "duplicates"."""
+    if cfg.mmr == "on":
+        return mmr(head, relevance, vectors, lam=cfg.mmr_lambda)
+    duplicates = mmr(head, relevance, vectors, lam=cfg.mmr_lambda, threshold=cfg.mmr_threshold)
+    if cfg.mmr == "duplicates" or not in_chat:
+        return duplicates
+    if len(in_chat) == len(head):
+        return mmr(head, relevance, vectors, lam=cfg.mmr_lambda)
+    # A mix: each kind keeps the places its items held in the near-duplicate order, and the
+    # chat turns among them are put in their MMR order.
+    turns = iter(
+        mmr([k for k in duplicates if k in in_chat], relevance, vectors, lam=cfg.mmr_lambda)
+    )
+    return [next(turns) if k in in_chat else k for k in duplicates]
 
 
 def _relevance(head: list[str], candidates: dict[str, _Candidate]) -> dict[str, float]:

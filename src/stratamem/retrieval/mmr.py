@@ -5,6 +5,11 @@ where ``rel`` is the candidate's fused score rescaled to [0, 1] and ``sim`` the 
 unit vectors. λ = 1 is the relevance order; λ = 0 only diversity. Candidates without a vector
 keep their relevance rank among the picks (no similarity penalty can be computed for them).
 Ties go to the earlier candidate, so the result is deterministic.
+
+``threshold`` limits the penalty to near-duplicates: a similarity below it counts as 0, so a
+candidate is pushed down only by an already picked one at least that similar. 0 (the default)
+is the classic rule (negative cosines never count); a threshold above every similarity gives
+the relevance order.
 """
 
 from __future__ import annotations
@@ -22,9 +27,12 @@ def mmr(
     *,
     lam: float = 0.7,
     limit: int | None = None,
+    threshold: float = 0.0,
 ) -> list[str]:
     if not 0.0 <= lam <= 1.0:
         raise ValueError("lam must be within [0, 1]")
+    if not 0.0 <= threshold <= 1.0:
+        raise ValueError("threshold must be within [0, 1]")
     limit = len(ids) if limit is None else min(limit, len(ids))
     if limit <= 0:
         return []
@@ -49,5 +57,6 @@ def mmr(
         if has[best] and dim:
             sims = matrix @ matrix[best]
             sims[~has] = 0.0
+            sims[sims < threshold] = 0.0
             np.maximum(max_sim, sims, out=max_sim)
     return picked

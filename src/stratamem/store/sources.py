@@ -54,6 +54,10 @@ class SourceStore(Protocol):
 
     def scopes(self) -> dict[str, str]: ...
 
+    def source_kinds(self) -> dict[str, SourceKind]:
+        """Source id → kind of the sources the reader may see (no per-source counts)."""
+        ...
+
     def stats(self) -> dict[str, Any]: ...
 
 

@@ -22,7 +22,7 @@ from typing import Protocol
 
 from stratamem.config import SearchConfig
 from stratamem.errors import StratamemError
-from stratamem.retrieval.legs.graph import graph_leg
+from stratamem.retrieval.legs.graph import GRAPH_MODES, graph_leg
 from stratamem.retrieval.legs.keyword import keyword_leg
 from stratamem.retrieval.legs.vector import VectorLeg
 from stratamem.store.base import Store
@@ -72,17 +72,29 @@ class KeywordLeg:
 
 class GraphLeg:
     """Entities named in the query and the nodes mentioning them (see
-    :mod:`~stratamem.retrieval.legs.graph`); only the query's first 48 words are read."""
+    :mod:`~stratamem.retrieval.legs.graph`); only the query's first 48 words are read.
+    ``graph_mode`` is ``idf`` (direct matches) or ``bm25`` (their co-mention neighbourhood
+    too)."""
 
     name = "graph"
 
-    def __init__(self, store: Store, *, hub_fraction: float) -> None:
+    def __init__(self, store: Store, *, hub_fraction: float, graph_mode: str = "idf") -> None:
+        if graph_mode not in GRAPH_MODES:
+            raise ValueError(f"unknown graph_mode {graph_mode!r}; use {' or '.join(GRAPH_MODES)}")
         self.store = store
         self.hub_fraction = hub_fraction
+        self.graph_mode = graph_mode
 
     def start(self, query: str, filters: Filters, k: int) -> Finish:
         words = " ".join(query.split()[:_GRAPH_QUERY_WORDS])
-        nodes, entities = graph_leg(self.store, words, filters, k, hub_fraction=self.hub_fraction)
+        nodes, entities = graph_leg(
+            self.store,
+            words,
+            filters,
+            k,
+            hub_fraction=self.hub_fraction,
+            graph_mode=self.graph_mode,
+        )
         status = (
             f"ok: {len(nodes)} nodes via {', '.join(sorted(entities))}"
             if entities
@@ -141,7 +153,9 @@ LegFactory = Callable[[Store, VectorLeg | None, SearchConfig], Leg]
 #: embedding is under way while the store answers the others.
 LEGS: Mapping[str, LegFactory] = {
     "keyword": lambda store, vectors, cfg: KeywordLeg(store),
-    "graph": lambda store, vectors, cfg: GraphLeg(store, hub_fraction=cfg.hub_fraction),
+    "graph": lambda store, vectors, cfg: GraphLeg(
+        store, hub_fraction=cfg.hub_fraction, graph_mode=cfg.graph_mode
+    ),
     "vector": lambda store, vectors, cfg: VectorSearchLeg(vectors),
 }
 

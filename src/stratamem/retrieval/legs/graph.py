@@ -5,13 +5,27 @@ Query words and word runs (up to three) are tried as canonical ids of the kinds 
 ``channel:…``), and addresses, URLs, handles and hashtags are taken as the ingest extracts
 them. Each entity found weighs its inverse document frequency, ``log(1 + N / df)``; entities
 mentioned by more than ``hub_fraction`` of all nodes are hubs and skipped. A node scores the
-sum of the weights of the query entities it mentions.
+sum of the weights of the query entities it mentions (``graph_mode="idf"``, the default).
+
+``graph_mode="bm25"`` reads the co-mention graph too. Each query entity brings its
+:data:`NEIGHBOURS` strongest co-mentioned entities, each weighing
+``NEIGHBOUR_WEIGHT · w / (w + 1)`` for an edge of weight ``w`` (a direct match weighs 1), and
+a node scores the BM25 sum over the entities it mentions: ``q · idf · (k1 + 1) /
+(tf + k1 · (1 − b + b · len / avglen))``, where ``idf = log(1 + (N − df + 0.5) / (df + 0.5))``,
+``tf`` is 1 (a chunk names an entity once in the index) and ``len`` is the number of entities
+the node mentions, ``avglen`` their mean over the candidates. Candidates are the
+:data:`POOL_FACTOR` × ``limit`` nodes with the highest summed ``q · idf``.
+
+Both read only what the reader may see: frequencies, edges and mentions come from the store's
+gated reads, so a hidden entity answers like an unknown one and an edge of a hidden source
+brings no neighbour.
 """
 
 from __future__ import annotations
 
 import math
 import re
+from collections.abc import Iterable
 
 from stratamem.entities.extract import canonical, text_mentions
 from stratamem.entities.stopwords import STOPWORDS
@@ -20,6 +34,18 @@ from stratamem.types import Filters
 
 _WORD = re.compile(r"[\w@#.+-]+")
 _KINDS = ("person", "topic", "tag", "handle", "note", "channel")
+
+#: The ways the leg can score: ``idf`` (direct matches only) and ``bm25`` (with neighbours).
+GRAPH_MODES = ("idf", "bm25")
+#: Neighbours read per query entity, strongest edges first.
+NEIGHBOURS = 8
+#: What a neighbour weighs at most against a direct match's 1.
+NEIGHBOUR_WEIGHT = 0.25
+#: Candidates rescored per result asked for (at least :data:`MIN_POOL`).
+POOL_FACTOR = 4
+MIN_POOL = 200
+BM25_K1 = 1.2
+BM25_B = 0.75
 
 
 def query_entity_candidates(query: str) -> list[str]:
@@ -61,10 +87,82 @@ def idf_weights(
 
 
 def graph_leg(
-    store: Store, query: str, filters: Filters, limit: int, *, hub_fraction: float = 0.05
+    store: Store,
+    query: str,
+    filters: Filters,
+    limit: int,
+    *,
+    hub_fraction: float = 0.05,
+    graph_mode: str = "idf",
 ) -> tuple[dict[str, float], dict[str, float]]:
-    """(node → score, matched entity → weight)."""
+    """(node → score, matched entity → weight); the matched entities are those the query
+    names, never their neighbours."""
+    if graph_mode not in GRAPH_MODES:
+        raise ValueError(f"unknown graph_mode {graph_mode!r}; use {' or '.join(GRAPH_MODES)}")
     weights = entity_weights(store, query_entity_candidates(query), hub_fraction=hub_fraction)
     if not weights:
         return {}, {}
+    if graph_mode == "bm25":
+        return graph_bm25(store, weights, filters, limit, hub_fraction=hub_fraction), weights
     return store.nodes_by_entities(weights, filters, limit), weights
+
+
+def neighbourhood(
+    store: Store, direct: Iterable[str], *, neighbours: int = NEIGHBOURS
+) -> dict[str, float]:
+    """Query weight of each entity: 1 for ``direct`` ones, and for each one's ``neighbours``
+    strongest co-mentioned entities ``NEIGHBOUR_WEIGHT · w / (w + 1)`` (the largest, where
+    several query entities reach the same one). Edges are read through the store's gate."""
+    seeds = sorted(direct)
+    out = dict.fromkeys(seeds, 1.0)
+    for entity in seeds:
+        for other, weight in store.neighbours(entity, neighbours):
+            if weight <= 0 or out.get(other, 0.0) >= 1.0:
+                continue
+            damped = NEIGHBOUR_WEIGHT * weight / (weight + 1.0)
+            if damped > out.get(other, 0.0):
+                out[other] = damped
+    return out
+
+
+def bm25_idf(df: int, total: int) -> float:
+    return math.log(1.0 + (total - df + 0.5) / (df + 0.5))
+
+
+def graph_bm25(
+    store: Store,
+    direct: Iterable[str],
+    filters: Filters,
+    limit: int,
+    *,
+    hub_fraction: float = 0.05,
+    neighbours: int = NEIGHBOURS,
+) -> dict[str, float]:
+    """The ``limit`` best nodes by graph-BM25 over ``direct`` entities and their neighbours,
+    ties to the smaller id."""
+    if limit <= 0:
+        return {}
+    query = neighbourhood(store, direct, neighbours=neighbours)
+    frequencies = store.entity_frequencies(sorted(query))
+    total = max(store.chunk_count(), 1)
+    hub = max(2.0, hub_fraction * total)
+    terms = {
+        entity: query[entity] * bm25_idf(df, total)
+        for entity, df in frequencies.items()
+        if df <= hub
+    }
+    if not terms:
+        return {}
+    pool = store.nodes_by_entities(terms, filters, max(MIN_POOL, POOL_FACTOR * limit))
+    if not pool:
+        return {}
+    mentions = store.mentions_of(sorted(pool))
+    lengths = {node: max(len(mentions.get(node, ())), 1) for node in pool}
+    average = sum(lengths.values()) / len(lengths)
+    scores: dict[str, float] = {}
+    for node in pool:
+        norm = BM25_K1 * (1.0 - BM25_B + BM25_B * lengths[node] / average)
+        saturation = (BM25_K1 + 1.0) / (1.0 + norm)
+        scores[node] = saturation * sum(terms.get(e, 0.0) for e in mentions.get(node, ()))
+    ranked = sorted(scores.items(), key=lambda item: (-item[1], item[0]))[:limit]
+    return {node: score for node, score in ranked if score > 0}

@@ -324,6 +324,11 @@ class SourceTables:
         gate, params = gate_sql(self.visible_ids())
         return dict(self.conn.execute(f"SELECT s.id, s.scope FROM sources s WHERE {gate}", params))
 
+    def source_kinds(self) -> dict[str, SourceKind]:
+        gate, params = gate_sql(self.visible_ids())
+        rows = self.conn.execute(f"SELECT s.id, s.kind FROM sources s WHERE {gate}", params)
+        return {sid: SourceKind(kind) for sid, kind in rows}
+
 
 def _chunk_row(c: Chunk) -> tuple[object, ...]:
     """The values of a chunk in the column order of :meth:`SourceTables.insert_chunks`."""
