@@ -21,7 +21,6 @@ Writes ``benchmarks/results/graph_leg.md`` and ``.json``.
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import time
@@ -32,9 +31,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, cast
 
-from run_info import git_state, machine
+from run_info import clock, dataset_table, eval_arguments, git_state, machine
 from stratamem.api import Memory
-from stratamem.cli.common import cache_dir_from_environment
 from stratamem.eval.datasets import Dataset, Query
 from stratamem.eval.loading import load_dataset
 from stratamem.eval.metrics import evaluate_per_query, mean_scores, run_from_ranking
@@ -196,26 +194,16 @@ def markdown(report: dict[str, Any]) -> str:
     ]
     for data in report["datasets"]:
         shown = BEIR_SHOWN if data["kind"] == "beir" else LOCOMO_SHOWN
-        pct = data["kind"] != "beir"
         lines += [
             "",
             f"## {data['dataset']}",
             "",
             f"{data['docs']:,} documents, {data['queries']:,} queries.",
             "",
-            "| run | " + " | ".join(label for _, label in shown) + " | answered | seconds |",
-            "| --- | " + " | ".join("---:" for _ in shown) + " | ---: | ---: |",
+            *dataset_table(
+                data, shown, extra=(("answered", lambda run: f"{run['answered'] * 100:.0f} %"),)
+            ),
         ]
-        for run in data["runs"]:
-            values = [
-                f"{run['metrics'][n] * 100:.1f}" if pct else f"{run['metrics'][n]:.3f}"
-                for n, _ in shown
-            ]
-            lines.append(
-                f"| {run['name']} | "
-                + " | ".join(values)
-                + f" | {run['answered'] * 100:.0f} % | {run['seconds']} |"
-            )
     decided = report["verdict"]
     lines += [
         "",
@@ -241,20 +229,12 @@ def markdown(report: dict[str, Any]) -> str:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("names", nargs="*", default=list(DATASETS))
-    parser.add_argument("--data", type=Path, default=ROOT.parent / "shared" / "data")
-    parser.add_argument("--store", type=Path, help="the eval store cache (as `stratamem eval`)")
-    parser.add_argument("--out", type=Path, default=RESULTS)
-    args = parser.parse_args()
-    cache = args.store or cache_dir_from_environment() / "eval"
-    cache.mkdir(parents=True, exist_ok=True)
+    args = eval_arguments(__doc__ or "", list(DATASETS), RESULTS)
+    cache = args.cache
     load_start = os.getloadavg()
     started = time.perf_counter()
     stamp = datetime.now(UTC).replace(microsecond=0).isoformat()
-
-    def say(message: str) -> None:
-        print(f"[{time.perf_counter() - started:6.1f}s] {message}", flush=True)
+    say = clock()
 
     found = [args.data / n for n in args.names if (args.data / n).exists()]
     results = [run_dataset(folder, cache, say) for folder in found]

@@ -26,7 +26,6 @@ Writes ``benchmarks/results/keyword_stemming.md`` and ``.json``. Needs the bench
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import shutil
@@ -44,9 +43,8 @@ import bm25s
 import numpy as np
 import Stemmer
 
-from run_info import git_state, machine
+from run_info import clock, dataset_table, eval_arguments, git_state, machine
 from stratamem.api import Memory
-from stratamem.cli.common import cache_dir_from_environment
 from stratamem.eval.datasets import Dataset, Query
 from stratamem.eval.loading import load_dataset
 from stratamem.eval.metrics import evaluate_per_query, mean_scores, run_from_ranking
@@ -197,7 +195,6 @@ def markdown(report: dict[str, Any]) -> str:
     ]
     for data in report["datasets"]:
         shown = BEIR_SHOWN if data["kind"] == "beir" else LOCOMO_SHOWN
-        pct = data["kind"] != "beir"
         lines += [
             "",
             f"## {data['dataset']}",
@@ -205,34 +202,19 @@ def markdown(report: dict[str, Any]) -> str:
             f"{data['docs']:,} documents, {data['queries']:,} queries; "
             f"switching the copy to `plain` took {data['plain_switch_seconds']} s.",
             "",
-            "| run | " + " | ".join(label for _, label in shown) + " | seconds |",
-            "| --- | " + " | ".join("---:" for _ in shown) + " | ---: |",
+            *dataset_table(data, shown),
         ]
-        for run in data["runs"]:
-            values = [
-                f"{run['metrics'][name] * 100:.1f}" if pct else f"{run['metrics'][name]:.3f}"
-                for name, _ in shown
-            ]
-            lines.append(f"| {run['name']} | " + " | ".join(values) + f" | {run['seconds']} |")
     lines.append("")
     return "\n".join(lines)
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("names", nargs="*", default=list(DATASETS))
-    parser.add_argument("--data", type=Path, default=ROOT.parent / "shared" / "data")
-    parser.add_argument("--store", type=Path, help="the eval store cache (as `stratamem eval`)")
-    parser.add_argument("--out", type=Path, default=RESULTS)
-    args = parser.parse_args()
-    cache = args.store or cache_dir_from_environment() / "eval"
-    cache.mkdir(parents=True, exist_ok=True)
+    args = eval_arguments(__doc__ or "", list(DATASETS), RESULTS)
+    cache = args.cache
     load_start = os.getloadavg()
     started = time.perf_counter()
     stamp = datetime.now(UTC).replace(microsecond=0).isoformat()
-
-    def say(message: str) -> None:
-        print(f"[{time.perf_counter() - started:6.1f}s] {message}", flush=True)
+    say = clock()
 
     scratch = Path(tempfile.mkdtemp(prefix="stratamem-stemming-"))
     try:

@@ -34,7 +34,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from run_info import git_state, machine
+from run_info import clock, dataset_table, git_state, machine
 from stratamem.api import Memory
 from stratamem.cli.common import cache_dir_from_environment
 from stratamem.config import PROFILES, SearchConfig, WeightProfile
@@ -142,22 +142,14 @@ def markdown(report: dict[str, Any]) -> str:
     ]
     for data in report["datasets"]:
         shown = BEIR_SHOWN if data["kind"] == "beir" else LOCOMO_SHOWN
-        pct = data["kind"] != "beir"
         lines += [
             "",
             f"## {data['dataset']}",
             "",
             f"{data['docs']:,} documents, {data['queries']:,} queries.",
             "",
-            "| variant | " + " | ".join(label for _, label in shown) + " | seconds |",
-            "| --- | " + " | ".join("---:" for _ in shown) + " | ---: |",
+            *dataset_table(data, shown, first="variant"),
         ]
-        for run in data["runs"]:
-            values = [
-                f"{run['metrics'][name] * 100:.1f}" if pct else f"{run['metrics'][name]:.3f}"
-                for name, _ in shown
-            ]
-            lines.append(f"| {run['name']} | " + " | ".join(values) + f" | {run['seconds']} |")
     if report.get("conclusions"):
         lines += ["", "## What the defaults became, and why", ""]
         lines += [f"- {line}" for line in report["conclusions"]]
@@ -180,9 +172,7 @@ def main() -> None:
     load_start = os.getloadavg()
     started = time.perf_counter()
     stamp = datetime.now(UTC).replace(microsecond=0).isoformat()
-
-    def say(message: str) -> None:
-        print(f"[{time.perf_counter() - started:6.1f}s] {message}", flush=True)
+    say = clock()
 
     found = [args.data / n for n in args.names if (args.data / n).exists()]
     results = [run_dataset(folder, cache, list(VARIANTS), say) for folder in found]
