@@ -21,7 +21,6 @@ run: $(STAMP)
 	$(SM) ingest --quiet examples/workspace/slack-export
 	$(SM) ingest --quiet examples/workspace/mail/team.mbox
 	$(SM) ingest --quiet examples/workspace/notes --scope notes:phoenix
-	$(SM) embed --quiet
 	$(SM) sources
 	$(SM) stats
 	$(SM) search "why did we drop Redis?" --limit 3 --explain

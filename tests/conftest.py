@@ -13,6 +13,11 @@ settings.register_profile(
 settings.register_profile("dev", suppress_health_check=[HealthCheck.too_slow])
 settings.load_profile("ci" if os.environ.get("CI") else os.environ.get("HYPOTHESIS_PROFILE", "dev"))
 
+# `stratamem ingest` embeds with the bundled model by default. Tests of other things run it
+# (in process and as subprocesses, which inherit this) without, as `--no-embed` would; the
+# tests of the default remove this variable.
+os.environ["STRATAMEM_INGEST_EMBED"] = "off"
+
 ROOT = Path(__file__).resolve().parents[1]
 SHARED_DATA = ROOT.parent / "shared" / "data"
 EXAMPLES = ROOT / "examples" / "workspace"

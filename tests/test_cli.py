@@ -274,6 +274,41 @@ def test_ingest_can_embed_right_away(run) -> None:  # type: ignore[no-untyped-de
     assert explained["legs"]["vector"].startswith("ok")
 
 
+def test_ingest_embeds_by_default_so_the_first_search_is_hybrid(  # type: ignore[no-untyped-def]
+    run, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("STRATAMEM_INGEST_EMBED")
+    result = run("ingest", "--json", str(EXAMPLES / "mail" / "team.mbox"))
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.output)
+    assert data["embedding"]["model"].startswith("all-MiniLM-L6-v2")
+    assert data["embedding"]["embedded"] == data["chunks"] > 0
+    found = json.loads(run("search", "Redis", "--json").output)
+    assert found["legs"]["vector"].startswith("ok")
+    people = run("ingest", str(EXAMPLES / "notes"))
+    assert people.exit_code == 0, people.output
+    assert re.search(r"embedded [\d,]+ chunks", people.output)
+
+
+def test_no_embed_or_the_setting_off_leaves_the_chunks_for_later(  # type: ignore[no-untyped-def]
+    run, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("STRATAMEM_INGEST_EMBED")
+    skipped = json.loads(run("ingest", "--json", "--no-embed", str(EXAMPLES / "notes")).output)
+    assert "embedding" not in skipped
+    monkeypatch.setenv("STRATAMEM_INGEST_EMBED", "off")
+    off = json.loads(run("ingest", "--json", str(EXAMPLES / "mail" / "team.mbox")).output)
+    assert "embedding" not in off
+    stats = json.loads(run("stats", "--json").output)
+    assert stats["vectors"]["count"] == 0
+    assert stats["vectors"]["pending"] == stats["chunks"] > 0
+    monkeypatch.setenv("STRATAMEM_INGEST_EMBED", "maybe")
+    bad = run("ingest", "--json", str(EXAMPLES / "notes"))
+    assert bad.exit_code != 0
+    assert "STRATAMEM_INGEST_EMBED" in bad.output
+    assert "on or off" in bad.output
+
+
 def test_db_takes_a_url_and_keeps_it_whole(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(tmp_path)
     db = tmp_path / "url.db"

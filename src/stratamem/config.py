@@ -101,7 +101,8 @@ class TreeConfig:
     has gone stale: its oldest item is more than ``flush_age_days`` of source time older than
     the next item, or than the source's newest item (explicit ``flush`` seals it at once).
     Levels ≥ 1 seal every ``summary_fanout`` summaries and are never force-sealed. A cascade
-    climbs at most ``max_depth`` levels. Document sources seal each document on its own.
+    climbs at most ``max_depth`` levels. Document sources seal each document on its own, and
+    pack leaves that belong to no document (records) into runs of the input budget.
     """
 
     input_token_budget: int = 8000
@@ -199,6 +200,19 @@ def _unit(value: Any) -> float:
     return number
 
 
+_YES = {"1", "true", "yes", "on"}
+_NO = {"0", "false", "no", "off"}
+
+
+def _switch(value: Any) -> bool:
+    if isinstance(value, bool):
+        return value
+    text = str(value).strip().lower()
+    if text in _YES | _NO:
+        return text in _YES
+    raise ValueError(f"expected on or off (true/false, yes/no, 1/0), got {value!r}")
+
+
 @dataclass(frozen=True, slots=True)
 class Key:
     parse: Callable[[Any], Any]
@@ -211,6 +225,9 @@ KEYS: dict[str, Key] = {
         _text,
         "minilm",
         "embedder: a registered name (minilm, hashing, openai, sentence-transformers) or none",
+    ),
+    "ingest.embed": Key(
+        _switch, True, "embed new chunks as `stratamem ingest` ends (--embed/--no-embed)"
     ),
     "rerank.model": Key(_text, "none", "reranker: none, http (a /rerank server) or cross-encoder"),
     "rerank.base_url": Key(_text, "", "the http reranker's server"),

@@ -20,6 +20,51 @@ def test_migrations_are_idempotent(tmp_path: Path) -> None:
     assert {"sources", "chunks", "chunks_fts", "entity_index", "entity_edges"} <= tables
 
 
+def test_vectors_move_to_rowid_tables_where_each_keeps_its_page(tmp_path: Path) -> None:
+    from stratamem.store.sqlite.migrations import MIGRATIONS, _statements
+
+    path = tmp_path / "v10.db"
+    conn = sqlite3.connect(path)
+    for version, script in enumerate(MIGRATIONS[:10], start=1):
+        for statement in _statements(script):
+            conn.execute(statement)
+        conn.execute(f"PRAGMA user_version = {version}")
+    conn.execute(
+        "INSERT INTO sources (id, scope, kind, platform, location, ingested_at)"
+        " VALUES ('s1', 'notes', 'document', 'files', '/n', 0)"
+    )
+    vectors = {f"n{i}": bytes([i % 256]) * 1536 for i in range(300)}
+    conn.executemany(
+        "INSERT INTO embeddings VALUES (?, 'm', 's1', 384, ?, ?)",
+        [(node, vector, f"sha-{node}") for node, vector in vectors.items()],
+    )
+    conn.commit()
+    conn.close()
+    with SQLiteStore(path) as store:
+        rows = store.conn.execute("SELECT node_id, vector, dim FROM embeddings").fetchall()
+        assert {r[0]: r[1] for r in rows} == vectors
+        assert {r[2] for r in rows} == {384}
+        for table in ("embeddings", "summary_vectors", "fact_vectors"):
+            sql = store.conn.execute(
+                "SELECT sql FROM sqlite_master WHERE name = ?", (table,)
+            ).fetchone()[0]
+            assert "WITHOUT ROWID" not in sql
+        overflow = store.conn.execute(
+            "SELECT count(*) FROM dbstat WHERE name = 'embeddings' AND pagetype = 'overflow'"
+        ).fetchone()[0]
+        leaves = store.conn.execute(
+            "SELECT count(*) FROM dbstat WHERE name = 'embeddings' AND pagetype = 'leaf'"
+        ).fetchone()[0]
+        assert overflow == 0
+        assert leaves <= 160
+        assert (
+            store.conn.execute(
+                "SELECT node_id FROM embeddings WHERE model = 'm' AND content_sha256 = 'sha-n7'"
+            ).fetchone()[0]
+            == "n7"
+        )
+
+
 def test_pragmas(tmp_path: Path) -> None:
     with SQLiteStore(tmp_path / "p.db") as store:
         assert store.conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"

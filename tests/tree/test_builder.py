@@ -393,3 +393,32 @@ def test_leaf_score(tags: tuple[str, ...], entities: int, score: float) -> None:
 def test_bad_tree_config(bad: dict[str, Any]) -> None:
     with pytest.raises(ValueError, match=next(iter(bad))):
         TreeConfig(**bad)
+
+
+def test_short_documents_of_no_file_share_summaries_and_each_is_under_one(tmp_path: Path) -> None:
+    corpus = tmp_path / "notes.jsonl"
+    lines = [
+        {
+            "id": str(i),
+            "kind": "document",
+            "text": f"Record {i}: the pump in bay {i % 7} was serviced by Dana.",
+        }
+        for i in range(60)
+    ]
+    corpus.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    config = TreeConfig(input_token_budget=120, summary_fanout=4)
+    with stratamem.open(tmp_path / "m.db", embedder=None, tree_config=config) as memory:
+        memory.ingest(corpus, kind="jsonl")
+        store = memory.store
+        chunks = store.conn.execute("SELECT count(*) FROM chunks").fetchone()[0]
+        level1 = live(store, 1)
+        assert chunks == 60
+        assert 1 < len(level1) <= chunks // 5  # about 120 tokens each, not one per record
+        orphans = store.conn.execute(
+            "SELECT count(*) FROM chunks WHERE parent_summary_id IS NULL"
+        ).fetchone()[0]
+        assert orphans == 0
+        for row in level1:
+            summary_tokens = row["token_count"]
+            children = store.chunks(json.loads(row["child_ids"]))
+            assert summary_tokens < sum(c.token_count for c in children)

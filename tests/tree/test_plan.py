@@ -46,3 +46,16 @@ def test_documents_seal_whole_and_upper_levels_in_full_groups() -> None:
     items = [item(0, at=None, doc="a"), item(1, at=None, doc="b"), item(2, at=None, doc="a")]
     assert ids(plan.document_runs(items, budget=100)) == [["c0", "c2"], ["c1"]]
     assert ids(plan.fanout_runs(items, fanout=2)) == [["c0", "c1"]]
+
+
+def test_leaves_of_no_document_are_packed_into_runs_of_the_budget() -> None:
+    items = [
+        item(0, at=None, tokens=40),
+        item(1, at=None, tokens=40, doc="a"),
+        item(2, at=None, tokens=40),
+        item(3, at=None, tokens=40),
+        item(4, at=None, tokens=40),
+    ]
+    # c0, c2, c3 reach 100 tokens together; c4 seals alone, since nothing more will join it
+    # until the next ingest; document a seals whole, apart.
+    assert ids(plan.document_runs(items, budget=100)) == [["c0", "c2", "c3"], ["c4"], ["c1"]]

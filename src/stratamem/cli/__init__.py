@@ -147,7 +147,13 @@ def main(
     help="The access scopes of every source read (eng,team; default: chat team, the rest "
     "private for a new source, and an existing one keeps its own).",
 )
-@click.option("--embed", "embed_now", is_flag=True, help="Embed the new chunks right away.")
+@click.option(
+    "--embed/--no-embed",
+    "embed_now",
+    default=None,
+    help="Embed the new chunks with the configured model as the ingest ends (the default, "
+    "set by ingest.embed), or leave them to `stratamem embed`.",
+)
 @click.option(
     "--sync",
     is_flag=True,
@@ -172,7 +178,7 @@ def ingest(
     format_: str | None,
     scope: str | None,
     access: tuple[str, ...] | None,
-    embed_now: bool,
+    embed_now: bool | None,
     sync: bool,
     quiet: bool,
     max_item_bytes: int | None,
@@ -190,11 +196,14 @@ def ingest(
       stratamem ingest ./slack-export-march.zip   # adds March to what is there
       stratamem ingest ./discord/general.json --sync
       stratamem ingest ~/Mail/lkml --format maildir --scope mail:lkml
-      stratamem ingest ~/notes --embed
+      stratamem ingest ~/notes --no-embed       # embed later with `stratamem embed`
       stratamem ingest ./huge-export.zip --max-item-size 1G
       stratamem ingest ~/Mail/oncall --access eng,oncall
     """
     memory = open_memory(ctx)
+    settings = ctx.obj["settings"]
+    if embed_now is None:
+        embed_now = settings["ingest.embed"] and settings.embedder() is not None
     show = not (quiet or as_json)
     with Progress(
         SpinnerColumn(),

@@ -4,8 +4,9 @@ Level 0 of a stream (chat, mail, records) is walked in source order. A run of le
 when its tokens reach the input budget, or when it has gone stale: the next leaf comes more
 than ``flush_age`` after the run's oldest leaf, or, for the last run, the source's newest leaf
 does (or ``force``, an explicit flush). Level 0 of a document source seals per document, since
-a document arrives whole. Levels ≥ 1 seal every ``fanout`` items, oldest first, and are never
-forced: a partial group waits for more.
+a document arrives whole; leaves without a document are packed into runs of the budget. Levels
+≥ 1 seal every ``fanout`` items, oldest first, and are never forced: a partial group waits for
+more.
 """
 
 from __future__ import annotations
@@ -47,12 +48,14 @@ def stream_runs(
 
 
 def document_runs(items: Sequence[BufferItem], *, budget: int) -> list[list[BufferItem]]:
-    """Each document's leaves, cut into runs of about ``budget`` tokens; a leaf without a
-    document is a document of its own."""
+    """Each document's leaves, cut into runs of about ``budget`` tokens. Leaves without a
+    document (records, each whole in one or a few chunks) are packed together in source order
+    into runs of about ``budget`` tokens: one summary of a single short record would be about
+    as long as the record, and there would be as many of them as records."""
     runs: list[list[BufferItem]] = []
-    by_doc: dict[str, list[BufferItem]] = {}
+    by_doc: dict[str | None, list[BufferItem]] = {}
     for item in items:
-        by_doc.setdefault(item.doc_id or f"\x00{item.id}", []).append(item)
+        by_doc.setdefault(item.doc_id, []).append(item)
     for leaves in by_doc.values():
         run: list[BufferItem] = []
         tokens = 0
