@@ -6,6 +6,7 @@ import functools
 import json
 import logging
 import threading
+import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from datetime import datetime
@@ -769,6 +770,25 @@ class Memory:
         """Embed every chunk that has no vector yet with the configured model."""
         self._owner_only("embed")
         return embed_pending(self.store, self._require_embedder(), progress=progress)
+
+    def build_indexes(self) -> dict[str, float]:
+        """Bring the search indexes up to date with the store and write their files beside
+        it, so that the next search, in this process or another, starts at once rather than
+        building them (the first search of a 100k-chunk store otherwise takes half a
+        minute). Returns the seconds each took: ``keyword``, and ``vectors`` where the
+        vector leg can run. Done by ``stratamem ingest`` and ``stratamem embed``."""
+        self._owner_only("build indexes")
+        took: dict[str, float] = {}
+        start = time.perf_counter()
+        sparse_index(self.store).persist_now()
+        took["keyword"] = time.perf_counter() - start
+        vectors = self.vectors
+        if vectors is not None and vectors.status() is None:
+            start = time.perf_counter()
+            vectors.index()
+            vectors.persist_now()
+            took["vectors"] = time.perf_counter() - start
+        return took
 
     def reindex(self, *, progress: Callable[[EmbedProgress], None] | None = None) -> EmbedReport:
         """Switch the store's vectors to the configured model, re-embedding every chunk."""

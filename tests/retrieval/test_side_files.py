@@ -321,3 +321,41 @@ def test_a_save_started_before_another_process_removed_a_source_is_dropped(
         vectors._save_snapshot()
         assert {p: p.read_bytes() if p.exists() else None for p in paths} == after
         assert not paths[1].exists() or b"secretword" not in paths[1].read_bytes()
+
+
+def test_built_indexes_are_read_by_the_next_process_rather_than_built(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from stratamem.retrieval.legs import keyword as keyword_module
+
+    db = tmp_path / "s.db"
+    with stratamem.open(db, embedder=HashingEmbedder()) as mem:
+        ingest(mem, tmp_path, "alpha", 40)
+        vectors, keyword = legs(mem)
+        mem._vectors = vectors  # small thresholds, so that files are written at all
+        keyword_module._INDEXES[mem.store] = keyword
+        took = mem.build_indexes()
+        assert set(took) == {"keyword", "vectors"}
+        vector_path, keyword_path = vectors.index_path(), keyword.index_path()
+        assert vector_path is not None
+        assert vector_path.exists()
+        assert keyword_path is not None
+        assert keyword_path.exists()
+        expected = mem.search("alpha note", limit=5).hits
+
+    def built(*args: object, **kwargs: object) -> None:
+        raise AssertionError("an index was built instead of read from its file")
+
+    monkeypatch.setattr(VectorIndex, "rebuild", built)
+    monkeypatch.setattr(SparseKeywordIndex, "_build", built)
+    with stratamem.open(db, embedder=HashingEmbedder()) as mem:
+        vectors, keyword = legs(mem)
+        mem._vectors = vectors
+        keyword_module._INDEXES[mem.store] = keyword
+        assert [h.node_id for h in mem.search("alpha note", limit=5).hits] == [
+            h.node_id for h in expected
+        ]
+    with stratamem.open(db, embedder=None) as mem:
+        mem.store.principal_name = "someone"  # a principal may read, not build
+        with pytest.raises(stratamem.StratamemError):
+            mem.build_indexes()

@@ -226,3 +226,37 @@ def test_a_full_text_index_that_cannot_back_bm25_is_unavailable(tmp_path: Path) 
         bare.conn.execute("DROP TABLE chunks_fts")
         with pytest.raises(KeywordIndexUnavailable, match="no chunks_fts table"):
             bare.keyword_postings()  # a driver error, in the role's terms
+
+
+def test_the_source_lists_a_search_reads_follow_other_connections(tmp_path: Path) -> None:
+    from stratamem.types import Filters, SourceKind
+
+    path = tmp_path / "s.db"
+    with SQLiteStore(path) as reader, SQLiteStore(path) as writer:
+        with writer.transaction():
+            chat = writer.upsert_source(
+                scope="slack:#eng", kind=SourceKind.CHAT, platform="slack", location="x"
+            )
+        assert reader.scopes() == {chat: "slack:#eng"}
+        assert reader.scopes() == {chat: "slack:#eng"}  # the kept answer
+        with writer.transaction():
+            notes = writer.upsert_source(
+                scope="vault:notes", kind=SourceKind.DOCUMENT, platform="obsidian", location="y"
+            )
+        assert reader.source_kinds() == {chat: SourceKind.CHAT, notes: SourceKind.DOCUMENT}
+        writer.conn.execute("UPDATE sources SET locked = 1 WHERE id = ?", (chat,))
+        assert reader.scopes() == {notes: "vault:notes"}
+        only_chat = Filters(kinds=(SourceKind.CHAT,))
+        assert reader.nodes_by_entities({"topic:x": 1.0}, only_chat, 5) == {}
+
+        def unlock_then_fail() -> None:
+            with reader.transaction():
+                reader.conn.execute("UPDATE sources SET locked = 0 WHERE id = ?", (chat,))
+                assert chat in reader.scopes()
+                raise RuntimeError("rolled back")
+
+        with pytest.raises(RuntimeError):
+            unlock_then_fail()
+        assert reader.scopes() == {notes: "vault:notes"}  # what it read there was not kept
+        writer.conn.execute("UPDATE sources SET locked = 0 WHERE id = ?", (chat,))
+        assert reader.scopes() == {chat: "slack:#eng", notes: "vault:notes"}

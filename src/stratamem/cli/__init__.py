@@ -690,7 +690,7 @@ def _run_embedding(
     memory = open_memory(ctx)
     with Progress(
         SpinnerColumn(),
-        TextColumn("[bold]embedding"),
+        TextColumn("[bold]{task.description}"),
         BarColumn(),
         TextColumn("{task.completed:,}/{task.total:,} · {task.fields[rate]}"),
         TimeElapsedColumn(),
@@ -706,11 +706,16 @@ def _run_embedding(
 
         run = memory.reindex if reindex else memory.embed
         report = run(progress=on_progress)
+        # The indexes a search needs, built now and saved beside the store, rather than by
+        # the first search.
+        bar.update(task, description="indexing", rate="")
+        indexes = memory.build_indexes()
     data = {
         "model": report.model,
         "embedded": report.embedded,
         "reused": report.cached,
         "seconds": round(report.seconds, 2),
+        "indexes_seconds": {name: round(took, 2) for name, took in indexes.items()},
     }
     if not emit:
         return data
@@ -720,7 +725,8 @@ def _run_embedding(
     rate = report.embedded / report.seconds if report.seconds else 0.0
     out.print(
         f"embedded {report.embedded:,} chunks ({report.cached:,} reused) with "
-        f"{escape(report.model)} in {report.seconds:.1f}s, {rate:,.1f}/s",
+        f"{escape(report.model)} in {report.seconds:.1f}s, {rate:,.1f}/s; search indexes "
+        f"ready in {sum(indexes.values()):.1f}s",
         highlight=False,
     )
     return data

@@ -54,10 +54,10 @@ class _Candidate:
     boost: float = 1.0
     tier0: bool = False
     rerank: float | None = None
+    fused: float = field(init=False)  # the parts' sum (they never change once fused)
 
-    @property
-    def fused(self) -> float:
-        return sum(self.parts.values())
+    def __post_init__(self) -> None:
+        self.fused = sum(self.parts.values())
 
     @property
     def final(self) -> float:

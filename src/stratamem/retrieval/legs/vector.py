@@ -263,15 +263,23 @@ class VectorLeg:
                 if len(index) == 0:
                     return {}
                 allow = None if allowed is None else self._allow(index, allowed)
+                # At this snapshot's own version the index's rows name its chunks; a snapshot
+                # older than the index looks its rowids up in the store instead.
+                same_version = index.generation == self.store.generation()
                 self._searching += 1
+            names: dict[int, str] = {}
             try:
                 rowids, scores = index.search(vector, k, allow=allow)
+                found = [int(r) for r in rowids]
+                if same_version:  # no sync changes the rows while this search is counted
+                    names = {r: self._rows[r] for r in found if r in self._rows}
             finally:
                 with self._lock:
                     self._searching -= 1
                     if self._searching == 0:
                         self._idle.notify_all()
-            names = self.store.rowids_to_ids([int(r) for r in rowids])
+            if not same_version:
+                names = self.store.rowids_to_ids(found)
         return {
             names[int(r)]: float(s) for r, s in zip(rowids, scores, strict=True) if int(r) in names
         }

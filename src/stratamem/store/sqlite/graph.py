@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Hashable, Sequence
+from typing import TYPE_CHECKING, TypeVar
 
 from stratamem.store.base import from_ms
 from stratamem.store.sqlite.connection import batches
@@ -13,6 +13,8 @@ from stratamem.store.sqlite.postings import EntityPostings
 from stratamem.types import EntityMatch, Filters
 
 MAX_EDGE_NODE_ENTITIES = 24
+
+T = TypeVar("T")
 
 
 class GraphTables:
@@ -24,6 +26,8 @@ class GraphTables:
     if TYPE_CHECKING:
 
         def visible_ids(self) -> list[str] | None: ...
+
+        def _cached_read(self, what: Hashable, read: Callable[[], T]) -> T: ...
 
     def add_edges(self, source_id: str, node_ids: Sequence[str], *, sign: int = 1) -> None:
         """Add (or with ``sign=-1`` take back) the co-mention pairs of these nodes' entities.
@@ -83,11 +87,13 @@ class GraphTables:
         if not weights:
             return {}
         if filters.since is None and filters.until is None:
-            where, params = filter_sql(filters, self.visible_ids())
-            sources = [
-                row[0]
-                for row in self.conn.execute(f"SELECT s.id FROM sources s WHERE {where}", params)
-            ]
+
+            def admitted() -> list[str]:
+                where, params = filter_sql(filters, self.visible_ids())
+                rows = self.conn.execute(f"SELECT s.id FROM sources s WHERE {where}", params)
+                return [row[0] for row in rows]
+
+            sources = self._cached_read(("sources of", filters), admitted)
             return self.postings.score(weights, sources, limit, exclude=exclude)
         values = ",".join("(?, ?)" for _ in weights)
         visible = self.visible_ids()

@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Hashable, Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from stratamem.errors import NotFoundError
 from stratamem.store.access import default_access, may_read
@@ -23,6 +23,8 @@ from stratamem.store.sources import source_id_for
 from stratamem.store.sqlite.connection import batches
 from stratamem.store.sqlite.filters import gate_sql
 from stratamem.types import Chunk, Mention, Principal, Source, SourceKind
+
+T = TypeVar("T")
 
 if TYPE_CHECKING:
     from stratamem.store.sqlite.jobs import JobQueue
@@ -37,6 +39,7 @@ class SourceTables:
     principal_name: str | None
     _count_cache: LastFew[tuple[tuple[int, int], int]]
     _visible_cache: LastFew[tuple[tuple[int, int], list[str]]]
+    _reads_cache: LastFew[tuple[tuple[int, int], Any]]
 
     if TYPE_CHECKING:
         trees: TreeTables
@@ -321,13 +324,37 @@ class SourceTables:
     def scopes(self) -> dict[str, str]:
         """Source id → scope of the sources the reader may see, without the per-source
         counts :meth:`sources` makes."""
-        gate, params = gate_sql(self.visible_ids())
-        return dict(self.conn.execute(f"SELECT s.id, s.scope FROM sources s WHERE {gate}", params))
+        return {sid: scope for sid, scope, _ in self._visible_sources()}
 
     def source_kinds(self) -> dict[str, SourceKind]:
-        gate, params = gate_sql(self.visible_ids())
-        rows = self.conn.execute(f"SELECT s.id, s.kind FROM sources s WHERE {gate}", params)
-        return {sid: SourceKind(kind) for sid, kind in rows}
+        return {sid: SourceKind(kind) for sid, _, kind in self._visible_sources()}
+
+    def _visible_sources(self) -> list[tuple[str, str, str]]:
+        """(id, scope, kind) of every source the reader may see; a search asks for them
+        several times."""
+
+        def read() -> list[tuple[str, str, str]]:
+            gate, params = gate_sql(self.visible_ids())
+            return self.conn.execute(
+                f"SELECT s.id, s.scope, s.kind FROM sources s WHERE {gate}", params
+            ).fetchall()
+
+        return self._cached_read("visible sources", read)
+
+    def _cached_read(self, what: Hashable, read: Callable[[], T]) -> T:
+        """``read()``, kept for this reader until this or another connection writes (not
+        inside a transaction, which may yet roll back what was read). Callers must not
+        change what it returns."""
+        key = self.write_state()
+        slot = (self.principal_name, what)
+        cached = self._reads_cache.get(slot)
+        if cached is not None and cached[0] == key:
+            value: T = cached[1]
+            return value
+        value = read()
+        if not self.in_transaction():
+            self._reads_cache.put(slot, (key, value))
+        return value
 
 
 def _chunk_row(c: Chunk) -> tuple[object, ...]:

@@ -62,6 +62,7 @@ class SQLiteStore(
         self._count_cache: LastFew[tuple[tuple[int, int], int]] = LastFew()
         self._visible_cache: LastFew[tuple[tuple[int, int], list[str]]] = LastFew()
         self._gate_rowids: LastFew[tuple[tuple[int, int], list[int]]] = LastFew()
+        self._reads_cache: LastFew[tuple[tuple[int, int], Any]] = LastFew()
         self.principal_name: str | None = None
         try:
             migrate(self.conn)
