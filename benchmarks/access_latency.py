@@ -20,8 +20,9 @@ each). Modes: ``hybrid`` (what ``Memory.search(query)`` runs) and each leg alone
 reader (search_latency.py's stage timer).
 
     python benchmarks/access_latency.py [--chunks 100000] [--sources 150] [--keep DIR]
+        [--queries 300] [--name access]
 
-``--chunks 10000`` is a quick check. Writes ``benchmarks/results/access.md`` and ``.json``.
+``--chunks 10000`` is a quick check. Writes ``benchmarks/results/<name>.md`` and ``.json``.
 """
 
 from __future__ import annotations
@@ -250,6 +251,9 @@ def main() -> None:
         type=Path,
         help="build the store in this folder and keep it; reuse what is already there",
     )
+    parser.add_argument(
+        "--name", default="access", help="results file name (default: access; .md and .json)"
+    )
     args = parser.parse_args()
     load_start = os.getloadavg()
     texts, vectors, queries = base_corpus()
@@ -281,6 +285,10 @@ def main() -> None:
     command = f"python benchmarks/access_latency.py --chunks {args.chunks}"
     if args.sources != 150:
         command += f" --sources {args.sources}"
+    if len(queries) != 300:
+        command += f" --queries {len(queries)}"
+    if args.name != "access":
+        command += f" --name {args.name}"
     result = {
         "benchmark": "access gate latency",
         "command": command,
@@ -296,8 +304,8 @@ def main() -> None:
         "bar": "p10 and p90 hybrid p50 and p95 each at most 1.5 times the owner's",
     }
     RESULTS.mkdir(parents=True, exist_ok=True)
-    (RESULTS / "access.json").write_text(json.dumps(result, indent=2) + "\n")
-    (RESULTS / "access.md").write_text(report(result, len(queries)))
+    (RESULTS / f"{args.name}.json").write_text(json.dumps(result, indent=2) + "\n")
+    (RESULTS / f"{args.name}.md").write_text(report(result, len(queries)))
 
 
 def report(result: dict[str, Any], queries: int) -> str:
