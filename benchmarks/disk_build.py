@@ -42,9 +42,8 @@ from typing import Any
 
 import numpy as np
 
-import stratamem
 from run_info import git_state, machine
-from search_latency import base_corpus, open_store
+from search_latency import add_vectors, base_corpus, open_store
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results"
@@ -63,34 +62,6 @@ def noisy(vectors: np.ndarray, n: int, dim: int) -> np.ndarray:
     rng = np.random.default_rng(7)
     out = vectors[np.arange(n) % len(vectors)] + rng.normal(0, 0.01, (n, dim))
     return (out / np.linalg.norm(out, axis=1, keepdims=True)).astype("<f4")
-
-
-def add_vectors(mem: stratamem.Memory, vectors: np.ndarray) -> int:
-    """Chunk i of corpus line k gets row k of ``vectors``."""
-    assert mem.embedder is not None
-    spec = mem.embedder.spec
-    rows = mem.store.conn.execute(
-        "SELECT id, source_id, content_sha256, source_ref FROM chunks ORDER BY rowid"
-    ).fetchall()
-    with mem.store.transaction():
-        mem.store.set_setting("embed.model", spec.signature)
-        mem.store.set_setting("embed.dim", str(spec.dim))
-        batch = []
-        for row in rows:
-            line = int(row["source_ref"].rsplit(".jsonl:", 1)[1].split(":")[0]) - 1
-            vector = vectors[line].tobytes()
-            batch.append(
-                (
-                    row["id"],
-                    spec.signature,
-                    row["source_id"],
-                    spec.dim,
-                    vector,
-                    row["content_sha256"],
-                )
-            )
-        mem.store.insert_vectors(batch)
-    return len(rows)
 
 
 def by_table(db: Path) -> dict[str, float]:
@@ -129,7 +100,7 @@ def build_stratamem(
     with open_store(db) as mem:
         report = mem.ingest(corpus)
         ingested = time.perf_counter()
-        chunks = add_vectors(mem, vectors)
+        chunks = add_vectors(mem, vectors, noise=0.0)
         vectored = time.perf_counter()
         mem.search("warm up the indexes", limit=10)
         searched = time.perf_counter()

@@ -108,8 +108,9 @@ def build(path: Path, size: int, texts: list[tuple[str, str]], vectors: np.ndarr
     return time.perf_counter() - started
 
 
-def add_vectors(mem: stratamem.Memory, vectors: np.ndarray) -> None:
-    """Each chunk gets its document's real vector plus small noise (see the docstring)."""
+def add_vectors(mem: stratamem.Memory, vectors: np.ndarray, *, noise: float = 0.01) -> int:
+    """Each chunk gets its document's real vector (row k for the corpus file's line k) plus
+    small noise (see the docstring); returns how many chunks got one."""
     rng = np.random.default_rng(7)
     assert mem.embedder is not None
     spec = mem.embedder.spec
@@ -123,19 +124,22 @@ def add_vectors(mem: stratamem.Memory, vectors: np.ndarray) -> None:
         for row in rows:
             # The line of the corpus file (a long abstract's later chunks add ":2", ":3").
             line = int(row["source_ref"].rsplit(".jsonl:", 1)[1].split(":")[0]) - 1
-            vector = vectors[line % len(vectors)] + rng.normal(0, 0.01, spec.dim)
-            vector = (vector / np.linalg.norm(vector)).astype("<f4")
+            vector = vectors[line % len(vectors)]
+            if noise:
+                vector = vector + rng.normal(0, noise, spec.dim)
+                vector = (vector / np.linalg.norm(vector)).astype("<f4")
             batch.append(
                 (
                     row["id"],
                     spec.signature,
                     row["source_id"],
                     spec.dim,
-                    vector.tobytes(),
+                    np.asarray(vector, dtype="<f4").tobytes(),
                     row["content_sha256"],
                 )
             )
         mem.store.insert_vectors(batch)
+    return len(rows)
 
 
 def summary(timings: list[float]) -> dict[str, float]:
