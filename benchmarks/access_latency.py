@@ -101,6 +101,7 @@ def build(
                     fh.write(json.dumps(record | {"source": f"s{i % sources:03d}"}) + "\n")
             mem.ingest(source)
             source.unlink()
+        mem.build_trees()  # a kept store whose build was cut short seals what it left
         if not mem.store.vector_models():
             add_vectors(mem, vectors)
         grant(mem)

@@ -260,3 +260,20 @@ def test_the_source_lists_a_search_reads_follow_other_connections(tmp_path: Path
         assert reader.scopes() == {notes: "vault:notes"}  # what it read there was not kept
         writer.conn.execute("UPDATE sources SET locked = 0 WHERE id = ?", (chat,))
         assert reader.scopes() == {chat: "slack:#eng", notes: "vault:notes"}
+
+
+@pytest.mark.parametrize("children", [1, 3, 50, 500])
+def test_a_seal_claims_its_children_by_id_however_many(tmp_path: Path, children: int) -> None:
+    from stratamem.store.sqlite.trees import CLAIM_LEAVES, CLAIM_SUMMARIES
+
+    with SQLiteStore(tmp_path / "s.db") as store:
+        marks = ",".join("?" * children)
+        ids = [f"n{i}" for i in range(children)]
+        for claim, table in ((CLAIM_LEAVES, "chunks"), (CLAIM_SUMMARIES, "summaries")):
+            plan = store.conn.execute(
+                "EXPLAIN QUERY PLAN " + claim.format(marks=marks), ("parent", *ids)
+            ).fetchall()
+            details = " ".join(row[3] for row in plan)
+            # By the primary key's index, never by the parent column's: that one would visit
+            # every unclaimed row of the store for each summary sealed.
+            assert f"SEARCH {table} USING INDEX sqlite_autoindex_{table}_1 (id=?)" in details

@@ -28,6 +28,16 @@ if TYPE_CHECKING:
     from stratamem.store.sqlite.store import SQLiteStore
 
 
+# A seal claims its children by id. The unary ``+`` keeps SQLite from reading the claim through
+# the index on the parent column instead: without statistics it takes "parent IS NULL" for a
+# selective lookup, and with a few dozen ids it then visits every unclaimed row of the store,
+# once per summary, which made sealing quadratic in the store's size.
+CLAIM_LEAVES = """UPDATE chunks SET parent_summary_id = ?
+                  WHERE id IN ({marks}) AND +parent_summary_id IS NULL"""
+CLAIM_SUMMARIES = """UPDATE summaries SET parent_id = ?
+                     WHERE id IN ({marks}) AND +parent_id IS NULL AND deleted = 0"""
+
+
 class TreeTables(TreeSearchTables):
     """The tree half of :class:`SQLiteStore`; reached as ``store.trees``."""
 
@@ -163,13 +173,8 @@ class TreeTables(TreeSearchTables):
         children = list(node.child_ids)
         claimed = 0
         for part, marks in batches(children):
-            if node.level == 1:
-                sql = f"""UPDATE chunks SET parent_summary_id = ?
-                          WHERE id IN ({marks}) AND parent_summary_id IS NULL"""
-            else:
-                sql = f"""UPDATE summaries SET parent_id = ?
-                          WHERE id IN ({marks}) AND parent_id IS NULL AND deleted = 0"""
-            claimed += self.conn.execute(sql, (node.id, *part)).rowcount
+            claim = CLAIM_LEAVES if node.level == 1 else CLAIM_SUMMARIES
+            claimed += self.conn.execute(claim.format(marks=marks), (node.id, *part)).rowcount
         if claimed != len(children):
             raise SealRaced
         self.conn.execute(
