@@ -277,3 +277,18 @@ def test_a_seal_claims_its_children_by_id_however_many(tmp_path: Path, children:
             # By the primary key's index, never by the parent column's: that one would visit
             # every unclaimed row of the store for each summary sealed.
             assert f"SEARCH {table} USING INDEX sqlite_autoindex_{table}_1 (id=?)" in details
+
+
+@pytest.mark.parametrize("expired", [1, 50, 500])
+def test_facts_to_expire_are_found_by_id(tmp_path: Path, expired: int) -> None:
+    from stratamem.store.sqlite.facts import EXPIRE_FACTS
+
+    with SQLiteStore(tmp_path / "s.db") as store:
+        marks = ",".join("?" * expired)
+        plan = store.conn.execute(
+            "EXPLAIN QUERY PLAN " + EXPIRE_FACTS.format(marks=marks),
+            (0, "src", *[f"f{i}" for i in range(expired)]),
+        ).fetchall()
+        assert [row[3] for row in plan] == [
+            "SEARCH facts USING INDEX sqlite_autoindex_facts_1 (id=?)"
+        ]
