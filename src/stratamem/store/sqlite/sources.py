@@ -37,8 +37,6 @@ class SourceTables:
 
     conn: sqlite3.Connection
     principal_name: str | None
-    _count_cache: LastFew[tuple[tuple[int, int], int]]
-    _visible_cache: LastFew[tuple[tuple[int, int], list[str]]]
     _reads_cache: LastFew[tuple[tuple[int, int], Any]]
 
     if TYPE_CHECKING:
@@ -72,15 +70,12 @@ class SourceTables:
         every unlocked source. Cached until this or another connection writes."""
         if self.principal_name is None:
             return None
-        key = self.write_state()
-        cached = self._visible_cache.get(self.principal_name)
-        if cached is not None and cached[0] == key:
-            return cached[1]
-        principal = self.principal()
-        ids = sorted(s.id for s in self._all_sources(counts=False) if may_read(principal, s))
-        if not self.in_transaction():
-            self._visible_cache.put(self.principal_name, (key, ids))
-        return ids
+
+        def read() -> list[str]:
+            principal = self.principal()
+            return sorted(s.id for s in self._all_sources(counts=False) if may_read(principal, s))
+
+        return self._cached_read("visible ids", read)
 
     def _all_sources(
         self, *, counts: bool = True, only: Sequence[str] | None = None
@@ -305,21 +300,16 @@ class SourceTables:
     def chunk_count(self) -> int:
         """The number of chunks the reader may see, cached until this or another connection
         writes (not inside a transaction, which may yet roll back what it counted)."""
-        key = self.write_state()
-        cached = self._count_cache.get(self.principal_name)
-        if cached is not None and cached[0] == key:
-            return cached[1]
-        gate, params = gate_sql(self.visible_ids())
-        count = int(
-            self.conn.execute(
-                f"""SELECT count(*) FROM chunks c JOIN sources s ON s.id = c.source_id
-                    WHERE {gate}""",
+
+        def read() -> int:
+            gate, params = gate_sql(self.visible_ids())
+            row = self.conn.execute(
+                f"SELECT count(*) FROM chunks c JOIN sources s ON s.id = c.source_id WHERE {gate}",
                 params,
-            ).fetchone()[0]
-        )
-        if not self.in_transaction():
-            self._count_cache.put(self.principal_name, (key, count))
-        return count
+            ).fetchone()
+            return int(row[0])
+
+        return self._cached_read("chunk count", read)
 
     def scopes(self) -> dict[str, str]:
         """Source id → scope of the sources the reader may see, without the per-source

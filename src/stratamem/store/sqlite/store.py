@@ -59,10 +59,8 @@ class SQLiteStore(
         self.path = str(path)
         self.conn = connect(path)
         self._reading = False
-        self._count_cache: LastFew[tuple[tuple[int, int], int]] = LastFew()
-        self._visible_cache: LastFew[tuple[tuple[int, int], list[str]]] = LastFew()
-        self._gate_rowids: LastFew[tuple[tuple[int, int], list[int]]] = LastFew()
-        self._reads_cache: LastFew[tuple[tuple[int, int], Any]] = LastFew()
+        # What the reader's reads work out, kept until the database changes (_cached_read).
+        self._reads_cache: LastFew[tuple[tuple[int, int], Any]] = LastFew(64)
         self.principal_name: str | None = None
         try:
             migrate(self.conn)

@@ -6,26 +6,27 @@ A chunk's row key is its ``chunks.rowid``; the in-process vector index is addres
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Iterable, Iterator, Sequence
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Hashable, Iterable, Iterator, Sequence
+from typing import TYPE_CHECKING, TypeVar
 
-from stratamem.store.caches import LastFew
 from stratamem.store.sqlite.connection import batches
 from stratamem.store.sqlite.filters import filter_sql, gate_sql
 from stratamem.store.vectors import ChunkVector, PendingChunk
 from stratamem.types import Filters
+
+T = TypeVar("T")
 
 
 class VectorTables:
     """The vectors half of :class:`~stratamem.store.sqlite.store.SQLiteStore`."""
 
     conn: sqlite3.Connection
-    # The rowids the gate alone admits, kept while the store does not change.
-    _gate_rowids: LastFew[tuple[tuple[int, int], list[int]]]
 
     if TYPE_CHECKING:
 
         def visible_ids(self) -> list[str] | None: ...
+
+        def _cached_read(self, what: Hashable, read: Callable[[], T]) -> T: ...
 
         def write_state(self) -> tuple[int, int]: ...
 
@@ -156,24 +157,21 @@ class VectorTables:
         visible = self.visible_ids()
         if filters == Filters() and locked is None and visible is None:
             return None
-        gate_only = filters == Filters() and visible is not None
-        state = self.write_state()
-        cached = self._gate_rowids.get(tuple(visible or ())) if gate_only else None
-        if cached is not None and cached[0] == state:
-            # The same list object while nothing changes: callers key their masks on it.
-            return cached[1]
-        where, params = filter_sql(filters, visible)
-        found = [
-            row[0]
-            for row in self.conn.execute(
+
+        def read() -> list[int]:
+            where, params = filter_sql(filters, visible)
+            rows = self.conn.execute(
                 f"""SELECT c.rowid FROM chunks c JOIN sources s ON s.id = c.source_id
                     WHERE {where} ORDER BY c.rowid""",
                 params,
             )
-        ]
-        if gate_only and not self.in_transaction():
-            self._gate_rowids.put(tuple(visible or ()), (state, found))
-        return found
+            return [row[0] for row in rows]
+
+        if filters == Filters() and visible is not None:
+            # The gate alone: the same list object while nothing changes (callers key their
+            # masks on it).
+            return self._cached_read("gate rowids", read)
+        return read()
 
     def vectors_of(self, model: str, node_ids: Sequence[str]) -> dict[str, bytes]:
         found: dict[str, bytes] = {}
