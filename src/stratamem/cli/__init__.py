@@ -634,7 +634,8 @@ def embed(ctx: click.Context, quiet: bool, as_json: bool) -> None:
     """Embed every chunk that has no vector yet (the bundled MiniLM model by default).
 
     Resumable: each batch is committed, and a vector already made for the same text is
-    reused.
+    reused. Then the search indexes are built and saved beside the store, so the next search
+    reads them instead of building them (ingest does the same after it embeds).
 
     \b
     Examples:
