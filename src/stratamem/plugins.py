@@ -134,7 +134,11 @@ class Registry(Generic[F]):
 STORES: Registry[Callable[[str], Store]] = Registry(
     "store scheme",
     "stratamem.stores",
-    {"sqlite": "stratamem.store.urls:open_sqlite"},
+    {
+        "sqlite": "stratamem.store.urls:open_sqlite",
+        "postgresql": "stratamem.store.urls:open_postgres",
+        "postgres": "stratamem.store.urls:open_postgres",
+    },
 )
 
 CONNECTORS: Registry[Callable[[], Connector]] = Registry(

@@ -30,7 +30,7 @@ def counts(memory: stratamem.Memory) -> dict[str, int]:
     return {
         "sources": one("SELECT count(*) FROM sources").fetchone()[0],
         "chunks": one("SELECT count(*) FROM chunks").fetchone()[0],
-        "fts": one("SELECT count(*) FROM chunks_fts_docsize").fetchone()[0],
+        "fts": memory.store.keyword_state().docs,
         "mentions": one("SELECT count(*) FROM entity_index").fetchone()[0],
         "edges": one("SELECT count(*) FROM entity_edges").fetchone()[0],
     }

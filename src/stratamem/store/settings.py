@@ -51,3 +51,9 @@ class StoreHandle(Protocol):
     def store_id(self) -> str:
         """A random id made once per database; files beside it record it."""
         ...
+
+    def index_base(self) -> str | None:
+        """Where this process keeps index files for the store (``<base>.bm25.idx``,
+        ``<base>.vectors-….idx``): the database file's own path on SQLite, a cache directory
+        on a server; None where none are kept (a database in memory)."""
+        ...

@@ -50,6 +50,20 @@ def open_sqlite(location: str) -> Store:
     return SQLiteStore(sqlite_path(location))
 
 
+def open_postgres(location: str) -> Store:
+    """The ``postgresql`` backend: :class:`~stratamem.store.postgres.store.PostgresStore` on
+    the database a ``postgresql://`` (or ``postgres://``) URL names, as libpq reads it."""
+    try:
+        from stratamem.store.postgres.store import open_postgres as opener
+    except ImportError as exc:
+        from stratamem.errors import StoreError
+
+        raise StoreError(
+            "a postgresql:// store needs psycopg: pip install 'stratamem[postgres]'"
+        ) from exc
+    return cast("Store", opener(location))
+
+
 def open_per_thread(location: str) -> Store:
     """The ``sqlite`` backend with a connection for every thread that calls it, the in-memory
     indexes shared (:class:`~stratamem.store.sqlite.threads.PerThreadStore`)."""

@@ -76,7 +76,7 @@ class SparseKeywordIndex:
         self, store: Store, *, persist: bool = True, persist_min_docs: int = PERSIST_MIN_DOCS
     ) -> None:
         self._store = weakref.ref(store)
-        self.persist = persist and store.path != ":memory:"
+        self.persist = persist and store.index_base() is not None
         self.persist_min_docs = persist_min_docs
         self.note = ""
         self._lock = threading.Lock()
@@ -95,7 +95,7 @@ class SparseKeywordIndex:
         store = self._store()
         if not self.persist or store is None:
             return None
-        return Path(f"{store.path}.bm25.idx")
+        return Path(f"{store.index_base()}.bm25.idx")
 
     def search(self, terms: list[str], filters: Filters, k: int) -> dict[str, float] | None:
         """node id → BM25 score of the ``k`` best admitted chunks, or None (with ``note``

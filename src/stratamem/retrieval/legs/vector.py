@@ -57,7 +57,7 @@ class VectorLeg:
         self.store = store
         self.embedder = embedder
         self.hnsw_threshold = hnsw_threshold
-        self.persist = persist and store.path != ":memory:"
+        self.persist = persist and store.index_base() is not None
         self._index: VectorIndex | None = None
         self._generation = -1
         self._rows: dict[int, str] = {}  # rowid → chunk id of every indexed vector
@@ -83,7 +83,7 @@ class VectorLeg:
         if not self.persist:
             return None
         tag = hashlib.sha256(self.signature.encode()).hexdigest()[:12]
-        return Path(f"{self.store.path}.vectors-{tag}.idx")
+        return Path(f"{self.store.index_base()}.vectors-{tag}.idx")
 
     def index(self) -> VectorIndex:
         """The in-memory index, (re)built when the store's vectors changed."""
@@ -323,9 +323,10 @@ def drop_other_vector_files(store: Store, keep: Path | None) -> list[Path]:
     or every one when ``keep`` is None), and temporary files a killed save left; returns what
     was removed. After a forget they hold vectors of removed rows and cannot be brought up to
     date without their model; they are rebuilt when that model is used again."""
-    if store.path == ":memory:":
+    base = store.index_base()
+    if base is None:
         return []
-    db = Path(store.path)
+    db = Path(base)
     removed = []
     candidates = [*db.parent.glob(f"{db.name}.vectors-*.idx"), *db.parent.glob(f".{db.name}.*.tmp")]
     for path in candidates:

@@ -49,7 +49,8 @@ class GraphTables:
                     SELECT node_id FROM entity_index WHERE node_id IN ({marks})
                     GROUP BY node_id HAVING count(*) <= ?)
                 GROUP BY x.entity_id, y.entity_id
-                ON CONFLICT (a, b, source_id) DO UPDATE SET weight = weight + excluded.weight""",
+                ON CONFLICT (a, b, source_id)
+                DO UPDATE SET weight = entity_edges.weight + excluded.weight""",
             (source_id, sign, *node_ids, MAX_EDGE_NODE_ENTITIES),
         )
 

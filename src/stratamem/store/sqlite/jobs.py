@@ -29,6 +29,8 @@ import secrets
 import socket
 import sqlite3
 import time
+from collections.abc import Callable
+from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any
 
@@ -64,8 +66,14 @@ def process_exists(pid: int) -> bool:
 class JobQueue:
     """The ``jobs`` table as a :class:`stratamem.store.jobs.JobQueue`."""
 
-    def __init__(self, conn: sqlite3.Connection) -> None:
+    def __init__(
+        self,
+        conn: sqlite3.Connection,
+        transaction: Callable[[], AbstractContextManager[Any]] | None = None,
+    ) -> None:
         self.conn = conn
+        # How a write transaction is opened on ``conn`` (SQLite's, unless the backend says).
+        self._transaction = transaction or (lambda: atomic(conn))
 
     def enqueue(self, kind: str, dedupe_key: str, payload: dict[str, Any] | None = None) -> None:
         """Add a job, or make a finished or failed one with the same key pending again.
@@ -76,7 +84,7 @@ class JobQueue:
         """
         now = _now_ms()
         body = json.dumps(payload or {}, sort_keys=True)
-        with atomic(self.conn):
+        with self._transaction():
             row = self.conn.execute(
                 "SELECT status, payload FROM jobs WHERE dedupe_key = ?", (dedupe_key,)
             ).fetchone()
@@ -111,7 +119,7 @@ class JobQueue:
         stale = now - int(lease_s * 1000)
         pid = os.getpid()
         holder = f"{HOST}/{pid}/{secrets.token_hex(6)}"
-        with atomic(self.conn):
+        with self._transaction():
             self._expire_orphans()
             row = self.conn.execute(
                 """SELECT * FROM jobs

@@ -181,6 +181,9 @@ class SQLiteStore(
         database record it and are not used by any other."""
         return self.get_setting("store.id") or ""
 
+    def index_base(self) -> str | None:
+        return None if self.path == ":memory:" else self.path
+
     def write_state(self) -> tuple[int, int]:
         """Moves whenever this connection or another one changes the database: what caches
         of its contents are keyed on."""

@@ -1,0 +1,291 @@
+"""A PostgreSQL connection that the store's table classes can speak to as they speak to SQLite.
+
+The table classes write their SQL once, in the dialect both engines share, with ``?`` for a
+parameter. :class:`PgConnection` runs it on PostgreSQL: each statement is rewritten once (and
+kept) by :func:`translate`, which knows the few places where SQLite's spelling differs:
+
+=====================================  ===================================================
+SQLite                                 PostgreSQL
+=====================================  ===================================================
+``?``                                  ``%s`` (a literal ``%`` becomes ``%%``)
+``json_each(?)``                       ``json_array_elements_text(CAST(%s AS json))``
+``INSERT OR IGNORE INTO t …``          ``INSERT INTO t … ON CONFLICT DO NOTHING``
+``INSERT OR REPLACE INTO t (cols) …``  ``… ON CONFLICT (key of t) DO UPDATE SET col = EXCLUDED.col``
+``x IS ?`` / ``x IS NOT ?``            ``x IS NOT DISTINCT FROM %s`` / ``IS DISTINCT FROM``
+``+column`` (a planner hint)           ``column``
+``:name`` with a dict of parameters    ``%(name)s``
+``instr(text, part)``                  ``strpos(text, part)``
+=====================================  ===================================================
+
+Parameters are bound on the client (:class:`psycopg.ClientCursor`), as SQLite binds them: a
+``?`` whose type PostgreSQL could not infer is never an error. Rows come back as
+:class:`Row`, which reads by position and by column name, as ``sqlite3.Row`` does; Python
+booleans are written as integers, and ``numeric`` (what ``sum`` of integers gives) is read
+back as an ``int`` (or a ``float`` where it has a fraction).
+
+Transactions are explicit, as on SQLite: the connection is in autocommit mode, and
+:func:`atomic` opens one. A write transaction takes the store's advisory lock first, so writers
+take turns as they do on SQLite (what the store derives from its writes, such as the
+generation counters, assumes one writer at a time), while readers never wait.
+"""
+
+from __future__ import annotations
+
+import functools
+import itertools
+import re
+import threading
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
+from typing import Any, ClassVar
+
+import psycopg
+from psycopg import pq
+from psycopg.adapt import Dumper, Loader
+from psycopg.rows import RowMaker
+
+from stratamem.errors import StoreError
+
+# The advisory lock every write transaction of a store holds (pg_advisory_xact_lock's key).
+WRITE_LOCK = 0x5374_7261_7461  # "Strata"
+# The conflict target of each table written with INSERT OR REPLACE: its primary key.
+PRIMARY_KEYS: dict[str, tuple[str, ...]] = {
+    "settings": ("key",),
+    "embeddings": ("node_id", "model"),
+    "summary_vectors": ("summary_id", "model"),
+    "fact_vectors": ("fact_id", "model"),
+    "fact_scores": ("fact_id",),
+}
+_QUOTED = re.compile(r"'(?:[^']|'')*'|\"(?:[^\"]|\"\")*\"")
+_JSON_EACH = re.compile(r"\bjson_each\(\?\)", re.IGNORECASE)
+_OR_IGNORE = re.compile(r"\bINSERT\s+OR\s+IGNORE\s+INTO\b", re.IGNORECASE)
+_OR_REPLACE = re.compile(r"\bINSERT\s+OR\s+REPLACE\s+INTO\s+(\w+)\s*\(([^)]*)\)", re.IGNORECASE)
+_IS_NOT_PARAM = re.compile(r"\bIS\s+NOT\s+\?", re.IGNORECASE)
+_IS_PARAM = re.compile(r"\bIS\s+\?", re.IGNORECASE)
+_HINT = re.compile(r"(?<=[\s(])\+(?=[A-Za-z_])")
+_NAMED = re.compile(r"(?<![:\w]):([A-Za-z_]\w*)")
+_INSTR = re.compile(r"\binstr\(", re.IGNORECASE)
+_RETURNING = re.compile(r"\bRETURNING\b", re.IGNORECASE)
+
+
+@functools.lru_cache(maxsize=2048)
+def translate(sql: str, named: bool = False) -> str:
+    """``sql`` as written for SQLite (see the module's table), for PostgreSQL; ``named`` where
+    its parameters are ``:name`` (given as a dict)."""
+    out: list[str] = []
+    at = 0
+    for quoted in _QUOTED.finditer(sql):
+        out.append(_plain(sql[at : quoted.start()], named))
+        out.append(quoted.group(0).replace("%", "%%"))
+        at = quoted.end()
+    out.append(_plain(sql[at:], named))
+    text = "".join(out)
+    conflict = ""
+    if _OR_IGNORE.search(text):
+        text = _OR_IGNORE.sub("INSERT INTO", text, count=1)
+        conflict = " ON CONFLICT DO NOTHING"
+    elif match := _OR_REPLACE.search(text):
+        table, columns = match.group(1), [c.strip() for c in match.group(2).split(",")]
+        key = PRIMARY_KEYS.get(table.lower())
+        if key is None:
+            raise StoreError(f"INSERT OR REPLACE into {table}: no conflict key is known for it")
+        rest = [c for c in columns if c not in key]
+        action = (
+            "DO UPDATE SET " + ", ".join(f"{c} = EXCLUDED.{c}" for c in rest)
+            if rest
+            else "DO NOTHING"
+        )
+        text = (
+            text[: match.start()] + f"INSERT INTO {table} ({match.group(2)})" + text[match.end() :]
+        )
+        conflict = f" ON CONFLICT ({', '.join(key)}) {action}"
+    if conflict:
+        returning = _RETURNING.search(text)
+        if returning is None:
+            text = text.rstrip().rstrip(";") + conflict
+        else:
+            text = text[: returning.start()] + conflict.strip() + " " + text[returning.start() :]
+    return text
+
+
+def _plain(part: str, named: bool) -> str:
+    """Rewrite a stretch of SQL outside any quotes."""
+    part = part.replace("%", "%%")
+    if named:
+        part = _NAMED.sub(r"%(\1)s", part)
+    part = _JSON_EACH.sub("json_array_elements_text(CAST(? AS json))", part)
+    part = _IS_NOT_PARAM.sub("IS DISTINCT FROM ?", part)
+    part = _IS_PARAM.sub("IS NOT DISTINCT FROM ?", part)
+    part = _HINT.sub("", part)
+    part = _INSTR.sub("strpos(", part)
+    return part.replace("?", "%s")
+
+
+class Row(tuple[Any, ...]):
+    """A row read by position (``row[0]``) or by column name (``row["id"]``)."""
+
+    __slots__ = ()
+    _index: ClassVar[dict[str, int]] = {}
+
+    def __getitem__(self, key: Any) -> Any:
+        if isinstance(key, str):
+            return tuple.__getitem__(self, self._index[key])
+        return tuple.__getitem__(self, key)
+
+    def keys(self) -> list[str]:
+        return list(self._index)
+
+
+@functools.lru_cache(maxsize=512)
+def _row_class(names: tuple[str, ...]) -> type[Row]:
+    index = {name: i for i, name in enumerate(names)}
+    index.update({name.lower(): i for i, name in enumerate(names) if name.lower() not in index})
+    return type("Row", (Row,), {"__slots__": (), "_index": index})
+
+
+def _rows(cursor: Any) -> RowMaker[Row]:
+    if cursor.description is None:
+        return tuple  # type: ignore[return-value]
+    return _row_class(tuple(c.name for c in cursor.description))
+
+
+class _BoolAsInt(Dumper):
+    """Python booleans are SQLite's integers 0 and 1, and the columns are integers."""
+
+    oid = psycopg.adapters.types["int8"].oid
+
+    def dump(self, obj: Any) -> bytes:
+        return b"1" if obj else b"0"
+
+    def quote(self, obj: Any) -> bytes:
+        return self.dump(obj)
+
+
+class _NumericAsNumber(Loader):
+    """``sum`` of integers is ``numeric``: an int when whole, a float otherwise."""
+
+    def load(self, data: Any) -> Any:
+        text = bytes(data).decode()
+        if text in ("NaN", "Infinity", "-Infinity"):
+            return float(text)
+        if "." in text or "e" in text.lower():
+            value = float(text)
+            return int(value) if value.is_integer() and "." not in text.rstrip("0") else value
+        return int(text)
+
+
+def _adapt(raw: psycopg.Connection[Any]) -> None:
+    raw.adapters.register_dumper(bool, _BoolAsInt)
+    raw.adapters.register_loader("numeric", _NumericAsNumber)
+
+
+class PgConnection:
+    """The part of ``sqlite3.Connection`` the table classes use, over one psycopg connection."""
+
+    def __init__(self, raw: psycopg.Connection[Any], *, location: str) -> None:
+        self.raw = raw
+        self.location = location
+        # Statements that changed something, on this connection: what ``total_changes`` is
+        # on SQLite, and half of what keys the store's caches (the other half is the
+        # server's snapshot, which moves with every other connection's commit).
+        self.total_changes = 0
+        self.lock = threading.RLock()
+
+    @property
+    def in_transaction(self) -> bool:
+        return self.raw.info.transaction_status != pq.TransactionStatus.IDLE
+
+    def execute(
+        self, sql: str, params: Sequence[Any] | dict[str, Any] | None = None
+    ) -> psycopg.ClientCursor[Row]:
+        cursor: psycopg.ClientCursor[Row] = psycopg.ClientCursor(self.raw, row_factory=_rows)
+        named = isinstance(params, dict)
+        cursor.execute(translate(sql, named), _values(params) if params is not None else ())
+        if cursor.rowcount > 0 and cursor.description is None:
+            self.total_changes += cursor.rowcount
+        return cursor
+
+    def executemany(self, sql: str, seq: Iterable[Sequence[Any]]) -> psycopg.ClientCursor[Row]:
+        cursor: psycopg.ClientCursor[Row] = psycopg.ClientCursor(self.raw, row_factory=_rows)
+        rows = [_values(p) for p in seq]
+        if rows:
+            cursor.executemany(translate(sql), rows)
+            self.total_changes += max(cursor.rowcount, len(rows))
+        return cursor
+
+    def script(self, sql: str) -> None:
+        """Run ``sql`` as written for PostgreSQL (several statements, no parameters)."""
+        self.raw.execute(sql.encode())
+
+    def close(self) -> None:
+        self.raw.close()
+
+
+def _values(params: Sequence[Any] | dict[str, Any]) -> Any:
+    """Parameters as PostgreSQL takes them: its text cannot hold NUL, which SQLite's can and
+    which record sort keys use as the lowest separator; U+0001 takes its place (it sorts
+    just above it, and clean text holds neither)."""
+    if isinstance(params, dict):
+        return {k: _value(v) for k, v in params.items()}
+    return tuple(_value(v) for v in params)
+
+
+def _value(value: Any) -> Any:
+    if isinstance(value, str) and "\x00" in value:
+        return value.replace("\x00", "\x01")
+    return value
+
+
+def connect(location: str, *, application: str = "stratamem") -> PgConnection:
+    """A connection to the server a ``postgresql://`` URL names, in autocommit mode; a server
+    that cannot be reached or refuses the login is a :class:`StoreError` of one line."""
+    try:
+        raw = psycopg.connect(
+            location, autocommit=True, application_name=application, connect_timeout=10
+        )
+    except psycopg.OperationalError as exc:
+        raise StoreError(f"{redact(location)}: cannot connect: {_first_line(exc)}") from exc
+    _adapt(raw)
+    return PgConnection(raw, location=location)
+
+
+def redact(location: str) -> str:
+    """The URL without its password, fit for messages and ``stats``."""
+    return re.sub(r"(://[^:/@]*):[^@/]*@", r"\1:***@", location)
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    # libpq's message starts with where it tried ("connection to server at … failed:").
+    return "; ".join(lines[:2]) if lines else type(exc).__name__
+
+
+@contextmanager
+def atomic(conn: PgConnection) -> Iterator[PgConnection]:
+    """A write transaction holding the store's write lock, or a savepoint when one is already
+    open; rolled back on any exception."""
+    if conn.in_transaction:
+        name = f"sp_{next(_savepoints)}"
+        conn.raw.execute(f"SAVEPOINT {name}".encode())
+        try:
+            yield conn
+        except BaseException:
+            if conn.raw.info.transaction_status != pq.TransactionStatus.UNKNOWN:
+                conn.raw.execute(f"ROLLBACK TO SAVEPOINT {name}".encode())
+                conn.raw.execute(f"RELEASE SAVEPOINT {name}".encode())
+            raise
+        conn.raw.execute(f"RELEASE SAVEPOINT {name}".encode())
+        return
+    conn.raw.execute(b"BEGIN")
+    try:
+        conn.raw.execute(b"SELECT pg_advisory_xact_lock(%d)" % WRITE_LOCK)
+        yield conn
+    except BaseException:
+        if conn.raw.info.transaction_status != pq.TransactionStatus.UNKNOWN:
+            conn.raw.execute(b"ROLLBACK")
+        raise
+    conn.raw.execute(b"COMMIT")
+
+
+_savepoints = itertools.count(1)

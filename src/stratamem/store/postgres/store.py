@@ -1,0 +1,261 @@
+"""The PostgreSQL store: one database that many processes, on many machines, share.
+
+It is the SQLite store's tables put together over a PostgreSQL connection
+(:class:`~stratamem.store.postgres.connection.PgConnection` runs their SQL), with what differs
+between the engines here: the connection, transactions and read snapshots, the settings'
+counters, what keys caches of the database's contents (:meth:`PostgresStore.write_state`),
+scrubbing, and the keyword role (``keyword``), whose BM25 keeps the SQLite store's numbers.
+On-disk format: see ``migrations.py``.
+
+Concurrency: every write transaction holds the store's advisory lock, so writes take turns as
+on SQLite, while reads run beside them, each read snapshot a ``REPEATABLE READ`` transaction.
+A process's in-memory indexes (sparse keyword, vectors, entity postings) compare the counters
+every write bumps and :meth:`write_state`, which moves with any commit on the server, so a
+write made by another process is seen by the next search here.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterable, Iterator
+from contextlib import AbstractContextManager, contextmanager
+from typing import Any
+
+import psycopg
+
+from stratamem.errors import StoreError
+from stratamem.store.caches import LastFew
+from stratamem.store.postgres.connection import PgConnection, atomic, connect, redact
+from stratamem.store.postgres.keyword import PgKeywordTables
+from stratamem.store.postgres.migrations import migrate, require_vector_extension
+from stratamem.store.sqlite.connection import CHUNK_GENERATION_KEY, GENERATION_KEY
+from stratamem.store.sqlite.facts import FactTables
+from stratamem.store.sqlite.filters import gate_sql
+from stratamem.store.sqlite.graph import GraphTables
+from stratamem.store.sqlite.jobs import JobQueue
+from stratamem.store.sqlite.locks import LockTables
+from stratamem.store.sqlite.postings import EntityPostings
+from stratamem.store.sqlite.principals import PrincipalTables
+from stratamem.store.sqlite.records import RecordTables
+from stratamem.store.sqlite.rollups import RollupTables
+from stratamem.store.sqlite.sources import SourceTables, _chunk_row
+from stratamem.store.sqlite.trees import TreeTables
+from stratamem.store.sqlite.vectors import VectorTables
+from stratamem.types import Chunk
+
+# Tables whose rows hold a source's text: vacuumed after a forget.
+_TEXT_TABLES = ("chunks", "summaries", "records", "facts", "sealed", "embeddings")
+
+
+class PostgresStore(
+    SourceTables,
+    RecordTables,
+    VectorTables,
+    GraphTables,
+    PgKeywordTables,
+    PrincipalTables,
+    LockTables,
+    FactTables,
+    RollupTables,
+):
+    """Owns one connection to the server; use as a context manager or call :meth:`close`."""
+
+    name = "postgresql"
+    conn: PgConnection  # type: ignore[assignment]
+
+    def __init__(self, location: str) -> None:
+        self.location = location
+        self.path = redact(location)
+        self.conn = connect(location)
+        self._reading = False
+        self._reads_cache: LastFew[tuple[tuple[int, int], Any]] = LastFew(64)
+        self.principal_name: str | None = None
+        try:
+            require_vector_extension(self.conn)
+            migrate(self.conn)
+        except BaseException:
+            self.conn.close()
+            raise
+        if self.get_setting("store.id") is None:
+            with self.transaction():
+                self.conn.execute(
+                    "INSERT INTO settings (key, value) VALUES ('store.id', md5(random()::text))"
+                    " ON CONFLICT DO NOTHING"
+                )
+        self.trees = TreeTables(self)  # type: ignore[arg-type]
+        self.jobs = JobQueue(self.conn, lambda: atomic(self.conn))  # type: ignore[arg-type]
+        self.postings = EntityPostings(
+            lambda: self.conn,  # type: ignore[arg-type, return-value]
+            state=self.write_state,
+            generation=self.chunk_generation,
+            snapshot=self.read_snapshot,
+            writing=self.in_transaction,
+        )
+        self._committed: PgConnection | None = None
+        self._index_base: str | None = None
+
+    def __enter__(self) -> PostgresStore:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        if self._committed is not None:
+            self._committed.close()
+        self.conn.close()
+
+    def transaction(self) -> AbstractContextManager[PgConnection]:  # type: ignore[override]
+        if self._reading:
+            raise StoreError(f"{self.path}: a write cannot start inside a read snapshot")
+        return atomic(self.conn)
+
+    def in_transaction(self) -> bool:
+        return self.conn.in_transaction and not self._reading
+
+    @contextmanager
+    def read_snapshot(self) -> Iterator[None]:
+        """A ``REPEATABLE READ`` transaction: every read inside sees one commit of the
+        database. Inside another transaction, read or write, this one joins it."""
+        if self.conn.in_transaction:
+            yield
+            return
+        self.conn.raw.execute(b"BEGIN ISOLATION LEVEL REPEATABLE READ")
+        self._reading = True
+        try:
+            yield
+        finally:
+            self._reading = False
+            if self.conn.in_transaction:
+                self.conn.raw.execute(b"COMMIT")
+
+    @contextmanager
+    def rebuildable_writes(self) -> Iterator[None]:
+        """Commits made inside do not wait for the WAL to reach the disk: for derived data,
+        which a crash of the server can cost but not corrupt, and which durable jobs rebuild."""
+        self.conn.raw.execute(b"SET synchronous_commit = off")
+        try:
+            yield
+        finally:
+            self.conn.raw.execute(b"SET synchronous_commit = on")
+
+    def get_setting(self, key: str) -> str | None:
+        row = self.conn.execute("SELECT value FROM settings WHERE key = ?", (key,)).fetchone()
+        return None if row is None else str(row[0])
+
+    def set_setting(self, key: str, value: str) -> None:
+        self.conn.execute(
+            "INSERT INTO settings (key, value) VALUES (?, ?) "
+            "ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+            (key, value),
+        )
+
+    def bump_generation(self, *, chunks: bool = True) -> None:
+        keys = (GENERATION_KEY, CHUNK_GENERATION_KEY) if chunks else (GENERATION_KEY,)
+        self.conn.executemany(
+            "INSERT INTO settings (key, value) VALUES (?, '1') ON CONFLICT (key) "
+            "DO UPDATE SET value = CAST(CAST(settings.value AS BIGINT) + 1 AS TEXT)",
+            [(key,) for key in keys],
+        )
+
+    def generation(self) -> int:
+        return int(self.get_setting(GENERATION_KEY) or 0)
+
+    def chunk_generation(self) -> int:
+        return int(self.get_setting(CHUNK_GENERATION_KEY) or 0)
+
+    def committed_generations(self) -> tuple[int, int]:
+        """The counters as committed, whatever transaction this connection is in."""
+        if self._committed is None:
+            self._committed = connect(self.location, application="stratamem-state")
+        found: dict[str, str] = dict(
+            self._committed.execute(
+                "SELECT key, value FROM settings WHERE key IN (?, ?)",
+                (GENERATION_KEY, CHUNK_GENERATION_KEY),
+            ).fetchall()
+        )
+        return int(found.get(GENERATION_KEY, 0)), int(found.get(CHUNK_GENERATION_KEY, 0))
+
+    def store_id(self) -> str:
+        return self.get_setting("store.id") or ""
+
+    def write_state(self) -> tuple[int, int]:
+        """Moves whenever this connection or another one changes the database: the server's
+        snapshot (which transactions it sees as committed: it differs after any commit) and
+        this connection's own changes, which its snapshot does not show."""
+        row = self.conn.raw.execute(b"SELECT pg_current_snapshot()::text").fetchone()
+        snapshot = str(row[0]) if row else ""
+        digest = int.from_bytes(hashlib.blake2b(snapshot.encode(), digest_size=8).digest())
+        return digest, self.conn.total_changes
+
+    def index_base(self) -> str | None:
+        """Where this process keeps its index files for the store: a cache directory named
+        by the store's id (the database itself is on the server)."""
+        from stratamem.store.postgres.files import index_base
+
+        if self._index_base is None:
+            self._index_base = str(index_base(self.store_id()))
+        return self._index_base
+
+    # -- what differs from SQLite ---------------------------------------------------------------
+
+    def insert_chunks(self, chunks: Iterable[Chunk]) -> None:
+        batch = list(chunks)
+        counts = self.term_counts(batch)
+        self.conn.executemany(
+            """INSERT INTO chunks (id, source_id, seq, content, title, token_count, author,
+                 ts_start, ts_end, tags, source_ref, thread, doc_id, version, content_sha256,
+                 record_key, meta, terms_content, terms_title)
+               VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)""",
+            [(*_chunk_row(c), a, b) for c, (a, b) in zip(batch, counts, strict=True)],
+        )
+
+    def scrub(self) -> None:
+        """Vacuum the tables that hold text, so that a forgotten source's rows are no longer
+        kept as dead row versions. (PostgreSQL reuses that space rather than zeroing it, and
+        its WAL and backups keep what they kept: see docs/postgres.md.)"""
+        if self.conn.in_transaction:
+            return
+        for table in _TEXT_TABLES:
+            self.conn.raw.execute(f"VACUUM {table}".encode())
+
+    def stats(self) -> dict[str, Any]:
+        gate, params = gate_sql(self.visible_ids())
+
+        def one(sql: str, args: list[Any] = params) -> Any:
+            row = self.conn.execute(sql, args).fetchone()
+            return row[0] if row is not None else None
+
+        chunks = f"chunks c JOIN sources s ON s.id = c.source_id AND {gate}"
+        mentions = f"entity_index e JOIN sources s ON s.id = e.source_id AND {gate}"
+        edges = f"entity_edges x JOIN sources s ON s.id = x.source_id AND {gate}"
+        out = {
+            "path": self.path,
+            "sources": one(f"SELECT count(*) FROM sources s WHERE {gate}"),
+            "chunks": one(f"SELECT count(*) FROM {chunks}"),
+            "tokens": one(f"SELECT coalesce(sum(c.token_count), 0) FROM {chunks}"),
+            "entities": one(f"SELECT count(DISTINCT e.entity_id) FROM {mentions}"),
+            "mentions": one(f"SELECT count(*) FROM {mentions}"),
+            "edges": one(f"SELECT count(*) FROM {edges}"),
+            "by_kind": dict(
+                self.conn.execute(
+                    f"""SELECT s.kind, count(c.id) FROM sources s
+                        LEFT JOIN chunks c ON c.source_id = s.id WHERE {gate}
+                        GROUP BY s.kind ORDER BY s.kind""",
+                    params,
+                ).fetchall()
+            ),
+        }
+        if self.principal_name is None:
+            out["locked"] = one("SELECT count(*) FROM sources WHERE locked = 1", [])
+            out["bytes"] = int(one("SELECT pg_database_size(current_database())", []))
+        return out
+
+
+def open_postgres(location: str) -> PostgresStore:
+    """The ``postgresql`` backend (also ``postgres://``)."""
+    try:
+        return PostgresStore(location)
+    except psycopg.Error as exc:
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise StoreError(f"{redact(location)}: {first}") from exc
