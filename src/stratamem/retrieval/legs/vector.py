@@ -57,7 +57,10 @@ class VectorLeg:
         self.store = store
         self.embedder = embedder
         self.hnsw_threshold = hnsw_threshold
-        self.persist = persist and store.index_base() is not None
+        # A store that searches its vectors itself (pgvector on PostgreSQL) is asked directly;
+        # no index is held here.
+        self.native = callable(getattr(store, "vector_search", None))
+        self.persist = persist and store.index_base() is not None and not self.native
         self._index: VectorIndex | None = None
         self._generation = -1
         self._rows: dict[int, str] = {}  # rowid → chunk id of every indexed vector
@@ -87,6 +90,8 @@ class VectorLeg:
 
     def index(self) -> VectorIndex:
         """The in-memory index, (re)built when the store's vectors changed."""
+        if self.native:
+            self.store.build_vector_index(self.signature)  # type: ignore[attr-defined]
         with self._lock, self.store.read_snapshot():
             return self._current()
 
@@ -250,6 +255,11 @@ class VectorLeg:
     def search(self, query: str | Vector, filters: Filters, k: int) -> dict[str, float]:
         """node id → cosine similarity of the ``k`` nearest admitted chunks."""
         vector = self.embed_query(query) if isinstance(query, str) else query
+        if self.native:
+            nearest: dict[str, float] = self.store.vector_search(  # type: ignore[attr-defined]
+                self.signature, vector, filters, k
+            )
+            return nearest
         # The index is brought to the version the filter and the rowids are read from: a
         # rowid another process reused for a new chunk never names the old chunk's vector.
         with self.store.read_snapshot():

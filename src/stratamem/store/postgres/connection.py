@@ -15,6 +15,8 @@ SQLite                                 PostgreSQL
 ``+column`` (a planner hint)           ``column``
 ``:name`` with a dict of parameters    ``%(name)s``
 ``instr(text, part)``                  ``strpos(text, part)``
+``json_group_array(x)``                ``coalesce(CAST(json_agg(x) AS TEXT), '[]')``
+``?1`` (numbered, may repeat)          ``%(p1)s`` (the parameters by number)
 =====================================  ===================================================
 
 Parameters are bound on the client (:class:`psycopg.ClientCursor`), as SQLite binds them: a
@@ -35,9 +37,9 @@ import functools
 import itertools
 import re
 import threading
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
-from typing import Any, ClassVar
+from typing import Any, ClassVar, TypeVar
 
 import psycopg
 from psycopg import pq
@@ -46,6 +48,7 @@ from psycopg.rows import RowMaker
 
 from stratamem.errors import StoreError
 
+T = TypeVar("T")
 # The advisory lock every write transaction of a store holds (pg_advisory_xact_lock's key).
 WRITE_LOCK = 0x5374_7261_7461  # "Strata"
 # The conflict target of each table written with INSERT OR REPLACE: its primary key.
@@ -65,6 +68,9 @@ _IS_PARAM = re.compile(r"\bIS\s+\?", re.IGNORECASE)
 _HINT = re.compile(r"(?<=[\s(])\+(?=[A-Za-z_])")
 _NAMED = re.compile(r"(?<![:\w]):([A-Za-z_]\w*)")
 _INSTR = re.compile(r"\binstr\(", re.IGNORECASE)
+_GROUP_ARRAY = re.compile(r"\bjson_group_array\(([^()]*)\)", re.IGNORECASE)
+_NUMBERED = re.compile(r"\?(\d+)")
+_READ = re.compile(r"\s*(SELECT|WITH|BEGIN|SHOW)\b", re.IGNORECASE)
 _RETURNING = re.compile(r"\bRETURNING\b", re.IGNORECASE)
 
 
@@ -113,11 +119,13 @@ def _plain(part: str, named: bool) -> str:
     part = part.replace("%", "%%")
     if named:
         part = _NAMED.sub(r"%(\1)s", part)
+    part = _NUMBERED.sub(r"%(p\1)s", part)
     part = _JSON_EACH.sub("json_array_elements_text(CAST(? AS json))", part)
     part = _IS_NOT_PARAM.sub("IS DISTINCT FROM ?", part)
     part = _IS_PARAM.sub("IS NOT DISTINCT FROM ?", part)
     part = _HINT.sub("", part)
     part = _INSTR.sub("strpos(", part)
+    part = _GROUP_ARRAY.sub(r"coalesce(CAST(json_agg(\1) AS TEXT), '[]')", part)
     return part.replace("?", "%s")
 
 
@@ -182,9 +190,12 @@ def _adapt(raw: psycopg.Connection[Any]) -> None:
 class PgConnection:
     """The part of ``sqlite3.Connection`` the table classes use, over one psycopg connection."""
 
-    def __init__(self, raw: psycopg.Connection[Any], *, location: str) -> None:
+    def __init__(
+        self, raw: psycopg.Connection[Any], *, location: str, application: str = "stratamem"
+    ) -> None:
         self.raw = raw
         self.location = location
+        self.application = application
         # Statements that changed something, on this connection: what ``total_changes`` is
         # on SQLite, and half of what keys the store's caches (the other half is the
         # server's snapshot, which moves with every other connection's commit).
@@ -193,29 +204,83 @@ class PgConnection:
 
     @property
     def in_transaction(self) -> bool:
-        return self.raw.info.transaction_status != pq.TransactionStatus.IDLE
+        """Whether a transaction is open (a lost connection holds none: it was rolled back)."""
+        return self.raw.info.transaction_status not in (
+            pq.TransactionStatus.IDLE,
+            pq.TransactionStatus.UNKNOWN,
+        )
 
     def execute(
         self, sql: str, params: Sequence[Any] | dict[str, Any] | None = None
     ) -> psycopg.ClientCursor[Row]:
-        cursor: psycopg.ClientCursor[Row] = psycopg.ClientCursor(self.raw, row_factory=_rows)
-        named = isinstance(params, dict)
-        cursor.execute(translate(sql, named), _values(params) if params is not None else ())
+        statement = translate(sql, isinstance(params, dict))
+        values = _values(params) if params is not None else ()
+        if isinstance(values, tuple) and "%(p" in statement:
+            # ``?1``, ``?2`` name positional parameters, and may repeat.
+            values = {f"p{i}": v for i, v in enumerate(values, start=1)}
+
+        def run() -> psycopg.ClientCursor[Row]:
+            cursor: psycopg.ClientCursor[Row] = psycopg.ClientCursor(self.raw, row_factory=_rows)
+            cursor.execute(statement, values)
+            return cursor
+
+        cursor = self._lost_safe(run, retry=_READ.match(statement) is not None)
         if cursor.rowcount > 0 and cursor.description is None:
             self.total_changes += cursor.rowcount
         return cursor
 
     def executemany(self, sql: str, seq: Iterable[Sequence[Any]]) -> psycopg.ClientCursor[Row]:
-        cursor: psycopg.ClientCursor[Row] = psycopg.ClientCursor(self.raw, row_factory=_rows)
+        statement = translate(sql)
         rows = [_values(p) for p in seq]
+
+        def run() -> psycopg.ClientCursor[Row]:
+            cursor: psycopg.ClientCursor[Row] = psycopg.ClientCursor(self.raw, row_factory=_rows)
+            if rows:
+                cursor.executemany(statement, rows)
+            return cursor
+
+        cursor = self._lost_safe(run, retry=False)
         if rows:
-            cursor.executemany(translate(sql), rows)
             self.total_changes += max(cursor.rowcount, len(rows))
         return cursor
 
-    def script(self, sql: str) -> None:
-        """Run ``sql`` as written for PostgreSQL (several statements, no parameters)."""
-        self.raw.execute(sql.encode())
+    def command(self, sql: bytes) -> psycopg.Cursor[Any]:
+        """Run ``sql`` as written for PostgreSQL (no parameters, several statements allowed):
+        transaction control and settings. Outside a transaction a lost connection is made
+        again first, so a ``BEGIN`` after a server restart starts on a live one."""
+        return self._lost_safe(lambda: self.raw.execute(sql), retry=sql.startswith(b"BEGIN"))
+
+    def _lost_safe(self, run: Callable[[], T], *, retry: bool) -> T:
+        """``run()``, on a connection made again where the server dropped it (a restart, a
+        failover, an idle timeout). Outside a transaction a read (``retry``) is run again on
+        the new connection; anything else is a :class:`StoreError` saying what was lost,
+        never a wrong answer."""
+        idle = not self.in_transaction
+        if idle and (self.raw.closed or self.raw.broken):
+            self._reconnect()
+        try:
+            return run()
+        except psycopg.OperationalError as exc:
+            if not (self.raw.closed or self.raw.broken):
+                raise
+            reason = _first_line(exc)
+            if idle and retry:
+                self._reconnect()
+                return run()
+            if idle:
+                raise StoreError(
+                    f"{redact(self.location)}: the connection to the server was lost during a "
+                    f"write ({reason}); the write was applied whole or not at all: run it again"
+                ) from exc
+            raise StoreError(
+                f"{redact(self.location)}: the connection to the server was lost inside a "
+                f"transaction ({reason}); nothing of it was committed: run it again"
+            ) from exc
+
+    def _reconnect(self) -> None:
+        fresh = connect(self.location, application=self.application)
+        self.raw.close()
+        self.raw = fresh.raw
 
     def close(self) -> None:
         self.raw.close()
@@ -246,7 +311,7 @@ def connect(location: str, *, application: str = "stratamem") -> PgConnection:
     except psycopg.OperationalError as exc:
         raise StoreError(f"{redact(location)}: cannot connect: {_first_line(exc)}") from exc
     _adapt(raw)
-    return PgConnection(raw, location=location)
+    return PgConnection(raw, location=location, application=application)
 
 
 def redact(location: str) -> str:
@@ -267,7 +332,7 @@ def atomic(conn: PgConnection) -> Iterator[PgConnection]:
     open; rolled back on any exception."""
     if conn.in_transaction:
         name = f"sp_{next(_savepoints)}"
-        conn.raw.execute(f"SAVEPOINT {name}".encode())
+        conn.command(f"SAVEPOINT {name}".encode())
         try:
             yield conn
         except BaseException:
@@ -277,15 +342,15 @@ def atomic(conn: PgConnection) -> Iterator[PgConnection]:
             raise
         conn.raw.execute(f"RELEASE SAVEPOINT {name}".encode())
         return
-    conn.raw.execute(b"BEGIN")
+    conn.command(b"BEGIN")
     try:
-        conn.raw.execute(b"SELECT pg_advisory_xact_lock(%d)" % WRITE_LOCK)
+        conn.command(b"SELECT pg_advisory_xact_lock(%d)" % WRITE_LOCK)
         yield conn
     except BaseException:
         if conn.raw.info.transaction_status != pq.TransactionStatus.UNKNOWN:
             conn.raw.execute(b"ROLLBACK")
         raise
-    conn.raw.execute(b"COMMIT")
+    conn.command(b"COMMIT")
 
 
 _savepoints = itertools.count(1)

@@ -121,6 +121,7 @@ CREATE TABLE embeddings (
     dim            INTEGER NOT NULL,
     vector         BLOB NOT NULL,
     content_sha256 TEXT NOT NULL,
+    embedding      vector,
     PRIMARY KEY (node_id, model)
 );
 CREATE INDEX embeddings_hash ON embeddings(model, content_sha256);

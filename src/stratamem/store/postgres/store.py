@@ -17,6 +17,7 @@ write made by another process is seen by the next search here.
 from __future__ import annotations
 
 import hashlib
+import itertools
 from collections.abc import Iterable, Iterator
 from contextlib import AbstractContextManager, contextmanager
 from typing import Any
@@ -26,21 +27,22 @@ import psycopg
 from stratamem.errors import StoreError
 from stratamem.store.caches import LastFew
 from stratamem.store.postgres.connection import PgConnection, atomic, connect, redact
+from stratamem.store.postgres.derived import with_derived
 from stratamem.store.postgres.keyword import PgKeywordTables
 from stratamem.store.postgres.migrations import migrate, require_vector_extension
+from stratamem.store.postgres.vectors import PgVectorTables
 from stratamem.store.sqlite.connection import CHUNK_GENERATION_KEY, GENERATION_KEY
 from stratamem.store.sqlite.facts import FactTables
 from stratamem.store.sqlite.filters import gate_sql
 from stratamem.store.sqlite.graph import GraphTables
 from stratamem.store.sqlite.jobs import JobQueue
-from stratamem.store.sqlite.locks import LockTables
+from stratamem.store.sqlite.locks import LockTables, table_columns
 from stratamem.store.sqlite.postings import EntityPostings
 from stratamem.store.sqlite.principals import PrincipalTables
 from stratamem.store.sqlite.records import RecordTables
 from stratamem.store.sqlite.rollups import RollupTables
 from stratamem.store.sqlite.sources import SourceTables, _chunk_row
 from stratamem.store.sqlite.trees import TreeTables
-from stratamem.store.sqlite.vectors import VectorTables
 from stratamem.types import Chunk
 
 # Tables whose rows hold a source's text: vacuumed after a forget.
@@ -50,7 +52,7 @@ _TEXT_TABLES = ("chunks", "summaries", "records", "facts", "sealed", "embeddings
 class PostgresStore(
     SourceTables,
     RecordTables,
-    VectorTables,
+    PgVectorTables,
     GraphTables,
     PgKeywordTables,
     PrincipalTables,
@@ -120,24 +122,24 @@ class PostgresStore(
         if self.conn.in_transaction:
             yield
             return
-        self.conn.raw.execute(b"BEGIN ISOLATION LEVEL REPEATABLE READ")
+        self.conn.command(b"BEGIN ISOLATION LEVEL REPEATABLE READ")
         self._reading = True
         try:
             yield
         finally:
             self._reading = False
             if self.conn.in_transaction:
-                self.conn.raw.execute(b"COMMIT")
+                self.conn.command(b"COMMIT")
 
     @contextmanager
     def rebuildable_writes(self) -> Iterator[None]:
         """Commits made inside do not wait for the WAL to reach the disk: for derived data,
         which a crash of the server can cost but not corrupt, and which durable jobs rebuild."""
-        self.conn.raw.execute(b"SET synchronous_commit = off")
+        self.conn.command(b"SET synchronous_commit = off")
         try:
             yield
         finally:
-            self.conn.raw.execute(b"SET synchronous_commit = on")
+            self.conn.command(b"SET synchronous_commit = on")
 
     def get_setting(self, key: str) -> str | None:
         row = self.conn.execute("SELECT value FROM settings WHERE key = ?", (key,)).fetchone()
@@ -183,7 +185,7 @@ class PostgresStore(
         """Moves whenever this connection or another one changes the database: the server's
         snapshot (which transactions it sees as committed: it differs after any commit) and
         this connection's own changes, which its snapshot does not show."""
-        row = self.conn.raw.execute(b"SELECT pg_current_snapshot()::text").fetchone()
+        row = self.conn.command(b"SELECT pg_current_snapshot()::text").fetchone()
         snapshot = str(row[0]) if row else ""
         digest = int.from_bytes(hashlib.blake2b(snapshot.encode(), digest_size=8).digest())
         return digest, self.conn.total_changes
@@ -209,6 +211,26 @@ class PostgresStore(
                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)""",
             [(*_chunk_row(c), a, b) for c, (a, b) in zip(batch, counts, strict=True)],
         )
+
+    def insert_restored(self, table: str, columns: list[str], rows: Iterator[list[Any]]) -> None:
+        """Put sealed rows back as this store writes them: columns the table lacks left out,
+        the derived ones computed now (a source may have been sealed by a SQLite store, then
+        copied here), and a row key counter moved past the rowids put back."""
+        have = set(table_columns(self.conn, table))
+        known = [c for c in columns if c in have]
+        keep = [columns.index(c) for c in known]
+        names, marks, _ = with_derived(self, table, known, [])
+        sql = f"INSERT INTO {table} ({', '.join(names)}) VALUES ({', '.join(marks)})"
+        while batch := [[row[i] for i in keep] for row in itertools.islice(rows, 1000)]:
+            self.conn.executemany(sql, with_derived(self, table, known, batch)[2])
+        if "rowid" in known:
+            self.conn.execute(
+                f"""SELECT setval(pg_get_serial_sequence(?, 'rowid'), greatest(
+                       (SELECT coalesce(max(rowid), 1) FROM {table}),
+                       coalesce(pg_sequence_last_value(
+                           CAST(pg_get_serial_sequence(?, 'rowid') AS regclass)), 1)))""",
+                (table, table),
+            )
 
     def scrub(self) -> None:
         """Vacuum the tables that hold text, so that a forgotten source's rows are no longer

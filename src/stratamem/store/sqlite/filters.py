@@ -31,21 +31,21 @@ def gate_sql(
 
 
 def of_visible_sql(visible: Sequence[str] | None, column: str) -> tuple[str, list[Any]]:
-    """``column`` (a row's source id) among ``visible`` (``"1"`` for the owner): for reads
+    """``column`` (a row's source id) among ``visible`` (``"1 = 1"`` for the owner): for reads
     keyed by entity, whose ``(entity_id, source_id)`` index then visits only the visible
     sources' rows, so their work does not grow with what the reader may not see."""
     if visible is None:
-        return "1", []
+        return "1 = 1", []
     return f"{column} IN (SELECT value FROM json_each(?))", [json.dumps(list(visible))]
 
 
 def trees_sql(visible: Sequence[str] | None, *, summary: str = "sm") -> tuple[str, list[Any]]:
     """For a reader narrowed to ``visible`` sources: their summaries, by tree, as a
-    constraint the summaries' tree index answers (``"1"`` for the owner). With it a read
+    constraint the summaries' tree index answers (``"1 = 1"`` for the owner). With it a read
     visits the summaries of those trees only, so its work does not grow with what the
     reader may not see."""
     if visible is None:
-        return "1", []
+        return "1 = 1", []
     return (
         f"""{summary}.tree_id IN (SELECT gt.id FROM trees gt
                 WHERE gt.source_id IN (SELECT value FROM json_each(?)))""",

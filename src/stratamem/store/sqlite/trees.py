@@ -78,7 +78,7 @@ class TreeTables(TreeSearchTables):
         return found[0] if found else None
 
     def all(self) -> list[Tree]:
-        return self._trees("1", ())
+        return self._trees("1 = 1", ())
 
     def raise_root(self, tree_id: str, summary_id: str, level: int) -> None:
         """A summary just sealed at ``level`` is the root when no level above it exists yet

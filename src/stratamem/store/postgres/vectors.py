@@ -1,0 +1,171 @@
+"""The vectors role on PostgreSQL, and the vector leg's search inside the server (pgvector).
+
+Each vector is kept twice in its row: as ``bytea`` (little-endian float32, what the other
+reads of the role return, as on SQLite) and as a pgvector ``vector`` column, which the leg
+searches. Every process and every server then shares one index, built once by the server,
+rather than each holding its own copy in memory.
+
+Search (:meth:`PgVectorTables.vector_search`) orders by cosine distance (``<=>``) and takes
+the top ``k``; the score is the cosine similarity, ``1 - distance``, as the in-process index
+gives it. Below :data:`HNSW_THRESHOLD` vectors of a model the server scans them all (exact);
+from there on an HNSW index does, one per model (a partial index over ``embedding::vector(d)``
+for ``model = …``, since a model fixes the dimension), built once by
+:meth:`PgVectorTables.build_vector_index` (``stratamem ingest``/``embed`` and the first search
+that finds it missing). The access gate and the filters are conditions of the same query, and
+pgvector's iterative scan (``hnsw.iterative_scan``) keeps reading the index until ``k`` rows
+pass them, so a narrow filter still gets its ``k`` nearest rather than what is left of the
+first ``ef_search``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+from collections.abc import Iterable, Sequence
+from contextlib import AbstractContextManager
+from typing import TYPE_CHECKING, Final
+
+import numpy as np
+import numpy.typing as npt
+
+from stratamem.store.sqlite.filters import filter_sql
+from stratamem.store.sqlite.vectors import VectorTables
+from stratamem.store.vectors import ChunkVector
+from stratamem.types import Filters
+
+if TYPE_CHECKING:
+    from stratamem.store.postgres.connection import PgConnection
+
+HNSW_THRESHOLD: Final = 20_000
+# Candidates the HNSW search keeps (pgvector's default is 40): recall ≥ 0.99 on real vectors.
+EF_SEARCH: Final = 100
+
+
+def vector_text(blob: bytes) -> str:
+    """A stored float32 vector as pgvector's text form, exactly (float32 → float64 → repr)."""
+    return json.dumps(np.frombuffer(blob, dtype="<f4").astype(np.float64).tolist())
+
+
+def index_name(model: str) -> str:
+    return "embeddings_hnsw_" + hashlib.sha256(model.encode()).hexdigest()[:12]
+
+
+class PgVectorTables(VectorTables):
+    """The vectors half of :class:`~stratamem.store.postgres.store.PostgresStore`."""
+
+    conn: PgConnection  # type: ignore[assignment]
+    _indexed_models: set[str]
+
+    if TYPE_CHECKING:
+
+        def read_snapshot(self) -> AbstractContextManager[None]: ...
+
+    def insert_vectors(self, rows: Iterable[ChunkVector]) -> None:
+        self.conn.executemany(
+            """INSERT INTO embeddings
+               (node_id, model, source_id, dim, vector, content_sha256, embedding)
+               VALUES (?, ?, ?, ?, ?, ?, CAST(? AS vector))
+               ON CONFLICT (node_id, model) DO UPDATE SET source_id = EXCLUDED.source_id,
+                 dim = EXCLUDED.dim, vector = EXCLUDED.vector,
+                 content_sha256 = EXCLUDED.content_sha256, embedding = EXCLUDED.embedding""",
+            [(*row, vector_text(row.vector)) for row in rows],
+        )
+        self.bump_generation(chunks=False)
+
+    # -- the index --------------------------------------------------------------------------
+
+    def vector_index_of(self, model: str) -> bool:
+        """Whether ``model``'s HNSW index exists (and is valid)."""
+        known = self.__dict__.setdefault("_indexed_models", set())
+        if model in known:
+            return True
+        row = self.conn.execute(
+            """SELECT i.indisvalid FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid
+               WHERE c.relname = ?""",
+            (index_name(model),),
+        ).fetchone()
+        if row is not None and row[0]:
+            known.add(model)
+            return True
+        return False
+
+    def build_vector_index(self, model: str, *, threshold: int = HNSW_THRESHOLD) -> float | None:
+        """Build ``model``'s HNSW index where it has at least ``threshold`` vectors and none
+        exists; the seconds it took, or None where nothing was built."""
+        if self.vector_index_of(model):
+            return None
+        row = self.conn.execute(
+            "SELECT count(*), max(dim) FROM embeddings WHERE model = ?", (model,)
+        ).fetchone()
+        count, dim = (int(row[0]), row[1]) if row is not None else (0, None)
+        if count < threshold or dim is None:
+            return None
+        start = time.perf_counter()
+        name = index_name(model)
+        literal = model.replace("'", "''")
+        raw = self.conn.raw
+        # An index left invalid by a build that was interrupted is dropped first.
+        raw.execute(f"DROP INDEX IF EXISTS {name}".encode())
+        raw.execute(b"SET maintenance_work_mem = '1GB'")
+        try:
+            raw.execute(
+                f"""CREATE INDEX IF NOT EXISTS {name} ON embeddings
+                    USING hnsw ((embedding::vector({int(dim)})) vector_cosine_ops)
+                    WHERE model = '{literal}'""".encode()
+            )
+        finally:
+            raw.execute(b"RESET maintenance_work_mem")
+        self.__dict__.setdefault("_indexed_models", set()).add(model)
+        return time.perf_counter() - start
+
+    # -- search -----------------------------------------------------------------------------
+
+    def vector_search(
+        self, model: str, query: npt.NDArray[np.float32], filters: Filters, k: int
+    ) -> dict[str, float]:
+        """node id → cosine similarity of the ``k`` nearest admitted chunks with a vector
+        of ``model``."""
+        if k <= 0:
+            return {}
+        dim = int(query.shape[-1])
+        unit = np.asarray(query, dtype=np.float64).reshape(-1)
+        norm = float(np.linalg.norm(unit))
+        if norm > 0:
+            unit = unit / norm
+        literal = json.dumps(unit.tolist())
+        visible = self.visible_ids()
+        if visible is not None and not visible:
+            return {}
+        where, params = _admitted(filters, visible)
+        if not self.vector_index_of(model):
+            self.build_vector_index(model)
+        distance = f"e.embedding::vector({dim}) <=> CAST(? AS vector({dim}))"
+        sql = f"""SELECT e.node_id, {distance} AS d FROM embeddings e
+                  WHERE e.model = '{model.replace("'", "''")}' AND {where}
+                  ORDER BY d LIMIT ?"""
+        with self.read_snapshot():
+            raw = self.conn.raw
+            raw.execute(f"SET LOCAL hnsw.ef_search = {max(EF_SEARCH, k)}".encode())
+            raw.execute(b"SET LOCAL hnsw.iterative_scan = relaxed_order")
+            rows = self.conn.execute(sql, (literal, *params, k)).fetchall()
+        # relaxed_order may hand rows back slightly out of order: sort them again.
+        return {str(node): 1.0 - float(d) for node, d in sorted(rows, key=lambda r: r[1])}
+
+
+def _admitted(filters: Filters, visible: Sequence[str] | None) -> tuple[str, list[object]]:
+    """The gate and the filters over an embeddings alias ``e``: its source is unlocked and
+    visible, and (where a filter is given) its chunk passes it."""
+    if filters == Filters():
+        if visible is None:
+            return "e.source_id IN (SELECT id FROM sources WHERE locked = 0)", []
+        return (
+            "e.source_id IN (SELECT id FROM sources WHERE locked = 0 AND id = ANY (?))",
+            [list(visible)],
+        )
+    where, params = filter_sql(filters, visible)
+    return (
+        f"""EXISTS (SELECT 1 FROM chunks c JOIN sources s ON s.id = c.source_id
+                   WHERE c.id = e.node_id AND {where})""",
+        list(params),
+    )
