@@ -1,13 +1,14 @@
 from __future__ import annotations
 
 import os
+import sqlite3
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, settings
 
-from stratamem.testing import PostgresServer
+from stratamem.store.postgres.server import PostgresServer
 
 # CI draws the same examples every run, so an example no local run drew cannot turn it red.
 settings.register_profile(
@@ -46,6 +47,10 @@ def fixtures_dir() -> Path:
 def postgres_server() -> Iterator[PostgresServer]:
     """A real PostgreSQL server with pgvector, started for the session on a unix socket."""
     server = PostgresServer.start()
+    # A throwaway server: without fsync its stop (a checkpoint over every test's database)
+    # takes seconds rather than minutes.
+    server.psql("ALTER SYSTEM SET fsync = off")
+    server.psql("SELECT pg_reload_conf()")
     yield server
     server.stop()
 
@@ -65,9 +70,82 @@ def store_location(request: pytest.FixtureRequest, tmp_path: Path) -> str:
     return server.new_database()
 
 
+@pytest.fixture(scope="module", params=BACKENDS)
+def module_location(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> str:
+    """Where a store shared by a module's tests goes, once per backend."""
+    if request.param == "sqlite":
+        return str(tmp_path_factory.mktemp("module") / "shared.db")
+    server: PostgresServer = request.getfixturevalue("postgres_server")
+    return server.new_database()
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _index_dir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """A store on a server keeps its index files in a folder of the test run, not in the
+    user's cache (a folder's conftest may give its modules one each)."""
+    folder = tmp_path_factory.mktemp("indexes")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("STRATAMEM_INDEX_DIR", str(folder))
+        yield folder
+
+
 @pytest.fixture
 def tmp_memory(store_location: str):  # type: ignore[no-untyped-def]
     import stratamem
 
     with stratamem.open(store_location) as memory:
         yield memory
+
+
+class Locations:
+    """More stores for a test that needs several, on the backend of one it has (``like``): a
+    file in ``folder`` named after ``name``, or a database on the session's server."""
+
+    def __init__(self, request: pytest.FixtureRequest) -> None:
+        self._request = request
+        self._pristine: str | None = None
+
+    @staticmethod
+    def is_postgres(location: str | Path) -> bool:
+        return str(location).startswith(("postgresql:", "postgres:"))
+
+    def _server(self) -> PostgresServer:
+        server: PostgresServer = self._request.getfixturevalue("postgres_server")
+        return server
+
+    def new(self, like: str | Path, folder: Path, name: str) -> str:
+        """Where a new, empty store goes (on PostgreSQL, a database that holds the schema)."""
+        if not self.is_postgres(like):
+            return str(folder / f"{name}.db")
+        if self._pristine is None:
+            import stratamem
+
+            self._pristine = self._server().new_database()
+            stratamem.open(self._pristine, embedder=None).close()
+        return self._server().copy_database(self._pristine)
+
+    def copy(self, source: str | Path, folder: Path, name: str) -> str:
+        """A copy of the store at ``source``, which nobody may have open."""
+        if self.is_postgres(source):
+            return self._server().copy_database(str(source))
+        target = folder / f"{name}.db"
+        with sqlite3.connect(source) as src, sqlite3.connect(target) as dst:
+            src.backup(dst)
+        src.close()
+        dst.close()
+        return str(target)
+
+    def drop(self, location: str | Path) -> None:
+        """Remove the store at ``location``, which nobody may have open."""
+        if self.is_postgres(location):
+            self._server().drop_database(str(location))
+        else:
+            for suffix in ("", "-wal", "-shm"):
+                Path(f"{location}{suffix}").unlink(missing_ok=True)
+
+
+@pytest.fixture(scope="session")
+def locations(request: pytest.FixtureRequest) -> Locations:
+    return Locations(request)

@@ -12,14 +12,15 @@ from click.testing import CliRunner
 
 from stratamem.cli import main
 from stratamem.cli.common import db_path_from_environment
+from stratamem.store.urls import shown_location
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = ROOT / "examples" / "workspace"
 
 
 @pytest.fixture
-def run(tmp_path: Path):  # type: ignore[no-untyped-def]
-    db = tmp_path / "cli.db"
+def run(store_location: str):  # type: ignore[no-untyped-def]
+    db = store_location
 
     def invoke(*args: str) -> click.testing.Result:
         return CliRunner().invoke(main, ["--db", str(db), *args], catch_exceptions=False)
@@ -231,11 +232,11 @@ def test_a_broken_database_file_is_an_error(tmp_path: Path) -> None:
     assert "broken.db" in result.output
 
 
-def test_db_from_environment(tmp_path: Path) -> None:
-    db = tmp_path / "env.db"
-    result = CliRunner().invoke(main, ["stats", "--json"], env={"STRATAMEM_DB": str(db)})
+def test_db_from_environment(store_location: str) -> None:
+    db = store_location
+    result = CliRunner().invoke(main, ["stats", "--json"], env={"STRATAMEM_DB": db})
     assert result.exit_code == 0
-    assert json.loads(result.output)["path"] == str(db)
+    assert json.loads(result.output)["path"] == shown_location(db)
 
 
 def test_default_db_path_reads_the_environment(
@@ -328,7 +329,44 @@ def test_db_with_an_unknown_scheme_is_an_error_and_creates_nothing(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.chdir(tmp_path)
-    result = CliRunner().invoke(main, ["--db", "postgresql://db.example/memory", "stats"])
+    result = CliRunner().invoke(main, ["--db", "mongodb://db.example/memory", "stats"])
     assert result.exit_code == 1
-    assert "unknown store scheme 'postgresql'" in result.output
+    assert "unknown store scheme 'mongodb'" in result.output
     assert list(tmp_path.iterdir()) == []
+
+
+def test_db_on_a_server_that_cannot_be_reached_is_one_line_and_creates_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    url = f"postgresql://someone:hunter2@/memory?host={tmp_path / 'no-server'}"
+    result = CliRunner().invoke(main, ["--db", url, "stats"])
+    assert result.exit_code == 1
+    assert result.output.startswith("error: postgresql://someone:***@/memory")
+    assert "cannot connect" in result.output
+    assert "hunter2" not in result.output
+    assert len(result.output.strip().splitlines()) == 1
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_stats_and_sources_of_a_database_on_a_server_name_it_without_its_password(
+    postgres_url: str,
+) -> None:
+    """A store on a server has no file: ``stats`` names it by its URL, the password left
+    out, and its size is the database's."""
+    secret = postgres_url.replace("postgres:@", "postgres:hunter2@", 1)
+    assert secret != postgres_url
+    run = CliRunner()
+    ingested = run.invoke(main, ["--db", secret, "ingest", "--quiet", str(EXAMPLES / "notes")])
+    assert ingested.exit_code == 0, ingested.output
+    stats = json.loads(run.invoke(main, ["--db", secret, "stats", "--json"]).output)
+    assert stats["path"] == shown_location(secret)
+    assert "hunter2" not in stats["path"]
+    assert stats["bytes"] > 0
+    text = run.invoke(main, ["--db", secret, "stats"]).output
+    assert "hunter2" not in text
+    assert f"{stats['bytes']:,}" in text
+    listed = run.invoke(main, ["--db", secret, "sources"])
+    assert listed.exit_code == 0, listed.output
+    assert "notes:notes" in listed.output
+    assert "hunter2" not in listed.output

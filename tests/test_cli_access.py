@@ -47,7 +47,7 @@ needs_locking = pytest.mark.skipif(
 )
 
 
-def runner_for(db: Path) -> Run:
+def runner_for(db: str | Path) -> Run:
     def invoke(
         *args: str, input: str | None = None, env: dict[str, str] | None = None
     ) -> click.testing.Result:
@@ -62,17 +62,17 @@ def runner_for(db: Path) -> Run:
     return invoke
 
 
-def ingest_fixtures(db: Path, fixtures: Path) -> None:
+def ingest_fixtures(db: str | Path, fixtures: Path) -> None:
     with stratamem.open(db, embedder=None) as memory:
         memory.ingest(fixtures / "slack")
         memory.ingest(fixtures / "jsonl" / "export.jsonl")
 
 
 @pytest.fixture(scope="module")
-def shared(tmp_path_factory: pytest.TempPathFactory) -> Run:
+def shared(module_location: str) -> Run:
     """A store read, never written: Slack (team), JSONL chat (team) and notes (private), with
     a principal ``team-bot`` that reads team."""
-    db = tmp_path_factory.mktemp("shared") / "shared.db"
+    db = module_location
     ingest_fixtures(db, Path(__file__).resolve().parent / "fixtures")
     with stratamem.open(db, embedder=None) as memory:
         memory.add_principal("team-bot", "team")
@@ -80,19 +80,19 @@ def shared(tmp_path_factory: pytest.TempPathFactory) -> Run:
 
 
 @pytest.fixture
-def db(tmp_path: Path, fixtures_dir: Path) -> Path:
-    path = tmp_path / "cli.db"
+def db(store_location: str, fixtures_dir: Path) -> str:
+    path = store_location
     ingest_fixtures(path, fixtures_dir)
     return path
 
 
 @pytest.fixture
-def run(db: Path) -> Run:
+def run(db: str) -> Run:
     return runner_for(db)
 
 
 @pytest.fixture
-def owner(db: Path) -> Iterator[stratamem.Memory]:
+def owner(db: str) -> Iterator[stratamem.Memory]:
     with stratamem.open(db, embedder=None) as memory:
         yield memory
 
@@ -126,7 +126,7 @@ def token_of(result: click.testing.Result) -> str:
 
 
 def test_principal_add_prints_the_token_once_and_it_authenticates(
-    run: Run, db: Path, owner: stratamem.Memory
+    run: Run, db: str, owner: stratamem.Memory
 ) -> None:
     added = run("principal", "add", "ci-bot", "--scopes", "eng,team")
     token = token_of(added)  # stdout holds the token alone, so TOKEN=$(…) takes it
@@ -292,8 +292,8 @@ def test_access_errors_are_one_line(
 # -- ingest --access and sources -------------------------------------------------------------
 
 
-def test_ingest_access_sets_every_source_read(tmp_path: Path, fixtures_dir: Path) -> None:
-    run = runner_for(tmp_path / "ingest.db")
+def test_ingest_access_sets_every_source_read(store_location: str, fixtures_dir: Path) -> None:
+    run = runner_for(store_location)
     ingested = run(
         "ingest", "--quiet", "--access", "Eng,ops", str(fixtures_dir / "jsonl" / "export.jsonl")
     )

@@ -22,9 +22,9 @@ Run = Callable[..., Result]
 
 
 @pytest.fixture(scope="module")
-def db(tmp_path_factory: pytest.TempPathFactory) -> Path:
+def db(module_location: str) -> str:
     """One store for the whole module: nothing below changes it."""
-    path = tmp_path_factory.mktemp("cli-errors") / "cli.db"
+    path = module_location
     for part in ("slack-export", "mail/team.mbox"):
         result = CliRunner().invoke(
             main, ["--db", str(path), "ingest", "--quiet", str(EXAMPLES / part)]
@@ -34,7 +34,7 @@ def db(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture
-def run(db: Path) -> Run:
+def run(db: str) -> Run:
     def invoke(*args: str, env: dict[str, str] | None = None) -> Result:
         return CliRunner().invoke(main, ["--db", str(db), *args], env=env)
 
@@ -224,7 +224,7 @@ def test_a_store_locked_too_long_is_one_line(run: Run, monkeypatch: pytest.Monke
     ("flag", "env"), [(("--debug",), {}), ((), {"STRATAMEM_DEBUG": "1"})], ids=["flag", "env"]
 )
 def test_debug_shows_the_traceback(
-    db: Path, monkeypatch: pytest.MonkeyPatch, flag: tuple[str, ...], env: dict[str, str]
+    db: str, monkeypatch: pytest.MonkeyPatch, flag: tuple[str, ...], env: dict[str, str]
 ) -> None:
     monkeypatch.setattr("stratamem.api.Memory.stats", _explode)
     result = CliRunner().invoke(main, [*flag, "--db", str(db), "stats"], env=env)
@@ -269,10 +269,10 @@ def test_help_and_version_still_exit_zero(run: Run) -> None:
         assert result.stdout.strip()
 
 
-def test_python_api_rejects_bad_values_with_value_errors(tmp_path: Path) -> None:
+def test_python_api_rejects_bad_values_with_value_errors(store_location: str) -> None:
     import stratamem
 
-    with stratamem.open(tmp_path / "api.db", embedder=None) as memory:
+    with stratamem.open(store_location, embedder=None) as memory:
         for call in (
             lambda: memory.query_source(time_window_days=1e12),
             lambda: memory.query_source(time_window_days=float("nan")),

@@ -19,6 +19,7 @@ from stratamem.errors import (
     WrongPassphrase,
 )
 from stratamem.ingest.pipeline import IngestReport
+from stratamem.store.copy import CopyReport, copy_store
 from stratamem.tree.builder import SealReport
 from stratamem.tree.summarizer import Summarizer, SummaryItem
 from stratamem.types import (
@@ -45,6 +46,7 @@ __all__ = [
     "Card",
     "Chunk",
     "ConfigError",
+    "CopyReport",
     "Embedder",
     "EntityMatch",
     "Filters",
@@ -78,6 +80,7 @@ __all__ = [
     "UnknownFormatError",
     "WeightProfile",
     "WrongPassphrase",
+    "copy_store",
     "open",
 ]
 

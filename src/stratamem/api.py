@@ -94,8 +94,9 @@ def _in_one_snapshot(
 class Memory:
     """A store opened for ingest and retrieval. Use as a context manager or call :meth:`close`.
 
-    ``per_thread=True`` (a SQLite file) gives each thread that calls it its own connection,
-    sharing the in-memory indexes: for a server answering calls on many threads at once.
+    ``per_thread=True`` (a SQLite file or a PostgreSQL database) gives each thread that calls
+    it its own connection, sharing the in-memory indexes: for a server answering calls on many
+    threads at once.
     """
 
     def __init__(

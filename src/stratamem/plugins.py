@@ -195,17 +195,21 @@ def open_store(location: str | Path, *, per_thread: bool = False) -> Store:
     A :class:`~pathlib.Path`, or a string without ``scheme://``, is a SQLite file (``:memory:``
     too); otherwise the URL's scheme names the :data:`STORES` factory, which is given the whole
     location (see :mod:`stratamem.store.urls` for the forms of ``sqlite://`` URLs). An unknown
-    scheme is a :class:`RegistryError` listing the known ones. ``per_thread`` (SQLite) gives
-    every thread that calls the store a connection of its own.
+    scheme is a :class:`RegistryError` listing the known ones. ``per_thread`` (SQLite and
+    PostgreSQL) gives every thread that calls the store a connection of its own.
     """
     from stratamem.store.urls import url_scheme
 
     target = str(location)
     scheme = None if isinstance(location, Path) else url_scheme(target)
     if per_thread:
-        if (scheme or "sqlite") != "sqlite":
-            raise ValueError(f"per_thread opens SQLite files; {scheme}:// stores pool their own")
-        from stratamem.store.urls import open_per_thread
+        from stratamem.store.urls import open_per_thread, open_postgres_per_thread
 
-        return open_per_thread(target)
+        if (scheme or "sqlite") == "sqlite":
+            return open_per_thread(target)
+        if scheme in ("postgresql", "postgres"):
+            return open_postgres_per_thread(target)
+        raise ValueError(
+            f"per_thread opens SQLite files and PostgreSQL databases, not {scheme}:// stores"
+        )
     return STORES.create(scheme or "sqlite", target)

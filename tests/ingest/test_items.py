@@ -26,22 +26,22 @@ WINDOW_TIME = datetime(2024, 3, 11, 9, 3, tzinfo=UTC)
 DAN_THANKS = "1710147750.000000"
 
 
-def open_memory(path: Path) -> stratamem.Memory:
-    return stratamem.open(path, embedder=HashingEmbedder())
+def open_memory(location: str) -> stratamem.Memory:
+    return stratamem.open(location, embedder=HashingEmbedder())
 
 
 @pytest.fixture
-def mem(tmp_path: Path) -> Iterator[stratamem.Memory]:
+def mem(store_location: str) -> Iterator[stratamem.Memory]:
     """A store that has never been embedded."""
-    with open_memory(tmp_path / "items.db") as memory:
+    with open_memory(store_location) as memory:
         yield memory
 
 
 @pytest.fixture
-def slack(tmp_path: Path) -> Iterator[stratamem.Memory]:
+def slack(store_location: str) -> Iterator[stratamem.Memory]:
     """The Slack fixture ingested and embedded: the store's vectors are of the configured
     model, so single writes embed their chunks at once."""
-    with open_memory(tmp_path / "slack.db") as memory:
+    with open_memory(store_location) as memory:
         memory.ingest(FIXTURES / "slack")
         memory.embed()
         yield memory
@@ -360,8 +360,8 @@ def test_an_add_queues_a_seal_that_flush_runs(mem: stratamem.Memory) -> None:
     assert mem.unsealed_leaves(tree.id) == 0
 
 
-def test_a_second_memory_on_the_file_sees_writes_without_reopening(tmp_path: Path) -> None:
-    path = tmp_path / "shared.db"
+def test_a_second_memory_on_the_store_sees_writes_without_reopening(store_location: str) -> None:
+    path = store_location
     with open_memory(path) as writer:
         writer.ingest(FIXTURES / "slack", trees=False)
         writer.embed()
@@ -379,8 +379,8 @@ def test_a_second_memory_on_the_file_sees_writes_without_reopening(tmp_path: Pat
                 assert added.chunks_added[0] not in found_ids(writer, KESTREL_QUERY, mode)
 
 
-def test_an_item_of_a_locked_source_is_not_found(tmp_path: Path) -> None:
-    with stratamem.open(tmp_path / "locked.db", embedder=None) as memory:
+def test_an_item_of_a_locked_source_is_not_found(store_location: str) -> None:
+    with stratamem.open(store_location, embedder=None) as memory:
         written = memory.add("the vault code is 4711", source="private", id="secret")
         with memory.store.transaction():
             memory.store.conn.execute(

@@ -323,14 +323,19 @@ def export(request: pytest.FixtureRequest) -> Export:
 
 
 @pytest.fixture
-def open_memory() -> Iterator[Callable[[], stratamem.Memory]]:
-    """Opens empty stores, closing them all at the end. In memory: a merge does not depend on
-    where the store lies, and the syncs of a store on disk double the time of this file (the
-    CLI test uses one on disk)."""
+def open_memory(
+    store_location: str, locations: Any, tmp_path: Path
+) -> Iterator[Callable[[], stratamem.Memory]]:
+    """Opens empty stores on the backend under test, closing them all at the end. SQLite's in
+    memory: a merge does not depend on where the file lies, and the syncs of a store on disk
+    double the time of this file (the CLI test uses one on disk)."""
     opened: list[stratamem.Memory] = []
 
     def open_() -> stratamem.Memory:
-        memory = stratamem.open(":memory:", embedder=None)
+        where = ":memory:"
+        if locations.is_postgres(store_location):
+            where = locations.new(store_location, tmp_path, "") if opened else store_location
+        memory = stratamem.open(where, embedder=None)
         opened.append(memory)
         return memory
 
@@ -657,11 +662,9 @@ def test_markdown_notes_are_replaced_on_change(
 
 
 @pytest.fixture
-def run(tmp_path: Path) -> Callable[..., click.testing.Result]:
-    db = tmp_path / "cli.db"
-
+def run(store_location: str) -> Callable[..., click.testing.Result]:
     def invoke(*args: str) -> click.testing.Result:
-        return CliRunner().invoke(main, ["--db", str(db), *args], catch_exceptions=False)
+        return CliRunner().invoke(main, ["--db", store_location, *args], catch_exceptions=False)
 
     return invoke
 

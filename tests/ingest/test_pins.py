@@ -26,8 +26,8 @@ BOOST = SearchConfig().tier0_boost
 
 
 @pytest.fixture
-def memory(tmp_path: Path) -> Iterator[stratamem.Memory]:
-    with stratamem.open(tmp_path / "pins.db") as mem:
+def memory(store_location: str) -> Iterator[stratamem.Memory]:
+    with stratamem.open(store_location) as mem:
         yield mem
 
 

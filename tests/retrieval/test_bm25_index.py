@@ -2,13 +2,15 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
+from fts5_reference import fts5_index, fts5_top
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -23,7 +25,7 @@ from stratamem.retrieval.legs.keyword import (
 )
 from stratamem.retrieval.query import match_expression, query_terms
 from stratamem.store.sqlite.fts_terms import decode_averages
-from stratamem.types import Filters, SourceKind
+from stratamem.types import Filters, RetrievalHit, SourceKind
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "examples" / "workspace"
@@ -46,29 +48,38 @@ def write_docs(path: Path, docs: list[tuple[str, str]], *, source: str = "docs")
 
 
 @pytest.fixture
-def tiny(tmp_path: Path) -> Iterator[stratamem.Memory]:
-    with stratamem.open(tmp_path / "tiny.db", embedder=None) as mem:
+def tiny(store_location: str, tmp_path: Path) -> Iterator[stratamem.Memory]:
+    with stratamem.open(store_location, embedder=None) as mem:
         mem.ingest(write_docs(tmp_path / "tiny.jsonl", TINY))
         yield mem
 
 
-@pytest.fixture
-def workspace(tmp_path: Path) -> Iterator[stratamem.Memory]:
-    with stratamem.open(tmp_path / "w.db", embedder=None) as mem:
+@pytest.fixture(scope="module")
+def built_workspace(module_location: str) -> str:
+    """The example workspace ingested once per backend, and closed: copied for the tests."""
+    with stratamem.open(module_location, embedder=None) as mem:
         for part in ("slack-export", "mail/team.mbox", "notes"):
             mem.ingest(EXAMPLES / part)
+    return module_location
+
+
+@pytest.fixture(scope="module")
+def workspace(
+    built_workspace: str, locations: Any, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[stratamem.Memory]:
+    """A copy of the workspace for the tests that only read it."""
+    copy = locations.copy(built_workspace, tmp_path_factory.mktemp("workspace"), "w")
+    with stratamem.open(copy, embedder=None) as mem:
         yield mem
 
 
-def fts5_top(mem: stratamem.Memory, query: str, k: int) -> dict[str, float]:
-    expression = match_expression(query)
-    assert expression is not None
-    rows = mem.store.conn.execute(
-        """SELECT c.id, f.rank FROM chunks_fts f JOIN chunks c ON c.rowid = f.rowid
-           WHERE chunks_fts MATCH ? ORDER BY f.rank, f.rowid LIMIT ?""",
-        (expression, k),
-    ).fetchall()
-    return {row[0]: -row[1] for row in rows}
+@pytest.fixture
+def own_workspace(
+    built_workspace: str, locations: Any, tmp_path: Path
+) -> Iterator[stratamem.Memory]:
+    """A copy of the workspace of the test's own, for the tests that change it."""
+    with stratamem.open(locations.copy(built_workspace, tmp_path, "w"), embedder=None) as mem:
+        yield mem
 
 
 def sparse(mem: stratamem.Memory, **kwargs: object) -> SparseKeywordIndex:
@@ -225,6 +236,58 @@ def test_keyword_mode_answers_as_the_fts5_query_does(
     assert fast.hits
 
 
+def keyword_answers(mem: stratamem.Memory) -> list[tuple[object, ...]]:
+    """What the sparse index, the keyword search and the store's full-text query answer to a
+    few queries, with and without a filter: (ids, scores, snippets) of each, and the totals."""
+
+    def shown(hits: Sequence[RetrievalHit]) -> tuple[object, ...]:
+        return [h.node_id for h in hits], [h.score for h in hits], [h.snippet for h in hits]
+
+    out: list[tuple[object, ...]] = []
+    for query in (
+        "why did we drop Redis for the SQLite queue?",
+        "release date slipped",
+        "running cats",
+        "alice bob",
+        "job_queue",
+    ):
+        expression = match_expression(query)
+        assert expression is not None
+        for filters in (Filters(), Filters(sources=("slack:*",))):
+            found = sparse(mem).search(query_terms(query), filters, 8)
+            ranked = None if found is None else (list(found), list(found.values()), [])
+            fast = keyword_search(mem.store, query, filters=filters, limit=8)
+            hits, total = mem.store.fts_search(expression, filters, 8)
+            out += [ranked, (*shown(fast.hits), fast.total), (*shown(hits), total)]
+    return out
+
+
+@pytest.mark.parametrize("tokenizer", ["stemmed", "plain"])
+def test_postgresql_ranks_as_sqlite_does(
+    both_backends: tuple[str, str], tmp_path: Path, tokenizer: str
+) -> None:
+    # The same documents on both backends: the same hits, BM25 scores and snippets.
+    answers = []
+    for location in both_backends:
+        with stratamem.open(location, embedder=None) as mem:
+            for part in ("slack-export", "mail/team.mbox", "notes"):
+                mem.ingest(EXAMPLES / part)
+            mem.ingest(write_docs(tmp_path / "tiny.jsonl", TINY))
+            mem.set_keyword_tokenizer(tokenizer)
+            answers.append(keyword_answers(mem))
+    sqlite, postgresql = answers
+    assert len(sqlite) == len(postgresql)
+    assert any(answer is None for answer in sqlite)  # the phrase: the full-text query answers
+    for ours, theirs in zip(sqlite, postgresql, strict=True):
+        if ours is None or theirs is None:
+            assert ours is theirs
+            continue
+        ids, scores, snippets, *total = ours
+        assert (ids, snippets, *total) == (theirs[0], theirs[2], *theirs[3:])
+        assert scores == pytest.approx(theirs[1], rel=1e-6)
+    assert sum(len(answer[0]) for answer in sqlite if answer) > 50  # type: ignore[arg-type]
+
+
 def test_the_hybrid_keyword_leg_runs_on_the_sparse_index(workspace: stratamem.Memory) -> None:
     found, status = keyword_leg(workspace.store, "queue stalled", Filters(), 10)
     assert found is not None
@@ -259,10 +322,10 @@ def test_inside_a_write_transaction_the_fts5_query_answers(tiny: stratamem.Memor
 # -- the access gate -------------------------------------------------------------------------
 
 
-def test_filters_apply_before_the_limit(tmp_path: Path) -> None:
+def test_filters_apply_before_the_limit(store_location: str, tmp_path: Path) -> None:
     strong = [("redis redis redis queue", "redis")] * 30
     weak = [(f"a note that mentions redis once, number {i}", "") for i in range(5)]
-    with stratamem.open(tmp_path / "f.db", embedder=None) as mem:
+    with stratamem.open(store_location, embedder=None) as mem:
         mem.ingest(write_docs(tmp_path / "strong.jsonl", strong, source="strong"))
         mem.ingest(write_docs(tmp_path / "weak.jsonl", weak, source="weak"))
         index = sparse(mem)
@@ -303,10 +366,12 @@ def test_under_a_gate_the_idf_counts_only_the_admitted_documents() -> None:
     )
 
 
-def test_a_name_in_every_turn_of_its_conversation_weighs_nothing_there(tmp_path: Path) -> None:
+def test_a_name_in_every_turn_of_its_conversation_weighs_nothing_there(
+    store_location: str, tmp_path: Path
+) -> None:
     ours = [("gina said hello", "")] * 6 + [("gina said she loves to dance", "")]
     others = [(f"talk about topic {i} with nobody named", "") for i in range(30)]
-    with stratamem.open(tmp_path / "g.db", embedder=None) as mem:
+    with stratamem.open(store_location, embedder=None) as mem:
         mem.ingest(write_docs(tmp_path / "ours.jsonl", ours, source="ours"))
         mem.ingest(write_docs(tmp_path / "others.jsonl", others, source="others"))
         index = sparse(mem)
@@ -416,25 +481,28 @@ def test_the_gains_kept_for_a_gate_follow_the_gate_and_the_documents() -> None:
     )
 
 
-def test_a_principal_ranks_as_a_store_of_only_what_it_may_see(tmp_path: Path) -> None:
+def test_a_principal_ranks_as_a_store_of_only_what_it_may_see(
+    store_location: str, locations: Any, tmp_path: Path
+) -> None:
     parts = {
         "ours": [("redis queue stalled", "queue"), ("redis again", ""), ("a long note " * 9, "")],
         "theirs": [("redis redis redis", "redis"), ("queue queue", "")] * 5,
         "shared": [(f"note {i} on the redis queue", "") for i in range(6)],
     }
     seen = ("ours", "shared")
-    with stratamem.open(tmp_path / "all.db", embedder=None) as mem:
+    everything, alone_at = store_location, locations.new(store_location, tmp_path, "seen")
+    with stratamem.open(everything, embedder=None) as mem:
         for name, docs in parts.items():
             mem.ingest(write_docs(tmp_path / f"{name}.jsonl", docs, source=name))
             mem.set_access(f"jsonl:{name}", scopes="team" if name in seen else "private")
         mem.add_principal("reader", "team")
-    with stratamem.open(tmp_path / "seen.db", embedder=None) as mem:
+    with stratamem.open(alone_at, embedder=None) as mem:
         for name in seen:
             mem.ingest(tmp_path / f"{name}.jsonl")
     for query in (["redis"], ["redis", "queue"], ["note", "queue", "stalled"]):
         with (
-            stratamem.open(tmp_path / "all.db", embedder=None, principal="reader") as gated,
-            stratamem.open(tmp_path / "seen.db", embedder=None) as alone,
+            stratamem.open(everything, embedder=None, principal="reader") as gated,
+            stratamem.open(alone_at, embedder=None) as alone,
         ):
             found = sparse(gated).search(query, Filters(), 10)
             assert found
@@ -455,20 +523,22 @@ def test_chunks_added_later_are_found(tiny: stratamem.Memory, tmp_path: Path) ->
     assert list(found.values()) == pytest.approx(list(theirs.values()), rel=1e-6)
 
 
-def test_deleted_chunks_never_appear(workspace: stratamem.Memory) -> None:
-    index = sparse(workspace)
+def test_deleted_chunks_never_appear(own_workspace: stratamem.Memory) -> None:
+    index = sparse(own_workspace)
     before = index.search(["redis"], Filters(), 50)
     assert before
-    mail = workspace.store.resolve_source(
-        next(s.id for s in workspace.store.sources() if s.kind.value == "email")
+    mail = own_workspace.store.resolve_source(
+        next(s.id for s in own_workspace.store.sources() if s.kind.value == "email")
     )
-    gone = {c.id for c in workspace.store.iter_chunks(mail.id)}
+    gone = {c.id for c in own_workspace.store.iter_chunks(mail.id)}
     assert gone & set(before)
-    workspace.store.delete_source(mail.id)
+    own_workspace.store.delete_source(mail.id)
     after = index.search(["redis"], Filters(), 50)
     assert after is not None
     assert not gone & set(after)
-    assert list(after.values()) == pytest.approx(list(fts5_top(workspace, "redis", 50).values()))
+    assert list(after.values()) == pytest.approx(
+        list(fts5_top(own_workspace, "redis", 50).values())
+    )
 
 
 def test_the_index_is_saved_beside_the_database_and_reused(tiny: stratamem.Memory) -> None:
@@ -540,7 +610,8 @@ def test_the_file_records_the_statistics_as_fts5_keeps_them(tiny: stratamem.Memo
     path = saved_file(tiny)
     data = path.read_bytes()
     header = json.loads(data[12 : 12 + int.from_bytes(data[8:12], "little")])
-    (blob,) = tiny.store.conn.execute("SELECT block FROM chunks_fts_data WHERE id = 1").fetchone()
+    with fts5_index(tiny) as conn:
+        (blob,) = conn.execute("SELECT block FROM chunks_fts_data WHERE id = 1").fetchone()
     assert bytes.fromhex(header["averages"]) == bytes(blob)
     _, state = bm25_file.read_file(
         path, tiny.store.keyword_schema(), store_id=tiny.store.store_id()
@@ -577,11 +648,14 @@ def test_one_index_per_open_store(tiny: stratamem.Memory) -> None:
 
 
 def test_the_averages_record_decodes_to_fts5_totals(tiny: stratamem.Memory) -> None:
-    (blob,) = tiny.store.conn.execute("SELECT block FROM chunks_fts_data WHERE id = 1").fetchone()
+    with fts5_index(tiny) as conn:
+        (blob,) = conn.execute("SELECT block FROM chunks_fts_data WHERE id = 1").fetchone()
     assert decode_averages(blob) == (4, (6, 1))
+    state = tiny.store.keyword_state()
+    assert (state.docs, state.totals) == (4, (6, 1))
 
 
-def test_an_empty_store_matches_nothing(tmp_path: Path) -> None:
-    with stratamem.open(tmp_path / "empty.db", embedder=None) as mem:
+def test_an_empty_store_matches_nothing(store_location: str) -> None:
+    with stratamem.open(store_location, embedder=None) as mem:
         assert sparse(mem).search(["anything"], Filters(), 10) == {}
         assert keyword_leg(mem.store, "anything", Filters(), 10) == ({}, "ok: 0 matches")

@@ -28,9 +28,28 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
         terminalreporter.write_line(f"{group}: {json.dumps(found.to_dict())}")
 
 
+@pytest.fixture(autouse=True, scope="session")
+def _index_dir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """A store on a server keeps its index files in a folder of the test run, not in the
+    user's cache."""
+    folder = tmp_path_factory.mktemp("indexes")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("STRATAMEM_INDEX_DIR", str(folder))
+        yield folder
+
+
+@pytest.fixture(scope="session", params=kit.BACKENDS)
+def places(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> kit.Places:
+    """Where the suite's stores go, once per backend."""
+    folder = tmp_path_factory.mktemp(request.param)
+    if request.param == "sqlite":
+        return kit.Places(folder)
+    return kit.Places(folder, request.getfixturevalue("postgres_server"))
+
+
 @pytest.fixture(scope="session")
-def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[kit.CanaryWorld]:
-    found = kit.CanaryWorld(tmp_path_factory.mktemp("canary"), kit.SPECS)
+def world(places: kit.Places) -> Iterator[kit.CanaryWorld]:
+    found = kit.CanaryWorld(places.within(places.folder / "canary"), kit.SPECS)
     yield found
     found.close()
 

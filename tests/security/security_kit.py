@@ -14,9 +14,13 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+import itertools
 import math
+import os
 import re
+import sqlite3
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from contextlib import closing
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from fnmatch import fnmatchcase
@@ -27,11 +31,15 @@ import stratamem
 from stratamem.api import Memory
 from stratamem.config import TreeConfig
 from stratamem.store.access import PrincipalRow
+from stratamem.store.postgres.connection import redact
+from stratamem.store.postgres.server import PostgresServer
 from stratamem.store.sources import source_id_for
 from stratamem.testing import HashingEmbedder
 from stratamem.types import NodeKind, Principal, RetrievalHit
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
+# The backends every suite here runs on; STRATAMEM_TEST_BACKENDS=sqlite narrows a local run.
+BACKENDS = os.environ.get("STRATAMEM_TEST_BACKENDS", "sqlite,postgresql").split(",")
 T0 = datetime(2024, 3, 1, 9, 0, tzinfo=UTC)
 # Small buffers and fan-out, so that every source has summaries two levels up.
 TREES = TreeConfig(input_token_budget=40, summary_fanout=2)
@@ -111,8 +119,163 @@ def visible_specs(principal: PrincipalSpec, specs: Sequence[SourceSpec]) -> list
     return out
 
 
+# -- where the stores go ---------------------------------------------------------------------------
+
+_SERIAL = itertools.count(1)
+
+
+def is_postgres(location: str | Path) -> bool:
+    return str(location).startswith(("postgresql:", "postgres:"))
+
+
+class Places:
+    """Where a suite's stores go: files under ``folder`` (SQLite), or databases on ``server``
+    (PostgreSQL). Each store's location is as long as any other's of the same kind, so that
+    a table that shows it is laid out the same."""
+
+    def __init__(
+        self,
+        folder: Path,
+        server: PostgresServer | None = None,
+        snapshots: dict[str, str] | None = None,
+    ) -> None:
+        self.folder = folder
+        self.server = server
+        self._snapshots = {} if snapshots is None else snapshots
+
+    @property
+    def backend(self) -> str:
+        return "sqlite" if self.server is None else "postgresql"
+
+    def within(self, folder: Path) -> Places:
+        """These places, with new files going under ``folder``."""
+        return Places(folder, self.server, self._snapshots)
+
+    def new(self, name: str) -> str:
+        """Where a new store goes: ``<folder>/<name>/store.db``, or a new database."""
+        if self.server is None:
+            (self.folder / name).mkdir(parents=True, exist_ok=True)
+            return str(self.folder / name / "store.db")
+        return self.server.new_database(_database_name())
+
+    def keep(self, location: str) -> None:
+        """Take a snapshot of the store at ``location``, which nobody has open, for
+        :meth:`copy` to copy later, while the store is open (PostgreSQL copies a database
+        only while nobody is connected to it)."""
+        if self.server is not None:
+            self._snapshots[location] = self.copy(location, "snapshot")
+
+    def copy(self, source: str, name: str) -> str:
+        """A copy of the store at ``source`` (as its last :meth:`keep` took it, where it
+        took one), at ``<folder>/<name>/store.db`` or in a new database."""
+        if self.server is None:
+            target = self.new(name)
+            with closing(sqlite3.connect(source)) as src, closing(sqlite3.connect(target)) as dst:
+                src.backup(dst)
+            return target
+        database = _database_name()
+        template = _database(self._snapshots.get(source, source))
+        self.server.psql(f'CREATE DATABASE "{database}" TEMPLATE "{template}"')
+        # An id of its own, so that the copies keep their index files apart (a store with a
+        # locked source keeps its id, which the sealed parts' key is derived from).
+        self.server.psql(
+            "UPDATE settings SET value = md5(random()::text) WHERE key = 'store.id'"
+            " AND NOT EXISTS (SELECT 1 FROM sealed)",
+            database,
+        )
+        return self.server.url_of(database)
+
+    def drop(self, location: str) -> None:
+        """Remove the store at ``location``, which nobody may have open."""
+        if self.server is not None:
+            self.server.drop_database(location)
+            return
+        for suffix in ("", "-wal", "-shm"):
+            Path(f"{location}{suffix}").unlink(missing_ok=True)
+
+    def script(self, location: str, sql: str) -> None:
+        """Run ``sql`` (statements that both engines take) on the store at ``location``."""
+        if self.server is None:
+            with closing(sqlite3.connect(location)) as conn:
+                conn.executescript(sql)
+        else:
+            self.server.psql(sql, _database(location))
+
+
+def _database_name() -> str:
+    return f"sec{os.getpid()}_{next(_SERIAL):05d}"
+
+
+def _database(url: str) -> str:
+    """The database a URL names."""
+    return url.partition("?")[0].rsplit("/", 1)[1]
+
+
+def read_rows(location: str | Path, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
+    """The rows of ``sql`` (SQLite's dialect, ``?`` parameters) read from the store at
+    ``location`` on a connection of its own."""
+    if is_postgres(location):
+        from stratamem.store.postgres.connection import connect
+
+        conn = connect(str(location), application="stratamem-test")
+        try:
+            return [tuple(row) for row in conn.execute(sql, tuple(params)).fetchall()]
+        finally:
+            conn.close()
+    with closing(sqlite3.connect(location)) as db:
+        return [tuple(row) for row in db.execute(sql, tuple(params)).fetchall()]
+
+
+def residue(location: str | Path, needles: Iterable[str]) -> dict[str, list[str]]:
+    """The needles (lowercase) found in what holds the store at ``location``: on SQLite the
+    bytes of each file of its folder (the database, its WAL, the index files beside it); on
+    PostgreSQL the live rows of each table and the index files this process keeps for the
+    store. (PostgreSQL's files keep a deleted row's bytes until a vacuum reuses the space,
+    and its WAL keeps what it kept: those are not read here.)"""
+    wanted = sorted({n.encode() for n in needles})
+    hits: dict[str, list[str]] = {}
+
+    def scan(name: str, data: bytes) -> None:
+        found = [n.decode() for n in wanted if n in data.lower()]
+        if found:
+            hits[name] = found
+
+    if not is_postgres(location):
+        for path in sorted(Path(location).parent.iterdir()):
+            if path.is_file():
+                scan(path.name, path.read_bytes())
+        return hits
+    from stratamem.store.postgres.files import index_base
+
+    tables = read_rows(
+        location, "SELECT tablename FROM pg_tables WHERE schemaname = current_schema()"
+    )
+    for (table,) in tables:
+        rows = read_rows(location, f"SELECT * FROM {table}")
+        scan(table, b"\n".join(_as_bytes(v) for row in rows for v in row))
+    (store_id,) = read_rows(location, "SELECT value FROM settings WHERE key = 'store.id'")[0]
+    for path in sorted(index_base(store_id).parent.iterdir()):
+        if path.is_file():
+            scan(path.name, path.read_bytes())
+    return hits
+
+
+def _as_bytes(value: Any) -> bytes:
+    if isinstance(value, bytes | bytearray | memoryview):
+        return bytes(value)
+    return str(value).encode()
+
+
+def shown_as(location: str | Path) -> str:
+    """The store's location as the store shows it (a URL without its password)."""
+    return redact(str(location))
+
+
 def open_memory(
-    path: Path, *, principal: str | None = None, unlock: Mapping[str, str] | None = None
+    path: str | Path,
+    *,
+    principal: str | None = None,
+    unlock: Mapping[str, str] | Sequence[str] | None = None,
 ) -> Memory:
     return stratamem.open(
         path,
@@ -124,8 +287,17 @@ def open_memory(
     )
 
 
+def fast_writes(mem: Memory) -> None:
+    """No fsync per commit: a test store need not survive a power cut, and a build makes
+    dozens of small commits (on SQLite, sealing sets its own level, and restores FULL after)."""
+    if mem.store.name == "sqlite":
+        mem.store.conn.execute("PRAGMA synchronous = OFF")  # type: ignore[attr-defined]
+    else:
+        mem.store.conn.execute("SET synchronous_commit = off")  # type: ignore[attr-defined]
+
+
 def build(
-    path: Path,
+    path: str | Path,
     specs: Sequence[SourceSpec],
     principals: Sequence[PrincipalSpec],
     *,
@@ -138,9 +310,7 @@ def build(
     one ``add_principal`` computes: reads go by name and never check a token, and the
     property test builds two stores per example."""
     with open_memory(path) as mem:
-        # No fsync per write: a test store need not survive a power cut, and a build makes
-        # dozens of small commits (sealing sets its own level, and restores FULL after).
-        mem.store.conn.execute("PRAGMA synchronous = OFF")  # type: ignore[attr-defined]
+        fast_writes(mem)
         for spec in specs:
             if spec.fixture is not None:
                 # One clock for every store built: the facts a source's structure states
@@ -517,7 +687,8 @@ def outcome(call: Callable[[], Any], path: str) -> Any:
     try:
         return call()
     except Exception as exc:
-        return Raised(type(exc).__name__, str(exc).replace(path, "<db>"))
+        message = str(exc).replace(path, "<db>").replace(shown_as(path), "<db>")
+        return Raised(type(exc).__name__, message)
 
 
 def plain(value: Any) -> Any:
@@ -662,23 +833,25 @@ INGESTED_AT = datetime(2025, 1, 1, tzinfo=UTC)  # the clock of every ingest of a
 @dataclass
 class CanaryWorld:
     """The full store, the owner's view of it, and per principal the reduced store: the
-    sources of ``specs`` it may see, less the ``locked`` ones, which nobody reads."""
+    sources of ``specs`` it may see, less the ``locked`` ones, which nobody reads. Each store
+    is kept (:meth:`Places.keep`) as built, for copies."""
 
-    root: Path
+    places: Places
     specs: tuple[SourceSpec, ...]
     locked: tuple[SourceSpec, ...] = ()
-    full: Path = field(init=False)
+    full: str = field(init=False)
     owner: Memory = field(init=False)
     locked_hidden: Hidden = field(default_factory=Hidden)
     locked_refs: dict[str, Refs] = field(default_factory=dict)
     opened: dict[tuple[str, str], Memory] = field(default_factory=dict)
-    reduced_paths: dict[str, Path] = field(default_factory=dict)
+    reduced_paths: dict[str, str] = field(default_factory=dict)
     hidden: dict[str, Hidden] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        (self.root / "f-all").mkdir()
-        self.full = self.root / "f-all" / "store.db"
+        self.full = self.places.new("f-all")
         build(self.full, self.specs, PRINCIPALS)
+        if not self.locked:  # only the stores of a world without locks are copied
+            self.places.keep(self.full)
         self.owner = open_memory(self.full)
         if self.locked:
             # What the locked sources were, read before they are locked.
@@ -702,26 +875,34 @@ class CanaryWorld:
         spec = self.principal(name)
         return self.unlocked if spec is None else visible_specs(spec, self.unlocked)
 
-    def reduced(self, name: str) -> Path:
+    def reduced(self, name: str) -> str:
         """The store holding only what ``name`` may see (built on first use)."""
         if name not in self.reduced_paths:
             # Paths of one length: a table that shows the path is laid out the same.
-            folder = self.root / f"r-{name[:3]}"
-            folder.mkdir()
+            location = self.places.new(f"r-{name[:3]}")
             spec = self.principal(name)
             # Only the principal that reads it: each token hash takes a while.
-            build(folder / "store.db", self.visible(name), [] if spec is None else [spec])
-            self.reduced_paths[name] = folder / "store.db"
+            build(location, self.visible(name), [] if spec is None else [spec])
+            if not self.locked:
+                self.places.keep(location)
+            self.reduced_paths[name] = location
         return self.reduced_paths[name]
 
     def read(self, store: str, name: str) -> Memory:
-        """``store`` opened for principal ``name`` (or the owner): ``full``, ``reduced``, or
-        ``unlocked`` (the full store with its locked sources readable in this process)."""
+        """``store`` opened for principal ``name`` (or the owner): ``full``, ``reduced``,
+        ``unlocked`` (the full store with its locked sources readable in this process), or
+        ``reduced-in-memory`` (the reduced store read as an unlocked one is: copied into
+        memory, which on PostgreSQL makes it a SQLite store, whose vector scores are
+        computed here rather than by pgvector, and differ from those in the last bits)."""
         key = (store, name)
         if key not in self.opened:
             who = None if self.principal(name) is None else name
             if store == "reduced":
                 found = open_memory(self.reduced(name), principal=who)
+            elif store == "reduced-in-memory":
+                # Naming a source that is not locked copies the store into memory as it is.
+                scopes = [s for spec in self.visible(name) for s in spec.scopes]
+                found = open_memory(self.reduced(name), principal=who, unlock=scopes[:1] or None)
             elif store == "unlocked":
                 unlock = {s: PASSPHRASE for spec in self.locked for s in spec.scopes}
                 found = open_memory(self.full, principal=who, unlock=unlock)

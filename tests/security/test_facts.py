@@ -12,9 +12,8 @@ The facts are written into copies of the suite's stores, which the other tests r
 from __future__ import annotations
 
 import re
-import sqlite3
 from collections.abc import Callable, Iterator
-from contextlib import closing, contextmanager
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -184,14 +183,6 @@ def boundaries(says: tuple[Say, ...]) -> dict[str, datetime]:
     return {label: NOW + timedelta(minutes=n, seconds=-30) for label, n in at.items()}
 
 
-def copy_store(source: Path, target: Path) -> Path:
-    """A consistent copy of the store at ``source`` (its WAL included)."""
-    target.parent.mkdir(parents=True, exist_ok=True)
-    with closing(sqlite3.connect(source)) as src, closing(sqlite3.connect(target)) as dst:
-        src.backup(dst)
-    return target
-
-
 def present_in(world: CanaryWorld, name: str) -> Callable[[str], bool]:
     """Whether a source is in ``name``'s reduced store (the owner's holds every one)."""
     spec = world.principal(name)
@@ -206,35 +197,35 @@ class FactStores:
     """The full store and each reader's reduced store, copied and given the same facts."""
 
     world: CanaryWorld
-    root: Path
+    places: kit.Places
     says: tuple[Say, ...]
-    full: Path = field(init=False)
-    reduced: dict[str, Path] = field(default_factory=dict)
+    full: str = field(init=False)
+    reduced: dict[str, str] = field(default_factory=dict)
     ids: dict[str, set[str]] = field(default_factory=dict)  # scope → its fact ids
     opened: dict[tuple[str, str], Memory] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        self.full = copy_store(self.world.full, self.root / "f-all" / "store.db")
+        self.full = self.places.copy(self.world.full, "f-all")
         with self.writer(self.full) as mem:
             done = write(mem, self.says, lambda scope: True)
             write_rollups(mem, lambda scope: True)
+        self.places.keep(self.full)
         for key, wrote in done.items():
             scope = next(s.scope for s in self.says if s.key == key)
             self.ids.setdefault(scope, set()).update(
                 {f.id for f in wrote.recorded} | set(wrote.expired)
             )
         for name in READERS:
-            path = copy_store(self.world.reduced(name), self.root / f"r-{name[:3]}" / "store.db")
+            path = self.places.copy(self.world.reduced(name), f"r-{name[:3]}")
             with self.writer(path) as mem:
                 write(mem, self.says, present_in(self.world, name))
                 write_rollups(mem, present_in(self.world, name))
             self.reduced[name] = path
 
     @contextmanager
-    def writer(self, path: Path) -> Iterator[Memory]:
+    def writer(self, path: str) -> Iterator[Memory]:
         with kit.open_memory(path) as mem:
-            # As the suite's builder does: no fsync per write on a test store.
-            mem.store.conn.execute("PRAGMA synchronous = OFF")  # type: ignore[attr-defined]
+            kit.fast_writes(mem)  # as the suite's builder does
             yield mem
 
     def read(self, store: str, name: str) -> Memory:
@@ -262,7 +253,8 @@ class FactStores:
 
 @pytest.fixture(scope="module")
 def facts(world: CanaryWorld, tmp_path_factory: pytest.TempPathFactory) -> Iterator[FactStores]:
-    found = FactStores(world, tmp_path_factory.mktemp("facts"), statements_for(world.owner))
+    places = world.places.within(tmp_path_factory.mktemp("facts"))
+    found = FactStores(world, places, statements_for(world.owner))
     yield found
     found.close()
 
@@ -577,18 +569,6 @@ def _without(views: dict[str, Any], source_id: str) -> dict[str, Any]:
     return {k: [f for f in v if f.source_id != source_id] for k, v in views.items()}
 
 
-def _residue(folder: Path, needles: set[str]) -> dict[str, list[str]]:
-    """The needles found in the bytes of each file of ``folder``."""
-    hits: dict[str, list[str]] = {}
-    for path in sorted(folder.iterdir()):
-        if path.is_file():
-            data = path.read_bytes().lower()
-            found = sorted(n for n in needles if n.encode() in data)
-            if found:
-                hits[path.name] = found
-    return hits
-
-
 def _compare(
     facts: FactStores, mem: Memory, who: str, want: dict[str, Any], hidden: set[str], group: str
 ) -> None:
@@ -607,7 +587,7 @@ def _compare(
 def test_a_locked_source_s_facts_leave_reads_and_files_until_unlocked(
     facts: FactStores, tmp_path: Path, scope: str
 ) -> None:
-    path = copy_store(facts.full, tmp_path / "store.db")
+    path = facts.places.within(tmp_path).copy(facts.full, "copy")
     sid = source_id_for(scope)
     # Only that source's facts hold these: no text of the store, no other source's facts.
     needles = {fact_word(scope), *facts.ids[scope]}
@@ -616,11 +596,11 @@ def test_a_locked_source_s_facts_leave_reads_and_files_until_unlocked(
     before = {name: _views(facts.read("full", name), facts.says) for name in (OWNER, "cat")}
     assert _without(before[OWNER], sid) != before[OWNER]
     assert _without(before["cat"], sid) != before["cat"]
-    assert _residue(tmp_path, needles), "the copy holds the facts before the lock"
+    assert kit.residue(path, needles), "the copy holds the facts before the lock"
     with kit.open_memory(path) as owner:
         owner.lock(scope, passphrase=PASSPHRASE)
         _compare(facts, owner, OWNER, _without(before[OWNER], sid), locked, group)
-        assert _residue(tmp_path, needles) == {}
+        assert kit.residue(path, needles) == {}
         with pytest.raises(LockError):
             owner.remember(own_subject(scope), "status", "again", source=scope)
         with kit.open_memory(path, principal="cat") as cat:
@@ -636,7 +616,7 @@ def test_a_locked_source_s_facts_leave_reads_and_files_until_unlocked(
             _compare(facts, dan, "dan", want, facts.canaries("dan"), group)
         # The file stays locked.
         _compare(facts, owner, OWNER, _without(before[OWNER], sid), locked, group)
-        assert _residue(tmp_path, needles) == {}
+        assert kit.residue(path, needles) == {}
         owner.unlock(scope, passphrase=PASSPHRASE)
         _compare(facts, owner, OWNER, before[OWNER], set(), group)
     with kit.open_memory(path, principal="cat") as cat:
@@ -647,7 +627,7 @@ def test_a_locked_source_s_facts_leave_reads_and_files_until_unlocked(
 def test_forgetting_a_source_removes_its_facts_and_moves_no_other(
     facts: FactStores, tmp_path: Path, scope: str
 ) -> None:
-    path = copy_store(facts.full, tmp_path / "store.db")
+    path = facts.places.within(tmp_path).copy(facts.full, "copy")
     sid = source_id_for(scope)
     gone = {fact_word(scope), *facts.ids[scope]}
     group = "facts, forgotten"
@@ -656,7 +636,7 @@ def test_forgetting_a_source_removes_its_facts_and_moves_no_other(
     with kit.open_memory(path) as owner:
         owner.forget(scope)
         _compare(facts, owner, OWNER, _without(before[OWNER], sid), gone | {sid}, group)
-    assert _residue(tmp_path, gone) == {}
+    assert kit.residue(path, gone) == {}
     for name in READERS:
         with kit.open_memory(path, principal=None if name == OWNER else name) as mem:
             hidden = facts.canaries(name) | gone | {sid}
@@ -683,14 +663,15 @@ def test_fact_search_as_a_principal_equals_the_reduced_store(
 
     from stratamem.cli import main
 
-    def run(path: Path, args: list[str]) -> tuple[int, str]:
+    def run(path: str, args: list[str]) -> tuple[int, str]:
         result = CliRunner().invoke(
             main,
-            ["--db", str(path), "--as", reader, "fact", "search", *args],
+            ["--db", path, "--as", reader, "fact", "search", *args],
             env={"STRATAMEM_AS": None, "STRATAMEM_PASSPHRASE": None},
             catch_exceptions=False,
         )
-        return result.exit_code, result.output.replace(str(path), "<db>")
+        shown = result.output.replace(path, "<db>")
+        return result.exit_code, shown.replace(kit.shown_as(path), "<db>")
 
     canaries = facts.canaries(reader)
     for args in CLI_SEARCHES:

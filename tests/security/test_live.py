@@ -25,62 +25,67 @@ def _reads(mem: Any) -> dict[str, Any]:
 
 
 def _same_as_built(
-    mem: Any, specs: list[SourceSpec], folder: Path, *, sees: list[str] | None = None
+    mem: Any, specs: list[SourceSpec], places: kit.Places, name: str, *, sees: list[str] | None = None
 ) -> None:
-    """``mem`` reads as a store built from ``specs`` does, read by ``bea`` with the scopes
-    ``sees`` (its own when None)."""
-    folder.mkdir()
+    """``mem`` reads as a store built from ``specs`` (at ``name`` of ``places``) does, read by
+    ``bea`` with the scopes ``sees`` (its own when None)."""
+    location = places.new(name)
     reader = BEA if sees is None else PrincipalSpec(BEA.name, tuple(sees))
-    kit.build(folder / "store.db", specs, [reader], quick_principals=True)
-    with kit.open_memory(folder / "store.db", principal=BEA.name) as fresh:
+    kit.build(location, specs, [reader], quick_principals=True)
+    with kit.open_memory(location, principal=BEA.name) as fresh:
         want = _reads(fresh)
     got = _reads(mem)
     for key in got:
         kit.assert_same(got[key], want[key], key)
 
 
-def test_an_open_principal_follows_every_change_at_once(tmp_path: Path) -> None:
-    full = tmp_path / "full.db"
+def test_an_open_principal_follows_every_change_at_once(places: kit.Places, tmp_path: Path) -> None:
+    places = places.within(tmp_path)
+    full = places.new("full")
     kit.build(full, [ENG, TEAM, HR], [BEA], quick_principals=True)
     with kit.open_memory(full, principal=BEA.name) as mem, kit.open_memory(full) as owner:
-        _same_as_built(mem, [ENG, TEAM], tmp_path / "start")
+        _same_as_built(mem, [ENG, TEAM], places, "start")
         # A scope taken away: team-notes leaves at once.
         owner.set_access("team-notes", scopes="hr")
-        _same_as_built(mem, [ENG], tmp_path / "lost")
+        _same_as_built(mem, [ENG], places, "lost")
         # A scope given: hr-secret comes in at once, with its statistics.
         owner.set_access("hr-secret", add="team")
-        _same_as_built(mem, [ENG, _with_access(HR, ("hr", "team"))], tmp_path / "gained")
+        _same_as_built(mem, [ENG, _with_access(HR, ("hr", "team"))], places, "gained")
         # A write to a source it cannot see changes nothing it reads.
         owner.add("Gallimaufry queue @alice in the dark", source="team-notes", id="late")
-        _same_as_built(mem, [ENG, _with_access(HR, ("hr", "team"))], tmp_path / "dark-write")
+        _same_as_built(mem, [ENG, _with_access(HR, ("hr", "team"))], places, "dark-write")
         # Its scopes dropped to none: the source is gone for every principal.
         owner.set_access("hr-secret", scopes="")
-        _same_as_built(mem, [ENG], tmp_path / "no-scopes")
+        _same_as_built(mem, [ENG], places, "no-scopes")
         # The principal made again with other scopes: they apply at once.
         owner.remove_principal(BEA.name)
         owner.add_principal(BEA.name, ["eng"], sources=["e*"])
-        _same_as_built(mem, [ENG], tmp_path / "remade", sees=["eng"])
+        _same_as_built(mem, [ENG], places, "remade", sees=["eng"])
         # The principal removed: it reads nothing.
         owner.remove_principal(BEA.name)
-        _same_as_built(mem, [], tmp_path / "removed", sees=["nothing"])
+        _same_as_built(mem, [], places, "removed", sees=["nothing"])
 
 
-def test_an_open_principal_follows_a_forget(tmp_path: Path) -> None:
-    full = tmp_path / "full.db"
+def test_an_open_principal_follows_a_forget(places: kit.Places, tmp_path: Path) -> None:
+    places = places.within(tmp_path)
+    full = places.new("full")
     visible_hr = _with_access(HR, ("team",))
     kit.build(full, [ENG, visible_hr, TEAM], [BEA], quick_principals=True)
     with kit.open_memory(full, principal=BEA.name) as mem, kit.open_memory(full) as owner:
-        _same_as_built(mem, [ENG, visible_hr, TEAM], tmp_path / "start")
+        _same_as_built(mem, [ENG, visible_hr, TEAM], places, "start")
         owner.forget("hr-secret")
-        _same_as_built(mem, [ENG, TEAM], tmp_path / "forgot")
+        _same_as_built(mem, [ENG, TEAM], places, "forgot")
 
 
 def _with_access(spec: SourceSpec, access: tuple[str, ...]) -> SourceSpec:
     return kit.dataclasses.replace(spec, access=access)
 
 
-def test_pending_embeddings_counts_only_what_the_principal_may_see(tmp_path: Path) -> None:
-    full, reduced = tmp_path / "full.db", tmp_path / "reduced.db"
+def test_pending_embeddings_counts_only_what_the_principal_may_see(
+    places: kit.Places, tmp_path: Path
+) -> None:
+    places = places.within(tmp_path)
+    full, reduced = places.new("full"), places.new("reduced")
     kit.build(full, [ENG, HR], [BEA], quick_principals=True)
     kit.build(reduced, [ENG], [BEA], quick_principals=True)
     for path in (full, reduced):

@@ -61,9 +61,9 @@ OWNER_KNOWS = frozenset({"source", "tree", "item", "query_facts"})
 
 
 @pytest.fixture(scope="module")
-def locked_world(tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-untyped-def]
+def locked_world(places: kit.Places):  # type: ignore[no-untyped-def]
     found = CanaryWorld(
-        tmp_path_factory.mktemp("locked"), (*kit.SPECS, *kit.LOCKED), locked=kit.LOCKED
+        places.within(places.folder / "locked"), (*kit.SPECS, *kit.LOCKED), locked=kit.LOCKED
     )
     yield found
     found.close()
@@ -124,7 +124,7 @@ def test_unlocking_does_not_reach_past_the_scopes(  # type: ignore[no-untyped-de
     locked_world, locked_refs, probe: probes.Probe, reader: str
 ) -> None:
     full = locked_world.read("unlocked", reader)
-    reduced = locked_world.read("reduced", reader)
+    reduced = locked_world.read("reduced-in-memory", reader)
     got = kit.outcome(lambda: probe.call(full, locked_refs), str(locked_world.full))
     want = kit.outcome(lambda: probe.call(reduced, locked_refs), str(locked_world.reduced(reader)))
     hidden = locked_world.hidden_from(reader)

@@ -95,19 +95,29 @@ queries = st.lists(st.sampled_from(QUERY_WORDS), min_size=1, max_size=3).map(" "
     source=st.sampled_from(["s0", "s1", "s2", "s5"]),
 )
 def test_a_hidden_source_shapes_nothing(
-    specs: list[SourceSpec], principal: PrincipalSpec, query: str, entity: str, source: str
+    places: kit.Places,
+    specs: list[SourceSpec],
+    principal: PrincipalSpec,
+    query: str,
+    entity: str,
+    source: str,
 ) -> None:
     visible = kit.visible_specs(principal, specs)
     with tempfile.TemporaryDirectory() as tmp:
-        full, reduced = Path(tmp) / "full.db", Path(tmp) / "reduced.db"
-        kit.build(full, specs, [principal], quick_principals=True)
-        kit.build(reduced, visible, [principal], quick_principals=True)
-        with (
-            kit.open_memory(full, principal=principal.name) as a,
-            kit.open_memory(reduced, principal=principal.name) as b,
-        ):
-            got = kit.reads(a, query, entity, source)
-            want = kit.reads(b, query, entity, source)
+        here = places.within(Path(tmp))
+        full, reduced = here.new("full"), here.new("reduced")
+        try:
+            kit.build(full, specs, [principal], quick_principals=True)
+            kit.build(reduced, visible, [principal], quick_principals=True)
+            with (
+                kit.open_memory(full, principal=principal.name) as a,
+                kit.open_memory(reduced, principal=principal.name) as b,
+            ):
+                got = kit.reads(a, query, entity, source)
+                want = kit.reads(b, query, entity, source)
+        finally:
+            here.drop(full)
+            here.drop(reduced)
     tally = kit.counts("property")
     tally.routes.update(got)
     tally.principals.add(repr(principal))

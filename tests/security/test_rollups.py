@@ -9,9 +9,7 @@ source's facts never reach a rollup, whatever the sequence of locks, unlocks and
 from __future__ import annotations
 
 import re
-import sqlite3
 from collections.abc import Iterator
-from contextlib import closing
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -69,32 +67,30 @@ def write_and_consolidate(mem: Memory, says: list[tuple[str, str, str, str, str]
     mem.consolidate(now=PASS, min_facts=2, min_score=1.0)
 
 
-def copy_store(source: Path, target: Path) -> Path:
+def copy_store(places: kit.Places, source: str, name: str) -> str:
     """A copy of the store at ``source`` without its facts: those read from structure at
     ingest are recorded at the time of the ingest, so two stores built a moment apart hold
     them under different ids. The facts here are written alike into every copy."""
-    target.parent.mkdir(parents=True, exist_ok=True)
-    with closing(sqlite3.connect(source)) as src, closing(sqlite3.connect(target)) as dst:
-        src.backup(dst)
-        dst.executescript("DELETE FROM fact_vectors; DELETE FROM facts;")
+    target = places.copy(source, name)
+    places.script(target, "DELETE FROM fact_vectors; DELETE FROM facts;")
     return target
 
 
 @dataclass
 class RollupStores:
     world: CanaryWorld
-    root: Path
-    full: Path = field(init=False)
-    reduced: dict[str, Path] = field(default_factory=dict)
+    places: kit.Places
+    full: str = field(init=False)
+    reduced: dict[str, str] = field(default_factory=dict)
     opened: dict[tuple[str, str], Memory] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         says = statements(self.world.owner)
-        self.full = copy_store(self.world.full, self.root / "f-all" / "store.db")
+        self.full = copy_store(self.places, self.world.full, "f-all")
         with kit.open_memory(self.full) as mem:
             write_and_consolidate(mem, says)
         for name in EXACT + NARROWED:
-            path = copy_store(self.world.reduced(name), self.root / f"r-{name}" / "store.db")
+            path = copy_store(self.places, self.world.reduced(name), f"r-{name}")
             with kit.open_memory(path) as mem:
                 write_and_consolidate(mem, says)
             self.reduced[name] = path
@@ -121,7 +117,7 @@ class RollupStores:
 
 @pytest.fixture(scope="module")
 def stores(world: CanaryWorld, tmp_path_factory: pytest.TempPathFactory) -> Iterator[RollupStores]:
-    found = RollupStores(world, tmp_path_factory.mktemp("rollups"))
+    found = RollupStores(world, world.places.within(tmp_path_factory.mktemp("rollups")))
     yield found
     found.close()
 
@@ -175,29 +171,28 @@ def test_fay_who_reads_nothing_sees_no_rollup(stores: RollupStores) -> None:
 # -- locks -------------------------------------------------------------------------------------
 
 
-def bodies(db: Path) -> str:
-    """Every rollup as the file holds it, and the sources it names."""
-    with closing(sqlite3.connect(db)) as conn:
-        parts = [
-            f"{rid} {subject} {body}"
-            for rid, subject, body in conn.execute("SELECT id, subject, body FROM rollups")
-        ]
-        parts += [s for (s,) in conn.execute("SELECT source_id FROM rollup_sources")]
+def bodies(db: str) -> str:
+    """Every rollup as the store holds it, and the sources it names."""
+    parts = [
+        f"{rid} {subject} {body}"
+        for rid, subject, body in kit.read_rows(db, "SELECT id, subject, body FROM rollups")
+    ]
+    parts += [s for (s,) in kit.read_rows(db, "SELECT source_id FROM rollup_sources")]
     return "\n".join(parts).lower()
 
 
-def scored_facts_of(db: Path, source_id: str) -> int:
-    with closing(sqlite3.connect(db)) as conn:
-        (count,) = conn.execute(
-            "SELECT count(*) FROM fact_scores fs JOIN facts f ON f.id = fs.fact_id "
-            "WHERE f.source_id = ?",
-            (source_id,),
-        ).fetchone()
+def scored_facts_of(db: str, source_id: str) -> int:
+    ((count,),) = kit.read_rows(
+        db,
+        "SELECT count(*) FROM fact_scores fs JOIN facts f ON f.id = fs.fact_id "
+        "WHERE f.source_id = ?",
+        (source_id,),
+    )
     return int(count)
 
 
 def test_a_locked_sources_facts_never_reach_a_rollup(world: CanaryWorld, tmp_path: Path) -> None:
-    path = copy_store(world.full, tmp_path / "store.db")
+    path = copy_store(world.places.within(tmp_path), world.full, "copy")
     canary, legal = CANARY[LEGAL], source_id_for(LEGAL)
     marks = (canary, word(LEGAL), legal)
 

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import random
-import sqlite3
 import sys
 from collections.abc import AsyncIterator, Callable, Collection, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -62,7 +61,8 @@ SOME = (*probes.FEW, *probes.CANARY_QUERIES[::3])  # the queries asked of every 
 @dataclass
 class Served:
     url: str
-    path: Path
+    path: str
+    file: Path  # the store's file; on PostgreSQL, whose store is no file, one in its place
     root: Path
     service: Service
     tokens: dict[str, str]
@@ -80,13 +80,12 @@ def served(  # type: ignore[no-untyped-def]
     from serving import live
 
     folder = tmp_path_factory.mktemp("served")
-    path = folder / "store.db"
-    source, target = sqlite3.connect(world.full), sqlite3.connect(path)
-    try:
-        source.backup(target)
-    finally:
-        source.close()
-        target.close()
+    path = world.places.within(folder).copy(world.full, "store")
+    file = Path(path)
+    if kit.is_postgres(path):
+        file = folder / "store" / "store.db"
+        file.parent.mkdir()
+        file.write_bytes(b"")
     tokens = {}
     with kit.open_memory(path) as owner:
         for p in kit.PRINCIPALS:
@@ -112,7 +111,7 @@ def served(  # type: ignore[no-untyped-def]
                 for name, token in tokens.items()
             }
             try:
-                yield Served(url, path, root, service, tokens, clients)
+                yield Served(url, path, file, root, service, tokens, clients)
             finally:
                 for client in clients.values():
                     client.close()
@@ -946,11 +945,13 @@ def test_forget_answers_for_a_hidden_source_as_for_a_missing_one(  # type: ignor
 
 def _outside(served: Served, world) -> dict[str, str]:  # type: ignore[no-untyped-def]
     """Paths outside the ingest root: some that exist, some that do not."""
+    # The world's store on SQLite; on PostgreSQL, whose stores are no files, a fixture.
+    file = kit.FIXTURES / "email" / "sample.mbox" if kit.is_postgres(world.full) else world.full
     return {
-        "a file": str(world.full),
+        "a file": str(file),
         "a folder": str(kit.FIXTURES / "slack"),
-        "the store": str(served.path),
-        "the store through the root": f"{served.root}/../{served.path.name}",
+        "the store": str(served.file),
+        "the store through the root": f"{served.root}/../store/{served.file.name}",
         "a file that is not there": "/no-such-folder-here/export.mbox",
         "a folder that is not there": str(kit.FIXTURES / "no-such-fixture"),
         "nothing through the root": f"{served.root}/../no-such-store.db",
@@ -1214,19 +1215,12 @@ def fact_world(  # type: ignore[no-untyped-def]
             return {"recorded": recorded}
 
     recorded = served.service.submit("facts", None, write).future.result(timeout=120)["recorded"]
-    folder = tmp_path_factory.mktemp("fact-oracles")
+    places = world.places.within(tmp_path_factory.mktemp("fact-oracles"))
     oracles: dict[str, Memory] = {}
     scopes: dict[str, set[str]] = {}
     try:
         for name in PRINCIPALS:
-            path = folder / name / "store.db"
-            path.parent.mkdir()
-            source, target = sqlite3.connect(world.reduced(name)), sqlite3.connect(path)
-            try:
-                source.backup(target)
-            finally:
-                source.close()
-                target.close()
+            path = places.copy(world.reduced(name), name)
             scopes[name] = fact_scopes(world, name)
             with kit.open_memory(path) as owner:
                 mine = state_facts(owner, statements, scopes[name])

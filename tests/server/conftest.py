@@ -1,9 +1,48 @@
 """Servers under test: ``serving`` beside this file (a plain module) starts them; this
-folder is put on the path for it, as the security suite does for its kit."""
+folder is put on the path for it, as the security suite does for its kit.
+
+``served_location`` is where a module's served store goes, once per backend (a SQLite file,
+then a database on the session's PostgreSQL server): the modules build one store each, so
+their tests run on both backends with one build per backend."""
 
 from __future__ import annotations
 
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
+import pytest
+
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from serving import BACKENDS
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _index_dir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """A store on a server keeps its index files in a folder of the test run, not in the
+    user's cache."""
+    folder = tmp_path_factory.mktemp("indexes")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("STRATAMEM_INDEX_DIR", str(folder))
+        yield folder
+
+
+@pytest.fixture(scope="module", params=BACKENDS)
+def served_location(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> str:
+    """Where a module's store goes: a SQLite file, then a new PostgreSQL database."""
+    if request.param == "sqlite":
+        return str(tmp_path_factory.mktemp("served") / "served.db")
+    server = request.getfixturevalue("postgres_server")
+    return str(server.new_database())
+
+
+@pytest.fixture
+def another_location(request: pytest.FixtureRequest, served_location: str, tmp_path: Path) -> str:
+    """A new, empty store beside the module's, on the same backend."""
+    if "://" not in served_location:
+        return str(tmp_path / "another.db")
+    server = request.getfixturevalue("postgres_server")
+    return str(server.new_database())

@@ -4,6 +4,7 @@ MCP, and the checks their answers share."""
 from __future__ import annotations
 
 import json
+import os
 import threading
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager, contextmanager
@@ -11,11 +12,23 @@ from typing import Any
 
 import httpx
 import httpx2
+import pytest
 import uvicorn
 from mcp.client.session import ClientSession
 from mcp.client.streamable_http import streamable_http_client
 from mcp_types import CallToolResult, TextContent
 from starlette.types import ASGIApp
+
+# As tests/conftest.py reads it: STRATAMEM_TEST_BACKENDS=sqlite narrows a local run.
+BACKENDS = os.environ.get("STRATAMEM_TEST_BACKENDS", "sqlite,postgresql").split(",")
+
+# For a test whose point is the server around the store (the HTTP layer, the write jobs)
+# rather than the store that answers it (``served_location`` is the module's store): it
+# runs on the SQLite store alone, which keeps the suite's time for the tests whose point
+# is the store.
+server_layer_only = pytest.mark.parametrize(
+    "served_location", [b for b in BACKENDS if b == "sqlite"], indirect=True
+)
 
 
 class _Server(uvicorn.Server):

@@ -44,7 +44,7 @@ ROLLED_AT = datetime(2024, 4, 1, tzinfo=UTC)
 
 @dataclass(frozen=True)
 class Store:
-    db: Path
+    db: str
     tokens: dict[str, str]
     team_leaf: str  # a message of slack:#eng
     note_leaf: str  # a chunk of notes:notes, which no principal may read
@@ -52,8 +52,8 @@ class Store:
 
 
 @pytest.fixture(scope="module")
-def store(tmp_path_factory: pytest.TempPathFactory) -> Store:
-    db = tmp_path_factory.mktemp("facts") / "served.db"
+def store(served_location: str) -> Store:
+    db = served_location
     with stratamem.open(db, embedder=None) as memory:
         memory.ingest(EXAMPLES / "slack-export", parallel=False)
         memory.ingest(EXAMPLES / "notes", parallel=False)

@@ -1,8 +1,8 @@
 """The HTTP API, through httpx against uvicorn on a loopback port the system picks.
 
-One store is built per module: the Slack export (access ``team``) and the team mailbox
-(access ``eng``), embedded with the hashing embedder. Principal ``bot`` holds ``team``,
-``mailer`` holds ``eng``; each must see its own sources and nothing of the other's.
+One store is built per module and backend: the Slack export (access ``team``) and the team
+mailbox (access ``eng``), embedded with the hashing embedder. Principal ``bot`` holds
+``team``, ``mailer`` holds ``eng``; each must see its own sources and nothing of the other's.
 """
 
 from __future__ import annotations
@@ -45,8 +45,8 @@ class _Lines(logging.Handler):
 
 
 @pytest.fixture(scope="module")
-def store(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
-    path = tmp_path_factory.mktemp("http") / "served.db"
+def store(served_location: str) -> dict[str, Any]:
+    path = served_location
     with stratamem.open(path, embedder=HashingEmbedder()) as memory:
         memory.ingest(EXAMPLES / "slack-export", parallel=False)
         memory.ingest(EXAMPLES / "mail" / "team.mbox", access="eng", parallel=False)
@@ -522,8 +522,8 @@ def test_mcp_is_mounted_and_reads_as_the_tokens_principal(
 # -- stratamem serve ---------------------------------------------------------------------------
 
 
-def test_serve_refuses_an_open_bind_without_principals(tmp_path: Path) -> None:
-    db = str(tmp_path / "empty.db")
+def test_serve_refuses_an_open_bind_without_principals(store_location: str) -> None:
+    db = store_location
     result = CliRunner().invoke(main, ["--db", db, "serve", "--host", "0.0.0.0"])
     assert result.exit_code == 1
     assert "no principal exists" in result.output

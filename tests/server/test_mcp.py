@@ -55,7 +55,7 @@ pytestmark = pytest.mark.slow
 
 @dataclass(frozen=True)
 class Store:
-    path: Path
+    path: str
     token: str
     note_id: str  # a chunk of notes:notes, which the principal may not read
     summary_id: str  # a summary of slack:#eng, which it may
@@ -63,8 +63,8 @@ class Store:
 
 
 @pytest.fixture(scope="module")
-def store(tmp_path_factory: pytest.TempPathFactory) -> Store:
-    path = tmp_path_factory.mktemp("mcp") / "agent.db"
+def store(served_location: str) -> Store:
+    path = served_location
     with stratamem.open(path, embedder=None) as memory:
         memory.ingest(WORKSPACE / "slack-export")  # chat: the team scope
         memory.ingest(WORKSPACE / "notes")  # documents: private
@@ -90,7 +90,7 @@ def error(result: CallToolResult) -> str:
 
 
 @asynccontextmanager
-async def stdio_session(db: Path, *options: str) -> AsyncIterator[ClientSession]:
+async def stdio_session(db: str, *options: str) -> AsyncIterator[ClientSession]:
     server = StdioServerParameters(
         command=sys.executable,
         args=["-m", "stratamem", "--db", str(db), *options, "mcp"],

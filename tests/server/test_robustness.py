@@ -7,10 +7,11 @@ to its end; a killed one leaves every source of the ingest whole or absent, the 
 before it untouched, and a second run of the same ingest completes the store to exactly what
 one uninterrupted ingest gives.
 
-Servers run in a thread (``serving.live``) over stores embedded with the hashing embedder;
-the killed one is ``stratamem serve`` in a process of its own. The bulk input is generated:
-one JSON Lines file of many sources (one transaction each), long enough to be caught
-part-way.
+Servers run in a thread (``serving.live``) over stores embedded with the hashing embedder,
+on each backend (a SQLite file, a PostgreSQL database: what is checked of the stored data is
+read with plain SQL both take); the killed one is ``stratamem serve`` in a process of its
+own. The bulk input is generated: one JSON Lines file of many sources (one transaction
+each), long enough to be caught part-way.
 """
 
 from __future__ import annotations
@@ -19,7 +20,6 @@ import json
 import logging
 import os
 import re
-import shutil
 import signal
 import socket
 import sqlite3
@@ -36,12 +36,13 @@ from urllib.parse import urlsplit
 
 import httpx
 import pytest
-from serving import live
+from serving import live, server_layer_only
 
 import stratamem
 from stratamem.api import Memory
 from stratamem.server.http import MAX_BODY_BYTES, create_app
 from stratamem.server.service import Service
+from stratamem.store.urls import shown_location
 from stratamem.testing import HashingEmbedder
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -78,14 +79,30 @@ def chat_line(source: int, n: int) -> str:
     )
 
 
-def rows(conn: sqlite3.Connection, sql: str, *args: Any) -> list[tuple[Any, ...]]:
+def is_postgres(db: str) -> bool:
+    return "://" in db
+
+
+def connected(db: str, *, read_only: bool = False) -> Any:
+    """A connection to ``db`` of its own, outside any store: ``sqlite3`` on a file, the
+    PostgreSQL store's connection (which takes the same SQL) on a URL; close it when done."""
+    if is_postgres(db):
+        from stratamem.store.postgres.connection import connect
+
+        return connect(db, application="stratamem-test")
+    if read_only:
+        return sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=10)
+    return sqlite3.connect(db)
+
+
+def rows(conn: Any, sql: str, *args: Any) -> list[tuple[Any, ...]]:
     return sorted(tuple(row) for row in conn.execute(sql, args))
 
 
-def snapshot(db: Path, *, trees: bool = True) -> dict[str, Any]:
+def snapshot(db: str, *, trees: bool = True) -> dict[str, Any]:
     """Every source's stored content by scope: its records, chunks and (``trees``) live
     summaries as sorted rows; wall-clock fields left out."""
-    with closing(sqlite3.connect(db)) as conn:
+    with closing(connected(db)) as conn:
         out: dict[str, Any] = {}
         for sid, scope, kind in conn.execute("SELECT id, scope, kind FROM sources"):
             out[scope] = {
@@ -105,7 +122,17 @@ def snapshot(db: Path, *, trees: bool = True) -> dict[str, Any]:
         return out
 
 
-def check_integrity(db: Path) -> None:
+def check_integrity(db: str) -> None:
+    if is_postgres(db):
+        # PostgreSQL enforces the foreign keys itself; what stands for the full-text index
+        # is the keyword statistics its triggers keep, which must add the chunks up.
+        with closing(connected(db)) as pg:
+            assert rows(pg, "SELECT docs, content, title FROM keyword_stats") == rows(
+                pg,
+                "SELECT count(*), coalesce(sum(terms_content), 0), "
+                "coalesce(sum(terms_title), 0) FROM chunks",
+            )
+        return
     with closing(sqlite3.connect(db)) as conn:
         assert rows(conn, "PRAGMA integrity_check") == [("ok",)]
         conn.execute("INSERT INTO chunks_fts(chunks_fts) VALUES ('integrity-check')")
@@ -116,9 +143,9 @@ def check_integrity(db: Path) -> None:
         assert chunks == indexed
 
 
-def committed_bulk_sources(db: Path) -> int:
-    """How many bulk sources a reader sees committed, on a read-only connection."""
-    with closing(sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=10)) as conn:
+def committed_bulk_sources(db: str) -> int:
+    """How many bulk sources a reader sees committed, on a connection of its own."""
+    with closing(connected(db, read_only=True)) as conn:
         return int(
             conn.execute(
                 "SELECT count(*) FROM sources WHERE scope LIKE ?", (BULK + "%",)
@@ -140,20 +167,23 @@ class Stores:
     """A store holding the Slack export (``base``), the bulk input, and what the base holds
     once the bulk input is ingested into it (``full``), and before (``before``)."""
 
-    base: Path
+    base: str
     bulk: Path
     before: dict[str, Any]
     full: dict[str, Any]
+    locations: Any  # the suite's ``locations``, which copies a store on either backend
 
-    def copy(self, folder: Path) -> Path:
+    def copy(self, folder: Path) -> str:
         folder.mkdir(parents=True, exist_ok=True)
-        return Path(shutil.copyfile(self.base, folder / "store.db"))
+        return str(self.locations.copy(self.base, folder, "store"))
 
 
 @pytest.fixture(scope="module")
-def stores(tmp_path_factory: pytest.TempPathFactory) -> Stores:
+def stores(
+    tmp_path_factory: pytest.TempPathFactory, served_location: str, locations: Any
+) -> Stores:
     folder = tmp_path_factory.mktemp("robustness")
-    base = folder / "base.db"
+    base = served_location
     with stratamem.open(base, embedder=HashingEmbedder()) as memory:
         memory.ingest(EXAMPLES / "slack-export", parallel=False)
         memory.embed()
@@ -161,12 +191,12 @@ def stores(tmp_path_factory: pytest.TempPathFactory) -> Stores:
     with bulk.open("w") as fh:
         for source in range(SOURCES):
             fh.writelines(chat_line(source, n) + "\n" for n in range(LINES))
-    whole = Path(shutil.copyfile(base, folder / "whole.db"))
+    whole = locations.copy(base, folder, "whole")
     with stratamem.open(whole, embedder=None) as memory:
         memory.ingest(bulk, parallel=False)
     full = snapshot(whole)
     assert sum(scope.startswith(BULK) for scope in full) == SOURCES
-    return Stores(base, bulk, snapshot(base), full)
+    return Stores(base, bulk, snapshot(base), full, locations)
 
 
 # -- what the server logs ----------------------------------------------------------------------
@@ -353,6 +383,7 @@ def reader(reading: Service, answer: dict[str, Any]) -> Iterator[Reader]:
     watch.assert_clean()
 
 
+@server_layer_only
 def test_the_watch_sees_an_unexpected_error(
     reading: Service, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -376,6 +407,7 @@ def test_the_watch_sees_an_unexpected_error(
 ROUNDS = 25
 
 
+@server_layer_only
 def test_clients_that_vanish_mid_request_leave_the_server_serving(reader: Reader) -> None:
     body = json.dumps(QUERY).encode()
     partial = body[: len(body) // 2]
@@ -406,6 +438,7 @@ def test_clients_that_vanish_mid_request_leave_the_server_serving(reader: Reader
 QUERY_BODY = json.dumps(QUERY).encode()
 
 
+@server_layer_only
 @pytest.mark.parametrize(
     "raw",
     [
@@ -429,6 +462,7 @@ def chunks_of(data: bytes, size: int = 7) -> bytes:
     return b"".join(f"{len(p):x}\r\n".encode() + p + b"\r\n" for p in parts) + b"0\r\n\r\n"
 
 
+@server_layer_only
 @pytest.mark.parametrize(
     ("raw", "status"),
     [
@@ -487,6 +521,7 @@ def test_a_body_whose_framing_lies_is_refused(reader: Reader, raw: bytes, status
 DEEP = 100_000
 
 
+@server_layer_only
 @pytest.mark.parametrize(
     ("body", "status"),
     [
@@ -525,6 +560,7 @@ def test_malformed_json_gets_a_4xx_json_error(reader: Reader, body: bytes, statu
     assert_error_body(response.headers["content-type"], response.content)
 
 
+@server_layer_only
 @pytest.mark.parametrize(
     ("path", "body"),
     [
@@ -573,7 +609,7 @@ def finished(client: httpx.Client, response: httpx.Response) -> dict[str, Any]:
 
 
 @contextmanager
-def writable(db: Path, **options: Any) -> Iterator[tuple[Service, str, Watch]]:
+def writable(db: str, **options: Any) -> Iterator[tuple[Service, str, Watch]]:
     """``db`` served with writes on (see :func:`served`)."""
     with (
         Service(db, embedder=HashingEmbedder(), allow_writes=True, readers=2) as service,
@@ -582,6 +618,7 @@ def writable(db: Path, **options: Any) -> Iterator[tuple[Service, str, Watch]]:
         yield service, url, watch
 
 
+@server_layer_only
 def test_an_ingest_whose_caller_goes_away_runs_to_the_end(stores: Stores, tmp_path: Path) -> None:
     db = stores.copy(tmp_path)
     with writable(db) as (_, url, watch):
@@ -607,6 +644,7 @@ def test_an_ingest_whose_caller_goes_away_runs_to_the_end(stores: Stores, tmp_pa
     assert snapshot(db) == stores.full
 
 
+@server_layer_only
 def test_an_ingest_dropped_at_once_is_run_whole_or_not_at_all(
     stores: Stores, tmp_path: Path
 ) -> None:
@@ -622,6 +660,7 @@ def test_an_ingest_dropped_at_once_is_run_whole_or_not_at_all(
     check_integrity(db)
 
 
+@server_layer_only
 def test_a_write_job_outlives_its_caller_and_is_found_by_its_id(
     stores: Stores, tmp_path: Path
 ) -> None:
@@ -657,7 +696,7 @@ def free_port() -> int:
 
 
 @contextmanager
-def serve(db: Path, log: Path) -> Iterator[tuple[subprocess.Popen[bytes], httpx.Client]]:
+def serve(db: str, log: Path) -> Iterator[tuple[subprocess.Popen[bytes], httpx.Client]]:
     """``stratamem serve`` on ``db`` (no tokens, writes on) in a process group of its own, its
     output added to ``log``, and a client of it once it answers; SIGKILLed on the way out
     if still running."""
@@ -671,7 +710,8 @@ def serve(db: Path, log: Path) -> Iterator[tuple[subprocess.Popen[bytes], httpx.
             ],
             stdout=out,
             stderr=subprocess.STDOUT,
-            env=ENV,
+            # A store on a server keeps its index files in the test run's folder for them.
+            env={**ENV, "STRATAMEM_INDEX_DIR": os.environ["STRATAMEM_INDEX_DIR"]},
             start_new_session=True,
         )
     try:
@@ -685,7 +725,7 @@ def serve(db: Path, log: Path) -> Iterator[tuple[subprocess.Popen[bytes], httpx.
                     return False
 
             wait_for("the server to answer", answers)
-            assert f"serving {db} at {url}\n" in log.read_text()
+            assert f"serving {shown_location(db)} at {url}\n" in log.read_text()
             yield proc, client
     finally:
         if proc.poll() is None:

@@ -49,7 +49,7 @@ MISSING_ID = "0" * 32
 
 @dataclass(frozen=True)
 class Store:
-    db: Path
+    db: str
     root: Path  # the ingest root
     outside: Path  # beside the root
     tokens: dict[str, str]
@@ -81,7 +81,7 @@ def _slack_day(channel: str) -> Path:
 
 
 @pytest.fixture(scope="module")
-def store(tmp_path_factory: pytest.TempPathFactory) -> Store:
+def store(tmp_path_factory: pytest.TempPathFactory, served_location: str) -> Store:
     base = tmp_path_factory.mktemp("writes").resolve()
     root, outside = base / "root", base / "outside"
     root.mkdir()
@@ -117,7 +117,7 @@ def store(tmp_path_factory: pytest.TempPathFactory) -> Store:
     )
     (root / "hopping" / "random").symlink_to(root / "hop", target_is_directory=True)
 
-    db = base / "served.db"
+    db = served_location
     with stratamem.open(db, embedder=HashingEmbedder()) as memory:
         memory.ingest(EXAMPLES / "slack-export", parallel=False)
         memory.set_access("slack:#incidents", scopes="ops")
@@ -266,10 +266,10 @@ def test_scopes_the_writer_does_not_hold_are_refused(
     assert "notes:til" not in sources(api["owner"])
 
 
-def test_empty_scopes_are_refused_as_unreadable(tmp_path: Path, store: Store) -> None:
+def test_empty_scopes_are_refused_as_unreadable(another_location: str, store: Store) -> None:
     # Written with no scopes, the channels would be hidden from every principal. A store of
     # its own: were they written, the other tests would see them so.
-    db = tmp_path / "empty-scopes.db"
+    db = another_location
     with stratamem.open(db, embedder=None) as memory:
         memory.ingest(EXAMPLES / "slack-export", parallel=False)
         tokens = {
@@ -619,8 +619,10 @@ def test_mcp_resources_list_and_read_as_the_principal(
 
 
 @pytest.mark.slow
-def test_stdio_mcp_with_writes_allowed_ingests_under_its_root(tmp_path: Path) -> None:
-    db = tmp_path / "stdio.db"
+def test_stdio_mcp_with_writes_allowed_ingests_under_its_root(
+    tmp_path: Path, store_location: str
+) -> None:
+    db = store_location
     root = tmp_path / "root"
     shutil.copytree(FIXTURES / "markdown" / "til-like", root / "til")
     with stratamem.open(db, embedder=None) as memory:

@@ -16,8 +16,8 @@ import pytest
 
 import stratamem
 from stratamem.errors import SchemaError, StoreError
+from stratamem.store.postgres.server import PostgresServer
 from stratamem.store.postgres.store import PostgresStore
-from stratamem.testing import PostgresServer
 
 NOTES = Path(__file__).resolve().parents[1] / "fixtures" / "jsonl"
 

@@ -68,8 +68,10 @@ def test_in_memory() -> None:
 
 def test_an_unknown_scheme_names_the_known_ones() -> None:
     with pytest.raises(RegistryError) as caught:
-        open_store("postgresql://user:secret@db.example/memory")
-    assert str(caught.value) == "unknown store scheme 'postgresql'; known: sqlite"
+        open_store("mysql://user:secret@db.example/memory")
+    assert str(caught.value) == (
+        "unknown store scheme 'mysql'; known: postgres, postgresql, sqlite"
+    )
 
 
 def test_a_registered_scheme_gets_the_whole_location(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -1,6 +1,7 @@
 """Writing synthetic chat histories straight into a store, for tree tests.
 
-The helpers are handed to tests as fixtures (``chat``, ``shape``).
+The helpers are handed to tests as fixtures (``chat``, ``shape``); ``store`` is a new store
+on each backend, ``fresh_stores`` hands out new empty ones (one per Hypothesis example).
 """
 
 from __future__ import annotations
@@ -10,11 +11,13 @@ import json
 from collections.abc import Callable, Iterator, Sequence
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from stratamem.plugins import open_store
+from stratamem.store.base import Store
 from stratamem.store.jobs import SEAL_KIND, seal_job_key
-from stratamem.store.sqlite.store import SQLiteStore
 from stratamem.types import Chunk, SourceKind
 
 EPOCH = datetime(2024, 3, 1, tzinfo=UTC)
@@ -30,7 +33,7 @@ def message_text(n: int) -> str:
 
 
 def add_chat(
-    store: SQLiteStore,
+    store: Store,
     scope: str,
     minutes: Sequence[int],
     *,
@@ -70,7 +73,7 @@ def add_chat(
     return sid
 
 
-def tree_shape(store: SQLiteStore) -> set[tuple[str, str | None, tuple[str, ...]]]:
+def tree_shape(store: Store) -> set[tuple[str, str | None, tuple[str, ...]]]:
     """Every live summary as (id, parent, children): what two builds must agree on."""
     rows = store.conn.execute(
         "SELECT id, parent_id, child_ids FROM summaries WHERE deleted = 0"
@@ -78,10 +81,59 @@ def tree_shape(store: SQLiteStore) -> set[tuple[str, str | None, tuple[str, ...]
     return {(r[0], r[1], tuple(json.loads(r[2]))) for r in rows}
 
 
+@pytest.fixture(autouse=True, scope="module")
+def _index_dir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """A store on a server keeps its index files in a folder of the test run, not in the
+    user's cache."""
+    folder = tmp_path_factory.mktemp("indexes")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("STRATAMEM_INDEX_DIR", str(folder))
+        yield folder
+
+
 @pytest.fixture
-def store(tmp_path: Path) -> Iterator[SQLiteStore]:
-    with SQLiteStore(tmp_path / "trees.db") as opened:
+def store(store_location: str) -> Iterator[Store]:
+    with open_store(store_location) as opened:
         yield opened
+
+
+class FreshStores:
+    """New empty stores on the backend of ``like``: in memory on SQLite; on PostgreSQL a
+    database each. Each is closed (and its database dropped) once the one after the next is
+    asked for, or the test ends: an example Hypothesis stops midway leaves its store open."""
+
+    def __init__(self, like: str, locations: Any, folder: Path) -> None:
+        self.like = like
+        self.postgres = locations.is_postgres(like)
+        self._locations = locations
+        self._folder = folder
+        self._made: list[tuple[Store, str | None]] = []
+
+    def __call__(self) -> Store:
+        self.clear(keep=1)
+        if not self.postgres:
+            store = open_store(":memory:")
+            self._made.append((store, None))
+            return store
+        location = self._locations.new(self.like, self._folder, "fresh")
+        store = open_store(location)
+        self._made.append((store, location))
+        return store
+
+    def clear(self, keep: int = 0) -> None:
+        """Close the stores made but the last ``keep``, and drop their databases."""
+        while len(self._made) > keep:
+            store, location = self._made.pop(0)
+            store.close()
+            if location is not None:
+                self._locations.drop(location)
+
+
+@pytest.fixture
+def fresh_stores(store_location: str, locations: Any, tmp_path: Path) -> Iterator[FreshStores]:
+    made = FreshStores(store_location, locations, tmp_path)
+    yield made
+    made.clear()
 
 
 @pytest.fixture
@@ -90,5 +142,5 @@ def chat() -> Callable[..., str]:
 
 
 @pytest.fixture
-def shape() -> Callable[[SQLiteStore], set[tuple[str, str | None, tuple[str, ...]]]]:
+def shape() -> Callable[[Store], set[tuple[str, str | None, tuple[str, ...]]]]:
     return tree_shape

@@ -11,8 +11,9 @@ import pytest
 
 import stratamem
 from stratamem.config import TreeConfig
+from stratamem.plugins import open_store
+from stratamem.store.base import Store
 from stratamem.store.jobs import SEAL_KIND, seal_job_key
-from stratamem.store.sqlite.store import SQLiteStore
 from stratamem.tree.builder import TreeBuilder
 from stratamem.tree.extractive import ExtractiveSummarizer
 from stratamem.tree.salience import leaf_score
@@ -23,20 +24,20 @@ SMALL = TreeConfig(input_token_budget=30, summary_fanout=3, flush_age_days=1.0)
 Chat = Callable[..., str]
 
 
-def build(store: SQLiteStore, config: TreeConfig = SMALL, **kwargs: Any) -> TreeBuilder:
+def build(store: Store, config: TreeConfig = SMALL, **kwargs: Any) -> TreeBuilder:
     builder = TreeBuilder(store, config=config, **kwargs)
     builder.run_pending()
     return builder
 
 
-def live(store: SQLiteStore, level: int | None = None) -> list[Any]:
+def live(store: Store, level: int | None = None) -> list[Any]:
     sql = "SELECT * FROM summaries WHERE deleted = 0"
     if level is not None:
         sql += f" AND level = {int(level)}"
     return store.conn.execute(sql + " ORDER BY rowid").fetchall()
 
 
-def test_level0_seals_when_the_token_budget_is_reached(store: SQLiteStore, chat: Chat) -> None:
+def test_level0_seals_when_the_token_budget_is_reached(store: Store, chat: Chat) -> None:
     # Six messages of 5–8 words, one minute apart: 30 tokens fill a buffer every 4–5 messages.
     sid = chat(store, "chat:a", list(range(12)))
     build(store)
@@ -57,7 +58,7 @@ def test_level0_seals_when_the_token_budget_is_reached(store: SQLiteStore, chat:
 
 
 def test_a_stale_buffer_seals_on_source_time_and_flush_seals_the_rest(
-    store: SQLiteStore, chat: Chat
+    store: Store, chat: Chat
 ) -> None:
     # Two messages, then one two days later: the first pair is older than flush_age (1 day)
     # when the third arrives, so it seals; the third waits until an explicit flush.
@@ -72,7 +73,7 @@ def test_a_stale_buffer_seals_on_source_time_and_flush_seals_the_rest(
     assert len(live(store, 1)) == 2
 
 
-def test_upper_levels_seal_on_fanout_and_are_never_forced(store: SQLiteStore, chat: Chat) -> None:
+def test_upper_levels_seal_on_fanout_and_are_never_forced(store: Store, chat: Chat) -> None:
     chat(store, "chat:a", list(range(60)))
     builder = build(store)
     builder.enqueue(force=True)
@@ -89,7 +90,7 @@ def test_upper_levels_seal_on_fanout_and_are_never_forced(store: SQLiteStore, ch
     assert tree.root_id == [r["id"] for r in live(store, top)][-1]
 
 
-def test_envelope_score_entities_and_parents(store: SQLiteStore, chat: Chat) -> None:
+def test_envelope_score_entities_and_parents(store: Store, chat: Chat) -> None:
     chat(store, "chat:a", [i * 10 for i in range(40)])
     build(store).enqueue(force=True)
     build(store)
@@ -120,7 +121,7 @@ def test_envelope_score_entities_and_parents(store: SQLiteStore, chat: Chat) -> 
 
 
 def test_sealing_again_changes_nothing(
-    store: SQLiteStore, chat: Chat, shape: Callable[[SQLiteStore], set[Any]]
+    store: Store, chat: Chat, shape: Callable[[Store], set[Any]]
 ) -> None:
     chat(store, "chat:a", list(range(50)))
     builder = build(store)
@@ -132,9 +133,7 @@ def test_sealing_again_changes_nothing(
     assert shape(store) == before
 
 
-def test_items_appended_after_planning_wait_for_the_next_seal(
-    store: SQLiteStore, chat: Chat
-) -> None:
+def test_items_appended_after_planning_wait_for_the_next_seal(store: Store, chat: Chat) -> None:
     """The summarizer runs outside the transaction; a message that lands meanwhile must not be
     swept into the summary that did not read it."""
     sid = chat(store, "chat:a", list(range(8)))
@@ -157,9 +156,7 @@ def test_items_appended_after_planning_wait_for_the_next_seal(
     assert sid
 
 
-def test_a_summary_over_an_edited_message_is_retired_and_resealed(
-    store: SQLiteStore, chat: Chat
-) -> None:
+def test_a_summary_over_an_edited_message_is_retired_and_resealed(store: Store, chat: Chat) -> None:
     chat(store, "chat:a", list(range(12)))
     build(store)
     old = {r["id"] for r in live(store, 1)}
@@ -175,7 +172,7 @@ def test_a_summary_over_an_edited_message_is_retired_and_resealed(
     assert "edited: the release moved to friday" in texts
 
 
-def test_a_changed_document_becomes_a_new_version(store: SQLiteStore, chat: Chat) -> None:
+def test_a_changed_document_becomes_a_new_version(store: Store, chat: Chat) -> None:
     kind = SourceKind.DOCUMENT
     chat(store, "notes:n", [0, 1], kind=kind, doc="a.md", texts=["alpha one.", "alpha two."])
     chat(store, "notes:n", [0], kind=kind, doc="b.md", start_seq=2, texts=["beta."])
@@ -194,7 +191,7 @@ def test_a_changed_document_becomes_a_new_version(store: SQLiteStore, chat: Chat
     assert not any("alpha two" in text for text in memory_hits)
 
 
-def test_a_grown_document_is_summarised_again_whole(store: SQLiteStore, chat: Chat) -> None:
+def test_a_grown_document_is_summarised_again_whole(store: Store, chat: Chat) -> None:
     kind = SourceKind.DOCUMENT
     chat(store, "notes:n", [0], kind=kind, doc="a.md", texts=["first part."])
     build(store)
@@ -206,8 +203,8 @@ def test_a_grown_document_is_summarised_again_whole(store: SQLiteStore, chat: Ch
     assert len(json.loads(rows[0]["child_ids"])) == 2
 
 
-def test_forgetting_a_source_removes_its_tree(tmp_path: Path) -> None:
-    with stratamem.open(tmp_path / "m.db", embedder=None, tree_config=SMALL) as memory:
+def test_forgetting_a_source_removes_its_tree(store_location: str) -> None:
+    with stratamem.open(store_location, embedder=None, tree_config=SMALL) as memory:
         memory.ingest(Path(__file__).parents[1] / "fixtures" / "slack")
         memory.flush()
         assert memory.trees()
@@ -221,7 +218,7 @@ def test_forgetting_a_source_removes_its_tree(tmp_path: Path) -> None:
         assert tuple(counts) == (0, 0, 0)
 
 
-def test_deleting_a_source_drops_its_seal_job(store: SQLiteStore, chat: Chat) -> None:
+def test_deleting_a_source_drops_its_seal_job(store: Store, chat: Chat) -> None:
     sid = chat(store, "chat:a", [0, 1])
     tree = store.trees.of_source(sid)
     assert tree is not None
@@ -231,7 +228,7 @@ def test_deleting_a_source_drops_its_seal_job(store: SQLiteStore, chat: Chat) ->
     assert store.jobs.counts() == {}
 
 
-def test_deleting_sealed_leaves_queues_their_tree_again(store: SQLiteStore, chat: Chat) -> None:
+def test_deleting_sealed_leaves_queues_their_tree_again(store: Store, chat: Chat) -> None:
     sid = chat(store, "chat:a", list(range(12)))
     build(store)
     tree = store.trees.of_source(sid)
@@ -245,7 +242,7 @@ def test_deleting_sealed_leaves_queues_their_tree_again(store: SQLiteStore, chat
     assert job.payload == {"tree_id": tree.id}
 
 
-def test_a_failing_summarizer_leaves_the_job_to_retry(store: SQLiteStore, chat: Chat) -> None:
+def test_a_failing_summarizer_leaves_the_job_to_retry(store: Store, chat: Chat) -> None:
     chat(store, "chat:a", list(range(12)))
 
     class Broken:
@@ -266,17 +263,21 @@ def test_a_failing_summarizer_leaves_the_job_to_retry(store: SQLiteStore, chat: 
 
 
 def test_a_process_killed_mid_seal_resumes_to_the_same_tree(
-    tmp_path: Path, chat: Chat, shape: Callable[[SQLiteStore], set[Any]]
+    store_location: str,
+    locations: Any,
+    tmp_path: Path,
+    chat: Chat,
+    shape: Callable[[Store], set[Any]],
 ) -> None:
     if not hasattr(os, "fork"):
         pytest.skip("needs fork")
     minutes = [i * 3 for i in range(80)]
-    with SQLiteStore(tmp_path / "whole.db") as whole:
+    with open_store(locations.new(store_location, tmp_path, "whole")) as whole:
         chat(whole, "chat:a", minutes)
         build(whole)
         expected = shape(whole)
-    path = tmp_path / "killed.db"
-    with SQLiteStore(path) as store:
+    path = store_location
+    with open_store(path) as store:
         chat(store, "chat:a", minutes)
     pid = os.fork()
     if pid == 0:  # pragma: no cover - the child dies mid-seal
@@ -290,12 +291,12 @@ def test_a_process_killed_mid_seal_resumes_to_the_same_tree(
                     os._exit(137)
                 return super().summarize(items, budget=budget)
 
-        child = SQLiteStore(path)
+        child = open_store(path)
         TreeBuilder(child, config=SMALL, summarizer=Dying()).run_pending()
         os._exit(0)
     _, status = os.waitpid(pid, 0)
     assert os.waitstatus_to_exitcode(status) == 137
-    with SQLiteStore(path) as store:
+    with open_store(path) as store:
         assert store.jobs.counts() == {"running": 1}
         partial = shape(store)
         assert 0 < len(partial) < len(expected)
@@ -304,8 +305,8 @@ def test_a_process_killed_mid_seal_resumes_to_the_same_tree(
         assert store.jobs.counts() == {"done": 1}
 
 
-def test_summaries_are_embedded_with_the_active_model(tmp_path: Path) -> None:
-    with stratamem.open(tmp_path / "m.db", embedder="hashing", tree_config=SMALL) as memory:
+def test_summaries_are_embedded_with_the_active_model(store_location: str) -> None:
+    with stratamem.open(store_location, embedder="hashing", tree_config=SMALL) as memory:
         memory.ingest(Path(__file__).parents[1] / "fixtures" / "slack", trees=False)
         memory.embed()
         memory.flush()
@@ -315,8 +316,10 @@ def test_summaries_are_embedded_with_the_active_model(tmp_path: Path) -> None:
         assert set(memory.store.trees.vectors(str(model), ids)) == set(ids)
 
 
-def test_embed_fills_in_summaries_sealed_before_the_store_had_vectors(tmp_path: Path) -> None:
-    with stratamem.open(tmp_path / "m.db", embedder="hashing", tree_config=SMALL) as memory:
+def test_embed_fills_in_summaries_sealed_before_the_store_had_vectors(
+    store_location: str,
+) -> None:
+    with stratamem.open(store_location, embedder="hashing", tree_config=SMALL) as memory:
         memory.ingest(Path(__file__).parents[1] / "fixtures" / "slack")
         memory.flush()
         ids = [r["id"] for r in live(memory.store)]
@@ -327,7 +330,7 @@ def test_embed_fills_in_summaries_sealed_before_the_store_had_vectors(tmp_path: 
 
 
 def test_summaries_are_embedded_in_batches_and_a_failure_leaves_them_for_later(
-    tmp_path: Path,
+    store_location: str,
 ) -> None:
     from stratamem.embed.hashing import HashingEmbedder
 
@@ -343,7 +346,7 @@ def test_summaries_are_embedded_in_batches_and_a_failure_leaves_them_for_later(
 
     embedder = Flaky()
     slack = Path(__file__).parents[1] / "fixtures" / "slack"
-    with stratamem.open(tmp_path / "m.db", embedder=embedder, tree_config=SMALL) as memory:
+    with stratamem.open(store_location, embedder=embedder, tree_config=SMALL) as memory:
         memory.ingest(slack, trees=False)
         memory.embed()
         model = str(memory.store.get_setting("embed.model"))
@@ -365,7 +368,7 @@ def test_summaries_are_embedded_in_batches_and_a_failure_leaves_them_for_later(
             assert np.frombuffer(blob, dtype="<f4") == pytest.approx(alone, abs=1e-6)
 
 
-def test_cascade_depth_is_bounded(store: SQLiteStore, chat: Chat) -> None:
+def test_cascade_depth_is_bounded(store: Store, chat: Chat) -> None:
     config = TreeConfig(input_token_budget=1, summary_fanout=2, max_depth=3)
     chat(store, "chat:a", list(range(40)))
     build(store, config)
@@ -395,7 +398,9 @@ def test_bad_tree_config(bad: dict[str, Any]) -> None:
         TreeConfig(**bad)
 
 
-def test_short_documents_of_no_file_share_summaries_and_each_is_under_one(tmp_path: Path) -> None:
+def test_short_documents_of_no_file_share_summaries_and_each_is_under_one(
+    store_location: str, tmp_path: Path
+) -> None:
     corpus = tmp_path / "notes.jsonl"
     lines = [
         {
@@ -407,7 +412,7 @@ def test_short_documents_of_no_file_share_summaries_and_each_is_under_one(tmp_pa
     ]
     corpus.write_text("".join(json.dumps(line) + "\n" for line in lines))
     config = TreeConfig(input_token_budget=120, summary_fanout=4)
-    with stratamem.open(tmp_path / "m.db", embedder=None, tree_config=config) as memory:
+    with stratamem.open(store_location, embedder=None, tree_config=config) as memory:
         memory.ingest(corpus, kind="jsonl")
         store = memory.store
         chunks = store.conn.execute("SELECT count(*) FROM chunks").fetchone()[0]

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import shutil
 import signal
 import subprocess
 import sys
@@ -16,8 +15,8 @@ import pytest
 
 import stratamem
 from stratamem.config import TreeConfig
+from stratamem.plugins import open_store
 from stratamem.store.sqlite.jobs import HOST
-from stratamem.store.sqlite.store import SQLiteStore
 from stratamem.tree import builder as builder_module
 from stratamem.tree.builder import TreeBuilder
 from stratamem.tree.extractive import ExtractiveSummarizer
@@ -30,8 +29,8 @@ Chat = Callable[..., str]
 # Claims the first seal job, says so, then waits to be killed.
 CLAIMER = """
 import sys
-from stratamem.store.sqlite.store import SQLiteStore
-job = SQLiteStore(sys.argv[1]).jobs.claim(kind="seal")
+from stratamem.plugins import open_store
+job = open_store(sys.argv[1]).jobs.claim(kind="seal")
 print(job.id if job else "none", flush=True)
 sys.stdin.read()
 """
@@ -47,10 +46,10 @@ with stratamem.open(sys.argv[1], embedder=None, tree_config=config) as memory:
 """
 
 
-def digest(path: Path) -> dict[str, Any]:
+def digest(path: str) -> dict[str, Any]:
     """What a rebuild must reproduce: every summary (id, level, parent, children, text), which
     summary each chunk sits under, and each tree's root; sealing times are left out."""
-    with SQLiteStore(path) as store:
+    with open_store(path) as store:
         conn = store.conn
         return {
             "summaries": sorted(
@@ -70,25 +69,24 @@ def digest(path: Path) -> dict[str, Any]:
         }
 
 
-def flush(path: Path) -> None:
+def flush(path: str) -> None:
     with stratamem.open(path, embedder=None, tree_config=CONFIG) as memory:
         memory.flush()
 
 
 @pytest.fixture
-def queued(tmp_path: Path, chat: Chat) -> Path:
+def queued(store_location: str, chat: Chat) -> str:
     """A store with two chats ingested and their seal jobs queued, nothing sealed yet."""
-    path = tmp_path / "queued.db"
-    with SQLiteStore(path) as store:
+    path = store_location
+    with open_store(path) as store:
         chat(store, "chat:a", MINUTES)
         chat(store, "chat:b", MINUTES[:100])
     return path
 
 
 @pytest.fixture
-def expected(queued: Path, tmp_path: Path) -> dict[str, Any]:
-    whole = tmp_path / "whole.db"
-    shutil.copy(queued, whole)
+def expected(queued: str, locations: Any, tmp_path: Path) -> dict[str, Any]:
+    whole = locations.copy(queued, tmp_path, "whole")
     flush(whole)
     result = digest(whole)
     assert result["jobs"] == {"done": 2}
@@ -96,7 +94,7 @@ def expected(queued: Path, tmp_path: Path) -> dict[str, Any]:
     return result
 
 
-def claim_and_die(path: Path) -> None:
+def claim_and_die(path: str) -> None:
     """Claim a seal job in another process, then SIGKILL that process."""
     with subprocess.Popen(
         [sys.executable, "-c", CLAIMER, str(path)],
@@ -110,17 +108,19 @@ def claim_and_die(path: Path) -> None:
         proc.wait()
 
 
-def test_flush_takes_a_job_whose_holder_was_killed(queued: Path, expected: dict[str, Any]) -> None:
+def test_flush_takes_a_job_whose_holder_was_killed(queued: str, expected: dict[str, Any]) -> None:
     claim_and_die(queued)
-    with SQLiteStore(queued) as store:
+    with open_store(queued) as store:
         assert store.jobs.counts() == {"pending": 1, "running": 1}
     flush(queued)
     assert digest(queued) == expected
 
 
-def test_ingest_takes_a_job_whose_holder_was_killed(tmp_path: Path) -> None:
+def test_ingest_takes_a_job_whose_holder_was_killed(
+    store_location: str, locations: Any, tmp_path: Path
+) -> None:
     mbox = Path(__file__).parents[2] / "examples" / "workspace" / "mail" / "team.mbox"
-    whole, killed = tmp_path / "whole.db", tmp_path / "killed.db"
+    whole, killed = locations.new(store_location, tmp_path, "whole"), store_location
     with stratamem.open(whole, embedder=None, tree_config=CONFIG) as memory:
         memory.ingest(mbox, parallel=False)
     with stratamem.open(killed, embedder=None, tree_config=CONFIG) as memory:
@@ -133,12 +133,10 @@ def test_ingest_takes_a_job_whose_holder_was_killed(tmp_path: Path) -> None:
     assert digest(whole)["summaries"]
 
 
-def test_flushes_do_not_renew_a_silent_holders_lease(
-    queued: Path, expected: dict[str, Any]
-) -> None:
+def test_flushes_do_not_renew_a_silent_holders_lease(queued: str, expected: dict[str, Any]) -> None:
     # A holder on another host: its pid cannot be checked, only its lease.
     now = int(time.time() * 1000)
-    with SQLiteStore(queued) as store:
+    with open_store(queued) as store:
         store.conn.execute(
             """UPDATE jobs SET status = 'running', holder = 'elsewhere/1/0',
                  holder_host = ?, holder_pid = 1, leased_at = ? WHERE id = 1""",
@@ -146,7 +144,7 @@ def test_flushes_do_not_renew_a_silent_holders_lease(
         )
     for _ in range(3):
         flush(queued)
-    with SQLiteStore(queued) as store:
+    with open_store(queued) as store:
         job = store.conn.execute("SELECT * FROM jobs WHERE id = 1").fetchone()
         assert (job["status"], job["leased_at"], job["again"]) == ("running", now - 500_000, 1)
         store.conn.execute("UPDATE jobs SET leased_at = leased_at - 100000")  # its lease ends
@@ -155,7 +153,7 @@ def test_flushes_do_not_renew_a_silent_holders_lease(
 
 
 def test_a_builder_whose_job_was_taken_stops_and_finishes_nothing(
-    queued: Path, monkeypatch: pytest.MonkeyPatch
+    queued: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(builder_module, "LEASE_RENEWAL_S", -1.0)  # check after every summary
 
@@ -168,7 +166,7 @@ def test_a_builder_whose_job_was_taken_stops_and_finishes_nothing(
                 store.conn.execute("UPDATE jobs SET holder = 'another' WHERE status = 'running'")
             return super().summarize(items, budget=budget)
 
-    with SQLiteStore(queued) as store:
+    with open_store(queued) as store:
         report = TreeBuilder(store, config=CONFIG, summarizer=TakenAway()).run_pending()
         holders = [
             tuple(r) for r in store.conn.execute("SELECT status, holder FROM jobs ORDER BY id")
@@ -177,11 +175,9 @@ def test_a_builder_whose_job_was_taken_stops_and_finishes_nothing(
     assert report.trees == 1  # only the second tree, which nobody took
 
 
-def test_a_flush_killed_midway_converges_on_the_next(
-    queued: Path, expected: dict[str, Any]
-) -> None:
+def test_a_flush_killed_midway_converges_on_the_next(queued: str, expected: dict[str, Any]) -> None:
     with subprocess.Popen(
-        [sys.executable, "-c", FLUSHER, str(queued)], stdout=subprocess.PIPE, text=True
+        [sys.executable, "-c", FLUSHER, queued], stdout=subprocess.PIPE, text=True
     ) as proc:
         assert proc.stdout is not None
         for line in proc.stdout:

@@ -21,6 +21,7 @@ from stratamem.api import Memory
 from stratamem.cli import access as access_commands
 from stratamem.cli import config as config_commands
 from stratamem.cli import consolidate as consolidate_commands
+from stratamem.cli import copy as copy_commands
 from stratamem.cli import extract as extract_commands
 from stratamem.cli import facts as fact_commands
 from stratamem.cli import items as item_commands
@@ -29,9 +30,9 @@ from stratamem.cli.common import (
     BUDGET,
     AliasedChoice,
     CommandGroup,
-    cache_dir_from_environment,
     db_path_from_environment,
     err,
+    eval_store,
     eval_store_options,
     fail,
     handle_errors,
@@ -758,7 +759,7 @@ def eval_command(
     modes: tuple[str, ...],
     split: str | None,
     profile: str | None,
-    store_dir: Path | None,
+    store_dir: str | None,
     out_dir: Path,
     name: str | None,
     as_json: bool,
@@ -777,14 +778,13 @@ def eval_command(
     """
     from stratamem.eval.loading import load_dataset
     from stratamem.eval.report import write_report
-    from stratamem.eval.runner import BASELINES, MODES, evaluate, store_path
+    from stratamem.eval.runner import BASELINES, MODES, evaluate
 
     data = load_dataset(dataset)
     chosen = list(MODES) if "all" in modes else list(dict.fromkeys(modes))
-    cache = store_dir or cache_dir_from_environment() / "eval"
     config = SearchConfig(profile=profile) if profile else None
     reranker = reranker_from(settings(ctx))
-    with Memory(store_path(data, cache), reranker=reranker) as memory:
+    with Memory(eval_store(data, store_dir), reranker=reranker) as memory:
         results = evaluate(
             data,
             memory,
@@ -821,7 +821,7 @@ def tune_command(
     dataset: Path,
     metric: str | None,
     save: bool,
-    store_dir: Path | None,
+    store_dir: str | None,
     out_dir: Path,
     as_json: bool,
 ) -> None:
@@ -837,11 +837,11 @@ def tune_command(
     """
     from stratamem.eval.loading import load_dataset
     from stratamem.eval.report import write_report
-    from stratamem.eval.runner import store_path, tune
+    from stratamem.eval.runner import tune
+    from stratamem.store.urls import shown_location
 
     data = load_dataset(dataset)
-    cache = store_dir or cache_dir_from_environment() / "eval"
-    with Memory(store_path(data, cache)) as memory:
+    with Memory(eval_store(data, store_dir)) as memory:
         result = tune(
             data,
             memory,
@@ -864,7 +864,7 @@ def tune_command(
     summary = {**chosen, "report": str(md_path)}
     if save:
         open_memory(ctx).save_tuned_weights(chosen)
-        summary["saved_to"] = str(ctx.obj["db"])
+        summary["saved_to"] = shown_location(str(ctx.obj["db"]))
     if as_json:
         print_json(summary)
         return
@@ -879,7 +879,7 @@ def tune_command(
         highlight=False,
     )
     if save:
-        out.print(f"saved the weights in {escape(str(ctx.obj['db']))}", highlight=False)
+        out.print(f"saved the weights in {escape(summary['saved_to'])}", highlight=False)
     out.print(f"[dim]wrote {escape(str(md_path))} and {escape(str(json_path))}[/]")
 
 
@@ -912,6 +912,7 @@ for _command in (
     *fact_commands.COMMANDS,
     *extract_commands.COMMANDS,
     *consolidate_commands.COMMANDS,
+    *copy_commands.COMMANDS,
 ):
     main.add_command(_command)
 main.add_command(serve)

@@ -227,9 +227,21 @@ def eval_store_options(func: F) -> F:
     return click.option(
         "--store",
         "store_dir",
-        type=click.Path(file_okay=False, path_type=Path),
-        help="Where the dataset's store is kept between runs (default: the user cache).",
+        help="Where the dataset's store is kept between runs: a folder (default: the user "
+        "cache), or a postgresql:// URL of the database to hold it.",
     )(func)
+
+
+def eval_store(dataset: Any, given: str | None) -> str | Path:
+    """The dataset's store: the database a ``postgresql://`` URL names, or a file named by the
+    dataset's contents in the folder given (the user cache by default)."""
+    from stratamem.eval.runner import store_path
+    from stratamem.store.urls import url_scheme
+
+    if given is not None and url_scheme(given) is not None:
+        return given
+    folder = Path(given) if given is not None else cache_dir_from_environment() / "eval"
+    return store_path(dataset, folder)
 
 
 def source_kinds_option(func: F) -> F:

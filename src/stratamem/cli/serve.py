@@ -85,6 +85,7 @@ def serve(
     import uvicorn
 
     from stratamem.server.http import create_app
+    from stratamem.store.urls import shown_location
 
     if ctx.obj.get("principal"):
         fail("serve reads as the principal each token names; drop --as")
@@ -118,7 +119,7 @@ def serve(
         _log_to_stderr()
         shown = f"[{host}]" if ":" in host else host
         url = f"http://{shown}:{port}"
-        click.echo(f"serving {service.path} at {url}")
+        click.echo(f"serving {shown_location(service.path)} at {url}")
         click.echo(f"API docs: {url}/docs", err=True)
         if app.state.mcp:
             click.echo(f"MCP: {url}/mcp", err=True)

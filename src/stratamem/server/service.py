@@ -1,8 +1,10 @@
 """One store served to many callers: who a bearer token names, reads side by side, one writer.
 
-The store is opened once, per thread (:class:`~stratamem.store.sqlite.threads.PerThreadStore`):
-reads run on a pool of ``readers`` threads, each with its own SQLite connection, so they
-run at the same time and never wait for a write (WAL); the in-memory indexes (keyword,
+The store is opened once, per thread (:class:`~stratamem.store.sqlite.threads.PerThreadStore`
+for a SQLite file, :class:`~stratamem.store.postgres.threads.PerThreadPostgresStore` for a
+PostgreSQL database): reads run on a pool of ``readers`` threads, each with its own
+connection, so they run at the same time and never wait for a write (WAL on SQLite, a
+``REPEATABLE READ`` snapshot on PostgreSQL); the in-memory indexes (keyword,
 vector, entity postings) are built once and shared by every thread and every principal,
 each read gated for the principal it is made for. Writes (ingest, forget) run one at a time
 on a writer thread of their own, as jobs that go on to the end whether or not their caller

@@ -21,14 +21,19 @@ class InMemoryStore(Store, Protocol):
 
 
 def open_in_memory(location: str | Path) -> InMemoryStore:
-    """The store at ``location`` (a SQLite file, by path or ``sqlite://`` URL) copied into
-    memory. The file is opened as any open does (migrated, an interrupted scrub finished),
-    then only read."""
+    """The store at ``location`` (a SQLite file, by path or ``sqlite://`` URL, or a database
+    on a server, by ``postgresql://`` URL) copied into memory. The store is opened as any
+    open does (migrated, an interrupted scrub finished), then only read."""
     target = str(location)
     scheme = None if isinstance(location, Path) else url_scheme(target)
-    path = sqlite_path(target) if scheme in (None, "sqlite") else ":memory:"
-    if path == ":memory:":
-        raise LockError(f"{target}: only a SQLite file can be opened with sources unlocked")
     from stratamem.store.sqlite.unlocked import UnlockedCopy
 
+    if scheme in ("postgresql", "postgres"):
+        return UnlockedCopy.of_server(target)
+    path = sqlite_path(target) if scheme in (None, "sqlite") else ":memory:"
+    if path == ":memory:":
+        raise LockError(
+            f"{target}: only a SQLite file or a PostgreSQL database can be opened with "
+            "sources unlocked"
+        )
     return UnlockedCopy(path)

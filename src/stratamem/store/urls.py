@@ -25,6 +25,15 @@ def url_scheme(location: str) -> str | None:
     return match.group(1).lower() if match else None
 
 
+def shown_location(location: str) -> str:
+    """``location`` fit for messages and logs: a ``postgresql://`` URL without its password."""
+    if url_scheme(location) in ("postgresql", "postgres"):
+        from stratamem.store.postgres.connection import redact
+
+        return redact(location)
+    return location
+
+
 def sqlite_path(location: str) -> str:
     """The file (or ``:memory:``) a path or ``sqlite://`` URL names."""
     if url_scheme(location) is None:
@@ -53,14 +62,14 @@ def open_sqlite(location: str) -> Store:
 def open_postgres(location: str) -> Store:
     """The ``postgresql`` backend: :class:`~stratamem.store.postgres.store.PostgresStore` on
     the database a ``postgresql://`` (or ``postgres://``) URL names, as libpq reads it."""
-    try:
-        from stratamem.store.postgres.store import open_postgres as opener
-    except ImportError as exc:
+    import importlib.util
+
+    if importlib.util.find_spec("psycopg") is None:
         from stratamem.errors import StoreError
 
-        raise StoreError(
-            "a postgresql:// store needs psycopg: pip install 'stratamem[postgres]'"
-        ) from exc
+        raise StoreError("a postgresql:// store needs psycopg: pip install 'stratamem[postgres]'")
+    from stratamem.store.postgres.store import open_postgres as opener
+
     return cast("Store", opener(location))
 
 
@@ -70,3 +79,18 @@ def open_per_thread(location: str) -> Store:
     from stratamem.store.sqlite.threads import PerThreadStore
 
     return cast("Store", PerThreadStore(sqlite_path(location)))
+
+
+def open_postgres_per_thread(location: str) -> Store:
+    """The ``postgresql`` backend with a connection for every thread that calls it, the
+    in-memory indexes shared
+    (:class:`~stratamem.store.postgres.threads.PerThreadPostgresStore`)."""
+    try:
+        from stratamem.store.postgres.threads import PerThreadPostgresStore
+    except ImportError as exc:
+        from stratamem.errors import StoreError
+
+        raise StoreError(
+            "a postgresql:// store needs psycopg: pip install 'stratamem[postgres]'"
+        ) from exc
+    return cast("Store", PerThreadPostgresStore(location))

@@ -201,6 +201,7 @@ class PgConnection:
         # server's snapshot, which moves with every other connection's commit).
         self.total_changes = 0
         self.lock = threading.RLock()
+        self._trace: Callable[[str], object] | None = None
 
     @property
     def in_transaction(self) -> bool:
@@ -221,6 +222,8 @@ class PgConnection:
 
         def run() -> psycopg.ClientCursor[Row]:
             cursor: psycopg.ClientCursor[Row] = psycopg.ClientCursor(self.raw, row_factory=_rows)
+            if self._trace is not None:
+                self._trace(cursor.mogrify(statement, values))
             cursor.execute(statement, values)
             return cursor
 
@@ -236,6 +239,9 @@ class PgConnection:
         def run() -> psycopg.ClientCursor[Row]:
             cursor: psycopg.ClientCursor[Row] = psycopg.ClientCursor(self.raw, row_factory=_rows)
             if rows:
+                if self._trace is not None:
+                    for row in rows:
+                        self._trace(cursor.mogrify(statement, row))
                 cursor.executemany(statement, rows)
             return cursor
 
@@ -243,6 +249,11 @@ class PgConnection:
         if rows:
             self.total_changes += max(cursor.rowcount, len(rows))
         return cursor
+
+    def set_trace_callback(self, trace: Callable[[str], object] | None) -> None:
+        """Call ``trace`` with each statement run from now on, its parameters bound (None
+        stops), as ``sqlite3.Connection.set_trace_callback`` does."""
+        self._trace = trace
 
     def command(self, sql: bytes) -> psycopg.Cursor[Any]:
         """Run ``sql`` as written for PostgreSQL (no parameters, several statements allowed):

@@ -63,6 +63,8 @@ class Tokenizer:
             f"CREATE VIRTUAL TABLE t USING fts5(content, title, content='', tokenize='{tokenize}')"
         )
         self._conn.execute("CREATE VIRTUAL TABLE v USING fts5vocab(t, instance)")
+        # The text itself, for FTS5's snippet(): a contentless table has none to quote.
+        self._conn.execute(f"CREATE VIRTUAL TABLE s USING fts5(content, title, tokenize='{tokenize}')")
         self._lock = threading.Lock()
         self._phrases: OrderedDict[str, tuple[str, ...]] = OrderedDict()
 
@@ -96,6 +98,20 @@ class Tokenizer:
         rowids = np.asarray([r[0] for r in rows], dtype=np.int64)
         with self._holding(rows) as conn:
             return read_postings(conn, "v", rowids, COLUMNS, WEIGHTS)
+
+    def snippets(self, expression: str, rows: Sequence[tuple[int, str, str]]) -> dict[int, str]:
+        """rowid → FTS5's ``snippet(…, 0, '[', ']', '…', 24)`` of each row (rowid, content,
+        title) that ``expression`` matches: what the SQLite store's index quotes of it."""
+        with self._lock:
+            self._conn.executemany("INSERT INTO s (rowid, content, title) VALUES (?, ?, ?)", rows)
+            try:
+                found = self._conn.execute(
+                    "SELECT rowid, snippet(s, 0, '[', ']', '…', 24) FROM s WHERE s MATCH ?",
+                    (expression,),
+                ).fetchall()
+            finally:
+                self._conn.execute("DELETE FROM s")
+        return {int(r[0]): str(r[1]) for r in found}
 
     def phrases(self, terms: Sequence[str]) -> list[tuple[str, ...]]:
         missing = list(dict.fromkeys(t for t in terms if t not in self._phrases))
@@ -325,7 +341,8 @@ class PgKeywordTables(KeywordTables):
                 norm = K1 * (1 - B + B * length[rowid] / avgdl)
                 scores[rowid] = scores.get(rowid, 0.0) + idf * f * (K1 + 1) / (f + norm)
         kept = [(score, rowid) for rowid, score in scores.items() if rowid in admitted]
-        best = heapq.nlargest(limit, kept)
+        # Ties at the cut go to the lowest rowid, as FTS5's ORDER BY rank keeps them.
+        best = heapq.nsmallest(limit, kept, key=lambda item: (-item[0], item[1]))
         out = self.keyword_hits(expression, [(r, s) for s, r in best], snippets=snippets)
         return out, (len(kept) if count else len(out))
 
@@ -352,16 +369,12 @@ class PgKeywordTables(KeywordTables):
                 (rowids, *params),
             )
         }
-        phrases = [p for p in self.keyword_phrases(_quoted_terms(expression)) if p]
         snips: dict[int, str] = {}
         if snippets and rows:
-            tokens = self.tokenizer.tokens(
-                [(r, str(row["content"]), "") for r, row in rows.items()]
+            snips = self.tokenizer.snippets(
+                expression,
+                [(r, str(row["content"]), str(row["title"])) for r, row in rows.items()],
             )
-            snips = {
-                r: snippet(str(rows[r]["content"]), tokens[r][0], phrases, self.tokenizer)
-                for r in rows
-            }
         order = sorted(
             ((score, rows[rowid]["id"], rowid) for rowid, score in ranked if rowid in rows),
             key=lambda item: (-item[0], item[1]),
@@ -406,19 +419,3 @@ def _occurrences(tokens: Sequence[str], phrase: Sequence[str]) -> int:
     if n == 1:
         return sum(1 for t in tokens if t == phrase[0])
     return sum(1 for i in range(len(tokens) - n + 1) if tuple(tokens[i : i + n]) == tuple(phrase))
-
-
-def snippet(text: str, tokens: Sequence[str], phrases: Sequence[Sequence[str]], tok: Any) -> str:
-    """Up to 24 words of ``text`` around its first match, matched words in brackets, as FTS5's
-    ``snippet(…, '[', ']', '…', 24)`` marks them."""
-    words = text.split()
-    if not words:
-        return ""
-    wanted = {t for p in phrases for t in p}
-    stems = tok.phrases(words)
-    marked = [any(s in wanted for s in stem) for stem in stems]
-    first = next((i for i, m in enumerate(marked) if m), 0)
-    start = max(0, min(first - 4, len(words) - 24))
-    end = min(len(words), start + 24)
-    out = [f"[{w}]" if marked[i] else w for i, w in enumerate(words[start:end], start)]
-    return ("…" if start else "") + " ".join(out) + ("…" if end < len(words) else "")

@@ -22,9 +22,9 @@ from __future__ import annotations
 import hashlib
 import json
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Hashable, Iterable, Sequence
 from contextlib import AbstractContextManager
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING, Final, TypeVar
 
 import numpy as np
 import numpy.typing as npt
@@ -37,6 +37,7 @@ from stratamem.types import Filters
 if TYPE_CHECKING:
     from stratamem.store.postgres.connection import PgConnection
 
+T = TypeVar("T")
 HNSW_THRESHOLD: Final = 20_000
 # Candidates the HNSW search keeps (pgvector's default is 40): recall ≥ 0.99 on real vectors.
 EF_SEARCH: Final = 100
@@ -61,6 +62,8 @@ class PgVectorTables(VectorTables):
 
         def read_snapshot(self) -> AbstractContextManager[None]: ...
 
+        def _cached_read(self, what: Hashable, read: Callable[[], T]) -> T: ...
+
     def insert_vectors(self, rows: Iterable[ChunkVector]) -> None:
         self.conn.executemany(
             """INSERT INTO embeddings
@@ -69,7 +72,7 @@ class PgVectorTables(VectorTables):
                ON CONFLICT (node_id, model) DO UPDATE SET source_id = EXCLUDED.source_id,
                  dim = EXCLUDED.dim, vector = EXCLUDED.vector,
                  content_sha256 = EXCLUDED.content_sha256, embedding = EXCLUDED.embedding""",
-            [(*row, vector_text(row.vector)) for row in rows],
+            [(*row, vector_text(row[4])) for row in rows],
         )
         self.bump_generation(chunks=False)
 
@@ -138,8 +141,12 @@ class PgVectorTables(VectorTables):
         if visible is not None and not visible:
             return {}
         where, params = _admitted(filters, visible)
-        if not self.vector_index_of(model):
-            self.build_vector_index(model)
+        # Whether the index is there (and built, where it is due but missing) is looked at
+        # again only once the store changed.
+        self._cached_read(
+            ("vector index", model),
+            lambda: self.vector_index_of(model) or self.build_vector_index(model) is not None,
+        )
         distance = f"e.embedding::vector({dim}) <=> CAST(? AS vector({dim}))"
         sql = f"""SELECT e.node_id, {distance} AS d FROM embeddings e
                   WHERE e.model = '{model.replace("'", "''")}' AND {where}

@@ -190,11 +190,7 @@ class LockTables:
                 for table, columns, rows in reader.tables():
                     if "rowid" in columns:
                         columns, rows = self._free_rowids(table, columns, list(rows))
-                    marks = ", ".join("?" * len(columns))
-                    names = ", ".join(f'"{c}"' for c in columns)
-                    sql = f"INSERT INTO {table} ({names}) VALUES ({marks})"
-                    for batch in _batched(rows):
-                        self.conn.executemany(sql, batch)
+                    self.insert_restored(table, columns, rows)
                 self.conn.execute("DELETE FROM sealed WHERE source_id = ?", (source_id,))
                 self.conn.execute("DELETE FROM locks WHERE source_id = ?", (source_id,))
                 self.conn.execute("UPDATE sources SET locked = 0 WHERE id = ?", (source_id,))
@@ -205,6 +201,17 @@ class LockTables:
             self.finish_scrub()
             raise
         return reader.counts()
+
+    def insert_restored(self, table: str, columns: list[str], rows: Iterator[list[Any]]) -> None:
+        """Put sealed rows of ``table`` back. A source sealed by a store of the other backend,
+        and the store then copied here (``store/copy.py``), may bring columns this table does
+        not have (PostgreSQL's derived ones): they are left out."""
+        have = {*table_columns(self.conn, table), "rowid"}
+        keep = [i for i, c in enumerate(columns) if c in have]
+        names = ", ".join(f'"{columns[i]}"' for i in keep)
+        sql = f"INSERT INTO {table} ({names}) VALUES ({', '.join('?' * len(keep))})"
+        for batch in _batched(rows):
+            self.conn.executemany(sql, [[row[i] for i in keep] for row in batch])
 
     def _lock_to_restore(self, source_id: str) -> Lock:
         lock = self.lock_of(source_id)
@@ -404,6 +411,14 @@ def _lines(parts: Iterator[bytes], source_id: str) -> Iterator[bytes]:
         yield from done
     if not unzip.eof or rest:
         raise LockError(f"source {source_id}: sealed content is malformed: it ends early")
+
+
+def table_columns(conn: Any, table: str) -> list[str]:
+    """The columns ``SELECT *`` gives of ``table`` (on either backend's connection)."""
+    cursor = conn.execute(f"SELECT * FROM {table} LIMIT 0")
+    names = [str(d[0]) for d in cursor.description]
+    cursor.fetchall()
+    return names
 
 
 def _encode(value: object) -> object:

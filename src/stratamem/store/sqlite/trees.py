@@ -374,7 +374,7 @@ class TreeTables(TreeSearchTables):
         return {
             int(level): (int(n), int(open_))
             for level, n, open_ in self.conn.execute(
-                """SELECT level, count(*), sum(parent_id IS NULL) FROM summaries
+                """SELECT level, count(*), count(*) - count(parent_id) FROM summaries
                    WHERE tree_id = ? AND deleted = 0 GROUP BY level ORDER BY level""",
                 (tree_id,),
             )
