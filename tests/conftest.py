@@ -46,7 +46,7 @@ def fixtures_dir() -> Path:
 @pytest.fixture(scope="session")
 def postgres_server() -> Iterator[PostgresServer]:
     """A real PostgreSQL server with pgvector, started for the session on a unix socket."""
-    server = PostgresServer.start()
+    server = PostgresServer.start(durable=False)
     # A throwaway server: without fsync its stop (a checkpoint over every test's database)
     # takes seconds rather than minutes.
     server.psql("ALTER SYSTEM SET fsync = off")

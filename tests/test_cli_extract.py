@@ -6,13 +6,13 @@ from __future__ import annotations
 import json
 import os
 import re
-import shutil
 import signal
 import sqlite3
 import subprocess
 import sys
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from contextlib import closing
 from pathlib import Path
 from typing import Any
 
@@ -61,24 +61,62 @@ def asked(server: FakeModelServer) -> list[str]:
 
 
 @pytest.fixture(scope="module")
-def template(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    path = tmp_path_factory.mktemp("cli-extract") / "template.db"
+def template(module_location: str) -> str:
+    path = module_location
     with stratamem.open(path, embedder=None) as memory:
         memory.ingest(EXAMPLES / "slack-export", parallel=False)
         memory.add_principal("reader", "team")
     return path
 
 
-def copy_of(template: Path, path: Path) -> Path:
-    for suffix in ("", "-wal"):
-        if Path(f"{template}{suffix}").exists():
-            shutil.copy(f"{template}{suffix}", f"{path}{suffix}")
-    return path
+@pytest.fixture
+def copy_of(template: str, tmp_path: Path, locations: Any) -> Callable[[str], str]:
+    """A copy of the template named ``name``, on the template's backend."""
+    return lambda name: str(locations.copy(template, tmp_path, name))
 
 
 @pytest.fixture
-def db(template: Path, tmp_path: Path) -> Path:
-    return copy_of(template, tmp_path / "cli.db")
+def db(copy_of: Callable[[str], str]) -> str:
+    return copy_of("cli")
+
+
+def rows_of(db: str, sql: str) -> list[tuple[Any, ...]]:
+    """What ``sql`` reads from ``db``, on a connection of its own: ``sqlite3`` on a file, the
+    PostgreSQL store's connection (which takes the same SQL) on a URL."""
+    if "://" in db:
+        from stratamem.store.postgres.connection import connect
+
+        pg = connect(db, application="stratamem-test")
+        try:
+            return [tuple(row) for row in pg.execute(sql).fetchall()]
+        finally:
+            pg.close()
+    with closing(sqlite3.connect(db)) as conn:
+        return [tuple(row) for row in conn.execute(sql).fetchall()]
+
+
+def check_integrity(db: str) -> None:
+    """SQLite's own check of the file; PostgreSQL keeps its tables whole itself."""
+    if "://" not in db:
+        assert rows_of(db, "PRAGMA integrity_check") == [("ok",)]
+
+
+def stored(db: str) -> bytes:
+    """Everything ``db`` holds: the file's bytes, or the text of every row of every table."""
+    if "://" not in db:
+        return b"".join(
+            Path(f"{db}{suffix}").read_bytes()
+            for suffix in ("", "-wal")
+            if Path(f"{db}{suffix}").exists()
+        )
+    tables = rows_of(
+        db, "SELECT table_name FROM information_schema.tables WHERE table_schema = 'public'"
+    )
+    return "".join(
+        str(row[0])
+        for (table,) in tables
+        for row in rows_of(db, f'SELECT t::text FROM "{table}" t')
+    ).encode()
 
 
 @pytest.fixture
@@ -96,15 +134,15 @@ ENV = {
 }
 
 
-def run(db: Path, *args: str) -> click.testing.Result:
+def run(db: str, *args: str) -> click.testing.Result:
     return CliRunner().invoke(main, ["--db", str(db), *args], env=ENV, catch_exceptions=False)
 
 
-def extract(db: Path, server: FakeModelServer, *args: str) -> click.testing.Result:
+def extract(db: str, server: FakeModelServer, *args: str) -> click.testing.Result:
     return run(db, "extract", "--endpoint", server.base_url, "--model", "m", *args)
 
 
-def model_facts(db: Path) -> set[tuple[Any, ...]]:
+def model_facts(db: str) -> set[tuple[Any, ...]]:
     """What the model's facts say, whenever and under whatever ids they were recorded."""
     with stratamem.open(db, embedder=None) as memory:
         rows = memory.store.facts(believed_only=False, limit=1_000_000)
@@ -115,7 +153,7 @@ def model_facts(db: Path) -> set[tuple[Any, ...]]:
         }
 
 
-def test_extract_writes_facts_and_reports_as_json(db: Path, server: FakeModelServer) -> None:
+def test_extract_writes_facts_and_reports_as_json(db: str, server: FakeModelServer) -> None:
     result = extract(db, server, ENG, "--batch-size", "4", "--json")
     assert result.exit_code == 0, result.output
     report = json.loads(result.stdout)
@@ -135,7 +173,7 @@ def test_extract_writes_facts_and_reports_as_json(db: Path, server: FakeModelSer
     assert again["facts"] == 0
 
 
-def test_extract_shows_what_it_skipped(db: Path, server: FakeModelServer) -> None:
+def test_extract_shows_what_it_skipped(db: str, server: FakeModelServer) -> None:
     server.reply = lambda prompt: json.dumps(
         {"facts": [{"subject": "planet:mars", "predicate": "is", "object": "red"}]}
     )
@@ -148,7 +186,7 @@ def test_extract_shows_what_it_skipped(db: Path, server: FakeModelServer) -> Non
 
 
 def test_enable_and_disable_extraction_after_ingest(
-    db: Path, server: FakeModelServer, tmp_path: Path
+    db: str, server: FakeModelServer, tmp_path: Path
 ) -> None:
     on = run(db, "extract", "--enable", "--endpoint", server.base_url, "--model", "m", "--json")
     assert json.loads(on.stdout) == {"enabled": True, "endpoint": server.base_url, "model": "m"}
@@ -161,7 +199,7 @@ def test_enable_and_disable_extraction_after_ingest(
     off = run(db, "extract", "--disable")
     assert off.exit_code == 0
     assert "off" in off.stdout
-    assert KEY.encode() not in db.read_bytes()
+    assert KEY.encode() not in stored(db)
 
 
 @pytest.mark.parametrize(
@@ -173,27 +211,27 @@ def test_enable_and_disable_extraction_after_ingest(
         (["--pending", ENG], "--pending runs the queued jobs"),
     ],
 )
-def test_extract_usage_errors(db: Path, args: list[str], message: str) -> None:
+def test_extract_usage_errors(db: str, args: list[str], message: str) -> None:
     result = run(db, "extract", *args)
     assert result.exit_code == 2
     assert message in result.stderr
 
 
-def test_extract_without_an_endpoint_says_how_to_set_one(db: Path) -> None:
+def test_extract_without_an_endpoint_says_how_to_set_one(db: str) -> None:
     result = run(db, "extract")
     assert result.exit_code == 1
     assert "no extraction endpoint" in result.stderr
     assert "--enable" in result.stderr
 
 
-def test_a_principal_cannot_extract(db: Path, server: FakeModelServer) -> None:
+def test_a_principal_cannot_extract(db: str, server: FakeModelServer) -> None:
     result = run(db, "--as", "reader", "extract", "--endpoint", server.base_url, "--model", "m")
     assert result.exit_code == 1
     assert "principal 'reader' may not extract facts" in result.stderr
     assert server.requests == []
 
 
-def test_an_unauthorised_endpoint_fails_naming_it(db: Path, server: FakeModelServer) -> None:
+def test_an_unauthorised_endpoint_fails_naming_it(db: str, server: FakeModelServer) -> None:
     server.queue(401, {"error": {"message": "Incorrect API key provided"}})
     result = extract(db, server, ENG, "--json")
     assert result.exit_code == 1
@@ -206,16 +244,16 @@ def test_an_unauthorised_endpoint_fails_naming_it(db: Path, server: FakeModelSer
 
 
 def test_a_killed_run_resumes_to_what_an_uninterrupted_one_writes(
-    template: Path, tmp_path: Path
+    copy_of: Callable[[str], str],
 ) -> None:
-    whole = copy_of(template, tmp_path / "whole.db")
+    whole = copy_of("whole")
     with FakeModelServer(reply=answer) as server:
         assert extract(whole, server, ENG, "--batch-size", "4").exit_code == 0
         batches = len(server.requests)
     assert batches >= 3
     expected = model_facts(whole)
 
-    killed = copy_of(template, tmp_path / "killed.db")
+    killed = copy_of("killed")
     held = threading.Event()
 
     def slow_after_first(prompt: str) -> str:
@@ -256,10 +294,8 @@ def test_a_killed_run_resumes_to_what_an_uninterrupted_one_writes(
             held.set()
         first_batch = _nodes(server.requests[0])
 
-    with sqlite3.connect(killed) as conn:
-        assert conn.execute("PRAGMA integrity_check").fetchone() == ("ok",)
-        (status,) = conn.execute("SELECT status FROM jobs WHERE kind = 'extract'").fetchone()
-    conn.close()
+    check_integrity(killed)
+    ((status,),) = rows_of(killed, "SELECT status FROM jobs WHERE kind = 'extract'")
     assert status == "running"  # its holder is gone; the next run takes it over
     # Exactly the first batch is written, whole: its facts and its progress.
     partial = model_facts(killed)
@@ -277,13 +313,9 @@ def test_a_killed_run_resumes_to_what_an_uninterrupted_one_writes(
     assert not set(resumed) & set(first_batch)  # what was done is not asked again
     assert json.loads(result.stdout)["batches"] == batches - 1
     assert model_facts(killed) == expected
-    with sqlite3.connect(killed) as conn:
-        assert conn.execute("PRAGMA integrity_check").fetchone() == ("ok",)
-        assert conn.execute("SELECT status FROM jobs WHERE kind = 'extract'").fetchall() == [
-            ("done",)
-        ]
-    conn.close()
-    assert KEY.encode() not in killed.read_bytes()
+    check_integrity(killed)
+    assert rows_of(killed, "SELECT status FROM jobs WHERE kind = 'extract'") == [("done",)]
+    assert KEY.encode() not in stored(killed)
 
 
 def _nodes(request: Any) -> list[str]:

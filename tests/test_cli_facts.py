@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import json
-import shutil
-import sqlite3
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -23,32 +21,28 @@ CAROL = "person:carol diaz"
 
 
 @pytest.fixture(scope="module")
-def template(tmp_path_factory: pytest.TempPathFactory) -> Path:
+def template(module_location: str) -> str:
     """Slack (team) and notes (private), a principal ``team-bot`` that reads team, no facts."""
-    path = tmp_path_factory.mktemp("cli-facts") / "template.db"
+    path = module_location
     with stratamem.open(path, embedder=None) as memory:
         memory.ingest(EXAMPLES / "slack-export", parallel=False)
         memory.ingest(EXAMPLES / "notes", parallel=False)
         memory.add_principal("team-bot", "team")
     # The notes' front matter states facts at ingest (see tests/memory/test_structure.py):
     # these tests start from a store that holds none.
-    with sqlite3.connect(path) as conn:
-        conn.execute("DELETE FROM facts")
-    conn.close()
+    with stratamem.open(path, embedder=None) as memory, memory.store.transaction():
+        memory.store.conn.execute("DELETE FROM facts")
     return path
 
 
 @pytest.fixture
-def db(template: Path, tmp_path: Path) -> Path:
-    path = tmp_path / "cli.db"
-    for suffix in ("", "-wal"):
-        if Path(f"{template}{suffix}").exists():
-            shutil.copy(f"{template}{suffix}", f"{path}{suffix}")
-    return path
+def db(template: str, tmp_path: Path, locations: Any) -> str:
+    """A copy of the template, on its backend."""
+    return str(locations.copy(template, tmp_path, "cli"))
 
 
 @pytest.fixture
-def run(db: Path) -> Run:
+def run(db: str) -> Run:
     def invoke(*args: str) -> click.testing.Result:
         return CliRunner().invoke(main, ["--db", str(db), *args], env=UNSET, catch_exceptions=False)
 
@@ -79,12 +73,12 @@ def failed_with(result: click.testing.Result, message: str, *, code: int) -> str
     return lines[0]
 
 
-def node_in(db: Path, scope: str) -> str:
+def node_in(db: str, scope: str) -> str:
     with stratamem.open(db, embedder=None) as memory:
         return memory.search("release", sources=[scope], mode="keyword", limit=1).hits[0].node_id
 
 
-def source_id(db: Path, scope: str) -> str:
+def source_id(db: str, scope: str) -> str:
     with stratamem.open(db, embedder=None) as memory:
         return memory.source(scope).id
 
@@ -106,7 +100,7 @@ def test_add_reports_what_it_recorded(run: Run) -> None:
     assert text.endswith(f"no longer believed: {fact['id']}")
 
 
-def test_add_json(run: Run, db: Path) -> None:
+def test_add_json(run: Run, db: str) -> None:
     evidence = node_in(db, "slack:#eng")
     data = as_json(
         run(
@@ -150,7 +144,7 @@ def test_add_json(run: Run, db: Path) -> None:
     assert as_json(again) == {"expired": [], "recorded": []}
 
 
-def test_add_to_a_named_source(run: Run, db: Path) -> None:
+def test_add_to_a_named_source(run: Run, db: str) -> None:
     (fact,) = as_json(run("fact", "add", CAROL, "leads", "x", "--source", "notes:notes", "--json"))[
         "recorded"
     ]
@@ -279,13 +273,13 @@ def test_bad_statements_fail_with_one_line(run: Run, args: tuple[str, ...], mess
     assert as_json(run("fact", "list", "--json")) == {"facts": []}
 
 
-def test_evidence_in_two_sources_is_refused(run: Run, db: Path) -> None:
+def test_evidence_in_two_sources_is_refused(run: Run, db: str) -> None:
     eng, notes = node_in(db, "slack:#eng"), node_in(db, "notes:notes")
     result = run("fact", "add", CAROL, "leads", "x", "--evidence", eng, "--evidence", notes)
     failed_with(result, "several sources", code=1)
 
 
-def test_a_principal_may_list_and_read_history_but_not_write(run: Run, db: Path) -> None:
+def test_a_principal_may_list_and_read_history_but_not_write(run: Run, db: str) -> None:
     eng = node_in(db, "slack:#eng")
     shared = as_json(run("fact", "add", CAROL, "leads", "on-call", "--evidence", eng, "--json"))
     (shared_fact,) = shared["recorded"]
@@ -327,7 +321,7 @@ def test_every_fact_command_has_help() -> None:
         assert "--json" in result.output
 
 
-def test_search_prints_cards_with_validity_and_evidence(run: Run, db: Path) -> None:
+def test_search_prints_cards_with_validity_and_evidence(run: Run, db: str) -> None:
     assert words(run("fact", "search", "on-call")) == "no facts match"
     eng = node_in(db, "slack:#eng")
     first = as_json(
@@ -372,7 +366,7 @@ def test_search_prints_cards_with_validity_and_evidence(run: Run, db: Path) -> N
     )
 
 
-def test_a_principal_searches_only_the_facts_it_may_read(run: Run, db: Path) -> None:
+def test_a_principal_searches_only_the_facts_it_may_read(run: Run, db: str) -> None:
     eng = node_in(db, "slack:#eng")
     shared = as_json(run("fact", "add", CAROL, "leads", "on-call", "--evidence", eng, "--json"))
     private = as_json(run("fact", "add", CAROL, "codename", "quokka lantern", "--json"))

@@ -17,8 +17,8 @@ Run = Callable[..., click.testing.Result]
 
 
 @pytest.fixture
-def run(tmp_path: Path) -> Run:
-    db = tmp_path / "cli.db"
+def run(store_location: str) -> Run:
+    db = store_location
 
     def invoke(*args: str, input: str | None = None) -> click.testing.Result:
         return CliRunner().invoke(

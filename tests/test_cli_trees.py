@@ -16,8 +16,8 @@ EXAMPLES = Path(__file__).resolve().parents[1] / "examples" / "workspace"
 
 
 @pytest.fixture(scope="module")
-def run(tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-untyped-def]
-    db = tmp_path_factory.mktemp("cli-trees") / "cli.db"
+def run(module_location: str):  # type: ignore[no-untyped-def]
+    db = module_location
 
     def invoke(*args: str) -> click.testing.Result:
         return CliRunner().invoke(main, ["--db", str(db), *args], catch_exceptions=False)
@@ -28,8 +28,8 @@ def run(tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-untyped-de
     return invoke
 
 
-def test_ingest_reports_what_it_sealed(tmp_path: Path) -> None:
-    db = tmp_path / "one.db"
+def test_ingest_reports_what_it_sealed(store_location: str) -> None:
+    db = store_location
     result = CliRunner().invoke(main, ["--db", str(db), "ingest", str(EXAMPLES / "notes")])
     assert result.exit_code == 0
     assert "sealed" in result.output

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -16,6 +15,7 @@ import stratamem
 from stratamem.cli import main
 from stratamem.config import KEYS, TUNED_KEY, env_name, load, store_file, user_file
 from stratamem.errors import AccessDenied, ConfigError
+from stratamem.store.urls import shown_location
 from stratamem.testing import FakeModelServer
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -122,17 +122,26 @@ def test_a_store_that_is_not_a_file_has_no_file_beside_it(tmp_path: Path) -> Non
 # -- from the command line ------------------------------------------------------------------------
 
 
-@pytest.fixture
-def cli(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[Path, object]]:
+def runner(db: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[str, object]:
     monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "xdg"))
     for key in KEYS:
         monkeypatch.delenv(env_name(key), raising=False)
-    db = tmp_path / "c.db"
 
     def run(*args: str, env: dict[str, str] | None = None) -> object:
-        return CliRunner().invoke(main, ["--db", str(db), *args], env=env)
+        return CliRunner().invoke(main, ["--db", db, *args], env=env)
 
     return db, run
+
+
+@pytest.fixture
+def cli(store_location: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[str, object]:
+    return runner(store_location, tmp_path, monkeypatch)
+
+
+@pytest.fixture
+def file_cli(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[str, object]:
+    """On a SQLite file: only a file has a store file beside it."""
+    return runner(str(tmp_path / "c.db"), tmp_path, monkeypatch)
 
 
 def breakdowns(result: object) -> list[dict[str, float]]:
@@ -140,8 +149,8 @@ def breakdowns(result: object) -> list[dict[str, float]]:
     return [h["explain"]["breakdown"] for h in data["hits"]]
 
 
-def test_the_store_file_reaches_search_and_an_option_reaches_past_it(cli) -> None:  # type: ignore[no-untyped-def]
-    db, run = cli
+def test_the_store_file_reaches_search_and_an_option_reaches_past_it(file_cli) -> None:  # type: ignore[no-untyped-def]
+    db, run = file_cli
     assert run("ingest", str(EXAMPLES / "notes"), "--embed").exit_code == 0
     mixed = breakdowns(run("search", "queue decision", "--json"))
     assert any(b["vector"] > 0 for b in mixed)
@@ -164,8 +173,8 @@ def test_the_store_file_reaches_search_and_an_option_reaches_past_it(cli) -> Non
     assert "unknown setting 'search.pol'" in broken.output
 
 
-def test_chunk_sizes_reach_ingest(cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
-    _db, run = cli
+def test_chunk_sizes_reach_ingest(file_cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    _db, run = file_cli
     assert run("ingest", str(EXAMPLES / "notes")).exit_code == 0
     plain = json.loads(run("stats", "--json").output)["chunks"]
     small = tmp_path / "small.db"
@@ -227,7 +236,7 @@ def test_tune_save_keeps_the_weights_that_searches_then_use(cli, tmp_path: Path)
     )
     assert tuned.exit_code == 0, tuned.output
     summary = json.loads(tuned.output)
-    assert summary["saved_to"] == str(db)
+    assert summary["saved_to"] == shown_location(db)
     assert summary["split"] == "tune"
     report = json.loads((tmp_path / "r" / "tune-beir-graded.json").read_text())
     assert report["tuned"]["weights"] == summary["weights"]
@@ -242,26 +251,26 @@ def test_tune_save_keeps_the_weights_that_searches_then_use(cli, tmp_path: Path)
         assert named.hits  # a named profile drops the tuned weights for that call
 
 
-def test_saving_weights_is_the_owners_and_checks_them(tmp_path: Path) -> None:
-    db = tmp_path / "s.db"
+def test_saving_weights_is_the_owners_and_checks_them(store_location: str) -> None:
+    db = store_location
     with stratamem.open(db, embedder=None) as memory:
         with pytest.raises(ValueError, match="weights"):
             memory.save_tuned_weights({"weights": {"nope": 1}})
         memory.save_tuned_weights({"weights": {"keyword": 0.8, "vector": 0.2}})
         memory.add_principal("r", scopes=["team"])
-        with pytest.raises(AccessDenied):
-            memory.as_principal("r").save_tuned_weights({"weights": {"keyword": 1}})
+        with memory.as_principal("r") as reader, pytest.raises(AccessDenied):
+            reader.save_tuned_weights({"weights": {"keyword": 1}})
     with stratamem.open(db, embedder=None) as memory:
         assert memory.config.leg_weights()["keyword"] == 0.8
     with stratamem.open(db, embedder=None, config=stratamem.SearchConfig()) as memory:
         assert memory.config.weights == {}  # an explicit config is taken as it is
 
 
-def test_the_graph_mode_setting_reaches_the_graph_leg(tmp_path: Path) -> None:
+def test_the_graph_mode_setting_reaches_the_graph_leg(store_location: str) -> None:
     chosen = load({"STRATAMEM_SEARCH_GRAPH_MODE": "bm25"})
     config = chosen.search_config()
     assert config.graph_mode == "bm25"
-    with stratamem.open(tmp_path / "g.db", embedder=None, config=config) as memory:
+    with stratamem.open(store_location, embedder=None, config=config) as memory:
         memory.ingest(EXAMPLES / "notes", parallel=False)
         from stratamem.retrieval.legs import LEGS
 

@@ -125,6 +125,8 @@ class Memory:
         except BaseException:
             self.store.close()
             raise
+        # Where it was opened: a store's ``path`` leaves a URL's password out.
+        self._location = path
         self._open_args: dict[str, Any] = {
             "embedder": embedder,
             "reranker": reranker,
@@ -228,7 +230,7 @@ class Memory:
         its scopes allow. :class:`AccessDenied` if there is no such principal."""
         if self.store.path == ":memory:":
             raise ValueError("a store in memory cannot be opened twice: use a file")
-        return Memory(self.store.path, principal=name, **self._open_args)
+        return Memory(self._location, principal=name, **self._open_args)
 
     def _owner_only(self, action: str) -> None:
         found = self.store.principal()
@@ -786,8 +788,7 @@ class Memory:
         vectors = self.vectors
         if vectors is not None and vectors.status() is None:
             start = time.perf_counter()
-            vectors.index()
-            vectors.persist_now()
+            vectors.build()
             took["vectors"] = time.perf_counter() - start
         return took
 

@@ -4,7 +4,6 @@ unless it puts one there."""
 
 from __future__ import annotations
 
-import sqlite3
 import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -13,11 +12,12 @@ import pytest
 
 from stratamem.access import crypto
 from stratamem.access.locks import PASSPHRASE_ENV
+from stratamem.store.postgres.server import PostgresServer
 
 # Helpers shared with the child processes of the crash test live beside this file.
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from locked_store import FAST_KDF, FIXTURES, build_store
+from locked_store import BACKENDS, FAST_KDF, FIXTURES, Db, build_store, copy_db
 
 
 @pytest.fixture(autouse=True)
@@ -27,36 +27,58 @@ def _fast_and_no_ambient_passphrase(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(sys.modules, "keyring", None)  # `import keyring` fails
 
 
+@pytest.fixture(autouse=True, scope="session")
+def _index_dir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """A store on a server keeps its index files in a folder of the test run, not in the
+    user's cache."""
+    folder = tmp_path_factory.mktemp("indexes")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("STRATAMEM_INDEX_DIR", str(folder))
+        yield folder
+
+
+@pytest.fixture(scope="session", params=BACKENDS)
+def server(request: pytest.FixtureRequest) -> PostgresServer | None:
+    """The backend of the tests of stores built once: None for SQLite, else the session's
+    PostgreSQL server."""
+    if request.param == "sqlite":
+        return None
+    found: PostgresServer = request.getfixturevalue("postgres_server")
+    return found
+
+
 @pytest.fixture(scope="session")
-def built_store(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The store, built once and closed (so checkpointed: the .db file is all of it)."""
-    db = tmp_path_factory.mktemp("built") / "mem.db"
+def built_store(tmp_path_factory: pytest.TempPathFactory, server: PostgresServer | None) -> str:
+    """The store, built once and closed (so, on SQLite, checkpointed: the .db file is all
+    of it)."""
+    folder = tmp_path_factory.mktemp("built")
+    db = str(folder / "mem.db") if server is None else server.new_database()
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(crypto, "DEFAULT_KDF", FAST_KDF)
-        build_store(db, FIXTURES)
+        build_store(db, FIXTURES, folder=folder)
     return db
 
 
 @pytest.fixture
-def store_copy(tmp_path: Path, built_store: Path) -> Callable[[], Path]:
-    """A fresh copy of the built store, alone in a folder of this test's."""
+def store_copy(
+    tmp_path: Path, built_store: str, server: PostgresServer | None
+) -> Callable[[], str]:
+    """A fresh copy of the built store: a file alone in a folder of this test's, or a
+    database."""
 
-    def copy() -> Path:
-        target = tmp_path / "home" / "mem.db"
-        target.parent.mkdir(exist_ok=True)
-        target.write_bytes(built_store.read_bytes())
-        return target
+    def copy() -> str:
+        return copy_db(built_store, tmp_path / "home" / "mem.db", server)
 
     return copy
 
 
 @pytest.fixture
-def open_db() -> Iterator[Callable[[Path], sqlite3.Connection]]:
-    """Plain SQLite connections to a store file, closed after the test."""
-    opened: list[sqlite3.Connection] = []
+def open_db() -> Iterator[Callable[[str | Path], Db]]:
+    """Connections of their own to a store's database, closed after the test."""
+    opened: list[Db] = []
 
-    def connect(db: Path) -> sqlite3.Connection:
-        conn = sqlite3.connect(db)
+    def connect(db: str | Path) -> Db:
+        conn = Db(db)
         opened.append(conn)
         return conn
 

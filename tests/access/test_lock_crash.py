@@ -1,6 +1,7 @@
 """A lock or an unlock killed with SIGKILL at any moment leaves the source wholly locked (and
 it unlocks to what it was, with no byte of it left in any file once the store is opened
-again) or wholly unlocked (as it was), in a file that passes SQLite's integrity check.
+again) or wholly unlocked (as it was), in a file that passes SQLite's integrity check (on
+PostgreSQL, in a database whose live rows hold none of it).
 
 Each round copies a store, starts a process that opens it and, once it says so, locks (or
 unlocks) the secret source; the process is killed after a random delay spread over the time a
@@ -12,9 +13,7 @@ from __future__ import annotations
 
 import os
 import random
-import shutil
 import signal
-import sqlite3
 import subprocess
 import sys
 import time
@@ -29,8 +28,10 @@ from locked_store import (
     PASSPHRASE,
     SECRET,
     SECRET_ID,
+    Db,
     Dump,
     build_store,
+    copy_db,
     residue,
     source_dump,
     store_dump,
@@ -38,10 +39,10 @@ from locked_store import (
 
 import stratamem
 from stratamem.access import crypto
+from stratamem.store.postgres.server import PostgresServer
 
 ROUNDS = 10  # of each of lock and unlock
 DEADLINE_S = 30
-ENV = {**os.environ, "PYTHONPATH": str(Path(stratamem.__file__).parents[1])}
 
 SCRIPT = f"""
 import sys
@@ -62,41 +63,40 @@ class Stores:
     """The store unlocked and locked, what the first holds, and how long a lock and an unlock
     of it take here."""
 
-    unlocked: Path
-    locked: Path
+    unlocked: str
+    locked: str
     source: Dump
     store: Dump
     seconds: dict[str, float]
 
 
 @pytest.fixture(scope="module")
-def stores(tmp_path_factory: pytest.TempPathFactory) -> Stores:
+def stores(tmp_path_factory: pytest.TempPathFactory, server: PostgresServer | None) -> Stores:
     root = tmp_path_factory.mktemp("crash")
-    unlocked, locked = root / "unlocked" / "mem.db", root / "locked" / "mem.db"
-    unlocked.parent.mkdir()
-    locked.parent.mkdir()
+    (root / "unlocked").mkdir()
+    unlocked = str(root / "unlocked" / "mem.db") if server is None else server.new_database()
     seconds = {}
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(crypto, "DEFAULT_KDF", FAST_KDF)
-        build_store(unlocked, FIXTURES, secret_count=600)
-        shutil.copyfile(unlocked, locked)
+        build_store(unlocked, FIXTURES, folder=root / "unlocked", secret_count=600)
+        locked = copy_db(unlocked, root / "locked" / "mem.db", server)
         with stratamem.open(locked, embedder=None) as mem:
             for action in ("lock", "unlock", "lock"):
                 started = time.perf_counter()
                 getattr(mem, action)(SECRET, passphrase=PASSPHRASE)
                 seconds[action] = time.perf_counter() - started
-    with closing(sqlite3.connect(unlocked)) as conn:
+    with closing(Db(unlocked)) as conn:
         return Stores(unlocked, locked, source_dump(conn), store_dump(conn), seconds)
 
 
-def run_and_kill(db: Path, action: str, delay: float) -> bool:
+def run_and_kill(db: str, action: str, delay: float) -> bool:
     """Start ``action`` on ``db``, kill it ``delay`` seconds after it is ready; whether it had
     finished by then."""
     proc = subprocess.Popen(
-        [sys.executable, "-c", SCRIPT, action, str(db)],
+        [sys.executable, "-c", SCRIPT, action, db],
         stdout=subprocess.PIPE,
         text=True,
-        env=ENV,
+        env={**os.environ, "PYTHONPATH": str(Path(stratamem.__file__).parents[1])},
         start_new_session=True,
     )
     assert proc.stdout is not None
@@ -111,12 +111,13 @@ def run_and_kill(db: Path, action: str, delay: float) -> bool:
     return finished
 
 
-def check(db: Path, stores: Stores) -> str:
+def check(db: str, stores: Stores) -> str:
     """The state the kill left, checked whole: "locked" or "unlocked"."""
     with stratamem.open(db, embedder=None) as mem:  # an open finishes an interrupted scrub
         conn = mem.store.conn
-        assert conn.execute("PRAGMA integrity_check").fetchall()[0][0] == "ok"
-        conn.execute("INSERT INTO chunks_fts(chunks_fts) VALUES ('integrity-check')")
+        if mem.store.name == "sqlite":
+            assert conn.execute("PRAGMA integrity_check").fetchall()[0][0] == "ok"
+            conn.execute("INSERT INTO chunks_fts(chunks_fts) VALUES ('integrity-check')")
         state = "locked" if mem.source(SECRET).locked else "unlocked"
         if state == "locked":
             during = source_dump(conn)
@@ -128,7 +129,7 @@ def check(db: Path, stores: Stores) -> str:
                 (SECRET_ID, SECRET_ID),
             ).fetchone()
             assert parts == recorded >= 1
-            assert residue(db.parent) == {}
+            assert residue(db) == {}
             mem.unlock(SECRET, passphrase=PASSPHRASE)
         else:
             assert conn.execute("SELECT count(*) FROM sealed").fetchone()[0] == 0
@@ -140,17 +141,15 @@ def check(db: Path, stores: Stores) -> str:
 
 @pytest.mark.slow
 def test_a_killed_lock_or_unlock_leaves_the_source_wholly_locked_or_unlocked(
-    tmp_path: Path, stores: Stores
+    tmp_path: Path, stores: Stores, server: PostgresServer | None
 ) -> None:
     chance = random.Random(20240312)
     seen: dict[str, set[str]] = {"lock": set(), "unlock": set()}
     killed_midway = 0
     for n in range(2 * ROUNDS):
         action = ("lock", "unlock")[n % 2]
-        folder = tmp_path / f"round{n}"
-        folder.mkdir()
-        db = folder / "mem.db"
-        shutil.copyfile(stores.unlocked if action == "lock" else stores.locked, db)
+        source = stores.unlocked if action == "lock" else stores.locked
+        db = copy_db(source, tmp_path / f"round{n}" / "mem.db", server)
         finished = run_and_kill(db, action, chance.uniform(0, 1.25 * stores.seconds[action]))
         killed_midway += not finished
         state = check(db, stores)

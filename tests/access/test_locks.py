@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import os
-import sqlite3
 import subprocess
 import sys
 import types
@@ -28,7 +27,9 @@ from locked_store import (
     SECRET_ID,
     SECRET_PERSON,
     TREES,
+    Db,
     build_store,
+    files_of,
     residue,
     secret_lines,
     source_dump,
@@ -51,6 +52,7 @@ from stratamem.errors import (
 from stratamem.retrieval.legs.keyword import sparse_index
 from stratamem.retrieval.legs.vector import VectorLeg
 from stratamem.retrieval.rerank import get_reranker
+from stratamem.store.postgres.server import PostgresServer
 from stratamem.store.sqlite import locks as sqlite_locks
 from stratamem.testing import FakeModelServer, HashingEmbedder
 from stratamem.tree.llm import LLMSummarizer
@@ -60,7 +62,13 @@ MODES = ("hybrid", "keyword", "vector", "graph")
 # the embedding server, and the canaries must not be).
 QUERIES = ("Project Zqxhelion review", "Zqxanna Vorpal budget", "the #zqxlaunch plan")
 EVER = {"since": datetime(1990, 1, 1, tzinfo=UTC), "until": datetime(2100, 1, 1, tzinfo=UTC)}
-ENV = {**os.environ, "PYTHONPATH": str(Path(stratamem.__file__).parents[1])}
+Copy = Callable[[], str]
+Connect = Callable[[str | Path], Db]
+
+
+def child_env() -> dict[str, str]:
+    """A child process's environment: this one's (the index folder of the run included)."""
+    return {**os.environ, "PYTHONPATH": str(Path(stratamem.__file__).parents[1])}
 
 
 def leaks(found: Any) -> list[str]:
@@ -90,7 +98,7 @@ def one_line(exc: BaseException) -> str:
     return text
 
 
-def sealed_rows(conn: sqlite3.Connection) -> list[tuple[Any, ...]]:
+def sealed_rows(conn: Db) -> list[tuple[Any, ...]]:
     return sorted(
         (
             *conn.execute("SELECT * FROM sealed ORDER BY source_id, part").fetchall(),
@@ -104,7 +112,7 @@ def sealed_rows(conn: sqlite3.Connection) -> list[tuple[Any, ...]]:
 
 
 def test_lock_then_unlock_puts_back_every_row_byte_for_byte(
-    store_copy: Callable[[], Path], open_db: Callable[[Path], sqlite3.Connection]
+    store_copy: Copy, open_db: Connect
 ) -> None:
     db = store_copy()
     conn = open_db(db)
@@ -141,13 +149,14 @@ def test_lock_then_unlock_puts_back_every_row_byte_for_byte(
         assert store_dump(conn) == store_before
         assert conn.execute("SELECT count(*) FROM sealed").fetchone() == (0,)
         assert conn.execute("SELECT count(*) FROM locks").fetchone() == (0,)
-        conn.execute("INSERT INTO chunks_fts(chunks_fts) VALUES ('integrity-check')")
+        if not conn.postgres:
+            conn.execute("INSERT INTO chunks_fts(chunks_fts) VALUES ('integrity-check')")
         assert {key: hit_keys(mem, *key) for key in searches} == searches
 
 
 def test_a_source_sealed_in_many_parts_comes_back_whole_and_a_cut_one_does_not(
-    store_copy: Callable[[], Path],
-    open_db: Callable[[Path], sqlite3.Connection],
+    store_copy: Copy,
+    open_db: Connect,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.setattr(sqlite_locks, "PART_BYTES", 2048)
@@ -175,9 +184,12 @@ def test_a_source_sealed_in_many_parts_comes_back_whole_and_a_cut_one_does_not(
         assert (store_dump(conn), sealed_rows(conn)) == locked
 
 
-def test_a_reused_summary_rowid_does_not_stop_an_unlock(tmp_path: Path) -> None:
-    """Summaries' rowids are handed out again: one the locked source's newest summary had
-    may be taken by another source's before the unlock."""
+def test_a_reused_summary_rowid_does_not_stop_an_unlock(
+    store_location: str, tmp_path: Path
+) -> None:
+    """Summaries' rowids are handed out again on SQLite: one the locked source's newest
+    summary had may be taken by another source's before the unlock. (PostgreSQL hands out
+    none twice: there the unlock puts back the same summaries all the same.)"""
     data = tmp_path / "data"
     data.mkdir()
     public = data / "public.jsonl"
@@ -188,7 +200,7 @@ def test_a_reused_summary_rowid_does_not_stop_an_unlock(tmp_path: Path) -> None:
             for n, line in enumerate(lines)
         )
     )
-    with stratamem.open(tmp_path / "mem.db", embedder=None, tree_config=TREES) as mem:
+    with stratamem.open(store_location, embedder=None, tree_config=TREES) as mem:
         mem.ingest(write_secret(data), trees=False)
         mem.flush()
         conn = mem.store.conn
@@ -198,11 +210,13 @@ def test_a_reused_summary_rowid_does_not_stop_an_unlock(tmp_path: Path) -> None:
         mem.lock(SECRET, passphrase=PASSPHRASE)
         mem.ingest(public, trees=False)
         mem.flush()
-        assert conn.execute(
+        taken = conn.execute(
             "SELECT count(*) FROM summaries WHERE rowid IN ({})".format(
                 ",".join(str(row[0]) for row in secret["summaries"])
             )
-        ).fetchone()[0]  # another source's summaries took some of the rowids
+        ).fetchone()[0]
+        # Another source's summaries took some of the rowids.
+        assert taken if mem.store.name == "sqlite" else not taken
         mem.unlock(SECRET, passphrase=PASSPHRASE)
         after = source_dump(conn)
         # The same summaries, in the same order, under new rowids.
@@ -229,15 +243,24 @@ class Twins:
 
 
 @pytest.fixture(scope="module")
-def twins(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Twins]:
+def twins(
+    tmp_path_factory: pytest.TempPathFactory, server: PostgresServer | None
+) -> Iterator[Twins]:
     root = tmp_path_factory.mktemp("twins")
+    a, b = (
+        (str(root / "a" / "mem.db"), str(root / "b" / "mem.db"))
+        if server is None
+        else (server.new_database(), server.new_database())
+    )
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(crypto, "DEFAULT_KDF", FAST_KDF)
-        build_store(root / "a" / "mem.db", FIXTURES)
-        build_store(root / "b" / "mem.db", FIXTURES, secret=False)
+        (root / "a").mkdir()
+        (root / "b").mkdir()
+        build_store(a, FIXTURES, folder=root / "a")
+        build_store(b, FIXTURES, folder=root / "b", secret=False)
         with (
-            stratamem.open(root / "a" / "mem.db", embedder=HashingEmbedder()) as locked,
-            stratamem.open(root / "b" / "mem.db", embedder=HashingEmbedder()) as without,
+            stratamem.open(a, embedder=HashingEmbedder()) as locked,
+            stratamem.open(b, embedder=HashingEmbedder()) as without,
         ):
             conn = locked.store.conn
             secret = {
@@ -335,9 +358,8 @@ def test_a_principal_does_not_see_a_locked_source_at_all(twins: Twins) -> None:
 # -- nothing left on disk --------------------------------------------------------------------
 
 
-def test_no_byte_of_a_locked_source_is_left_in_any_file(store_copy: Callable[[], Path]) -> None:
+def test_no_byte_of_a_locked_source_is_left_in_any_file(store_copy: Copy) -> None:
     db = store_copy()
-    home = db.parent
     with stratamem.open(db, embedder=HashingEmbedder(), tree_config=TREES) as mem:
         embedder = mem.embedder
         assert embedder is not None
@@ -346,26 +368,32 @@ def test_no_byte_of_a_locked_source_is_left_in_any_file(store_copy: Callable[[],
         assert leaks(mem.search(CANARIES[0]).hits)
         mem._vectors.persist_now()
         sparse_index(mem.store).persist_now()
-        side = {p.name for p in home.iterdir()}
-        assert {"mem.db", "mem.db-wal", "mem.db-shm", "mem.db.bm25.idx"} <= side
-        assert any(".vectors-" in name for name in side)
-        before = residue(home)
-        assert {"mem.db", "mem.db.bm25.idx"} <= set(before)  # the check sees a canary
+        before = residue(db)
+        if mem.store.name == "sqlite":
+            side = set(files_of(db))
+            assert {"mem.db", "mem.db-wal", "mem.db-shm", "mem.db.bm25.idx"} <= side
+            assert any(".vectors-" in name for name in side)
+            assert {"mem.db", "mem.db.bm25.idx"} <= set(before)  # the check sees a canary
+            index = "mem.db.bm25.idx"
+        else:
+            # The vectors are pgvector's, on the server: no index file holds them here.
+            assert {"chunks", "store.bm25.idx"} <= set(before)  # the check sees a canary
+            index = "store.bm25.idx"
 
         mem.lock(SECRET, passphrase=PASSPHRASE)
 
-        assert residue(home) == {}
-        assert {p.name for p in home.iterdir()} >= {"mem.db.bm25.idx"}
+        assert residue(db) == {}
+        assert index in files_of(db)
         assert mem.search("redis queue").hits
         assert leaks(mem.search(QUERIES[0]).hits) == []
-    assert residue(home) == {}
+    assert residue(db) == {}
 
 
 # -- passphrases and refusals ----------------------------------------------------------------
 
 
 def test_a_wrong_passphrase_is_refused_and_changes_nothing(
-    store_copy: Callable[[], Path], open_db: Callable[[Path], sqlite3.Connection]
+    store_copy: Copy, open_db: Connect
 ) -> None:
     db = store_copy()
     conn = open_db(db)
@@ -380,7 +408,7 @@ def test_a_wrong_passphrase_is_refused_and_changes_nothing(
 
 
 def test_a_missing_passphrase_is_refused_and_changes_nothing(
-    store_copy: Callable[[], Path], open_db: Callable[[Path], sqlite3.Connection]
+    store_copy: Copy, open_db: Connect
 ) -> None:
     db = store_copy()
     conn = open_db(db)
@@ -401,7 +429,7 @@ def test_a_missing_passphrase_is_refused_and_changes_nothing(
 
 
 def test_the_passphrase_comes_from_the_environment(
-    store_copy: Callable[[], Path], monkeypatch: pytest.MonkeyPatch
+    store_copy: Copy, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv(PASSPHRASE_ENV, PASSPHRASE)
     with stratamem.open(store_copy(), embedder=None) as mem:
@@ -412,7 +440,7 @@ def test_the_passphrase_comes_from_the_environment(
 
 
 def test_the_passphrase_comes_from_the_os_keyring(
-    store_copy: Callable[[], Path], monkeypatch: pytest.MonkeyPatch
+    store_copy: Copy, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     asked: list[tuple[str, str]] = []
 
@@ -436,7 +464,7 @@ def test_the_passphrase_comes_from_the_os_keyring(
 
 
 def test_locking_a_locked_source_or_unlocking_an_unlocked_one_is_refused(
-    store_copy: Callable[[], Path], open_db: Callable[[Path], sqlite3.Connection]
+    store_copy: Copy, open_db: Connect
 ) -> None:
     db = store_copy()
     conn = open_db(db)
@@ -457,7 +485,7 @@ def test_locking_a_locked_source_or_unlocking_an_unlocked_one_is_refused(
 
 
 def test_a_moved_or_missing_part_is_refused_and_changes_nothing(
-    store_copy: Callable[[], Path], open_db: Callable[[Path], sqlite3.Connection]
+    store_copy: Copy, open_db: Connect
 ) -> None:
     db = store_copy()
     conn = open_db(db)
@@ -494,7 +522,7 @@ def test_a_moved_or_missing_part_is_refused_and_changes_nothing(
 
 
 def test_forgetting_a_locked_source_removes_its_sealed_content(
-    store_copy: Callable[[], Path], open_db: Callable[[Path], sqlite3.Connection]
+    store_copy: Copy, open_db: Connect
 ) -> None:
     db = store_copy()
     conn = open_db(db)
@@ -509,7 +537,7 @@ def test_forgetting_a_locked_source_removes_its_sealed_content(
 
 
 def test_nothing_is_written_into_a_locked_source(
-    store_copy: Callable[[], Path], open_db: Callable[[Path], sqlite3.Connection], tmp_path: Path
+    store_copy: Copy, open_db: Connect, tmp_path: Path
 ) -> None:
     db = store_copy()
     conn = open_db(db)
@@ -538,7 +566,9 @@ def test_nothing_is_written_into_a_locked_source(
         assert len(source_dump(conn)["trees"]) == 1
 
 
-def test_no_model_server_is_sent_anything_of_a_locked_source(tmp_path: Path) -> None:
+def test_no_model_server_is_sent_anything_of_a_locked_source(
+    store_location: str, tmp_path: Path
+) -> None:
     with FakeModelServer() as server:
         options: dict[str, Any] = {
             "embedder": get_embedder("openai", base_url=server.base_url, model="m", retries=1),
@@ -547,9 +577,8 @@ def test_no_model_server_is_sent_anything_of_a_locked_source(tmp_path: Path) -> 
             ),
             "reranker": get_reranker("http", base_url=server.url, model="m"),
         }
-        db = tmp_path / "home" / "mem.db"
-        db.parent.mkdir()
-        build_store(db, FIXTURES, **options)
+        db = store_location
+        build_store(db, FIXTURES, folder=tmp_path, **options)
         sent = json.dumps([r.payload for r in server.requests]).lower()
         assert all(canary in sent for canary in CANARIES)  # the check can see them
         assert {r.path for r in server.requests} >= {"/v1/embeddings", "/v1/chat/completions"}
@@ -585,14 +614,13 @@ with stratamem.open(sys.argv[1], embedder=None) as mem:
 
 
 def test_a_store_opened_unlocked_reads_the_source_in_memory_only(
-    store_copy: Callable[[], Path], monkeypatch: pytest.MonkeyPatch
+    store_copy: Copy, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     db = store_copy()
-    home = db.parent
     with stratamem.open(db, embedder=HashingEmbedder()) as mem:
         mem.lock(SECRET, passphrase=PASSPHRASE)
-    files = {p.name: p.stat().st_size for p in home.iterdir()}
-    assert residue(home) == {}
+    files = files_of(db)
+    assert residue(db) == {}
 
     with stratamem.open(
         db, embedder=HashingEmbedder(), tree_config=TREES, unlock={SECRET: PASSPHRASE}
@@ -620,7 +648,7 @@ def test_a_store_opened_unlocked_reads_the_source_in_memory_only(
             assert other.search(CANARIES[0], mode="keyword").hits == ()
         seen = subprocess.run(
             [sys.executable, "-c", READ_LOCKED, str(db), CANARIES[0]],
-            env=ENV,
+            env=child_env(),
             capture_output=True,
             text=True,
             check=True,
@@ -642,9 +670,9 @@ def test_a_store_opened_unlocked_reads_the_source_in_memory_only(
         with pytest.raises(LockError, match="not locked"):  # here it is not
             mem.unlock(SECRET, passphrase=PASSPHRASE)
 
-        assert residue(home) == {}
-        assert {p.name for p in home.iterdir()} <= set(files) | {"mem.db-wal", "mem.db-shm"}
-    assert residue(home) == {}
+        assert residue(db) == {}
+        assert set(files_of(db)) <= set(files) | {"mem.db-wal", "mem.db-shm"}
+    assert residue(db) == {}
 
     monkeypatch.setenv(PASSPHRASE_ENV, PASSPHRASE)
     with stratamem.open(db, embedder=None, unlock=[SECRET, "slack:#eng"]) as mem:
@@ -654,4 +682,4 @@ def test_a_store_opened_unlocked_reads_the_source_in_memory_only(
     one_line(refused.value)
     with stratamem.open(db, embedder=None) as mem:
         assert mem.source(SECRET).locked
-    assert residue(home) == {}
+    assert residue(db) == {}

@@ -16,9 +16,9 @@ FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "eval"
 
 
 @pytest.mark.parametrize("name", ["beir-standard", "beir-graded", "locomo-json"])
-def test_every_mode_runs_through_the_real_pipeline(tmp_path: Path, name: str) -> None:
+def test_every_mode_runs_through_the_real_pipeline(store_location: str, name: str) -> None:
     dataset = load_dataset(FIXTURES / name)
-    with stratamem.open(tmp_path / "e.db", embedder=HashingEmbedder()) as mem:
+    with stratamem.open(store_location, embedder=HashingEmbedder()) as mem:
         results = evaluate(dataset, mem, ["keyword", "vector", "hybrid"])
         assert [r.mode for r in results] == ["keyword", "vector", "hybrid"]
         for result in results:
@@ -31,33 +31,33 @@ def test_every_mode_runs_through_the_real_pipeline(tmp_path: Path, name: str) ->
         assert mem.stats()["chunks"] == len(dataset.docs)
 
 
-def test_locomo_questions_only_see_their_own_conversation(tmp_path: Path) -> None:
+def test_locomo_questions_only_see_their_own_conversation(store_location: str) -> None:
     dataset = load_dataset(FIXTURES / "locomo-json")
-    with stratamem.open(tmp_path / "l.db", embedder=HashingEmbedder()) as mem:
+    with stratamem.open(store_location, embedder=HashingEmbedder()) as mem:
         result = evaluate(dataset, mem, ["hybrid"])[0]
     assert result.counts.get("dropped_out_of_group", 0) == 0
     assert result.per_category
 
 
-def test_the_keyword_mode_finds_an_exact_title(tmp_path: Path) -> None:
+def test_the_keyword_mode_finds_an_exact_title(store_location: str) -> None:
     dataset = load_dataset(FIXTURES / "beir-standard")
-    with stratamem.open(tmp_path / "t.db", embedder=HashingEmbedder()) as mem:
+    with stratamem.open(store_location, embedder=HashingEmbedder()) as mem:
         result = evaluate(dataset, mem, ["keyword"])[0]
     assert result.metrics["ndcg_cut_10"] > 0.5
 
 
-def test_fts_is_still_read_as_the_keyword_mode(tmp_path: Path) -> None:
+def test_fts_is_still_read_as_the_keyword_mode(store_location: str) -> None:
     dataset = load_dataset(FIXTURES / "beir-standard")
-    with stratamem.open(tmp_path / "a.db", embedder=HashingEmbedder()) as mem:
+    with stratamem.open(store_location, embedder=HashingEmbedder()) as mem:
         older, current = evaluate(dataset, mem, ["fts", "keyword"])
     assert older.mode == current.mode == "keyword"
     assert older.metrics == current.metrics
 
 
-def test_unknown_mode_is_refused(tmp_path: Path) -> None:
+def test_unknown_mode_is_refused(store_location: str) -> None:
     dataset = load_dataset(FIXTURES / "beir-standard")
     with (
-        stratamem.open(tmp_path / "u.db", embedder=HashingEmbedder()) as mem,
+        stratamem.open(store_location, embedder=HashingEmbedder()) as mem,
         pytest.raises(ValueError, match="unknown mode"),
     ):
         evaluate(dataset, mem, ["bm42"])
@@ -70,9 +70,9 @@ def test_weight_grid_sums_to_one() -> None:
     assert len(grid) == 5 + 4 + 1
 
 
-def test_tune_reports_on_heldout(tmp_path: Path) -> None:
+def test_tune_reports_on_heldout(store_location: str) -> None:
     dataset = load_dataset(FIXTURES / "beir-graded")
-    with stratamem.open(tmp_path / "w.db", embedder=HashingEmbedder()) as mem:
+    with stratamem.open(store_location, embedder=HashingEmbedder()) as mem:
         result = tune(dataset, mem, grid=weight_grid(step=0.5, graph=(0.0,)))
     assert result.tried == 3
     assert result.heldout.split == "heldout"
@@ -81,8 +81,10 @@ def test_tune_reports_on_heldout(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("mode", ["keyword", "fts"])
-def test_eval_command_writes_reports(tmp_path: Path, mode: str) -> None:
+def test_eval_command_writes_reports(tmp_path: Path, store_location: str, mode: str) -> None:
     out = tmp_path / "reports"
+    # A folder for the dataset's file, or the database to hold it.
+    store = store_location if "://" in store_location else str(tmp_path / "store")
     result = CliRunner().invoke(
         main,
         [
@@ -91,7 +93,7 @@ def test_eval_command_writes_reports(tmp_path: Path, mode: str) -> None:
             "--mode",
             mode,
             "--store",
-            str(tmp_path / "store"),
+            store,
             "--out",
             str(out),
             "--json",

@@ -9,6 +9,7 @@ import os
 import shutil
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import click.testing
 import pytest
@@ -45,17 +46,16 @@ def read_all(
 
 
 @pytest.fixture
-def memory() -> Iterator[stratamem.Memory]:
-    with stratamem.open(":memory:", embedder=None) as opened:
+def memory(store_location: str, locations: Any) -> Iterator[stratamem.Memory]:
+    where = store_location if locations.is_postgres(store_location) else ":memory:"
+    with stratamem.open(where, embedder=None) as opened:
         yield opened
 
 
 @pytest.fixture
-def run(tmp_path: Path) -> Run:
-    db = tmp_path / "cli.db"
-
+def run(store_location: str) -> Run:
     def invoke(*args: str) -> click.testing.Result:
-        return CliRunner().invoke(main, ["--db", str(db), *args])
+        return CliRunner().invoke(main, ["--db", store_location, *args])
 
     return invoke
 

@@ -10,13 +10,12 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import signal
 import subprocess
 import sys
 import time
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
@@ -91,7 +90,17 @@ def lines(stdout: IO[str] | None, deadline: float) -> Iterator[str]:
 
 
 def check_integrity(mem: stratamem.Memory) -> None:
+    """SQLite's and FTS5's own checks; on PostgreSQL, which keeps its tables consistent itself,
+    the keyword statistics its triggers keep against a count of the chunks."""
     conn = mem.store.conn
+    if mem.store.name != "sqlite":
+        counted = conn.execute(
+            "SELECT count(*), coalesce(sum(terms_content), 0), coalesce(sum(terms_title), 0)"
+            " FROM chunks"
+        ).fetchone()
+        kept = conn.execute("SELECT docs, content, title FROM keyword_stats").fetchone()
+        assert tuple(kept) == tuple(counted)
+        return
     assert [tuple(row) for row in conn.execute("PRAGMA integrity_check")] == [("ok",)]
     conn.execute("INSERT INTO chunks_fts(chunks_fts) VALUES ('integrity-check')")
     counts = conn.execute(
@@ -100,7 +109,7 @@ def check_integrity(mem: stratamem.Memory) -> None:
     assert counts[0] == counts[1]
 
 
-def digest(db: Path) -> dict[str, list[tuple[Any, ...]]]:
+def digest(db: str) -> dict[str, list[tuple[Any, ...]]]:
     """Everything a merge writes, as sorted rows; wall-clock fields left out."""
     queries = {
         "sources": "SELECT id, scope, kind, platform, location FROM sources",
@@ -114,6 +123,8 @@ def digest(db: Path) -> dict[str, list[tuple[Any, ...]]]:
     }
     with stratamem.open(db, embedder=None) as mem:
         check_integrity(mem)
+        if mem.store.name != "sqlite":  # each chunk's token counts, in place of FTS5's sizes
+            queries["fts"] = "SELECT rowid, terms_content, terms_title FROM chunks"
         conn = mem.store.conn
         return {
             name: sorted(tuple(row) for row in conn.execute(sql)) for name, sql in queries.items()
@@ -141,25 +152,37 @@ def content(db: Path | str) -> dict[str, Any]:
 
 @dataclass(frozen=True, slots=True)
 class ChatExports:
-    """A store holding part 1 of a chat log, part 2 (larger, overlapping it) to merge into it,
-    and what one ingest of the whole log stores."""
+    """Part 1 of a chat log, part 2 (larger, overlapping it) to merge into a store holding
+    part 1, and what one ingest of the whole log stores."""
 
-    store: Path
+    root: Path
+    part1: Path
     part2: Path
     whole: dict[str, Any]
+    # Per backend, a store holding part 1, made once for the module and copied by each test.
+    stores: dict[bool, str] = field(default_factory=dict)
+
+    def store(self, like: str, locations: Any, folder: Path) -> str:
+        """A new store holding part 1 (in ``folder`` where it is a file), on the backend of
+        ``like``."""
+        postgres = locations.is_postgres(like)
+        if postgres not in self.stores:
+            made = locations.new(like, self.root, f"part1-{postgres}")
+            with stratamem.open(made, embedder=None) as mem:
+                mem.ingest(self.part1, trees=False)
+            self.stores[postgres] = made
+        return str(locations.copy(self.stores[postgres], folder, "merge"))
 
 
 @pytest.fixture(scope="module")
 def chat_exports(tmp_path_factory: pytest.TempPathFactory) -> ChatExports:
     root = tmp_path_factory.mktemp("exports")
-    part1 = write_chat(root / "part1" / "chan.jsonl", range(6_000))
-    with stratamem.open(root / "part1.db", embedder=None) as mem:
-        mem.ingest(part1, trees=False)
     whole = write_chat(root / "whole" / "chan.jsonl", range(30_000))
     with stratamem.open(root / "whole.db", embedder=None) as mem:
         mem.ingest(whole, trees=False)
     return ChatExports(
-        store=root / "part1.db",
+        root=root,
+        part1=write_chat(root / "part1" / "chan.jsonl", range(6_000)),
         part2=write_chat(root / "part2" / "chan.jsonl", range(3_000, 30_000)),
         whole=content(root / "whole.db"),
     )
@@ -168,12 +191,11 @@ def chat_exports(tmp_path_factory: pytest.TempPathFactory) -> ChatExports:
 @pytest.mark.slow
 @pytest.mark.parametrize("stage", ["records", "chunks"])
 def test_a_killed_merge_leaves_the_store_before_or_after_and_a_rerun_converges(
-    tmp_path: Path, chat_exports: ChatExports, stage: str
+    store_location: str, locations: Any, tmp_path: Path, chat_exports: ChatExports, stage: str
 ) -> None:
     """``stage``: killed while the export's records are merged, or while the chunks they
     changed are derived again."""
-    db = tmp_path / "merge.db"
-    shutil.copyfile(chat_exports.store, db)  # closed, so checkpointed: the file is the store
+    db = chat_exports.store(store_location, locations, tmp_path)
     before = digest(db)
 
     deadline = time.monotonic() + DEADLINE_S
@@ -282,11 +304,11 @@ def check_derived(mem: stratamem.Memory) -> None:
 
 
 @pytest.mark.slow
-def test_killed_single_item_writes_keep_every_committed_write(tmp_path: Path) -> None:
+def test_killed_single_item_writes_keep_every_committed_write(store_location: str) -> None:
     """Five runs of adds, updates and deletes to a record source and a chat source, each
     killed just after it announced a write: every write it reported done is there exactly, the
     one it was making is there whole or not at all, and the chunks are the records'."""
-    db = tmp_path / "items.db"
+    db = store_location
     expected: dict[str, str | None] = {}  # key → text, None once deleted
     done = 0
     deadline = time.monotonic() + DEADLINE_S

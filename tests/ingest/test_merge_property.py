@@ -11,13 +11,13 @@ from __future__ import annotations
 
 import dataclasses
 import operator
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import stratamem
@@ -69,7 +69,46 @@ AUTHORS = (None, "Alice Chen", "bob")
 THREADS = (None, "t1", "t2")
 QUERIES = ("queue", "sqlite redis", "incident", "phoenix rollout", "merge review")
 KINDS = (SourceKind.CHAT, SourceKind.EMAIL, SourceKind.RECORD)
-SETTINGS = settings(max_examples=60, deadline=None)
+# Each example empties the test's one store (see ``empty``) before it ingests.
+SETTINGS = settings(
+    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+Empty = Callable[[], str]
+# The tables whose rows a new store holds from the start (``keyword_stats``: its one row of
+# totals) or that say what schema it is.
+_KEPT = ("stratamem_schema", "keyword_stats")
+
+
+@pytest.fixture
+def empty(store_location: str, locations: Any, postgres_server: Any) -> Empty:
+    """Where the next store of an example goes, empty: in memory on SQLite; on PostgreSQL the
+    test's one database, emptied (a new database per store would take longer than the
+    ingests), and its row ids started over, as a new store's are."""
+    if not locations.is_postgres(store_location):
+        return lambda: ":memory:"
+    database = store_location.split("?", 1)[0].rsplit("/", 1)[1]
+    stratamem.open(store_location, embedder=None).close()
+    tables = postgres_server.psql(
+        "SELECT tablename FROM pg_tables WHERE schemaname = 'public'", database
+    )
+    sequences = postgres_server.psql(
+        "SELECT sequencename FROM pg_sequences WHERE schemaname = 'public'", database
+    )
+    # Without triggers (foreign keys included), so that the tables may be emptied in any order.
+    sql = "; ".join(
+        [
+            "SET session_replication_role = replica",
+            *(f"DELETE FROM {name}" for (name,) in tables if name not in _KEPT),
+            *(f"ALTER SEQUENCE {name} RESTART" for (name,) in sequences),
+            "UPDATE keyword_stats SET docs = 0, content = 0, title = 0",
+        ]
+    )
+
+    def emptied() -> str:
+        postgres_server.psql(sql, database)
+        return store_location
+
+    return emptied
 
 
 class Exports:
@@ -140,10 +179,12 @@ def canonical(history: Sequence[Record], places: Iterable[int]) -> list[Record]:
     ]
 
 
-def ingested(exports: Sequence[Sequence[Record]], kind: SourceKind, *, sync: bool = False) -> Any:
-    """The state of a store that ingested these exports one after another (the last one with
-    ``sync``)."""
-    with stratamem.open(":memory:", embedder=None) as mem:
+def ingested(
+    empty: Empty, exports: Sequence[Sequence[Record]], kind: SourceKind, *, sync: bool = False
+) -> Any:
+    """The state of an empty store that ingested these exports one after another (the last
+    one with ``sync``)."""
+    with stratamem.open(empty(), embedder=None) as mem:
         for n, records in enumerate(exports):
             mem.ingest(
                 f"export-{n}",
@@ -180,19 +221,19 @@ def state(mem: stratamem.Memory) -> dict[str, Any]:
 @SETTINGS
 @given(data=st.data(), kind=st.sampled_from(KINDS))
 def test_merging_exports_in_any_split_and_order_equals_one_ingest(
-    data: st.DataObject, kind: SourceKind
+    empty: Empty, data: st.DataObject, kind: SourceKind
 ) -> None:
     history = data.draw(histories(kind), label="history")
     parts = data.draw(splits(len(history)), label="exports")
     exports = [[history[n] for n in part] for part in parts]
     whole = canonical(history, (n for part in parts for n in part))
-    assert ingested(exports, kind) == ingested([whole], kind)
+    assert ingested(empty, exports, kind) == ingested(empty, [whole], kind)
 
 
 @SETTINGS
 @given(data=st.data(), kind=st.sampled_from(KINDS))
 def test_a_later_export_that_edits_a_record_equals_the_edited_union(
-    data: st.DataObject, kind: SourceKind
+    empty: Empty, data: st.DataObject, kind: SourceKind
 ) -> None:
     history = data.draw(histories(kind), label="history")
     # An edit is a record seen again under its key with other content: it needs an id.
@@ -214,25 +255,29 @@ def test_a_later_export_that_edits_a_record_equals_the_edited_union(
     exports[-1].append(edited)
     history[target] = edited
     expected = canonical(history, [*(n for part in parts for n in part), target])
-    assert ingested(exports, kind) == ingested([expected], kind)
+    assert ingested(empty, exports, kind) == ingested(empty, [expected], kind)
 
 
 @SETTINGS
 @given(data=st.data(), kind=st.sampled_from(KINDS))
 def test_a_synced_export_equals_one_ingest_of_it_alone(
-    data: st.DataObject, kind: SourceKind
+    empty: Empty, data: st.DataObject, kind: SourceKind
 ) -> None:
     history = data.draw(histories(kind), label="history")
     parts = data.draw(splits(len(history)), label="exports")
     truth = data.draw(splits(len(history), min_size=1), label="truth")[0]
     exports = [[history[n] for n in part] for part in [*parts, truth]]
-    assert ingested(exports, kind, sync=True) == ingested([canonical(history, truth)], kind)
+    assert ingested(empty, exports, kind, sync=True) == ingested(
+        empty, [canonical(history, truth)], kind
+    )
 
 
 @pytest.mark.parametrize("kind", KINDS)
-def test_a_record_twice_in_the_first_export_of_a_source_is_stored_once(kind: SourceKind) -> None:
+def test_a_record_twice_in_the_first_export_of_a_source_is_stored_once(
+    empty: Empty, kind: SourceKind
+) -> None:
     """The same record twice, with the same ``ref``, in what a new source first reads (an mbox
     holding one message twice): its chunks, derived twice while reading, are stored once. (A
     chat message is long enough here to fill a window of its own, so both copies make one.)"""
     record = Record(text="queue " * 300, ref="export.jsonl:1", time=T0, id="m0")
-    assert ingested([[record, record]], kind) == ingested([[record]], kind)
+    assert ingested(empty, [[record, record]], kind) == ingested(empty, [[record]], kind)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import email.utils
 import json
+import os
 import shutil
 import zipfile
 from collections.abc import Callable, Iterator
@@ -28,6 +29,8 @@ GUILD = DATA / "chat" / "discord-exporter-frontend" / "example_guild"
 LKML = DATA / "email" / "lkml-maildir"
 IRC = DATA / "chat" / "ubuntu-irc" / "dev"
 CHILL = "Example guild - Text Channels - chill talk [1012224565567125544]"
+# As tests/conftest.py reads it: STRATAMEM_TEST_BACKENDS=sqlite narrows a local run.
+BACKENDS = os.environ.get("STRATAMEM_TEST_BACKENDS", "sqlite,postgresql").split(",")
 
 Snapshot = dict[str, tuple[list[tuple[Any, ...]], set[str]]]
 
@@ -153,6 +156,7 @@ class Built:
 
     name: str
     split: Split
+    backend: str
     memories: dict[str, stratamem.Memory] = field(default_factory=dict)
     reports: dict[str, list[IngestReport]] = field(default_factory=dict)
 
@@ -164,20 +168,30 @@ def ingest(memory: stratamem.Memory, path: Path, *, sync: bool = False) -> Inges
     return report
 
 
-@pytest.fixture(scope="module", params=sorted(SPLITS))
+def empty_store(request: pytest.FixtureRequest, backend: str) -> str:
+    """Where a new store goes: in memory on SQLite (the stores are compared, not kept, and
+    syncs to disk would double the time), a new database on PostgreSQL."""
+    if backend == "sqlite":
+        return ":memory:"
+    return str(request.getfixturevalue("postgres_server").new_database())
+
+
+@pytest.fixture(
+    scope="module", params=[(s, b) for s in sorted(SPLITS) for b in BACKENDS], ids="-".join
+)
 def built(
     request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[Built]:
-    split = SPLITS[request.param](tmp_path_factory.mktemp(request.param))
-    out = Built(request.param, split)
+    name, backend = request.param
+    split = SPLITS[name](tmp_path_factory.mktemp(name))
+    out = Built(name, split, backend)
     paths = {
         "first+second": [split.first, split.second],
         "second+first": [split.second, split.first],
         "whole": [split.whole],
     }
     for order in ORDERS:
-        # In memory: the stores are compared, not kept, and syncs to disk would double the time.
-        memory = stratamem.open(":memory:", embedder=None)
+        memory = stratamem.open(empty_store(request, backend), embedder=None)
         out.memories[order] = memory
         out.reports[order] = [ingest(memory, path) for path in paths[order]]
     yield out
@@ -222,10 +236,12 @@ def test_the_second_part_adds_to_the_first_and_removes_nothing(built: Built) -> 
         assert sum(s.records_removed for s in second.sources) == 0
 
 
-def test_a_later_partial_export_keeps_what_the_whole_brought(built: Built) -> None:
+def test_a_later_partial_export_keeps_what_the_whole_brought(
+    built: Built, request: pytest.FixtureRequest
+) -> None:
     """The bug this guards: a later export replaced a channel, wiping what only the earlier
     one held."""
-    with stratamem.open(":memory:", embedder=None) as memory:
+    with stratamem.open(empty_store(request, built.backend), embedder=None) as memory:
         ingest(memory, built.split.whole)
         later = ingest(memory, built.split.second)
         assert sum(s.new for s in later.sources) == 0
@@ -256,9 +272,12 @@ def _answers(memory: stratamem.Memory, phrase: str) -> list[tuple[float, str]]:
     return sorted(((hit.score, hit.content) for hit in response.hits), key=lambda a: (-a[0], a[1]))
 
 
-def test_the_mail_the_lkml_maildir_holds_twice_is_stored_once() -> None:
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_the_mail_the_lkml_maildir_holds_twice_is_stored_once(
+    request: pytest.FixtureRequest, backend: str
+) -> None:
     _need(LKML)
-    with stratamem.open(":memory:", embedder=None) as memory:
+    with stratamem.open(empty_store(request, backend), embedder=None) as memory:
         (source,) = ingest(memory, LKML).sources
         assert source.duplicates > 0
         assert source.new + source.duplicates == source.records
@@ -268,12 +287,15 @@ def test_the_mail_the_lkml_maildir_holds_twice_is_stored_once() -> None:
         assert (again.added, again.removed, again.chunks) == (0, 0, source.chunks)
 
 
-def test_a_discord_message_deleted_upstream_is_kept_unless_sync() -> None:
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_discord_message_deleted_upstream_is_kept_unless_sync(
+    request: pytest.FixtureRequest, backend: str
+) -> None:
     """The guild's chill talk was exported twice, the second time after a spam message was
     deleted: a later export that lacks it keeps it, a sync removes it."""
     full, without = GUILD / f"{CHILL}.json", GUILD / f"{CHILL} without deleted message.json"
     _need(without)
-    with stratamem.open(":memory:", embedder=None) as memory:
+    with stratamem.open(empty_store(request, backend), embedder=None) as memory:
         (first,) = ingest(memory, full).sources
         assert any("nitro giveaway" in hit.content for hit in _search(memory, "nitro"))
 
@@ -294,7 +316,7 @@ def test_a_discord_message_deleted_upstream_is_kept_unless_sync() -> None:
         assert not _search(memory, "nitro")
         assert any(edited in hit.content for hit in _search(memory, "pepeheart"))
 
-    with stratamem.open(":memory:", embedder=None) as memory:
+    with stratamem.open(empty_store(request, backend), embedder=None) as memory:
         ingest(memory, without)
         (edit,) = ingest(memory, full).sources
         assert (edit.new, edit.updated) == (1, 1)  # the spam message, and the edit

@@ -504,14 +504,14 @@ def test_a_broken_zip_is_refused_with_one_line(tmp_path: Path) -> None:
         list(slack.SlackConnector().read(bad, ReadContext()))
 
 
-def test_cli_reports_bad_input_without_a_traceback(tmp_path: Path) -> None:
+def test_cli_reports_bad_input_without_a_traceback(store_location: str, tmp_path: Path) -> None:
     file = write_jsonl(
         tmp_path / "x.jsonl",
         DEEP,
         {"text": "fine", "timestamp": "0001-01-01T00:00+05:00"},
         '{"text": "\\ud800"}',
     )
-    args = ["--db", str(tmp_path / "m.db"), "ingest", str(file), "--quiet", "--json"]
+    args = ["--db", store_location, "ingest", str(file), "--quiet", "--json"]
     result = CliRunner().invoke(main, [*args, "--max-item-size", "1M"])
     assert result.exit_code == 0, result.output
     assert "Traceback" not in result.output

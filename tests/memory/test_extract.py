@@ -7,13 +7,13 @@ import json
 import logging
 import math
 import re
-import shutil
 import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from memory_kit import is_postgres, rows
 
 import stratamem
 from stratamem.errors import AccessDenied, LockError
@@ -79,8 +79,8 @@ class Model:
 
 
 @pytest.fixture(scope="module")
-def template(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    path = tmp_path_factory.mktemp("extract") / "template.db"
+def template(module_location: str) -> str:
+    path = module_location
     with stratamem.open(path, embedder=None) as memory:
         memory.ingest(EXAMPLES / "slack-export", parallel=False)
         memory.ingest(EXAMPLES / "notes", parallel=False)
@@ -89,12 +89,8 @@ def template(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture
-def db(template: Path, tmp_path: Path) -> Path:
-    path = tmp_path / "store.db"
-    for suffix in ("", "-wal"):
-        if Path(f"{template}{suffix}").exists():
-            shutil.copy(f"{template}{suffix}", f"{path}{suffix}")
-    return path
+def db(template: str, locations: Any, tmp_path: Path) -> str:
+    return str(locations.copy(template, tmp_path, "store"))
 
 
 @pytest.fixture
@@ -109,7 +105,7 @@ def server(model: Model) -> Iterator[FakeModelServer]:
 
 
 @pytest.fixture
-def memory(db: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[stratamem.Memory]:
+def memory(db: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[stratamem.Memory]:
     for name in ("STRATAMEM_EXTRACT_API_KEY", "OPENAI_API_KEY"):
         monkeypatch.delenv(name, raising=False)
     with stratamem.open(db, embedder=None) as opened:
@@ -444,7 +440,7 @@ def test_a_source_locked_while_queued_is_never_sent(
 
 
 def test_a_principal_cannot_extract(
-    db: Path, memory: stratamem.Memory, server: FakeModelServer
+    db: str, memory: stratamem.Memory, server: FakeModelServer
 ) -> None:
     with memory.as_principal("reader") as reader:
         with pytest.raises(AccessDenied, match="may not extract facts"):
@@ -455,7 +451,7 @@ def test_a_principal_cannot_extract(
 
 
 def test_a_memory_with_unlocked_sources_cannot_extract(
-    db: Path, memory: stratamem.Memory, server: FakeModelServer, tmp_path: Path
+    db: str, memory: stratamem.Memory, server: FakeModelServer, tmp_path: Path
 ) -> None:
     notes = tmp_path / "secret"
     notes.mkdir()
@@ -469,7 +465,7 @@ def test_a_memory_with_unlocked_sources_cannot_extract(
 
 
 def test_the_api_key_is_sent_and_kept_nowhere(
-    db: Path,
+    db: str,
     memory: stratamem.Memory,
     server: FakeModelServer,
     monkeypatch: pytest.MonkeyPatch,
@@ -484,6 +480,10 @@ def test_the_api_key_is_sent_and_kept_nowhere(
     assert report.retries == 1
     assert {r.headers.get("authorization") for r in server.requests} == {f"Bearer {key}"}
     memory.store.close()
+    if is_postgres(db):  # no row of any table holds it
+        for (table,) in rows(db, "SELECT tablename FROM pg_tables WHERE schemaname = 'public'"):
+            found = rows(db, f"SELECT count(*) FROM {table} t WHERE strpos(t::text, ?) > 0", key)
+            assert found == [(0,)], table
     for suffix in ("", "-wal", "-shm"):
         path = Path(f"{db}{suffix}")
         if path.exists():

@@ -1,22 +1,22 @@
 """Facts in a real store, per source, through statements, corrections, locks and forgets.
 
-Random steps run against ``Memory`` over a store file and, alongside, against a plain model:
+Random steps run against ``Memory`` over a new store and, alongside, against a plain model:
 for each source and each (subject, predicate), the believed rows as a list of spans over a
 valid-time axis cut into cells at a few dates, kept as they stood after every step. Every
 read must match the model over the sources that are neither locked nor forgotten; a locked
-source leaves no row of its facts in the file and comes back exactly on unlock; a forgotten
-one takes its whole past with it.
+source leaves no row of its facts in the database and comes back exactly on unlock; a
+forgotten one takes its whole past with it.
 """
 
 from __future__ import annotations
 
 import itertools
-import sqlite3
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import settings
@@ -29,6 +29,7 @@ from hypothesis.stateful import (
     rule,
     run_state_machine_as_test,
 )
+from memory_kit import connect
 
 import stratamem
 from stratamem.access import crypto
@@ -49,6 +50,7 @@ ASSERTED = "facts:asserted"  # made by the first fact asserted into it, and agai
 NOTES = ("notes:a", "notes:b")  # made by an item; a fact cannot make them
 SCOPES = (*NOTES, ASSERTED)
 PASSPHRASE = "correct horse battery staple"
+POSTGRES_EXAMPLES = 30
 FAST_KDF = crypto.Scrypt(n=2**10, r=8, p=1)
 # Valid times read back: before every date, on each, between them, and the present (None).
 PROBES: tuple[datetime | None, ...] = (
@@ -139,13 +141,13 @@ def empty() -> dict[Key, tuple[Row, ...]]:
 
 
 class Facts(RuleBasedStateMachine):
-    made = itertools.count()
-    folder: Path
+    new_location: Callable[[], str]  # where the next example's store goes
 
     def __init__(self) -> None:
         super().__init__()
-        self.db = self.folder / f"facts-{next(self.made)}.db"
+        self.db = self.new_location()
         self.memory = stratamem.open(self.db, embedder=None)
+        self.peek = connect(self.db)  # the database as it stands, read past the store
         for scope in NOTES:
             self.memory.add("an item that makes the source", source=scope)
         # "open", "locked" or "gone" (never made, or forgotten).
@@ -164,6 +166,7 @@ class Facts(RuleBasedStateMachine):
                 self.check_reads(known_at)
         finally:
             self.memory.close()
+            self.peek.close()
 
     # -- steps ---------------------------------------------------------------------------------
 
@@ -345,27 +348,23 @@ class Facts(RuleBasedStateMachine):
             self.check_reads(when - timedelta(minutes=30))
 
     @invariant()
-    def the_file_holds_the_rows_of_open_sources_only(self) -> None:
-        conn = sqlite3.connect(self.db)
-        try:
-            for scope in SCOPES:
-                source_id = source_id_for(scope)
-                (count,) = conn.execute(
-                    "SELECT count(*) FROM facts WHERE source_id = ?", (source_id,)
-                ).fetchone()
-                (sealed,) = conn.execute(
-                    "SELECT count(*) FROM sealed WHERE source_id = ?", (source_id,)
-                ).fetchone()
-                if self.status[scope] == "open":
-                    assert count == len(self.rows_of(scope)), scope
-                    assert sealed == 0, scope
-                elif self.status[scope] == "locked":
-                    assert count == 0, f"{scope} is locked and the file holds its facts"
-                    assert sealed > 0, scope
-                else:
-                    assert (count, sealed) == (0, 0), f"{scope} is forgotten and left rows"
-        finally:
-            conn.close()
+    def the_database_holds_the_rows_of_open_sources_only(self) -> None:
+        for scope in SCOPES:
+            source_id = source_id_for(scope)
+            (count,) = self.peek.execute(
+                "SELECT count(*) FROM facts WHERE source_id = ?", (source_id,)
+            ).fetchone()
+            (sealed,) = self.peek.execute(
+                "SELECT count(*) FROM sealed WHERE source_id = ?", (source_id,)
+            ).fetchone()
+            if self.status[scope] == "open":
+                assert count == len(self.rows_of(scope)), scope
+                assert sealed == 0, scope
+            elif self.status[scope] == "locked":
+                assert count == 0, f"{scope} is locked and the database holds its facts"
+                assert sealed > 0, scope
+            else:
+                assert (count, sealed) == (0, 0), f"{scope} is forgotten and left rows"
 
     @invariant()
     def history_keeps_every_row_and_changes_only_what_a_step_expired(self) -> None:
@@ -504,20 +503,32 @@ def test_the_model_alone() -> None:
 
 
 def test_facts_through_statements_corrections_locks_and_forgets(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    store_location: str, locations: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    made: list[str] = []
+
+    def new_location() -> str:
+        made.append(locations.new(store_location, tmp_path, f"facts-{len(made)}"))
+        return made[-1]
+
     monkeypatch.setattr(crypto, "DEFAULT_KDF", FAST_KDF)
-    monkeypatch.setattr(Facts, "folder", tmp_path, raising=False)
-    run_state_machine_as_test(
-        Facts, settings=settings(max_examples=20, stateful_step_count=40, deadline=None)
-    )
+    monkeypatch.setattr(Facts, "new_location", staticmethod(new_location), raising=False)
+    # On PostgreSQL each example costs a database: the same steps, fewer examples.
+    examples = POSTGRES_EXAMPLES if locations.is_postgres(store_location) else 20
+    try:
+        run_state_machine_as_test(
+            Facts, settings=settings(max_examples=examples, stateful_step_count=40, deadline=None)
+        )
+    finally:
+        for location in made:
+            locations.drop(location)
 
 
 # -- transaction time does not go back past a correction ------------------------------------------
 
 
-def test_a_statement_older_than_a_correction_is_refused(tmp_path: Path) -> None:
-    with stratamem.open(tmp_path / "facts.db", embedder=None) as memory:
+def test_a_statement_older_than_a_correction_is_refused(store_location: str) -> None:
+    with stratamem.open(store_location, embedder=None) as memory:
         (paris,) = memory.remember("person:ada", "city", "paris", now=T0).recorded
         memory.retract(paris.id, now=T0 + timedelta(hours=10))
 
@@ -536,8 +547,8 @@ def test_a_statement_older_than_a_correction_is_refused(tmp_path: Path) -> None:
         pytest.param(5, id="before-the-timeline-last-changed"),
     ],
 )
-def test_a_correction_older_than_its_timeline_is_refused(tmp_path: Path, hours: int) -> None:
-    with stratamem.open(tmp_path / "facts.db", embedder=None) as memory:
+def test_a_correction_older_than_its_timeline_is_refused(store_location: str, hours: int) -> None:
+    with stratamem.open(store_location, embedder=None) as memory:
         early = DAYS[0], DAYS[1]
         (paris,) = memory.remember(
             "person:ada", "city", "paris", valid_from=early[0], valid_to=early[1], now=T0

@@ -3,7 +3,6 @@ every read."""
 
 from __future__ import annotations
 
-import sqlite3
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
@@ -11,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from memory_kit import rows
 
 import stratamem
 from stratamem.memory.search import fact_index, rank, search_facts
@@ -29,15 +29,13 @@ SAID = [
 ]
 
 
-def count(path: Path, table: str) -> int:
-    with sqlite3.connect(path) as conn:
-        return int(conn.execute(f"SELECT count(*) FROM {table}").fetchone()[0])
+def count(path: str, table: str) -> int:
+    return int(rows(path, f"SELECT count(*) FROM {table}")[0][0])
 
 
 @pytest.fixture
-def memory(tmp_path: Path) -> stratamem.Memory:
-    path = tmp_path / "facts.db"
-    memory = stratamem.open(path, embedder=HashingEmbedder())
+def memory(store_location: str) -> Iterator[stratamem.Memory]:
+    memory = stratamem.open(store_location, embedder=HashingEmbedder())
     memory.ingest(WORKSPACE / "slack-export", parallel=False, trees=False)
     memory.ingest(WORKSPACE / "notes", parallel=False, trees=False)
     # The notes' front matter states facts at ingest (see test_structure.py): these tests
@@ -50,19 +48,21 @@ def memory(tmp_path: Path) -> stratamem.Memory:
     for i, (subject, predicate, obj) in enumerate(SAID):
         evidence = [note] if "redis" in obj else [eng]
         memory.remember(subject, predicate, obj, evidence=evidence, now=NOW.replace(minute=i))
-    return memory
+    with memory:
+        yield memory
 
 
 def test_facts_are_embedded_when_written_where_the_store_has_vectors(
     memory: stratamem.Memory,
+    store_location: str,
 ) -> None:
-    assert count(Path(memory.path), "fact_vectors") == len(SAID)
+    assert count(store_location, "fact_vectors") == len(SAID)
 
 
-def test_a_store_without_vectors_writes_facts_without_them(tmp_path: Path) -> None:
-    with stratamem.open(tmp_path / "plain.db", embedder=HashingEmbedder()) as plain:
+def test_a_store_without_vectors_writes_facts_without_them(store_location: str) -> None:
+    with stratamem.open(store_location, embedder=HashingEmbedder()) as plain:
         plain.remember("topic:x", "state", "open", now=NOW)
-        assert count(tmp_path / "plain.db", "fact_vectors") == 0
+        assert count(store_location, "fact_vectors") == 0
         assert [h.fact.object for h in plain.search_facts("open state")] == ["open"]
 
 
@@ -88,9 +88,11 @@ def test_bm25_alone_ranks_by_the_words(memory: stratamem.Memory) -> None:
     assert [h.fact.object for h in ranked] == ["the job queue migration"]
 
 
-def test_a_principal_searches_only_the_facts_it_may_read(memory: stratamem.Memory) -> None:
+def test_a_principal_searches_only_the_facts_it_may_read(
+    memory: stratamem.Memory, store_location: str
+) -> None:
     memory.add_principal("bot", "team")
-    with stratamem.open(memory.path, principal="bot", embedder=HashingEmbedder()) as bot:
+    with stratamem.open(store_location, principal="bot", embedder=HashingEmbedder()) as bot:
         seen = {h.fact.object for h in bot.search_facts("redis sqlite", limit=50)}
         assert "replacing redis with sqlite" not in seen
         with pytest.raises(stratamem.errors.NotFoundError):
@@ -99,8 +101,9 @@ def test_a_principal_searches_only_the_facts_it_may_read(memory: stratamem.Memor
 
 def test_locking_seals_the_vectors_and_unlocking_restores_them(
     memory: stratamem.Memory,
+    store_location: str,
 ) -> None:
-    path = Path(memory.path)
+    path = store_location
     before = count(path, "fact_vectors")
     memory.lock("notes:notes", passphrase="correct horse")
     assert count(path, "fact_vectors") == before - 1
@@ -112,9 +115,11 @@ def test_locking_seals_the_vectors_and_unlocking_restores_them(
     assert memory.search_facts("redis sqlite")[0].fact.object == "replacing redis with sqlite"
 
 
-def test_forgetting_a_source_removes_its_fact_vectors(memory: stratamem.Memory) -> None:
+def test_forgetting_a_source_removes_its_fact_vectors(
+    memory: stratamem.Memory, store_location: str
+) -> None:
     memory.forget("notes:notes")
-    assert count(Path(memory.path), "fact_vectors") == len(SAID) - 1
+    assert count(store_location, "fact_vectors") == len(SAID) - 1
 
 
 # -- the reader's index ------------------------------------------------------------------------
@@ -155,10 +160,11 @@ def test_repeated_queries_use_the_index_and_a_write_renews_it(memory: stratamem.
 
 def test_another_connection_s_write_is_seen_on_the_next_query(
     memory: stratamem.Memory,
+    store_location: str,
 ) -> None:
     before = memory.search_facts("zebra crossing", limit=50)
     assert "a zebra crossing" not in {h.fact.object for h in before}
-    with stratamem.open(memory.path, embedder=HashingEmbedder()) as other:
+    with stratamem.open(store_location, embedder=HashingEmbedder()) as other:
         other.remember("topic:roads", "has", "a zebra crossing", now=NOW.replace(minute=40))
     assert memory.search_facts("zebra crossing")[0].fact.object == "a zebra crossing"
 
@@ -192,10 +198,11 @@ def test_the_index_ranks_as_scoring_the_rows_afresh(memory: stratamem.Memory) ->
 
 def test_a_principal_s_index_holds_none_of_the_facts_it_cannot_see(
     memory: stratamem.Memory,
+    store_location: str,
 ) -> None:
     memory.add_principal("bot", "team")
     memory.search_facts("redis sqlite")  # the owner's index holds every fact
-    with stratamem.open(memory.path, principal="bot", embedder=HashingEmbedder()) as bot:
+    with stratamem.open(store_location, principal="bot", embedder=HashingEmbedder()) as bot:
         assert bot.search_facts("phoenix")
         with bot.store.read_snapshot():
             index = fact_index(bot.store)

@@ -4,7 +4,6 @@ over a store holding the example Slack export (``team``) and notes (``private``)
 from __future__ import annotations
 
 import itertools
-import shutil
 import sqlite3
 from collections.abc import Iterator
 from dataclasses import replace
@@ -15,6 +14,7 @@ from typing import Any
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from memory_kit import execute, is_postgres, rows
 
 import stratamem
 from stratamem.errors import AccessDenied, LockError, NotFoundError, StratamemError
@@ -34,31 +34,25 @@ def march(day: int, hour: int = 0) -> datetime:
 
 
 @pytest.fixture(scope="module")
-def template(tmp_path_factory: pytest.TempPathFactory) -> Path:
+def template(module_location: str) -> str:
     """A store with the example Slack export and notes and no facts, copied by each test."""
-    path = tmp_path_factory.mktemp("facts") / "template.db"
+    path = module_location
     with stratamem.open(path, embedder=None) as memory:
         memory.ingest(EXAMPLES / "slack-export", parallel=False)
         memory.ingest(EXAMPLES / "notes", parallel=False)
     # The notes' front matter states facts at ingest (see test_structure.py): these tests
     # start from a store that holds none.
-    with sqlite3.connect(path) as conn:
-        conn.execute("DELETE FROM facts")
-    conn.close()
+    execute(path, "DELETE FROM facts")
     return path
 
 
 @pytest.fixture
-def db(template: Path, tmp_path: Path) -> Path:
-    path = tmp_path / "facts.db"
-    for suffix in ("", "-wal"):
-        if Path(f"{template}{suffix}").exists():
-            shutil.copy(f"{template}{suffix}", f"{path}{suffix}")
-    return path
+def db(template: str, locations: Any, tmp_path: Path) -> str:
+    return str(locations.copy(template, tmp_path, "facts"))
 
 
 @pytest.fixture
-def memory(db: Path) -> Iterator[stratamem.Memory]:
+def memory(db: str) -> Iterator[stratamem.Memory]:
     with stratamem.open(db, embedder=None) as opened:
         yield opened
 
@@ -72,12 +66,15 @@ def node_in(memory: stratamem.Memory, scope: str, query: str = "release") -> str
 
 
 def table(db: Path | str, sql: str = "SELECT * FROM facts ORDER BY id", *args: Any) -> list[Any]:
-    """What the file itself holds, read past the store."""
-    conn = sqlite3.connect(db)
-    try:
-        return conn.execute(sql, args).fetchall()
-    finally:
-        conn.close()
+    """What the database itself holds, read past the store."""
+    return rows(db, sql, *args)
+
+
+def files_holding(db: str, secret: bytes) -> list[str]:
+    """The files of the SQLite store at ``db`` (the database, its WAL, the index files beside
+    it) that hold ``secret``. (A database on a server has no files here: what the server
+    keeps of deleted rows is its own, see docs/postgres.md.)"""
+    return [path.name for path in Path(db).parent.iterdir() if secret in path.read_bytes()]
 
 
 def spans(facts: list[Fact]) -> list[tuple[str, datetime | None, datetime | None]]:
@@ -87,7 +84,7 @@ def spans(facts: list[Fact]) -> list[tuple[str, datetime | None, datetime | None
 # -- round trip and canonical form ----------------------------------------------------------------
 
 
-def test_remember_recall_and_history_round_trip(memory: stratamem.Memory) -> None:
+def test_remember_recall_and_history_round_trip(memory: stratamem.Memory, db: str) -> None:
     write = memory.remember(
         "  person:Carol   DIAZ ",
         "Reports  To",
@@ -117,7 +114,7 @@ def test_remember_recall_and_history_round_trip(memory: stratamem.Memory) -> Non
     assert memory.recall(CAROL, predicate="leads") == []
     assert memory.recall("person:dan ng") == []
     assert memory.fact_history("person:carol  diaz", "REPORTS TO") == [fact]
-    assert table(memory.path, "SELECT subject, predicate, object FROM facts") == [
+    assert table(db, "SELECT subject, predicate, object FROM facts") == [
         (CAROL, "reports_to", "The Platform  Team")
     ]
 
@@ -161,34 +158,35 @@ def test_recall_filters_and_limit(memory: stratamem.Memory) -> None:
 # -- how statements change a timeline -------------------------------------------------------------
 
 
-def test_the_same_statement_twice_changes_nothing(memory: stratamem.Memory) -> None:
+def test_the_same_statement_twice_changes_nothing(memory: stratamem.Memory, db: str) -> None:
     (first,) = memory.remember(
         CAROL, "leads", "on-call", valid_from=march(1), now=march(2)
     ).recorded
-    before = table(memory.path)
+    before = table(db)
     again = memory.remember(
         "person:Carol  Diaz", "Leads", " on-call ", valid_from=march(1), now=march(20)
     )
     assert again == FactWrite(expired=(), recorded=())
-    assert table(memory.path) == before
+    assert table(db) == before
     assert memory.recall(CAROL) == [replace(first, recorded_at=_ms(first.recorded_at))]
 
 
 def test_the_same_statement_with_sub_millisecond_times_changes_nothing(
     memory: stratamem.Memory,
+    db: str,
 ) -> None:
     start = march(1) + timedelta(microseconds=1500)
     end = march(5) + timedelta(microseconds=2500)
     memory.remember("topic:x", "state", "open", valid_from=start, valid_to=end, now=march(6))
-    before = table(memory.path)
+    before = table(db)
     again = memory.remember(
         "topic:x", "state", "open", valid_from=start, valid_to=end, now=march(7)
     )
     assert again == FactWrite(expired=(), recorded=())
-    assert table(memory.path) == before
+    assert table(db) == before
 
 
-def test_a_new_value_closes_the_old_row_and_keeps_it(memory: stratamem.Memory) -> None:
+def test_a_new_value_closes_the_old_row_and_keeps_it(memory: stratamem.Memory, db: str) -> None:
     (old,) = memory.remember(CAROL, "leads", "on-call", valid_from=march(1), now=march(2)).recorded
     change = memory.remember(CAROL, "leads", "release", valid_from=march(10), now=march(11))
     assert change.expired == (old.id,)
@@ -220,7 +218,7 @@ def test_a_new_value_closes_the_old_row_and_keeps_it(memory: stratamem.Memory) -
     assert history[0].id == old.id
     assert history[0].recorded_at == march(2)
     assert [f.id for f in memory.fact_history(CAROL, "leads", known_at=march(5))] == [old.id]
-    assert len(table(memory.path)) == 3
+    assert len(table(db)) == 3
 
 
 def test_a_statement_dated_before_the_present_value_fills_history_only(
@@ -237,12 +235,12 @@ def test_a_statement_dated_before_the_present_value_fills_history_only(
     assert all(f.expired_at is None for f in memory.fact_history(CAROL, "leads"))
 
 
-def test_transaction_time_only_moves_forward(memory: stratamem.Memory) -> None:
+def test_transaction_time_only_moves_forward(memory: stratamem.Memory, db: str) -> None:
     memory.remember(CAROL, "leads", "on-call", valid_from=march(1), now=march(5))
-    before = table(memory.path)
+    before = table(db)
     with pytest.raises(ValueError, match="transaction time only moves forward"):
         memory.remember(CAROL, "leads", "release", valid_from=march(10), now=march(4))
-    assert table(memory.path) == before
+    assert table(db) == before
 
 
 def test_an_explicit_valid_to_splits_the_value_around_it(memory: stratamem.Memory) -> None:
@@ -266,7 +264,7 @@ def test_an_explicit_valid_to_splits_the_value_around_it(memory: stratamem.Memor
     assert spans(memory.recall(CAROL)) == [("on-call", march(8), None)]
 
 
-def test_retract_ends_belief_and_keeps_the_row(memory: stratamem.Memory) -> None:
+def test_retract_ends_belief_and_keeps_the_row(memory: stratamem.Memory, db: str) -> None:
     (fact,) = memory.remember(CAROL, "leads", "on-call", now=march(2)).recorded
     assert memory.retract(fact.id, now=march(3)) == FactWrite(expired=(fact.id,), recorded=())
     assert memory.recall() == []
@@ -276,9 +274,7 @@ def test_retract_ends_belief_and_keeps_the_row(memory: stratamem.Memory) -> None
     assert memory.fact_history(CAROL, "leads", known_at=march(4)) == []
     # Retracted already: nothing more to do.
     assert memory.retract(fact.id, now=march(4)) == FactWrite(expired=(), recorded=())
-    assert table(memory.path, "SELECT expired_at FROM facts") == [
-        (int(march(3).timestamp()) * 1000,)
-    ]
+    assert table(db, "SELECT expired_at FROM facts") == [(int(march(3).timestamp()) * 1000,)]
     with pytest.raises(NotFoundError, match="fact_nope"):
         memory.retract("fact_nope")
 
@@ -301,16 +297,16 @@ def expired_inside(memory: stratamem.Memory) -> int:
 
 
 def test_a_write_that_fails_midway_leaves_the_store_as_it_was(
-    memory: stratamem.Memory, monkeypatch: pytest.MonkeyPatch
+    memory: stratamem.Memory, db: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     (fact,) = memory.remember(CAROL, "leads", "on-call", valid_from=march(1)).recorded
-    before = table(memory.path)
+    before = table(db)
     _break_after_update(memory, monkeypatch)
     with pytest.raises(RuntimeError, match="disk"):
         memory.remember(CAROL, "leads", "release", valid_from=march(10))
     with pytest.raises(RuntimeError, match="disk"):
         memory.retract(fact.id)
-    assert table(memory.path) == before
+    assert table(db) == before
     monkeypatch.undo()
     assert [f.id for f in memory.recall()] == [fact.id]
     assert not memory.store.in_transaction()
@@ -333,7 +329,7 @@ def test_a_failed_first_write_leaves_no_default_source_behind(
 # -- evidence and the source a fact belongs to ----------------------------------------------------
 
 
-def test_a_fact_belongs_to_the_source_of_its_evidence(memory: stratamem.Memory) -> None:
+def test_a_fact_belongs_to_the_source_of_its_evidence(memory: stratamem.Memory, db: str) -> None:
     first = node_in(memory, ENG)
     second = memory.search("Redis", sources=[ENG], mode="keyword", limit=5).hits[-1].node_id
     write = memory.remember(
@@ -344,7 +340,7 @@ def test_a_fact_belongs_to_the_source_of_its_evidence(memory: stratamem.Memory) 
     assert fact.evidence == tuple(dict.fromkeys([first, second]))
     (stored,) = memory.recall("topic:phoenix")
     assert (stored.source_id, stored.evidence) == (fact.source_id, fact.evidence)
-    assert table(memory.path, "SELECT source_id FROM facts") == [(memory.source(ENG).id,)]
+    assert table(db, "SELECT source_id FROM facts") == [(memory.source(ENG).id,)]
     # Naming the source the evidence is in is allowed.
     again = memory.remember(
         "topic:phoenix", "status", "rehearsed", evidence=[first], source=ENG, now=march(3)
@@ -354,27 +350,29 @@ def test_a_fact_belongs_to_the_source_of_its_evidence(memory: stratamem.Memory) 
         memory.source(ASSERTED)
 
 
-def test_evidence_in_two_sources_is_refused(memory: stratamem.Memory) -> None:
+def test_evidence_in_two_sources_is_refused(memory: stratamem.Memory, db: str) -> None:
     evidence = [node_in(memory, ENG), node_in(memory, NOTES)]
     with pytest.raises(ValueError, match="several sources"):
         memory.remember("topic:phoenix", "status", "rehearsed", evidence=evidence)
-    assert table(memory.path) == []
+    assert table(db) == []
 
 
-def test_missing_evidence_is_not_found(memory: stratamem.Memory) -> None:
+def test_missing_evidence_is_not_found(memory: stratamem.Memory, db: str) -> None:
     with pytest.raises(NotFoundError, match="no-such-node"):
         memory.remember(
             "topic:phoenix", "status", "x", evidence=[node_in(memory, ENG), "no-such-node"]
         )
-    assert table(memory.path) == []
+    assert table(db) == []
 
 
-def test_a_source_that_disagrees_with_the_evidence_is_refused(memory: stratamem.Memory) -> None:
+def test_a_source_that_disagrees_with_the_evidence_is_refused(
+    memory: stratamem.Memory, db: str
+) -> None:
     with pytest.raises(ValueError, match="not in source 'notes:notes'"):
         memory.remember(
             "topic:phoenix", "status", "x", evidence=[node_in(memory, ENG)], source=NOTES
         )
-    assert table(memory.path) == []
+    assert table(db) == []
 
 
 def test_without_evidence_a_fact_goes_to_a_private_source_made_on_first_use(
@@ -525,10 +523,11 @@ _CASES = itertools.count()
 
 
 @pytest.fixture(scope="module")
-def travel(template: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[stratamem.Memory]:
+def travel(
+    template: str, locations: Any, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[stratamem.Memory]:
     """One store for every example; each example has a subject of its own."""
-    path = tmp_path_factory.mktemp("travel") / "travel.db"
-    shutil.copy(template, path)
+    path = locations.copy(template, tmp_path_factory.mktemp("travel"), "travel")
     with stratamem.open(path, embedder=None) as opened:
         yield opened
 
@@ -605,7 +604,7 @@ def test_a_principal_recalls_facts_of_the_sources_it_may_read(memory: stratamem.
 
 
 def test_locking_a_source_seals_its_facts_and_unlocking_restores_them(
-    memory: stratamem.Memory, db: Path
+    memory: stratamem.Memory, db: str
 ) -> None:
     secret = "zebra-quartz-vault"
     note = node_in(memory, NOTES)
@@ -618,15 +617,16 @@ def test_locking_a_source_seals_its_facts_and_unlocking_restores_them(
     assert len(before) == 3
     notes_id = memory.source(NOTES).id
     all_rows = table(db)
-    assert any(secret.encode() in path.read_bytes() for path in db.parent.iterdir())
+    if not is_postgres(db):  # a server's files are the server's: see files_holding
+        assert files_holding(db, secret.encode())
 
     memory.lock(NOTES, passphrase="pw")
     assert [f.id for f in memory.recall()] == [kept.id]
     assert memory.fact_history("topic:vault", "code") == []
     assert memory.recall(known_at=march(3)) == []
     assert table(db, "SELECT count(*) FROM facts WHERE source_id = ?", notes_id) == [(0,)]
-    for path in db.parent.iterdir():
-        assert secret.encode() not in path.read_bytes(), path.name
+    if not is_postgres(db):
+        assert files_holding(db, secret.encode()) == []
     with pytest.raises(LockError, match="locked"):
         memory.remember("topic:vault", "code", "x", source=NOTES)
     with pytest.raises(StratamemError):
@@ -647,17 +647,18 @@ def test_locking_a_source_seals_its_facts_and_unlocking_restores_them(
         assert reopened.fact_history("topic:vault", "code") == before
 
 
-def test_forgetting_a_source_removes_its_facts(memory: stratamem.Memory, db: Path) -> None:
+def test_forgetting_a_source_removes_its_facts(memory: stratamem.Memory, db: str) -> None:
     memory.remember("topic:a", "p", "okapi-lantern-42", evidence=[node_in(memory, NOTES)])
     memory.remember("topic:a", "p", "later", evidence=[node_in(memory, NOTES)], valid_from=march(3))
     (eng,) = memory.remember("topic:a", "p", "eng", evidence=[node_in(memory, ENG)]).recorded
     memory.remember("topic:b", "p", "asserted")
     notes_id = memory.source(NOTES).id
-    assert any(b"okapi-lantern-42" in path.read_bytes() for path in db.parent.iterdir())
+    if not is_postgres(db):  # a server's files are the server's: see files_holding
+        assert files_holding(db, b"okapi-lantern-42")
     memory.forget(NOTES)
     assert table(db, "SELECT count(*) FROM facts WHERE source_id = ?", notes_id) == [(0,)]
-    for path in db.parent.iterdir():
-        assert b"okapi-lantern-42" not in path.read_bytes(), path.name
+    if not is_postgres(db):
+        assert files_holding(db, b"okapi-lantern-42") == []
     assert [f.id for f in memory.recall("topic:a")] == [eng.id]
     memory.forget(ASSERTED)
     assert memory.recall("topic:b") == []
@@ -691,11 +692,15 @@ def test_forgetting_a_source_removes_its_facts(memory: stratamem.Memory, db: Pat
     ],
 )
 def test_bad_statements_are_refused_and_write_nothing(
-    memory: stratamem.Memory, args: tuple[str, str, str], kwargs: dict[str, Any], message: str
+    memory: stratamem.Memory,
+    db: str,
+    args: tuple[str, str, str],
+    kwargs: dict[str, Any],
+    message: str,
 ) -> None:
     with pytest.raises(ValueError, match=message):
         memory.remember(*args, **kwargs)
-    assert table(memory.path) == []
+    assert table(db) == []
     with pytest.raises(NotFoundError):
         memory.source(ASSERTED)
 
@@ -728,7 +733,9 @@ def test_times_in_other_zones_are_kept_as_utc(memory: stratamem.Memory) -> None:
 # -- schema ---------------------------------------------------------------------------------------
 
 
-def test_a_store_from_before_facts_migrates(db: Path) -> None:
+# SQLite's own migrations (the PostgreSQL schema starts with the facts).
+@pytest.mark.parametrize("module_location", ["sqlite"], indirect=True)
+def test_a_store_from_before_facts_migrates(db: str) -> None:
     conn = sqlite3.connect(db)
     conn.executescript(
         "DROP TABLE rollup_sources; DROP TABLE rollups; DROP TABLE fact_scores; "

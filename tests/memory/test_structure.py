@@ -100,8 +100,8 @@ def spans(memory: stratamem.Memory, predicate: str) -> list[tuple[str, Any, Any,
 
 
 @pytest.fixture
-def memory(tmp_path: Path) -> Iterator[stratamem.Memory]:
-    with stratamem.open(tmp_path / "m.db", embedder=None) as opened:
+def memory(store_location: str) -> Iterator[stratamem.Memory]:
+    with stratamem.open(store_location, embedder=None) as opened:
         yield opened
 
 
@@ -565,10 +565,13 @@ def test_a_principal_sees_the_facts_of_the_vaults_it_may_read(
         assert {f.subject for f in me.recall()} == {PHOENIX}
 
 
-def test_reading_in_a_child_process_gives_the_same_facts(vault: Path, tmp_path: Path) -> None:
+def test_reading_in_a_child_process_gives_the_same_facts(
+    store_location: str, locations: Any, vault: Path, tmp_path: Path
+) -> None:
     found = []
     for parallel in (True, False):
-        with stratamem.open(tmp_path / f"{parallel}.db", embedder=None) as opened:
+        where = store_location if parallel else locations.new(store_location, tmp_path, "serial")
+        with stratamem.open(where, embedder=None) as opened:
             ingest(opened, vault, parallel=parallel)
             found.append(
                 sorted(

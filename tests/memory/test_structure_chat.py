@@ -109,8 +109,8 @@ def ms(when: datetime) -> datetime:
 
 
 @pytest.fixture
-def memory(tmp_path: Path) -> Iterator[stratamem.Memory]:
-    with stratamem.open(tmp_path / "m.db", embedder=None) as opened:
+def memory(store_location: str) -> Iterator[stratamem.Memory]:
+    with stratamem.open(store_location, embedder=None) as opened:
         yield opened
 
 

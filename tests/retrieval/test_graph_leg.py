@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -16,7 +17,7 @@ from stratamem.types import Filters
 FILLER = [f"plain note number {i} about nothing in particular" for i in range(40)]
 
 
-def write(path: Path, sources: dict[str, Sequence[tuple[str, str]]]) -> dict[str, str]:
+def write(path: str, sources: dict[str, Sequence[tuple[str, str]]]) -> dict[str, str]:
     """A store at ``path`` with each source's (id, text) items; each source readable by
     the scope of its own name. Returns item id → node id."""
     nodes: dict[str, str] = {}
@@ -29,14 +30,14 @@ def write(path: Path, sources: dict[str, Sequence[tuple[str, str]]]) -> dict[str
     return nodes
 
 
-def leg(path: Path, query: str, *, principal: str | None = None) -> dict[str, float]:
+def leg(path: str, query: str, *, principal: str | None = None) -> dict[str, float]:
     with stratamem.open(path, embedder=None, principal=principal) as mem:
         found, _ = graph_leg(mem.store, query, Filters(), 20, graph_mode="bm25")
     return found
 
 
 @pytest.fixture
-def store(tmp_path: Path) -> tuple[Path, dict[str, str]]:
+def store(store_location: str) -> tuple[str, dict[str, str]]:
     sources = {
         "public": [
             ("direct", "release plan #alpha #beta"),
@@ -45,12 +46,11 @@ def store(tmp_path: Path) -> tuple[Path, dict[str, str]]:
             *[(f"filler{i}", text) for i, text in enumerate(FILLER)],
         ]
     }
-    path = tmp_path / "g.db"
-    return path, write(path, sources)
+    return store_location, write(store_location, sources)
 
 
 def test_a_chunk_naming_only_a_neighbour_is_found_below_a_direct_match(
-    store: tuple[Path, dict[str, str]],
+    store: tuple[str, dict[str, str]],
 ) -> None:
     path, nodes = store
     found = leg(path, "what about #alpha")
@@ -64,7 +64,7 @@ def test_a_chunk_naming_only_a_neighbour_is_found_below_a_direct_match(
     assert list(matched) == ["tag:alpha"]
 
 
-def test_the_ranking_is_deterministic(store: tuple[Path, dict[str, str]]) -> None:
+def test_the_ranking_is_deterministic(store: tuple[str, dict[str, str]]) -> None:
     path, _ = store
     first = leg(path, "#alpha and #beta")
     assert first
@@ -73,12 +73,12 @@ def test_the_ranking_is_deterministic(store: tuple[Path, dict[str, str]]) -> Non
         assert list(again.items()) == list(first.items())
 
 
-def test_an_unknown_entity_finds_nothing(store: tuple[Path, dict[str, str]]) -> None:
+def test_an_unknown_entity_finds_nothing(store: tuple[str, dict[str, str]]) -> None:
     path, _ = store
     assert leg(path, "#nowhere") == {}
 
 
-def test_an_unknown_graph_mode_is_refused(store: tuple[Path, dict[str, str]]) -> None:
+def test_an_unknown_graph_mode_is_refused(store: tuple[str, dict[str, str]]) -> None:
     path, _ = store
     with stratamem.open(path, embedder=None) as mem:
         with pytest.raises(ValueError, match="graph_mode 'pagerank'"):
@@ -88,7 +88,7 @@ def test_an_unknown_graph_mode_is_refused(store: tuple[Path, dict[str, str]]) ->
 
 
 def test_the_leg_reports_only_the_entities_the_query_names(
-    store: tuple[Path, dict[str, str]],
+    store: tuple[str, dict[str, str]],
 ) -> None:
     path, nodes = store
     with stratamem.open(path, embedder=None) as mem:
@@ -112,8 +112,10 @@ PUBLIC = [
 SECRET = [("secret", "the secret merger #alpha #gamma #delta")]
 
 
-def test_a_neighbour_seen_only_through_a_hidden_source_is_not_used(tmp_path: Path) -> None:
-    full = tmp_path / "full.db"
+def test_a_neighbour_seen_only_through_a_hidden_source_is_not_used(
+    store_location: str, locations: Any, tmp_path: Path
+) -> None:
+    full = store_location
     nodes = write(full, {"public": PUBLIC, "secret": SECRET})
     owner = leg(full, "#alpha")
     assert nodes["gamma"] in owner
@@ -125,7 +127,7 @@ def test_a_neighbour_seen_only_through_a_hidden_source_is_not_used(tmp_path: Pat
     # A hidden entity answers like an unknown one.
     assert leg(full, "#delta", principal="reader") == {}
     # And the principal's answer is the one a store of the visible sources alone gives.
-    alone = tmp_path / "alone.db"
+    alone = locations.new(store_location, tmp_path, "alone")
     alone_nodes = write(alone, {"public": PUBLIC})
     items = {node: item for item, node in nodes.items()}
     alone_items = {node: item for item, node in alone_nodes.items()}

@@ -8,6 +8,7 @@ import threading
 import warnings
 from collections.abc import Iterator, Sequence
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -15,8 +16,9 @@ import stratamem
 from stratamem.config import SearchConfig
 from stratamem.embed.base import ModelSpec
 from stratamem.retrieval.rerank import HTTPReranker
+from stratamem.store.base import Store
+from stratamem.store.postgres.connection import atomic, connect
 from stratamem.store.sqlite.filters import filter_sql
-from stratamem.store.sqlite.store import SQLiteStore
 from stratamem.testing import FakeModelServer, HashingEmbedder
 from stratamem.types import Filters, SourceKind
 
@@ -24,26 +26,37 @@ ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "examples" / "workspace"
 
 
-def ingested(path: Path) -> stratamem.Memory:
-    """The example workspace ingested and embedded into a new store at ``path``."""
-    memory = stratamem.open(path, embedder=HashingEmbedder())
-    for part in ("slack-export", "mail/team.mbox", "notes"):
-        memory.ingest(EXAMPLES / part)
-    memory.embed()
-    return memory
+def location(memory: stratamem.Memory) -> str:
+    """Where ``memory``'s store is, to open it again (``path`` hides a URL's password)."""
+    return str(getattr(memory.store, "location", memory.path))
 
 
 @pytest.fixture(scope="module")
-def shared(tmp_path_factory: pytest.TempPathFactory) -> Iterator[stratamem.Memory]:
+def ingested(module_location: str) -> str:
+    """The example workspace ingested and embedded into a new store, once per backend, and
+    closed: the tests get copies of it."""
+    with stratamem.open(module_location, embedder=HashingEmbedder()) as memory:
+        for part in ("slack-export", "mail/team.mbox", "notes"):
+            memory.ingest(EXAMPLES / part)
+        memory.embed()
+    return module_location
+
+
+@pytest.fixture(scope="module")
+def shared(
+    ingested: str, locations: Any, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[stratamem.Memory]:
     """One ingested store for the tests that only read it."""
-    with ingested(tmp_path_factory.mktemp("shared") / "h.db") as memory:
+    copy = locations.copy(ingested, tmp_path_factory.mktemp("shared"), "h")
+    with stratamem.open(copy, embedder=HashingEmbedder()) as memory:
         yield memory
 
 
 @pytest.fixture
-def mem(tmp_path: Path) -> Iterator[stratamem.Memory]:
+def mem(ingested: str, locations: Any, tmp_path: Path) -> Iterator[stratamem.Memory]:
     """An ingested store of the test's own, for the tests that change it."""
-    with ingested(tmp_path / "h.db") as memory:
+    copy = locations.copy(ingested, tmp_path, "h")
+    with stratamem.open(copy, embedder=HashingEmbedder()) as memory:
         yield memory
 
 
@@ -60,8 +73,8 @@ def test_all_three_legs_run_and_every_hit_explains_itself(shared: stratamem.Memo
     assert "redis" in response.hits[0].content.lower()
 
 
-def test_vector_leg_off_without_vectors_and_says_why(tmp_path: Path) -> None:
-    with stratamem.open(tmp_path / "n.db", embedder=HashingEmbedder()) as memory:
+def test_vector_leg_off_without_vectors_and_says_why(store_location: str) -> None:
+    with stratamem.open(store_location, embedder=HashingEmbedder()) as memory:
         memory.ingest(EXAMPLES / "mail" / "team.mbox")
         response = memory.search("redis")
         assert response.legs["vector"].startswith("off: no vectors yet")
@@ -71,7 +84,7 @@ def test_vector_leg_off_without_vectors_and_says_why(tmp_path: Path) -> None:
 
 def test_a_changed_model_turns_the_vector_leg_off(mem: stratamem.Memory, tmp_path: Path) -> None:
     other = HashingEmbedder(spec=ModelSpec(name="hashing-v1", dim=384, query_prefix="q: "))
-    with stratamem.open(mem.path, embedder=other) as changed:
+    with stratamem.open(location(mem), embedder=other) as changed:
         response = changed.search("redis")
         assert "reindex" in response.legs["vector"]
         with pytest.raises(stratamem.StratamemError, match="reindex"):
@@ -93,7 +106,7 @@ def test_vectors_are_never_compared_across_models_or_dimensions(
 
     assert shared.embedder is not None
     other = HashingEmbedder(spec=replace(shared.embedder.spec, **change))  # type: ignore[arg-type]
-    with stratamem.open(shared.path, embedder=other) as changed:
+    with stratamem.open(location(shared), embedder=other) as changed:
         response = changed.search("why did we drop Redis for the SQLite queue?")
         assert response.legs["vector"].startswith("off: ")
         assert "reindex" in response.legs["vector"]
@@ -134,7 +147,7 @@ class FailingEmbedder(HashingEmbedder):
 
 
 def test_an_embedding_failure_degrades_to_the_other_legs(shared: stratamem.Memory) -> None:
-    with stratamem.open(shared.path, embedder=FailingEmbedder()) as memory:
+    with stratamem.open(location(shared), embedder=FailingEmbedder()) as memory:
         memory.embed()  # the store's vectors are this model's: nothing to embed
         response = memory.search("redis")
         assert "model server unreachable" in response.legs["vector"]
@@ -262,7 +275,6 @@ def test_a_search_writes_nothing_so_caches_of_the_store_stay_valid(
     shared: stratamem.Memory,
 ) -> None:
     store = shared.store
-    assert isinstance(store, SQLiteStore)
     shared.search("why did we drop Redis for the SQLite queue?")
     before = store.write_state()
     shared.search("who owns the phoenix release and the billing migration?")
@@ -273,11 +285,10 @@ def test_the_vectors_mmr_weighs_are_the_stored_ones(shared: stratamem.Memory) ->
     import numpy as np
 
     # A new opening of the store, so that its vector leg has built no index yet.
-    with stratamem.open(shared.path, embedder=HashingEmbedder()) as memory:
+    with stratamem.open(location(shared), embedder=HashingEmbedder()) as memory:
         leg = memory.vectors
         assert leg is not None
         store = memory.store
-        assert isinstance(store, SQLiteStore)
         ids = [row[0] for row in store.conn.execute("SELECT id FROM chunks ORDER BY id LIMIT 30")]
         from_store = leg.vectors(ids)  # no index built yet: read from the store
         leg.index()
@@ -288,7 +299,7 @@ def test_the_vectors_mmr_weighs_are_the_stored_ones(shared: stratamem.Memory) ->
 
 
 def _nodes_by_entities_in_sql(
-    store: SQLiteStore,
+    store: Store,
     weights: dict[str, float],
     filters: Filters,
     limit: int,
@@ -296,7 +307,7 @@ def _nodes_by_entities_in_sql(
 ) -> list[tuple[str, float]]:
     where, params = filter_sql(filters, store.visible_ids())
     values = ",".join("(?, ?)" for _ in weights)
-    skip = f"AND e.node_id NOT IN ({','.join('?' * len(exclude))})"
+    skip = f"AND e.node_id NOT IN ({','.join('?' * len(exclude))})" if exclude else ""
     return [
         (row[0], row[1])
         for row in store.conn.execute(
@@ -313,12 +324,11 @@ def _nodes_by_entities_in_sql(
 
 @pytest.mark.parametrize("locked", [False, True])
 def test_the_in_memory_entity_postings_rank_as_the_sql_query_does(
-    request: pytest.FixtureRequest, locked: bool
+    request: pytest.FixtureRequest, ingested: str, locked: bool
 ) -> None:
     # Locking a source is a write, so that case gets a store of its own.
     memory: stratamem.Memory = request.getfixturevalue("mem" if locked else "shared")
     store = memory.store
-    assert isinstance(store, SQLiteStore)
     if locked:
         store.conn.execute("UPDATE sources SET locked = 1 WHERE scope = 'mbox:team'")
     entities = [
@@ -357,7 +367,6 @@ def test_the_entity_postings_follow_every_change_to_the_store(
     mem: stratamem.Memory, tmp_path: Path
 ) -> None:
     store = mem.store
-    assert isinstance(store, SQLiteStore)
     entity = store.conn.execute(
         "SELECT entity_id FROM entity_index GROUP BY entity_id ORDER BY count(*) DESC, 1"
     ).fetchone()[0]
@@ -371,15 +380,14 @@ def test_the_entity_postings_follow_every_change_to_the_store(
     )
     assert store.entity_frequencies([entity])[entity] == before - 1
     assert node not in store.nodes_by_entities({entity: 1.0}, Filters(), 1000)
-    # A commit by another connection to the same file.
-    other = sqlite3.connect(store.path)
-    with other:
+    # A commit by another connection to the same database.
+    other = connect(location(mem)) if store.name == "postgresql" else sqlite3.connect(store.path)
+    with contextlib.closing(other), atomic(other) if store.name == "postgresql" else other:
         other.execute(
             """INSERT INTO entity_index (entity_id, node_id, kind, surface, source_id)
                SELECT ?, id, 'topic', 'x', source_id FROM chunks WHERE id = ?""",
             (entity, node),
         )
-    other.close()
     assert store.entity_frequencies([entity])[entity] == before
     assert node in store.nodes_by_entities({entity: 1.0}, Filters(), 1000)
 

@@ -1,5 +1,8 @@
-"""Index files beside the database: bound to the database and rows they were built from, and
-saved off the search path."""
+"""Index files beside the database (for a store on PostgreSQL, in a cache folder named by its
+store id): bound to the database and rows they were built from, and saved off the search path.
+
+On PostgreSQL the vectors are searched by pgvector and no vector file is written: what is said
+of vector files holds on SQLite, what is said of the keyword file on both."""
 
 from __future__ import annotations
 
@@ -8,6 +11,8 @@ import shutil
 import sqlite3
 import threading
 from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
 
 import numpy as np
 import pytest
@@ -17,7 +22,7 @@ from stratamem.embed.hashing import HashingEmbedder
 from stratamem.retrieval.index import bm25_file, vectors_file
 from stratamem.retrieval.index.file import rows_digest
 from stratamem.retrieval.index.vectors import VectorIndex
-from stratamem.retrieval.legs.keyword import SparseKeywordIndex
+from stratamem.retrieval.legs.keyword import SparseKeywordIndex, sparse_index
 from stratamem.retrieval.legs.vector import VectorLeg
 from stratamem.types import Filters
 
@@ -50,18 +55,31 @@ def legs(mem: stratamem.Memory) -> tuple[VectorLeg, SparseKeywordIndex]:
     )
 
 
-def save_both(mem: stratamem.Memory) -> tuple[Path, Path]:
+def save_both(mem: stratamem.Memory) -> tuple[Path | None, Path]:
+    """The saved files of both legs: the vector file (None where the store searches its
+    vectors itself) and the keyword file."""
     vectors, keyword = legs(mem)
     vectors.index()
     assert keyword.search(["note"], Filters(), 5)
     vectors.saver.flush()
     keyword.saver.flush()
     vector_path, keyword_path = vectors.index_path(), keyword.index_path()
-    assert vector_path is not None
-    assert vector_path.exists()
+    if vectors.native:
+        assert vector_path is None
+    else:
+        assert vector_path is not None
+        assert vector_path.exists()
     assert keyword_path is not None
     assert keyword_path.exists()
     return vector_path, keyword_path
+
+
+def database(location: str) -> str:
+    return urlsplit(location).path.lstrip("/")
+
+
+def is_postgres(location: str) -> bool:
+    return location.startswith(("postgresql:", "postgres:"))
 
 
 def reach_generation(mem: stratamem.Memory, target: int) -> None:
@@ -93,18 +111,22 @@ def assert_serves_only_this_store(mem: stratamem.Memory) -> None:
         assert keyword.note == "" or "rebuilt" in keyword.note
 
 
-def test_a_new_database_at_the_same_path_never_uses_the_old_files(tmp_path: Path) -> None:
+def test_a_new_database_at_the_same_path_never_uses_the_old_files(
+    store_location: str, locations: Any, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
     data = tmp_path / "data"
     data.mkdir()
-    db = tmp_path / "store.db"
+    db = store_location
     with stratamem.open(db, embedder=HashingEmbedder()) as a:
         ingest(a, data, "alpha", 120)
         old_id = a.store.store_id()
         vector_path, keyword_path = save_both(a)
         generation = a.store.generation()
-    for suffix in ("", "-wal", "-shm"):
-        Path(f"{db}{suffix}").unlink(missing_ok=True)
-    vector_bytes, keyword_bytes = vector_path.read_bytes(), keyword_path.read_bytes()
+    locations.drop(db)
+    if is_postgres(db):
+        request.getfixturevalue("postgres_server").new_database(database(db))
+    vector_bytes = None if vector_path is None else vector_path.read_bytes()
+    keyword_bytes = keyword_path.read_bytes()
 
     with stratamem.open(db, embedder=HashingEmbedder()) as b:
         assert b.store.store_id() != old_id
@@ -112,51 +134,78 @@ def test_a_new_database_at_the_same_path_never_uses_the_old_files(tmp_path: Path
         reach_generation(b, generation)
         assert b.store.generation() == generation
         # The old files are still there, of the same model, dimension and generation ...
-        assert vector_path.read_bytes() == vector_bytes
         assert keyword_path.read_bytes() == keyword_bytes
         # ... and refused all the same.
         keys = b.store.vector_keys(HashingEmbedder().spec.signature)
-        assert (
-            VectorIndex.load(
-                vector_path,
-                384,
-                signature=HashingEmbedder().spec.signature,
-                generation=generation,
-                store_id=b.store.store_id(),
+        if vector_path is not None:
+            assert vector_path.read_bytes() == vector_bytes
+            assert (
+                VectorIndex.load(
+                    vector_path,
+                    384,
+                    signature=HashingEmbedder().spec.signature,
+                    generation=generation,
+                    store_id=b.store.store_id(),
+                )
+                is None
             )
-            is None
-        )
         with pytest.raises(bm25_file.Rejected, match="another database"):
             bm25_file.read_file(keyword_path, b.store.keyword_schema(), store_id=b.store.store_id())
         assert len(keys) == 40
         assert_serves_only_this_store(b)
 
 
-def test_a_restored_backup_beside_newer_files_rebuilds(tmp_path: Path) -> None:
+def test_a_restored_backup_beside_newer_files_rebuilds(
+    store_location: str, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
     data = tmp_path / "data"
     data.mkdir()
-    db = tmp_path / "store.db"
-    backup = tmp_path / "backup.db"
-    with stratamem.open(db, embedder=HashingEmbedder()) as mem:
-        ingest(mem, data, "alpha", 60)
-        with sqlite3.connect(backup) as copy:
-            mem.store.conn.backup(copy)
-        ingest(mem, data, "gamma", 60)
-        vector_path, _ = save_both(mem)
-        store_id, generation = mem.store.store_id(), mem.store.generation()
-    for suffix in ("-wal", "-shm"):
-        Path(f"{db}{suffix}").unlink(missing_ok=True)
-    shutil.copyfile(backup, db)
+    db = store_location
+    if is_postgres(db):
+        # A database copied whole (its store id and its rowid counters with it), and later
+        # put back in the original's place.
+        server = request.getfixturevalue("postgres_server")
+        name, backup = database(db), f"{database(db)}_backup"
+        with stratamem.open(db, embedder=HashingEmbedder()) as mem:
+            ingest(mem, data, "alpha", 60)
+        server.psql(f'CREATE DATABASE "{backup}" TEMPLATE "{name}"')
+        with stratamem.open(db, embedder=HashingEmbedder()) as mem:
+            ingest(mem, data, "gamma", 60)
+            vector_path, keyword_path = save_both(mem)
+            store_id, generation = mem.store.store_id(), mem.store.generation()
+        server.psql(f'DROP DATABASE "{name}"')
+        server.psql(f'CREATE DATABASE "{name}" TEMPLATE "{backup}"')
+    else:
+        backup_file = tmp_path / "backup.db"
+        with stratamem.open(db, embedder=HashingEmbedder()) as mem:
+            ingest(mem, data, "alpha", 60)
+            with sqlite3.connect(backup_file) as copy:
+                mem.store.conn.backup(copy)
+            ingest(mem, data, "gamma", 60)
+            vector_path, keyword_path = save_both(mem)
+            store_id, generation = mem.store.store_id(), mem.store.generation()
+        for suffix in ("-wal", "-shm"):
+            Path(f"{db}{suffix}").unlink(missing_ok=True)
+        shutil.copyfile(backup_file, db)
 
     with stratamem.open(db, embedder=HashingEmbedder()) as restored:
         assert restored.store.store_id() == store_id  # a restored backup keeps its id
         ingest(restored, data, "delta", 60)  # same rowids as gamma had, other chunks
         reach_generation(restored, generation)
-        header = _header(vector_path)
+        if vector_path is not None:
+            header = _header(vector_path)
+            assert header["store_id"] == store_id
+            assert header["generation"] == generation
+            keys = restored.store.vector_keys(HashingEmbedder().spec.signature)
+            assert header["rows_sha256"] != rows_digest([k[0] for k in keys], [k[1] for k in keys])
+        # The keyword file is of the same store, chunk generation and highest rowid, and
+        # holds other rows.
+        header = _header(keyword_path)
+        state = restored.store.keyword_state()
         assert header["store_id"] == store_id
-        assert header["generation"] == generation
-        keys = restored.store.vector_keys(HashingEmbedder().spec.signature)
-        assert header["rows_sha256"] != rows_digest([k[0] for k in keys], [k[1] for k in keys])
+        assert (header["generation"], header["max_rowid"]) == (state.generation, state.max_rowid)
+        rows = restored.store.keyword_rows()
+        assert header["rows_sha256"] != rows_digest([r[0] for r in rows], [r[1] for r in rows])
         assert_serves_only_this_store(restored)
 
 
@@ -222,13 +271,13 @@ def test_a_vector_search_never_waits_for_the_save(
 
 
 def test_a_keyword_search_never_waits_for_the_save(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    store_location: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     data = tmp_path / "data"
     data.mkdir()
     held = HeldWrite()
     monkeypatch.setattr(bm25_file, "write_file", held)
-    with stratamem.open(tmp_path / "s.db", embedder=None) as mem:
+    with stratamem.open(store_location, embedder=None) as mem:
         mem.ingest(write_docs(data / "a.jsonl", texts("alpha", 40), "alpha"), trees=False)
         keyword = SparseKeywordIndex(mem.store, persist_min_docs=0)
         assert keyword.search(["note"], Filters(), 5)
@@ -242,18 +291,25 @@ def test_a_keyword_search_never_waits_for_the_save(
     assert threading.main_thread() not in held.threads
 
 
-def test_closing_the_memory_finishes_the_save(tmp_path: Path) -> None:
+def test_closing_the_memory_finishes_the_save(store_location: str, tmp_path: Path) -> None:
     data = tmp_path / "data"
     data.mkdir()
-    with stratamem.open(tmp_path / "s.db", embedder=HashingEmbedder()) as mem:
+    with stratamem.open(store_location, embedder=HashingEmbedder()) as mem:
+        keyword = sparse_index(mem.store)
+        keyword.persist_min_docs = 0  # small thresholds, so that files are written at all
         ingest(mem, data, "alpha", 40)
         embedder = mem.embedder
         assert embedder is not None
         mem._vectors = VectorLeg(mem.store, embedder, hnsw_threshold=THRESHOLD)
         mem.search("alpha note", mode="vector")
-        path = mem._vectors.index_path()
-    assert path is not None
-    assert path.exists()
+        mem.search("alpha note", mode="keyword")
+        native = mem._vectors.native
+        path, keyword_path = mem._vectors.index_path(), keyword.index_path()
+    if not native:
+        assert path is not None
+        assert path.exists()
+    assert keyword_path is not None
+    assert keyword_path.exists()
 
 
 def _header(path: Path) -> dict[str, object]:
@@ -263,10 +319,12 @@ def _header(path: Path) -> dict[str, object]:
     return header
 
 
-def test_a_rowid_reused_by_another_connection_gets_its_new_vector(tmp_path: Path) -> None:
+def test_a_rowid_reused_by_another_connection_gets_its_new_vector(
+    store_location: str, tmp_path: Path
+) -> None:
     """SQLite gives a deleted row's rowid to the next insert: a live index that matched rows
     on rowid alone would go on serving the forgotten chunk's vector for the new chunk."""
-    db = tmp_path / "store.db"
+    db = store_location
     with stratamem.open(db, embedder=HashingEmbedder()) as writer:
         ingest(writer, tmp_path, "alpha", 40)
         ingest(writer, tmp_path, "beta", 20)
@@ -279,7 +337,10 @@ def test_a_rowid_reused_by_another_connection_gets_its_new_vector(tmp_path: Path
             # records migration; an older store, or a restored one, may still reuse them.
             with writer.store.transaction():
                 writer.store.conn.execute(
-                    "UPDATE sqlite_sequence SET seq = (SELECT max(rowid) FROM chunks) "
+                    "SELECT setval(pg_get_serial_sequence('chunks', 'rowid'), max(rowid)) "
+                    "FROM chunks"
+                    if is_postgres(db)
+                    else "UPDATE sqlite_sequence SET seq = (SELECT max(rowid) FROM chunks) "
                     "WHERE name = 'chunks'"
                 )
             ingest(writer, tmp_path, "gamma", 20)
@@ -298,9 +359,9 @@ def test_a_rowid_reused_by_another_connection_gets_its_new_vector(tmp_path: Path
 
 
 def test_a_save_started_before_another_process_removed_a_source_is_dropped(
-    tmp_path: Path,
+    store_location: str, tmp_path: Path
 ) -> None:
-    db = tmp_path / "s.db"
+    db = store_location
     with stratamem.open(db, embedder=HashingEmbedder(dim=64)) as mem:
         ingest(mem, tmp_path, "keep", 30)
         ingest(mem, tmp_path, "secretword", 30)
@@ -309,8 +370,10 @@ def test_a_save_started_before_another_process_removed_a_source_is_dropped(
         assert keyword.search(["note"], Filters(), 5)
         vectors.saver.flush()
         keyword.saver.flush()
-        paths = [p for p in (vectors.index_path(), keyword.index_path()) if p is not None]
-        assert b"secretword" in paths[1].read_bytes()
+        keyword_path = keyword.index_path()
+        assert keyword_path is not None
+        paths = [p for p in (vectors.index_path(), keyword_path) if p is not None]
+        assert b"secretword" in keyword_path.read_bytes()
         # Another process forgets the source (a lock removes its rows the same way) and
         # rewrites the files without it; then this one's pending save comes due.
         with stratamem.open(db, embedder=HashingEmbedder(dim=64)) as other:
@@ -320,15 +383,15 @@ def test_a_save_started_before_another_process_removed_a_source_is_dropped(
         keyword._save_snapshot()
         vectors._save_snapshot()
         assert {p: p.read_bytes() if p.exists() else None for p in paths} == after
-        assert not paths[1].exists() or b"secretword" not in paths[1].read_bytes()
+        assert not keyword_path.exists() or b"secretword" not in keyword_path.read_bytes()
 
 
 def test_built_indexes_are_read_by_the_next_process_rather_than_built(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    store_location: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from stratamem.retrieval.legs import keyword as keyword_module
 
-    db = tmp_path / "s.db"
+    db = store_location
     with stratamem.open(db, embedder=HashingEmbedder()) as mem:
         ingest(mem, tmp_path, "alpha", 40)
         vectors, keyword = legs(mem)
@@ -337,8 +400,9 @@ def test_built_indexes_are_read_by_the_next_process_rather_than_built(
         took = mem.build_indexes()
         assert set(took) == {"keyword", "vectors"}
         vector_path, keyword_path = vectors.index_path(), keyword.index_path()
-        assert vector_path is not None
-        assert vector_path.exists()
+        if not vectors.native:
+            assert vector_path is not None
+            assert vector_path.exists()
         assert keyword_path is not None
         assert keyword_path.exists()
         expected = mem.search("alpha note", limit=5).hits

@@ -9,9 +9,11 @@ import json
 import sqlite3
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from click.testing import CliRunner
+from fts5_reference import fts5_index, fts5_top
 
 import stratamem
 from stratamem.access import crypto
@@ -19,8 +21,8 @@ from stratamem.cli import main
 from stratamem.errors import StoreError
 from stratamem.retrieval.index import bm25_file
 from stratamem.retrieval.legs.keyword import SparseKeywordIndex, keyword_leg, keyword_search
-from stratamem.retrieval.query import match_expression, query_terms
-from stratamem.store.sqlite.fts_terms import TOKENIZERS, tokenizer_name
+from stratamem.retrieval.query import query_terms
+from stratamem.store.sqlite.fts_terms import TOKENIZERS, decode_averages, tokenizer_name
 from stratamem.store.sqlite.migrations import MIGRATIONS
 from stratamem.types import Filters
 
@@ -42,25 +44,14 @@ def write_docs(path: Path, docs: list[tuple[str, str]], *, source: str = "docs")
 
 
 @pytest.fixture
-def mem(tmp_path: Path) -> Iterator[stratamem.Memory]:
-    with stratamem.open(tmp_path / "s.db", embedder=None) as memory:
+def mem(store_location: str, tmp_path: Path) -> Iterator[stratamem.Memory]:
+    with stratamem.open(store_location, embedder=None) as memory:
         memory.ingest(write_docs(tmp_path / "docs.jsonl", DOCS))
         yield memory
 
 
 def sparse(memory: stratamem.Memory, **kwargs: object) -> SparseKeywordIndex:
     return SparseKeywordIndex(memory.store, **kwargs)  # type: ignore[arg-type]
-
-
-def fts5_top(memory: stratamem.Memory, query: str, k: int = 10) -> dict[str, float]:
-    expression = match_expression(query)
-    assert expression is not None
-    rows = memory.store.conn.execute(
-        """SELECT c.id, f.rank FROM chunks_fts f JOIN chunks c ON c.rowid = f.rowid
-           WHERE chunks_fts MATCH ? ORDER BY f.rank, f.rowid LIMIT ?""",
-        (expression, k),
-    ).fetchall()
-    return {row[0]: -row[1] for row in rows}
 
 
 def texts(memory: stratamem.Memory, query: str) -> list[str]:
@@ -115,11 +106,13 @@ def test_each_tokenizer_makes_these_tokens(
     assert mem.store.keyword_phrases(words) == expected
 
 
-def test_tokens_are_the_same_on_every_connection_and_every_time(tmp_path: Path) -> None:
+def test_tokens_are_the_same_on_every_connection_and_every_time(
+    store_location: str, locations: Any, tmp_path: Path
+) -> None:
     words = ["Running", "naïve", "x-ray", "e-mail", "Größe", "東京", "ΚΑΛΗΜΕΡΑ"]
     seen = []
-    for i in range(2):
-        with stratamem.open(tmp_path / f"d{i}.db", embedder=None) as memory:
+    for location in (store_location, locations.new(store_location, tmp_path, "d1")):
+        with stratamem.open(location, embedder=None) as memory:
             seen.append(memory.store.keyword_phrases(words))
             seen.append(memory.store.keyword_phrases(list(reversed(words)))[::-1])
     assert all(found == seen[0] for found in seen)
@@ -203,9 +196,9 @@ def test_a_saved_index_of_the_other_tokenizer_is_rejected_and_rebuilt(
     assert header["tokenize"] == TOKENIZERS["plain"]
 
 
-def test_the_api_switch_rewrites_the_saved_file(tmp_path: Path) -> None:
+def test_the_api_switch_rewrites_the_saved_file(store_location: str, tmp_path: Path) -> None:
     docs = [(f"note {i}: the runner runs", "") for i in range(30)]
-    with stratamem.open(tmp_path / "big.db", embedder=None) as memory:
+    with stratamem.open(store_location, embedder=None) as memory:
         memory.ingest(write_docs(tmp_path / "big.jsonl", docs))
         index = sparse(memory, persist_min_docs=0)
         index.search(["runs"], Filters(), 10)
@@ -223,8 +216,8 @@ def test_the_api_switch_rewrites_the_saved_file(tmp_path: Path) -> None:
         assert header["tokenize"] == TOKENIZERS["plain"]
 
 
-def test_another_connection_sees_the_switch(tmp_path: Path) -> None:
-    path = tmp_path / "shared.db"
+def test_another_connection_sees_the_switch(store_location: str, tmp_path: Path) -> None:
+    path = store_location
     with stratamem.open(path, embedder=None) as writer:
         writer.ingest(write_docs(tmp_path / "docs.jsonl", DOCS))
         with stratamem.open(path, embedder=None) as reader:
@@ -245,11 +238,17 @@ def test_another_connection_sees_the_switch(tmp_path: Path) -> None:
 
 
 def test_switching_to_the_tokenizer_in_use_changes_nothing(mem: stratamem.Memory) -> None:
-    sql = mem.store.conn.execute("SELECT sql FROM sqlite_master WHERE name = 'chunks_fts'")
-    before = sql.fetchone()
+    def declared() -> tuple[object, ...]:
+        store = mem.store
+        state = (store.keyword_schema(), store.keyword_state(), store.generation())
+        if store.name != "sqlite":
+            return state
+        sql = store.conn.execute("SELECT sql FROM sqlite_master WHERE name = 'chunks_fts'")
+        return (*state, sql.fetchone())
+
+    before = declared()
     assert mem.set_keyword_tokenizer("stemmed") is False
-    after = mem.store.conn.execute("SELECT sql FROM sqlite_master WHERE name = 'chunks_fts'")
-    assert after.fetchone() == before
+    assert declared() == before
 
 
 def test_an_unknown_tokenizer_is_refused_and_nothing_changes(mem: stratamem.Memory) -> None:
@@ -268,84 +267,113 @@ def test_a_switch_inside_a_read_snapshot_is_refused(mem: stratamem.Memory) -> No
 def test_a_failed_switch_leaves_the_store_as_it_was(
     mem: stratamem.Memory, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from stratamem.store.sqlite import fts_terms
+    before = mem.store.keyword_state()
+    if mem.store.name == "sqlite":
+        from stratamem.store.sqlite import fts_terms
 
-    real = fts_terms.replace_fts_table
+        real = fts_terms.replace_fts_table
 
-    def fail_after(conn: sqlite3.Connection, name: str) -> bool:
-        real(conn, name)
-        raise sqlite3.OperationalError("disk I/O error")
+        def fail_after(conn: sqlite3.Connection, name: str) -> bool:
+            real(conn, name)
+            raise sqlite3.OperationalError("disk I/O error")
 
-    monkeypatch.setattr("stratamem.store.sqlite.keyword.replace_fts_table", fail_after)
+        monkeypatch.setattr("stratamem.store.sqlite.keyword.replace_fts_table", fail_after)
+    else:
+        from stratamem.store.postgres.keyword import Tokenizer
+
+        counted = Tokenizer.counts
+
+        def fail_after(self: Tokenizer, texts: list[tuple[str, str]]) -> list[tuple[int, int]]:
+            counted(self, texts)  # every chunk counted again the new way, then the failure
+            raise sqlite3.OperationalError("disk I/O error")
+
+        monkeypatch.setattr(Tokenizer, "counts", fail_after)
     with pytest.raises(Exception, match="disk I/O error"):
         mem.set_keyword_tokenizer("plain")
     assert mem.keyword_tokenizer() == "stemmed"
     assert len(texts(mem, "running")) == 2
-    mem.store.conn.execute("INSERT INTO chunks_fts(chunks_fts) VALUES ('integrity-check')")
+    assert mem.store.keyword_state() == before
+    assert_agrees_with_fts5(sparse(mem), mem, "running runs")
+    if mem.store.name == "sqlite":
+        mem.store.conn.execute("INSERT INTO chunks_fts(chunks_fts) VALUES ('integrity-check')")
 
 
 def test_the_new_index_holds_every_chunk_and_keeps_the_column_weights(
     mem: stratamem.Memory,
 ) -> None:
+    sqlite = mem.store.name == "sqlite"
     rank = "SELECT v FROM chunks_fts_config WHERE k = 'rank'"
-    before = mem.store.conn.execute(rank).fetchone()
+    before = mem.store.conn.execute(rank).fetchone() if sqlite else None
     mem.set_keyword_tokenizer("plain")
-    conn = mem.store.conn
-    conn.execute("INSERT INTO chunks_fts(chunks_fts) VALUES ('integrity-check')")
-    assert conn.execute(rank).fetchone() == before
+    if sqlite:
+        conn = mem.store.conn
+        conn.execute("INSERT INTO chunks_fts(chunks_fts) VALUES ('integrity-check')")
+        assert conn.execute(rank).fetchone() == before
     assert mem.store.keyword_schema().weights == (1.0, 0.6)
     state = mem.store.keyword_state()
     assert state.docs == len(DOCS)
+    # The statistics are those FTS5 keeps for these chunks under the new tokenizer.
+    with fts5_index(mem) as fts5:
+        (blob,) = fts5.execute("SELECT block FROM chunks_fts_data WHERE id = 1").fetchone()
+    assert decode_averages(blob) == (state.docs, state.totals)
 
 
 # -- locked sources and principals --------------------------------------------------------------
 
 
 def test_a_source_locked_during_the_switch_comes_back_tokenized_the_new_way(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    store_location: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(crypto, "DEFAULT_KDF", crypto.Scrypt(n=2**10, r=8, p=1))
-    with stratamem.open(tmp_path / "l.db", embedder=None) as memory:
+    with stratamem.open(store_location, embedder=None) as memory:
         memory.ingest(write_docs(tmp_path / "open.jsonl", DOCS[:2], source="open"))
         memory.ingest(
             write_docs(tmp_path / "secret.jsonl", [("runs in secret", "")], source="secret")
         )
         memory.lock("jsonl:secret", passphrase="pw")
         memory.set_keyword_tokenizer("plain")
+        sqlite = memory.store.name == "sqlite"
         conn = memory.store.conn
-        conn.execute("INSERT INTO chunks_fts(chunks_fts) VALUES ('integrity-check')")
+        if sqlite:
+            conn.execute("INSERT INTO chunks_fts(chunks_fts) VALUES ('integrity-check')")
         assert "runs in secret" not in texts(memory, "runs")
-        vocab = {row[0] for row in conn.execute("SELECT term FROM temp.stratamem_bm25_vocab")}
-        assert "secret" not in vocab
+        if sqlite:
+            vocab = {row[0] for row in conn.execute("SELECT term FROM temp.stratamem_bm25_vocab")}
+            assert "secret" not in vocab
+        assert "secret" not in memory.store.keyword_postings().postings.terms
         memory.unlock("jsonl:secret", passphrase="pw")
         assert set(texts(memory, "runs")) == {DOCS[0][0], "runs in secret"}
         assert texts(memory, "running") == [DOCS[1][0]]
-        conn.execute("INSERT INTO chunks_fts(chunks_fts) VALUES ('integrity-check')")
+        if sqlite:
+            conn.execute("INSERT INTO chunks_fts(chunks_fts) VALUES ('integrity-check')")
         assert_agrees_with_fts5(sparse(memory), memory, "runs running secret")
 
 
 @pytest.mark.parametrize("name", ["stemmed", "plain"])
-def test_a_principal_ranks_as_a_store_of_only_what_it_may_see(tmp_path: Path, name: str) -> None:
+def test_a_principal_ranks_as_a_store_of_only_what_it_may_see(
+    store_location: str, locations: Any, tmp_path: Path, name: str
+) -> None:
     parts = {
         "ours": [("running late again", "runs"), ("a runner", ""), ("a long note " * 9, "")],
         "theirs": [("runs runs runs", "running"), ("runner runner", "")] * 4,
         "shared": [(f"note {i}: she runs the queue", "") for i in range(5)],
     }
     seen = ("ours", "shared")
-    with stratamem.open(tmp_path / "all.db", embedder=None) as memory:
+    everything, alone_at = store_location, locations.new(store_location, tmp_path, "seen")
+    with stratamem.open(everything, embedder=None) as memory:
         for part, docs in parts.items():
             memory.ingest(write_docs(tmp_path / f"{part}.jsonl", docs, source=part))
             memory.set_access(f"jsonl:{part}", scopes="team" if part in seen else "private")
         memory.add_principal("reader", "team")
         memory.set_keyword_tokenizer(name)
-    with stratamem.open(tmp_path / "seen.db", embedder=None) as memory:
+    with stratamem.open(alone_at, embedder=None) as memory:
         for part in seen:
             memory.ingest(tmp_path / f"{part}.jsonl")
         memory.set_keyword_tokenizer(name)
     for query in (["running"], ["runs", "queue"], ["note", "runner", "late"]):
         with (
-            stratamem.open(tmp_path / "all.db", embedder=None, principal="reader") as gated,
-            stratamem.open(tmp_path / "seen.db", embedder=None) as alone,
+            stratamem.open(everything, embedder=None, principal="reader") as gated,
+            stratamem.open(alone_at, embedder=None) as alone,
         ):
             found = sparse(gated).search(query, Filters(), 10)
             assert found
@@ -355,8 +383,8 @@ def test_a_principal_ranks_as_a_store_of_only_what_it_may_see(tmp_path: Path, na
 # -- the command line ---------------------------------------------------------------------------
 
 
-def test_reindex_tokenizer_on_the_command_line(tmp_path: Path) -> None:
-    db = str(tmp_path / "c.db")
+def test_reindex_tokenizer_on_the_command_line(store_location: str, tmp_path: Path) -> None:
+    db = store_location
     runner = CliRunner()
     ingest = runner.invoke(
         main, ["--db", db, "ingest", str(write_docs(tmp_path / "d.jsonl", DOCS)), "--quiet"]

@@ -271,6 +271,15 @@ def shown_as(location: str | Path) -> str:
     return redact(str(location))
 
 
+def masked(text: str, location: str | Path) -> str:
+    """``text`` with the store's location put as ``<db>``: as given, as the store shows it,
+    and (a table may cut a long URL short) the name of its database."""
+    text = text.replace(str(location), "<db>").replace(shown_as(location), "<db>")
+    if is_postgres(location):
+        text = text.replace(_database(str(location)), "<db>")
+    return text
+
+
 def open_memory(
     path: str | Path,
     *,
@@ -687,8 +696,7 @@ def outcome(call: Callable[[], Any], path: str) -> Any:
     try:
         return call()
     except Exception as exc:
-        message = str(exc).replace(path, "<db>").replace(shown_as(path), "<db>")
-        return Raised(type(exc).__name__, message)
+        return Raised(type(exc).__name__, masked(str(exc), path))
 
 
 def plain(value: Any) -> Any:

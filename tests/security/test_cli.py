@@ -25,7 +25,7 @@ def run(db: str, principal: str, args: list[str]) -> tuple[int, str]:
         main, ["--db", db, "--as", principal, *args], env=CLEAN_ENV, catch_exceptions=False
     )
     # Errors go to stderr, which CliRunner mixes into the output it returns.
-    return result.exit_code, result.output.replace(db, "<db>").replace(kit.shown_as(db), "<db>")
+    return result.exit_code, kit.masked(result.output, db)
 
 
 def _ids(*refs: kit.Refs) -> tuple[str, ...]:

@@ -25,7 +25,12 @@ def _reads(mem: Any) -> dict[str, Any]:
 
 
 def _same_as_built(
-    mem: Any, specs: list[SourceSpec], places: kit.Places, name: str, *, sees: list[str] | None = None
+    mem: Any,
+    specs: list[SourceSpec],
+    places: kit.Places,
+    name: str,
+    *,
+    sees: list[str] | None = None,
 ) -> None:
     """``mem`` reads as a store built from ``specs`` (at ``name`` of ``places``) does, read by
     ``bea`` with the scopes ``sees`` (its own when None)."""

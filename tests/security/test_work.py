@@ -5,7 +5,8 @@ both (a deterministic stand-in for time: the steps are counted, not timed).
 
 Only SQL is counted. The in-memory keyword and entity indexes do numpy work over every
 posting of a term or entity, hidden ones too, before the gate's mask drops them; that is not
-seen here.
+seen here. The steps are SQLite's own count, which PostgreSQL has no counterpart of, so these
+run on SQLite alone.
 """
 
 from __future__ import annotations

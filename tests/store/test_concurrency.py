@@ -1,4 +1,5 @@
-"""Two processes on one store at once: opening a new file, ingesting, sealing and embedding.
+"""Two processes on one store at once: opening a new store, ingesting, sealing and embedding,
+on each backend.
 
 Each test drives two worker processes that are started once, load stratamem once, and then
 run one list of steps per round. A round starts both at the same moment: each worker says it
@@ -18,8 +19,9 @@ from typing import Any
 
 import pytest
 
-from stratamem.store.sqlite.connection import atomic, connect
-from stratamem.store.sqlite.store import SQLiteStore
+from stratamem.plugins import open_store
+from stratamem.store.postgres import connection as postgres
+from stratamem.store.sqlite import connection as sqlite
 
 pytestmark = pytest.mark.slow
 
@@ -27,14 +29,14 @@ WORKER = r"""
 import json, sys
 import stratamem
 from stratamem.config import TreeConfig
-from stratamem.store.sqlite.store import SQLiteStore
+from stratamem.plugins import open_store
 
 TREE = TreeConfig(input_token_budget=300, summary_fanout=3)
 
 
 def step(action, db, arg):
     if action == "open":
-        SQLiteStore(db).close()
+        open_store(db).close()
         return None
     with stratamem.open(db, embedder="hashing", tree_config=TREE) as memory:
         if action == "ingest":
@@ -152,10 +154,10 @@ def sources(tmp_path_factory: pytest.TempPathFactory) -> list[str]:
     ]
 
 
-def snapshot(db: Path) -> dict[str, Any]:
+def snapshot(db: str) -> dict[str, Any]:
     """What a run leaves behind, minus times: sources, chunks, live summaries, vectors, jobs."""
-    with SQLiteStore(db) as store:
-        one = store.conn.execute
+    with open_store(db) as store:
+        one = store.conn.execute  # type: ignore[attr-defined]
         return {
             "sources": sorted((s.scope, s.chunk_count) for s in store.sources()),
             "chunks": sorted(row[0] for row in one("SELECT id FROM chunks")),
@@ -176,64 +178,93 @@ def snapshot(db: Path) -> dict[str, Any]:
 
 
 @pytest.fixture(scope="module")
+def sequentials() -> dict[bool, dict[str, Any]]:
+    """Per backend (on PostgreSQL or not), what ``sequential`` found, made on first use."""
+    return {}
+
+
+@pytest.fixture
 def sequential(
-    pair: Pair, sources: list[str], tmp_path_factory: pytest.TempPathFactory
+    pair: Pair,
+    sources: list[str],
+    sequentials: dict[bool, dict[str, Any]],
+    store_location: str,
+    locations: Any,
+    tmp_path: Path,
 ) -> dict[str, Any]:
-    """The store one process makes: every source ingested in turn, then flushed and embedded."""
-    db = str(tmp_path_factory.mktemp("sequential") / "one.db")
+    """The store one process makes: every source ingested in turn, then flushed and embedded
+    (on the backend of the test's store)."""
+    postgres = locations.is_postgres(store_location)
+    if postgres in sequentials:
+        return sequentials[postgres]
+    db = locations.new(store_location, tmp_path, "one")
     steps: Steps = [("ingest", db, path) for path in sources]
     steps += [("flush", db, ""), ("embed", db, "")]
     result, idle = pair.round(steps, [])
     _ok(result)
     _ok(idle)
-    expected = snapshot(Path(db))
+    expected = snapshot(db)
     assert expected["jobs"] == {}
     assert expected["unembedded"] == 0
     assert max(row[2] for row in expected["summaries"]) >= 3, "the trees should be deep"
+    sequentials[postgres] = expected
     return expected
 
 
-def test_two_processes_create_the_same_new_file(pair: Pair, tmp_path: Path) -> None:
+def test_two_processes_create_the_same_new_store(
+    pair: Pair, store_location: str, locations: Any, postgres_server: Any, tmp_path: Path
+) -> None:
+    postgres = locations.is_postgres(store_location)
     trials = 60
     for trial in range(trials):
-        db = str(tmp_path / f"new-{trial}.db")
+        # A database with no schema yet, or no file: both processes create it.
+        db = postgres_server.new_database() if postgres else str(tmp_path / f"new-{trial}.db")
         results = pair.round([("open", db, "")], [("open", db, "")])
         for result in results:
             _ok(result)
-    with SQLiteStore(tmp_path / f"new-{trials - 1}.db") as store:
-        assert store.conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    conn = _connect(db)
+    try:
+        if postgres:  # migrated once: one version, the current one
+            from stratamem.store.postgres.migrations import SCHEMA_VERSION
+
+            rows = conn.execute("SELECT version FROM stratamem_schema").fetchall()
+            assert [tuple(row) for row in rows] == [(SCHEMA_VERSION,)]
+        else:
+            assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    finally:
+        conn.close()
 
 
 def test_ingesting_different_sources_at_once_loses_nothing(
-    pair: Pair, sources: list[str], sequential: dict[str, Any], tmp_path: Path
+    pair: Pair, sources: list[str], sequential: dict[str, Any], store_location: str
 ) -> None:
-    db = str(tmp_path / "two.db")
+    db = store_location
     first: Steps = [("ingest", db, sources[0]), ("ingest", db, sources[2])]
     second: Steps = [("ingest", db, sources[1]), ("ingest", db, sources[3])]
     for result in pair.round(first, second):
         _ok(result)
     for result in pair.round([("flush", db, ""), ("embed", db, "")], [("flush", db, "")]):
         _ok(result)
-    assert snapshot(Path(db)) == sequential
+    assert snapshot(db) == sequential
 
 
 def test_ingest_while_another_process_seals_and_embeds(
-    pair: Pair, sources: list[str], sequential: dict[str, Any], tmp_path: Path
+    pair: Pair, sources: list[str], sequential: dict[str, Any], store_location: str
 ) -> None:
-    db = str(tmp_path / "busy.db")
+    db = store_location
     first: Steps = [("ingest", db, path) for path in sources]
     second: Steps = [("embed", db, ""), ("build", db, "")] * 4 + [("flush", db, "")]
     for result in pair.round(first, second):
         _ok(result)
     for result in pair.round([("flush", db, ""), ("embed", db, "")], [("embed", db, "")]):
         _ok(result)
-    assert snapshot(Path(db)) == sequential
+    assert snapshot(db) == sequential
 
 
 def test_the_same_source_ingested_twice_at_once(
-    pair: Pair, sources: list[str], sequential: dict[str, Any], tmp_path: Path
+    pair: Pair, sources: list[str], sequential: dict[str, Any], store_location: str
 ) -> None:
-    db = str(tmp_path / "same.db")
+    db = store_location
     for result in pair.round(
         [("ingest", db, path) for path in sources],
         [("ingest", db, path) for path in reversed(sources)],
@@ -241,33 +272,47 @@ def test_the_same_source_ingested_twice_at_once(
         _ok(result)
     for result in pair.round([("flush", db, "")], [("flush", db, ""), ("embed", db, "")]):
         _ok(result)
-    assert snapshot(Path(db)) == sequential
+    assert snapshot(db) == sequential
 
 
-def test_a_write_waits_past_the_busy_timeout_for_a_long_write(tmp_path: Path) -> None:
+def _connect(location: str, *, timeout: float = 60.0) -> Any:
+    """A connection of the backend's own (SQLite's with this busy timeout)."""
+    if location.startswith("postgresql:"):
+        return postgres.connect(location)
+    return sqlite.connect(location, timeout=timeout)
+
+
+def _atomic(conn: Any, **options: Any) -> Any:
+    """A write transaction on ``conn``: it takes the store's write lock."""
+    if isinstance(conn, postgres.PgConnection):
+        return postgres.atomic(conn, **options)
+    return sqlite.atomic(conn, **options)
+
+
+def test_a_write_waits_past_the_busy_timeout_for_a_long_write(store_location: str) -> None:
     """An ingest holds the write lock for a whole source; a second writer waits for it rather
     than failing once the busy timeout (here 0.1 s) has run out."""
-    db = tmp_path / "lock.db"
-    first = connect(db)
+    first = _connect(store_location)
     first.execute("CREATE TABLE t (x INTEGER)")
-    second = connect(db, timeout=0.1)
+    second = _connect(store_location, timeout=0.1)
     failures: list[BaseException] = []
 
     def write() -> None:
         try:
-            with atomic(second):
+            with _atomic(second):
                 second.execute("INSERT INTO t VALUES (2)")
         except BaseException as exc:
             failures.append(exc)
 
-    first.execute("BEGIN IMMEDIATE")
+    held = _atomic(first)
+    held.__enter__()
     first.execute("INSERT INTO t VALUES (1)")
     writer = threading.Thread(target=write)
     writer.start()
     writer.join(timeout=0.5)  # five busy timeouts: the writer is still waiting, not failed
     assert writer.is_alive()
     assert not failures
-    first.execute("COMMIT")
+    held.__exit__(None, None, None)
     writer.join()
     assert not failures
     assert sorted(r[0] for r in first.execute("SELECT x FROM t")) == [1, 2]
@@ -275,18 +320,22 @@ def test_a_write_waits_past_the_busy_timeout_for_a_long_write(tmp_path: Path) ->
     second.close()
 
 
-def test_a_write_that_waits_too_long_is_a_store_busy_error(tmp_path: Path) -> None:
+def test_a_write_that_waits_too_long_is_a_store_busy_error(store_location: str) -> None:
     from stratamem.errors import StoreBusyError
-    from stratamem.store.sqlite.connection import atomic, connect
 
-    db = tmp_path / "held.db"
-    holder, waiter = connect(db, timeout=0.05), connect(db, timeout=0.05)
+    holder = _connect(store_location, timeout=0.05)
+    waiter = _connect(store_location, timeout=0.05)
     try:
-        holder.execute("BEGIN IMMEDIATE")
-        with pytest.raises(StoreBusyError, match="the store is busy"), atomic(waiter, wait_s=0.2):
+        held = _atomic(holder)
+        held.__enter__()
+        with (
+            pytest.raises(StoreBusyError, match="the store is busy"),
+            _atomic(waiter, wait_s=0.2),
+        ):
             pass
-        holder.execute("ROLLBACK")
-        with atomic(waiter, wait_s=0.2):  # once the lock is free, the same write goes through
+        assert not waiter.in_transaction  # nothing of it is left open
+        held.__exit__(None, None, None)
+        with _atomic(waiter, wait_s=0.2):  # once the lock is free, the same write goes through
             pass
     finally:
         holder.close()

@@ -155,15 +155,15 @@ def _version(n: int) -> list[str]:
 
 
 @pytest.fixture
-def store(tmp_path: Path, writer: Writer) -> Path:
-    """A database with the static source ingested and embedded by the writer."""
-    db = tmp_path / "shared.db"
+def store(store_location: str, tmp_path: Path, writer: Writer) -> str:
+    """A store with the static source ingested and embedded by the writer."""
+    db = store_location
     static = _write(tmp_path / "static.jsonl", "static", STATIC)
-    assert writer.run(["ingest", str(db), str(static)], ["embed", str(db)]) == [[], len(STATIC)]
+    assert writer.run(["ingest", db, str(static)], ["embed", db]) == [[], len(STATIC)]
     return db
 
 
-def _reader(db: Path) -> Memory:
+def _reader(db: str) -> Memory:
     return stratamem.open(db, embedder="hashing")
 
 
@@ -197,7 +197,7 @@ def _chunk_ids(memory: Memory) -> set[str]:
 
 
 def test_appends_by_another_process_are_found_without_reopening(
-    store: Path, tmp_path: Path, writer: Writer
+    store: str, tmp_path: Path, writer: Writer
 ) -> None:
     news = _write(
         tmp_path / "news.jsonl",
@@ -207,7 +207,7 @@ def test_appends_by_another_process_are_found_without_reopening(
     with _reader(store) as memory:
         _warm(memory)
         assert not _ids(memory.search("quokka basalt", mode="keyword"))
-        assert writer.run(["ingest", str(store), str(news)], ["embed", str(store)]) == [[], 2]
+        assert writer.run(["ingest", store, str(news)], ["embed", store]) == [[], 2]
         news_id = _source_id(memory, "news")
         for mode in ("keyword", "vector", "hybrid"):
             found = memory.search("quokka basalt", mode=mode, limit=3)
@@ -219,18 +219,18 @@ def test_appends_by_another_process_are_found_without_reopening(
 
 
 def test_replaced_and_forgotten_chunks_are_never_served(
-    store: Path, tmp_path: Path, writer: Writer
+    store: str, tmp_path: Path, writer: Writer
 ) -> None:
     doc = tmp_path / "doc.jsonl"
     _write(doc, "doc", _version(0))
-    assert writer.run(["ingest", str(store), str(doc)], ["embed", str(store)]) == [[], 5]
+    assert writer.run(["ingest", store, str(doc)], ["embed", store]) == [[], 5]
     with _reader(store) as memory:
         _warm(memory)
         old = _chunk_ids(memory)
         before = memory.search("lighthouse quokka survey", mode="hybrid", limit=20)
         assert set(_ids(before)) & old
         _write(doc, "doc", _version(1))
-        assert writer.run(["ingest", str(store), str(doc)], ["embed", str(store)]) == [[], 5]
+        assert writer.run(["ingest", store, str(doc)], ["embed", store]) == [[], 5]
         live = _chunk_ids(memory)
         gone = old - live
         assert len(gone) == 5
@@ -243,7 +243,7 @@ def test_replaced_and_forgotten_chunks_are_never_served(
         doc_id = _source_id(memory, "doc")
         assert memory.source(doc_id).chunk_count == 5
 
-        assert writer.run(["forget", str(store), doc_id]) == [5]
+        assert writer.run(["forget", store, doc_id]) == [5]
         live = _chunk_ids(memory)
         for mode in ("hybrid", "keyword", "vector", "graph"):
             found = memory.search("lighthouse survey wombat Bob Martins", mode=mode, limit=20)
@@ -255,16 +255,16 @@ def test_replaced_and_forgotten_chunks_are_never_served(
 
 
 def test_vectors_embedded_by_another_process_reach_the_vector_leg(
-    store: Path, tmp_path: Path, writer: Writer
+    store: str, tmp_path: Path, writer: Writer
 ) -> None:
     news = _write(tmp_path / "news.jsonl", "news", ["Quokka basalt census on the ridge."])
-    assert writer.run(["ingest", str(store), str(news)]) == [[]]
+    assert writer.run(["ingest", store, str(news)]) == [[]]
     with _reader(store) as memory:
         _warm(memory)
         news_id = _source_id(memory, "news")
         assert news_id not in _sources(memory.search("quokka basalt census", mode="vector"))
         assert memory.pending_embeddings() == 1
-        assert writer.run(["embed", str(store)]) == [1]
+        assert writer.run(["embed", store]) == [1]
         found = memory.search("quokka basalt census", mode="vector", limit=3)
         assert found.hits[0].source_id == news_id
         assert len(memory.vectors.index()) == len(STATIC) + 1  # type: ignore[union-attr]
@@ -274,7 +274,7 @@ def test_vectors_embedded_by_another_process_reach_the_vector_leg(
 
 
 def test_a_read_snapshot_holds_one_version_while_another_process_commits(
-    store: Path, tmp_path: Path, writer: Writer
+    store: str, tmp_path: Path, writer: Writer
 ) -> None:
     news = _write(tmp_path / "news.jsonl", "news", ["Quokka basalt census on the ridge."])
     with _reader(store) as memory:
@@ -285,7 +285,7 @@ def test_a_read_snapshot_holds_one_version_while_another_process_commits(
             assert not handle.in_transaction()  # a read snapshot is not a write transaction
             with pytest.raises(StoreError, match="inside a read snapshot"), handle.transaction():
                 pass
-            assert writer.run(["ingest", str(store), str(news)], ["embed", str(store)]) == [[], 1]
+            assert writer.run(["ingest", store, str(news)], ["embed", store]) == [[], 1]
             assert (handle.keyword_state(), handle.generation(), handle.chunk_count()) == before
             assert not _ids(memory.search("quokka basalt", mode="keyword"))
         after = (handle.keyword_state(), handle.generation(), handle.chunk_count())
@@ -308,7 +308,7 @@ def _search_and_roll_back(memory: Memory, path: Path) -> None:
         raise _RolledBack
 
 
-def test_what_a_rolled_back_transaction_read_is_not_kept(store: Path, tmp_path: Path) -> None:
+def test_what_a_rolled_back_transaction_read_is_not_kept(store: str, tmp_path: Path) -> None:
     """A search inside a write transaction sees its uncommitted rows; once that is rolled back
     and another commit brings the generation and the highest rowid back to the same values
     (the rowid reused for another chunk), no cache may take itself for current."""
@@ -351,7 +351,7 @@ def _same(a: Result, b: Result) -> bool:
 
 
 def test_a_search_never_sees_half_of_another_process_transaction(
-    store: Path, tmp_path: Path, writer: Writer
+    store: str, tmp_path: Path, writer: Writer
 ) -> None:
     """The writer replaces every chunk of one source in one transaction, then embeds the new
     chunks in another, over and over. Each of the four states it commits (either version,
@@ -360,7 +360,7 @@ def test_a_search_never_sees_half_of_another_process_transaction(
     versions = [_write(tmp_path / f"v{n}.jsonl", "doc", _version(n)) for n in (0, 1)]
     target = tmp_path / "doc.jsonl"
     stop = tmp_path / "stop"
-    churn = ["churn", str(store), [str(v) for v in versions], str(target), str(stop)]
+    churn = ["churn", store, [str(v) for v in versions], str(target), str(stop)]
     with _reader(store) as memory:
         _warm(memory)
         expected: list[tuple[Result, ...]] = []
@@ -368,9 +368,9 @@ def test_a_search_never_sees_half_of_another_process_transaction(
         # v0 again (rowids reused: the same results).
         for n in (0, 1, 0):
             _write(target, "doc", _version(n))
-            assert writer.run(["ingest", str(store), str(target)]) == [[]]
+            assert writer.run(["ingest", store, str(target)]) == [[]]
             expected.append(_results(memory))
-            assert writer.run(["embed", str(store)]) == [5]
+            assert writer.run(["embed", store]) == [5]
             expected.append(_results(memory))
         for mode in range(len(MODES)):
             assert _same(expected[4][mode], expected[0][mode])

@@ -11,18 +11,19 @@ from typing import Any
 
 import pytest
 
+from stratamem.plugins import open_store
 from stratamem.store.sqlite.jobs import HOST, process_exists
 from stratamem.store.sqlite.migrations import MIGRATIONS
 from stratamem.store.sqlite.store import SQLiteStore
 
 
 @pytest.fixture
-def store(tmp_path: Path) -> Iterator[SQLiteStore]:
-    with SQLiteStore(tmp_path / "jobs.db") as opened:
+def store(store_location: str) -> Iterator[Any]:
+    with open_store(store_location) as opened:
         yield opened
 
 
-def row(store: SQLiteStore, key: str = "seal:t") -> Any:
+def row(store: Any, key: str = "seal:t") -> Any:
     return store.conn.execute("SELECT * FROM jobs WHERE dedupe_key = ?", (key,)).fetchone()
 
 
@@ -33,7 +34,7 @@ def gone_pid() -> int:
     return proc.pid
 
 
-def hold_as(store: SQLiteStore, *, host: str, pid: int, leased_ms_ago: int) -> None:
+def hold_as(store: Any, *, host: str, pid: int, leased_ms_ago: int) -> None:
     """Make the job running, held the way another process would have left it."""
     store.conn.execute(
         """UPDATE jobs SET status = 'running', attempts = 1, holder = ?, holder_host = ?,
@@ -42,7 +43,7 @@ def hold_as(store: SQLiteStore, *, host: str, pid: int, leased_ms_ago: int) -> N
     )
 
 
-def test_enqueue_dedupes_and_merges_a_pending_job(store: SQLiteStore) -> None:
+def test_enqueue_dedupes_and_merges_a_pending_job(store: Any) -> None:
     store.jobs.enqueue("seal", "seal:t", {"tree_id": "t"})
     store.jobs.enqueue("seal", "seal:t", {"tree_id": "t", "force": True})
     store.jobs.enqueue("seal", "seal:t", {"tree_id": "t"})
@@ -53,7 +54,7 @@ def test_enqueue_dedupes_and_merges_a_pending_job(store: SQLiteStore) -> None:
     assert store.jobs.claim() is None
 
 
-def test_enqueue_on_a_running_job_keeps_its_lease_and_runs_it_again(store: SQLiteStore) -> None:
+def test_enqueue_on_a_running_job_keeps_its_lease_and_runs_it_again(store: Any) -> None:
     store.jobs.enqueue("seal", "seal:t", {"tree_id": "t"})
     job = store.jobs.claim()
     assert job is not None
@@ -72,7 +73,7 @@ def test_enqueue_on_a_running_job_keeps_its_lease_and_runs_it_again(store: SQLit
     assert store.jobs.counts() == {"done": 1}
 
 
-def test_a_finished_job_starts_over_from_the_new_payload(store: SQLiteStore) -> None:
+def test_a_finished_job_starts_over_from_the_new_payload(store: Any) -> None:
     store.jobs.enqueue("seal", "seal:t", {"tree_id": "t", "force": True})
     job = store.jobs.claim()
     assert job is not None
@@ -83,7 +84,7 @@ def test_a_finished_job_starts_over_from_the_new_payload(store: SQLiteStore) -> 
     assert next_job.payload == {"tree_id": "t"}
 
 
-def test_a_live_holder_keeps_its_job_until_its_lease_ends(store: SQLiteStore) -> None:
+def test_a_live_holder_keeps_its_job_until_its_lease_ends(store: Any) -> None:
     store.jobs.enqueue("seal", "seal:t", {"tree_id": "t"})
     first = store.jobs.claim()
     assert first is not None
@@ -94,7 +95,7 @@ def test_a_live_holder_keeps_its_job_until_its_lease_ends(store: SQLiteStore) ->
     assert taken.holder != first.holder
 
 
-def test_a_stale_holder_cannot_renew_or_finish_a_reclaimed_job(store: SQLiteStore) -> None:
+def test_a_stale_holder_cannot_renew_or_finish_a_reclaimed_job(store: Any) -> None:
     store.jobs.enqueue("seal", "seal:t", {"tree_id": "t"})
     stale = store.jobs.claim()
     assert stale is not None
@@ -113,7 +114,7 @@ def test_a_stale_holder_cannot_renew_or_finish_a_reclaimed_job(store: SQLiteStor
     assert store.jobs.counts() == {"done": 1}
 
 
-def test_a_job_whose_holder_died_on_this_host_is_taken_at_once(store: SQLiteStore) -> None:
+def test_a_job_whose_holder_died_on_this_host_is_taken_at_once(store: Any) -> None:
     store.jobs.enqueue("seal", "seal:t", {"tree_id": "t"})
     hold_as(store, host=HOST, pid=gone_pid(), leased_ms_ago=0)
     job = store.jobs.claim()
@@ -123,7 +124,7 @@ def test_a_job_whose_holder_died_on_this_host_is_taken_at_once(store: SQLiteStor
 
 
 def test_a_holder_on_another_host_is_waited_for_until_its_lease_ends(
-    store: SQLiteStore,
+    store: Any,
 ) -> None:
     store.jobs.enqueue("seal", "seal:t", {"tree_id": "t"})
     hold_as(store, host=f"not-{HOST}", pid=gone_pid(), leased_ms_ago=0)
@@ -132,7 +133,7 @@ def test_a_holder_on_another_host_is_waited_for_until_its_lease_ends(
     assert store.jobs.claim() is not None
 
 
-def test_a_failure_backs_off_then_gives_up(store: SQLiteStore) -> None:
+def test_a_failure_backs_off_then_gives_up(store: Any) -> None:
     store.jobs.enqueue("seal", "seal:t", {"tree_id": "t"})
     job = store.jobs.claim()
     assert job is not None

@@ -1,12 +1,10 @@
-"""The rollups role of the SQLite store: fact scores and rollups, written, read through the
-gate (a reader must read every source of a rollup), replaced, dropped, and removed with a
-source that is locked or forgotten. Over the example Slack export (``team``) and notes
+"""The rollups role of the store, on each backend: fact scores and rollups, written, read
+through the gate (a reader must read every source of a rollup), replaced, dropped, and removed
+with a source that is locked or forgotten. Over the example Slack export (``team``) and notes
 (``private``)."""
 
 from __future__ import annotations
 
-import shutil
-import sqlite3
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
@@ -16,6 +14,7 @@ import pytest
 
 import stratamem
 from stratamem.errors import StoreError
+from stratamem.plugins import open_store
 from stratamem.store.rollups import FactScore, Rollup
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "workspace"
@@ -25,32 +24,39 @@ PASSPHRASE = "correct horse battery staple"
 
 
 @pytest.fixture(scope="module")
-def template(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    path = tmp_path_factory.mktemp("rollups") / "template.db"
-    with stratamem.open(path, embedder=None) as memory:
-        memory.ingest(EXAMPLES / "slack-export", parallel=False)
-        memory.ingest(EXAMPLES / "notes", parallel=False)
-        memory.add_principal("teamer", "team")
-        memory.add_principal("owl", "private,team")
-    return path
+def templates() -> dict[bool, str]:
+    """Per backend (on PostgreSQL or not), the example store, made on first use."""
+    return {}
 
 
 @pytest.fixture
-def memory(template: Path, tmp_path: Path) -> Iterator[stratamem.Memory]:
-    path = tmp_path / "store.db"
-    for suffix in ("", "-wal"):
-        if Path(f"{template}{suffix}").exists():
-            shutil.copy(f"{template}{suffix}", f"{path}{suffix}")
-    with stratamem.open(path, embedder=None) as opened:
+def location(
+    templates: dict[bool, str], store_location: str, locations: Any, tmp_path: Path
+) -> str:
+    """A copy of the example store, on the backend under test."""
+    postgres = locations.is_postgres(store_location)
+    if postgres not in templates:
+        template = locations.new(store_location, tmp_path, "template")
+        with stratamem.open(template, embedder=None) as memory:
+            memory.ingest(EXAMPLES / "slack-export", parallel=False)
+            memory.ingest(EXAMPLES / "notes", parallel=False)
+            memory.add_principal("teamer", "team")
+            memory.add_principal("owl", "private,team")
+        templates[postgres] = template
+    return str(locations.copy(templates[postgres], tmp_path, "store"))
+
+
+@pytest.fixture
+def memory(location: str) -> Iterator[stratamem.Memory]:
+    with stratamem.open(location, embedder=None) as opened:
         yield opened
 
 
-def table(db: str, sql: str, *args: Any) -> list[Any]:
-    conn = sqlite3.connect(db)
-    try:
-        return conn.execute(sql, args).fetchall()
-    finally:
-        conn.close()
+def table(location: str, sql: str, *args: Any) -> list[Any]:
+    """Rows as another connection to the store reads them."""
+    with open_store(location) as other:
+        rows = other.conn.execute(sql, args).fetchall()  # type: ignore[attr-defined]
+        return [tuple(row) for row in rows]
 
 
 def fact_in(memory: stratamem.Memory, scope: str, subject: str = "person:alice chen") -> str:
@@ -120,7 +126,7 @@ def test_a_principal_reads_a_rollup_only_when_it_reads_every_source(
 
 
 def test_writing_the_same_id_replaces_the_rollup_and_its_sources(
-    memory: stratamem.Memory,
+    memory: stratamem.Memory, location: str
 ) -> None:
     eng, general = memory.source(ENG).id, memory.source(GENERAL).id
     write(memory, rollup("r1", "person:alice chen", (eng, general)))
@@ -136,11 +142,11 @@ def test_writing_the_same_id_replaces_the_rollup_and_its_sources(
     )
     write(memory, newer)
     assert memory.store.rollups() == [newer]
-    assert table(memory.path, "SELECT source_id FROM rollup_sources") == [(general,)]
+    assert table(location, "SELECT source_id FROM rollup_sources") == [(general,)]
 
 
 def test_a_rollup_naming_a_missing_or_locked_source_is_refused_and_nothing_written(
-    memory: stratamem.Memory,
+    memory: stratamem.Memory, location: str
 ) -> None:
     eng, general = memory.source(ENG).id, memory.source(GENERAL).id
     with pytest.raises(StoreError, match="src_nowhere"):
@@ -150,17 +156,17 @@ def test_a_rollup_naming_a_missing_or_locked_source_is_refused_and_nothing_writt
     memory.lock(GENERAL, passphrase=PASSPHRASE)
     with pytest.raises(StoreError, match=f"missing or locked: {general}"):
         write(memory, rollup("r2", "person:alice chen", (eng, general)))
-    assert table(memory.path, "SELECT count(*) FROM rollups") == [(0,)]
-    assert table(memory.path, "SELECT count(*) FROM rollup_sources") == [(0,)]
+    assert table(location, "SELECT count(*) FROM rollups") == [(0,)]
+    assert table(location, "SELECT count(*) FROM rollup_sources") == [(0,)]
 
 
-def test_drop_rollups_counts_what_was_there(memory: stratamem.Memory) -> None:
+def test_drop_rollups_counts_what_was_there(memory: stratamem.Memory, location: str) -> None:
     eng = memory.source(ENG).id
     write(memory, rollup("r1", "person:a", (eng,)), rollup("r2", "person:b", (eng,)))
     with memory.store.transaction():
         assert memory.store.drop_rollups(["r1", "r-none"]) == 1
     assert ids(memory) == ["r2"]
-    assert table(memory.path, "SELECT rollup_id FROM rollup_sources") == [("r2",)]
+    assert table(location, "SELECT rollup_id FROM rollup_sources") == [("r2",)]
 
 
 def _scores(memory: stratamem.Memory, *facts: str) -> None:
@@ -170,7 +176,9 @@ def _scores(memory: stratamem.Memory, *facts: str) -> None:
         )
 
 
-def test_scores_replace_skip_unknown_facts_and_are_gated(memory: stratamem.Memory) -> None:
+def test_scores_replace_skip_unknown_facts_and_are_gated(
+    memory: stratamem.Memory, location: str
+) -> None:
     eng_fact, notes_fact = fact_in(memory, ENG), fact_in(memory, NOTES, "person:bob martins")
     _scores(memory, eng_fact, notes_fact)
     assert sorted(memory.store.fact_scores()) == sorted([eng_fact, notes_fact])
@@ -179,14 +187,14 @@ def test_scores_replace_skip_unknown_facts_and_are_gated(memory: stratamem.Memor
     assert memory.store.fact_scores([eng_fact]) == {
         eng_fact: FactScore(eng_fact, 1.0, 1.0, 1.0, 1.0)
     }
-    assert table(memory.path, "SELECT count(*) FROM fact_scores") == [(2,)]
+    assert table(location, "SELECT count(*) FROM fact_scores") == [(2,)]
     with memory.as_principal("teamer") as teamer:
         assert list(teamer.store.fact_scores()) == [eng_fact]
         assert teamer.store.fact_scores([notes_fact]) == {}
 
 
 def test_locking_a_source_purges_its_rollups_and_scores_and_unlocking_restores_neither(
-    memory: stratamem.Memory,
+    memory: stratamem.Memory, location: str
 ) -> None:
     eng, general, notes = (memory.source(s).id for s in (ENG, GENERAL, NOTES))
     eng_fact, notes_fact = fact_in(memory, ENG), fact_in(memory, NOTES, "person:bob martins")
@@ -199,11 +207,11 @@ def test_locking_a_source_purges_its_rollups_and_scores_and_unlocking_restores_n
     )
     memory.lock(ENG, passphrase=PASSPHRASE)
     assert ids(memory) == ["r-notes"]
-    assert table(memory.path, "SELECT rollup_id, source_id FROM rollup_sources") == [
+    assert table(location, "SELECT rollup_id, source_id FROM rollup_sources") == [
         ("r-notes", notes)
     ]
     assert list(memory.store.fact_scores()) == [notes_fact]
-    assert table(memory.path, "SELECT fact_id FROM fact_scores") == [(notes_fact,)]
+    assert table(location, "SELECT fact_id FROM fact_scores") == [(notes_fact,)]
     memory.unlock(ENG, passphrase=PASSPHRASE)
     assert [f.id for f in memory.recall("person:alice chen")] == [eng_fact]
     assert ids(memory) == ["r-notes"]
@@ -211,7 +219,7 @@ def test_locking_a_source_purges_its_rollups_and_scores_and_unlocking_restores_n
 
 
 def test_forgetting_a_source_removes_its_rollups_and_its_facts_scores(
-    memory: stratamem.Memory,
+    memory: stratamem.Memory, location: str
 ) -> None:
     eng, notes = memory.source(ENG).id, memory.source(NOTES).id
     eng_fact, notes_fact = fact_in(memory, ENG), fact_in(memory, NOTES, "person:bob martins")
@@ -224,8 +232,8 @@ def test_forgetting_a_source_removes_its_rollups_and_its_facts_scores(
     memory.forget(ENG)
     assert ids(memory) == ["r-notes"]
     assert list(memory.store.fact_scores()) == [notes_fact]
-    assert table(memory.path, "SELECT count(*) FROM rollup_sources") == [(1,)]
+    assert table(location, "SELECT count(*) FROM rollup_sources") == [(1,)]
     memory.forget(NOTES)
     assert ids(memory) == []
-    assert table(memory.path, "SELECT count(*) FROM fact_scores") == [(0,)]
-    assert table(memory.path, "SELECT count(*) FROM rollups") == [(0,)]
+    assert table(location, "SELECT count(*) FROM fact_scores") == [(0,)]
+    assert table(location, "SELECT count(*) FROM rollups") == [(0,)]

@@ -368,6 +368,27 @@ def test_summaries_are_embedded_in_batches_and_a_failure_leaves_them_for_later(
             assert np.frombuffer(blob, dtype="<f4") == pytest.approx(alone, abs=1e-6)
 
 
+def test_the_tops_of_a_tree_are_newest_first_and_those_without_a_time_last(
+    store_location: str, tmp_path: Path
+) -> None:
+    corpus = tmp_path / "pumps.jsonl"
+    lines = [
+        {"id": str(i), "text": f"Record {i}: the pump in bay {i % 7} was serviced by Dana."}
+        | ({"ts": f"2024-03-01T10:{i:02d}:00Z"} if i < 20 else {})
+        for i in range(40)
+    ]
+    corpus.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    config = TreeConfig(input_token_budget=40, summary_fanout=50)
+    with stratamem.open(store_location, embedder=None, tree_config=config) as memory:
+        memory.ingest(corpus, kind="jsonl")
+        memory.flush()
+        (tree,) = memory.trees()
+        ends = [hit.time_end for hit in memory.tree_tops(tree.id)]
+    timed = [end for end in ends if end is not None]
+    assert 0 < len(timed) < len(ends)
+    assert ends == [*sorted(timed, reverse=True), *[None] * (len(ends) - len(timed))]
+
+
 def test_cascade_depth_is_bounded(store: Store, chat: Chat) -> None:
     config = TreeConfig(input_token_budget=1, summary_fanout=2, max_depth=3)
     chat(store, "chat:a", list(range(40)))

@@ -305,7 +305,7 @@ def test_bad_base_url(base: str) -> None:
 
 
 def test_a_tree_built_through_the_llm_summarizer(
-    chat_server: FakeModelServer, tmp_path: Path
+    chat_server: FakeModelServer, store_location: str
 ) -> None:
     """End to end: ingest seals with the LLM; an answer that fails mid-build still leaves a
     summary (the extractive one) and the tree complete."""
@@ -313,9 +313,7 @@ def test_a_tree_built_through_the_llm_summarizer(
     llm = summarizer(chat_server)
     config = TreeConfig(input_token_budget=40, summary_fanout=2, flush_age_days=1.0)
     slack = Path(__file__).parents[1] / "fixtures" / "slack"
-    with stratamem.open(
-        tmp_path / "m.db", embedder=None, summarizer=llm, tree_config=config
-    ) as mem:
+    with stratamem.open(store_location, embedder=None, summarizer=llm, tree_config=config) as mem:
         mem.ingest(slack)
         mem.flush()
         rows = mem.store.conn.execute(

@@ -862,9 +862,10 @@ def tune_command(
         [result.default_heldout, result.heldout], out_dir, f"tune-{data.name}", tuned=chosen
     )
     summary = {**chosen, "report": str(md_path)}
+    saved_to = shown_location(str(ctx.obj["db"]))
     if save:
         open_memory(ctx).save_tuned_weights(chosen)
-        summary["saved_to"] = shown_location(str(ctx.obj["db"]))
+        summary["saved_to"] = saved_to
     if as_json:
         print_json(summary)
         return
@@ -879,7 +880,7 @@ def tune_command(
         highlight=False,
     )
     if save:
-        out.print(f"saved the weights in {escape(summary['saved_to'])}", highlight=False)
+        out.print(f"saved the weights in {escape(saved_to)}", highlight=False)
     out.print(f"[dim]wrote {escape(str(md_path))} and {escape(str(json_path))}[/]")
 
 

@@ -82,6 +82,16 @@ class VectorLeg:
         """Why the leg cannot run, or None."""
         return vector_status(self.store, self.embedder)
 
+    def build(self) -> None:
+        """Bring the search index up to date and save it: the store's own where it searches
+        its vectors itself (pgvector's HNSW index, built by the server once), else the
+        in-memory one and its file."""
+        if self.native:
+            self.store.build_vector_index(self.signature)  # type: ignore[attr-defined]
+            return
+        self.index()
+        self.persist_now()
+
     def index_path(self) -> Path | None:
         if not self.persist:
             return None
@@ -90,8 +100,6 @@ class VectorLeg:
 
     def index(self) -> VectorIndex:
         """The in-memory index, (re)built when the store's vectors changed."""
-        if self.native:
-            self.store.build_vector_index(self.signature)  # type: ignore[attr-defined]
         with self._lock, self.store.read_snapshot():
             return self._current()
 

@@ -46,7 +46,8 @@ from psycopg import pq
 from psycopg.adapt import Dumper, Loader
 from psycopg.rows import RowMaker
 
-from stratamem.errors import StoreError
+from stratamem.errors import StoreBusyError, StoreError
+from stratamem.store.sqlite.connection import WRITE_WAIT_S
 
 T = TypeVar("T")
 # The advisory lock every write transaction of a store holds (pg_advisory_xact_lock's key).
@@ -255,6 +256,20 @@ class PgConnection:
         stops), as ``sqlite3.Connection.set_trace_callback`` does."""
         self._trace = trace
 
+    def executemany_bound(self, statement: str, rows: Sequence[Sequence[Any]]) -> None:
+        """``statement``, written for PostgreSQL (``%s``, ``%b`` for a binary parameter), once
+        per row with its parameters bound by the server: for bulk writes of values whose
+        text form is costly to make (vectors)."""
+        if not rows:
+            return
+
+        def run() -> None:
+            with self.raw.cursor() as cursor:
+                cursor.executemany(statement.encode(), rows)
+
+        self._lost_safe(run, retry=False)
+        self.total_changes += len(rows)
+
     def command(self, sql: bytes) -> psycopg.Cursor[Any]:
         """Run ``sql`` as written for PostgreSQL (no parameters, several statements allowed):
         transaction control and settings. Outside a transaction a lost connection is made
@@ -327,7 +342,7 @@ def connect(location: str, *, application: str = "stratamem") -> PgConnection:
 
 def redact(location: str) -> str:
     """The URL without its password, fit for messages and ``stats``."""
-    return re.sub(r"(://[^:/@]*):[^@/]*@", r"\1:***@", location)
+    return re.sub(r"(://[^:/@]*):[^@/]+@", r"\1:***@", location)
 
 
 def _first_line(exc: BaseException) -> str:
@@ -338,9 +353,10 @@ def _first_line(exc: BaseException) -> str:
 
 
 @contextmanager
-def atomic(conn: PgConnection) -> Iterator[PgConnection]:
+def atomic(conn: PgConnection, *, wait_s: float = WRITE_WAIT_S) -> Iterator[PgConnection]:
     """A write transaction holding the store's write lock, or a savepoint when one is already
-    open; rolled back on any exception."""
+    open; rolled back on any exception. The lock is waited for up to ``wait_s``, as on SQLite,
+    then the write is a :class:`StoreBusyError`."""
     if conn.in_transaction:
         name = f"sp_{next(_savepoints)}"
         conn.command(f"SAVEPOINT {name}".encode())
@@ -355,7 +371,7 @@ def atomic(conn: PgConnection) -> Iterator[PgConnection]:
         return
     conn.command(b"BEGIN")
     try:
-        conn.command(b"SELECT pg_advisory_xact_lock(%d)" % WRITE_LOCK)
+        _take_write_lock(conn, wait_s)
         yield conn
     except BaseException:
         if conn.raw.info.transaction_status != pq.TransactionStatus.UNKNOWN:
@@ -365,3 +381,15 @@ def atomic(conn: PgConnection) -> Iterator[PgConnection]:
 
 
 _savepoints = itertools.count(1)
+
+
+def _take_write_lock(conn: PgConnection, wait_s: float) -> None:
+    conn.command(b"SET LOCAL lock_timeout = %d" % max(1, round(wait_s * 1000)))
+    try:
+        conn.command(b"SELECT pg_advisory_xact_lock(%d)" % WRITE_LOCK)
+    except psycopg.errors.LockNotAvailable as exc:
+        raise StoreBusyError(
+            f"the store is busy: another process kept it locked for over {wait_s:g} s"
+        ) from exc
+    # The rest of the transaction waits for row locks as the server is configured to.
+    conn.command(b"SET LOCAL lock_timeout TO DEFAULT")

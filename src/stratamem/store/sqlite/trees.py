@@ -355,14 +355,15 @@ class TreeTables(TreeSearchTables):
         return out
 
     def top_ids(self, tree_id: str) -> list[str]:
-        """The tree's unparented live summaries: highest level first, then newest first."""
+        """The tree's unparented live summaries: highest level first, then newest first (those
+        without a time last)."""
         if self.get(tree_id) is None:
             return []
         return [
             row[0]
             for row in self.conn.execute(
                 """SELECT id FROM summaries WHERE tree_id = ? AND parent_id IS NULL
-                   AND deleted = 0 ORDER BY level DESC, ts_end DESC, id""",
+                   AND deleted = 0 ORDER BY level DESC, ts_end IS NULL, ts_end DESC, id""",
                 (tree_id,),
             )
         ]

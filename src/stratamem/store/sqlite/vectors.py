@@ -144,7 +144,7 @@ class VectorTables:
         found: dict[str, int] = {}
         for part, marks in batches(node_ids):
             for node, rowid in self.conn.execute(
-                f"SELECT id, rowid FROM chunks WHERE id IN ({marks})", part
+                f"SELECT id, rowid FROM chunks WHERE id IN ({marks}) ORDER BY id", part
             ):
                 found[node] = rowid
         return found
@@ -177,7 +177,8 @@ class VectorTables:
         found: dict[str, bytes] = {}
         for part, marks in batches(node_ids):
             for node, blob in self.conn.execute(
-                f"SELECT node_id, vector FROM embeddings WHERE model = ? AND node_id IN ({marks})",
+                f"""SELECT node_id, vector FROM embeddings WHERE model = ? AND node_id IN ({marks})
+                    ORDER BY node_id""",
                 (model, *part),
             ):
                 found[node] = blob

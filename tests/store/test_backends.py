@@ -1,0 +1,178 @@
+"""What every backend's store does alike: transactions, the Store protocol, conversation
+neighbours, typed pending chunks, the keyword role's terms and statistics, connections that
+follow each other's writes, and a schema from a newer stratamem refused. (What is the SQLite
+file's own, its PRAGMAs, query plans and FTS5, is in test_sqlite.py.)"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import stratamem
+from stratamem.errors import SchemaError
+from stratamem.plugins import open_store
+from stratamem.types import Filters, SourceKind
+
+
+def _postgres(location: str) -> bool:
+    return location.startswith("postgresql:")
+
+
+def test_newer_schema_is_refused(store_location: str, request: pytest.FixtureRequest) -> None:
+    if _postgres(store_location):
+        open_store(store_location).close()
+        database = store_location.split("?", 1)[0].rsplit("/", 1)[1]
+        server: Any = request.getfixturevalue("postgres_server")
+        server.psql("UPDATE stratamem_schema SET version = version + 1", database)
+    else:
+        from stratamem.store.sqlite.migrations import SCHEMA_VERSION
+
+        conn = sqlite3.connect(store_location)
+        conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION + 1}")
+        conn.close()
+    with pytest.raises(SchemaError, match="newer"):
+        open_store(store_location)
+
+
+def test_transaction_rolls_back_on_error(store_location: str) -> None:
+    def add_then_fail(store: Any, scope: str) -> None:
+        with store.transaction():
+            store.upsert_source(scope=scope, kind=SourceKind.CHAT, platform="p", location="l")
+            raise RuntimeError(scope)
+
+    with open_store(store_location) as store:
+        with pytest.raises(RuntimeError):
+            add_then_fail(store, "x")
+        assert store.sources() == []
+        with store.transaction():
+            with pytest.raises(RuntimeError):
+                add_then_fail(store, "inner")
+            store.upsert_source(scope="outer", kind=SourceKind.CHAT, platform="p", location="l")
+        assert [s.scope for s in store.sources()] == ["outer"]
+
+
+def test_the_store_fulfils_the_store_protocol(store_location: str) -> None:
+    from stratamem.store.base import Store
+
+    with open_store(store_location) as store:
+        assert isinstance(store, Store)
+
+
+def test_conversation_neighbours_within_a_window(store_location: str, tmp_path: Path) -> None:
+    rows = (
+        "".join(
+            f'{{"text": "turn {i}", "source": "chat-a", "kind": "chat", "author": "A"}}\n'
+            for i in range(6)
+        )
+        + '{"text": "a note", "source": "notes", "kind": "document"}\n'
+    )
+    path = tmp_path / "mixed.jsonl"
+    path.write_text(rows)
+    config = stratamem.ingest.chunking.ChunkingConfig(chat_max_messages=1)
+    with stratamem.open(store_location, embedder=None) as mem:
+        mem.ingest(path, chunking=config)
+        chat = list(mem.store.iter_chunks(mem.store.resolve_source("jsonl:chat-a").id))
+        note = list(mem.store.iter_chunks(mem.store.resolve_source("jsonl:notes").id))
+        around = mem.store.neighbour_chunks([chat[2].id, note[0].id], Filters(), window=2)
+    assert around[chat[2].id] == [
+        (chat[0].id, 2),
+        (chat[1].id, 1),
+        (chat[3].id, 1),
+        (chat[4].id, 2),
+    ]
+    assert around[note[0].id] == []
+
+
+def _ingest(location: str, tmp_path: Path, texts: list[str]) -> stratamem.Memory:
+    path = tmp_path / "docs.jsonl"
+    path.write_text(
+        "".join(
+            json.dumps({"text": t, "source": "docs", "kind": "document", "title": ""}) + "\n"
+            for t in texts
+        )
+    )
+    mem = stratamem.open(location, embedder=None)
+    mem.ingest(path, trees=False)
+    return mem
+
+
+def test_pending_chunks_and_their_vectors_are_typed(store_location: str, tmp_path: Path) -> None:
+    from stratamem.store.vectors import ChunkVector, PendingChunk
+
+    with _ingest(store_location, tmp_path, ["first text", "second text"]) as mem:
+        store = mem.store
+        pending = store.pending_embeddings("m", 10)
+        assert all(isinstance(p, PendingChunk) for p in pending)
+        assert [p.content for p in pending] == ["first text", "second text"]
+        assert store.count_pending_embeddings("m") == 2
+        blob = b"\x00\x00\x80\x3f"  # one float32, 1.0
+        with store.transaction():
+            store.insert_vectors(
+                ChunkVector(p.id, "m", p.source_id, 1, blob, p.content_sha256) for p in pending
+            )
+        assert store.pending_embeddings("m", 10) == []
+        assert store.vector_keys("m") == [(p.rowid, p.id) for p in pending]
+        assert store.cached_vectors("m", [pending[0].content_sha256]) == {
+            pending[0].content_sha256: blob
+        }
+
+
+def test_the_keyword_role_reads_terms_and_statistics(store_location: str, tmp_path: Path) -> None:
+    with _ingest(store_location, tmp_path, ["running cats", "dog runs"]) as mem:
+        store = mem.store
+        schema = store.keyword_schema()
+        assert schema.columns == ("content", "title")
+        assert schema.weights == (1.0, 0.6)
+        state = store.keyword_state()
+        assert (state.docs, state.totals) == (2, (4, 0))
+        rows = store.keyword_postings()
+        assert [(int(r), i) for r, i in zip(rows.rowids, rows.ids, strict=True)] == (
+            store.keyword_rows()
+        )
+        assert sorted(rows.postings.terms) == ["cat", "dog", "run"]
+        assert rows.postings.lengths.tolist() == [[2, 0], [2, 0]]
+        first = int(rows.rowids[0])
+        assert store.keyword_postings(above=first).ids == rows.ids[1:]
+        assert store.keyword_phrases(["Running", "job_queue", "?"]) == [
+            ("run",),
+            ("job", "queue"),
+            (),
+        ]
+        assert not store.in_transaction()
+        with store.keyword_snapshot():
+            assert store.keyword_state() == state
+
+
+def test_the_source_lists_a_search_reads_follow_other_connections(store_location: str) -> None:
+    with open_store(store_location) as reader, open_store(store_location) as writer:
+        with writer.transaction():
+            chat = writer.upsert_source(
+                scope="slack:#eng", kind=SourceKind.CHAT, platform="slack", location="x"
+            )
+        assert reader.scopes() == {chat: "slack:#eng"}
+        assert reader.scopes() == {chat: "slack:#eng"}  # the kept answer
+        with writer.transaction():
+            notes = writer.upsert_source(
+                scope="vault:notes", kind=SourceKind.DOCUMENT, platform="obsidian", location="y"
+            )
+        assert reader.source_kinds() == {chat: SourceKind.CHAT, notes: SourceKind.DOCUMENT}
+        writer.conn.execute("UPDATE sources SET locked = 1 WHERE id = ?", (chat,))
+        assert reader.scopes() == {notes: "vault:notes"}
+        only_chat = Filters(kinds=(SourceKind.CHAT,))
+        assert reader.nodes_by_entities({"topic:x": 1.0}, only_chat, 5) == {}
+
+        def unlock_then_fail() -> None:
+            with reader.transaction():
+                reader.conn.execute("UPDATE sources SET locked = 0 WHERE id = ?", (chat,))
+                assert chat in reader.scopes()
+                raise RuntimeError("rolled back")
+
+        with pytest.raises(RuntimeError):
+            unlock_then_fail()
+        assert reader.scopes() == {notes: "vault:notes"}  # what it read there was not kept
+        writer.conn.execute("UPDATE sources SET locked = 0 WHERE id = ?", (chat,))
+        assert reader.scopes() == {chat: "slack:#eng", notes: "vault:notes"}
