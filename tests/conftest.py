@@ -47,12 +47,8 @@ def fixtures_dir() -> Path:
 def postgres_server() -> Iterator[PostgresServer]:
     """A real PostgreSQL server with pgvector, started for the session on a unix socket."""
     server = PostgresServer.start(durable=False)
-    # A throwaway server: without fsync its stop (a checkpoint over every test's database)
-    # takes seconds rather than minutes.
-    server.psql("ALTER SYSTEM SET fsync = off")
-    server.psql("SELECT pg_reload_conf()")
     yield server
-    server.stop()
+    server.stop(wait=False)
 
 
 @pytest.fixture

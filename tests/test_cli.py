@@ -18,22 +18,40 @@ ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = ROOT / "examples" / "workspace"
 
 
-@pytest.fixture
-def run(store_location: str):  # type: ignore[no-untyped-def]
-    db = store_location
-
+def runner(db: str):  # type: ignore[no-untyped-def]
     def invoke(*args: str) -> click.testing.Result:
-        return CliRunner().invoke(main, ["--db", str(db), *args], catch_exceptions=False)
+        return CliRunner().invoke(main, ["--db", db, *args], catch_exceptions=False)
 
     return invoke
 
 
-@pytest.fixture
-def workspace(run):  # type: ignore[no-untyped-def]
+def ingested(run):  # type: ignore[no-untyped-def]
     for part in ("slack-export", "mail/team.mbox", "notes"):
         result = run("ingest", "--quiet", str(EXAMPLES / part))
         assert result.exit_code == 0, result.output
     return run
+
+
+@pytest.fixture
+def run(store_location: str):  # type: ignore[no-untyped-def]
+    return runner(store_location)
+
+
+@pytest.fixture
+def workspace(run):  # type: ignore[no-untyped-def]
+    return ingested(run)
+
+
+@pytest.fixture
+def file_run(tmp_path: Path):  # type: ignore[no-untyped-def]
+    """On a SQLite file, for what the store does not change: which legs a search runs and
+    what ingest embeds by default (with the bundled model, the slowest tests here)."""
+    return runner(str(tmp_path / "cli.db"))
+
+
+@pytest.fixture
+def file_workspace(file_run):  # type: ignore[no-untyped-def]
+    return ingested(file_run)
 
 
 def test_ingest_json_reports_sources_and_counts(run) -> None:  # type: ignore[no-untyped-def]
@@ -96,11 +114,11 @@ def test_search_filters(workspace) -> None:  # type: ignore[no-untyped-def]
         assert hit["time_start"] <= "2024-03-18T23:59"
 
 
-def test_search_says_when_a_leg_is_off(workspace) -> None:  # type: ignore[no-untyped-def]
-    before = workspace("search", "postmortem", "--limit", "1").output
+def test_search_says_when_a_leg_is_off(file_workspace) -> None:  # type: ignore[no-untyped-def]
+    before = file_workspace("search", "postmortem", "--limit", "1").output
     assert "vector leg off: no vectors yet: run `stratamem embed`" in before
-    assert workspace("embed").exit_code == 0
-    assert "leg off" not in workspace("search", "postmortem", "--limit", "1").output
+    assert file_workspace("embed").exit_code == 0
+    assert "leg off" not in file_workspace("search", "postmortem", "--limit", "1").output
 
 
 def test_search_text_output_explains_hits(workspace) -> None:  # type: ignore[no-untyped-def]
@@ -276,8 +294,9 @@ def test_ingest_can_embed_right_away(run) -> None:  # type: ignore[no-untyped-de
 
 
 def test_ingest_embeds_by_default_so_the_first_search_is_hybrid(  # type: ignore[no-untyped-def]
-    run, monkeypatch: pytest.MonkeyPatch
+    file_run, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    run = file_run
     monkeypatch.delenv("STRATAMEM_INGEST_EMBED")
     result = run("ingest", "--json", str(EXAMPLES / "mail" / "team.mbox"))
     assert result.exit_code == 0, result.output

@@ -140,7 +140,8 @@ def cli(store_location: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) ->
 
 @pytest.fixture
 def file_cli(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[str, object]:
-    """On a SQLite file: only a file has a store file beside it."""
+    """On a SQLite file: for the store file only a file has beside it, and for what the
+    store does not change (the reranker)."""
     return runner(str(tmp_path / "c.db"), tmp_path, monkeypatch)
 
 
@@ -192,8 +193,8 @@ def test_chunk_sizes_reach_ingest(file_cli, tmp_path: Path) -> None:  # type: ig
     assert finer["chunks"] > plain
 
 
-def test_a_configured_reranker_reorders_search_and_runs_in_eval(cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
-    _db, run = cli
+def test_a_configured_reranker_reorders_search_and_runs_in_eval(file_cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    _db, run = file_cli
     assert run("ingest", str(EXAMPLES / "notes")).exit_code == 0
     with FakeModelServer(scores=lambda q, docs: [1.0 / (1 + len(d)) for d in docs]) as server:
         env = {"STRATAMEM_RERANK_MODEL": "http", "STRATAMEM_RERANK_BASE_URL": server.url}

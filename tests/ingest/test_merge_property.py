@@ -80,12 +80,13 @@ _KEPT = ("stratamem_schema", "keyword_stats")
 
 
 @pytest.fixture
-def empty(store_location: str, locations: Any, postgres_server: Any) -> Empty:
+def empty(store_location: str, locations: Any, request: pytest.FixtureRequest) -> Empty:
     """Where the next store of an example goes, empty: in memory on SQLite; on PostgreSQL the
     test's one database, emptied (a new database per store would take longer than the
     ingests), and its row ids started over, as a new store's are."""
     if not locations.is_postgres(store_location):
         return lambda: ":memory:"
+    postgres_server = request.getfixturevalue("postgres_server")
     database = store_location.split("?", 1)[0].rsplit("/", 1)[1]
     stratamem.open(store_location, embedder=None).close()
     tables = postgres_server.psql(

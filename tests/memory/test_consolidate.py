@@ -175,21 +175,27 @@ def _alpha_and_beta(memory: stratamem.Memory) -> dict[str, str]:
 def rollup_consistent(db: str | Path, rollup: Rollup) -> None:
     """A rollup is true to its hash, its id and its sources, and names facts the store holds
     (believed or not: one changed since the last pass is replaced by the next)."""
-    body = rollup.body
-    facts = [f["id"] for f in body["facts"]]
-    ended = [q["fact_id"] for q in body["open_questions"] if q["kind"] == "ended"]
-    summaries = [s["id"] for s in body["summaries"]]
-    assert rollup.fact_set_hash == fact_set_hash([*facts, *ended, *summaries])
-    assert rollup.id == rollup_id_for(rollup.subject, rollup.scope)
+    rollups_consistent(db, [rollup])
+
+
+def rollups_consistent(db: str | Path, rollups: list[Rollup]) -> None:
+    """Each of ``rollups`` as :func:`rollup_consistent` says, the store read once."""
     held = dict(rows(db, "SELECT id, source_id FROM facts"))
-    assert set(facts + ended) <= set(held)
-    want = {held[f] for f in facts + ended} | {s["source_id"] for s in body["summaries"]}
-    assert set(rollup.sources) == want
     access = {
         sid: ",".join(sorted(json.loads(a)))
         for sid, a in rows(db, "SELECT id, access FROM sources")
     }
-    assert {access[s] for s in rollup.sources} == {rollup.scope}
+    for rollup in rollups:
+        body = rollup.body
+        facts = [f["id"] for f in body["facts"]]
+        ended = [q["fact_id"] for q in body["open_questions"] if q["kind"] == "ended"]
+        summaries = [s["id"] for s in body["summaries"]]
+        assert rollup.fact_set_hash == fact_set_hash([*facts, *ended, *summaries])
+        assert rollup.id == rollup_id_for(rollup.subject, rollup.scope)
+        assert set(facts + ended) <= set(held)
+        want = {held[f] for f in facts + ended} | {s["source_id"] for s in body["summaries"]}
+        assert set(rollup.sources) == want
+        assert {access[s] for s in rollup.sources} == {rollup.scope}
 
 
 def test_rollups_of_populous_or_important_subjects_with_facts_evidence_and_questions(
@@ -505,8 +511,7 @@ def test_a_killed_pass_leaves_the_store_consistent_and_a_rerun_completes_it(
     if not is_postgres(killed):  # the server rolled back what the killed client had begun
         assert rows(killed, "PRAGMA integrity_check") == [("ok",)]
     with stratamem.open(killed, embedder=None) as memory:
-        for one in memory.rollups(limit=10_000):
-            rollup_consistent(killed, one)
+        rollups_consistent(killed, memory.rollups(limit=10_000))
         report = memory.consolidate()
         assert report.rollups_written > 0
         assert report.rollups_kept > 0

@@ -50,7 +50,7 @@ ASSERTED = "facts:asserted"  # made by the first fact asserted into it, and agai
 NOTES = ("notes:a", "notes:b")  # made by an item; a fact cannot make them
 SCOPES = (*NOTES, ASSERTED)
 PASSPHRASE = "correct horse battery staple"
-POSTGRES_EXAMPLES = 30
+POSTGRES_EXAMPLES = 5
 FAST_KDF = crypto.Scrypt(n=2**10, r=8, p=1)
 # Valid times read back: before every date, on each, between them, and the present (None).
 PROBES: tuple[datetime | None, ...] = (

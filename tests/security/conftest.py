@@ -20,6 +20,25 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import security_kit as kit
 
 
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """On PostgreSQL, the tests made once per reader run for :data:`kit.POSTGRES_READERS`
+    alone (unless ``STRATAMEM_TEST_FULL_MATRIX`` is set); the others are deselected."""
+    if kit.FULL_MATRIX:
+        return
+    kept: list[pytest.Item] = []
+    dropped: list[pytest.Item] = []
+    for item in items:
+        params = getattr(item, "callspec", None)
+        found = {} if params is None else params.params
+        reader = found.get("principal", found.get("reader"))
+        on_server = found.get("places") == "postgresql"
+        skip = on_server and reader is not None and reader not in kit.POSTGRES_READERS
+        (dropped if skip else kept).append(item)
+    if dropped:
+        config.hook.pytest_deselected(items=dropped)
+        items[:] = kept
+
+
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
     if not kit.COUNTS:
         return

@@ -19,8 +19,8 @@ import math
 import os
 import re
 import sqlite3
-from collections.abc import Callable, Iterable, Mapping, Sequence
-from contextlib import closing
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from contextlib import closing, contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from fnmatch import fnmatchcase
@@ -40,6 +40,13 @@ from stratamem.types import NodeKind, Principal, RetrievalHit
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 # The backends every suite here runs on; STRATAMEM_TEST_BACKENDS=sqlite narrows a local run.
 BACKENDS = os.environ.get("STRATAMEM_TEST_BACKENDS", "sqlite,postgresql").split(",")
+# The readers the tests made once per reader run for on PostgreSQL: the owner (no gate), one
+# scope, any scope narrowed by a glob, and a scope no source has (the gate's empty list).
+# Every reader's reads run the same statements there, the sources it may see aside, and each
+# costs a round trip to the server per statement: the whole matrix, as on SQLite, takes
+# several minutes more. STRATAMEM_TEST_FULL_MATRIX=1 runs it whole on PostgreSQL too.
+POSTGRES_READERS = frozenset({"owner", "ann", "dan", "fay"})
+FULL_MATRIX = bool(os.environ.get("STRATAMEM_TEST_FULL_MATRIX"))
 T0 = datetime(2024, 3, 1, 9, 0, tzinfo=UTC)
 # Small buffers and fan-out, so that every source has summaries two levels up.
 TREES = TreeConfig(input_token_budget=40, summary_fanout=2)
@@ -245,15 +252,18 @@ def residue(location: str | Path, needles: Iterable[str]) -> dict[str, list[str]
             if path.is_file():
                 scan(path.name, path.read_bytes())
         return hits
+    from stratamem.store.postgres.connection import connect
     from stratamem.store.postgres.files import index_base
 
-    tables = read_rows(
-        location, "SELECT tablename FROM pg_tables WHERE schemaname = current_schema()"
-    )
-    for (table,) in tables:
-        rows = read_rows(location, f"SELECT * FROM {table}")
-        scan(table, b"\n".join(_as_bytes(v) for row in rows for v in row))
-    (store_id,) = read_rows(location, "SELECT value FROM settings WHERE key = 'store.id'")[0]
+    conn = connect(str(location), application="stratamem-test")
+    try:
+        names = "SELECT tablename FROM pg_tables WHERE schemaname = current_schema()"
+        for (table,) in conn.execute(names).fetchall():
+            rows = conn.execute(f"SELECT * FROM {table}").fetchall()
+            scan(table, b"\n".join(_as_bytes(v) for row in rows for v in row))
+        (store_id,) = conn.execute("SELECT value FROM settings WHERE key = 'store.id'").fetchone()
+    finally:
+        conn.close()
     for path in sorted(index_base(store_id).parent.iterdir()):
         if path.is_file():
             scan(path.name, path.read_bytes())
@@ -775,6 +785,56 @@ def reads(mem: Memory, query: str, entity: str, source: str) -> dict[str, Any]:
         "sources": lambda: mem.sources(),
     }
     return {name: plain(outcome(read, str(mem.path))) for name, read in calls.items()}
+
+
+# -- the work behind an answer --------------------------------------------------------------------
+
+
+@contextmanager
+def statements(mem: Memory) -> Iterator[list[str]]:
+    """The SQL statements ``mem``'s store runs meanwhile, their parameters bound."""
+    seen: list[str] = []
+    conn = mem.store.conn  # type: ignore[attr-defined]
+    conn.set_trace_callback(seen.append)
+    try:
+        yield seen
+    finally:
+        conn.set_trace_callback(None)
+
+
+def server_snapshot(mem: Memory) -> str:
+    """On PostgreSQL the server's snapshot, which any commit on the server moves; nothing
+    on SQLite, where only a write to the file would (and none is made meanwhile)."""
+    if mem.store.name != "postgresql":
+        return ""
+    row = mem.store.conn.command(b"SELECT pg_current_snapshot()::text").fetchone()  # type: ignore[attr-defined]
+    return str(row[0])
+
+
+def traced_pair(
+    mem: Memory,
+    warm: Callable[[], object],
+    first: Callable[[], Any],
+    second: Callable[[], Any],
+    *,
+    tries: int = 20,
+) -> tuple[tuple[Any, list[str]], tuple[Any, list[str]]]:
+    """``first()`` and ``second()`` run one after the other once ``warm()`` has run, each
+    with the statements it ran. On PostgreSQL the store's caches follow the server's
+    snapshot, which any commit on the server moves (autovacuum's, which come in bursts,
+    another database's): where one fell between the warming and the second call, a cache may
+    have been read again for neither call's sake, and all three are run again, up to
+    ``tries`` times."""
+    for _ in range(tries):
+        before = server_snapshot(mem)
+        warm()
+        with statements(mem) as first_sql:
+            got = first()
+        with statements(mem) as second_sql:
+            want = second()
+        if server_snapshot(mem) == before:
+            break
+    return (got, first_sql), (want, second_sql)
 
 
 # -- the ids a probe may name ----------------------------------------------------------------------

@@ -492,18 +492,6 @@ ASKS: dict[str, Ask] = {
 }
 
 
-@contextmanager
-def statements(mem: Memory) -> Iterator[list[str]]:
-    """The SQL statements ``mem``'s store runs meanwhile."""
-    seen: list[str] = []
-    conn = mem.store.conn  # type: ignore[attr-defined]
-    conn.set_trace_callback(seen.append)
-    try:
-        yield seen
-    finally:
-        conn.set_trace_callback(None)
-
-
 @pytest.mark.parametrize("ask", sorted(ASKS))
 @pytest.mark.parametrize(("principal", "scope"), _hidden_cases())
 def test_a_subject_of_hidden_sources_answers_as_one_of_none(
@@ -517,12 +505,15 @@ def test_a_subject_of_hidden_sources_answers_as_one_of_none(
     path = str(facts.full)
     canaries = facts.canaries(principal)
     for subject, predicate in subjects:
-        for s in (subject, NOWHERE_SUBJECT, subject, NOWHERE_SUBJECT):  # warm what both share
-            kit.outcome(lambda s=s, p=predicate: call(mem, s, p), path)
-        with statements(mem) as hidden_sql:
-            got = kit.plain(kit.outcome(lambda s=subject, p=predicate: call(mem, s, p), path))
-        with statements(mem) as nowhere_sql:
-            want = kit.plain(kit.outcome(lambda p=predicate: call(mem, NOWHERE_SUBJECT, p), path))
+        (got, hidden_sql), (want, nowhere_sql) = kit.traced_pair(
+            mem,
+            # Warm what both share.
+            lambda s=subject, p=predicate: [
+                kit.outcome(lambda x=x: call(mem, x, p), path) for x in (s, NOWHERE_SUBJECT) * 2
+            ],
+            lambda s=subject, p=predicate: kit.plain(kit.outcome(lambda: call(mem, s, p), path)),
+            lambda p=predicate: kit.plain(kit.outcome(lambda: call(mem, NOWHERE_SUBJECT, p), path)),
+        )
         tally = kit.counts("facts, hidden subjects")
         tally.routes.add(ask)
         tally.principals.add(principal)

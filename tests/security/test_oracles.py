@@ -5,8 +5,7 @@ work behind it tells the two apart."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from dataclasses import replace
 from datetime import timedelta
 from typing import Any
@@ -85,18 +84,6 @@ def _only_hidden(world, ref: Refs, principal: str) -> Refs:  # type: ignore[no-u
     return replace(ref, entities=only)
 
 
-@contextmanager
-def statements(mem: Memory) -> Iterator[list[str]]:
-    """The SQL statements ``mem``'s store runs meanwhile."""
-    seen: list[str] = []
-    conn = mem.store.conn  # type: ignore[attr-defined]
-    conn.set_trace_callback(seen.append)
-    try:
-        yield seen
-    finally:
-        conn.set_trace_callback(None)
-
-
 @pytest.mark.parametrize("ask", sorted(ASKS))
 @pytest.mark.parametrize(("principal", "source"), CASES)
 def test_hidden_answers_as_nonexistent(  # type: ignore[no-untyped-def]
@@ -107,12 +94,13 @@ def test_hidden_answers_as_nonexistent(  # type: ignore[no-untyped-def]
     nowhere = _nowhere_like(hidden)
     call = ASKS[ask]
     path = str(world.full)
-    for ref in (hidden, nowhere, hidden, nowhere):  # warm what both calls share
-        kit.outcome(lambda r=ref: call(mem, r), path)
-    with statements(mem) as hidden_sql:
-        got = kit.outcome(lambda: call(mem, hidden), path)
-    with statements(mem) as nowhere_sql:
-        want = kit.outcome(lambda: call(mem, nowhere), path)
+    (got, hidden_sql), (want, nowhere_sql) = kit.traced_pair(
+        mem,
+        # Warm what both calls share.
+        lambda: [kit.outcome(lambda r=r: call(mem, r), path) for r in (hidden, nowhere) * 2],
+        lambda: kit.outcome(lambda: call(mem, hidden), path),
+        lambda: kit.outcome(lambda: call(mem, nowhere), path),
+    )
     canaries = world.hidden_from(principal).canaries
     tally = kit.counts("existence oracles")
     tally.routes.add(ask)

@@ -8,7 +8,6 @@ their tests run on both backends with one build per backend."""
 from __future__ import annotations
 
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -16,16 +15,6 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from serving import BACKENDS
-
-
-@pytest.fixture(autouse=True, scope="module")
-def _index_dir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
-    """A store on a server keeps its index files in a folder of the test run, not in the
-    user's cache."""
-    folder = tmp_path_factory.mktemp("indexes")
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setenv("STRATAMEM_INDEX_DIR", str(folder))
-        yield folder
 
 
 @pytest.fixture(scope="module", params=BACKENDS)

@@ -21,7 +21,7 @@ import pytest
 from click.testing import CliRunner
 from mcp.client.session import ClientSession
 from mcp.client.streamable_http import streamable_http_client
-from serving import live
+from serving import live, server_layer_only
 
 import stratamem
 from stratamem.cli import main
@@ -548,6 +548,7 @@ def test_serve_refusals(tmp_path: Path, args: list[str], message: str) -> None:
 # -- generated requests -----------------------------------------------------------------------
 
 
+@server_layer_only
 def test_generated_requests_never_get_a_server_error_or_an_undeclared_body(
     service: Service, store: dict[str, Any]
 ) -> None:

@@ -212,13 +212,20 @@ def sequential(
 
 
 def test_two_processes_create_the_same_new_store(
-    pair: Pair, store_location: str, locations: Any, postgres_server: Any, tmp_path: Path
+    pair: Pair,
+    store_location: str,
+    locations: Any,
+    request: pytest.FixtureRequest,
+    tmp_path: Path,
 ) -> None:
     postgres = locations.is_postgres(store_location)
     trials = 60
     for trial in range(trials):
         # A database with no schema yet, or no file: both processes create it.
-        db = postgres_server.new_database() if postgres else str(tmp_path / f"new-{trial}.db")
+        if postgres:
+            db = request.getfixturevalue("postgres_server").new_database()
+        else:
+            db = str(tmp_path / f"new-{trial}.db")
         results = pair.round([("open", db, "")], [("open", db, "")])
         for result in results:
             _ok(result)

@@ -32,7 +32,7 @@ configs = st.builds(
 )
 SETTINGS = settings(max_examples=40, deadline=None)
 # On PostgreSQL an example costs a database or two: the same sealing, fewer examples.
-POSTGRES_EXAMPLES = 60
+POSTGRES_EXAMPLES = 10
 EPOCH = datetime(2024, 3, 1, tzinfo=UTC)
 Chat = Callable[..., str]
 Shape = Callable[[Store], set[Any]]

@@ -93,7 +93,15 @@ class PostgresServer:
             cursor = conn.execute(sql.encode())
             return list(cursor.fetchall()) if cursor.description else []
 
-    def stop(self, *, remove: bool = True) -> None:
+    def stop(self, *, remove: bool = True, wait: bool = True) -> None:
+        """Stop the server and remove its folder; ``wait=False`` leaves the removal to a
+        process of its own (a test session's server holds hundreds of databases, whose
+        thousands of files take a while to delete)."""
         self._server.cleanup()
-        if remove:
+        if not remove:
+            return
+        if wait:
             shutil.rmtree(self.folder, ignore_errors=True)
+            return
+        # Spawned, not a Popen: nothing is left to wait for it or warn that it still runs.
+        os.spawnvp(os.P_NOWAIT, "rm", ["rm", "-rf", "--", self.folder])
