@@ -2,7 +2,8 @@
 
 Both compute FTS5's BM25 from the same tokens (FTS5's own ``porter unicode61`` tokenizer)
 over the same chunks: SciFact's abstracts, each one chunk, repeated to ``--chunks`` chunks
-(the texts of search_latency.py's corpus), and are timed on SciFact's test claims, one after the other per query.
+(the texts of search_latency.py's corpus), and are timed on SciFact's test claims, one
+after the other per query.
 
 - **SQL**: a ``keyword_postings (term, rowid, freq)`` table with a b-tree on (term, rowid),
   each chunk's length in ``keyword_lengths``, and one statement per query that joins the

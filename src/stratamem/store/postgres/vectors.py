@@ -161,6 +161,9 @@ class PgVectorTables(VectorTables):
             )
         finally:
             raw.execute(b"RESET maintenance_work_mem")
+        # Statistics for the planner, which weighs walking the index under a principal's
+        # sources against reading those sources' vectors and sorting them.
+        raw.execute(b"ANALYZE embeddings")
         self.__dict__.setdefault("_indexed_models", set()).add(model)
         return time.perf_counter() - start
 
@@ -203,18 +206,18 @@ class PgVectorTables(VectorTables):
 
 
 def _admitted(filters: Filters, visible: Sequence[str] | None) -> tuple[str, list[object]]:
-    """The gate and the filters over an embeddings alias ``e``: its source is unlocked and
-    visible, and (where a filter is given) its chunk passes it."""
+    """The gate and the filters over an embeddings alias ``e``, written so that the planner
+    keeps walking the vector index and tests each row it meets (a join would make it read
+    every vector and sort them). A locked source has no vectors in the table (they are
+    sealed), so the owner needs no condition; a principal's sources are a list of constants;
+    a filter on the chunk or its source is a subquery per row."""
     if filters == Filters():
         if visible is None:
-            return "e.source_id IN (SELECT id FROM sources WHERE locked = 0)", []
-        return (
-            "e.source_id IN (SELECT id FROM sources WHERE locked = 0 AND id = ANY (?))",
-            [list(visible)],
-        )
+            return "TRUE", []
+        return "e.source_id = ANY (?)", [list(visible)]
     where, params = filter_sql(filters, visible)
     return (
-        f"""EXISTS (SELECT 1 FROM chunks c JOIN sources s ON s.id = c.source_id
-                   WHERE c.id = e.node_id AND {where})""",
+        f"""coalesce((SELECT TRUE FROM chunks c JOIN sources s ON s.id = c.source_id
+                     WHERE c.id = e.node_id AND {where}), FALSE)""",
         list(params),
     )
