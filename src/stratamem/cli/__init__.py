@@ -77,7 +77,8 @@ EVAL_MODE_ALIASES = {"fts": "keyword"}
     metavar="PATH|URL",
     default=None,
     help=(
-        "The store: a file, or a URL such as sqlite:///agent.db (default: $STRATAMEM_DB, "
+        "The store: a file, or a URL such as sqlite:///agent.db or "
+        "postgresql://user@host/db (default: $STRATAMEM_DB, "
         "else ~/.local/share/stratamem/stratamem.db)."
     ),
 )
