@@ -34,7 +34,6 @@ from stratamem.store.postgres.migrations import migrate, require_vector_extensio
 from stratamem.store.postgres.vectors import PgVectorTables
 from stratamem.store.sqlite.connection import CHUNK_GENERATION_KEY, GENERATION_KEY
 from stratamem.store.sqlite.facts import FactTables
-from stratamem.store.sqlite.filters import gate_sql
 from stratamem.store.sqlite.graph import GraphTables
 from stratamem.store.sqlite.jobs import JobQueue
 from stratamem.store.sqlite.locks import LockTables, table_columns
@@ -271,37 +270,10 @@ class PostgresStore(
         for table in _TEXT_TABLES:
             self.conn.raw.execute(f"VACUUM {table}".encode())
 
-    def stats(self) -> dict[str, Any]:
-        gate, params = gate_sql(self.visible_ids())
-
-        def one(sql: str, args: list[Any] = params) -> Any:
-            row = self.conn.execute(sql, args).fetchone()
-            return row[0] if row is not None else None
-
-        chunks = f"chunks c JOIN sources s ON s.id = c.source_id AND {gate}"
-        mentions = f"entity_index e JOIN sources s ON s.id = e.source_id AND {gate}"
-        edges = f"entity_edges x JOIN sources s ON s.id = x.source_id AND {gate}"
-        out = {
-            "path": self.path,
-            "sources": one(f"SELECT count(*) FROM sources s WHERE {gate}"),
-            "chunks": one(f"SELECT count(*) FROM {chunks}"),
-            "tokens": one(f"SELECT coalesce(sum(c.token_count), 0) FROM {chunks}"),
-            "entities": one(f"SELECT count(DISTINCT e.entity_id) FROM {mentions}"),
-            "mentions": one(f"SELECT count(*) FROM {mentions}"),
-            "edges": one(f"SELECT count(*) FROM {edges}"),
-            "by_kind": dict(
-                self.conn.execute(
-                    f"""SELECT s.kind, count(c.id) FROM sources s
-                        LEFT JOIN chunks c ON c.source_id = s.id WHERE {gate}
-                        GROUP BY s.kind ORDER BY s.kind""",
-                    params,
-                ).fetchall()
-            ),
-        }
-        if self.principal_name is None:
-            out["locked"] = one("SELECT count(*) FROM sources WHERE locked = 1", [])
-            out["bytes"] = int(one("SELECT pg_database_size(current_database())", []))
-        return out
+    def bytes_on_disk(self) -> int:
+        """What the database takes on the server."""
+        row = self.conn.execute("SELECT pg_database_size(current_database())").fetchone()
+        return int(row[0]) if row is not None else 0
 
 
 def open_postgres(location: str) -> PostgresStore:

@@ -55,6 +55,10 @@ class SourceTables:
 
         def get_principal(self, name: str) -> Principal | None: ...
 
+        path: str
+
+        def bytes_on_disk(self) -> int: ...
+
     # -- the gate ----------------------------------------------------------------------------
 
     def principal(self) -> Principal | None:
@@ -89,6 +93,41 @@ class SourceTables:
             f"SELECT s.*, {count} AS n FROM sources s {where} ORDER BY s.scope", params
         )
         return [_source(row) for row in rows.fetchall()]
+
+    def stats(self) -> dict[str, Any]:
+        """Counts over what the reader may see (the owner: every unlocked source; locked
+        ones are counted in ``locked``)."""
+        gate, params = gate_sql(self.visible_ids())
+
+        def one(sql: str) -> Any:
+            return self.conn.execute(sql, params).fetchone()[0]
+
+        chunks = f"chunks c JOIN sources s ON s.id = c.source_id AND {gate}"
+        mentions = f"entity_index e JOIN sources s ON s.id = e.source_id AND {gate}"
+        edges = f"entity_edges x JOIN sources s ON s.id = x.source_id AND {gate}"
+        out = {
+            "path": self.path,
+            "sources": one(f"SELECT count(*) FROM sources s WHERE {gate}"),
+            "chunks": one(f"SELECT count(*) FROM {chunks}"),
+            "tokens": one(f"SELECT coalesce(sum(c.token_count), 0) FROM {chunks}"),
+            "entities": one(f"SELECT count(DISTINCT e.entity_id) FROM {mentions}"),
+            "mentions": one(f"SELECT count(*) FROM {mentions}"),
+            "edges": one(f"SELECT count(*) FROM {edges}"),
+            "by_kind": dict(
+                self.conn.execute(
+                    f"""SELECT s.kind, count(c.id) FROM sources s
+                        LEFT JOIN chunks c ON c.source_id = s.id WHERE {gate}
+                        GROUP BY s.kind ORDER BY s.kind""",
+                    params,
+                ).fetchall()
+            ),
+        }
+        if self.principal_name is None:
+            out["locked"] = self.conn.execute(
+                "SELECT count(*) FROM sources WHERE locked = 1"
+            ).fetchone()[0]
+            out["bytes"] = self.bytes_on_disk()
+        return out
 
     # -- sources -----------------------------------------------------------------------------
 

@@ -25,7 +25,6 @@ from stratamem.store.sqlite.connection import (
     connect,
 )
 from stratamem.store.sqlite.facts import FactTables
-from stratamem.store.sqlite.filters import gate_sql
 from stratamem.store.sqlite.graph import GraphTables
 from stratamem.store.sqlite.jobs import JobQueue
 from stratamem.store.sqlite.keyword import KeywordTables
@@ -189,37 +188,6 @@ class SQLiteStore(
         of its contents are keyed on."""
         return self.conn.execute("PRAGMA data_version").fetchone()[0], self.conn.total_changes
 
-    def stats(self) -> dict[str, Any]:
-        """Counts over what the reader may see (the owner: every unlocked source; locked
-        ones are counted in ``locked``)."""
-        gate, params = gate_sql(self.visible_ids())
-
-        def one(sql: str) -> Any:
-            return self.conn.execute(sql, params).fetchone()[0]
-
-        chunks = f"chunks c JOIN sources s ON s.id = c.source_id AND {gate}"
-        mentions = f"entity_index e JOIN sources s ON s.id = e.source_id AND {gate}"
-        edges = f"entity_edges x JOIN sources s ON s.id = x.source_id AND {gate}"
-        out = {
-            "path": self.path,
-            "sources": one(f"SELECT count(*) FROM sources s WHERE {gate}"),
-            "chunks": one(f"SELECT count(*) FROM {chunks}"),
-            "tokens": one(f"SELECT coalesce(sum(c.token_count), 0) FROM {chunks}"),
-            "entities": one(f"SELECT count(DISTINCT e.entity_id) FROM {mentions}"),
-            "mentions": one(f"SELECT count(*) FROM {mentions}"),
-            "edges": one(f"SELECT count(*) FROM {edges}"),
-            "by_kind": dict(
-                self.conn.execute(
-                    f"""SELECT s.kind, count(c.id) FROM sources s
-                        LEFT JOIN chunks c ON c.source_id = s.id WHERE {gate}
-                        GROUP BY s.kind ORDER BY s.kind""",
-                    params,
-                ).fetchall()
-            ),
-        }
-        if self.principal_name is None:
-            out["locked"] = self.conn.execute(
-                "SELECT count(*) FROM sources WHERE locked = 1"
-            ).fetchone()[0]
-            out["bytes"] = Path(self.path).stat().st_size if Path(self.path).exists() else 0
-        return out
+    def bytes_on_disk(self) -> int:
+        """The database file's size (0 in memory)."""
+        return Path(self.path).stat().st_size if Path(self.path).exists() else 0
