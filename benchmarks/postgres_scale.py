@@ -22,7 +22,10 @@ processes while a third ingests new documents into the same store for as long: q
 second, latency, and the writer's chunks/s.
 
     python benchmarks/postgres_scale.py [--chunks 100000] [--queries 300] [--seconds 60]
-        [--name postgres_scale]
+        [--name postgres_scale] [--work DIR]
+
+``--work DIR`` keeps the corpus, both stores and the server's data in ``DIR`` and resumes a
+run there: a store whose build finished (recorded in ``DIR/builds.json``) is not built again.
 
 Writes ``benchmarks/results/<name>.md`` and ``.json``.
 """
@@ -231,22 +234,36 @@ def main() -> None:
     parser.add_argument("--queries", type=int, default=300)
     parser.add_argument("--seconds", type=float, default=60.0)
     parser.add_argument("--name", default="postgres_scale")
+    parser.add_argument("--work", type=Path, help="keep the stores here and resume a run")
     args = parser.parse_args()
     load_start = os.getloadavg()
     texts, vectors, queries = base_corpus()
     queries = queries[: args.queries]
-    work = Path(tempfile.mkdtemp(prefix="stratamem-pgscale-"))
+    work = args.work or Path(tempfile.mkdtemp(prefix="stratamem-pgscale-"))
+    work.mkdir(parents=True, exist_ok=True)
     os.environ.setdefault("STRATAMEM_INDEX_DIR", str(work / "indexes"))
     server = PostgresServer.start(str(work / "pg"))
     try:
         corpus = work / "corpus.jsonl"
-        write_corpus(corpus, documents_for(args.chunks, texts), texts)
-        locations = {"sqlite": str(work / "store.db"), "postgresql": server.new_database("scale")}
-        builds = {}
+        done = work / "builds.json"
+        builds = json.loads(done.read_text()) if done.exists() else {}
+        if not builds:
+            write_corpus(corpus, documents_for(args.chunks, texts), texts)
+        locations = {"sqlite": str(work / "store.db"), "postgresql": server.url_of("scale")}
         for backend in BACKENDS:
+            if backend in builds:
+                print(f"{backend} built in an earlier run: {builds[backend]}", flush=True)
+                continue
             print(f"building {backend}", flush=True)
+            if backend == "postgresql":  # a build cut short starts again from nothing
+                server.psql('DROP DATABASE IF EXISTS "scale" WITH (FORCE)')
+                server.new_database("scale")
+            else:
+                for path in work.glob("store.db*"):
+                    path.unlink()
             builds[backend] = build(locations[backend], corpus, vectors)
             builds[backend]["disk_mb"] = disk(locations[backend], server)
+            done.write_text(json.dumps(builds, indent=2))
             print(builds[backend], flush=True)
         print("measuring latency", flush=True)
         timings, agreement = latency(locations, queries)
@@ -269,7 +286,7 @@ def main() -> None:
             "concurrency": loaded,
         }
     finally:
-        server.stop()
+        server.stop(remove=args.work is None)
     RESULTS.mkdir(parents=True, exist_ok=True)
     (RESULTS / f"{args.name}.json").write_text(json.dumps(result, indent=2) + "\n")
     (RESULTS / f"{args.name}.md").write_text(report(result))
