@@ -572,8 +572,11 @@ class VectorIndex:
         if not np.array_equal(ids, stored.sorted_ids):
             raise vectors_file.Rejected("the vectors given are not of the file's rows")
         rows = _as_vectors(vectors, self.dim, len(ids))
-        matrix = np.zeros((len(stored.slot_ids), self.dim), np.float32)  # dead slots zero
-        matrix[stored.sorted_slots] = rows
+        if np.array_equal(stored.sorted_slots, np.arange(len(stored.slot_ids))):
+            matrix = rows  # no dead slots, and the slots in id order: a graph built at once
+        else:
+            matrix = np.zeros((len(stored.slot_ids), self.dim), np.float32)  # dead slots zero
+            matrix[stored.sorted_slots] = rows
         self._version = next(_VERSIONS)
         self._n = len(stored.slot_ids)
         self._slot_ids = stored.slot_ids

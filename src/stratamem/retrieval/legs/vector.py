@@ -161,11 +161,15 @@ class VectorLeg:
         """Every vector of the model in the store: (chunk rowids ascending, their vectors)."""
         ids: list[int] = []
         parts: list[Vector] = []
-        for rowids, blob in self.store.iter_vectors(self.signature):
-            ids.extend(rowids)
+        for part, blob in self.store.iter_vectors(self.signature):
+            ids.extend(part)
             parts.append(np.frombuffer(blob, dtype="<f4").reshape(-1, dim))
+        rowids = np.asarray(ids, dtype=np.int64)
         matrix = np.concatenate(parts) if parts else np.empty((0, dim), np.float32)
-        return np.asarray(ids, dtype=np.int64), matrix
+        if len(rowids) > 1 and not bool((np.diff(rowids) > 0).all()):
+            order = np.argsort(rowids, kind="stable")
+            rowids, matrix = rowids[order], matrix[order]
+        return rowids, matrix
 
     def _settled(self, generation: int) -> int:
         """The generation to remember the index at: none inside a write transaction, where
