@@ -143,6 +143,7 @@ def test_a_new_database_at_the_same_path_never_uses_the_old_files(
                 VectorIndex.load(
                     vector_path,
                     384,
+                    lambda: pytest.fail("a file of another store is refused before its vectors"),
                     signature=HashingEmbedder().spec.signature,
                     generation=generation,
                     store_id=b.store.store_id(),

@@ -324,9 +324,13 @@ def test_save_and_load_round_trip(tmp_path: Path, data, ids, threshold: int) -> 
     path = index.save(tmp_path / "vectors.smvi")
     assert [p.name for p in tmp_path.iterdir()] == ["vectors.smvi"]  # no temp file left
 
+    raw = path.read_bytes()  # the vectors stay with the caller
+    assert not any(row.astype("<f4").tobytes() in raw for row in index.vectors(ids[1:4])[1])
+    live = np.arange(len(ids)) % 13 != 0
     loaded = VectorIndex.load(
         path,
         DIM,
+        lambda: _ascending(ids[live], data[0][live]),  # what the caller gave, as a store does
         signature="model-a/32",
         generation=4,
         ids_checksum=id_set_checksum(ids[np.arange(len(ids)) % 13 != 0]),
@@ -358,7 +362,9 @@ def test_header_is_documented_json(tmp_path: Path, hnsw) -> None:  # type: ignor
 
 def test_exact_file_loaded_above_threshold_builds_the_graph(tmp_path: Path, exact) -> None:  # type: ignore[no-untyped-def]
     path = exact.save(tmp_path / "v.smvi")
-    loaded = VectorIndex.load(path, DIM, hnsw_threshold=THRESHOLD)
+    loaded = VectorIndex.load(
+        path, DIM, lambda: exact.vectors(exact.ids()), hnsw_threshold=THRESHOLD
+    )
     assert loaded is not None
     assert loaded.kind == "hnsw"
 
@@ -379,9 +385,10 @@ def test_exact_file_loaded_above_threshold_builds_the_graph(tmp_path: Path, exac
 def test_damaged_file_loads_as_none(tmp_path: Path, exact, hnsw, damage, mode: str) -> None:  # type: ignore[no-untyped-def]
     index = exact if mode == "exact" else hnsw
     path = index.save(tmp_path / "v.smvi")
-    assert VectorIndex.load(path, DIM, hnsw_threshold=index.hnsw_threshold) is not None
+    stored = index.vectors(index.ids())
+    assert VectorIndex.load(path, DIM, lambda: stored, hnsw_threshold=index.hnsw_threshold)
     path.write_bytes(damage(path.read_bytes()))
-    assert VectorIndex.load(path, DIM, hnsw_threshold=index.hnsw_threshold) is None
+    assert VectorIndex.load(path, DIM, lambda: stored, hnsw_threshold=index.hnsw_threshold) is None
 
 
 @pytest.mark.parametrize(
@@ -399,12 +406,45 @@ def test_mismatched_file_loads_as_none(tmp_path: Path, exact, dim: int, options)
     saved.add(exact.ids()[:10], np.eye(10, DIM))
     saved.save(path)
     expected = {"signature": "model-a/32", "generation": 1, **options}
-    assert VectorIndex.load(path, dim, **expected) is None
-    assert VectorIndex.load(path, DIM, signature="model-a/32", generation=1) is not None
+    assert VectorIndex.load(path, dim, _never, **expected) is None
+    stored = saved.vectors(saved.ids())
+    assert VectorIndex.load(path, DIM, lambda: stored, signature="model-a/32", generation=1)
+
+
+@pytest.mark.parametrize("mode", ["exact", "hnsw"])
+def test_vectors_of_other_rows_load_as_none(tmp_path: Path, exact, hnsw, mode: str) -> None:  # type: ignore[no-untyped-def]
+    index = exact if mode == "exact" else hnsw
+    path = index.save(tmp_path / "v.smvi")
+    ids, matrix = index.vectors(index.ids())
+    for wrong in ((ids[1:], matrix[1:]), (ids + 1, matrix), (ids, matrix[1:])):
+        assert VectorIndex.load(path, DIM, lambda w=wrong: w) is None  # type: ignore[misc]
+
+
+def test_loaded_index_serves_the_vectors_given(tmp_path: Path, hnsw) -> None:  # type: ignore[no-untyped-def]
+    """The file keeps the graph, the caller the vectors: a vector changed since the file
+    was written is the one a search scores."""
+    path = hnsw.save(tmp_path / "v.smvi")
+    ids, matrix = hnsw.vectors(hnsw.ids())
+    changed = matrix.copy()
+    changed[0] = -matrix[0]
+    loaded = VectorIndex.load(path, DIM, lambda: (ids, changed))
+    assert loaded is not None
+    found, scores = loaded.search(-matrix[0], 1, allow=ids[:10])  # scored exactly
+    assert found.tolist() == [ids[0]]
+    assert scores[0] == pytest.approx(1.0, abs=1e-5)
 
 
 def test_missing_file_loads_as_none(tmp_path: Path) -> None:
-    assert VectorIndex.load(tmp_path / "absent.smvi", DIM) is None
+    assert VectorIndex.load(tmp_path / "absent.smvi", DIM, _never) is None
+
+
+def _ascending(ids: np.ndarray, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    order = np.argsort(ids)
+    return ids[order], rows[order]
+
+
+def _never() -> tuple[np.ndarray, np.ndarray]:
+    raise AssertionError("the vectors are asked for only once the file passed its checks")
 
 
 def test_save_needs_a_path_and_overwrites(tmp_path: Path) -> None:
@@ -415,7 +455,7 @@ def test_save_needs_a_path_and_overwrites(tmp_path: Path) -> None:
     index.save()
     index.add(np.array([1]), np.array([[1.0, 0.0]]))
     index.save()
-    loaded = VectorIndex.load(tmp_path / "v.smvi", 2)
+    loaded = VectorIndex.load(tmp_path / "v.smvi", 2, lambda: index.vectors(index.ids()))
     assert loaded is not None
     assert loaded.ids().tolist() == [1]
 

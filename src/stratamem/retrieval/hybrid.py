@@ -139,11 +139,16 @@ class HybridSearcher:
                     chat = {sid for sid, kind in kinds.items() if kind is SourceKind.CHAT}
                     in_chat = {k for k in head if chunks[k].source_id in chat}
             scopes = self.store.scopes()
+            reranking = rerank and self.reranker is not None and bool(head)
+            if not reranking:  # the order is final here: only the hits' entities are read
+                if vectors:
+                    head = _diversify(head, _relevance(head, candidates), vectors, in_chat, cfg)
+                head = head[:limit]
             entities = self.store.mentions_of(head)
-        if rerank and self.reranker is not None and head:
+        if reranking and self.reranker is not None:
             head = _rerank(self.reranker, query, head, chunks, candidates, cfg, notes)
-        if vectors:
-            head = _diversify(head, _relevance(head, candidates), vectors, in_chat, cfg)
+            if vectors:
+                head = _diversify(head, _relevance(head, candidates), vectors, in_chat, cfg)
         top = head[:limit]
         hits, breakdowns = _hits(top, chunks, candidates, scopes, entities)
         response = SearchResponse(

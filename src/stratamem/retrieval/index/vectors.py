@@ -9,8 +9,9 @@ stays until a compaction or ``rebuild`` finds fewer live vectors than the thresh
 Why faiss (``benchmarks/results/vector_index.md``, 100k clustered × 384, two shared cores):
 at M 16 and ef 64 it answers in ~0.2 ms at recall@10 0.99, as hnswlib does (usearch: 0.4-0.6
 ms). hnswlib built the graph 1.2-2× faster, but PyPI has it only as source to compile, while
-faiss-cpu is already a dependency with wheels, streams into our file and lends its stored
-vectors to numpy without a copy (the exact fallbacks below need them).
+faiss-cpu is already a dependency with wheels, writes its graph without the vectors into our
+file and lends its stored vectors to numpy without a copy (the exact fallbacks below need
+them).
 
 Ranking. Results are ordered by score descending, then row id ascending. BLAS gives
 identical rows slightly different float32 scores depending on where they sit in the matrix,
@@ -53,8 +54,10 @@ Threading. Searches may run concurrently with each other and with nothing else: 
 locking happens here.
 
 Persistence. ``save`` and ``load`` write and read the file format described in
-``vectors_file``; ``load`` returns ``None`` rather than raising when the file is missing,
-damaged or not the index the caller expects, and the caller then rebuilds from the store.
+``vectors_file``: the slots and the graph, not the vectors, which ``load`` takes from the
+caller (the store holds them). ``load`` returns ``None`` rather than raising when the file is
+missing, damaged or not the index the caller expects, and the caller then rebuilds from the
+store.
 ``snapshot`` copies what ``save`` writes, so that another thread can write it while the index
 moves on (the copy needs the writer lock; the write does not).
 """
@@ -64,6 +67,7 @@ from __future__ import annotations
 import itertools
 import logging
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final, Literal
@@ -488,7 +492,6 @@ class VectorIndex:
             slot_ids=self._slot_ids[: self._n].copy(),
             live_count=len(self),
             ids_checksum=self.ids_checksum,
-            matrix=self._matrix[: self._n].copy() if hnsw is None else self._matrix[:0],
             hnsw=hnsw,
         )
 
@@ -507,6 +510,7 @@ class VectorIndex:
         cls,
         path: Path,
         dim: int,
+        vectors: Callable[[], tuple[npt.ArrayLike, npt.ArrayLike]],
         *,
         signature: str = "",
         generation: int | None = 0,
@@ -519,6 +523,10 @@ class VectorIndex:
         """The index saved at ``path``, or ``None`` if it is missing, damaged or not the one
         expected (dim, signature, and each of generation, id checksum, store id and rows
         digest that is not None): rebuild from the store then.
+
+        ``vectors()`` gives the vectors the file leaves out: (ids ascending, one vector per
+        id), which must be exactly the file's live ids; it is called once the file has
+        passed every other check.
 
         ``m`` and ``ef_construction`` come from the file. An exact index at or above
         ``hnsw_threshold`` builds its graph here.
@@ -545,7 +553,8 @@ class VectorIndex:
                 generation=0 if generation is None else generation,
                 store_id=store_id or "",
             )
-            index._adopt(stored)
+            ids, matrix = vectors()
+            index._adopt(stored, _as_ids(ids, "ids"), matrix)
             return index
         except FileNotFoundError:
             _log.info("no vector index at %s", path)
@@ -555,19 +564,34 @@ class VectorIndex:
             _log.warning("vector index %s unreadable: %s", path, error)
         return None
 
-    def _adopt(self, stored: vectors_file.StoredIndex) -> None:
-        """Take over the state read from a file (building the graph if it is now due)."""
+    def _adopt(
+        self, stored: vectors_file.StoredIndex, ids: IdArray, vectors: npt.ArrayLike
+    ) -> None:
+        """Take over the state read from a file and the vectors of its live ids (building
+        the graph if it is now due)."""
+        if not np.array_equal(ids, stored.sorted_ids):
+            raise vectors_file.Rejected("the vectors given are not of the file's rows")
+        rows = _as_vectors(vectors, self.dim, len(ids))
+        if np.array_equal(stored.sorted_slots, np.arange(len(stored.slot_ids))):
+            matrix = rows  # no dead slots, and the slots in id order: a graph built at once
+        else:
+            matrix = np.zeros((len(stored.slot_ids), self.dim), np.float32)  # dead slots zero
+            matrix[stored.sorted_slots] = rows
         self._version = next(_VERSIONS)
         self._n = len(stored.slot_ids)
         self._slot_ids = stored.slot_ids
         self._sorted_ids = stored.sorted_ids
         self._sorted_slots = stored.sorted_slots
         self._dead = self._n - len(stored.sorted_ids)
-        self._matrix = stored.matrix
+        self._matrix = np.empty((0, self.dim), np.float32)
         self._hnsw = stored.hnsw
+        if self._hnsw is None:
+            self._matrix = matrix
+        else:
+            vectors_file.attach_storage(self._hnsw, matrix)
         self._refresh_bitmap()
         if self._hnsw is None and len(self) >= self.hnsw_threshold:
-            self._reset(stored.sorted_ids, stored.matrix[stored.sorted_slots])
+            self._reset(stored.sorted_ids, rows)
 
 
 # ------------------------------------------------------------------ inputs

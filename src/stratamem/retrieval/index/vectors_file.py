@@ -4,16 +4,21 @@ The frame (magic, JSON header, body, SHA-256, atomic replace) is ``file``'s; the
 little-endian throughout::
 
     offset   size      content
-    0        8         magic b"SMVECIX2"
+    0        8         magic b"SMVECIX3"
     8        4         H, the header length, uint32
     12       H         header, UTF-8 JSON object (below)
     12+H     8·S       slot → row id map, int64, S = header["slots"]; -1 marks a dead slot
-    ...      ...       payload: "exact": the S × dim float32 matrix, row per slot;
-                       "hnsw": the faiss index as written by faiss.write_index (the vectors
-                       of dead slots zeroed)
+    ...      ...       "hnsw" only: the faiss graph as faiss.write_index writes it with
+                       IO_FLAG_SKIP_STORAGE (links and levels, no vectors)
     end-32   32        SHA-256 of every byte before it
 
-Header keys: ``format_version`` (2), ``kind`` ("exact" | "hnsw"), ``library`` ("numpy" |
+The file holds no vectors: they are the store's, and a copy beside it doubled what the vectors
+took on disk (161 MB of the 805 MB a 100k-chunk store took). ``read_file`` returns the slots
+and the graph; ``VectorIndex.load`` gives it the store's vectors of the file's rows, read in
+the same snapshot as the rows the file was checked against, so what it serves are the
+vectors the store holds now.
+
+Header keys: ``format_version`` (3), ``kind`` ("exact" | "hnsw"), ``library`` ("numpy" |
 "faiss") and ``library_version``, ``dim``, ``metric`` ("inner_product"), ``count`` (live
 vectors), ``slots``, ``ids_sha256`` (``id_set_checksum`` of the live ids), ``signature`` (the
 caller's model signature), ``generation`` (the caller's integer), ``store_id`` (the database's
@@ -52,8 +57,8 @@ from stratamem.retrieval.index.file import (
 IdArray = npt.NDArray[np.int64]
 Matrix = npt.NDArray[np.float32]
 
-FORMAT_VERSION: Final = 2
-MAGIC: Final = b"SMVECIX2"
+FORMAT_VERSION: Final = 3
+MAGIC: Final = b"SMVECIX3"
 
 __all__ = [
     "FORMAT_VERSION",
@@ -63,6 +68,7 @@ __all__ = [
     "Rejected",
     "Snapshot",
     "StoredIndex",
+    "attach_storage",
     "id_set_checksum",
     "import_faiss",
     "read_file",
@@ -92,8 +98,7 @@ class Snapshot:
     slot_ids: IdArray
     live_count: int
     ids_checksum: str
-    matrix: Matrix  # the exact path's rows; ignored when ``hnsw`` is set
-    hnsw: npt.NDArray[np.uint8] | None  # faiss.serialize_index's bytes
+    hnsw: npt.NDArray[np.uint8] | None  # the graph's bytes (serialize_hnsw)
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,14 +111,13 @@ class StoredIndex:
     slot_ids: IdArray  # slot → row id; -1 marks a dead slot
     sorted_ids: IdArray  # live ids, ascending ...
     sorted_slots: IdArray  # ... and their slots
-    matrix: Matrix  # the exact path's rows, (slots × dim); empty for "hnsw"
-    hnsw: Any  # faiss.IndexHNSWFlat for "hnsw", else None
+    hnsw: Any  # faiss.IndexHNSWFlat without its storage for "hnsw", else None
 
 
 def write_file(
     target: Path, snap: Snapshot, *, still_current: Callable[[], bool] | None = None
 ) -> bool:
-    """Write a snapshot atomically: its faiss bytes when it has them, else its matrix."""
+    """Write a snapshot atomically: its slots, and its graph when it has one."""
     if snap.hnsw is not None:
         library, version = "faiss", str(import_faiss().__version__)
     else:
@@ -138,9 +142,7 @@ def write_file(
 
     def body(out: HashingWriter) -> None:
         out.write(np.ascontiguousarray(snap.slot_ids, dtype="<i8").data)
-        if snap.hnsw is None:
-            out.write(np.ascontiguousarray(snap.matrix, dtype="<f4").data)
-        else:
+        if snap.hnsw is not None:
             out.write(np.ascontiguousarray(snap.hnsw).data)
 
     return write_atomic(target, MAGIC, header, body, still_current=still_current)
@@ -181,10 +183,8 @@ def read_file(
         m, ef_construction = int(header["m"]), int(header["ef_construction"])
 
         slot_ids = read_array(file, (slots,), "<i8").astype(np.int64)
-        if kind == "exact":
-            matrix = read_array(file, (slots, dim), "<f4").astype(np.float32)
-            hnsw = None
-        else:
+        hnsw = None
+        if kind == "hnsw":
             faiss = import_faiss()
             # read_index already returns the concrete class; downcasting again breaks it.
             hnsw = faiss.read_index(faiss.PyCallbackIOReader(file.read))
@@ -193,9 +193,9 @@ def read_file(
                 or hnsw.d != dim
                 or hnsw.ntotal != slots
                 or hnsw.metric_type != faiss.METRIC_INNER_PRODUCT
+                or hnsw.storage is not None
             ):
                 raise Rejected("the faiss index does not match the header")
-            matrix = np.empty((0, dim), np.float32)
         if file.tell() != opened.body_end:
             raise Rejected("payload length does not match the header")
 
@@ -217,15 +217,27 @@ def read_file(
         slot_ids=slot_ids,
         sorted_ids=sorted_ids,
         sorted_slots=np.flatnonzero(slot_ids >= 0).astype(np.int64)[order],
-        matrix=matrix,
         hnsw=hnsw,
     )
 
 
 def serialize_hnsw(index: Any) -> npt.NDArray[np.uint8]:
-    """faiss's own bytes of an HNSW index (what ``faiss.write_index`` writes), a copy."""
-    data: npt.NDArray[np.uint8] = import_faiss().serialize_index(index)
+    """faiss's own bytes of an HNSW index's graph, without the vectors it stores."""
+    faiss = import_faiss()
+    writer = faiss.VectorIOWriter()
+    faiss.write_index(index, writer, faiss.IO_FLAG_SKIP_STORAGE)
+    data: npt.NDArray[np.uint8] = faiss.vector_to_array(writer.data)
     return data
+
+
+def attach_storage(index: Any, matrix: Matrix) -> None:
+    """Give a graph read by ``read_file`` its vectors: ``matrix``, a row per slot."""
+    faiss = import_faiss()
+    storage = faiss.IndexFlatIP(index.d)
+    storage.add(matrix)
+    index.storage = storage
+    index.own_fields = True
+    storage.this.disown()  # the HNSW index owns and frees it now
 
 
 def import_faiss() -> Any:

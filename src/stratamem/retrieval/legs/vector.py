@@ -130,6 +130,7 @@ class VectorLeg:
             index = VectorIndex.load(
                 path,
                 dim,
+                lambda: self._stored_vectors(dim),
                 signature=self.signature,
                 generation=None,
                 store_id=store_id,
@@ -148,17 +149,27 @@ class VectorLeg:
                 generation=generation,
                 store_id=store_id,
             )
-            ids: list[int] = []
-            parts: list[Vector] = []
-            for rowids, blob in self.store.iter_vectors(self.signature):
-                ids.extend(rowids)
-                parts.append(np.frombuffer(blob, dtype="<f4").reshape(-1, dim))
-            if ids:
-                index.rebuild(np.asarray(ids, dtype=np.int64), np.concatenate(parts))
-            self._rows = self.store.rowids_to_ids(ids)
+            ids, vectors = self._stored_vectors(dim)
+            if len(ids):
+                index.rebuild(ids, vectors)
+            self._rows = self.store.rowids_to_ids(ids.tolist())
             self._save_later(index)
         self._index, self._generation = index, self._settled(generation)
         return index
+
+    def _stored_vectors(self, dim: int) -> tuple[npt.NDArray[np.int64], Vector]:
+        """Every vector of the model in the store: (chunk rowids ascending, their vectors)."""
+        ids: list[int] = []
+        parts: list[Vector] = []
+        for part, blob in self.store.iter_vectors(self.signature):
+            ids.extend(part)
+            parts.append(np.frombuffer(blob, dtype="<f4").reshape(-1, dim))
+        rowids = np.asarray(ids, dtype=np.int64)
+        matrix = np.concatenate(parts) if parts else np.empty((0, dim), np.float32)
+        if len(rowids) > 1 and not bool((np.diff(rowids) > 0).all()):
+            order = np.argsort(rowids, kind="stable")
+            rowids, matrix = rowids[order], matrix[order]
+        return rowids, matrix
 
     def _settled(self, generation: int) -> int:
         """The generation to remember the index at: none inside a write transaction, where

@@ -94,9 +94,7 @@ class PostgresStore(
             snapshot=self.read_snapshot,
             writing=self.in_transaction,
         )
-        self._committed: PgConnection | None = None
-        self._committed_lock = threading.Lock()
-        self._closed = False
+        self._counters = CommittedCounters(self.location, self.path)
         self._index_base: str | None = None
 
     def __enter__(self) -> PostgresStore:
@@ -106,13 +104,7 @@ class PostgresStore(
         self.close()
 
     def close(self) -> None:
-        # An index saver's thread may be reading the committed counters: it finishes first,
-        # and opens no connection once the store is closed.
-        with self._committed_lock:
-            self._closed = True
-            if self._committed is not None:
-                self._committed.close()
-                self._committed = None
+        self._counters.close()
         self.conn.close()
 
     def transaction(self) -> AbstractContextManager[PgConnection]:  # type: ignore[override]
@@ -187,18 +179,7 @@ class PostgresStore(
 
     def committed_generations(self) -> tuple[int, int]:
         """The counters as committed, whatever transaction this connection is in."""
-        with self._committed_lock:
-            if self._closed:
-                raise StoreError(f"{self.path}: the store is closed")
-            if self._committed is None:
-                self._committed = connect(self.location, application="stratamem-state")
-            found: dict[str, str] = dict(
-                self._committed.execute(
-                    "SELECT key, value FROM settings WHERE key IN (?, ?)",
-                    (GENERATION_KEY, CHUNK_GENERATION_KEY),
-                ).fetchall()
-            )
-        return int(found.get(GENERATION_KEY, 0)), int(found.get(CHUNK_GENERATION_KEY, 0))
+        return self._counters.read()
 
     def store_id(self) -> str:
         return self.get_setting("store.id") or ""
@@ -283,3 +264,38 @@ def open_postgres(location: str) -> PostgresStore:
     except psycopg.Error as exc:
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise StoreError(f"{redact(location)}: {first}") from exc
+
+
+class CommittedCounters:
+    """The store's generation counters as committed, read on a connection of their own
+    (opened on first use), whatever transaction the store's connections are in: an index
+    saver's thread compares them before it writes a file."""
+
+    def __init__(self, location: str, path: str) -> None:
+        self._location, self._path = location, path
+        self._conn: PgConnection | None = None
+        self._lock = threading.Lock()
+        self._closed = False
+
+    def read(self) -> tuple[int, int]:
+        with self._lock:
+            if self._closed:
+                raise StoreError(f"{self._path}: the store is closed")
+            if self._conn is None:
+                self._conn = connect(self._location, application="stratamem-state")
+            found: dict[str, str] = dict(
+                self._conn.execute(
+                    "SELECT key, value FROM settings WHERE key IN (?, ?)",
+                    (GENERATION_KEY, CHUNK_GENERATION_KEY),
+                ).fetchall()
+            )
+        return int(found.get(GENERATION_KEY, 0)), int(found.get(CHUNK_GENERATION_KEY, 0))
+
+    def close(self) -> None:
+        """Close the connection; a saver reading meanwhile finishes first, and none opens
+        another afterwards."""
+        with self._lock:
+            self._closed = True
+            conn, self._conn = self._conn, None
+        if conn is not None:
+            conn.close()

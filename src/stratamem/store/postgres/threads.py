@@ -34,9 +34,8 @@ from contextlib import contextmanager
 from typing import Any
 
 from stratamem.errors import StoreError
-from stratamem.store.postgres.connection import PgConnection, connect, redact
-from stratamem.store.postgres.store import PostgresStore, open_postgres
-from stratamem.store.sqlite.connection import CHUNK_GENERATION_KEY, GENERATION_KEY
+from stratamem.store.postgres.connection import redact
+from stratamem.store.postgres.store import CommittedCounters, PostgresStore, open_postgres
 from stratamem.store.sqlite.postings import EntityPostings
 
 
@@ -57,8 +56,7 @@ class PerThreadPostgresStore:
         self._open: dict[PostgresStore, threading.Thread] = {}
         self._closed = False
         self._serials = itertools.count()
-        self._committed: PgConnection | None = None
-        self._committed_lock = threading.Lock()
+        self._counters = CommittedCounters(location, self.path)
         self.postings = EntityPostings(
             lambda: self._mine().conn,  # type: ignore[arg-type, return-value]
             state=lambda: self._mine().write_state(),
@@ -141,18 +139,7 @@ class PerThreadPostgresStore:
 
     def committed_generations(self) -> tuple[int, int]:
         """The counters as committed, read on the connection every thread shares for them."""
-        with self._committed_lock:
-            if self._closed:
-                raise StoreError(f"{self.path}: the store is closed")
-            if self._committed is None:
-                self._committed = connect(self._location, application="stratamem-state")
-            found: dict[str, str] = dict(
-                self._committed.execute(
-                    "SELECT key, value FROM settings WHERE key IN (?, ?)",
-                    (GENERATION_KEY, CHUNK_GENERATION_KEY),
-                ).fetchall()
-            )
-        return int(found.get(GENERATION_KEY, 0)), int(found.get(CHUNK_GENERATION_KEY, 0))
+        return self._counters.read()
 
     def connections(self) -> int:
         """How many threads have a connection open (those of ended threads are closed
@@ -182,7 +169,4 @@ class PerThreadPostgresStore:
             store.close()
         if getattr(self._local, "store", None) is not None:
             self._local.store = None
-        with self._committed_lock:
-            committed, self._committed = self._committed, None
-        if committed is not None:
-            committed.close()
+        self._counters.close()

@@ -99,10 +99,12 @@ class VectorTables:
         return cursor.rowcount
 
     def iter_vectors(self, model: str, batch: int = 10_000) -> Iterator[tuple[list[int], bytes]]:
-        """(chunk rowids, concatenated float32 blobs) of ``model``'s vectors, in rowid order."""
+        """(chunk rowids, concatenated float32 blobs) of ``model``'s vectors, in the table's
+        order: sorting them here would copy every vector into a temporary b-tree, and reading
+        them through the model's index would visit the table in no order."""
         cursor = self.conn.execute(
-            """SELECT c.rowid, e.vector FROM embeddings e JOIN chunks c ON c.id = e.node_id
-               WHERE e.model = ? ORDER BY c.rowid""",
+            """SELECT c.rowid, e.vector FROM embeddings e
+               JOIN chunks c ON c.id = e.node_id WHERE +e.model = ?""",
             (model,),
         )
         while rows := cursor.fetchmany(batch):
