@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import os
 import sqlite3
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -9,6 +10,9 @@ import pytest
 from hypothesis import HealthCheck, settings
 
 from stratamem.store.postgres.server import PostgresServer
+
+# The kits beside this file (sql_kit) import by name from every folder's tests.
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 # CI draws the same examples every run, so an example no local run drew cannot turn it red.
 settings.register_profile(

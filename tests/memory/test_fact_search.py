@@ -4,7 +4,6 @@ every read."""
 from __future__ import annotations
 
 from collections.abc import Iterator
-from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -13,6 +12,7 @@ import pytest
 from memory_kit import rows
 
 import stratamem
+from sql_kit import statements
 from stratamem.memory.search import fact_index, rank, search_facts
 from stratamem.retrieval.query import query_terms
 from stratamem.testing import HashingEmbedder
@@ -123,18 +123,6 @@ def test_forgetting_a_source_removes_its_fact_vectors(
 
 
 # -- the reader's index ------------------------------------------------------------------------
-
-
-@contextmanager
-def statements(memory: stratamem.Memory) -> Iterator[list[str]]:
-    """The SQL statements ``memory``'s store runs meanwhile."""
-    seen: list[str] = []
-    conn = memory.store.conn  # type: ignore[attr-defined]
-    conn.set_trace_callback(seen.append)
-    try:
-        yield seen
-    finally:
-        conn.set_trace_callback(None)
 
 
 def reads_facts(sql: list[str]) -> bool:

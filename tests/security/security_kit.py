@@ -19,8 +19,8 @@ import math
 import os
 import re
 import sqlite3
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from contextlib import closing, contextmanager
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from contextlib import closing
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from fnmatch import fnmatchcase
@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 import stratamem
+from sql_kit import statements
 from stratamem.api import Memory
 from stratamem.config import TreeConfig
 from stratamem.store.access import PrincipalRow
@@ -788,18 +789,6 @@ def reads(mem: Memory, query: str, entity: str, source: str) -> dict[str, Any]:
 
 
 # -- the work behind an answer --------------------------------------------------------------------
-
-
-@contextmanager
-def statements(mem: Memory) -> Iterator[list[str]]:
-    """The SQL statements ``mem``'s store runs meanwhile, their parameters bound."""
-    seen: list[str] = []
-    conn = mem.store.conn  # type: ignore[attr-defined]
-    conn.set_trace_callback(seen.append)
-    try:
-        yield seen
-    finally:
-        conn.set_trace_callback(None)
 
 
 def server_snapshot(mem: Memory) -> str:
