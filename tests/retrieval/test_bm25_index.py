@@ -619,6 +619,50 @@ def test_the_file_records_the_statistics_as_fts5_keeps_them(tiny: stratamem.Memo
     assert state == tiny.store.keyword_state()
 
 
+def test_frequencies_are_saved_as_whole_counts_and_read_back_exactly(
+    tiny: stratamem.Memory,
+) -> None:
+    """With the title weighing 0.6, every frequency is a whole number of fifths: the file
+    keeps each in two bytes and reads back the very float32 the index held."""
+    index = sparse(tiny, persist_min_docs=0)
+    index.search(["cat"], Filters(), 10)
+    held = index._index
+    assert held is not None
+    assert not np.array_equal(held.freq, np.rint(held.freq))  # a title's 0.6 is in there
+    index.saver.flush()
+    path = index.index_path()
+    assert path is not None
+    data = path.read_bytes()
+    header = json.loads(data[12 : 12 + int.from_bytes(data[8:12], "little")])
+    assert header["freq_scale"] == 5
+    read, _ = bm25_file.read_file(path, tiny.store.keyword_schema(), store_id=tiny.store.store_id())
+    assert read.freq.dtype == np.float32
+    assert np.array_equal(read.freq, held.freq)
+
+
+@pytest.mark.parametrize(
+    ("weights", "freq", "scale"),
+    [
+        ((1.0, 0.6), [1.0, 1.6, 2.2, 3.0], 5),
+        ((1.0, 0.5), [1.0, 1.5, 4000.5], 2),
+        ((1.0, 1 / 3), [1.0, 4 / 3], 0),  # no S makes a third whole
+        ((1.0, 0.6), [1.0, 13107.2], 0),  # 65,536 fifths do not fit in two bytes
+        ((1.0, 0.6), [1.0, 0.123], 0),  # not a sum of the weights: kept as it is
+    ],
+)
+def test_frequencies_that_cannot_be_packed_exactly_stay_float32(
+    weights: tuple[float, ...], freq: list[float], scale: int
+) -> None:
+    given = np.asarray(freq, dtype=np.float32)
+    found, packed = bm25_file._packed_frequencies(given, weights)
+    assert found == scale
+    if scale:
+        assert packed.dtype == np.uint16
+        assert np.array_equal(packed.astype(np.float32) / np.float32(scale), given)
+    else:
+        assert packed is given
+
+
 def test_a_missing_file_is_rebuilt(tiny: stratamem.Memory) -> None:
     first = sparse(tiny, persist_min_docs=0)
     expected = first.search(["cat"], Filters(), 10)

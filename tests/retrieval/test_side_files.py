@@ -24,6 +24,7 @@ from stratamem.retrieval.index.file import rows_digest
 from stratamem.retrieval.index.vectors import VectorIndex
 from stratamem.retrieval.legs.keyword import SparseKeywordIndex, sparse_index
 from stratamem.retrieval.legs.vector import VectorLeg
+from stratamem.store.vectors import unpack_vectors
 from stratamem.types import Filters
 
 THRESHOLD = 16  # small enough that the test stores build an HNSW graph and save it
@@ -353,9 +354,10 @@ def test_a_rowid_reused_by_another_connection_gets_its_new_vector(
             stored = reader.store.vectors_by_rowid(vectors.signature, [r for r, _ in keys])
             found, matrix = index.vectors([r for r, _ in keys])
             by_rowid = dict(zip(found.tolist(), matrix, strict=True))
+            dim = reader.embedder.spec.dim
             for rowid, blob in stored.items():
                 np.testing.assert_allclose(
-                    by_rowid[rowid], np.frombuffer(blob, dtype="<f4"), atol=1e-5
+                    by_rowid[rowid], unpack_vectors([blob], dim)[0], atol=1e-5
                 )
 
 

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 import stratamem
-from stratamem.errors import SchemaError
+from stratamem.errors import SchemaError, StoreError
 from stratamem.plugins import open_store
 from stratamem.types import Filters, SourceKind
 
@@ -87,7 +87,9 @@ def test_conversation_neighbours_within_a_window(store_location: str, tmp_path: 
     assert around[note[0].id] == []
 
 
-def _ingest(location: str, tmp_path: Path, texts: list[str]) -> stratamem.Memory:
+def _ingest(
+    location: str, tmp_path: Path, texts: list[str], embedder: Any = None
+) -> stratamem.Memory:
     path = tmp_path / "docs.jsonl"
     path.write_text(
         "".join(
@@ -95,13 +97,13 @@ def _ingest(location: str, tmp_path: Path, texts: list[str]) -> stratamem.Memory
             for t in texts
         )
     )
-    mem = stratamem.open(location, embedder=None)
+    mem = stratamem.open(location, embedder=embedder)
     mem.ingest(path, trees=False)
     return mem
 
 
 def test_pending_chunks_and_their_vectors_are_typed(store_location: str, tmp_path: Path) -> None:
-    from stratamem.store.vectors import ChunkVector, PendingChunk
+    from stratamem.store.vectors import ChunkVector, PendingChunk, unpack_vectors
 
     with _ingest(store_location, tmp_path, ["first text", "second text"]) as mem:
         store = mem.store
@@ -116,9 +118,59 @@ def test_pending_chunks_and_their_vectors_are_typed(store_location: str, tmp_pat
             )
         assert store.pending_embeddings("m", 10) == []
         assert store.vector_keys("m") == [(p.rowid, p.id) for p in pending]
+        # Kept as one float16 (1.0 is exact in it), and read back as the float32 given.
         assert store.cached_vectors("m", [pending[0].content_sha256]) == {
-            pending[0].content_sha256: blob
+            pending[0].content_sha256: b"\x00\x3c"
         }
+        assert store.vectors_of("m", [pending[1].id]) == {pending[1].id: b"\x00\x3c"}
+        assert unpack_vectors([b"\x00\x3c", blob], 1).tolist() == [[1.0], [1.0]]
+        with pytest.raises(StoreError, match="a stored vector has 3 bytes; 1 values take 2"):
+            unpack_vectors([b"\x00\x3c", b"abc"], 1)
+
+
+def test_float32_vectors_of_an_older_store_and_new_float16_ones_serve_alike(
+    store_location: str, tmp_path: Path
+) -> None:
+    """Chunk vectors are written half as wide; rows an older stratamem wrote as float32 stay
+    as they are, and the index, the store's reads and a search treat both alike."""
+    import numpy as np
+
+    from stratamem.embed.hashing import HashingEmbedder
+    from stratamem.embed.indexing import embed_text
+
+    embedder = HashingEmbedder()
+    texts = [f"note {i} about the {word} rollout" for i, word in enumerate("abcdefghij")]
+    with _ingest(store_location, tmp_path, texts, embedder) as mem:
+        mem.embed()
+        store, dim = mem.store, embedder.spec.dim
+        model = embedder.spec.signature
+        chunks = store.conn.execute("SELECT id, title, content FROM chunks ORDER BY id").fetchall()
+        rows = sorted(store.vectors_of(model, [c[0] for c in chunks]).items())
+        assert [n for n, _ in rows] == [c[0] for c in chunks]
+        assert {len(blob) for _, blob in rows} == {2 * dim}
+        made = embedder.embed_batch([embed_text(c[1], c[2]) for c in chunks], role="passage")
+        exact = dict(zip([c[0] for c in chunks], made, strict=True))
+        old = [node for node, _ in rows[::2]]  # as an older stratamem left them
+        with store.transaction():
+            for node in old:
+                store.conn.execute(
+                    "UPDATE embeddings SET vector = ? WHERE node_id = ?",
+                    (np.asarray(exact[node], "<f4").tobytes(), node),
+                )
+    with stratamem.open(store_location, embedder=embedder) as mem:
+        leg = mem.vectors
+        assert leg is not None
+        nodes = list(exact)
+        from_store = leg.vectors(nodes)
+        leg.index()
+        from_index = leg.vectors(nodes)
+        for node in nodes:
+            tolerance = 1e-7 if node in old else 2e-3
+            np.testing.assert_allclose(from_store[node], exact[node], atol=tolerance)
+            np.testing.assert_allclose(from_index[node], from_store[node], atol=1e-6)
+            assert abs(float(np.linalg.norm(from_store[node])) - 1.0) < 1e-5
+        top = mem.search(texts[3], mode="vector", limit=1).hits
+        assert [hit.content for hit in top] == [texts[3]]
 
 
 def test_the_keyword_role_reads_terms_and_statistics(store_location: str, tmp_path: Path) -> None:

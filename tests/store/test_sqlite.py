@@ -68,6 +68,66 @@ def test_vectors_move_to_rowid_tables_where_each_keeps_its_page(tmp_path: Path) 
         )
 
 
+def test_entity_mentions_are_keyed_by_entity_source_and_node(tmp_path: Path) -> None:
+    """An older store's mentions move to tables keyed by (entity, source, node), which serve a
+    gated entity lookup from the key alone, with no second index repeating it."""
+    from stratamem.store.sqlite.migrations import MIGRATIONS, _statements
+
+    path = tmp_path / "v11.db"
+    conn = sqlite3.connect(path)
+    for version, script in enumerate(MIGRATIONS[:11], start=1):
+        for statement in _statements(script):
+            conn.execute(statement)
+        conn.execute(f"PRAGMA user_version = {version}")
+    for source in ("s1", "s2"):
+        conn.execute(
+            "INSERT INTO sources (id, scope, kind, platform, location, ingested_at)"
+            " VALUES (?, ?, 'document', 'files', '/n', 0)",
+            (source, f"notes-{source}"),
+        )
+    mentions = [
+        (f"person:{i % 7}", f"n{i}", "person", f"P{i % 7}", f"s{1 + i % 2}", i) for i in range(50)
+    ]
+    conn.executemany(
+        "INSERT INTO entity_index (entity_id, node_id, kind, surface, source_id, ts)"
+        " VALUES (?, ?, ?, ?, ?, ?)",
+        mentions,
+    )
+    conn.commit()
+    conn.close()
+    with SQLiteStore(path) as store:
+        found = store.conn.execute(
+            "SELECT entity_id, node_id, kind, surface, source_id, ts FROM entity_index"
+        ).fetchall()
+        assert sorted(tuple(r) for r in found) == sorted(mentions)
+        indexes = {
+            row[0]
+            for row in store.conn.execute(
+                "SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name IN "
+                "('entity_index', 'summary_entities')"
+            )
+        }
+        assert indexes == {
+            "entity_index_node",
+            "entity_index_source",
+            "summary_entities_summary",
+        }
+        plan = " ".join(
+            row[3]
+            for row in store.conn.execute(
+                "EXPLAIN QUERY PLAN SELECT node_id FROM entity_index"
+                " WHERE entity_id = 'person:3' AND source_id IN ('s2')"
+            )
+        )
+        assert plan.startswith("SEARCH entity_index USING")
+        assert "entity_id=?" in plan
+        with pytest.raises(sqlite3.IntegrityError):
+            store.conn.execute(
+                "INSERT INTO entity_index (entity_id, node_id, kind, surface, source_id)"
+                " VALUES ('person:0', 'n0', 'person', 'P0', 's1')"
+            )
+
+
 def test_pragmas(tmp_path: Path) -> None:
     with SQLiteStore(tmp_path / "p.db") as store:
         assert store.conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"

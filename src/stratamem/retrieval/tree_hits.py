@@ -22,6 +22,7 @@ import numpy as np
 from stratamem.embed.base import Embedder
 from stratamem.store.base import Store
 from stratamem.store.trees import TreeLeaf, TreeSummary
+from stratamem.store.vectors import unpack_vectors
 from stratamem.tree.salience import leaf_score
 from stratamem.types import NodeKind, RetrievalHit, TreeKind
 
@@ -134,9 +135,8 @@ def _similarities(
     blobs = {**store.vectors_of(model, leaves), **store.trees.vectors(model, summaries)}
     out: dict[str, float] = {}
     for node_id, blob in blobs.items():
-        vector = np.frombuffer(blob, dtype="<f4")
-        if vector.shape == q.shape:
-            out[node_id] = float(vector @ q)
+        if len(blob) in (2 * len(q), 4 * len(q)):
+            out[node_id] = float(unpack_vectors([blob], len(q))[0] @ q)
     return out
 
 

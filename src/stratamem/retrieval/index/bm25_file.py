@@ -11,7 +11,8 @@ little-endian throughout::
     ...      4·N·C     tokens per (document, column), int32, row-major
     ...      8·(T+1)   indptr, int64: term t's postings are [indptr[t], indptr[t+1])
     ...      4·P       posting documents (positions), int32
-    ...      4·P       posting frequencies (column-weighted), float32
+    ...      F·P       posting frequencies (column-weighted): F = 2, uint16 counts of 1/S
+                       (S = ``freq_scale``), or F = 4, float32 (``freq_scale`` 0 or absent)
     ...      I         chunk ids, UTF-8, joined by "\\n"
     ...      V         terms by id, UTF-8, joined by "\\n" (FTS5 tokens hold no newline)
     end-32   32        SHA-256 of every byte before it
@@ -20,12 +21,12 @@ Header keys: ``format_version`` (2), ``columns`` and ``weights`` (the column wei
 frequencies were summed with), ``k1`` and ``b``, ``tokenize`` and ``fts_sql_sha256`` (the
 full-text index's tokenizer and the hash of its definition: ``KeywordSchema.tokenizer`` and
 ``.fingerprint``), ``docs`` (N), ``terms`` (T), ``postings`` (P), ``ids_bytes`` (I),
-``terms_bytes`` (V), the database's ``store_id`` and ``rows_sha256`` (``file.rows_digest`` of
-the (rowid, chunk id) pairs), and the store state the index reflects: ``generation``,
-``max_rowid`` and ``averages`` (the row count, then the token total of each column, as SQLite
-varints, hex: the layout of FTS5's averages record). Every term has at least one posting: a
-term whose documents are all gone is dropped, so a file never names a word the database no
-longer holds.
+``terms_bytes`` (V), ``freq_scale`` (S), the database's ``store_id`` and ``rows_sha256``
+(``file.rows_digest`` of the (rowid, chunk id) pairs), and the store state the index
+reflects: ``generation``, ``max_rowid`` and ``averages`` (the row count, then the token total
+of each column, as SQLite varints, hex: the layout of FTS5's averages record). Every term
+has at least one posting: a term whose documents are all gone is dropped, so a file never
+names a word the database no longer holds.
 
 :func:`read_file` raises :class:`Rejected` when the file is of another format, was built with
 other parameters or from another database, and ``OSError``/``ValueError`` when it cannot be
@@ -36,11 +37,12 @@ the caller to check row by row and bring up to date.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, Final
 
 import numpy as np
+import numpy.typing as npt
 
 from stratamem.retrieval.index.bm25 import K1, B, BM25Index
 from stratamem.retrieval.index.file import (
@@ -55,6 +57,9 @@ from stratamem.store.keyword import KeywordSchema, KeywordState
 
 FORMAT_VERSION: Final = 2
 MAGIC: Final = b"SMBM25X2"
+# Candidate S for packing frequencies: the first that makes every column weight a whole
+# number of 1/S (1 and 0.6 need S = 5) is used when it reproduces every frequency exactly.
+_SCALES: Final = (1, 2, 4, 5, 8, 10, 16, 20, 25, 40, 50, 100)
 
 __all__ = ["FORMAT_VERSION", "MAGIC", "Rejected", "read_file", "snapshot", "write_file"]
 
@@ -90,6 +95,7 @@ def write_file(
     if any("\n" in t for t in terms) or any("\n" in i for i in index.ids):
         raise ValueError("a term or id holds a newline; the index is not saved")
     vocab = "\n".join(terms).encode()
+    scale, freq = _packed_frequencies(index.freq, index.weights)
     header = {
         "format_version": FORMAT_VERSION,
         "columns": list(index.columns),
@@ -103,6 +109,7 @@ def write_file(
         "postings": index.nnz,
         "ids_bytes": len(ids),
         "terms_bytes": len(vocab),
+        "freq_scale": scale,
         "store_id": store_id,
         "rows_sha256": rows_digest(index.rowids, index.ids),
         "generation": state.generation,
@@ -116,7 +123,7 @@ def write_file(
             (index.lengths, "<i4"),
             (index.indptr, "<i8"),
             (index.doc, "<i4"),
-            (index.freq, "<f4"),
+            (freq, "<u2" if scale else "<f4"),
         ):
             out.write(np.ascontiguousarray(array, dtype=dtype).data.cast("B"))
         out.write(ids)
@@ -144,14 +151,19 @@ def read_file(
         n, t, p = int(header["docs"]), int(header["terms"]), int(header["postings"])
         ids_bytes, terms_bytes = int(header["ids_bytes"]), int(header["terms_bytes"])
         c = len(schema.columns)
-        body = 8 * n + 4 * n * c + 8 * (t + 1) + 8 * p + ids_bytes + terms_bytes
+        scale = int(header.get("freq_scale") or 0)
+        width = 2 if scale else 4
+        body = 8 * n + 4 * n * c + 8 * (t + 1) + (4 + width) * p + ids_bytes + terms_bytes
         if min(n, t, p, ids_bytes, terms_bytes) < 0 or opened.body_end != opened.body_start + body:
             raise Rejected("the file's length does not match its header")
         rowids = read_array(file, (n,), "<i8").astype(np.int64)
         lengths = read_array(file, (n, c), "<i4").astype(np.int32)
         indptr = read_array(file, (t + 1,), "<i8").astype(np.int64)
         doc = read_array(file, (p,), "<i4").astype(np.int32)
-        freq = read_array(file, (p,), "<f4").astype(np.float32)
+        if scale:
+            freq = read_array(file, (p,), "<u2").astype(np.float32) / np.float32(scale)
+        else:
+            freq = read_array(file, (p,), "<f4").astype(np.float32)
         ids = file.read(ids_bytes).decode().split("\n") if n else []
         terms = file.read(terms_bytes).decode().split("\n") if t else []
     if (
@@ -186,6 +198,25 @@ def read_file(
         totals=index.column_totals(),
     )
     return index, state
+
+
+def _packed_frequencies(
+    freq: npt.NDArray[np.float32], weights: Sequence[float]
+) -> tuple[int, npt.NDArray[Any]]:
+    """(S, the frequencies as uint16 counts of 1/S) when that holds every one exactly, as
+    read back (a count over S in float32); (0, the float32 frequencies) otherwise."""
+    for scale in _SCALES:
+        if all(abs(w * scale - round(w * scale)) < 1e-9 for w in weights):
+            break
+    else:
+        return 0, freq
+    counts = np.rint(freq.astype(np.float64) * scale)
+    if len(counts) and (counts.min() < 0 or counts.max() > np.iinfo(np.uint16).max):
+        return 0, freq
+    packed = counts.astype(np.uint16)
+    if not np.array_equal(packed.astype(np.float32) / np.float32(scale), freq):
+        return 0, freq
+    return scale, packed
 
 
 def _varints(*values: int) -> bytes:

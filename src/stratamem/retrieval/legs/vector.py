@@ -39,6 +39,7 @@ from stratamem.retrieval.index.saver import BackgroundSaver
 from stratamem.retrieval.index.vectors import Allowed, VectorIndex
 from stratamem.store.base import Store
 from stratamem.store.caches import LastFew
+from stratamem.store.vectors import unpack_vectors
 from stratamem.types import Filters
 
 Vector = npt.NDArray[np.float32]
@@ -161,9 +162,9 @@ class VectorLeg:
         """Every vector of the model in the store: (chunk rowids ascending, their vectors)."""
         ids: list[int] = []
         parts: list[Vector] = []
-        for part, blob in self.store.iter_vectors(self.signature):
+        for part, blobs in self.store.iter_vectors(self.signature):
             ids.extend(part)
-            parts.append(np.frombuffer(blob, dtype="<f4").reshape(-1, dim))
+            parts.append(unpack_vectors(blobs, dim))
         rowids = np.asarray(ids, dtype=np.int64)
         matrix = np.concatenate(parts) if parts else np.empty((0, dim), np.float32)
         if len(rowids) > 1 and not bool((np.diff(rowids) > 0).all()):
@@ -199,8 +200,7 @@ class VectorLeg:
         if len(new):
             found = self.store.vectors_by_rowid(self.signature, [int(r) for r in new])
             rowids = np.asarray(list(found), dtype=np.int64)
-            vectors = np.stack([np.frombuffer(b, dtype="<f4") for b in found.values()])
-            index.add(rowids, vectors.reshape(-1, dim))
+            index.add(rowids, unpack_vectors(list(found.values()), dim))
             self._rows.update(self.store.rowids_to_ids(list(found)))
 
     # -- saving ------------------------------------------------------------------------------
@@ -341,10 +341,8 @@ class VectorLeg:
                     return {
                         names[int(r)]: row for r, row in zip(found.tolist(), matrix, strict=True)
                     }
-            return {
-                node: np.frombuffer(blob, dtype="<f4").reshape(dim)
-                for node, blob in self.store.vectors_of(self.signature, node_ids).items()
-            }
+            stored = self.store.vectors_of(self.signature, node_ids)
+            return dict(zip(stored, unpack_vectors(list(stored.values()), dim), strict=True))
 
 
 def drop_other_vector_files(store: Store, keep: Path | None) -> list[Path]:

@@ -45,7 +45,7 @@ def _term_counts(store: Any, rows: list[tuple[Any, ...]]) -> list[tuple[Any, ...
 def _vector_texts(store: Any, rows: list[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
     from stratamem.store.postgres.vectors import vector_text
 
-    return [(vector_text(bytes(blob)),) for (blob,) in rows]
+    return [(vector_text(bytes(blob), int(dim)),) for blob, dim in rows]
 
 
 DERIVED: Final = {
@@ -53,7 +53,7 @@ DERIVED: Final = {
         ("terms_content", "terms_title"), ("content", "title"), ("?", "?"), _term_counts
     ),
     "embeddings": Derived(
-        ("embedding",), ("vector",), ("CAST(? AS vector)",), _vector_texts, portable=True
+        ("embedding",), ("vector", "dim"), ("CAST(? AS vector)",), _vector_texts, portable=True
     ),
 }
 

@@ -2,7 +2,7 @@
 
 The tables are the SQLite store's (see ``store/sqlite/migrations.py`` for what each holds),
 written for PostgreSQL: times are ``bigint`` milliseconds since the epoch, lists JSON text,
-vectors ``bytea`` (little-endian float32, as on SQLite) with a ``vector`` column beside them
+vectors ``bytea`` (packed as on SQLite) with a ``vector`` column beside them
 for pgvector's index, and text compares byte by byte (``COLLATE "C"``), as SQLite's does, so
 that both stores order alike. In place of FTS5 the chunks carry their token counts per
 column (``terms_content``, ``terms_title``), and ``keyword_stats`` (kept by triggers) their
@@ -306,7 +306,17 @@ def _postgres(ddl: str) -> str:
     return re.sub(r"\bTEXT\b", 'TEXT COLLATE "C"', ddl)
 
 
-MIGRATIONS: tuple[str, ...] = (_postgres(_V1),)
+# 2: entity mentions keyed by (entity, source, node), as SQLite's migration 12 does.
+_V2 = """
+ALTER TABLE entity_index DROP CONSTRAINT entity_index_pkey,
+    ADD PRIMARY KEY (entity_id, source_id, node_id);
+DROP INDEX entity_index_entity_source;
+ALTER TABLE summary_entities DROP CONSTRAINT summary_entities_pkey,
+    ADD PRIMARY KEY (entity_id, source_id, summary_id);
+DROP INDEX summary_entities_entity_source;
+"""
+
+MIGRATIONS: tuple[str, ...] = (_postgres(_V1), _V2)
 SCHEMA_VERSION = len(MIGRATIONS)
 
 

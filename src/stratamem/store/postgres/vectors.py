@@ -1,6 +1,6 @@
 """The vectors role on PostgreSQL, and the vector leg's search inside the server (pgvector).
 
-Each vector is kept twice in its row: as ``bytea`` (little-endian float32, what the other
+Each vector is kept twice in its row: as ``bytea`` (as packed on SQLite, what the other
 reads of the role return, as on SQLite) and as a pgvector ``vector`` column, which the leg
 searches. Every process and every server then shares one index, built once by the server,
 rather than each holding its own copy in memory.
@@ -37,7 +37,7 @@ from psycopg.types import TypeInfo
 from stratamem.errors import StoreError
 from stratamem.store.sqlite.filters import filter_sql
 from stratamem.store.sqlite.vectors import VectorTables
-from stratamem.store.vectors import ChunkVector
+from stratamem.store.vectors import ChunkVector, packed_rows, unpack_vectors
 from stratamem.types import Filters
 
 if TYPE_CHECKING:
@@ -49,18 +49,20 @@ HNSW_THRESHOLD: Final = 20_000
 EF_SEARCH: Final = 100
 
 
-def vector_text(blob: bytes) -> str:
-    """A stored float32 vector as pgvector's text form, exactly (float32 → float64 → repr)."""
-    return json.dumps(np.frombuffer(blob, dtype="<f4").astype(np.float64).tolist())
+def vector_text(blob: bytes, dim: int) -> str:
+    """A stored vector as pgvector's text form, exactly (stored width → float32 → float64 →
+    repr)."""
+    return json.dumps(unpack_vectors([blob], dim)[0].astype(np.float64).tolist())
 
 
 class Embedding:
-    """A stored vector (little-endian float32 bytes) to be written to a ``vector`` column."""
+    """A stored vector (see :func:`~stratamem.store.vectors.pack_vector`) to be written to a
+    ``vector`` column."""
 
-    __slots__ = ("blob",)
+    __slots__ = ("blob", "dim")
 
-    def __init__(self, blob: bytes) -> None:
-        self.blob = blob
+    def __init__(self, blob: bytes, dim: int) -> None:
+        self.blob, self.dim = blob, dim
 
 
 class _EmbeddingDumper(Dumper):
@@ -70,7 +72,7 @@ class _EmbeddingDumper(Dumper):
     format = pq.Format.BINARY
 
     def dump(self, obj: Any) -> bytes:
-        values = np.frombuffer(obj.blob, dtype="<f4")
+        values: npt.NDArray[np.float32] = unpack_vectors([obj.blob], obj.dim)[0]
         return struct.pack(">HH", len(values), 0) + values.astype(">f4").tobytes()
 
 
@@ -114,7 +116,7 @@ class PgVectorTables(VectorTables):
                ON CONFLICT (node_id, model) DO UPDATE SET source_id = EXCLUDED.source_id,
                  dim = EXCLUDED.dim, vector = EXCLUDED.vector,
                  content_sha256 = EXCLUDED.content_sha256, embedding = EXCLUDED.embedding""",
-            [(*row, Embedding(row[4])) for row in rows],
+            [(*row, Embedding(row.vector, row.dim)) for row in packed_rows(rows)],
         )
         self.bump_generation(chunks=False)
 

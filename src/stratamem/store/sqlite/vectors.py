@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, TypeVar
 
 from stratamem.store.sqlite.connection import batches
 from stratamem.store.sqlite.filters import filter_sql, gate_sql
-from stratamem.store.vectors import ChunkVector, PendingChunk
+from stratamem.store.vectors import ChunkVector, PendingChunk, packed_rows
 from stratamem.types import Filters
 
 T = TypeVar("T")
@@ -74,12 +74,13 @@ class VectorTables:
         return found
 
     def insert_vectors(self, rows: Iterable[ChunkVector]) -> None:
-        """Each row's fields go to the columns of the same name (``vector`` the blob)."""
+        """Each row's fields go to the columns of the same name, ``vector`` packed to half
+        precision (:func:`~stratamem.store.vectors.pack_vector`)."""
         self.conn.executemany(
             """INSERT OR REPLACE INTO embeddings
                (node_id, model, source_id, dim, vector, content_sha256)
                VALUES (?, ?, ?, ?, ?, ?)""",
-            rows,
+            packed_rows(rows),
         )
         self.bump_generation(chunks=False)
 
@@ -98,8 +99,10 @@ class VectorTables:
         self.bump_generation(chunks=False)
         return cursor.rowcount
 
-    def iter_vectors(self, model: str, batch: int = 10_000) -> Iterator[tuple[list[int], bytes]]:
-        """(chunk rowids, concatenated float32 blobs) of ``model``'s vectors, in the table's
+    def iter_vectors(
+        self, model: str, batch: int = 10_000
+    ) -> Iterator[tuple[list[int], list[bytes]]]:
+        """(chunk rowids, their stored vectors) of ``model``'s vectors, in the table's
         order: sorting them here would copy every vector into a temporary b-tree, and reading
         them through the model's index would visit the table in no order."""
         cursor = self.conn.execute(
@@ -108,7 +111,7 @@ class VectorTables:
             (model,),
         )
         while rows := cursor.fetchmany(batch):
-            yield [r[0] for r in rows], b"".join(r[1] for r in rows)
+            yield [r[0] for r in rows], [r[1] for r in rows]
 
     def vector_keys(self, model: str) -> list[tuple[int, str]]:
         """(chunk rowid, chunk id) of the chunks that have a vector of ``model``, by rowid."""
