@@ -12,9 +12,10 @@ and vector index files beside the database. Disk is every file of the store afte
 checkpoint: the database, its WAL, and the index files. The database is broken down by table
 with SQLite's ``dbstat`` (indexes counted with their table).
 
-LanceDB: one table of id, title, text and vector, created from Arrow in one call, then its
-full-text index on the text (what its hybrid search needs); no ANN index (it searches 100k
-vectors exhaustively). Disk is its directory.
+LanceDB: one table of id, title, text and vector (float32, as an embedder gives it), created
+from Arrow in one call, then its full-text index on the text (what its hybrid search needs);
+no ANN index (it searches 100k vectors exhaustively). Disk is its directory. The same table
+with float16 vectors, as stratamem keeps them, is written after it for its size alone.
 
 Both run in one process, one after the other, so the build times are comparable.
 
@@ -44,6 +45,7 @@ import numpy as np
 
 from run_info import git_state, machine
 from search_latency import add_vectors, base_corpus, open_store
+from stratamem.store.vectors import unpack_vectors
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results"
@@ -134,7 +136,7 @@ def build_lancedb(work: Path) -> dict[str, Any]:
 
     conn = sqlite3.connect(work / "store.db")
     rows = conn.execute(
-        """SELECT c.id, coalesce(c.title, ''), c.content, e.vector FROM chunks c
+        """SELECT c.id, coalesce(c.title, ''), c.content, e.vector, e.dim FROM chunks c
            JOIN embeddings e ON e.node_id = c.id ORDER BY c.rowid"""
     ).fetchall()
     conn.close()
@@ -142,7 +144,7 @@ def build_lancedb(work: Path) -> dict[str, Any]:
     ids = [r[0] for r in rows]
     titles = [r[1] for r in rows]
     bodies = [r[2] for r in rows]
-    vectors = np.stack([np.frombuffer(r[3], dtype="<f4") for r in rows])
+    vectors = unpack_vectors([r[3] for r in rows], int(rows[0][4]) if rows else 0)
     del rows
     target = work / "lance"
     started = time.perf_counter()
@@ -163,6 +165,15 @@ def build_lancedb(work: Path) -> dict[str, Any]:
         tbl.create_fts_index("text")
     indexed = time.perf_counter()
     size = sum(p.stat().st_size for p in target.rglob("*") if p.is_file())
+    # The same table with its vectors as float16, as stratamem keeps them: disk only.
+    half = work / "lance-float16"
+    halved = table.set_column(
+        3,
+        "vector",
+        pa.FixedSizeListArray.from_arrays(pa.array(vectors.reshape(-1).astype(np.float16)), dim),
+    )
+    lancedb.connect(half).create_table("chunks", data=halved).create_fts_index("text")
+    half_size = sum(p.stat().st_size for p in half.rglob("*") if p.is_file())
     return {
         "version": lancedb.__version__,
         "chunks": n,
@@ -172,6 +183,7 @@ def build_lancedb(work: Path) -> dict[str, Any]:
             "total": round(indexed - started, 1),
         },
         "disk_mb": round(size / MB, 1),
+        "disk_mb_float16_vectors": round(half_size / MB, 1),
     }
 
 
@@ -208,11 +220,18 @@ def render(runs: dict[str, Any]) -> str:
             + ".",
         ]
         if run.get("lancedb"):
+            lance = run["lancedb"]
             lines.append(
                 "LanceDB stages, seconds: "
-                + ", ".join(f"{k} {v}" for k, v in run["lancedb"]["seconds"].items())
+                + ", ".join(f"{k} {v}" for k, v in lance["seconds"].items())
                 + "."
             )
+            if "disk_mb_float16_vectors" in lance:
+                half = lance["disk_mb_float16_vectors"]
+                lines.append(
+                    f"LanceDB with the vectors as float16: {half} MB "
+                    f"(stratamem {ours['disk_mb'] / half:.2f}× that)."
+                )
         lines += ["", "Files, MB: " + ", ".join(f"`{k}` {v}" for k, v in ours["files_mb"].items())]
         lines += ["", "| table (with its indexes) | MB |", "| --- | ---: |"]
         lines += [f"| {name} | {mb} |" for name, mb in ours["tables_mb"].items()]

@@ -40,6 +40,7 @@ from stratamem.retrieval.legs.keyword import SparseKeywordIndex
 from stratamem.retrieval.legs.vector import VectorLeg
 from stratamem.retrieval.query import match_expression, query_terms
 from stratamem.store.sqlite.store import SQLiteStore
+from stratamem.store.vectors import unpack_vectors
 from stratamem.types import Filters
 
 POOL = 100  # what the hybrid search takes from each leg (SearchConfig.pool)
@@ -70,7 +71,7 @@ def base_corpus() -> tuple[list[tuple[str, str]], np.ndarray, list[str]]:
             (model,),
         ).fetchall()
     texts = [(r[0], r[1]) for r in rows]
-    vectors = np.stack([np.frombuffer(r[2], dtype="<f4") for r in rows])
+    vectors = unpack_vectors([r[2] for r in rows], mem.embedder.spec.dim)
     queries = [q.text for q in dataset.queries_in("test")]
     return texts, vectors, queries
 
