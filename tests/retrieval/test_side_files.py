@@ -361,6 +361,125 @@ def test_a_rowid_reused_by_another_connection_gets_its_new_vector(
                 )
 
 
+class Syncs:
+    """Counts how often a leg compares every vector key of the store (its full sync)."""
+
+    def __init__(self, leg: VectorLeg, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.full = 0
+        compare = leg._sync_all
+
+        def counted(*args: Any) -> None:
+            self.full += 1
+            compare(*args)
+
+        monkeypatch.setattr(leg, "_sync_all", counted)
+
+
+def assert_holds_the_stored_vectors(leg: VectorLeg, mem: stratamem.Memory) -> None:
+    """The live index holds exactly the store's vectors, under the right chunk ids."""
+    index = leg.index()
+    keys = mem.store.vector_keys(leg.signature)
+    assert index.ids().tolist() == [rowid for rowid, _ in keys]
+    assert leg._rows == dict(keys)
+    stored = mem.store.vectors_by_rowid(leg.signature, [rowid for rowid, _ in keys])
+    found, matrix = index.vectors([rowid for rowid, _ in keys])
+    expected = unpack_vectors([stored[int(r)] for r in found], leg.embedder.spec.dim)
+    np.testing.assert_allclose(matrix, expected, atol=1e-6)
+
+
+def test_another_process_s_new_vectors_are_added_without_reading_every_key(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    db = str(tmp_path / "store.db")
+    with stratamem.open(db, embedder=HashingEmbedder()) as writer:
+        ingest(writer, tmp_path, "alpha", 40)
+        with stratamem.open(db, embedder=HashingEmbedder()) as reader:
+            leg, _ = legs(reader)
+            leg.index()
+            syncs = Syncs(leg, monkeypatch)
+            ingest(writer, tmp_path, "beta", 30)  # new chunks and their vectors
+            assert_holds_the_stored_vectors(leg, reader)
+            assert len(leg.index()) == 70
+            # A vector written again for a chunk the index holds replaces its old one.
+            node = writer.store.conn.execute("SELECT id FROM chunks ORDER BY rowid").fetchone()[0]
+            other = HashingEmbedder().embed_batch(["something else entirely"], role="passage")[0]
+            with writer.store.transaction():
+                writer.store.conn.execute(
+                    "UPDATE embeddings SET vector = ? WHERE node_id = ?",
+                    (np.asarray(other, "<f2").tobytes(), node),
+                )
+                writer.store.bump_generation(chunks=False)
+            # (an UPDATE keeps the row key: that is not how vectors are written, so the
+            # index cannot tell; a write as the store does it takes a new key.)
+            row = writer.store.conn.execute(
+                "SELECT node_id, model, source_id, dim, vector, content_sha256 FROM embeddings"
+                " WHERE node_id = ?",
+                (node,),
+            ).fetchone()
+            with writer.store.transaction():
+                writer.store.insert_vectors([tuple(row)])
+            assert_holds_the_stored_vectors(leg, reader)
+            rowid = reader.store.ids_to_rowids([node])[node]
+            np.testing.assert_allclose(leg.index().vectors([rowid])[1][0], other, atol=2e-3)
+            assert syncs.full == 0
+
+
+@pytest.mark.parametrize(
+    "change", ["forget", "delete vectors", "drop a vector", "top row gone", "top row retaken"]
+)
+def test_after_anything_is_taken_away_every_key_is_compared(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, change: str
+) -> None:
+    db = str(tmp_path / "store.db")
+    with stratamem.open(db, embedder=HashingEmbedder()) as writer:
+        ingest(writer, tmp_path, "alpha", 40)
+        ingest(writer, tmp_path, "beta", 20)
+        store = writer.store
+        kept = store.conn.execute(
+            "SELECT node_id, model, source_id, dim, vector, content_sha256 FROM embeddings"
+            " ORDER BY rowid LIMIT 1 OFFSET 5"
+        ).fetchone()
+        if change == "top row retaken":  # a chunk with no vector yet, to be given one later
+            with store.transaction():
+                store.conn.execute("DELETE FROM embeddings WHERE node_id = ?", (kept[0],))
+                store.bump_generation(chunks=False)
+        with stratamem.open(db, embedder=HashingEmbedder()) as reader:
+            leg, _ = legs(reader)
+            leg.index()
+            syncs = Syncs(leg, monkeypatch)
+            if change == "top row retaken":
+                # The last row goes and the next vector written takes its row key: as many
+                # vectors as before, none after the last key seen, but another chunk's.
+                with store.transaction():
+                    store.conn.execute(
+                        "DELETE FROM embeddings WHERE rowid = (SELECT max(rowid) FROM embeddings)"
+                    )
+                    store.insert_vectors([tuple(kept)])
+            elif change == "forget":
+                writer.forget("jsonl:beta")
+            elif change == "delete vectors":
+                with store.transaction():
+                    store.delete_vectors(keep_model="another model")
+            else:
+                order = "DESC" if change == "top row gone" else "ASC"
+                with store.transaction():
+                    store.conn.execute(
+                        "DELETE FROM embeddings WHERE rowid ="
+                        f" (SELECT rowid FROM embeddings ORDER BY rowid {order} LIMIT 1)"
+                    )
+                    store.bump_generation(chunks=False)
+            if change == "forget":
+                ingest(writer, tmp_path, "gamma", 5)  # and something new besides
+            assert_holds_the_stored_vectors(leg, reader)
+            assert syncs.full == 1
+            if change not in ("delete vectors", "top row retaken"):
+                # The chunk that lost its vector gets one again (with anything new): only
+                # what was written since is read.
+                ingest(writer, tmp_path, "delta", 5)
+                assert_holds_the_stored_vectors(leg, reader)
+                assert syncs.full == 1
+
+
 def test_a_save_started_before_another_process_removed_a_source_is_dropped(
     store_location: str, tmp_path: Path
 ) -> None:

@@ -42,6 +42,10 @@ class StoreHandle(Protocol):
         it to know they are stale."""
         ...
 
+    def chunk_generation(self) -> int:
+        """A counter every chunk deletion bumps (vector writes do not)."""
+        ...
+
     def committed_generations(self) -> tuple[int, int]:
         """(:meth:`generation`, the chunk generation) as last committed, read on a
         connection of its own: safe to call from any thread, while this handle's own

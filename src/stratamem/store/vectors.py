@@ -98,6 +98,14 @@ class ChunkVector(NamedTuple):
     content_sha256: str
 
 
+class VectorMark(NamedTuple):
+    """A place in the order vectors are written: the highest vector row key at the time, and
+    the chunk that row named (None for an empty table)."""
+
+    row: int
+    node: str | None
+
+
 class VectorStore(Protocol):
     def pending_embeddings(self, model: str, limit: int, *, after: int = 0) -> list[PendingChunk]:
         """Up to ``limit`` chunks of unlocked sources with no vector of ``model``, oldest
@@ -123,6 +131,17 @@ class VectorStore(Protocol):
     ) -> Iterator[tuple[list[int], list[bytes]]]: ...
 
     def vector_keys(self, model: str) -> list[tuple[int, str]]: ...
+
+    def vector_mark(self) -> VectorMark | None:
+        """Where vector rows written from now on begin; None where the store cannot tell
+        (its vectors are then compared whole)."""
+        ...
+
+    def vector_row_node(self, row: int) -> str | None: ...
+
+    def vectors_after(self, model: str, mark: VectorMark) -> list[tuple[int, str, bytes]]: ...
+
+    def count_vectors(self, model: str) -> int: ...
 
     def vectors_by_rowid(self, model: str, rowids: Sequence[int]) -> dict[int, bytes]: ...
 

@@ -37,7 +37,7 @@ from psycopg.types import TypeInfo
 from stratamem.errors import StoreError
 from stratamem.store.sqlite.filters import filter_sql
 from stratamem.store.sqlite.vectors import VectorTables
-from stratamem.store.vectors import ChunkVector, packed_rows, unpack_vectors
+from stratamem.store.vectors import ChunkVector, VectorMark, packed_rows, unpack_vectors
 from stratamem.types import Filters
 
 if TYPE_CHECKING:
@@ -103,6 +103,11 @@ class PgVectorTables(VectorTables):
         def read_snapshot(self) -> AbstractContextManager[None]: ...
 
         def _cached_read(self, what: Hashable, read: Callable[[], T]) -> T: ...
+
+    def vector_mark(self) -> VectorMark | None:
+        """None: the table has no row key in write order (the server searches the vectors,
+        so no index here follows them)."""
+        return None
 
     def insert_vectors(self, rows: Iterable[ChunkVector]) -> None:
         """Each row's fields go to the columns of the same name, and its vector to

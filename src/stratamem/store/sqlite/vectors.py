@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, TypeVar
 
 from stratamem.store.sqlite.connection import batches
 from stratamem.store.sqlite.filters import filter_sql, gate_sql
-from stratamem.store.vectors import ChunkVector, PendingChunk, packed_rows
+from stratamem.store.vectors import ChunkVector, PendingChunk, VectorMark, packed_rows
 from stratamem.types import Filters
 
 T = TypeVar("T")
@@ -123,6 +123,38 @@ class VectorTables:
                 (model,),
             )
         ]
+
+    def vector_mark(self) -> VectorMark | None:
+        """Where the vector rows written from now on begin: the highest row key of the
+        ``embeddings`` table and the chunk that row names (an insert takes the next key up)."""
+        row = self.conn.execute(
+            "SELECT rowid, node_id FROM embeddings ORDER BY rowid DESC LIMIT 1"
+        ).fetchone()
+        return VectorMark(int(row[0]), str(row[1])) if row else VectorMark(0, None)
+
+    def vector_row_node(self, row: int) -> str | None:
+        """The chunk the vector row ``row`` names, None when there is no such row."""
+        found = self.conn.execute("SELECT node_id FROM embeddings WHERE rowid = ?", (row,))
+        hit = found.fetchone()
+        return None if hit is None else str(hit[0])
+
+    def vectors_after(self, model: str, mark: VectorMark) -> list[tuple[int, str, bytes]]:
+        """(chunk rowid, chunk id, vector) of ``model``'s vector rows written after ``mark``,
+        in the order they were written."""
+        return [
+            (int(row[0]), str(row[1]), bytes(row[2]))
+            for row in self.conn.execute(
+                """SELECT c.rowid, c.id, e.vector FROM embeddings e
+                   JOIN chunks c ON c.id = e.node_id
+                   WHERE e.rowid > ? AND e.model = ? ORDER BY e.rowid""",
+                (mark.row, model),
+            )
+        ]
+
+    def count_vectors(self, model: str) -> int:
+        """How many vectors of ``model`` the store holds."""
+        found = self.conn.execute("SELECT count(*) FROM embeddings WHERE model = ?", (model,))
+        return int(found.fetchone()[0])
 
     def vectors_by_rowid(self, model: str, rowids: Sequence[int]) -> dict[int, bytes]:
         found: dict[int, bytes] = {}
