@@ -23,15 +23,21 @@ def test_migrations_are_idempotent(tmp_path: Path) -> None:
     assert {"sources", "chunks", "chunks_fts", "entity_index", "entity_edges"} <= tables
 
 
-def test_vectors_move_to_rowid_tables_where_each_keeps_its_page(tmp_path: Path) -> None:
+def database_at_version(path: Path, version: int) -> sqlite3.Connection:
+    """A new database file as stratamem's schema ``version`` left it."""
     from stratamem.store.sqlite.migrations import MIGRATIONS, _statements
 
-    path = tmp_path / "v10.db"
     conn = sqlite3.connect(path)
-    for version, script in enumerate(MIGRATIONS[:10], start=1):
+    for number, script in enumerate(MIGRATIONS[:version], start=1):
         for statement in _statements(script):
             conn.execute(statement)
-        conn.execute(f"PRAGMA user_version = {version}")
+        conn.execute(f"PRAGMA user_version = {number}")
+    return conn
+
+
+def test_vectors_move_to_rowid_tables_where_each_keeps_its_page(tmp_path: Path) -> None:
+    path = tmp_path / "v10.db"
+    conn = database_at_version(path, 10)
     conn.execute(
         "INSERT INTO sources (id, scope, kind, platform, location, ingested_at)"
         " VALUES ('s1', 'notes', 'document', 'files', '/n', 0)"
@@ -71,14 +77,8 @@ def test_vectors_move_to_rowid_tables_where_each_keeps_its_page(tmp_path: Path) 
 def test_entity_mentions_are_keyed_by_entity_source_and_node(tmp_path: Path) -> None:
     """An older store's mentions move to tables keyed by (entity, source, node), which serve a
     gated entity lookup from the key alone, with no second index repeating it."""
-    from stratamem.store.sqlite.migrations import MIGRATIONS, _statements
-
     path = tmp_path / "v11.db"
-    conn = sqlite3.connect(path)
-    for version, script in enumerate(MIGRATIONS[:11], start=1):
-        for statement in _statements(script):
-            conn.execute(statement)
-        conn.execute(f"PRAGMA user_version = {version}")
+    conn = database_at_version(path, 11)
     for source in ("s1", "s2"):
         conn.execute(
             "INSERT INTO sources (id, scope, kind, platform, location, ingested_at)"
