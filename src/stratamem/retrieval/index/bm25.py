@@ -71,7 +71,8 @@ class BM25Index:
     indptr: IntArray = field(default_factory=lambda: np.zeros(1, np.int64))
     doc: DocArray = field(default_factory=lambda: np.empty(0, np.int32))
     freq: FreqArray = field(default_factory=lambda: np.empty(0, np.float32))
-    _gain: FreqArray | None = field(default=None, repr=False)
+    # Each document's length norm, avgdl over every document; kept until the documents change.
+    _norm: npt.NDArray[np.float64] | None = field(default=None, repr=False)
     # Under an access gate, each document's length norm (avgdl over what the gate admits),
     # by a digest of the gate's mask: (a copy of the mask, the norms). A few gates are kept,
     # since readers of several principals take turns on one index.
@@ -146,7 +147,7 @@ class BM25Index:
         self.rowids = np.concatenate([self.rowids, rowids.astype(np.int64)])
         self.ids = [*self.ids, *ids]
         self.lengths = np.concatenate([self.lengths, postings.lengths.astype(np.int32)])
-        self._gain = None
+        self._norm = None
         self._norms.clear()
 
     def remove(self, keep: npt.NDArray[np.bool_]) -> None:
@@ -173,52 +174,41 @@ class BM25Index:
         self.rowids = self.rowids[keep]
         self.ids = [i for i, k in zip(self.ids, keep.tolist(), strict=True) if k]
         self.lengths = self.lengths[keep]
-        self._gain = None
+        self._norm = None
         self._norms.clear()
 
     # -- query -----------------------------------------------------------------------------
 
-    def _gains(self) -> FreqArray:
-        """f · (k1 + 1) / (f + k1 · (1 - b + b · |d| / avgdl)) per posting: everything of the
-        score but the idf, avgdl over every document. Kept until the documents change."""
-        if self._gain is None:
-            self._gain = self._gains_with(self._sizes())
-        return self._gain
-
-    def _gated_gains(
-        self, base: npt.NDArray[np.bool_], doc: DocArray, freq: FreqArray
+    def _gains(
+        self, doc: DocArray, freq: FreqArray, base: npt.NDArray[np.bool_] | None
     ) -> FreqArray:
-        """The gains of these postings (``doc``, ``freq``) with avgdl the mean over the
-        documents ``base`` admits: computed for the query's postings alone, from each
-        document's norm under that gate (kept by the gate's value), in the arithmetic of
-        :meth:`_gains_with`."""
+        """f · (k1 + 1) / (f + k1 · (1 - b + b · |d| / avgdl)) of these postings (``doc``,
+        ``freq``, the query's): everything of the score but the idf, avgdl the mean over the
+        documents ``base`` admits (every one when None). Computed per query from each
+        document's norm, which is kept (by the gate's value under one), so that new
+        documents cost the norms of the documents, not a pass over every posting."""
+        wide = freq.astype(np.float64)
+        gain: FreqArray = (wide * (K1 + 1.0) / (wide + self._norms_of(base)[doc])).astype(
+            np.float32
+        )
+        return gain
+
+    def _norms_of(self, base: npt.NDArray[np.bool_] | None) -> npt.NDArray[np.float64]:
+        """k1 · (1 - b + b · |d| / avgdl) of every document, avgdl over what ``base`` admits."""
+        if base is None:
+            if self._norm is None:
+                self._norm = _length_norms(self._sizes(), None)
+            return self._norm
         key = hashlib.blake2b(np.packbits(base).tobytes(), digest_size=16).digest()
         found = self._norms.get(key)
         if found is None or not np.array_equal(found[0], base):
-            size = self._sizes()
-            counted = size[base]
-            avgdl = float(counted.sum()) / max(len(counted), 1)
-            norm = K1 * (1.0 - B + B * size / avgdl) if avgdl > 0 else np.full_like(size, K1)
-            found = self._norms.put(key, (base.copy(), norm))
-        wide = freq.astype(np.float64)
-        gain: FreqArray = (wide * (K1 + 1.0) / (wide + found[1][doc])).astype(np.float32)
-        return gain
+            found = self._norms.put(key, (base.copy(), _length_norms(self._sizes(), base)))
+        return found[1]
 
     def _sizes(self) -> npt.NDArray[np.float64]:
         """|d| of every document: its tokens over all its columns."""
         size: npt.NDArray[np.float64] = self.lengths.sum(axis=1, dtype=np.int64).astype(np.float64)
         return size
-
-    def _gains_with(
-        self, size: npt.NDArray[np.float64], counted: npt.NDArray[np.float64] | None = None
-    ) -> FreqArray:
-        """Every posting's gain, avgdl the mean of ``counted`` (of ``size`` when None)."""
-        counted = size if counted is None else counted
-        avgdl = float(counted.sum()) / max(len(counted), 1)
-        norm = K1 * (1.0 - B + B * size / avgdl) if avgdl > 0 else np.full_like(size, K1)
-        freq = self.freq.astype(np.float64)
-        gain: FreqArray = (freq * (K1 + 1.0) / (freq + norm[self.doc])).astype(np.float32)
-        return gain
 
     def idf(
         self, term_ids: Sequence[int], *, allow: npt.NDArray[np.bool_] | None = None
@@ -259,12 +249,8 @@ class BM25Index:
         if not lengths.sum():
             return scores
         doc = np.concatenate([self.doc[s:e] for s, e in zip(starts, ends, strict=True)])
-        if base is None:
-            gains = self._gains()
-            gain = np.concatenate([gains[s:e] for s, e in zip(starts, ends, strict=True)])
-        else:
-            freq = np.concatenate([self.freq[s:e] for s, e in zip(starts, ends, strict=True)])
-            gain = self._gated_gains(base, doc, freq)
+        freq = np.concatenate([self.freq[s:e] for s, e in zip(starts, ends, strict=True)])
+        gain = self._gains(doc, freq, base)
         value = np.repeat(self.idf(known, allow=allow), lengths) * gain
         summed: Scores = np.bincount(doc, weights=value, minlength=len(self.rowids)).astype(
             np.float64, copy=False
@@ -306,3 +292,16 @@ class BM25Index:
             matched, values = matched[keep], values[keep]
         order = np.lexsort((matched, -values))[:k]
         return matched[order], values[order], total
+
+
+def _length_norms(
+    size: npt.NDArray[np.float64], base: npt.NDArray[np.bool_] | None
+) -> npt.NDArray[np.float64]:
+    """k1 · (1 - b + b · |d| / avgdl) for documents of ``size`` tokens, avgdl the mean size
+    of those ``base`` admits (of all when None)."""
+    counted = size if base is None else size[base]
+    avgdl = float(counted.sum()) / max(len(counted), 1)
+    if avgdl <= 0:
+        return np.full_like(size, K1)
+    norm: npt.NDArray[np.float64] = K1 * (1.0 - B + B * size / avgdl)
+    return norm
