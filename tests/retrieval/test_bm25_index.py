@@ -461,6 +461,60 @@ def test_gated_scores_equal_those_of_an_index_of_the_visible_documents_only(
     assert ranked_rows(whole, query, k, base=base) == ranked_rows(alone, query, k)
 
 
+@settings(max_examples=150, deadline=None)
+@given(
+    first=_DOCS,
+    later=st.lists(_DOCS, min_size=1, max_size=4),
+    seen=st.lists(st.booleans(), min_size=125, max_size=125),
+    query=st.lists(st.sampled_from("abcdefgh"), min_size=1, max_size=3),
+    k=st.integers(1, 8),
+)
+def test_appends_held_apart_score_as_one_index_of_them_all(
+    first: list[Doc], later: list[list[Doc]], seen: list[bool], query: list[str], k: int
+) -> None:
+    # Documents appended after the first are held in a tail of their own until it is merged;
+    # to the last bit, scores and counts are those of one index built from every document,
+    # before the merge and after it, gated or not.
+    docs = [*first, *(d for part in later for d in part)]
+    rowids = list(range(1, len(docs) + 1))
+    grown = index_of(first, rowids[: len(first)])
+    done = len(first)
+    for part in later:
+        grown.append(
+            np.asarray(rowids[done : done + len(part)], dtype=np.int64),
+            [f"d{r}" for r in rowids[done : done + len(part)]],
+            postings_of(part),
+        )
+        done += len(part)
+    whole = index_of(docs, rowids)
+    base = np.array(seen[: len(docs)])
+    expected = [ranked_rows(whole, query, k), ranked_rows(whole, query, k, base=base)]
+    assert [ranked_rows(grown, query, k), ranked_rows(grown, query, k, base=base)] == expected
+    assert grown.nnz == whole.nnz
+    grown.merge()
+    assert grown._tail is None
+    assert [ranked_rows(grown, query, k), ranked_rows(grown, query, k, base=base)] == expected
+    for term, tid in whole.vocab.items():
+        ((doc, freq),) = grown._postings(np.array([grown.vocab[term]]))
+        ((want_doc, want_freq),) = whole._postings(np.array([tid]))
+        assert doc.tolist() == want_doc.tolist()
+        assert freq.tolist() == want_freq.tolist()
+
+
+def test_an_append_small_against_the_index_is_held_apart_until_it_grows() -> None:
+    docs: list[Doc] = [([f"w{i % 50}", "common"], []) for i in range(400)]
+    index = index_of(docs, list(range(1, 401)))
+    assert index._tail is None
+    index.append(np.array([401]), ["d401"], postings_of([(["common", "new"], [])]))
+    assert index._tail is not None  # a copy of every posting avoided
+    held = index._tail
+    for rowid in range(402, 452):  # a hundred postings: past an eighth of the 800
+        index.append(np.array([rowid]), [f"d{rowid}"], postings_of([(["common", "w1"], [])]))
+    assert index._tail is None or index._tail is not held
+    assert index.nnz == 800 + 2 + 100
+    assert ranked_rows(index, ["new"], 3)[0] == [401]
+
+
 def test_the_gains_kept_for_a_gate_follow_the_gate_and_the_documents() -> None:
     docs: list[Doc] = [(["a", "b"], []), (["a"], ["a"]), (["b", "c", "c"], []), (["a", "c"], [])]
     base = np.array([True, True, False, True])

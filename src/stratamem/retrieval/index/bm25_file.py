@@ -78,6 +78,7 @@ def snapshot(index: BM25Index) -> BM25Index:
         indptr=index.indptr,
         doc=index.doc,
         freq=index.freq,
+        _tail=index._tail,
     )
 
 
@@ -90,6 +91,7 @@ def write_file(
     store_id: str,
     still_current: Callable[[], bool] | None = None,
 ) -> bool:
+    index.merge()  # on the caller's copy: the saver's snapshot, not the live index
     ids = "\n".join(index.ids).encode()
     terms = index.terms
     if any("\n" in t for t in terms) or any("\n" in i for i in index.ids):
