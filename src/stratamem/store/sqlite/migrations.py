@@ -448,6 +448,23 @@ MIGRATIONS: tuple[str, ...] = (
     ALTER TABLE summary_entities_next RENAME TO summary_entities;
     CREATE INDEX summary_entities_summary ON summary_entities(summary_id);
     """,
+    # 13: the number of entity mentions, kept by triggers: a reader holding the mentions in
+    # memory checks it after another connection's write, where counting them took a tenth of
+    # a second at a million chunks, after every write.
+    """
+    CREATE TABLE IF NOT EXISTS row_counts (
+        name TEXT PRIMARY KEY,
+        n    INTEGER NOT NULL
+    ) WITHOUT ROWID;
+    INSERT OR REPLACE INTO row_counts (name, n)
+        SELECT 'entity_index', count(*) FROM entity_index;
+    CREATE TRIGGER IF NOT EXISTS entity_index_counted_in AFTER INSERT ON entity_index BEGIN
+        UPDATE row_counts SET n = n + 1 WHERE name = 'entity_index';
+    END;
+    CREATE TRIGGER IF NOT EXISTS entity_index_counted_out AFTER DELETE ON entity_index BEGIN
+        UPDATE row_counts SET n = n - 1 WHERE name = 'entity_index';
+    END;
+    """,
 )
 
 SCHEMA_VERSION = len(MIGRATIONS)

@@ -39,6 +39,10 @@ from stratamem.store.caches import LastFew
 Codes = npt.NDArray[np.int32]
 
 
+# The SQLite file's count of mentions, kept by triggers (migration 13).
+COUNTED_MENTIONS = "SELECT n FROM row_counts WHERE name = 'entity_index'"
+
+
 class EntityPostings:
     def __init__(
         self,
@@ -49,8 +53,10 @@ class EntityPostings:
         snapshot: Callable[[], AbstractContextManager[None]],
         writing: Callable[[], bool],
         reader: Callable[[], object] = lambda: None,
+        count_sql: str = "SELECT count(*) FROM entity_index",
     ) -> None:
         self._conn = conn
+        self._count_sql = count_sql  # how many mentions the store holds (one row, one value)
         self._state = state
         self._generation = generation
         self._snapshot = snapshot
@@ -185,7 +191,7 @@ class EntityPostings:
                         (read_top,),
                     )
                 )
-            count = int(conn.execute("SELECT count(*) FROM entity_index").fetchone()[0])
+            count = int(conn.execute(self._count_sql).fetchone()[0])
             if count != self._total:
                 # Mentions changed some other way: read them all again.
                 self._reset()

@@ -30,7 +30,7 @@ from stratamem.store.sqlite.jobs import JobQueue
 from stratamem.store.sqlite.keyword import KeywordTables
 from stratamem.store.sqlite.locks import LockTables
 from stratamem.store.sqlite.migrations import migrate
-from stratamem.store.sqlite.postings import EntityPostings
+from stratamem.store.sqlite.postings import COUNTED_MENTIONS, EntityPostings
 from stratamem.store.sqlite.principals import PrincipalTables
 from stratamem.store.sqlite.records import RecordTables
 from stratamem.store.sqlite.rollups import RollupTables
@@ -80,6 +80,7 @@ class SQLiteStore(
             generation=self.chunk_generation,
             snapshot=self.read_snapshot,
             writing=self.in_transaction,
+            count_sql=COUNTED_MENTIONS,
         )
         self.finish_scrub()
 

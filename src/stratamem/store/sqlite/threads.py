@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from stratamem.errors import StoreError
-from stratamem.store.sqlite.postings import EntityPostings
+from stratamem.store.sqlite.postings import COUNTED_MENTIONS, EntityPostings
 from stratamem.store.sqlite.store import SQLiteStore
 
 
@@ -55,6 +55,7 @@ class PerThreadStore:
             snapshot=lambda: self._mine().read_snapshot(),
             writing=lambda: self._mine().in_transaction(),
             reader=self._reader,
+            count_sql=COUNTED_MENTIONS,
         )
         first = self._mine()  # opens (and migrates) the file now: a bad path fails here
         first.read_as(principal)
