@@ -25,7 +25,7 @@ from pathlib import Path
 import numpy as np
 
 import stratamem
-from run_info import git_state, machine
+from run_info import git_state, keep_run, machine
 from stratamem.eval import load_dataset
 from stratamem.retrieval.index import bm25_file
 from stratamem.retrieval.index.bm25 import Postings
@@ -95,11 +95,7 @@ def main() -> None:
         "machine": machine(load_start, os.getloadavg()),
         "code": git_state(),
     }
-    args.out.mkdir(parents=True, exist_ok=True)
-    target = args.out / "keyword_catch_up.json"
-    runs = json.loads(target.read_text()) if target.exists() else {}
-    runs[args.label] = run
-    target.write_text(json.dumps(runs, indent=1) + "\n")
+    runs = keep_run(args.out, "keyword_catch_up", args.label, run)
     lines = [
         "# The keyword index: per query, and the first query after a change",
         "",

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import platform
 import subprocess
@@ -35,6 +36,17 @@ def git_state() -> dict[str, Any]:
         return done.stdout.strip()
 
     return {"head": git("rev-parse", "HEAD"), "modified": bool(git("status", "--porcelain", "src"))}
+
+
+def keep_run(out: Path, name: str, label: str, run: dict[str, Any]) -> dict[str, Any]:
+    """Add ``run`` under ``label`` to ``out/<name>.json`` (runs under other labels are kept)
+    and return every run there."""
+    out.mkdir(parents=True, exist_ok=True)
+    target = out / f"{name}.json"
+    runs: dict[str, Any] = json.loads(target.read_text()) if target.exists() else {}
+    runs[label] = run
+    target.write_text(json.dumps(runs, indent=1) + "\n")
+    return runs
 
 
 Shown = tuple[tuple[str, str], ...]  # (metric key, column label)

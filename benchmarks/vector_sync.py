@@ -34,7 +34,7 @@ from typing import Any
 import numpy as np
 
 import stratamem
-from run_info import git_state, machine
+from run_info import git_state, keep_run, machine
 from stratamem.retrieval.legs.vector import VectorLeg
 from stratamem.store.vectors import ChunkVector
 
@@ -133,11 +133,7 @@ def main() -> None:
         "machine": machine(load_start, os.getloadavg()),
         "code": git_state(),
     }
-    args.out.mkdir(parents=True, exist_ok=True)
-    target = args.out / "vector_sync.json"
-    runs = json.loads(target.read_text()) if target.exists() else {}
-    runs[args.label] = run
-    target.write_text(json.dumps(runs, indent=1) + "\n")
+    runs = keep_run(args.out, "vector_sync", args.label, run)
     lines = [
         "# Catching up with another process's writes: the vector index",
         "",
