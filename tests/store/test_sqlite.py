@@ -128,42 +128,6 @@ def test_entity_mentions_are_keyed_by_entity_source_and_node(tmp_path: Path) -> 
             )
 
 
-def test_the_count_of_mentions_follows_every_write(tmp_path: Path) -> None:
-    """Triggers keep ``row_counts`` equal to the mentions held, whatever writes them."""
-    import json
-
-    import stratamem
-
-    def counted(mem: stratamem.Memory) -> tuple[int, int]:
-        conn = mem.store.conn
-        kept = conn.execute("SELECT n FROM row_counts WHERE name = 'entity_index'").fetchone()
-        return int(kept[0]), int(conn.execute("SELECT count(*) FROM entity_index").fetchone()[0])
-
-    notes = tmp_path / "notes.jsonl"
-    notes.write_text(
-        "".join(
-            json.dumps({"text": f"Alice Chen met Bob Stone about #release{i}", "source": src})
-            + "\n"
-            for i, src in enumerate(["a", "a", "b", "b", "c"])
-        )
-    )
-    with stratamem.open(str(tmp_path / "m.db"), embedder=None) as mem:
-        mem.ingest(notes, trees=False)
-        held, actual = counted(mem)
-        assert held == actual > 0
-        mem.forget("jsonl:b")
-        after_forget = counted(mem)
-        assert after_forget[0] == after_forget[1] < actual
-        mem.lock("jsonl:a", passphrase="correct horse battery")
-        locked = counted(mem)
-        assert locked[0] == locked[1] < after_forget[1]
-        mem.unlock("jsonl:a", passphrase="correct horse battery")
-        assert counted(mem) == after_forget
-        with mem.store.transaction():
-            mem.store.conn.execute("DELETE FROM entity_index")
-        assert counted(mem) == (0, 0)
-
-
 def test_pragmas(tmp_path: Path) -> None:
     with SQLiteStore(tmp_path / "p.db") as store:
         assert store.conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"

@@ -316,7 +316,33 @@ ALTER TABLE summary_entities DROP CONSTRAINT summary_entities_pkey,
 DROP INDEX summary_entities_entity_source;
 """
 
-MIGRATIONS: tuple[str, ...] = (_postgres(_V1), _V2)
+# 3: the number of entity mentions kept by statement triggers, as SQLite's migration 13 keeps
+# it by row triggers.
+_V3 = """
+CREATE TABLE row_counts (
+    name TEXT COLLATE "C" PRIMARY KEY,
+    n    BIGINT NOT NULL
+);
+INSERT INTO row_counts (name, n) SELECT 'entity_index', count(*) FROM entity_index;
+CREATE FUNCTION stratamem_mentions_added() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    UPDATE row_counts SET n = n + (SELECT count(*) FROM added) WHERE name = 'entity_index';
+    RETURN NULL;
+END $$;
+CREATE FUNCTION stratamem_mentions_removed() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    UPDATE row_counts SET n = n - (SELECT count(*) FROM removed) WHERE name = 'entity_index';
+    RETURN NULL;
+END $$;
+CREATE TRIGGER entity_index_counted_in AFTER INSERT ON entity_index
+    REFERENCING NEW TABLE AS added FOR EACH STATEMENT
+    EXECUTE FUNCTION stratamem_mentions_added();
+CREATE TRIGGER entity_index_counted_out AFTER DELETE ON entity_index
+    REFERENCING OLD TABLE AS removed FOR EACH STATEMENT
+    EXECUTE FUNCTION stratamem_mentions_removed();
+"""
+
+MIGRATIONS: tuple[str, ...] = (_postgres(_V1), _V2, _V3)
 SCHEMA_VERSION = len(MIGRATIONS)
 
 

@@ -37,7 +37,7 @@ from stratamem.store.sqlite.facts import FactTables
 from stratamem.store.sqlite.graph import GraphTables
 from stratamem.store.sqlite.jobs import JobQueue
 from stratamem.store.sqlite.locks import LockTables, table_columns
-from stratamem.store.sqlite.postings import EntityPostings
+from stratamem.store.sqlite.postings import COUNTED_MENTIONS, EntityPostings
 from stratamem.store.sqlite.principals import PrincipalTables
 from stratamem.store.sqlite.records import RecordTables
 from stratamem.store.sqlite.rollups import RollupTables
@@ -93,6 +93,7 @@ class PostgresStore(
             generation=self.chunk_generation,
             snapshot=self.read_snapshot,
             writing=self.in_transaction,
+            count_sql=COUNTED_MENTIONS,
         )
         self._counters = CommittedCounters(self.location, self.path)
         self._index_base: str | None = None

@@ -36,7 +36,7 @@ from typing import Any
 from stratamem.errors import StoreError
 from stratamem.store.postgres.connection import redact
 from stratamem.store.postgres.store import CommittedCounters, PostgresStore, open_postgres
-from stratamem.store.sqlite.postings import EntityPostings
+from stratamem.store.sqlite.postings import COUNTED_MENTIONS, EntityPostings
 
 
 class PerThreadPostgresStore:
@@ -64,6 +64,7 @@ class PerThreadPostgresStore:
             snapshot=lambda: self._mine().read_snapshot(),
             writing=lambda: self._mine().in_transaction(),
             reader=self._reader,
+            count_sql=COUNTED_MENTIONS,
         )
         first = self._mine()  # connects (and migrates) now: a bad URL fails here
         first.read_as(principal)

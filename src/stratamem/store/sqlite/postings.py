@@ -39,7 +39,7 @@ from stratamem.store.caches import LastFew
 Codes = npt.NDArray[np.int32]
 
 
-# The SQLite file's count of mentions, kept by triggers (migration 13).
+# The count of mentions the store keeps by triggers (SQLite's migration 13, PostgreSQL's 3).
 COUNTED_MENTIONS = "SELECT n FROM row_counts WHERE name = 'entity_index'"
 
 
