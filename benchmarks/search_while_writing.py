@@ -1,0 +1,124 @@
+"""Hybrid searches in one process while another ingests into the same store.
+
+One searcher (this process: the bundled MiniLM model on one thread, SciFact's test claims in
+turn, each embedded anew) searches for ``--seconds`` while a writer process ingests files of
+400 documents from the store's corpus file, one after another, as ``postgres_scale.py``'s
+writer does (no embedding). After each of the writer's commits the searcher's next search
+first brings its in-memory indexes up to date: what this measures.
+
+    python benchmarks/search_while_writing.py --store STORE [--corpus FILE] [--seconds 40]
+        [--label now]
+
+``STORE`` is a SQLite file or a postgresql:// URL (``--server DIR`` starts the PostgreSQL
+server whose data is in ``DIR`` first); ``--corpus`` defaults to ``corpus.jsonl`` beside a
+SQLite file. Runs are kept by label in ``benchmarks/results/search_while_writing.{json,md}``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import stratamem
+from postgres_scale import WRITER
+from run_info import git_state, keep_run, machine
+from stratamem.embed.registry import get_embedder
+from stratamem.eval import load_dataset
+from stratamem.store.postgres.server import PostgresServer
+
+RESULTS = Path(__file__).resolve().parents[1] / "benchmarks" / "results"
+DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
+
+
+def measure(location: str, corpus: Path, seconds: float) -> dict[str, Any]:
+    claims = [q.text for q in load_dataset(DATA / "scifact").queries_in("test")]
+    with stratamem.open(location, embedder=get_embedder("minilm", threads=1)) as mem:
+        assert mem.vectors is not None
+        mem.search("warm up the indexes")
+        writer = subprocess.Popen(
+            [sys.executable, "-c", WRITER, location, str(corpus), str(seconds)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        assert writer.stdin is not None
+        assert writer.stdout is not None
+        assert writer.stdout.readline().strip() == "ready"
+        writer.stdin.write("go\n")
+        writer.stdin.flush()
+        timings: list[float] = []
+        end = time.monotonic() + seconds
+        while time.monotonic() < end:
+            mem.vectors._queries.clear()
+            began = time.perf_counter()
+            mem.search(claims[len(timings) % len(claims)], limit=10)
+            timings.append((time.perf_counter() - began) * 1000)
+        wrote = json.loads(writer.communicate(timeout=seconds * 4 + 600)[0].splitlines()[-1])
+    timings.sort()
+    return {
+        "searches": len(timings),
+        "p50_ms": round(statistics.median(timings), 1),
+        "p95_ms": round(timings[int(len(timings) * 0.95)], 1),
+        "max_ms": round(timings[-1], 1),
+        "writer_chunks": wrote["chunks"],
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--store", required=True)
+    parser.add_argument("--corpus", type=Path)
+    parser.add_argument("--server", type=Path, help="start this PostgreSQL data folder first")
+    parser.add_argument("--seconds", type=float, default=40.0)
+    parser.add_argument("--label", default="now")
+    parser.add_argument("--out", type=Path, default=RESULTS)
+    args = parser.parse_args()
+    load_start = os.getloadavg()
+    server = PostgresServer.start(str(args.server)) if args.server else None
+    try:
+        location = server.url_of(args.store) if server else args.store
+        corpus = args.corpus or Path(args.store).parent / "corpus.jsonl"
+        with stratamem.open(location, embedder=None) as mem:
+            chunks = mem.store.chunk_count()
+        found = measure(location, corpus, args.seconds)
+    finally:
+        if server is not None:
+            server.stop(remove=False)
+    run = {
+        "date": datetime.now(UTC).isoformat(timespec="seconds"),
+        "backend": "postgresql" if server else "sqlite",
+        "chunks": chunks,
+        "seconds": args.seconds,
+        **found,
+        "machine": machine(load_start, os.getloadavg()),
+        "code": git_state(),
+    }
+    runs = keep_run(args.out, "search_while_writing", args.label, run)
+    lines = [
+        "# Hybrid searches while another process ingests into the same store",
+        "",
+        "`python benchmarks/search_while_writing.py --store STORE` (see its docstring); one",
+        "searcher, one writer, two cores; machine, load and code in `search_while_writing.json`.",
+        "",
+        "| run | backend | chunks | searches | p50 ms | p95 ms | max ms | writer's chunks |",
+        "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |",
+    ]
+    for label, r in runs.items():
+        lines.append(
+            f"| {label} ({r['date'][:10]}) | {r['backend']} | {r['chunks']:,} | {r['searches']} "
+            f"| {r['p50_ms']} | {r['p95_ms']} | {r['max_ms']} | {r['writer_chunks']:,} |"
+        )
+    (args.out / "search_while_writing.md").write_text("\n".join(lines) + "\n")
+    print(json.dumps(run, indent=1))
+
+
+if __name__ == "__main__":
+    main()
