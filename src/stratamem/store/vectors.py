@@ -29,7 +29,10 @@ Matrix = npt.NDArray[np.float32]
 
 def pack_vector(vector: bytes | npt.ArrayLike, dim: int) -> bytes:
     """A chunk vector as the store keeps it: ``dim`` little-endian float16 values. Takes the
-    values or a stored blob of either width."""
+    values or a stored blob of either width; a float16 blob (a vector reused from the
+    embedding cache) is kept byte for byte, not unpacked and packed again."""
+    if isinstance(vector, bytes) and len(vector) == 2 * dim:
+        return vector
     values = unpack_vectors([vector], dim)[0] if isinstance(vector, bytes) else vector
     packed = np.asarray(values, dtype=np.float32).astype("<f2")
     if packed.shape != (dim,):
