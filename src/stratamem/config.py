@@ -66,11 +66,13 @@ class SearchConfig:
     profile: str = "balanced"
     fusion: str = "minmax"  # or "rrf"
     rrf_k: int = 60
-    pool: int = 100
+    pool: int = 150
     expand_seeds: int = 5
     expand_damping: float = 0.6
     expand_per_seed: int = 3
     expand_window: int = 2
+    context_share: float = 0.4  # of a chat turn's keyword and vector score, to each turn around
+    context_window: int = 2  # the turns before and after that receive it
     hub_fraction: float = 0.05
     graph_mode: str = "idf"  # "bm25": graph-BM25 over co-mention neighbours (docs/search.md)
     tier0_boost: float = 1.25
@@ -87,6 +89,10 @@ class SearchConfig:
             raise ValueError(f"mmr must be one of {', '.join(MMR_MODES)}, not {self.mmr!r}")
         if not 0.0 <= self.mmr_threshold <= 1.0:
             raise ValueError(f"mmr_threshold must be within [0, 1], not {self.mmr_threshold}")
+        if not 0.0 <= self.context_share <= 1.0:
+            raise ValueError(f"context_share must be within [0, 1], not {self.context_share}")
+        if self.context_window < 0:
+            raise ValueError(f"context_window must be 0 or more, not {self.context_window}")
 
     def leg_weights(self) -> dict[str, float]:
         """The profile's weights, overridden by any explicit ``weights`` (e.g. tuned)."""
@@ -249,7 +255,13 @@ KEYS: dict[str, Key] = {
         "idf",
         "graph leg: idf of direct matches, or bm25 over co-mention neighbours",
     ),
-    "search.pool": Key(_positive(int), 100, "candidates taken from each leg"),
+    "search.context_share": Key(
+        _unit, 0.4, "share of a chat turn's keyword and vector score given to the turns around"
+    ),
+    "search.context_window": Key(
+        _positive(int), 2, "how many turns before and after a chat turn share its score"
+    ),
+    "search.pool": Key(_positive(int), 150, "candidates taken from each leg"),
     "search.rerank_top": Key(_positive(int), 20, "how many of the top the reranker reorders"),
     "summarizer.name": Key(_choice("extractive", "llm"), "extractive", "who writes summaries"),
     "summarizer.base_url": Key(_text, "", "the llm summarizer's OpenAI-compatible server"),
@@ -315,6 +327,8 @@ class Settings:
             mmr_lambda=self["search.mmr_lambda"],
             mmr_threshold=self["search.mmr_threshold"],
             graph_mode=self["search.graph_mode"],
+            context_share=self["search.context_share"],
+            context_window=self["search.context_window"],
             rerank_top=self["search.rerank_top"],
             weights=dict(self["search.weights"]),
         )

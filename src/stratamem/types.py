@@ -332,8 +332,10 @@ class ScoreBreakdown:
     """Why a hit ranks where it does: each signal's weighted share of ``final``.
 
     ``keyword``, ``vector``, ``graph`` and ``freshness`` are the fused contributions (already
-    weighted); ``expansion`` is what a hit reached through the graph inherited from its seed;
-    ``boost`` the multiplier applied (1.0 = none); ``rerank`` the reranker's score if one ran.
+    weighted), ``context`` the part of the keyword and vector shares that a chat turn got from
+    the turns around it; ``expansion`` is what a hit reached through the graph inherited from
+    its seed; ``boost`` the multiplier applied (1.0 = none); ``rerank`` the reranker's score if
+    one ran.
     """
 
     keyword: float = 0.0
@@ -344,6 +346,7 @@ class ScoreBreakdown:
     boost: float = 1.0
     rerank: float | None = None
     final: float = 0.0
+    context: float = 0.0
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -352,6 +355,7 @@ class ScoreBreakdown:
             "graph": round(self.graph, 6),
             "freshness": round(self.freshness, 6),
             "expansion": round(self.expansion, 6),
+            "context": round(self.context, 6),
             "boost": round(self.boost, 6),
             "rerank": None if self.rerank is None else round(self.rerank, 6),
             "final": round(self.final, 6),

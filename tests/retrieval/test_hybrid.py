@@ -7,6 +7,7 @@ import sqlite3
 import threading
 import warnings
 from collections.abc import Iterator, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -541,3 +542,162 @@ def test_the_mmr_settings_reach_the_search_config(tmp_path: Path) -> None:
     assert settings.origin("search.mmr") == "env STRATAMEM_SEARCH_MMR"
     with pytest.raises(ConfigError, match=r"search\.mmr"):
         load({**home, "STRATAMEM_SEARCH_MMR": "sometimes"})
+
+
+# -- chat turns read in context ---------------------------------------------------------------
+
+FILLER = (
+    "the printer on the third floor jams again",
+    "lunch is at noon on friday",
+    "my cat knocked the plant over",
+    "the train was late this morning",
+    "who has the projector remote",
+    "happy birthday to the design team",
+)
+
+
+class _Turns:
+    """One chat source per ``(scope, texts)`` pair, one chunk per turn, a minute apart."""
+
+    name = "turns"
+
+    def __init__(self, chats: Sequence[tuple[str, Sequence[str]]]) -> None:
+        self.chats = chats
+
+    def read(self, path: Path, ctx: Any) -> Iterator[Any]:
+        from datetime import UTC, datetime, timedelta
+
+        from stratamem.ingest.model import Record, SourceStream
+
+        start = datetime(2026, 3, 2, 9, 0, tzinfo=UTC)
+        for scope, texts in self.chats:
+            yield SourceStream(
+                scope=scope,
+                kind=SourceKind.CHAT,
+                platform="test",
+                location=str(path),
+                records=[
+                    Record(text=text, ref=f"{scope}/{n}", time=start + timedelta(minutes=n))
+                    for n, text in enumerate(texts)
+                ],
+                title=scope,
+            )
+
+
+def _conversation(question: str, answer: str, repeats: int = 3) -> list[str]:
+    """Filler, the question, its answer (which shares no word with it), filler."""
+    return [*FILLER * repeats, question, answer, *FILLER[::-1] * repeats]
+
+
+@pytest.fixture
+def chat_memory(store_location: str) -> Iterator[stratamem.Memory]:
+    from stratamem.eval.runner import WHOLE_DOCS
+
+    with stratamem.open(store_location, embedder=HashingEmbedder()) as memory:
+        memory.ingest(
+            Path("turns"),
+            connector=_Turns(
+                [
+                    (
+                        "chat:ops",
+                        _conversation(
+                            "which database runs the job queue now", "Postgres, since March"
+                        ),
+                    ),
+                    ("chat:misc", _conversation("what colour is the new logo", "A dark teal")),
+                ]
+            ),
+            chunking=WHOLE_DOCS,
+        )
+        memory.embed()
+        yield memory
+
+
+def _places(memory: stratamem.Memory, config: SearchConfig, **options: Any) -> list[str]:
+    hits = memory.search("job queue database", limit=40, config=config, **options).hits
+    return [h.content for h in hits]
+
+
+def test_a_chat_turn_is_found_through_the_turn_before_it(chat_memory: stratamem.Memory) -> None:
+    # Expansion off, so that only the context can lift the answer.
+    on = SearchConfig(expand_seeds=0, mmr="off")
+    off = replace(on, context_share=0.0)
+    with_context, without = _places(chat_memory, on), _places(chat_memory, off)
+    answer = "Postgres, since March"
+    assert with_context[0] == without[0] == "which database runs the job queue now"
+    # The question and the two turns either side of it lead; without the context the answer
+    # is one more unrelated turn.
+    assert answer in with_context[:5]
+    assert answer not in without[:5]
+    hit = next(
+        h
+        for h in chat_memory.search("job queue database", limit=5, config=on).hits
+        if h.content == answer
+    )
+    breakdown = hit.explain["breakdown"]
+    assert breakdown["context"] > 0
+    assert breakdown["context"] <= breakdown["keyword"] + breakdown["vector"] + 1e-9
+    assert "from the turns around it" in hit.explain["reason"]
+
+
+def test_the_context_never_crosses_a_filter(chat_memory: stratamem.Memory) -> None:
+    config = SearchConfig(expand_seeds=0, mmr="off")
+    # The answer is a minute after the question: a window that ends before it keeps it out.
+    from datetime import UTC, datetime, timedelta
+
+    question_at = datetime(2026, 3, 2, 9, 0, tzinfo=UTC) + timedelta(minutes=len(FILLER) * 3)
+    hits = chat_memory.search(
+        "job queue database", limit=40, config=config, until=question_at + timedelta(seconds=30)
+    ).hits
+    assert "which database runs the job queue now" in [h.content for h in hits]
+    assert "Postgres, since March" not in [h.content for h in hits]
+    assert all(h.time_start is not None and h.time_start <= question_at for h in hits)
+    # And never reaches from one conversation into another.
+    misc = chat_memory.search("job queue database", limit=40, config=config, sources=["chat:misc"])
+    assert all(h.tree_scope == "chat:misc" for h in misc.hits)
+
+
+def test_documents_rank_as_without_context(shared: stratamem.Memory) -> None:
+    documents = ("record", "email", "document")
+    on = shared.search("queue database decision", limit=30, kinds=documents)
+    off = shared.search(
+        "queue database decision",
+        limit=30,
+        kinds=documents,
+        config=replace(shared.config, context_share=0.0),
+    )
+    assert [(h.node_id, h.score) for h in on.hits] == [(h.node_id, h.score) for h in off.hits]
+    assert all(h.explain["breakdown"]["context"] == 0 for h in on.hits)
+
+
+def test_spreading_keeps_the_best_turn_where_it_was() -> None:
+    from stratamem.retrieval.hybrid import _spread
+
+    own = {"q": 1.0, "a": 0.0, "x": 0.5, "doc": 0.9}
+    around = {"q": [("a", 1), ("x", 2)], "a": [("q", 1), ("x", 1)], "x": [("q", 2), ("a", 1)]}
+    scores, lent = _spread(own, around, 0.4)
+    assert scores["doc"] == 0.9  # not a turn: untouched
+    turns = ("q", "a", "x")
+    assert max(scores[k] for k in turns) == pytest.approx(1.0)
+    raw = {"q": 1.0 + 0.4 * 0.5, "a": 0.4 * 1.0 + 0.4 * 0.5, "x": 0.5 + 0.4 * 1.0}
+    scale = 1.0 / max(raw.values())
+    for key in turns:
+        assert scores[key] == pytest.approx(raw[key] * scale)
+        assert lent[key] == pytest.approx((raw[key] - own[key]) * scale)
+
+
+def test_the_context_settings_reach_the_search_config(tmp_path: Path) -> None:
+    from stratamem.config import load
+    from stratamem.errors import ConfigError
+
+    home = {"XDG_CONFIG_HOME": str(tmp_path)}
+    config = load(home).search_config()
+    assert (config.context_share, config.context_window) == (0.4, 2)
+    config = load(
+        {**home, "STRATAMEM_SEARCH_CONTEXT_SHARE": "0", "STRATAMEM_SEARCH_CONTEXT_WINDOW": "1"}
+    ).search_config()
+    assert (config.context_share, config.context_window) == (0.0, 1)
+    with pytest.raises(ConfigError, match=r"search\.context_share"):
+        load({**home, "STRATAMEM_SEARCH_CONTEXT_SHARE": "1.5"})
+    with pytest.raises(ValueError, match="context_window"):
+        SearchConfig(context_window=-1)

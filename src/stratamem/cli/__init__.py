@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -51,7 +52,7 @@ from stratamem.cli.common import (
 from stratamem.cli.mcp import mcp_command
 from stratamem.cli.serve import serve
 from stratamem.cli.trees import COMMANDS, print_seal_report
-from stratamem.config import PROFILES, SearchConfig
+from stratamem.config import PROFILES
 from stratamem.embed.indexing import EmbedProgress
 from stratamem.entities.search import MAX_LIMIT as MAX_ENTITY_LIMIT
 from stratamem.ingest import registry
@@ -783,8 +784,12 @@ def eval_command(
 
     data = load_dataset(dataset)
     chosen = list(MODES) if "all" in modes else list(dict.fromkeys(modes))
-    config = SearchConfig(profile=profile) if profile else None
-    reranker = reranker_from(settings(ctx))
+    # The pipeline as configured (config files, environment), not the dataset store's own.
+    chosen_settings = settings(ctx)
+    config = chosen_settings.search_config()
+    if profile:
+        config = replace(config, profile=profile, weights={})
+    reranker = reranker_from(chosen_settings)
     with Memory(eval_store(data, store_dir), reranker=reranker) as memory:
         results = evaluate(
             data,

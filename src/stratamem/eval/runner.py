@@ -137,8 +137,8 @@ class StoreRetriever:
         single_leg = mode in SINGLE_LEGS
         config = self.config or self.memory.config
         if single_leg:
-            # A leg on its own: no expansion, no diversification, nothing but the leg's order.
-            config = replace(config, expand_seeds=0)
+            # A leg on its own: no context, expansion or diversification, only the leg's order.
+            config = replace(config, expand_seeds=0, context_share=0.0)
         response = self.memory.search(
             query.text,
             sources=sources,

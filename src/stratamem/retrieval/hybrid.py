@@ -2,6 +2,8 @@
 diversified and packed.
 
     legs (each filtered inside its query, before its limit)
+      → context (a chat turn's keyword and vector scores, min-max scaled, shared with the turns
+        up to ``context_window`` places around it, ``context_share`` to each)
       → fusion (weighted min-max with empty-leg redistribution, or RRF; freshness if asked)
       → expansion (one hop from the top seeds: chunks sharing their rarer entities, and the
         chunks right before and after them; damped)
@@ -53,6 +55,7 @@ class _Candidate:
     via: str = ""
     boost: float = 1.0
     tier0: bool = False
+    context: float = 0.0  # of the parts, what the turns around it passed on
     rerank: float | None = None
     fused: float = field(init=False)  # the parts' sum (they never change once fused)
 
@@ -102,6 +105,9 @@ class HybridSearcher:
         # another process's commit whole or not at all; the reranker runs after it.
         with self.store.read_snapshot():
             scores = self._legs(query, filters, pool, legs, cfg, status)
+            lent: dict[str, dict[str, float]] = {}
+            if cfg.context_share > 0 and cfg.context_window > 0:
+                scores, lent = self._in_context(scores, filters, cfg)
             weights = cfg.leg_weights()
             if weights.get("freshness", 0.0) > 0:
                 scores["freshness"] = self._freshness(scores, cfg)
@@ -110,6 +116,11 @@ class HybridSearcher:
             else:
                 parts = fusion.weighted_minmax(scores, weights)
             candidates = {key: _Candidate(parts=value) for key, value in parts.items()}
+            for name, passed in lent.items():
+                for key, amount in passed.items():
+                    if key in candidates and name in candidates[key].parts:
+                        share = amount / scores[name][key] if scores[name][key] > 0 else 0.0
+                        candidates[key].context += candidates[key].parts[name] * share
             if not candidates:
                 return SearchResponse(
                     hits=(), total=0, budget=budget, legs=status, notes=tuple(notes)
@@ -190,6 +201,36 @@ class HybridSearcher:
                 scores[name] = result.scores
         return scores
 
+    def _in_context(
+        self, scores: dict[str, dict[str, float]], filters: Filters, cfg: SearchConfig
+    ) -> tuple[dict[str, dict[str, float]], dict[str, dict[str, float]]]:
+        """Chat turns read in their conversation. A turn is often found only through the one
+        before it (an answer through its question), and a run of matching turns says more
+        than one alone: each keyword and vector candidate that is a chat turn passes
+        ``context_share`` of its min-max score to every turn up to ``context_window`` places
+        before and after it. Returns the legs' new scores and what each candidate received.
+
+        The turns are then scaled so that the best of them keeps the score it had: the
+        context reorders a conversation's turns, it does not lift them over the documents
+        they compete with. Candidates outside chats keep their scores; a store without chats
+        is left as it was."""
+        if SourceKind.CHAT not in self.store.source_kinds().values() or (
+            filters.kinds and SourceKind.CHAT not in filters.kinds
+        ):
+            return scores, {}
+        names = [name for name in CONTEXT_LEGS if scores.get(name)]
+        keys = sorted({key for name in names for key in scores[name]})
+        around = self.store.neighbour_chunks(keys, filters, window=cfg.context_window)
+        if not any(around.values()):
+            return scores, {}
+        spread = dict(scores)
+        lent: dict[str, dict[str, float]] = {}
+        for name in names:
+            spread[name], lent[name] = _spread(
+                fusion.minmax(scores[name]), around, cfg.context_share
+            )
+        return spread, lent
+
     def _freshness(
         self, scores: dict[str, dict[str, float]], cfg: SearchConfig
     ) -> dict[str, float]:
@@ -250,6 +291,38 @@ class HybridSearcher:
                 candidate.expansion, candidate.via = value, seed
 
 
+CONTEXT_LEGS = ("keyword", "vector")
+
+
+def _spread(
+    own: dict[str, float], around: dict[str, list[tuple[str, int]]], share: float
+) -> tuple[dict[str, float], dict[str, float]]:
+    """``own`` with each chat turn's ``share`` added to its neighbours, the turns rescaled so
+    their best keeps its own best; and what each turn received, on the same scale."""
+    lent: dict[str, float] = {}
+    turns: list[str] = []
+    best_before = 0.0
+    for key, value in own.items():
+        neighbours = around.get(key)
+        if not neighbours:
+            continue
+        turns.append(key)
+        best_before = max(best_before, value)
+        given = share * value
+        for node, _distance in neighbours:
+            lent[node] = lent.get(node, 0.0) + given
+    scores = dict(own)
+    for node, amount in lent.items():
+        scores[node] = scores.get(node, 0.0) + amount
+    best_after = max((scores[k] for k in lent), default=0.0)
+    if best_before > 0 and best_after > best_before:
+        scale = best_before / best_after
+        for key in {*turns, *lent}:
+            scores[key] *= scale
+        lent = {key: amount * scale for key, amount in lent.items()}
+    return scores, lent
+
+
 def _hits(
     keys: list[str],
     chunks: dict[str, Chunk],
@@ -267,6 +340,7 @@ def _hits(
             graph=candidate.parts.get("graph", 0.0),
             freshness=candidate.parts.get("freshness", 0.0),
             expansion=candidate.expansion if candidate.expansion > candidate.fused else 0.0,
+            context=candidate.context,
             boost=candidate.boost,
             rerank=candidate.rerank,
             final=candidate.final,
@@ -380,6 +454,8 @@ def reason(breakdown: ScoreBreakdown, via: str = "") -> str:
     ]
     signals.sort(key=lambda item: -item[1])
     text = " + ".join(f"{name} {value:.2f}" for name, value in signals) or "no direct match"
+    if breakdown.context > 0.005:
+        text += f" ({breakdown.context:.2f} from the turns around it)"
     if breakdown.expansion > 0:
         text = f"reached from {via[:12]} ({breakdown.expansion:.2f}); {text}"
     if breakdown.boost != 1.0:
