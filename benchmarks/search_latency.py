@@ -196,6 +196,7 @@ class Stages:
         self.wrap(VectorLeg, "embed_query", "vector: embed query")
         self.wrap(VectorLeg, "search", "vector leg (with embedding)")
         self.wrap(legs, "graph_leg", "graph leg")
+        self.wrap(hybrid.HybridSearcher, "_in_context", "chat context")
         self.wrap(hybrid.HybridSearcher, "_expand", "expansion")
         self.wrap(SQLiteStore, "chunks", "read chunks")
         self.wrap(VectorLeg, "vectors", "read vectors for mmr")
@@ -246,6 +247,7 @@ def _stage_order(name: str) -> int:
         "vector leg (with embedding)",
         "vector: embed query",
         "graph leg",
+        "chat context",
         "expansion",
         "read chunks",
         "read vectors for mmr",
