@@ -384,7 +384,7 @@ def main() -> None:
         f"{r['p95_ms']} | {r['mean_ms']} | {r['queries']} | {r['first_search_s']} |"
         for r in rows
     ]
-    lines += ["", "Bar: hybrid p50 ≤ 15 ms and p95 ≤ 50 ms at 100k chunks.", ""]
+    lines += ["", "Bar: hybrid p50 ≤ 15 ms and p95 ≤ 35 ms at 100k chunks.", ""]
     lines += [
         "## Hybrid stages",
         "",
