@@ -222,6 +222,21 @@ def test_a_configured_reranker_reorders_search_and_runs_in_eval(file_cli, tmp_pa
     assert "rerank.base_url is not set" in missing.output
 
 
+def test_eval_scores_the_configured_pipeline_and_says_so(file_cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    _db, run = file_cli
+    dataset = str(FIXTURES / "locomo-flat")
+    common = ("--mode", "hybrid", "--store", str(tmp_path / "e"), "--out", str(tmp_path / "r"))
+    env = {"STRATAMEM_SEARCH_POOL": "7", "STRATAMEM_SEARCH_CONTEXT_SHARE": "0.25"}
+    report = run("eval", dataset, *common, "--json", env=env)
+    assert report.exit_code == 0, report.output
+    search = json.loads(report.output)["search"]
+    assert (search["pool"], search["context_share"]) == (7, 0.25)
+    named = run("eval", dataset, *common, "--profile", "lexical", "--json", env=env)
+    search = json.loads(named.output)["search"]
+    assert (search["profile"], search["weights"], search["pool"]) == ("lexical", {}, 7)
+    assert json.loads(run("eval", dataset, *common, "--json").output)["search"]["pool"] == 150
+
+
 def test_tune_save_keeps_the_weights_that_searches_then_use(cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     db, run = cli
     assert run("ingest", str(EXAMPLES / "notes")).exit_code == 0

@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import sys
 import time
-from dataclasses import replace
+from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any
 
@@ -801,7 +801,11 @@ def eval_command(
         )
     report_name = name or f"eval-{data.name}"
     json_path, md_path = write_report(
-        results, out_dir, report_name, baselines=BASELINES.get(data.name, [])
+        results,
+        out_dir,
+        report_name,
+        baselines=BASELINES.get(data.name, []),
+        search=asdict(config),
     )
     if as_json:
         print_json(json.loads(json_path.read_text()))
@@ -847,7 +851,9 @@ def tune_command(
     from stratamem.store.urls import shown_location
 
     data = load_dataset(dataset)
-    with Memory(eval_store(data, store_dir)) as memory:
+    # Weights are tuned for the pipeline as configured (config files, environment).
+    configured = settings(ctx).search_config()
+    with Memory(eval_store(data, store_dir), config=configured) as memory:
         result = tune(
             data,
             memory,

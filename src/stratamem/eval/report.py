@@ -147,12 +147,14 @@ def write_report(
     command: str | None = None,
     per_query: bool = False,
     tuned: Mapping[str, Any] | None = None,
+    search: Mapping[str, Any] | None = None,
 ) -> tuple[Path, Path]:
     """Write ``<name>.json`` (everything) and ``<name>.md`` (tables); return both paths.
 
     ``per_query`` keeps each query's values in the JSON (large for LoCoMo). ``command``
     defaults to this process's command line. ``tuned``: the weights a tuning run chose and
-    how (split, metric, score), kept in both files.
+    how (split, metric, score), kept in both files. ``search``: the search settings the
+    run used, kept in the JSON.
     """
     baselines = list(baselines)
     header = {
@@ -173,7 +175,8 @@ def write_report(
         records.append(record)
     if tuned is not None:
         header["tuned"] = dict(tuned)
-    document = header | {"results": records, "baselines": [asdict(b) for b in baselines]}
+    extra = {} if search is None else {"search": dict(search)}
+    document = header | extra | {"results": records, "baselines": [asdict(b) for b in baselines]}
 
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
