@@ -22,7 +22,6 @@ Writes ``benchmarks/results/chat_context.md`` and ``.json``.
 
 from __future__ import annotations
 
-import json
 import os
 import time
 from dataclasses import replace
@@ -30,7 +29,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from run_info import clock, dataset_table, eval_arguments, git_state, machine
+from run_info import clock, dataset_table, eval_arguments, git_state, machine, write_results
 from stratamem.api import Memory
 from stratamem.config import SearchConfig
 from stratamem.eval.loading import load_dataset
@@ -159,10 +158,7 @@ def main() -> None:
         "best": {k: best.get(k) for k in ("pool", "share", "window")},
         "parts": parts,
     }
-    args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "chat_context.json").write_text(json.dumps(report, indent=2) + "\n")
-    (args.out / "chat_context.md").write_text(markdown(report))
-    print(markdown(report))
+    write_results(args.out, "chat_context", report, markdown(report))
 
 
 if __name__ == "__main__":

@@ -62,6 +62,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from run_info import write_results
+
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results"
 STRATAMEM = Path(sys.executable).with_name("stratamem")
@@ -504,10 +506,7 @@ def main() -> None:
             for t in tallies
         ],
     }
-    args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "crash.json").write_text(json.dumps(result, indent=2) + "\n")
-    (args.out / "crash.md").write_text(markdown(result))
-    print(markdown(result))
+    write_results(args.out, "crash", result, markdown(result))
 
 
 if __name__ == "__main__":

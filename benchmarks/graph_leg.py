@@ -21,7 +21,6 @@ Writes ``benchmarks/results/graph_leg.md`` and ``.json``.
 
 from __future__ import annotations
 
-import json
 import os
 import time
 from collections.abc import Callable, Iterator, MutableMapping
@@ -31,7 +30,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, cast
 
-from run_info import clock, dataset_table, eval_arguments, git_state, machine
+from run_info import clock, dataset_table, eval_arguments, git_state, machine, write_results
 from stratamem.api import Memory
 from stratamem.eval.datasets import Dataset, Query
 from stratamem.eval.loading import load_dataset
@@ -252,10 +251,7 @@ def main() -> None:
         "k1": BM25_K1,
         "b": BM25_B,
     }
-    args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "graph_leg.json").write_text(json.dumps(report, indent=2) + "\n")
-    (args.out / "graph_leg.md").write_text(markdown(report))
-    print(markdown(report))
+    write_results(args.out, "graph_leg", report, markdown(report))
 
 
 if __name__ == "__main__":

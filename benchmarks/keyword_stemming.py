@@ -27,7 +27,6 @@ Writes ``benchmarks/results/keyword_stemming.md`` and ``.json``. Needs the bench
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import sqlite3
@@ -44,7 +43,7 @@ import bm25s
 import numpy as np
 import Stemmer
 
-from run_info import clock, dataset_table, eval_arguments, git_state, machine
+from run_info import clock, dataset_table, eval_arguments, git_state, machine, write_results
 from stratamem.api import Memory
 from stratamem.eval.datasets import Dataset, Query
 from stratamem.eval.loading import load_dataset
@@ -240,10 +239,7 @@ def main() -> None:
         "pystemmer": metadata.version("PyStemmer"),
         "datasets": results,
     }
-    args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "keyword_stemming.json").write_text(json.dumps(report, indent=2) + "\n")
-    (args.out / "keyword_stemming.md").write_text(markdown(report))
-    print(markdown(report))
+    write_results(args.out, "keyword_stemming", report, markdown(report))
 
 
 if __name__ == "__main__":

@@ -26,7 +26,6 @@ Writes ``benchmarks/results/profiles_mmr.md`` and ``.json``.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import time
 from dataclasses import asdict, dataclass, field
@@ -34,7 +33,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from run_info import clock, dataset_table, git_state, machine
+from run_info import clock, dataset_table, git_state, machine, write_results
 from stratamem.api import Memory
 from stratamem.cli.common import cache_dir_from_environment
 from stratamem.config import PROFILES, SearchConfig, WeightProfile
@@ -188,10 +187,7 @@ def main() -> None:
         "datasets": results,
         "conclusions": conclusions,
     }
-    args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "profiles_mmr.json").write_text(json.dumps(report, indent=2) + "\n")
-    (args.out / "profiles_mmr.md").write_text(markdown(report))
-    print(markdown(report))
+    write_results(args.out, "profiles_mmr", report, markdown(report))
 
 
 if __name__ == "__main__":

@@ -49,6 +49,14 @@ def keep_run(out: Path, name: str, label: str, run: dict[str, Any]) -> dict[str,
     return runs
 
 
+def write_results(out: Path, name: str, report: dict[str, Any], text: str) -> None:
+    """``out/<name>.json`` (the report) and ``out/<name>.md`` (its text); the text printed."""
+    out.mkdir(parents=True, exist_ok=True)
+    (out / f"{name}.json").write_text(json.dumps(report, indent=2) + "\n")
+    (out / f"{name}.md").write_text(text)
+    print(text)
+
+
 Shown = tuple[tuple[str, str], ...]  # (metric key, column label)
 
 

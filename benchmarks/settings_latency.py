@@ -29,7 +29,7 @@ from typing import Any
 import numpy as np
 
 import stratamem
-from run_info import git_state, machine
+from run_info import git_state, machine, write_results
 from stratamem.config import SearchConfig
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -143,10 +143,7 @@ def main() -> None:
             f"| {row['variant']} | {row['p50_ms']} | {row['p95_ms']} | {row['mean_ms']} | "
             f"{row['p50_ratio']} | {row['p95_ratio']} | {row['queries']} |"
         )
-    args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / f"{args.name}.json").write_text(json.dumps(report, indent=2) + "\n")
-    (args.out / f"{args.name}.md").write_text("\n".join(lines) + "\n")
-    print("\n".join(lines))
+    write_results(args.out, args.name, report, "\n".join(lines) + "\n")
 
 
 if __name__ == "__main__":
