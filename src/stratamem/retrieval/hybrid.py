@@ -455,7 +455,7 @@ def reason(breakdown: ScoreBreakdown, via: str = "") -> str:
     signals.sort(key=lambda item: -item[1])
     text = " + ".join(f"{name} {value:.2f}" for name, value in signals) or "no direct match"
     if breakdown.context > 0.005:
-        text += f" ({breakdown.context:.2f} from the turns around it)"
+        text += f"; {breakdown.context:.2f} of it from the turns around it"
     if breakdown.expansion > 0:
         text = f"reached from {via[:12]} ({breakdown.expansion:.2f}); {text}"
     if breakdown.boost != 1.0:
