@@ -770,7 +770,8 @@ def eval_command(
 
     The dataset is ingested and embedded into a store of its own, kept between runs. LoCoMo
     is scored by evidence recall@5/10/25/50 per category, each question answered from its
-    own conversation only.
+    own conversation only. Hybrid modes run the search pipeline as configured (config files,
+    STRATAMEM_SEARCH_* variables); the JSON report keeps those settings.
 
     \b
     Examples:
