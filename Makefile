@@ -5,7 +5,14 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 DB ?= .example/stratamem.db
 
-.PHONY: run test lint typecheck bench eval clean
+# The suite runs in JOBS processes (pytest-xdist; auto: one per core, 0: in this process),
+# each module or leak-suite backend whole in one of them, in an order shuffled from a seed
+# the run's header shows (pytest-randomly; PYTEST_ARGS=--randomly-seed=N replays it).
+JOBS ?= auto
+PYTEST_ARGS ?=
+PYTEST := $(BIN)/python -m pytest -n $(JOBS) --dist loadgroup $(PYTEST_ARGS)
+
+.PHONY: run test test-all lint typecheck bench eval clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -34,8 +41,14 @@ run: $(STAMP)
 	$(SM) summaries --query "job queue migration" --limit 2
 	$(SM) topic alice --limit 3
 
+# The quick tier, before every commit: each behaviour once on SQLite, the store contract on
+# both backends, a covering sample of the leak suite (see tests/suite.py).
 test: $(STAMP)
-	$(BIN)/python -m pytest -q
+	$(PYTEST)
+
+# Everything on both backends: the whole leak matrix, slow, fuzz and crash tests (CI).
+test-all: $(STAMP)
+	$(PYTEST) --tier all
 
 lint: $(STAMP)
 	$(BIN)/ruff check .

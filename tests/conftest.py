@@ -2,7 +2,6 @@ from __future__ import annotations
 
 import os
 import sqlite3
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -11,23 +10,50 @@ from hypothesis import HealthCheck, settings
 
 from stratamem.store.postgres.server import PostgresServer
 
-# The kits beside this file (sql_kit) import by name from every folder's tests.
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+# The tiers, the run's header and the leak-suite sample (the kits beside the tests, this one
+# included, import by name: the folders are on ``pythonpath`` in pyproject.toml).
+from suite import (
+    BACKENDS,
+    is_postgres,
+    pytest_addoption,
+    pytest_collection_modifyitems,
+    pytest_configure,
+    pytest_report_header,
+    pytest_runtest_protocol,
+    pytest_sessionfinish,
+    pytest_sessionstart,
+)
+
+__all__ = [
+    "pytest_addoption",
+    "pytest_collection_modifyitems",
+    "pytest_configure",
+    "pytest_report_header",
+    "pytest_runtest_protocol",
+    "pytest_sessionfinish",
+    "pytest_sessionstart",
+]
 
 # CI draws the same examples every run, so an example no local run drew cannot turn it red.
+# No example has a deadline: a loaded machine makes an example slow, not wrong.
+_SLOW_IS_FINE = [HealthCheck.too_slow]
 settings.register_profile(
-    "ci", derandomize=True, database=None, suppress_health_check=[HealthCheck.too_slow]
+    "ci", derandomize=True, database=None, deadline=None, suppress_health_check=_SLOW_IS_FINE
 )
-settings.register_profile("dev", suppress_health_check=[HealthCheck.too_slow])
+settings.register_profile("dev", deadline=None, suppress_health_check=_SLOW_IS_FINE)
 settings.load_profile("ci" if os.environ.get("CI") else os.environ.get("HYPOTHESIS_PROFILE", "dev"))
+
+# pytest-xdist starts its workers with COLUMNS=80 and LINES=24, which the CLI's console would
+# take for good as the size of a terminal the tests do not have.
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    for name in ("COLUMNS", "LINES"):
+        os.environ.pop(name, None)
 
 # `stratamem ingest` embeds with the bundled model by default. Tests of other things run it
 # (in process and as subprocesses, which inherit this) without, as `--no-embed` would; the
 # tests of the default remove this variable.
 os.environ["STRATAMEM_INGEST_EMBED"] = "off"
 
-# Every store test runs on both backends; STRATAMEM_TEST_BACKENDS=sqlite narrows a local run.
-BACKENDS = os.environ.get("STRATAMEM_TEST_BACKENDS", "sqlite,postgresql").split(",")
 ROOT = Path(__file__).resolve().parents[1]
 SHARED_DATA = ROOT.parent / "shared" / "data"
 EXAMPLES = ROOT / "examples" / "workspace"
@@ -107,9 +133,7 @@ class Locations:
         self._request = request
         self._pristine: str | None = None
 
-    @staticmethod
-    def is_postgres(location: str | Path) -> bool:
-        return str(location).startswith(("postgresql:", "postgres:"))
+    is_postgres = staticmethod(is_postgres)
 
     def _server(self) -> PostgresServer:
         server: PostgresServer = self._request.getfixturevalue("postgres_server")

@@ -24,6 +24,7 @@ import stratamem
 from stratamem.cli import main
 from stratamem.memory.extract import PROGRESS_PREFIX
 from stratamem.testing import FakeModelServer
+from suite import PATIENCE_S
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples" / "workspace"
 ENG = "slack:#eng"
@@ -258,7 +259,7 @@ def test_a_killed_run_resumes_to_what_an_uninterrupted_one_writes(
 
     def slow_after_first(prompt: str) -> str:
         if server.requests[0].payload["messages"][-1]["content"] != prompt:
-            held.wait(60)  # the second batch is never answered in time
+            held.wait(PATIENCE_S)  # the second batch is never answered in time
         return answer(prompt)
 
     env = {k: v for k, v in os.environ.items() if k not in ENV}
@@ -286,7 +287,7 @@ def test_a_killed_run_resumes_to_what_an_uninterrupted_one_writes(
                 stderr=subprocess.DEVNULL,
             )
             try:
-                assert server.wait_for_requests(2, timeout=120)
+                assert server.wait_for_requests(2, timeout=PATIENCE_S)
             finally:
                 child.send_signal(signal.SIGKILL)
                 child.wait()

@@ -15,12 +15,13 @@ from stratamem import errors
 from stratamem.errors import StratamemError
 
 
-def drawn_tree() -> dict[str, str | None]:
-    """Each class of the docstring's drawing → its parent (None for the root)."""
+def drawn_tree() -> dict[str, set[str | None]]:
+    """Each class of the docstring's drawing → its parents (None for the root); a class with
+    two parents is drawn under each."""
     lines = (errors.__doc__ or "").splitlines()
     start = next(i for i, line in enumerate(lines) if line.strip().startswith("StratamemError"))
     root_column = lines[start].index("StratamemError")
-    parents: dict[str, str | None] = {}
+    parents: dict[str, set[str | None]] = {}
     path: list[str] = []
     for line in lines[start:]:
         if not line.strip():
@@ -30,19 +31,19 @@ def drawn_tree() -> dict[str, str | None]:
         depth, rest = divmod(match.start() - root_column, 4)
         assert rest == 0, f"misaligned: {line!r}"
         del path[depth:]
-        parents[match.group()] = path[-1] if path else None
+        parents.setdefault(match.group(), set()).add(path[-1] if path else None)
         path.append(match.group())
     return parents
 
 
-def defined_tree() -> dict[str, str | None]:
-    """Each class under StratamemError defined in errors.py → its parent."""
-    parents: dict[str, str | None] = {"StratamemError": None}
+def defined_tree() -> dict[str, set[str | None]]:
+    """Each class under StratamemError defined in errors.py → its parents."""
+    parents: dict[str, set[str | None]] = {"StratamemError": {None}}
 
     def walk(cls: type[StratamemError]) -> None:
         for sub in cls.__subclasses__():
             if sub.__module__ == errors.__name__:
-                parents[sub.__name__] = cls.__name__
+                parents.setdefault(sub.__name__, set()).add(cls.__name__)
                 walk(sub)
 
     walk(StratamemError)
@@ -127,5 +128,8 @@ def test_errors_carry_their_context() -> None:
     missing = errors.MissingDependencyError("no torch", "pip install 'stratamem[x]'")
     assert missing.install == "pip install 'stratamem[x]'"
     assert str(missing) == "no torch; install it with: pip install 'stratamem[x]'"
+    extra = errors.MissingExtraError("stratamem serve", extra="server")
+    assert (extra.extra, extra.install) == ("server", "pip install 'stratamem[server]'")
+    assert str(extra) == "stratamem serve needs the 'server' extra: pip install 'stratamem[server]'"
     assert str(errors.SourceFormatError("a.json", "line 3", "bad")) == "a.json:line 3: bad"
     assert str(errors.SourceFormatError("a.json", "", "bad")) == "a.json: bad"

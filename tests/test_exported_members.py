@@ -15,6 +15,7 @@ def test_all_is_sorted_and_complete() -> None:
         "entities",
         "errors",
         "eval",
+        "extras",
         "ingest",
         "memory",
         "plugins",

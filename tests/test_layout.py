@@ -152,6 +152,7 @@ def test_the_store_imports_nothing_above_it() -> None:
         "stratamem.store",
         "stratamem.types",
         "stratamem.errors",
+        "stratamem.extras",  # the import of a driver an extra brings, as the errors name it
         "stratamem.timeparse",
         "stratamem.access.gate",
     )

@@ -14,6 +14,7 @@ from stratamem.embed.hashing import HashingEmbedder as Hashing
 from stratamem.errors import RequestFailed
 from stratamem.remote import JSONClient
 from stratamem.testing import FakeModelServer, HashingEmbedder, chat_completion
+from suite import PATIENCE_S
 
 
 @pytest.fixture(scope="module")
@@ -30,7 +31,8 @@ def server(_shared: FakeModelServer) -> Iterator[FakeModelServer]:
 
 
 def post(url: str, payload: Any, **options: Any) -> Any:
-    status, body = JSONClient(url, **options).post(payload)
+    with JSONClient(url, **options) as client:
+        status, body = client.post(payload)
     assert status == 200
     return json.loads(body)
 
@@ -98,7 +100,9 @@ def test_a_held_answer_goes_when_released(server: FakeModelServer) -> None:
     server.queue(200, {"results": []}, delay=60.0)
     answers: list[Any] = []
     client = threading.Thread(
-        target=lambda: answers.append(post(server.url + "/rerank", {"query": "q"}, timeout=60))
+        target=lambda: answers.append(
+            post(server.url + "/rerank", {"query": "q"}, timeout=PATIENCE_S)
+        )
     )
     client.start()
     assert server.wait_for_requests(1)
@@ -119,7 +123,9 @@ def test_closing_releases_held_answers_and_leaves_no_thread() -> None:
     server.queue(200, b"late", delay=60.0)
     answers: list[bytes] = []
     client = threading.Thread(
-        target=lambda: answers.append(JSONClient(server.url + "/rerank", timeout=60).post({})[1])
+        target=lambda: answers.append(
+            JSONClient(server.url + "/rerank", timeout=PATIENCE_S).post({})[1]
+        )
     )
     client.start()
     assert server.wait_for_requests(1)

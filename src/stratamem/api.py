@@ -1056,15 +1056,15 @@ class Memory:
             retries=retries,
             batch_size=batch_size,
         )
-        extractor = extracting.Extractor(
+        with extracting.Extractor(
             self.store,
             config,
             api_key=api_key or extracting.api_key_from_environment(),
             embedder=self._write_embedder(),
-        )
-        if not pending:
-            extractor.enqueue(sources, redo=redo)
-        return extractor.run_pending(progress=progress)
+        ) as extractor:
+            if not pending:
+                extractor.enqueue(sources, redo=redo)
+            return extractor.run_pending(progress=progress)
 
     def set_extraction(self, endpoint: str | None, model: str | None = None) -> None:
         """Extract facts after every ingest, from the sources it changed, with ``model``

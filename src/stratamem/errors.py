@@ -9,8 +9,10 @@
     ├── IngestError                  a path cannot be ingested at all
     │   ├── UnknownFormatError       no connector recognises the path
     │   └── SourceFormatError        a file is malformed; carries the file and the place
+    ├── MissingExtraError            an optional package is missing; names the extra to install
+    │   └── MissingDependencyError   one an embedder needs (an EmbeddingError too)
     ├── EmbeddingError               a text could not be embedded
-    │   ├── MissingDependencyError   an optional package is missing; names what to install
+    │   ├── MissingDependencyError   (the one above: a MissingExtraError too)
     │   ├── ModelFileError           a model file is missing, corrupt or not the pinned one
     │   └── EmbeddingServerError     an embeddings server failed; carries the URL and status
     ├── ModelMismatchError           the store's vectors were made by another model
@@ -80,16 +82,37 @@ class SourceFormatError(IngestError):
         super().__init__(f"{place}: {reason}")
 
 
+class MissingExtraError(StratamemError):
+    """An optional package is missing. ``extra`` is the stratamem extra that brings it, and
+    the message says ``<what> needs the '<extra>' extra: pip install 'stratamem[<extra>]'``;
+    ``install`` is that command. A package no extra brings (``extra`` None) is named by the
+    ``install`` command given instead."""
+
+    def __init__(self, what: str, *, extra: str | None = None, install: str | None = None) -> None:
+        if install is None:
+            if extra is None:
+                raise ValueError("give the extra or the install command")
+            install = f"pip install 'stratamem[{extra}]'"
+        self.extra = extra
+        self.install = install
+        if extra is not None:
+            message = f"{what} needs the '{extra}' extra: {install}"
+        else:
+            message = f"{what}; install it with: {install}"
+        super().__init__(message)
+
+
 class EmbeddingError(StratamemError):
     """A text could not be embedded."""
 
 
-class MissingDependencyError(EmbeddingError):
-    """An optional package is missing; ``install`` is the command that brings it."""
+class MissingDependencyError(EmbeddingError, MissingExtraError):
+    """A package an embedder needs is missing; ``install`` is the command that brings it. An
+    :class:`EmbeddingError` too, so callers that search without vectors when the embedder
+    fails go on without it."""
 
-    def __init__(self, what: str, install: str) -> None:
-        self.install = install
-        super().__init__(f"{what}; install it with: {install}")
+    def __init__(self, what: str, install: str | None = None, *, extra: str | None = None) -> None:
+        super().__init__(what, extra=extra, install=install)
 
 
 class ModelFileError(EmbeddingError):

@@ -137,6 +137,7 @@ class FakeModelServer:
         self._lock = threading.Lock()
         self._arrived = threading.Condition(self._lock)
         self._release = threading.Event()
+        self._holding = 0
         self._httpd = _HTTPServer(self)
         self.url = f"http://127.0.0.1:{self._httpd.server_address[1]}"
         self.base_url = self.url + "/v1"
@@ -195,6 +196,13 @@ class FakeModelServer:
             self._requests.clear()
         self.release()
 
+    @property
+    def held(self) -> int:
+        """How many answers are being held back right now (a client that timed out leaves
+        its answer held until the delay ends or :meth:`release`)."""
+        with self._lock:
+            return self._holding
+
     def wait_for_requests(self, count: int, *, timeout: float = 10.0) -> bool:
         """Wait until ``count`` requests have come (False if ``timeout`` seconds pass first)."""
         with self._arrived:
@@ -210,6 +218,15 @@ class FakeModelServer:
             release = self._release
             scripted = self._script.pop(0) if self._script and _route(request.path) else None
         return scripted or self._answer(request), release
+
+    def _hold(self, release: threading.Event, delay: float) -> None:
+        with self._lock:
+            self._holding += 1
+        try:
+            release.wait(delay)
+        finally:
+            with self._lock:
+                self._holding -= 1
 
     def _answer(self, request: Request) -> Reply:
         route, payload = _route(request.path), request.payload
@@ -319,7 +336,7 @@ class _Handler(BaseHTTPRequestHandler):
         headers = {name.lower(): value for name, value in self.headers.items()}
         reply, release = self.server.fake._receive(Request(self.path, headers, payload))
         if reply.delay:
-            release.wait(reply.delay)
+            self.server.fake._hold(release, reply.delay)
         body = reply.body if isinstance(reply.body, bytes) else json.dumps(reply.body).encode()
         try:
             self.send_response(reply.status)

@@ -9,15 +9,12 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+from locked_store import FAST_KDF, FIXTURES, Db, build_store, copy_db
 
 from stratamem.access import crypto
 from stratamem.access.locks import PASSPHRASE_ENV
 from stratamem.store.postgres.server import PostgresServer
-
-# Helpers shared with the child processes of the crash test live beside this file.
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from locked_store import BACKENDS, FAST_KDF, FIXTURES, Db, build_store, copy_db
+from suite import BACKENDS
 
 
 @pytest.fixture(autouse=True)
@@ -25,16 +22,6 @@ def _fast_and_no_ambient_passphrase(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(crypto, "DEFAULT_KDF", FAST_KDF)
     monkeypatch.delenv(PASSPHRASE_ENV, raising=False)
     monkeypatch.setitem(sys.modules, "keyring", None)  # `import keyring` fails
-
-
-@pytest.fixture(autouse=True, scope="session")
-def _index_dir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
-    """A store on a server keeps its index files in a folder of the test run, not in the
-    user's cache."""
-    folder = tmp_path_factory.mktemp("indexes")
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setenv("STRATAMEM_INDEX_DIR", str(folder))
-        yield folder
 
 
 @pytest.fixture(scope="session", params=BACKENDS)

@@ -5,7 +5,6 @@ words, and dumps of what a store holds. A plain module (its folder is put on the
 from __future__ import annotations
 
 import json
-import os
 import sqlite3
 from collections.abc import Iterable, Iterator
 from contextlib import AbstractContextManager, closing
@@ -19,8 +18,6 @@ from stratamem.store.sources import source_id_for
 from stratamem.testing import HashingEmbedder
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
-# The backends the lock tests run on; STRATAMEM_TEST_BACKENDS=sqlite narrows a local run.
-BACKENDS = os.environ.get("STRATAMEM_TEST_BACKENDS", "sqlite,postgresql").split(",")
 
 SECRET = "jsonl:secret"
 SECRET_ID = source_id_for(SECRET)

@@ -40,9 +40,10 @@ from locked_store import (
 import stratamem
 from stratamem.access import crypto
 from stratamem.store.postgres.server import PostgresServer
+from suite import PATIENCE_S
 
 ROUNDS = 10  # of each of lock and unlock
-DEADLINE_S = 30
+DEADLINE_S = PATIENCE_S
 
 SCRIPT = f"""
 import sys

@@ -56,6 +56,7 @@ from stratamem.store.postgres.server import PostgresServer
 from stratamem.store.sqlite import locks as sqlite_locks
 from stratamem.testing import FakeModelServer, HashingEmbedder
 from stratamem.tree.llm import LLMSummarizer
+from suite import PATIENCE_S
 
 MODES = ("hybrid", "keyword", "vector", "graph")
 # Queries that would find the secret source: its words, never a canary (a query is sent to
@@ -573,7 +574,7 @@ def test_no_model_server_is_sent_anything_of_a_locked_source(
         options: dict[str, Any] = {
             "embedder": get_embedder("openai", base_url=server.base_url, model="m", retries=1),
             "summarizer": LLMSummarizer(
-                base_url=server.base_url, model="m", backoff=0.01, timeout=5.0
+                base_url=server.base_url, model="m", backoff=0.01, timeout=PATIENCE_S
             ),
             "reranker": get_reranker("http", base_url=server.url, model="m"),
         }

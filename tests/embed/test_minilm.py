@@ -186,6 +186,6 @@ def test_fast_variant_without_onnx_says_what_to_install(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setitem(sys.modules, "onnx", None)  # makes `import onnx` fail
-    with pytest.raises(MissingDependencyError, match="pip install onnx"):
+    with pytest.raises(MissingDependencyError, match=r"pip install 'stratamem\[fast\]'"):
         FastMiniLMEmbedder(cache_dir=tmp_path).embed_batch(["x"])
     assert not list(tmp_path.glob("*.onnx"))

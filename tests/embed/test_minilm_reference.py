@@ -23,6 +23,7 @@ import pytest
 
 from stratamem.embed.onnx_minilm import MiniLMEmbedder
 from stratamem.embed.tokens import load_minilm_tokenizer
+from suite import PATIENCE_S
 
 F32 = npt.NDArray[np.float32]
 
@@ -172,9 +173,10 @@ def reference_in_child(ids: list[list[int]], tmp_path: Path) -> F32:
     threads = dict.fromkeys(("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"), "1")
     subprocess.run(
         [sys.executable, "-c", code, __file__, str(source), str(target)],
-        env={**os.environ, **threads},
+        # The child reads this file, which imports the suite's kit from tests/.
+        env={**os.environ, **threads, "PYTHONPATH": str(Path(__file__).resolve().parents[1])},
         check=True,
-        timeout=300,
+        timeout=PATIENCE_S,
     )
     return np.asarray(np.load(target), dtype=np.float32)
 

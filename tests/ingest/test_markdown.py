@@ -3,7 +3,6 @@ from __future__ import annotations
 import os
 import re
 import shutil
-import time
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
@@ -379,16 +378,13 @@ def test_demo_workspace_notes_read_cleanly() -> None:
 def test_real_til_collection(shared_data: Path) -> None:
     folder = shared_data / "notes" / "til"
     ctx = ReadContext()
-    started = time.perf_counter()
     records = records_of(folder, ctx)
-    elapsed = time.perf_counter() - started
     # The data README counts 1,873 notes: that is every .md file, i.e. the 1,871 TILs (as the
     # collection's README says) plus README.md and CONTRIBUTING.md, which are read as documents
     # too. LICENSE, Taskfile.yml, dprint.json, .vimrc and the dates file are not notes.
     assert len(records) == 1873
     assert ctx.problems == []
     assert markdown.detect(folder) == 60
-    assert elapsed < 5  # about 0.5 s here; generous for slow CI machines
     readme = records["README.md"]
     assert readme.title == "TIL"
     assert readme.ref == "til/README.md"

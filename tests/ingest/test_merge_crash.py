@@ -25,8 +25,9 @@ import stratamem
 from stratamem.errors import NotFoundError
 from stratamem.ingest.model import ReadContext, SourceStream
 from stratamem.types import Record, SourceKind
+from suite import PATIENCE_S
 
-DEADLINE_S = 60
+DEADLINE_S = PATIENCE_S
 ENV = {**os.environ, "PYTHONPATH": str(Path(stratamem.__file__).parents[1])}
 WORDS = ("alpha", "beta", "gamma", "delta", "queue", "sqlite", "lease", "seal", "tree", "worker")
 

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import email.utils
 import json
-import os
 import shutil
 import zipfile
 from collections.abc import Callable, Iterator
@@ -20,6 +19,7 @@ import pytest
 
 import stratamem
 from stratamem.ingest.pipeline import IngestReport
+from suite import BACKENDS
 
 pytestmark = pytest.mark.slow
 
@@ -29,8 +29,6 @@ GUILD = DATA / "chat" / "discord-exporter-frontend" / "example_guild"
 LKML = DATA / "email" / "lkml-maildir"
 IRC = DATA / "chat" / "ubuntu-irc" / "dev"
 CHILL = "Example guild - Text Channels - chill talk [1012224565567125544]"
-# As tests/conftest.py reads it: STRATAMEM_TEST_BACKENDS=sqlite narrows a local run.
-BACKENDS = os.environ.get("STRATAMEM_TEST_BACKENDS", "sqlite,postgresql").split(",")
 
 Snapshot = dict[str, tuple[list[tuple[Any, ...]], set[str]]]
 

@@ -19,6 +19,7 @@ from stratamem.ingest import registry
 from stratamem.ingest.model import ReadContext, Record, SourceStream
 from stratamem.ingest.reader import read_events
 from stratamem.types import SourceKind
+from suite import PATIENCE_S
 
 
 def write_jsonl(path: Path, rows: list[dict[str, object]]) -> Path:
@@ -236,7 +237,7 @@ def test_a_killed_ingest_leaves_the_store_as_it_was(store_location: str, tmp_pat
         env=env,
     )
     assert proc.stdout is not None
-    deadline = time.monotonic() + 60
+    deadline = time.monotonic() + PATIENCE_S
     written = 0
     while written < 5000 and time.monotonic() < deadline:
         line = proc.stdout.readline()

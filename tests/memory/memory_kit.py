@@ -7,9 +7,8 @@ import sqlite3
 from pathlib import Path
 from typing import Any
 
-
-def is_postgres(location: str | Path) -> bool:
-    return str(location).startswith(("postgresql:", "postgres:"))
+from suite import PATIENCE_S
+from suite import is_postgres as is_postgres  # the tests import it from here too
 
 
 def rows(location: str | Path, sql: str, *args: Any) -> list[tuple[Any, ...]]:
@@ -56,4 +55,4 @@ def connect(location: str | Path) -> Any:
         from stratamem.store.postgres.connection import connect as connect_pg
 
         return connect_pg(str(location))
-    return sqlite3.connect(location, timeout=30)
+    return sqlite3.connect(location, timeout=PATIENCE_S)

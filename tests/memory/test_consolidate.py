@@ -25,6 +25,7 @@ from stratamem.errors import AccessDenied, LockError
 from stratamem.memory.consolidate import JOB_KIND, fact_set_hash, rollup_id_for
 from stratamem.store.rollups import Rollup
 from stratamem.types import Filters
+from suite import PATIENCE_S
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "workspace"
 ENG, NOTES, ASSERTED = "slack:#eng", "notes:notes", "facts:asserted"
@@ -399,7 +400,7 @@ def cli(
         capture_output=True,
         text=True,
         env=env,
-        timeout=300,
+        timeout=PATIENCE_S,
     )
 
 
@@ -504,7 +505,7 @@ def test_a_killed_pass_leaves_the_store_consistent_and_a_rerun_completes_it(
                 break
     finally:
         watch.close()
-    proc.wait(timeout=60)
+    proc.wait(timeout=PATIENCE_S)
     assert proc.returncode == -signal.SIGKILL, "the pass ended before it could be killed"
     assert already > 0
 

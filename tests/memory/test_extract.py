@@ -321,7 +321,7 @@ def test_a_slow_answer_past_the_timeout_is_asked_again(
     memory: stratamem.Memory, server: FakeModelServer
 ) -> None:
     server.queue(200, chat_completion(json.dumps({"facts": []})), delay=60)
-    report = extract(memory, server, "slack:#incidents", timeout=0.5)
+    report = extract(memory, server, "slack:#incidents", timeout=2.0)
     assert report.retries == 1
     assert report.failed == []
     assert len(server.requests) == 2

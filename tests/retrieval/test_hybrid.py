@@ -22,6 +22,7 @@ from stratamem.store.postgres.connection import atomic, connect
 from stratamem.store.sqlite.filters import filter_sql
 from stratamem.testing import FakeModelServer, HashingEmbedder
 from stratamem.types import Filters, SourceKind
+from suite import PATIENCE_S
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "examples" / "workspace"
@@ -132,7 +133,7 @@ def test_a_forked_child_searches_with_its_own_embedding_thread(shared: stratamem
     statuses: list[int] = []
     waiter = threading.Thread(target=lambda: statuses.append(os.waitpid(pid, 0)[1]))
     waiter.start()
-    waiter.join(timeout=60)
+    waiter.join(timeout=PATIENCE_S)
     if waiter.is_alive():
         os.kill(pid, signal.SIGKILL)
         waiter.join()
@@ -234,7 +235,7 @@ def test_rerank_reorders_the_top_and_failures_keep_the_fused_order(
     shared: stratamem.Memory, rerank_server: FakeModelServer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     fused = shared.search("queue", limit=5, rerank=False)
-    monkeypatch.setattr(shared, "reranker", HTTPReranker(rerank_server.url, timeout=5))
+    monkeypatch.setattr(shared, "reranker", HTTPReranker(rerank_server.url, timeout=PATIENCE_S))
     monkeypatch.setattr(shared, "config", SearchConfig(rerank_timeout_s=0.5))
     reranked = shared.search("queue", limit=5, diversify=False)
     lengths = [len(h.content) for h in reranked.hits]

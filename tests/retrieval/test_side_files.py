@@ -26,6 +26,7 @@ from stratamem.retrieval.legs.keyword import SparseKeywordIndex, sparse_index
 from stratamem.retrieval.legs.vector import VectorLeg
 from stratamem.store.vectors import unpack_vectors
 from stratamem.types import Filters
+from suite import PATIENCE_S
 
 THRESHOLD = 16  # small enough that the test stores build an HNSW graph and save it
 
@@ -247,7 +248,7 @@ class HeldWrite:
     def __call__(self, *args: object, **kwargs: object) -> None:
         self.threads.append(threading.current_thread())
         self.started.set()
-        assert self.release.wait(60)
+        assert self.release.wait(PATIENCE_S)
 
 
 def test_a_vector_search_never_waits_for_the_save(
@@ -262,7 +263,7 @@ def test_a_vector_search_never_waits_for_the_save(
         vectors, _ = legs(mem)
         query = vectors.embedder.embed_batch(["alpha note"])[0]
         assert vectors.search(query, Filters(), 5)
-        assert held.started.wait(60)  # the save is running, and held ...
+        assert held.started.wait(PATIENCE_S)  # the save is running, and held ...
         ingest(mem, data, "beta", 20)
         assert len(vectors.search(query, Filters(), 5)) == 5  # ... yet searches go on
         assert vectors.saver.busy
@@ -283,7 +284,7 @@ def test_a_keyword_search_never_waits_for_the_save(
         mem.ingest(write_docs(data / "a.jsonl", texts("alpha", 40), "alpha"), trees=False)
         keyword = SparseKeywordIndex(mem.store, persist_min_docs=0)
         assert keyword.search(["note"], Filters(), 5)
-        assert held.started.wait(60)
+        assert held.started.wait(PATIENCE_S)
         mem.ingest(write_docs(data / "b.jsonl", texts("beta", 20), "beta"), trees=False)
         assert keyword.search(["beta"], Filters(), 5)
         assert keyword.saver.busy

@@ -37,17 +37,9 @@ from stratamem.store.postgres.server import PostgresServer
 from stratamem.store.sources import source_id_for
 from stratamem.testing import HashingEmbedder
 from stratamem.types import NodeKind, Principal, RetrievalHit
+from suite import is_postgres as is_postgres  # kit.is_postgres, for the tests
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
-# The backends every suite here runs on; STRATAMEM_TEST_BACKENDS=sqlite narrows a local run.
-BACKENDS = os.environ.get("STRATAMEM_TEST_BACKENDS", "sqlite,postgresql").split(",")
-# The readers the tests made once per reader run for on PostgreSQL: the owner (no gate), one
-# scope, any scope narrowed by a glob, and a scope no source has (the gate's empty list).
-# Every reader's reads run the same statements there, the sources it may see aside, and each
-# costs a round trip to the server per statement: the whole matrix, as on SQLite, takes
-# several minutes more. STRATAMEM_TEST_FULL_MATRIX=1 runs it whole on PostgreSQL too.
-POSTGRES_READERS = frozenset({"owner", "ann", "dan", "fay"})
-FULL_MATRIX = bool(os.environ.get("STRATAMEM_TEST_FULL_MATRIX"))
 T0 = datetime(2024, 3, 1, 9, 0, tzinfo=UTC)
 # Small buffers and fan-out, so that every source has summaries two levels up.
 TREES = TreeConfig(input_token_budget=40, summary_fanout=2)
@@ -130,10 +122,6 @@ def visible_specs(principal: PrincipalSpec, specs: Sequence[SourceSpec]) -> list
 # -- where the stores go ---------------------------------------------------------------------------
 
 _SERIAL = itertools.count(1)
-
-
-def is_postgres(location: str | Path) -> bool:
-    return str(location).startswith(("postgresql:", "postgres:"))
 
 
 class Places:

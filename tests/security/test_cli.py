@@ -15,8 +15,13 @@ from stratamem.cli import main
 HAS_AS = any("--as" in param.opts for param in main.params)
 pytestmark = pytest.mark.skipif(not HAS_AS, reason="the global --as option is not there yet")
 
-# Nothing from the environment chooses who reads or unlocks.
-CLEAN_ENV: dict[str, str | None] = {"STRATAMEM_AS": None, "STRATAMEM_PASSPHRASE": None}
+# Nothing from the environment chooses who reads or unlocks; tables are wide enough that no
+# cell is cut short (the store's path, masked in the comparison, is shown whole).
+CLEAN_ENV: dict[str, str | None] = {
+    "STRATAMEM_AS": None,
+    "STRATAMEM_PASSPHRASE": None,
+    "COLUMNS": "400",
+}
 HIDDEN_REFS = ("hr-secret", "orphan")
 
 

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import random
-import sys
 from collections.abc import AsyncIterator, Callable, Collection, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import asynccontextmanager
@@ -44,9 +43,9 @@ from stratamem.store.sources import source_id_for
 from stratamem.testing import HashingEmbedder
 from stratamem.timeparse import parse_when
 from stratamem.types import Filters, NodeKind, SourceKind, rfc3339
+from suite import PATIENCE_S
 
 PRINCIPALS = [p.name for p in kit.PRINCIPALS]
-SERVING = Path(__file__).resolve().parents[1] / "server"
 HIDEABLE = ("hr-secret", "legal-chat", "orphan")  # the named sources some principal may not see
 ALL = probes.WINDOWS["all"]
 KINDS = ("record", "chat", "document", "email")
@@ -75,8 +74,6 @@ def served(  # type: ignore[no-untyped-def]
 ) -> Iterator[Served]:
     """A copy of the canary store, its principals made again with the write permission (so
     that the write routes get past it) and their tokens kept, served by one live server."""
-    if str(SERVING) not in sys.path:
-        sys.path.insert(0, str(SERVING))
     from serving import live
 
     folder = tmp_path_factory.mktemp("served")
@@ -106,7 +103,7 @@ def served(  # type: ignore[no-untyped-def]
         with live(app) as url:
             clients = {
                 name: httpx.Client(
-                    base_url=url, headers={"Authorization": f"Bearer {token}"}, timeout=60
+                    base_url=url, headers={"Authorization": f"Bearer {token}"}, timeout=PATIENCE_S
                 )
                 for name, token in tokens.items()
             }
@@ -712,7 +709,9 @@ def mcp_calls(refs: dict[str, Refs]) -> list[Tool]:
 @asynccontextmanager
 async def mcp_session(url: str, token: str) -> AsyncIterator[ClientSession]:
     async with (
-        httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"}, timeout=60) as client,
+        httpx2.AsyncClient(
+            headers={"Authorization": f"Bearer {token}"}, timeout=PATIENCE_S
+        ) as client,
         streamable_http_client(f"{url}/mcp", http_client=client) as (read, write),
         ClientSession(read, write) as session,
     ):
@@ -991,7 +990,7 @@ def test_ingest_outside_the_root_is_refused_alike_whether_the_path_exists(  # ty
 @pytest.mark.parametrize("owner", PRINCIPALS)
 def test_a_job_is_found_by_its_principal_alone(served: Served, owner: str) -> None:
     job = served.service.submit("ingest", owner, lambda: {"read": 0})
-    assert job.future.result(timeout=60) == {"read": 0}
+    assert job.future.result(timeout=PATIENCE_S) == {"read": 0}
     mine = served.clients[owner].get(f"/v1/jobs/{job.id}")
     assert mine.status_code == 200, mine.text
     assert mine.json()["state"] == "done"
@@ -1016,7 +1015,7 @@ def _rpc(served: Served, principal: str, message: dict[str, Any], session: str |
     }
     if session is not None:
         headers["mcp-session-id"] = session
-    answer = httpx.post(f"{served.url}/mcp", json=message, headers=headers, timeout=60)
+    answer = httpx.post(f"{served.url}/mcp", json=message, headers=headers, timeout=PATIENCE_S)
     assert answer.status_code in (200, 202), answer.text
     data = [line[5:] for line in answer.text.splitlines() if line.startswith("data:")]
     return answer.headers.get("mcp-session-id"), json.loads(data[0]) if data else None
@@ -1214,7 +1213,9 @@ def fact_world(  # type: ignore[no-untyped-def]
             write_fact_rollups(memory, FACT_SCOPES)
             return {"recorded": recorded}
 
-    recorded = served.service.submit("facts", None, write).future.result(timeout=120)["recorded"]
+    recorded = served.service.submit("facts", None, write).future.result(timeout=PATIENCE_S)[
+        "recorded"
+    ]
     places = world.places.within(tmp_path_factory.mktemp("fact-oracles"))
     oracles: dict[str, Memory] = {}
     scopes: dict[str, set[str]] = {}

@@ -7,14 +7,11 @@ their tests run on both backends with one build per backend."""
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from serving import BACKENDS
+from suite import BACKENDS
 
 
 @pytest.fixture(scope="module", params=BACKENDS)

@@ -4,7 +4,6 @@ MCP, and the checks their answers share."""
 from __future__ import annotations
 
 import json
-import os
 import threading
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager, contextmanager
@@ -19,8 +18,7 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp_types import CallToolResult, TextContent
 from starlette.types import ASGIApp
 
-# As tests/conftest.py reads it: STRATAMEM_TEST_BACKENDS=sqlite narrows a local run.
-BACKENDS = os.environ.get("STRATAMEM_TEST_BACKENDS", "sqlite,postgresql").split(",")
+from suite import BACKENDS, PATIENCE_S
 
 # For a test whose point is the server around the store (the HTTP layer, the write jobs)
 # rather than the store that answers it (``served_location`` is the module's store): it
@@ -50,12 +48,12 @@ def live(app: ASGIApp) -> Iterator[str]:
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
     try:
-        assert server.ready.wait(20), "the server did not start"
+        assert server.ready.wait(PATIENCE_S), "the server did not start"
         port = server.servers[0].sockets[0].getsockname()[1]
         yield f"http://127.0.0.1:{port}"
     finally:
         server.should_exit = True
-        thread.join(20)
+        thread.join(PATIENCE_S)
 
 
 @contextmanager
@@ -66,10 +64,10 @@ def clients(
     ``without_tokens``."""
     with live(with_tokens) as url, live(without_tokens) as owner_url:
         found = {
-            name: httpx.Client(base_url=url, headers=bearer(token), timeout=60)
+            name: httpx.Client(base_url=url, headers=bearer(token), timeout=PATIENCE_S)
             for name, token in tokens.items()
         }
-        found["owner"] = httpx.Client(base_url=owner_url, timeout=60)
+        found["owner"] = httpx.Client(base_url=owner_url, timeout=PATIENCE_S)
         try:
             yield found
         finally:
@@ -100,7 +98,7 @@ def error(response: httpx.Response, status: int, code: str) -> str:
 async def connected(url: str, token: str) -> AsyncIterator[ClientSession]:
     """An MCP session over streamable HTTP at ``url``/mcp, as the principal ``token`` names."""
     async with (
-        httpx2.AsyncClient(headers=bearer(token), timeout=60) as client,
+        httpx2.AsyncClient(headers=bearer(token), timeout=PATIENCE_S) as client,
         streamable_http_client(f"{url}/mcp", http_client=client) as (read, write),
         ClientSession(read, write) as session,
     ):

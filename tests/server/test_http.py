@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import logging
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -21,13 +22,14 @@ import pytest
 from click.testing import CliRunner
 from mcp.client.session import ClientSession
 from mcp.client.streamable_http import streamable_http_client
-from serving import live, server_layer_only
+from serving import bearer, live, server_layer_only
 
 import stratamem
 from stratamem.cli import main
 from stratamem.server.http import create_app
 from stratamem.server.service import Service
 from stratamem.testing import HashingEmbedder
+from suite import PATIENCE_S
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "examples" / "workspace"
@@ -87,7 +89,7 @@ def api(
 
         def client(base: str, token: str | None = None) -> httpx.Client:
             headers = {"Authorization": f"Bearer {token}"} if token else {}
-            return httpx.Client(base_url=base, headers=headers, timeout=30)
+            return httpx.Client(base_url=base, headers=headers, timeout=PATIENCE_S)
 
         clients = {
             "anonymous": client(url),
@@ -325,32 +327,45 @@ def test_fetch_leaves_in_the_order_asked(api: dict[str, httpx.Client]) -> None:
 # -- writes ------------------------------------------------------------------------------------
 
 
-def test_ingest_is_the_owners_and_off_unless_allowed(
-    api: dict[str, httpx.Client], service: Service
-) -> None:
+def test_ingest_is_the_owners_and_off_unless_allowed(another_location: str) -> None:
+    # A store of its own: the module's store is read by the other tests as it was built.
+    with stratamem.open(another_location, embedder=HashingEmbedder()) as memory:
+        memory.ingest(EXAMPLES / "slack-export", parallel=False)
+        memory.embed()
+        bot_token = memory.add_principal("bot", "team")
     notes = str(FIXTURES / "markdown" / "til-like")
-    refused = error(api["bot"].post("/v1/ingest", json={"path": notes}), 403, "forbidden")
-    assert refused["message"] == "principal 'bot' may not write (principal add --write grants it)"
-    # a principal cannot probe the server's paths either
-    error(api["bot"].post("/v1/ingest", json={"path": "/nonexistent"}), 403, "forbidden")
     with (
-        Service(service.path, embedder=None) as read_only,
-        live(create_app(read_only, tokens_required=False, access_log=None)) as url,
+        Service(another_location, embedder=HashingEmbedder(), allow_writes=True) as service,
+        live(create_app(service, access_log=None)) as url,
+        live(create_app(service, tokens_required=False, access_log=None)) as owner_url,
+        httpx.Client(base_url=url, headers=bearer(bot_token), timeout=PATIENCE_S) as bot,
+        httpx.Client(base_url=owner_url, timeout=PATIENCE_S) as owner,
     ):
-        off = httpx.post(f"{url}/v1/ingest", json={"path": notes})
-        assert "--allow-writes" in error(off, 403, "forbidden")["message"]
-        gone = httpx.delete(f"{url}/v1/sources/anything")
-        assert "--allow-writes" in error(gone, 403, "forbidden")["message"]
-    report = ok(api["owner"].post("/v1/ingest", json={"path": notes, "access": ["notes"]}))
-    assert report["job"].startswith("job-")
-    assert report["embedded"] == report["chunks"] > 0
-    assert report["sources"]
-    scopes = {s["scope"]: s["access"] for s in ok(api["owner"].get("/v1/sources"))["sources"]}
-    assert any(access == ["notes"] for access in scopes.values())
-    bot_scopes = {s["scope"] for s in ok(api["bot"].get("/v1/sources"))["sources"]}
-    assert all(s.startswith("slack:") for s in bot_scopes)
-    missing = api["owner"].post("/v1/ingest", json={"path": "/nonexistent/path"})
-    error(missing, 422, "invalid_request")
+        refused = error(bot.post("/v1/ingest", json={"path": notes}), 403, "forbidden")
+        assert refused["message"] == (
+            "principal 'bot' may not write (principal add --write grants it)"
+        )
+        # a principal cannot probe the server's paths either
+        error(bot.post("/v1/ingest", json={"path": "/nonexistent"}), 403, "forbidden")
+        with (
+            Service(another_location, embedder=None) as read_only,
+            live(create_app(read_only, tokens_required=False, access_log=None)) as read_url,
+        ):
+            off = httpx.post(f"{read_url}/v1/ingest", json={"path": notes})
+            assert "--allow-writes" in error(off, 403, "forbidden")["message"]
+            gone = httpx.delete(f"{read_url}/v1/sources/anything")
+            assert "--allow-writes" in error(gone, 403, "forbidden")["message"]
+        report = ok(owner.post("/v1/ingest", json={"path": notes, "access": ["notes"]}))
+        assert report["job"].startswith("job-")
+        assert report["embedded"] == report["chunks"] > 0
+        assert report["sources"]
+        scopes = {s["scope"]: s["access"] for s in ok(owner.get("/v1/sources"))["sources"]}
+        assert any(access == ["notes"] for access in scopes.values())
+        bot_scopes = {s["scope"] for s in ok(bot.get("/v1/sources"))["sources"]}
+        assert bot_scopes
+        assert all(s.startswith("slack:") for s in bot_scopes)
+        missing = owner.post("/v1/ingest", json={"path": "/nonexistent/path"})
+        error(missing, 422, "invalid_request")
 
 
 # -- errors ------------------------------------------------------------------------------------
@@ -463,7 +478,7 @@ def test_the_access_log_has_a_line_per_request_without_the_query(
     api["anonymous"].get("/v1/sources")
     api["bot"].post("/v1/search", json={"query": "x" * (2 << 20)})
     # A line is written once its answer is sent: the client may have it a moment before.
-    deadline = time.monotonic() + 10
+    deadline = time.monotonic() + PATIENCE_S
     while len(access_lines) - before < 3 and time.monotonic() < deadline:
         time.sleep(0.01)
     lines = access_lines[before:]
@@ -501,12 +516,12 @@ def test_mcp_is_mounted_and_reads_as_the_tokens_principal(
 ) -> None:
     url = str(api["bot"].base_url).rstrip("/") + "/mcp"
     hello = {"jsonrpc": "2.0", "id": 1, "method": "tools/list"}
-    assert httpx.post(url, json=hello, timeout=10).status_code == 401
+    assert httpx.post(url, json=hello, timeout=PATIENCE_S).status_code == 401
 
     async def sources_seen() -> str:
         headers = {"Authorization": f"Bearer {store['tokens']['bot']}"}
         async with (
-            httpx2.AsyncClient(headers=headers, timeout=30) as client,
+            httpx2.AsyncClient(headers=headers, timeout=PATIENCE_S) as client,
             streamable_http_client(url, http_client=client) as (read, write),
             ClientSession(read, write) as session,
         ):
@@ -517,6 +532,17 @@ def test_mcp_is_mounted_and_reads_as_the_tokens_principal(
     seen = anyio.run(sources_seen)
     assert "slack:#" in seen
     assert "mbox:team" not in seen
+
+
+def test_without_the_mcp_extra_the_api_is_served_alone(
+    service: Service, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setitem(sys.modules, "mcp", None)  # makes `import mcp` fail
+    app = create_app(service, access_log=None)
+    assert not app.state.mcp
+    assert app.state.mcp_missing == "/mcp needs the 'mcp' extra: pip install 'stratamem[mcp]'"
+    assert "/mcp" not in {getattr(route, "path", None) for route in app.router.routes}
+    assert "/v1/search" in {getattr(route, "path", None) for route in app.router.routes}
 
 
 # -- stratamem serve ---------------------------------------------------------------------------
@@ -549,6 +575,7 @@ def test_serve_refusals(tmp_path: Path, args: list[str], message: str) -> None:
 
 
 @server_layer_only
+@pytest.mark.fuzz
 def test_generated_requests_never_get_a_server_error_or_an_undeclared_body(
     service: Service, store: dict[str, Any]
 ) -> None:

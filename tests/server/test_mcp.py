@@ -29,6 +29,7 @@ from starlette.routing import Route
 import stratamem
 from stratamem.server.mcp import mcp_http_app
 from stratamem.server.service import Service
+from suite import PATIENCE_S
 
 ROOT = Path(__file__).resolve().parents[2]
 WORKSPACE = ROOT / "examples" / "workspace"
@@ -221,7 +222,7 @@ def test_stdio_unknown_principal_fails_at_start(store: Store, tmp_path: Path) ->
         input="",
         capture_output=True,
         text=True,
-        timeout=30,
+        timeout=PATIENCE_S,
     )
     assert done.returncode == 1
     assert done.stdout == ""
@@ -274,7 +275,7 @@ def http_url(store: Store) -> Iterator[str]:
 async def http_session(url: str, token: str | None) -> AsyncIterator[ClientSession]:
     headers = {"Authorization": f"Bearer {token}"} if token else {}
     async with (
-        httpx2.AsyncClient(headers=headers, timeout=30) as client,
+        httpx2.AsyncClient(headers=headers, timeout=PATIENCE_S) as client,
         streamable_http_client(url, http_client=client) as (read, write),
         ClientSession(read, write) as session,
     ):
@@ -285,7 +286,7 @@ async def http_session(url: str, token: str | None) -> AsyncIterator[ClientSessi
 def test_http_refuses_a_request_without_a_good_token(http_url: str) -> None:
     hello = {"jsonrpc": "2.0", "id": 1, "method": "tools/list"}
     for headers in ({}, {"Authorization": "Bearer stm_wrong"}, {"Authorization": "Basic x"}):
-        answer = httpx.post(http_url, json=hello, headers=headers, timeout=10)
+        answer = httpx.post(http_url, json=hello, headers=headers, timeout=PATIENCE_S)
         assert answer.status_code == 401
         assert answer.headers["content-type"] == "application/json"
         assert set(answer.json()) == {"error"}

@@ -30,10 +30,10 @@ from stratamem.store.postgres.threads import PerThreadPostgresStore
 from stratamem.store.sqlite.threads import PerThreadStore
 from stratamem.testing import HashingEmbedder
 from stratamem.types import SearchResponse
+from suite import PATIENCE_S
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "workspace"
 THREADS = 4
-PATIENCE_S = 60.0
 T0 = datetime(2024, 4, 1, 9, 0, tzinfo=UTC)
 QUERIES = ("queue stall", "Carol Diaz", "release plan", "architecture of the worker")
 MODES = ("keyword", "vector", "graph", "hybrid")

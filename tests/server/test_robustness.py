@@ -44,6 +44,7 @@ from stratamem.server.http import MAX_BODY_BYTES, create_app
 from stratamem.server.service import Service
 from stratamem.store.urls import shown_location
 from stratamem.testing import HashingEmbedder
+from suite import PATIENCE_S
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "examples" / "workspace"
@@ -51,7 +52,7 @@ ENV = {
     **{k: v for k, v in os.environ.items() if not k.startswith("STRATAMEM_")},
     "PYTHONPATH": str(Path(stratamem.__file__).parents[1]),
 }
-DEADLINE_S = 60.0
+DEADLINE_S = PATIENCE_S
 QUERY = {"query": "redis maxmemory evictions", "limit": 5}
 
 # The bulk input: SOURCES sources of LINES chat lines each, one JSON Lines file.
@@ -91,7 +92,7 @@ def connected(db: str, *, read_only: bool = False) -> Any:
 
         return connect(db, application="stratamem-test")
     if read_only:
-        return sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=10)
+        return sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=PATIENCE_S)
     return sqlite3.connect(db)
 
 
@@ -290,7 +291,7 @@ def chunked_request(path: str, chunked_body: bytes) -> bytes:
 
 def send_and_drop(url: str, raw: bytes, *, reset: bool = False) -> None:
     """Send ``raw`` and close at once, without reading; ``reset`` closes with a TCP reset."""
-    with socket.create_connection(address(url), timeout=10) as sock:
+    with socket.create_connection(address(url), timeout=PATIENCE_S) as sock:
         if reset:
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
         sock.sendall(raw)
@@ -622,7 +623,7 @@ def writable(db: str, **options: Any) -> Iterator[tuple[Service, str, Watch]]:
 def test_an_ingest_whose_caller_goes_away_runs_to_the_end(stores: Stores, tmp_path: Path) -> None:
     db = stores.copy(tmp_path)
     with writable(db) as (_, url, watch):
-        with socket.create_connection(address(url), timeout=10) as sock:
+        with socket.create_connection(address(url), timeout=PATIENCE_S) as sock:
             sock.sendall(bulk_request(stores))
             at_close = wait_for("the first bulk source", lambda: committed_bulk_sources(db))
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
@@ -747,7 +748,7 @@ def test_a_server_killed_mid_ingest_leaves_each_source_whole_or_absent(
     with serve(db, log) as (proc, client):
         before = client.post("/v1/search", json={**QUERY, "mode": "keyword"})
         assert before.status_code == 200, before.text
-        with socket.create_connection(address(str(client.base_url)), timeout=10) as sock:
+        with socket.create_connection(address(str(client.base_url)), timeout=PATIENCE_S) as sock:
             sock.sendall(http_request("/v1/ingest", json.dumps(body).encode()))
             at_kill = wait_for("the first bulk source", lambda: committed_bulk_sources(db))
             os.killpg(proc.pid, signal.SIGKILL)

@@ -22,6 +22,7 @@ import pytest
 from stratamem.plugins import open_store
 from stratamem.store.postgres import connection as postgres
 from stratamem.store.sqlite import connection as sqlite
+from suite import PATIENCE_S
 
 pytestmark = pytest.mark.slow
 
@@ -104,7 +105,7 @@ class Pair:
             assert proc.stdin is not None
             proc.stdin.close()
         for proc in self.procs:
-            proc.wait(timeout=60)
+            proc.wait(timeout=PATIENCE_S)
             assert proc.stdout is not None
             proc.stdout.close()
 

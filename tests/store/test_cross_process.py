@@ -24,6 +24,7 @@ import stratamem
 from stratamem.api import Memory
 from stratamem.errors import StoreError
 from stratamem.types import Filters, SearchResponse
+from suite import PATIENCE_S
 
 pytestmark = pytest.mark.slow
 
@@ -106,7 +107,7 @@ class Writer:
         assert self.proc.stdin is not None
         assert self.proc.stdout is not None
         self.proc.stdin.close()
-        self.proc.wait(timeout=60)
+        self.proc.wait(timeout=PATIENCE_S)
         self.proc.stdout.close()
 
 

@@ -26,12 +26,12 @@ from stratamem.retrieval.index.vectors import VectorIndex
 from stratamem.store.sqlite.threads import PerThreadStore
 from stratamem.testing import HashingEmbedder
 from stratamem.types import SearchResponse
+from suite import PATIENCE_S
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "workspace"
 THREADS = 4
 LIMIT = 8
 # Bounds a wait on another thread so that a broken test fails instead of hanging.
-PATIENCE_S = 60.0
 T0 = datetime(2024, 4, 1, 9, 0, tzinfo=UTC)
 
 MODES = ("hybrid", "keyword", "vector", "graph")

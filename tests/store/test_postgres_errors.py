@@ -18,6 +18,7 @@ import stratamem
 from stratamem.errors import SchemaError, StoreError
 from stratamem.store.postgres.server import PostgresServer
 from stratamem.store.postgres.store import PostgresStore
+from suite import PATIENCE_S
 
 NOTES = Path(__file__).resolve().parents[1] / "fixtures" / "jsonl"
 
@@ -46,7 +47,7 @@ def test_the_cli_reports_an_unreachable_server_and_exits_non_zero() -> None:
         [sys.executable, "-m", "stratamem", "--db", "postgresql://127.0.0.1:1/x", "stats"],
         capture_output=True,
         text=True,
-        timeout=60,
+        timeout=PATIENCE_S,
     )
     assert done.returncode != 0
     assert "cannot connect" in done.stderr

@@ -81,16 +81,6 @@ def tree_shape(store: Store) -> set[tuple[str, str | None, tuple[str, ...]]]:
     return {(r[0], r[1], tuple(json.loads(r[2]))) for r in rows}
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _index_dir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
-    """A store on a server keeps its index files in a folder of the test run, not in the
-    user's cache."""
-    folder = tmp_path_factory.mktemp("indexes")
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setenv("STRATAMEM_INDEX_DIR", str(folder))
-        yield folder
-
-
 @pytest.fixture
 def store(store_location: str) -> Iterator[Store]:
     with open_store(store_location) as opened:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -297,19 +296,12 @@ def _chat(lines: int) -> list[SummaryItem]:
     ]
 
 
-def test_fast_on_a_full_buffer() -> None:
+def test_a_full_buffer_is_summarized_within_its_budget() -> None:
+    # How long it takes is measured by the benchmarks, never asserted here.
     items = _chat(300)
     assert 7000 <= sum(estimate_tokens(item.text) for item in items) <= 9000
-    summarizer = ExtractiveSummarizer()
-    summarizer.summarize(items, budget=400)
-    timings = []
-    for _ in range(5):
-        started = time.perf_counter()
-        out = summarizer.summarize(items, budget=400)
-        timings.append(time.perf_counter() - started)
-    assert estimate_tokens(out) <= 400
-    # A generous bound for a loaded test machine; a quiet core takes a few milliseconds.
-    assert min(timings) < 0.25
+    out = ExtractiveSummarizer().summarize(items, budget=400)
+    assert 0 < estimate_tokens(out) <= 400
 
 
 def test_one_item_that_fits_is_kept_whole_with_its_label() -> None:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import logging
 import socket
-import time
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
@@ -187,9 +186,8 @@ def test_400_falls_back_without_retry(chat_server: FakeModelServer) -> None:
 def test_timeout_falls_back(chat_server: FakeModelServer) -> None:
     chat_server.queue(200, chat_completion("too late"), delay=30.0)  # held until released
     llm = summarizer(chat_server, timeout=0.2, retries=0)
-    started = time.monotonic()
     out = llm.summarize(ITEMS, budget=100)
-    assert time.monotonic() - started < 0.9  # it did not wait for the answer
+    assert chat_server.held == 1  # it did not wait for the answer
     assert out == ExtractiveSummarizer().summarize(ITEMS, budget=100)
     assert llm.last_fallback == "no answer within 0.2 s"
 

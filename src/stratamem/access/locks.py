@@ -17,7 +17,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from stratamem.access.crypto import SourceKey
-from stratamem.errors import LockError, WrongPassphrase
+from stratamem.errors import LockError, MissingExtraError, WrongPassphrase
+from stratamem.extras import require
 from stratamem.store.base import Store
 from stratamem.store.locks import Lock, SealCounts
 from stratamem.store.unlocked import open_in_memory
@@ -25,6 +26,7 @@ from stratamem.types import Source
 
 PASSPHRASE_ENV = "STRATAMEM_PASSPHRASE"
 KEYRING_SERVICE = "stratamem"
+KEYRING_EXTRA = "keyring"
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,19 +53,31 @@ def passphrase_for(source: Source, given: str | None) -> str:
         return found
     raise LockError(
         f"no passphrase for {source.scope!r}: give one, set {PASSPHRASE_ENV}, or store it in "
-        f"the OS keyring (service {KEYRING_SERVICE!r}, user {source.scope!r})"
+        f"{keyring_place(repr(source.scope))}"
     )
 
 
-def _from_keyring(scope: str) -> str | None:
+def keyring_place(user: str) -> str:
+    """Where the OS keyring keeps a passphrase, for a message; with the extra to install
+    when the ``keyring`` package is missing."""
+    place = f"the OS keyring (service {KEYRING_SERVICE!r}, user {user})"
     try:
-        import keyring
-        from keyring.errors import KeyringError
-    except ImportError:
-        return None
+        require("keyring", KEYRING_EXTRA, "a passphrase from the OS keyring")
+    except MissingExtraError as missing:
+        return f"{place}, which needs the '{KEYRING_EXTRA}' extra: {missing.install}"
+    return place
+
+
+def _from_keyring(scope: str) -> str | None:
+    what = "a passphrase from the OS keyring"
+    try:
+        keyring = require("keyring", KEYRING_EXTRA, what)
+        keyring_errors = require("keyring.errors", KEYRING_EXTRA, what)
+    except MissingExtraError:
+        return None  # without the extra, as if the keyring held no entry
     try:
         found = keyring.get_password(KEYRING_SERVICE, scope)
-    except (KeyringError, RuntimeError, OSError):
+    except (keyring_errors.KeyringError, RuntimeError, OSError):
         return None  # no usable keyring backend: as if it held no entry
     return found if isinstance(found, str) else None
 

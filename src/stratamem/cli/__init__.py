@@ -780,9 +780,11 @@ def eval_command(
       stratamem eval ../shared/data/cranfield --json
     """
     from stratamem.eval.loading import load_dataset
+    from stratamem.eval.metrics import trec_eval
     from stratamem.eval.report import write_report
     from stratamem.eval.runner import BASELINES, MODES, evaluate
 
+    trec_eval("stratamem eval")  # before the dataset is read and ingested
     data = load_dataset(dataset)
     chosen = list(MODES) if "all" in modes else list(dict.fromkeys(modes))
     # The pipeline as configured (config files, environment), not the dataset store's own.
@@ -847,10 +849,12 @@ def tune_command(
       stratamem tune ../shared/data/locomo --metric recall_25
     """
     from stratamem.eval.loading import load_dataset
+    from stratamem.eval.metrics import trec_eval
     from stratamem.eval.report import write_report
     from stratamem.eval.runner import tune
     from stratamem.store.urls import shown_location
 
+    trec_eval("stratamem tune")  # before the dataset is read and ingested
     data = load_dataset(dataset)
     # Weights are tuned for the pipeline as configured (config files, environment).
     configured = settings(ctx).search_config()

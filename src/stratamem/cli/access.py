@@ -15,7 +15,7 @@ from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
-from stratamem.access.locks import KEYRING_SERVICE, PASSPHRASE_ENV, LockReport, passphrase_for
+from stratamem.access.locks import PASSPHRASE_ENV, LockReport, keyring_place, passphrase_for
 from stratamem.api import Memory
 from stratamem.cli.common import (
     ask_passphrase,
@@ -318,12 +318,12 @@ def passphrase(source: Source, *, file: Path | None = None, confirm: bool = Fals
         return passphrase_for(source, None)
     except LockError:
         pass
+    keyring = keyring_place("the source's scope")
     return ask_passphrase(
         source.scope,
         confirm=confirm,
         unasked=f"no passphrase for {source.scope}: give --passphrase-file FILE, set "
-        f"{PASSPHRASE_ENV}, keep it in the OS keyring (service {KEYRING_SERVICE!r}, user "
-        "the source's scope) or run the command on a terminal to be asked",
+        f"{PASSPHRASE_ENV}, keep it in {keyring} or run the command on a terminal to be asked",
     )
 
 

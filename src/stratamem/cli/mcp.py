@@ -12,6 +12,7 @@ from stratamem.cli.common import (
     ingest_root_option,
     summarizer_from_environment,
 )
+from stratamem.extras import require
 
 
 @click.command("mcp")
@@ -38,6 +39,7 @@ def mcp_command(ctx: click.Context, allow_writes: bool, ingest_roots: tuple[str,
       stratamem --db team.db --as ci-bot mcp
       stratamem --db agent.db mcp --allow-writes
     """
+    require("mcp", "mcp", "stratamem mcp")
     from stratamem.server.mcp import build_server
     from stratamem.server.service import Service
 

@@ -18,6 +18,7 @@ from stratamem.cli.common import (
     summarizer_from_environment,
 )
 from stratamem.errors import LockError, WrongPassphrase
+from stratamem.extras import require
 from stratamem.remote import is_loopback
 from stratamem.server.service import DEFAULT_READERS, Service
 
@@ -82,6 +83,8 @@ def serve(
       stratamem serve --allow-writes --ingest-root ~/exports
       stratamem --unlock mbox:team serve
     """
+    for module in ("fastapi", "uvicorn"):
+        require(module, "server", "stratamem serve")
     import uvicorn
 
     from stratamem.server.http import create_app
@@ -123,6 +126,8 @@ def serve(
         click.echo(f"API docs: {url}/docs", err=True)
         if app.state.mcp:
             click.echo(f"MCP: {url}/mcp", err=True)
+        elif app.state.mcp_missing:
+            click.echo(f"MCP: not served ({app.state.mcp_missing})", err=True)
         if no_tokens:
             click.echo("no token needed: every call reads as the owner", err=True)
         else:

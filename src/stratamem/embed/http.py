@@ -1,5 +1,5 @@
 """An embedder for any OpenAI-compatible ``/v1/embeddings`` server: Ollama, vLLM, llama.cpp,
-OpenAI. Standard library only (``urllib.request``, ``json``).
+OpenAI. Needs the ``llm`` extra (httpx, through :mod:`stratamem.remote`).
 
 Wire format (OpenAI's "Create embeddings"): ``POST {base}/embeddings`` with
 ``{"model": ..., "input": [texts]}``; the answer is ``{"data": [{"index": i, "embedding":
@@ -26,12 +26,14 @@ import numpy as np
 
 from stratamem.embed.base import (
     EmbeddingServerError,
+    MissingDependencyError,
     ModelSpec,
     Role,
     Vectors,
     with_prefix,
 )
 from stratamem.embed.registry import known_model, model_spec
+from stratamem.extras import require
 from stratamem.remote import JSONClient, RequestFailed, openai_url
 
 
@@ -68,6 +70,8 @@ class OpenAIEmbedder:
     ) -> None:
         if batch_size < 1:
             raise ValueError(f"batch_size must be >= 1, got {batch_size}")
+        # An EmbeddingError when httpx is missing, as every failure of an embedder is.
+        require("httpx", "llm", "the OpenAI-compatible embedder", error=MissingDependencyError)
         self.url = embeddings_url(base_url)
         self.model = model
         self.batch_size = batch_size
@@ -78,6 +82,8 @@ class OpenAIEmbedder:
             retries=retries,
             backoff=backoff,
             max_backoff=max_backoff,
+            extra="llm",
+            what="the OpenAI-compatible embedder",
         )
         self._prefixes = (query_prefix, passage_prefix)
         self._max_tokens = max_tokens
@@ -86,6 +92,10 @@ class OpenAIEmbedder:
             known = known_model(model)
             dim = known.dim if known is not None else None
         self._spec = self._make_spec(dim) if dim is not None else None
+
+    def close(self) -> None:
+        """Close the connections to the server."""
+        self._client.close()
 
     def _make_spec(self, dim: int) -> ModelSpec:
         query_prefix, passage_prefix = self._prefixes

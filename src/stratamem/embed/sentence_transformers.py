@@ -9,7 +9,6 @@ recorded with the vectors says exactly what the model saw.
 
 from __future__ import annotations
 
-import importlib.util
 import threading
 from collections.abc import Sequence
 from typing import Any
@@ -25,15 +24,9 @@ from stratamem.embed.base import (
     with_prefix,
 )
 from stratamem.embed.registry import known_model, model_spec
+from stratamem.extras import check, require
 
-INSTALL = "pip install 'stratamem[sentence-transformers]'"
-
-
-def _missing_extra(model: str) -> MissingDependencyError:
-    return MissingDependencyError(
-        f"the sentence-transformers embedder ({model}) needs the 'sentence-transformers' extra",
-        INSTALL,
-    )
+EXTRA = "sentence-transformers"
 
 
 class SentenceTransformerEmbedder:
@@ -58,8 +51,8 @@ class SentenceTransformerEmbedder:
         self.max_tokens = max_tokens
         self._lock = threading.Lock()
         self._model: Any = None
-        if importlib.util.find_spec("sentence_transformers") is None:
-            raise _missing_extra(model)
+        # Found, not imported: torch loads with the model, on first use.
+        check("sentence_transformers", EXTRA, self._what(), error=MissingDependencyError)
         if dim is None:
             known = known_model(model)
             # An unknown model's dimension is read from the model, which loads it now.
@@ -72,6 +65,9 @@ class SentenceTransformerEmbedder:
             max_tokens=max_tokens,
         )
 
+    def _what(self) -> str:
+        return f"the sentence-transformers embedder ({self.model})"
+
     def _model_dim(self) -> int:
         dim = self._load().get_sentence_embedding_dimension()
         if not isinstance(dim, int):
@@ -81,10 +77,9 @@ class SentenceTransformerEmbedder:
     def _load(self) -> Any:
         with self._lock:
             if self._model is None:
-                try:
-                    from sentence_transformers import SentenceTransformer
-                except ImportError as exc:
-                    raise _missing_extra(self.model) from exc
+                require("sentence_transformers", EXTRA, self._what(), error=MissingDependencyError)
+                from sentence_transformers import SentenceTransformer
+
                 try:
                     self._model = SentenceTransformer(self.model, device=self.device)
                 except Exception as exc:  # hub, file and torch errors of every kind

@@ -1,4 +1,5 @@
-"""Ranking metrics with trec_eval's definitions, through ``pytrec_eval``.
+"""Ranking metrics with trec_eval's definitions, through ``pytrec_eval`` (the ``eval`` extra,
+imported when a run is first scored: reading datasets needs none of it).
 
 Metrics are named as ``pytrec_eval`` reports them: ``ndcg_cut_10``, ``recall_100``,
 ``recip_rank`` (MRR), ``P_5``, ``map``. The ones we use:
@@ -24,8 +25,9 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 from functools import cache
+from types import ModuleType
 
-import pytrec_eval
+from stratamem.extras import require
 
 Run = dict[str, dict[str, float]]
 
@@ -70,7 +72,7 @@ def evaluate_per_query(
     if not judged:
         return {}
     complete = {qid: {doc: float(s) for doc, s in run.get(qid, {}).items()} for qid in judged}
-    evaluator = pytrec_eval.RelevanceEvaluator(judged, set(measures.values()))
+    evaluator = trec_eval().RelevanceEvaluator(judged, set(measures.values()))
     scored = evaluator.evaluate(complete)
     # pytrec_eval reports "ndcg_cut.10" as "ndcg_cut_10".
     keys = {name: measure.replace(".", "_") for name, measure in measures.items()}
@@ -113,4 +115,10 @@ def _measure(name: str) -> str:
 
 @cache
 def _supported() -> frozenset[str]:
-    return frozenset(pytrec_eval.supported_measures)
+    return frozenset(trec_eval().supported_measures)
+
+
+def trec_eval(what: str = "scoring with trec_eval's metrics") -> ModuleType:
+    """``pytrec_eval``; a :class:`~stratamem.errors.MissingExtraError` saying that ``what``
+    needs the ``eval`` extra when it is not installed."""
+    return require("pytrec_eval", "eval", what)

@@ -317,7 +317,24 @@ class Extractor:
         self.url = config.url
         self.embedder = embedder
         self._sleep = sleep
-        self._client = JSONClient(self.url, api_key=api_key, timeout=config.timeout, retries=0)
+        self._client = JSONClient(
+            self.url,
+            api_key=api_key,
+            timeout=config.timeout,
+            retries=0,
+            extra="llm",
+            what="fact extraction",
+        )
+
+    def close(self) -> None:
+        """Close the connections to the endpoint."""
+        self._client.close()
+
+    def __enter__(self) -> Extractor:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
     # -- the queue ---------------------------------------------------------------------------
 

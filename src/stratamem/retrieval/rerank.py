@@ -5,10 +5,11 @@ with a timeout, and on any failure or timeout returns ``None`` with the reason, 
 keeps the fused order and says so in the response.
 
 Implementations: :class:`HTTPReranker` for Cohere/Jina-style ``POST /rerank`` endpoints (also
-served by vLLM, Infinity and llama.cpp's server), and :class:`CrossEncoderReranker` over a
-sentence-transformers cross-encoder (the ``sentence-transformers`` extra), registered as
-``http`` and ``cross-encoder`` in :data:`stratamem.plugins.RERANKERS`; third-party rerankers
-register through its ``stratamem.rerankers`` entry-point group (see ``docs/plugins.md``).
+served by vLLM, Infinity and llama.cpp's server; the ``rerank`` extra), and
+:class:`CrossEncoderReranker` over a sentence-transformers cross-encoder (the
+``sentence-transformers`` extra), registered as ``http`` and ``cross-encoder`` in
+:data:`stratamem.plugins.RERANKERS`; third-party rerankers register through its
+``stratamem.rerankers`` entry-point group (see ``docs/plugins.md``).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from typing import Any, Protocol, runtime_checkable
 from stratamem import plugins
 from stratamem.errors import RequestFailed
 from stratamem.errors import RerankError as RerankError  # importable here too
+from stratamem.extras import require
 from stratamem.plugins import Registry
 from stratamem.remote import JSONClient
 
@@ -66,7 +68,13 @@ class HTTPReranker:
         self.model = model
         self.name = f"http:{model or self.url}"
         # No retries: the search gives the reranker one timeout in all, then moves on.
-        self._client = JSONClient(self.url, api_key=api_key, timeout=timeout)
+        self._client = JSONClient(
+            self.url, api_key=api_key, timeout=timeout, extra="rerank", what="the HTTP reranker"
+        )
+
+    def close(self) -> None:
+        """Close the connections to the server."""
+        self._client.close()
 
     def rerank(self, query: str, texts: Sequence[str]) -> list[float]:
         payload = {"model": self.model, "query": query, "documents": list(texts)}
@@ -95,13 +103,9 @@ class CrossEncoderReranker:
     """A sentence-transformers cross-encoder by name or path (needs the extra)."""
 
     def __init__(self, model: str) -> None:
-        try:
-            from sentence_transformers import CrossEncoder
-        except ImportError as exc:
-            raise RerankError(
-                "the cross-encoder reranker needs sentence-transformers: "
-                "pip install 'stratamem[sentence-transformers]'"
-            ) from exc
+        require("sentence_transformers", "sentence-transformers", "the cross-encoder reranker")
+        from sentence_transformers import CrossEncoder
+
         self._model = CrossEncoder(model)
         self.name = f"cross-encoder:{model}"
 

@@ -54,7 +54,8 @@ from fastapi.security import HTTPBearer
 from starlette.routing import Route
 
 from stratamem.api import Memory
-from stratamem.errors import AccessDenied
+from stratamem.errors import AccessDenied, MissingExtraError
+from stratamem.extras import require
 from stratamem.server.bodies import (
     MAX_ROLLUP_LIMIT,
     CoverWindowBody,
@@ -113,7 +114,8 @@ def create_app(
     (method, path, status, milliseconds, principal), with the query text only when
     ``log_queries``. The MCP
     server is mounted at ``/mcp`` (unless ``mount_mcp`` is False), answering the ``Host`` values
-    in ``mcp_allowed_hosts`` (default: the loopback names, against DNS rebinding)."""
+    in ``mcp_allowed_hosts`` (default: the loopback names, against DNS rebinding); without the
+    ``mcp`` extra it is not, and ``app.state.mcp_missing`` says what to install."""
     if max_body_bytes <= 0:
         raise ValueError(f"max_body_bytes must be > 0, got {max_body_bytes}")
     if timeout_s <= 0:
@@ -136,9 +138,16 @@ def create_app(
     calls = app.state.calls = _Calls(service, tokens_required=tokens_required, timeout_s=timeout_s)
     add_error_handlers(app)
     _add_routes(app, calls, log_queries=log_queries)
+    app.state.mcp_missing = None
     if mount_mcp:
-        mcp = _mcp_app(service, tokens_required=tokens_required, allowed_hosts=mcp_allowed_hosts)
-        if mcp is not None:
+        try:
+            mcp = _mcp_app(
+                service, tokens_required=tokens_required, allowed_hosts=mcp_allowed_hosts
+            )
+        except MissingExtraError as missing:
+            log.info("MCP is not mounted: %s", missing)
+            app.state.mcp_missing = str(missing)
+        else:
             app.router.routes.append(Route("/mcp", mcp))
             mounted.append(mcp)
     app.state.mcp = bool(mounted)
@@ -517,11 +526,10 @@ def source_dict(s: Source) -> dict[str, Any]:
 
 def _mcp_app(
     service: Service, *, tokens_required: bool, allowed_hosts: Sequence[str] | None
-) -> MCPHTTPApp | None:
-    """The MCP server's HTTP app over ``service``; None (and a log line) where there is none."""
-    try:
-        from stratamem.server.mcp import mcp_http_app
-    except ImportError as exc:
-        log.info("MCP is not mounted at /mcp: %s", exc)
-        return None
+) -> MCPHTTPApp:
+    """The MCP server's HTTP app over ``service``; :class:`MissingExtraError` without the
+    ``mcp`` extra."""
+    require("mcp", "mcp", "/mcp")
+    from stratamem.server.mcp import mcp_http_app
+
     return mcp_http_app(service, tokens=tokens_required, allowed_hosts=allowed_hosts)

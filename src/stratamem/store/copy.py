@@ -64,6 +64,7 @@ from pathlib import Path
 from typing import Any, Final, Protocol, cast
 
 from stratamem.errors import StoreError
+from stratamem.extras import require
 from stratamem.store.base import Store
 from stratamem.types import Filters
 
@@ -311,8 +312,7 @@ def _same_place(a: str, b: str, backend: str) -> bool:
 def _driver_errors(*stores: _Backend) -> tuple[type[BaseException], ...]:
     errors: list[type[BaseException]] = [sqlite3.Error]
     if any(s.name == "postgresql" for s in stores):
-        import psycopg
-
+        psycopg = require("psycopg", "postgres", "copying a postgresql:// store")
         errors.append(psycopg.Error)
     return tuple(errors)
 

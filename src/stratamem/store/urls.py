@@ -62,12 +62,7 @@ def open_sqlite(location: str) -> Store:
 def open_postgres(location: str) -> Store:
     """The ``postgresql`` backend: :class:`~stratamem.store.postgres.store.PostgresStore` on
     the database a ``postgresql://`` (or ``postgres://``) URL names, as libpq reads it."""
-    import importlib.util
-
-    if importlib.util.find_spec("psycopg") is None:
-        from stratamem.errors import StoreError
-
-        raise StoreError("a postgresql:// store needs psycopg: pip install 'stratamem[postgres]'")
+    require_driver()
     from stratamem.store.postgres.store import open_postgres as opener
 
     return cast("Store", opener(location))
@@ -85,12 +80,15 @@ def open_postgres_per_thread(location: str) -> Store:
     """The ``postgresql`` backend with a connection for every thread that calls it, the
     in-memory indexes shared
     (:class:`~stratamem.store.postgres.threads.PerThreadPostgresStore`)."""
-    try:
-        from stratamem.store.postgres.threads import PerThreadPostgresStore
-    except ImportError as exc:
-        from stratamem.errors import StoreError
+    require_driver()
+    from stratamem.store.postgres.threads import PerThreadPostgresStore
 
-        raise StoreError(
-            "a postgresql:// store needs psycopg: pip install 'stratamem[postgres]'"
-        ) from exc
     return cast("Store", PerThreadPostgresStore(location))
+
+
+def require_driver() -> None:
+    """psycopg, the PostgreSQL driver, is installed; else a
+    :class:`~stratamem.errors.MissingExtraError` naming the ``postgres`` extra."""
+    from stratamem.extras import require
+
+    require("psycopg", "postgres", "a postgresql:// store")

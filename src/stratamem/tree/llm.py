@@ -1,5 +1,5 @@
 """A summarizer over any OpenAI-compatible chat-completions server: Ollama, vLLM, llama.cpp,
-OpenAI. Standard library only (``urllib.request``, ``json``).
+OpenAI. Needs the ``llm`` extra (httpx, through :mod:`stratamem.remote`).
 
 Wire format (OpenAI's "Create chat completion"): ``POST {base}/chat/completions`` with
 ``{"model", "messages": [system, user], "max_tokens", "temperature"}``; the summary is
@@ -95,11 +95,17 @@ class LLMSummarizer:
             retries=retries,
             backoff=backoff,
             max_backoff=max_backoff,
+            extra="llm",
+            what="the LLM summarizer",
         )
         self.fallback: Summarizer = fallback if fallback is not None else ExtractiveSummarizer()
         self.max_input_tokens = max_input_tokens
         self.temperature = temperature
         self.last_fallback: str | None = None
+
+    def close(self) -> None:
+        """Close the connections to the server."""
+        self._client.close()
 
     def summarize(self, items: Sequence[SummaryItem], *, budget: int) -> str:
         if not items:

@@ -32,7 +32,9 @@ class PostgresServer:
         """Start one in ``folder`` (a new temporary folder when None); a second process
         starting one in the same folder shares it. ``durable=False`` (for tests) turns off
         ``fsync`` and full-page writes: commits, new databases and the shutdown do not wait
-        for the disk, and a crash of the server, never of a client, may lose what it held."""
+        for the disk, and a crash of the server, never of a client, may lose what it held. It
+        turns off autovacuum too: its ANALYZE commits at moments nobody chose, and a commit
+        anywhere on the server moves every store's write state (what a test compares)."""
         os.environ.setdefault("XDG_RUNTIME_DIR", tempfile.gettempdir())
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
@@ -49,6 +51,7 @@ class PostgresServer:
             made.psql("ALTER SYSTEM SET fsync = off")
             made.psql("ALTER SYSTEM SET full_page_writes = off")
             made.psql("ALTER SYSTEM SET synchronous_commit = off")
+            made.psql("ALTER SYSTEM SET autovacuum = off")
             made.psql("SELECT pg_reload_conf()")
         return made
 
