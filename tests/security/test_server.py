@@ -12,7 +12,7 @@ import json
 import random
 from collections.abc import AsyncIterator, Callable, Collection, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import asynccontextmanager
+from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -73,10 +73,17 @@ def served(  # type: ignore[no-untyped-def]
     world, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[Served]:
     """A copy of the canary store, its principals made again with the write permission (so
-    that the write routes get past it) and their tokens kept, served by one live server."""
+    that the write routes get past it) and their tokens kept, served by one live server. The
+    tests that read it never write to it (those that write serve a copy of their own)."""
+    with serve_copy(world, tmp_path_factory.mktemp("served")) as found:
+        yield found
+
+
+@contextmanager
+def serve_copy(world: kit.CanaryWorld, folder: Path) -> Iterator[Served]:
+    """A copy of the canary store in ``folder``, served as :func:`served` says."""
     from serving import live
 
-    folder = tmp_path_factory.mktemp("served")
     path = world.places.within(folder).copy(world.full, "store")
     file = Path(path)
     if kit.is_postgres(path):
@@ -1200,11 +1207,22 @@ def fact_scopes(world, name: str) -> set[str]:  # type: ignore[no-untyped-def]
 
 
 @pytest.fixture(scope="module")
+def fact_served(  # type: ignore[no-untyped-def]
+    world, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Served]:
+    """A copy of the canary store of its own, served as :func:`served` is, for the facts
+    :func:`fact_world` writes into it while it serves."""
+    with serve_copy(world, tmp_path_factory.mktemp("fact-served")) as found:
+        yield found
+
+
+@pytest.fixture(scope="module")
 def fact_world(  # type: ignore[no-untyped-def]
-    world, served: Served, tmp_path_factory: pytest.TempPathFactory
+    world, fact_served: Served, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[FactWorld]:
-    """The facts written into the served store while it serves (as the owner, on the
-    service's writer thread), and alike into a copy of each principal's reduced store."""
+    """The facts written into a served store while it serves (as the owner, on the service's
+    writer thread), and alike into a copy of each principal's reduced store."""
+    served = fact_served
     statements = fact_statements(world.owner)
 
     def write() -> dict[str, Any]:
@@ -1434,14 +1452,14 @@ def expected_fact_tool(call: Tool, mem: Memory) -> tuple[str, Any]:
 
 @pytest.mark.parametrize("principal", PRINCIPALS)
 def test_facts_reach_a_principal_from_the_sources_it_reads_alone(  # type: ignore[no-untyped-def]
-    world, served: Served, fact_world: FactWorld, principal: str
+    world, fact_served: Served, fact_world: FactWorld, principal: str
 ) -> None:
     """Checked against the read rule itself, not the reduced store: every source's facts
     are in the served store, and a principal's recall holds those of its sources alone."""
-    with served.service.reading(None) as owner:
+    with fact_served.service.reading(None) as owner:
         homes = {f.source_id for f in owner.recall(limit=10_000)}
     assert homes == {source_id_for(s) for s in FACT_SCOPES}
-    response = served.clients[principal].post("/v1/recall", json={"limit": 10_000})
+    response = fact_served.clients[principal].post("/v1/recall", json={"limit": 10_000})
     assert response.status_code == 200, response.text
     seen = {f["source_id"] for f in response.json()["facts"]}
     assert seen == {source_id_for(s) for s in fact_world.scopes[principal]}
@@ -1453,11 +1471,11 @@ def test_facts_reach_a_principal_from_the_sources_it_reads_alone(  # type: ignor
 
 @pytest.mark.parametrize("principal", PRINCIPALS)
 def test_http_facts_equal_the_reduced_store_and_show_no_canary(  # type: ignore[no-untyped-def]
-    world, refs, served: Served, fact_world: FactWorld, principal: str
+    world, refs, fact_served: Served, fact_world: FactWorld, principal: str
 ) -> None:
     oracle = fact_world.oracles[principal]
     canaries = fact_world.canaries(world, principal)
-    client = served.clients[principal]
+    client = fact_served.clients[principal]
     calls = [_fact_http(*ask) for ask in _fact_asks()]
     wrong = []
     for call in calls:
@@ -1500,9 +1518,9 @@ def _nobody(args: Mapping[str, Any]) -> dict[str, Any]:
 
 @pytest.mark.parametrize("principal", PRINCIPALS)
 def test_http_facts_of_a_subject_of_hidden_sources_answer_as_of_none(  # type: ignore[no-untyped-def]
-    world, refs, served: Served, fact_world: FactWorld, principal: str
+    world, refs, fact_served: Served, fact_world: FactWorld, principal: str
 ) -> None:
-    client = served.clients[principal]
+    client = fact_served.clients[principal]
     canaries = fact_world.canaries(world, principal)
     asks = _hidden_fact_asks(fact_world, principal)
     assert asks, f"no source with facts is hidden from {principal}"
@@ -1524,7 +1542,7 @@ def test_http_facts_of_a_subject_of_hidden_sources_answer_as_of_none(  # type: i
 
 @pytest.mark.parametrize("principal", PRINCIPALS)
 def test_mcp_facts_equal_the_reduced_store_and_show_no_canary(  # type: ignore[no-untyped-def]
-    world, refs, served: Served, fact_world: FactWorld, principal: str
+    world, refs, fact_served: Served, fact_world: FactWorld, principal: str
 ) -> None:
     oracle = fact_world.oracles[principal]
     canaries = fact_world.canaries(world, principal)
@@ -1533,7 +1551,7 @@ def test_mcp_facts_equal_the_reduced_store_and_show_no_canary(  # type: ignore[n
     wrong: list[str] = []
 
     async def scenario() -> None:
-        async with mcp_session(served.url, served.tokens[principal]) as session:
+        async with mcp_session(fact_served.url, fact_served.tokens[principal]) as session:
             for call in calls:
                 got = await ask_mcp(session, call)
                 want = expected_fact_tool(call, oracle)

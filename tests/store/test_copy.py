@@ -45,8 +45,9 @@ class Built:
 
 
 @pytest.fixture(autouse=True)
-def _index_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Index files of stores on the server go to the test's folder, not the user's cache."""
+def _index_dir_of_the_test(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Index files of stores on the server go to the test's own folder (not the run's, as
+    elsewhere): a copy must find only the index files it was given."""
     monkeypatch.setenv("STRATAMEM_INDEX_DIR", str(tmp_path / "indexes"))
 
 
