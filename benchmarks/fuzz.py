@@ -39,7 +39,7 @@ RESULTS = ROOT / "benchmarks" / "results"
 STATUSES = ("ok", "refused", "uncaught", "hang", "partial", "unplaced")
 KEPT_BAD_SEEDS = 5
 
-sys.path.insert(0, str(FUZZ))
+sys.path[:0] = [str(FUZZ), str(FUZZ.parent)]  # the driver, and the suite's kit it imports
 import fuzz_driver  # noqa: E402  (the driver lives beside the tests, not in the package)
 
 

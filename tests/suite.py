@@ -58,16 +58,18 @@ def is_postgres(location: object) -> bool:
     return str(location).startswith(("postgresql:", "postgres:"))
 
 
-@contextmanager
-def hang_guard(what: str, seconds: float = PATIENCE_S) -> Iterator[None]:
-    """Fail the test if the block has not returned after ``seconds`` (the main thread only).
+class Deadline(BaseException):
+    """Raised by :func:`deadline`; a BaseException so that no ``except Exception`` in the code
+    under test swallows it."""
 
-    For a test whose point is that pathological input is read in linear time: its input is
-    made big enough that the quadratic path would take hours, the linear one a second, so a
-    bound of minutes tells them apart on any machine, loaded or not."""
+
+@contextmanager
+def deadline(seconds: float) -> Iterator[None]:
+    """Raise :class:`Deadline` into the block if it has not returned after ``seconds`` (an
+    alarm signal: the main thread only)."""
 
     def fire(signum: int, frame: object) -> None:
-        pytest.fail(f"{what} had not returned after {seconds:g} s", pytrace=False)
+        raise Deadline
 
     previous = signal.signal(signal.SIGALRM, fire)
     signal.setitimer(signal.ITIMER_REAL, seconds)
@@ -76,6 +78,20 @@ def hang_guard(what: str, seconds: float = PATIENCE_S) -> Iterator[None]:
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGALRM, previous)
+
+
+@contextmanager
+def hang_guard(what: str, seconds: float = PATIENCE_S) -> Iterator[None]:
+    """Fail the test if the block has not returned after ``seconds``.
+
+    For a test whose point is that pathological input is read in linear time: its input is
+    made big enough that the quadratic path would take hours, the linear one a second, so a
+    bound of minutes tells them apart on any machine, loaded or not."""
+    try:
+        with deadline(seconds):
+            yield
+    except Deadline:
+        pytest.fail(f"{what} had not returned after {seconds:g} s", pytrace=False)
 
 
 class _Interrupts:

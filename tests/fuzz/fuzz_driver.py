@@ -25,18 +25,16 @@ from __future__ import annotations
 
 import importlib.util
 import random
-import signal
 import sqlite3
 import time
 import traceback
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
 
 import stratamem
 from stratamem.errors import StratamemError
+from suite import Deadline, deadline
 
 HERE = Path(__file__).resolve().parent
 FIXTURES = HERE.parent / "fixtures"
@@ -68,24 +66,6 @@ class Outcome:
         return self.status in BAD
 
 
-class _Deadline(BaseException):
-    """Raised by the alarm; a BaseException so that no ``except Exception`` swallows it."""
-
-
-@contextmanager
-def _deadline(seconds: float) -> Iterator[None]:
-    def fire(signum: int, frame: object) -> None:
-        raise _Deadline
-
-    previous = signal.signal(signal.SIGALRM, fire)
-    signal.setitimer(signal.ITIMER_REAL, seconds)
-    try:
-        yield
-    finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, previous)
-
-
 def load_cases() -> list[ModuleType]:
     """Every case module that exists, in a fixed order."""
     found = []
@@ -111,9 +91,9 @@ def run_case(case: ModuleType, seed: int, workdir: Path, *, timeout_s: float = 2
     started = time.perf_counter()
     report = None
     try:
-        with stratamem.open(db) as memory, _deadline(timeout_s):
+        with stratamem.open(db) as memory, deadline(timeout_s):
             report = memory.ingest(path, kind=case.CONNECTOR, trees=False, parallel=False)
-    except _Deadline:
+    except Deadline:
         return Outcome(case.NAME, seed, "hang", f"past {timeout_s:g} s", seconds=timeout_s)
     except StratamemError as exc:
         status, detail = "refused", str(exc)
