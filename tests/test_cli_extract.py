@@ -244,6 +244,7 @@ def test_an_unauthorised_endpoint_fails_naming_it(db: str, server: FakeModelServ
     assert KEY not in result.output
 
 
+@pytest.mark.crash
 def test_a_killed_run_resumes_to_what_an_uninterrupted_one_writes(
     copy_of: Callable[[str], str],
 ) -> None:

@@ -42,6 +42,9 @@ from stratamem.access import crypto
 from stratamem.store.postgres.server import PostgresServer
 from suite import PATIENCE_S
 
+# Processes killed mid-write: the full tier's (make test-all).
+pytestmark = pytest.mark.crash
+
 ROUNDS = 10  # of each of lock and unlock
 DEADLINE_S = PATIENCE_S
 

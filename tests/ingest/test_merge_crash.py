@@ -27,6 +27,9 @@ from stratamem.ingest.model import ReadContext, SourceStream
 from stratamem.types import Record, SourceKind
 from suite import PATIENCE_S
 
+# Processes killed mid-write: the full tier's (make test-all).
+pytestmark = pytest.mark.crash
+
 DEADLINE_S = PATIENCE_S
 ENV = {**os.environ, "PYTHONPATH": str(Path(stratamem.__file__).parents[1])}
 WORDS = ("alpha", "beta", "gamma", "delta", "queue", "sqlite", "lease", "seal", "tree", "worker")

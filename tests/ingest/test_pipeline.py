@@ -220,6 +220,7 @@ with stratamem.open(sys.argv[1]) as mem:
 
 
 @pytest.mark.slow
+@pytest.mark.crash
 def test_a_killed_ingest_leaves_the_store_as_it_was(store_location: str, tmp_path: Path) -> None:
     db = store_location
     with stratamem.open(db) as mem:

@@ -474,6 +474,7 @@ def snapshot(db: str) -> tuple[list[Any], list[Any]]:
 
 
 @pytest.mark.parametrize("seed", [1, 2])
+@pytest.mark.crash
 def test_a_killed_pass_leaves_the_store_consistent_and_a_rerun_completes_it(
     big: str, locations: Any, tmp_path: Path, seed: int
 ) -> None:

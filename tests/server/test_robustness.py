@@ -739,6 +739,7 @@ def without_trees(found: dict[str, Any]) -> dict[str, Any]:
 
 
 @pytest.mark.slow
+@pytest.mark.crash
 def test_a_server_killed_mid_ingest_leaves_each_source_whole_or_absent(
     stores: Stores, tmp_path: Path
 ) -> None:

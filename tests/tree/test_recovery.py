@@ -108,6 +108,7 @@ def claim_and_die(path: str) -> None:
         proc.wait()
 
 
+@pytest.mark.crash
 def test_flush_takes_a_job_whose_holder_was_killed(queued: str, expected: dict[str, Any]) -> None:
     claim_and_die(queued)
     with open_store(queued) as store:
@@ -116,6 +117,7 @@ def test_flush_takes_a_job_whose_holder_was_killed(queued: str, expected: dict[s
     assert digest(queued) == expected
 
 
+@pytest.mark.crash
 def test_ingest_takes_a_job_whose_holder_was_killed(
     store_location: str, locations: Any, tmp_path: Path
 ) -> None:
@@ -175,6 +177,7 @@ def test_a_builder_whose_job_was_taken_stops_and_finishes_nothing(
     assert report.trees == 1  # only the second tree, which nobody took
 
 
+@pytest.mark.crash
 def test_a_flush_killed_midway_converges_on_the_next(queued: str, expected: dict[str, Any]) -> None:
     with subprocess.Popen(
         [sys.executable, "-c", FLUSHER, queued], stdout=subprocess.PIPE, text=True
