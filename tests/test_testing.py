@@ -132,4 +132,5 @@ def test_closing_releases_held_answers_and_leaves_no_thread() -> None:
     server.close()
     client.join()
     assert answers == [b"late"]
-    assert set(threading.enumerate()) == before
+    # No thread of its own is left; one another test's server had then may have ended since.
+    assert set(threading.enumerate()) <= before
