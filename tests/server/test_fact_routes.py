@@ -325,8 +325,9 @@ def test_a_writer_states_a_fact_on_evidence_it_reads_into_that_source(
 
 
 def test_hidden_evidence_or_source_answers_as_a_missing_one(
-    api: dict[str, httpx.Client], store: Store
+    api: dict[str, httpx.Client], store: Store, owned: dict[str, Any]
 ) -> None:
+    # ``owned`` states the secret codename on the hidden note, which no answer may show.
     bot = api["bot"]
     ask = {"subject": "topic:leak", "predicate": "says", "object": "anything"}
     cases = [
@@ -662,7 +663,10 @@ def test_mcp_recall_and_fact_history_answer_as_the_http_api(
     anyio.run(scenario)
 
 
-def test_mcp_remember_and_retract_as_a_writer(api: dict[str, httpx.Client], store: Store) -> None:
+def test_mcp_remember_and_retract_as_a_writer(
+    api: dict[str, httpx.Client], store: Store, owned: dict[str, Any]
+) -> None:
+    # ``owned`` states the codename fact on the hidden note that the bot may not retract.
     url = str(api["bot"].base_url).rstrip("/")
     (codename,) = [f for f in recall(api["owner"], subject=PHOENIX) if f["predicate"] == "codename"]
 
