@@ -270,11 +270,6 @@ def _nodepath(item: pytest.Item) -> str:
     return item.nodeid.split("::", 1)[0]
 
 
-def _params(item: pytest.Item) -> dict[str, str]:
-    """The item's parameters, each value named as its id would name it."""
-    return {name: _label(value) for name, value in _raw_params(item).items()}
-
-
 def _raw_params(item: pytest.Item) -> dict[str, object]:
     callspec = getattr(item, "callspec", None)
     return {} if callspec is None else dict(callspec.params)
