@@ -712,7 +712,7 @@ def test_cli_reports_record_changes_and_syncs(
 def _forget_records(memory: stratamem.Memory, *, legacy_ids: bool) -> None:
     """Make the store look as one written before sources kept records: no records, chunks
     not derived from any (and, with ``legacy_ids``, identified as chunks were then: by
-    source, place and content, as ``reader.make_chunk`` still does for documents)."""
+    source, place and content)."""
     conn = memory.store.conn
     with memory.store.transaction():
         conn.execute("DELETE FROM records")

@@ -66,7 +66,8 @@ def add_chat(
                     content_sha256=hashlib.sha256(text.encode()).hexdigest(),
                 )
             )
-        store.replace_seqs(sid, [c.seq for c in chunks])
+        seqs = {c.seq for c in chunks}  # what stood at these places is replaced
+        store.delete_chunks(sid, [c.id for c in store.iter_chunks(sid) if c.seq in seqs])
         store.insert_chunks(chunks)
         tree_id = store.trees.ensure(sid, scope)
         store.jobs.enqueue(SEAL_KIND, seal_job_key(tree_id), {"tree_id": tree_id})

@@ -22,6 +22,7 @@ from stratamem.embed.base import Embedder
 from stratamem.errors import ModelMismatchError as ModelMismatchError
 from stratamem.store.base import Store
 from stratamem.store.vectors import ChunkVector
+from stratamem.types import Chunk
 
 ACTIVE_MODEL = "embed.model"
 ACTIVE_DIM = "embed.dim"
@@ -151,6 +152,35 @@ def embed_chunks(store: Store, embedder: Embedder, ids: Sequence[str]) -> int:
         for c, v in zip(chunks, vectors, strict=True)
     )
     return len(chunks)
+
+
+def carry_vectors(store: Store, fresh: Sequence[Chunk], old_ids: Sequence[str]) -> int:
+    """Give ``fresh`` chunks the vectors, of the active model, of chunks of the same source
+    about to be deleted (``old_ids``) that embed the same text: a passage re-identified
+    because something beside it changed is not embedded again. Returns how many."""
+    model, dim = store.get_setting(ACTIVE_MODEL), store.get_setting(ACTIVE_DIM)
+    if model is None or dim is None or not fresh or not old_ids:
+        return 0
+    vectors = store.vectors_of(model, old_ids)
+    if not vectors:
+        return 0
+    by_text = {embed_text(c.title, c.content): c for c in store.chunks(list(vectors))}
+    carried: list[ChunkVector] = []
+    for chunk in fresh:
+        old = by_text.get(embed_text(chunk.title, chunk.content))
+        if old is not None and old.source_id == chunk.source_id:
+            carried.append(
+                ChunkVector(
+                    node_id=chunk.id,
+                    model=model,
+                    source_id=chunk.source_id,
+                    dim=int(dim),
+                    vector=vectors[old.id],
+                    content_sha256=chunk.content_sha256,
+                )
+            )
+    store.insert_vectors(carried)
+    return len(carried)
 
 
 def embed_summaries(store: Store, embedder: Embedder, *, batch: int = 32) -> int:

@@ -35,6 +35,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from stratamem.embed.indexing import carry_vectors
 from stratamem.entities.extract import record_mentions, text_mentions, topic_mentions
 from stratamem.ingest.chunking import ChunkingConfig, Draft, chunk_records
 from stratamem.store.base import Store
@@ -88,8 +89,11 @@ class Merge:
         kind: SourceKind,
         config: ChunkingConfig | None = None,
         on_chunks: Callable[[int], None] | None = None,
+        seen: Iterable[str] = (),
     ) -> None:
-        """``on_chunks`` is told how many chunks each batch of the derivation wrote."""
+        """``on_chunks`` is told how many chunks each batch of the derivation wrote; ``seen``
+        holds the keys an earlier part of the same ingest read (a repeat is a duplicate, and
+        :meth:`remove_unseen` keeps them)."""
         self.store = store
         self.on_chunks = on_chunks
         self.source_id = source_id
@@ -99,11 +103,12 @@ class Merge:
         self.counts = MergeCounts()
         self.added_ids: list[str] = []
         self._taken: set[str] = set()
-        self._seen: set[str] = set()
+        self._seen: set[str] = set(seen)
         self._dirty_keys: set[str] = set()
         self._dirty_times: set[int | None] = set()
         self._gone_times: list[int] = []
         self._gone: list[str] = []  # derived chunks no longer produced
+        self._made: list[Chunk] = []  # derived chunks written by a derivation
 
     def add(self, records: Iterable[RecordRow]) -> None:
         """Merge these records: new ones are stored, changed ones updated, the rest counted."""
@@ -148,6 +153,11 @@ class Merge:
         self.counts.removed += removed
         return removed
 
+    @property
+    def seen(self) -> set[str]:
+        """The keys of every record read, by this merge or the parts before it."""
+        return self._seen
+
     def remove_unseen(self) -> int:
         """Remove every record this merge did not see (the export is the whole truth)."""
         unseen = [key for key in self.store.record_keys(self.source_id) if key not in self._seen]
@@ -169,6 +179,7 @@ class Merge:
             chat = self.kind is SourceKind.CHAT
             for old_ids, records in self._chat_parts() if chat else self._record_parts():
                 self._rederive(old_ids, records)
+            carry_vectors(self.store, self._made, self._gone)
             self.counts.chunks_removed += self.store.delete_chunks(self.source_id, self._gone)
             self._gone.clear()
         if self.counts.chunks_added or self.counts.chunks_removed:
@@ -276,10 +287,12 @@ def dirty_segments(times: Sequence[int], changed: Sequence[int], gap: int) -> li
     return [(int(line[starts[s]]), int(line[ends[s]])) for s in segments]
 
 
-def derived_chunk(source_id: str, draft: Draft) -> Chunk:
-    """The chunk of a draft made from records: identified by its first record's key and what
-    it holds, placed (``seq``) later by the source's renumbering."""
-    anchor = draft.records[0].id or ""
+def chunk_identity(source_id: str, anchor: str, draft: Draft) -> tuple[str, str]:
+    """A chunk's id and its content's sha256. The id covers the source, the ``anchor`` (the
+    key of the chunk's first record, or the note it was cut from) and everything the chunk
+    holds (content, title, times, reference, thread, document, tags, place in its note), never
+    its place in the whole source: text that did not change keeps its id wherever the
+    records around it come and go."""
     sha = hashlib.sha256(draft.content.encode()).hexdigest()
     start, end = draft.time_range
     fields = json.dumps(
@@ -298,9 +311,15 @@ def derived_chunk(source_id: str, draft: Draft) -> Chunk:
         ensure_ascii=False,
     )
     digest = hashlib.sha256(f"{source_id}\x00{anchor}\x00{sha}\x00{fields}".encode())
-    return draft.chunk(
-        id=digest.hexdigest()[:32], source_id=source_id, seq=0, sha=sha, record_key=anchor
-    )
+    return digest.hexdigest()[:32], sha
+
+
+def derived_chunk(source_id: str, draft: Draft) -> Chunk:
+    """The chunk of a draft made from records: identified by its first record's key and what
+    it holds, placed (``seq``) later by the source's renumbering."""
+    anchor = draft.records[0].id or ""
+    node, sha = chunk_identity(source_id, anchor, draft)
+    return draft.chunk(id=node, source_id=source_id, seq=0, sha=sha, record_key=anchor)
 
 
 def derived_row(source_id: str, seq: int, draft: Draft, *, scope: str, kind: SourceKind) -> Row:

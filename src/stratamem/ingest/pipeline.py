@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from stratamem.embed.base import Embedder
+from stratamem.embed.indexing import carry_vectors
 from stratamem.errors import AccessDenied, IngestError, NotFoundError
 from stratamem.ingest import registry
 from stratamem.ingest.chunking import ChunkingConfig
@@ -35,7 +36,7 @@ from stratamem.store.access import default_access, parse_scopes
 from stratamem.store.base import Store
 from stratamem.store.jobs import SEAL_KIND, seal_job_key
 from stratamem.store.sources import source_id_for
-from stratamem.types import Source
+from stratamem.types import Chunk, Source
 
 if TYPE_CHECKING:
     from stratamem.tree.builder import SealReport
@@ -71,6 +72,14 @@ class SourceResult:
     @property
     def unchanged(self) -> int:
         return self.chunks - self.added
+
+    def fold(self, later: SourceResult) -> None:
+        """Add what a later part of the same source, read after other sources, did."""
+        self.error = self.error or later.error
+        self.chunks = later.chunks if later.error is None else self.chunks
+        for name in ("records", "added", "removed", "new", "updated", "duplicates"):
+            setattr(self, name, getattr(self, name) + getattr(later, name))
+        self.records_removed += later.records_removed
 
 
 @dataclass(slots=True)
@@ -209,7 +218,11 @@ def ingest_path(
     reader = read_in_process if use_process else read_events
     # The reader derives the chunks of a source it reads only where the store holds none.
     held = frozenset(source.id for source in store.sources() if source.chunk_count)
-    events = reader(connector, path, scope, config, max_item_bytes=max_item_bytes, held=held)
+    events = _Lookahead(
+        reader(connector, path, scope, config, max_item_bytes=max_item_bytes, held=held)
+    )
+    # What this ingest read of each source so far, should it come again after other sources.
+    read_before: dict[str, _ReadBefore] = {}
     for event in events:
         tag = event[0]
         if tag == "problem":
@@ -224,7 +237,7 @@ def ingest_path(
             result = SourceResult(
                 scope=info.scope, kind=info.kind.value, platform=info.platform, merged=info.merge
             )
-            report.sources.append(result)
+            before = read_before.setdefault(info.scope, _ReadBefore())
             write = _merge_stream if info.merge else _write_stream
             try:
                 given = scopes if admit is None else _admit(store, info, scopes, admit)
@@ -242,12 +255,18 @@ def ingest_path(
                         given,
                         now,
                         embedder,
+                        before,
                     )
             except (_StreamFailed, AccessDenied) as exc:
                 result.error = str(exc)
                 result.added = result.removed = 0
             except _StreamEmpty:
-                report.sources.remove(result)
+                continue
+            if before.result is None:
+                before.result = result
+                report.sources.append(result)
+            else:
+                before.result.fold(result)
     report.seconds = time.perf_counter() - started
     return report
 
@@ -315,10 +334,78 @@ def _source_events(
             raise IngestError(f"{info.location}: the source ended without being completed")
 
 
+class _Lookahead:
+    """The reader's events, with a look at the next one before taking it."""
+
+    def __init__(self, events: Iterator[Event]) -> None:
+        self._events = events
+        self._next: list[Event] = []
+
+    def __iter__(self) -> _Lookahead:
+        return self
+
+    def __next__(self) -> Event:
+        return self._next.pop() if self._next else next(self._events)
+
+    def peek(self) -> Event | None:
+        if not self._next:
+            try:
+                self._next.append(next(self._events))
+            except StopIteration:
+                return None
+        return self._next[0]
+
+
+@dataclass(slots=True)
+class _ReadBefore:
+    """What an ingest wrote of one source so far: its result, the record keys it read (a
+    merging source) and the chunks it produced (a document source)."""
+
+    result: SourceResult | None = None
+    seen: set[str] = field(default_factory=set)
+    produced: set[str] = field(default_factory=set)
+
+
+def _group_events(
+    info: StreamInfo,
+    events: _Lookahead,
+    result: SourceResult,
+    report: IngestReport,
+    counts: Progress,
+) -> Iterator[Event]:
+    """:func:`_source_events` of a stream and of every stream of the same source that follows
+    it (a channel exported in parts, a folder of files of one source): one source, written in
+    one transaction. The ``end`` event is the last part's, its ``in_order`` true only for a
+    source read in one part, with what every part's structure said."""
+    parts = 0
+    said: list[Setting] = []
+    while True:
+        parts += 1
+        for event in _source_events(info, events, result, report, counts):
+            if event[0] != "end":
+                yield event
+            elif info.merge:
+                said += event[4]
+                end = ("end", *event[1:3], event[3] and parts == 1, said)
+            else:
+                end = event
+        while (following := events.peek()) is not None and following[0] == "problem":
+            report.problems.append(next(events)[1])
+        if following is None or following[0] != "stream":
+            break
+        more: StreamInfo = following[1]
+        if (more.scope, more.merge) != (info.scope, info.merge):
+            break
+        next(events)
+    if parts > 1 and info.merge:
+        end = (*end[:3], False, said)
+    yield end
+
+
 def _write_stream(
     store: Store,
     info: StreamInfo,
-    events: Iterator[Event],
+    events: _Lookahead,
     result: SourceResult,
     report: IngestReport,
     counts: Progress,
@@ -327,30 +414,34 @@ def _write_stream(
     sync: bool,
     access: tuple[str, ...] | None,
     now: datetime,
-    embedder: Embedder | None = None,
+    embedder: Embedder | None,
+    before: _ReadBefore,
 ) -> None:
     """Consume one document source's events inside the caller's transaction: its chunks
-    replace what stood at their places, and its notes' front matter its structure facts
-    (see :mod:`stratamem.memory.structure`), recorded at ``now``."""
+    replace those it held (a chunk of the same note and content is kept where it was), and
+    its notes' front matter its structure facts (see :mod:`stratamem.memory.structure`),
+    recorded at ``now``. Chunks ``before`` says this ingest produced are kept too."""
     sid = _open_source(store, info, result, access)
-    length = 0
+    produced = set(before.produced)
+    fresh: list[Chunk] = []
     notes: list[Note] = []
-    for event in _source_events(info, events, result, report, counts):
+    for event in _group_events(info, events, result, report, counts):
         if event[0] == "end":
-            if length == 0:
+            if len(produced) == len(before.produced):
                 raise _StreamEmpty
             break
         rows: list[Row] = event[1]
         notes += event[4]
-        added, replaced = _write_rows(store, sid, rows)
-        result.added += added
-        result.removed += replaced
-        length += len(rows)
-        result.chunks += len(rows)
+        fresh += _place_rows(store, sid, rows, produced)
         counts.chunks += len(rows)
         if progress is not None:
             progress(counts)
-    result.removed += store.truncate_source(sid, length)
+    result.added = len(fresh)
+    gone = [node for node in store.chunk_ids(sid) if node not in produced]
+    carry_vectors(store, fresh, gone)
+    result.removed = store.delete_chunks(sid, gone)
+    result.chunks = len(produced) - len(before.produced)
+    before.produced = produced
     if notes:
         try:
             write_note_facts(store, sid, notes, now, embedder=embedder)
@@ -363,7 +454,7 @@ def _write_stream(
 def _merge_stream(
     store: Store,
     info: StreamInfo,
-    events: Iterator[Event],
+    events: _Lookahead,
     result: SourceResult,
     report: IngestReport,
     counts: Progress,
@@ -372,12 +463,14 @@ def _merge_stream(
     sync: bool,
     access: tuple[str, ...] | None,
     now: datetime,
-    embedder: Embedder | None = None,
+    embedder: Embedder | None,
+    before: _ReadBefore,
 ) -> None:
     """Consume one merging source's events inside the caller's transaction: its records are
     merged, then its chunks derived again where they changed, and what its structure says
     (a channel's topic and purpose) added to its structure facts (see
-    :mod:`stratamem.memory.structure_chat`), recorded at ``now``."""
+    :mod:`stratamem.memory.structure_chat`), recorded at ``now``. With ``sync``, the records
+    neither these events nor ``before`` hold are removed."""
     sid = _open_source(store, info, result, access)
     # A source that held nothing takes the chunks the reader derived as it read, when the
     # records came in canonical order with no key twice; otherwise they are derived here.
@@ -388,11 +481,19 @@ def _merge_stream(
         if progress is not None:
             progress(counts)
 
-    merge = Merge(store, sid, scope=info.scope, kind=info.kind, config=config, on_chunks=derived)
+    merge = Merge(
+        store,
+        sid,
+        scope=info.scope,
+        kind=info.kind,
+        config=config,
+        on_chunks=derived,
+        seen=before.seen,
+    )
     read = 0
     in_order = False
     settings: list[Setting] = []
-    for event in _source_events(info, events, result, report, counts):
+    for event in _group_events(info, events, result, report, counts):
         if event[0] == "end":
             if read == 0:
                 raise _StreamEmpty
@@ -411,6 +512,7 @@ def _merge_stream(
     if sync:
         merge.remove_unseen()
     done = merge.finish(derived=taken)
+    before.seen = merge.seen
     result.added, result.removed = done.chunks_added, done.chunks_removed
     result.new, result.updated, result.duplicates = done.new, done.updated, done.duplicates
     result.records_removed = done.removed
@@ -450,11 +552,17 @@ def queue_seal(store: Store, source_id: str, scope: str) -> None:
     store.jobs.enqueue(SEAL_KIND, seal_job_key(tree_id), {"tree_id": tree_id})
 
 
-def _write_rows(store: Store, sid: str, rows: list[Row]) -> tuple[int, int]:
-    """Insert the chunks not already stored, with their entity mentions, replacing what stood at
-    their positions; returns (added, replaced)."""
-    existing = store.existing_ids([chunk.id for chunk, _, _ in rows])
-    fresh = [row for row in rows if row[0].id not in existing]
-    replaced = store.replace_seqs(sid, [chunk.seq for chunk, _, _ in fresh])
-    insert_rows(store, sid, fresh)
-    return len(fresh), replaced
+def _place_rows(store: Store, sid: str, rows: list[Row], produced: set[str]) -> list[Chunk]:
+    """Write a document source's chunks at their places: a chunk already stored (its note's
+    text around it unchanged) is kept, moved if its place changed; the rest are inserted with
+    their entity mentions. ``produced`` gathers the ids; returns the chunks inserted."""
+    held = store.chunk_places(sid, [chunk.id for chunk, _, _ in rows])
+    moved = [(c.id, c.seq) for c, _, _ in rows if c.id in held and held[c.id] != c.seq]
+    store.move_chunks(moved)
+    new: dict[str, Row] = {}
+    for row in rows:
+        if row[0].id not in held and row[0].id not in produced:
+            new[row[0].id] = row
+        produced.add(row[0].id)
+    insert_rows(store, sid, list(new.values()))
+    return [chunk for chunk, _, _ in new.values()]

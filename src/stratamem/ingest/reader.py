@@ -34,7 +34,6 @@ file name that is not UTF-8) becomes U+FFFD in records, source names and problem
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import multiprocessing
 import os
 import queue
@@ -49,7 +48,7 @@ from typing import Any
 from stratamem.entities.extract import record_mentions, topic_mentions
 from stratamem.errors import IngestError, StratamemError
 from stratamem.ingest.chunking import ChunkingConfig, Draft, chunk_records
-from stratamem.ingest.merge import ReadOrder, Row, derive_while_reading, merges
+from stratamem.ingest.merge import ReadOrder, Row, chunk_identity, derive_while_reading, merges
 from stratamem.ingest.model import (
     DEFAULT_MAX_ITEM_BYTES,
     Connector,
@@ -305,9 +304,12 @@ def _file_of(ref: str) -> str:
 
 
 def make_chunk(source_id: str, seq: int, draft: Draft) -> Chunk:
-    """A chunk with its deterministic id: sha256 over (source id, seq, content sha256)."""
-    sha = hashlib.sha256(draft.content.encode()).hexdigest()
-    node = hashlib.sha256(f"{source_id}\x00{seq}\x00{sha}".encode()).hexdigest()[:32]
+    """A document chunk at ``seq``, identified by its note (the record's id, else its
+    document, else its reference) and what it holds (see :func:`~stratamem.ingest.merge.
+    chunk_identity`): an edit re-identifies only the chunks of the note it changed."""
+    record = draft.records[0] if draft.records else None
+    anchor = (record.id or record.doc or record.ref) if record is not None else draft.ref
+    node, sha = chunk_identity(source_id, anchor or "", draft)
     return draft.chunk(id=node, source_id=source_id, seq=seq, sha=sha)
 
 

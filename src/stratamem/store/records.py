@@ -23,7 +23,7 @@ import re
 import zlib
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, fields
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any, NamedTuple, Protocol
 
 from stratamem.timeparse import from_ms, to_ms
@@ -108,6 +108,10 @@ def revision(record: Record) -> int | None:
 def keyed(record: Record) -> StoredRecord:
     """``record`` with its key, content digest, sort key and encoding. The key is its id; a
     record without one is given ``sha256:`` and a digest of its content as its id and key."""
+    if record.time is not None and (extra := record.time.microsecond % 1000):
+        # Kept to the millisecond the store keeps: chunked as read or as stored, a record
+        # falls in the same window (a silence of 1800.000291 s is 1800 s either way).
+        record = dataclasses.replace(record, time=record.time - timedelta(microseconds=extra))
     content = _content(record)
     digest = hashlib.sha256(content.encode()).hexdigest()
     if not record.id:

@@ -15,7 +15,9 @@ rest goes on; only a single file that is no export at all ends the ingest.
 
 Message markup is made readable: ``<@id>`` and ``<@!id>`` become ``@nickname`` from the
 message's ``mentions``, ``<#id>`` becomes ``#channel`` where the channel is one of the files
-read, ``<:name:id>`` becomes ``:name:`` and ``<t:1710148502:f>`` a UTC time. System messages
+read, ``<:name:id>`` becomes ``:name:`` and ``<t:1710148502:f>`` a UTC time. A message
+without words says what it carries: its embeds' titles and descriptions, else ``Attached:``
+and its files' names and ``[sticker: Wave]`` for each sticker. System messages
 (joins, pins, thread creation) are left out silently; broken JSON and malformed messages are
 reported through :meth:`ReadContext.skip` (``message N`` counts from 1).
 
@@ -204,8 +206,16 @@ class DiscordConnector:
             files = [path]
         headers = [h for h in (self._header(p, ctx, strict=not path.is_dir()) for p in files) if h]
         channels = {_str(h.channel.get("id")): h.channel_name for h in headers}
+        # The files of one channel (an export in parts, ``[part 2]``…, or taken twice) are
+        # read one after another: one source, written together.
+        by_channel: dict[str, list[_Header]] = {}
         for header in headers:
-            yield _stream(header, channels, ctx)
+            by_channel.setdefault(_str(header.channel.get("id")) or str(header.file), []).append(
+                header
+            )
+        for parts in by_channel.values():
+            for header in parts:
+                yield _stream(header, channels, ctx)
 
     @staticmethod
     def _check(path: Path, ctx: ReadContext, *, strict: bool) -> bool:
@@ -384,8 +394,8 @@ def _record(
     attachments = _attachment_names(raw)
     if not text.strip():
         text = _embed_text(raw)
-    if not text.strip() and attachments:
-        text = "Attached: " + ", ".join(attachments)
+    if not text.strip():
+        text = _bare_text(attachments, _sticker_names(raw))
     text = text.strip()
     if not text:
         return None
@@ -453,6 +463,27 @@ def _attachment_names(raw: Mapping[str, Any]) -> list[str]:
         for a in (attachments if isinstance(attachments, list) else [])
         if isinstance(a, dict) and isinstance(a.get("fileName"), str) and a["fileName"]
     ]
+
+
+def _sticker_names(raw: Mapping[str, Any]) -> list[str]:
+    """The names of a message's stickers (DiscordChatExporter: ``stickers: [{id, name,
+    format, sourceUrl}]``), its id where a sticker has no name."""
+    stickers = raw.get("stickers")
+    names: list[str] = []
+    for sticker in stickers if isinstance(stickers, list) else []:
+        if isinstance(sticker, dict):
+            name = _str(sticker.get("name")).strip() or _str(sticker.get("id")).strip()
+            if name:
+                names.append(name)
+    return names
+
+
+def _bare_text(attachments: list[str], stickers: list[str]) -> str:
+    """The text of a message that says nothing in words: what it attaches, then its stickers
+    (``[sticker: Wave]``), so that a sticker sent alone is still a message."""
+    parts = ["Attached: " + ", ".join(attachments)] if attachments else []
+    parts += [f"[sticker: {name}]" for name in stickers]
+    return " ".join(parts)
 
 
 def _embed_text(raw: Mapping[str, Any]) -> str:

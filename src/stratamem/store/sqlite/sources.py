@@ -14,13 +14,13 @@ from contextlib import AbstractContextManager
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from stratamem.errors import NotFoundError
+from stratamem.errors import NotFoundError, StoreFull
 from stratamem.store.access import default_access, may_read
 from stratamem.store.base import from_ms, to_ms
 from stratamem.store.caches import LastFew
 from stratamem.store.jobs import SEAL_JOB_PREFIX, SEAL_KIND, seal_job_key
 from stratamem.store.sources import source_id_for
-from stratamem.store.sqlite.connection import batches
+from stratamem.store.sqlite.connection import batches, is_full
 from stratamem.store.sqlite.filters import gate_sql
 from stratamem.types import Chunk, Mention, Principal, Source, SourceKind
 
@@ -58,6 +58,10 @@ class SourceTables:
         path: str
 
         def bytes_on_disk(self) -> int: ...
+
+        def mark_removed(self) -> None: ...
+
+        def finish_scrub(self, *, strict: bool = False) -> None: ...
 
     # -- the gate ----------------------------------------------------------------------------
 
@@ -197,7 +201,11 @@ class SourceTables:
         raise NotFoundError(f"no source with id or scope {ref!r}")
 
     def delete_source(self, source_id: str) -> int:
-        """Remove a source and everything derived from it; returns the chunk count removed."""
+        """Remove a source and everything derived from it, then scrub the files (see
+        :meth:`scrub`); returns the chunk count removed. A scrub the disk has no room for
+        raises :class:`StoreFull` saying that the source is gone and its space not yet
+        reclaimed; a scrub that does not run (a process killed after the commit, a full disk)
+        is done when the store is next opened."""
         with self.transaction():
             (count,) = self.conn.execute(
                 "SELECT count(*) FROM chunks WHERE source_id = ?", (source_id,)
@@ -210,7 +218,19 @@ class SourceTables:
             # Trees, summaries, their entities and vectors go with the source (foreign keys).
             self.conn.execute("DELETE FROM sources WHERE id = ?", (source_id,))
             self.bump_generation()
-        self.scrub()
+            self.mark_removed()
+        try:
+            self.finish_scrub(strict=True)
+        except (sqlite3.OperationalError, StoreFull) as exc:
+            if not (isinstance(exc, StoreFull) or is_full(exc)):
+                raise
+            cause = exc.__cause__ if isinstance(exc, StoreFull) else exc
+            raise StoreFull(
+                f"source {source_id} was forgotten ({count:,} chunks removed), but the disk is "
+                f"full: the space it took is not reclaimed yet, and its text may remain in the "
+                f"file's free pages until the store is scrubbed, which is done the next time "
+                f"it is opened with room to spare ({cause})"
+            ) from exc
         return int(count)
 
     def scrub(self) -> None:
@@ -254,21 +274,26 @@ class SourceTables:
             _mention_rows(mentions),
         )
 
-    def replace_seqs(self, source_id: str, seqs: Sequence[int]) -> int:
-        """Delete the source's chunks at ``seqs`` (about to be replaced); returns how many.
+    def chunk_places(self, source_id: str, ids: Sequence[str]) -> dict[str, int]:
+        """The place (``seq``) of each of these chunks the source holds."""
+        found: dict[str, int] = {}
+        for part, marks in batches(ids):
+            found.update(
+                self.conn.execute(
+                    f"SELECT id, seq FROM chunks WHERE source_id = ? AND id IN ({marks})",
+                    [source_id, *part],
+                ).fetchall()
+            )
+        return found
 
-        A chunk id covers (source, seq, content), so a changed chunk comes back with a new id
-        at the same seq, and the old one must go. Memory stays flat: no set of kept ids.
-        """
-        removed = 0
-        for part, marks in batches(seqs):
-            where = f"source_id = ? AND seq IN ({marks})"
-            removed += self._delete_chunks(where, [source_id, *part])
-        return removed
+    def move_chunks(self, places: Sequence[tuple[str, int]]) -> None:
+        """Give chunks (id, place) new places in their source."""
+        self.conn.executemany("UPDATE chunks SET seq = ? WHERE id = ?", [(s, i) for i, s in places])
 
-    def truncate_source(self, source_id: str, length: int) -> int:
-        """Delete the source's chunks at seq ≥ ``length`` (it got shorter); returns how many."""
-        return self._delete_chunks("source_id = ? AND seq >= ?", [source_id, length])
+    def chunk_ids(self, source_id: str) -> list[str]:
+        """The ids of the source's chunks, in place order."""
+        sql = "SELECT id FROM chunks WHERE source_id = ? ORDER BY seq"
+        return [row[0] for row in self.conn.execute(sql, (source_id,))]
 
     def _delete_chunks(self, where: str, params: list[Any]) -> int:
         nodes = [
