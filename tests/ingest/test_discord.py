@@ -320,3 +320,81 @@ def test_a_file_over_the_size_limit_is_skipped(folder_copy: Path) -> None:
     [problem] = ctx.problems
     assert problem.where == "file"
     assert "over the 8,000-byte limit" in problem.reason
+
+
+STICKER_MESSAGE: dict[str, Any] = {
+    # As DiscordChatExporter writes a message that is one sticker and nothing else.
+    "id": "1216600000000000104",
+    "type": "Default",
+    "timestamp": "2024-03-11T10:07:12.204+01:00",
+    "timestampEdited": None,
+    "callEndedTimestamp": None,
+    "isPinned": False,
+    "content": "",
+    "author": {
+        "id": "1215000000000001002",
+        "name": "bobm",
+        "discriminator": "0000",
+        "nickname": "Bob Martins",
+        "color": "#3498DB",
+        "isBot": False,
+        "avatarUrl": "https://cdn.discordapp.com/avatars/1215000000000001002/00001002aa55.png",
+    },
+    "attachments": [],
+    "embeds": [],
+    "stickers": [
+        {
+            "id": "749054660769218631",
+            "name": "Wave",
+            "format": "Lottie",
+            "sourceUrl": "https://cdn.discordapp.com/stickers/749054660769218631.json",
+        }
+    ],
+    "reactions": [],
+    "mentions": [],
+    "inlineEmojis": [],
+}
+
+
+def test_a_message_of_only_a_sticker_is_kept_with_its_name(folder_copy: Path) -> None:
+    def add(doc: dict[str, Any]) -> None:
+        doc["messages"].append(STICKER_MESSAGE)
+        two = json.loads(json.dumps(STICKER_MESSAGE))
+        two["id"] = "1216600000000000105"
+        two["stickers"].append({"id": "816087792291282944", "name": "", "format": "Png"})
+        doc["messages"].append(two)
+        text = json.loads(json.dumps(STICKER_MESSAGE))
+        text["id"] = "1216600000000000106"
+        text["content"] = "morning"
+        doc["messages"].append(text)
+
+    edit(folder_copy / GENERAL_FILE, add)
+    ctx = ReadContext()
+    general = by_id(read(folder_copy, ctx)["#general"])
+    assert ctx.problems == []
+    wave = general["1216600000000000104"]
+    assert (wave.text, wave.author) == ("[sticker: Wave]", "Bob Martins")
+    assert wave.time == datetime(2024, 3, 11, 9, 7, 12, 204000, tzinfo=UTC)
+    # A sticker without a name is shown by its id; words, where there are any, are the text.
+    assert general["1216600000000000105"].text == "[sticker: Wave] [sticker: 816087792291282944]"
+    assert general["1216600000000000106"].text == "morning"
+
+
+def test_a_sticker_beside_an_attachment_is_shown_after_it(folder_copy: Path) -> None:
+    def add(doc: dict[str, Any]) -> None:
+        message = json.loads(json.dumps(STICKER_MESSAGE))
+        message["attachments"] = [{"id": "1", "url": "x.png", "fileName": "x.png"}]
+        doc["messages"].append(message)
+
+    edit(folder_copy / GENERAL_FILE, add)
+    sent = by_id(read(folder_copy)["#general"])["1216600000000000104"]
+    assert sent.text == "Attached: x.png [sticker: Wave]"
+    assert sent.meta["attachments"] == ["x.png"]
+
+
+def test_real_export_keeps_the_sticker_message(shared_data: Path) -> None:
+    guild = shared_data / "chat" / "discord-exporter-frontend" / "example_guild"
+    general = guild / "Example guild - Text Channels - general [1012224565567721552].json"
+    [stream] = streams(general)
+    sticker = by_id(list(stream.records))["1045179638760091709"]
+    assert (sticker.text, sticker.author) == ("[sticker: pepecute]", "Adam")
