@@ -1,18 +1,24 @@
-"""Chunking one long line costs work in proportion to its length.
+"""Chunking one long line costs work in proportion to its length, and ingesting a file of many
+sources costs work in proportion to their number.
 
 Work is counted, not timed: the text is a ``str`` subclass that adds up how many characters
 each search, count and slice of it covers. Text copies made from it (by ``strip`` or a regex
-over a slice) are plain strings, so what is counted is every pass over the whole line.
+over a slice) are plain strings, so what is counted is every pass over the whole line. For
+many sources, what is counted is the source rows the store lists: a listing per source (one
+per tree sealed, say) makes that the square of their number.
 """
 
 from __future__ import annotations
 
 import itertools
+import json
 from collections.abc import Callable
-from typing import SupportsIndex
+from pathlib import Path
+from typing import Any, SupportsIndex
 
 import pytest
 
+import stratamem
 from stratamem.ingest.chunking import ChunkingConfig, chunk_records
 from stratamem.ingest.model import Record
 from stratamem.ingest.splitting import split_text
@@ -184,3 +190,43 @@ def test_a_note_with_few_tags_gives_every_chunk_all_of_them() -> None:
     drafts = list(chunk_records(SourceKind.DOCUMENT, [record]))
     assert len(drafts) > 1
     assert all(d.tags == record.tags for d in drafts)
+
+
+def _count_listed_rows(store: Any, monkeypatch: pytest.MonkeyPatch) -> dict[str, int]:
+    """Counts of the sources the store lists, by the call that lists them (a lookup by id or
+    scope that goes through the listing is counted there)."""
+    listed: dict[str, int] = {"sources": 0, "source_kinds": 0}
+    for name in listed:
+        method = getattr(store, name)
+
+        def counted(*args: Any, _method: Any = method, _name: str = name) -> Any:
+            found = _method(*args)
+            listed[_name] += len(found)
+            return found
+
+        monkeypatch.setattr(store, name, counted)
+    return listed
+
+
+@pytest.mark.parametrize("sources", [300, pytest.param(4_000, marks=pytest.mark.slow)])
+def test_a_jsonl_of_many_sources_lists_each_source_a_few_times(
+    sources: int, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    file = tmp_path / "many.jsonl"
+    file.write_text(
+        "".join(
+            json.dumps({"id": f"r{i}", "source": f"s{i}", "text": f"note {i} on topic{i % 7}"})
+            + "\n"
+            for i in range(sources)
+        ),
+        encoding="utf-8",
+    )
+    with stratamem.open(tmp_path / "many.db") as memory:
+        listed = _count_listed_rows(memory.store, monkeypatch)
+        report = memory.ingest(file, parallel=False)
+        assert len(report.sources) == sources
+        assert report.trees is not None
+        assert report.trees.trees == sources
+    # Once to see what the store holds before reading, once for the kinds of the trees
+    # sealed; a listing per source or per tree would be ``sources`` times as many.
+    assert sum(listed.values()) <= 3 * sources, listed

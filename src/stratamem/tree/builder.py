@@ -30,6 +30,7 @@ from stratamem.config import TreeConfig
 from stratamem.embed.base import Embedder
 from stratamem.embed.indexing import ACTIVE_MODEL, embed_summaries
 from stratamem.embed.tokens import estimate_tokens
+from stratamem.errors import NotFoundError
 from stratamem.store.base import Store
 from stratamem.store.jobs import SEAL_KIND, Job, seal_job_key
 from stratamem.store.trees import BufferItem, SealRaced, summary_id_for
@@ -94,6 +95,9 @@ class TreeBuilder:
         self.summarizer = summarizer or ExtractiveSummarizer()
         self.embedder = embedder
         self.config = config or TreeConfig()
+        # Source id → kind, read once per run_pending: the sources listing costs a row per
+        # source, and a run seals one tree per changed source.
+        self._kinds: dict[str, SourceKind] | None = None
 
     # -- the queue -------------------------------------------------------------------------
 
@@ -135,32 +139,37 @@ class TreeBuilder:
                 state.leaves = report.leaves
                 progress(state)
 
-        while (job := self.store.jobs.claim(lease_s=lease_s, kind=SEAL_KIND)) is not None:
-            tree = self.store.trees.get(str(job.payload.get("tree_id", "")))
-            if tree is None:
-                self.store.jobs.done(job)
-                continue
-            try:
-                with self.store.rebuildable_writes():
-                    self.seal(
-                        tree,
-                        force=bool(job.payload.get("force")),
-                        report=report,
-                        job=job,
-                        on_summary=functools.partial(tick, tree.scope),
-                    )
-            except _LeaseLost:
-                log.warning("sealing %s: the job was taken over by another run", tree.scope)
-                continue
-            except Exception as exc:
-                log.warning("sealing %s failed: %s", tree.scope, exc)
-                self.store.jobs.fail(job, f"{type(exc).__name__}: {exc}")
-                report.failed.append(f"{tree.scope}: {exc}")
-                continue
-            if not self.store.jobs.done(job):
-                log.warning("sealing %s: the job was taken over by another run", tree.scope)
-            report.trees += 1
-            tick(tree.scope)
+        try:
+            while (job := self.store.jobs.claim(lease_s=lease_s, kind=SEAL_KIND)) is not None:
+                tree = self.store.trees.get(str(job.payload.get("tree_id", "")))
+                if tree is None:
+                    self.store.jobs.done(job)
+                    continue
+                if self._kinds is None:
+                    self._kinds = self.store.source_kinds()
+                try:
+                    with self.store.rebuildable_writes():
+                        self.seal(
+                            tree,
+                            force=bool(job.payload.get("force")),
+                            report=report,
+                            job=job,
+                            on_summary=functools.partial(tick, tree.scope),
+                        )
+                except _LeaseLost:
+                    log.warning("sealing %s: the job was taken over by another run", tree.scope)
+                    continue
+                except Exception as exc:
+                    log.warning("sealing %s failed: %s", tree.scope, exc)
+                    self.store.jobs.fail(job, f"{type(exc).__name__}: {exc}")
+                    report.failed.append(f"{tree.scope}: {exc}")
+                    continue
+                if not self.store.jobs.done(job):
+                    log.warning("sealing %s: the job was taken over by another run", tree.scope)
+                report.trees += 1
+                tick(tree.scope)
+        finally:
+            self._kinds = None
         self._embed_new_summaries()
         report.seconds = time.perf_counter() - started
         return report
@@ -179,10 +188,10 @@ class TreeBuilder:
         """Seal everything that is due in ``tree``, climbing level by level; ``on_summary``
         is called after each summary is committed."""
         report = report if report is not None else SealReport()
-        source = next((s for s in self.store.sources() if s.id == tree.source_id), None)
-        if source is None:
+        kind = self._kind_of(tree.source_id)
+        if kind is None:
             return report
-        documents = source.kind is SourceKind.DOCUMENT
+        documents = kind is SourceKind.DOCUMENT
         cfg = self.config
         level = 0
         races = 0
@@ -227,6 +236,16 @@ class TreeBuilder:
                 break  # nothing sealed here and nothing waits above (a resumed seal may have)
             level += 1
         return report
+
+    def _kind_of(self, source_id: str) -> SourceKind | None:
+        """The kind of the source, or None when the store holds no such source. A source
+        missing from the run's listing (made since it was read, or locked) is looked up."""
+        if self._kinds is not None and source_id in self._kinds:
+            return self._kinds[source_id]
+        try:
+            return self.store.resolve_source(source_id).kind
+        except NotFoundError:
+            return None
 
     def _reopen_grown_documents(self, tree: Tree) -> None:
         """A document with new unsealed leaves beside sealed ones changed: retire its sealed
