@@ -9,6 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from stratamem.entities.extract import record_mentions
 from stratamem.errors import SourceFormatError
 from stratamem.ingest import registry
 from stratamem.ingest.connectors.eml import EmlConnector, detect_eml
@@ -266,6 +267,67 @@ def test_mbox_without_envelope_line_is_one_message(tmp_path: Path, email_dir: Pa
     assert [r.title for r in records] == ["Welcome to the infra rota"]
 
 
+@pytest.mark.parametrize(
+    ("junk", "where", "reason"),
+    [
+        (b"Content-Type: text/plain\n", "line 1", "1 line (25 bytes)"),
+        (b"\n\nSubject: left over\n", "lines 1-3", "3 lines (21 bytes)"),
+        (b"<pre>\r\n\r\n", "lines 1-2", "2 lines (9 bytes)"),
+    ],
+)
+def test_lines_before_the_first_from_line_are_skipped_and_reported(
+    tmp_path: Path, junk: bytes, where: str, reason: str
+) -> None:
+    path = tmp_path / "team"  # no .mbox suffix: detection must see the From line too
+    path.write_bytes(junk + EXAMPLE_MBOX.read_bytes())
+    assert detect_mbox(path) == 80
+    ctx = ReadContext()
+    _, records = read(MboxConnector(), path, ctx)
+    assert ctx.problems == [
+        Problem(
+            str(path),
+            where,
+            f"{reason} before the first 'From ' line skipped: not part of any message",
+        )
+    ]
+    _, clean = read(MboxConnector(), EXAMPLE_MBOX)
+    assert len(records) == 12
+    assert [(r.id, r.text, r.thread) for r in records] == [(r.id, r.text, r.thread) for r in clean]
+    assert records[0].meta["line"] == junk.count(b"\n") + 1
+    assert records[0].meta["offset"] == len(junk)
+
+
+def test_a_from_line_past_the_first_lines_does_not_make_a_text_an_mbox(tmp_path: Path) -> None:
+    # A note that quotes an envelope line: 16 lines are the bound.
+    path = tmp_path / "notes.txt"
+    lines = [f"note line {n}\n" for n in range(16)]
+    path.write_text("".join(lines) + EXAMPLE_MBOX.read_text())
+    assert detect_mbox(path) == 0
+    [stream] = MboxConnector().read(path, ReadContext())
+    with pytest.raises(SourceFormatError) as info:
+        list(stream.records)
+    assert (info.value.where, info.value.reason) == ("line 1", "not an mbox file (no 'From ' line)")
+    # One line less and the envelope line is within the bound.
+    path.write_text("".join(lines[1:]) + EXAMPLE_MBOX.read_text())
+    assert detect_mbox(path) == 80
+    ctx = ReadContext()
+    assert len(read(MboxConnector(), path, ctx)[1]) == 12
+    assert [p.where for p in ctx.problems] == ["lines 1-15"]
+
+
+def test_headers_before_the_first_from_line_still_open_a_saved_message(tmp_path: Path) -> None:
+    # Headers then a blank line: a message saved without its envelope line, then the mbox.
+    path = tmp_path / "saved.mbox"
+    path.write_bytes(
+        b"Subject: saved alone\nMessage-ID: <saved@x.org>\n\nHello.\n" + EXAMPLE_MBOX.read_bytes()
+    )
+    ctx = ReadContext()
+    _, records = read(MboxConnector(), path, ctx)
+    assert ctx.problems == []
+    assert [r.title for r in records][:1] == ["saved alone"]
+    assert len(records) == 13
+
+
 def test_empty_mbox_is_an_empty_mailbox(tmp_path: Path) -> None:
     path = tmp_path / "empty.mbox"
     path.write_bytes(b"\n")
@@ -358,6 +420,68 @@ def test_malformed_headers_do_not_crash(tmp_path: Path) -> None:
     assert record.title is not None
     assert "café" in record.title
     assert record.text == "Body with a stray ÿ byte."
+
+
+@pytest.mark.parametrize(
+    ("header", "name", "address"),
+    [
+        (
+            "Thorsten Hertel <Thorsten.Hertel@example.com>",
+            "Thorsten Hertel",
+            "thorsten.hertel@example.com",
+        ),
+        (
+            "thorsten.hertel@example.com (Thorsten Hertel)",
+            "Thorsten Hertel",
+            "thorsten.hertel@example.com",
+        ),
+        (
+            "Thorsten Hertel thorsten.hertel@example.com",
+            "Thorsten Hertel",
+            "thorsten.hertel@example.com",
+        ),
+        (
+            "Hertel, Thorsten <thorsten.hertel@example.com>",
+            "Hertel, Thorsten",
+            "thorsten.hertel@example.com",
+        ),
+        (
+            "thorsten.hertel at example.com (Thorsten Hertel)",
+            "Thorsten Hertel",
+            "thorsten.hertel@example.com",
+        ),
+        (
+            "=?utf-8?q?J=C3=BCrgen_M=C3=BCller?= juergen@example.com",
+            "Jürgen Müller",
+            "juergen@example.com",
+        ),
+        ("Thorsten Hertel", "Thorsten Hertel", None),
+        # A bare address, or one written twice (LISTSERV), names no person.
+        ("thorsten.hertel@example.com", None, "thorsten.hertel@example.com"),
+        (
+            "THORSTEN.HERTEL@EXAMPLE.COM <thorsten.hertel@example.com>",
+            None,
+            "thorsten.hertel@example.com",
+        ),
+        (
+            '"thorsten.hertel@example.com" <thorsten.hertel@example.com>',
+            None,
+            "thorsten.hertel@example.com",
+        ),
+        ("undisclosed-recipients:;", None, None),
+    ],
+)
+def test_from_headers_as_archives_write_them(
+    tmp_path: Path, header: str, name: str | None, address: str | None
+) -> None:
+    path = tmp_path / "one.eml"
+    path.write_text(f"From: {header}\nSubject: x\nMessage-ID: <one@example.com>\n\nHello.\n")
+    _, [record] = read(EmlConnector(), path)
+    assert record.author == (name or address)
+    assert record.author_id == address
+    mentions, _ = record_mentions(record.text, [record], scope="email:one", kind=SourceKind.EMAIL)
+    people = [m.entity_id for m in mentions if m.kind == "person"]
+    assert people == ([f"person:{name.lower()}"] if name else [])
 
 
 # --------------------------------------------------------------------------- Maildir

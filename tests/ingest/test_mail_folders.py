@@ -152,6 +152,33 @@ def test_each_mbox_file_of_a_folder_is_one_source() -> None:
     assert unnamed.ref == f"{MONTHLY / '2001-November.txt'}#{unnamed.id}"
 
 
+def test_a_month_with_a_stray_first_line_is_still_read(tmp_path: Path) -> None:
+    folder = tmp_path / "monthly"
+    shutil.copytree(MONTHLY, folder)
+    october = folder / "2001-October.txt"
+    october.write_bytes(b"Content-Type: text/plain\n" + october.read_bytes())
+    november = folder / "2001-November.txt"
+    november.write_bytes(b"\n" * 14 + b"<pre>\n" + november.read_bytes())  # line 16: still in
+    assert detect_mbox(folder) == 65
+    ctx = ReadContext()
+    read = read_all(MboxConnector(), folder, ctx)
+    assert {stream.scope: len(records) for stream, records in read} == MONTHLY_SCOPES
+    assert [(Path(p.path).name, p.where, p.reason) for p in ctx.problems] == [
+        (
+            "2001-November.txt",
+            "lines 1-15",
+            "15 lines (20 bytes) before the first 'From ' line skipped: not part of any message",
+        ),
+        (
+            "2001-October.txt",
+            "line 1",
+            "1 line (25 bytes) before the first 'From ' line skipped: not part of any message",
+        ),
+    ]
+    records = {record.id: record for _, found in read for record in found}
+    assert records["20011101083000.GA77@carol.example.org"].thread == RELEASE_PLAN
+
+
 def test_records_of_a_folder_match_the_files_read_alone() -> None:
     read = read_all(MboxConnector(), MONTHLY, ReadContext())
     for stream, records in read:

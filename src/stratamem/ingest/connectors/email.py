@@ -7,8 +7,10 @@ The connectors are :mod:`~stratamem.ingest.connectors.mbox` (mbox files and fold
 :mod:`stratamem.ingest.connectors.mailbody`, and the headers and threading are done here, as is
 the reading of mailboxes that hold one message per file (Maildir, ``.eml``), in Date order.
 
-Threads are resolved while streaming with a map of message id to thread root, so a reply whose
-References header was truncated still lands in its root's thread when an ancestor was seen.
+Threads are resolved over all the messages of a mailbox before any record is made: a first pass
+reads only the header blocks (Message-ID, References, In-Reply-To), so a message's thread is the
+same whatever order its mailbox holds the messages in (newest first, shuffled, split over
+files). The rule is in :class:`_Threads`.
 
 Bounds. A message that fails in any way is reported with its place (``message 3 (line 120)`` in
 an mbox, ``file`` for one message per file, with ``<message-id>`` when known) and the rest go
@@ -19,8 +21,10 @@ being held; multiparts nested too deep, or too many of them, are refused before 
 from __future__ import annotations
 
 import hashlib
+import itertools
 import re
-from collections.abc import Iterable, Iterator
+from collections import Counter, defaultdict
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from email import message_from_bytes
@@ -31,7 +35,12 @@ from email.utils import getaddresses, parsedate_to_datetime
 from pathlib import Path
 from typing import Any
 
-from stratamem.ingest.connectors.mailbody import _body_parts, _clean, _header_text
+from stratamem.ingest.connectors.mailbody import (
+    _HEADER_TEXT_LIMIT,
+    _body_parts,
+    _clean,
+    _header_text,
+)
 from stratamem.ingest.model import (
     ReadContext,
     Record,
@@ -61,18 +70,46 @@ def _message_ids(value: object) -> list[str]:
     return [token for token in text.split() if "@" in token]
 
 
-def _addresses(msg: Message, name: str) -> list[tuple[str, str]]:
-    """(display name, lowercased address) pairs of an address header, empty ones dropped."""
-    values = msg.get_all(name) or []
-    # Split on the raw value first: a decoded name may hold a comma ("Diaz, Carol").
-    raw = [value if isinstance(value, str) else _header_text(value) for value in values]
-    pairs: list[tuple[str, str]] = []
-    for display, address in getaddresses([_clean(text) for text in raw]):
-        address = address.strip().lower()
-        display = _header_text(display).strip("\"' ")
-        if address or display:
-            pairs.append((display, address))
-    return pairs
+# One address, loosely: no dotted domain needed (root@localhost). It starts where a run of
+# address characters starts, so a long run without "@" is tried once, not once per character.
+_MAILBOX = re.compile(r'(?<![^\s<>(),;:"\[\]])[^\s@<>(),;:"\[\]]+@[^\s@<>(),;:"\[\]]+')
+# Pipermail hides addresses as "thorsten.hertel at example.com".
+_AT_WORD = re.compile(r"(?<![\w.+-])([\w.+-]+) at ([\w-]+(?:\.[\w-]+)+)(?![\w.-])")
+# What is left of a From header once its address is taken out: brackets, parentheses, quotes.
+_NAME_PUNCTUATION = re.compile(r'[<>()\[\]"]+|\s+')
+
+
+def _sender(msg: Message) -> tuple[str, str]:
+    """(display name, lowercased address) of the From header; ``("", "")`` without one.
+
+    Besides ``Name <addr>``, archives write ``addr (Name)``, ``Name addr`` without brackets,
+    ``Last, First <addr>`` without quotes, ``addr <addr>`` and pipermail's ``name at host``.
+    A name that is only an address again is no name.
+    """
+    value = msg.get("From")
+    if value is None:
+        return "", ""
+    # Split on the raw value: a decoded name may hold a comma ("Diaz, Carol").
+    text = value[:_HEADER_TEXT_LIMIT] if isinstance(value, str) else _header_text(value)
+    text = _clean(text)
+    if "@" not in text:
+        text = _AT_WORD.sub(r"\1@\2", text)
+    pairs = [(name, address.strip()) for name, address in getaddresses([text])]
+    pairs = [(name, address) for name, address in pairs if name or address]
+    display, address = pairs[0] if pairs else ("", "")
+    if not _MAILBOX.fullmatch(address):
+        # Not one mailbox to the parser: the first address in the text, the rest its name.
+        found = _MAILBOX.search(text)
+        if found is not None:
+            address = found.group()
+            display = _NAME_PUNCTUATION.sub(" ", text[: found.start()] + " " + text[found.end() :])
+        else:  # a name alone; a group ("undisclosed-recipients:;") names no one
+            address = ""
+            display = "" if ":" in text else _NAME_PUNCTUATION.sub(" ", text)
+    display = _header_text(display).strip("\"' ")
+    if _MAILBOX.fullmatch(display) or display.lower() == address.lower():
+        display = ""
+    return display, address.lower()
 
 
 # An address starts where a run of address characters starts, so a long run without "@" is
@@ -106,26 +143,112 @@ def _parse_date(value: object) -> datetime | None:
 # --------------------------------------------------------------------------- records
 
 
+_Entry = tuple[str | None, tuple[str, ...]]  # a message's own id and its chain of ancestors
+
+
 class _Threads:
-    """Message id → thread root id, filled as messages stream by."""
+    """The thread of each message of a mailbox, resolved over all of its messages at once.
 
-    def __init__(self) -> None:
-        self._root: dict[str, str] = {}
+    Every message's headers are added (:meth:`add`, or the ``scan`` given, run on the first
+    :meth:`thread`) before any thread is asked for, so the answer does not depend on the order
+    the messages come in. JWZ's threading, made order-free:
 
-    def resolve(self, own: str, chain: list[str]) -> str:
-        """The root of ``own`` given its ancestors, oldest first (References + In-Reply-To).
+    - The **parent** of a message is the last id of its own chain (References, then
+      In-Reply-To). An id no message's own chain gives a parent (an id only named, or a message
+      whose headers name none, as list servers strip them) takes the id before it in the chains
+      of the messages that name it: the one most of them give, then the smallest.
+    - The **thread** is the root reached by following parents: an id without a parent, which
+      may be a message missing from the mailbox. Where parents loop, the loop's smallest id.
+    - Ids without ``@`` (the ``<yes>`` some clients write) count only where a message holds
+      them as its Message-ID.
+    """
 
-        An ancestor already seen decides; else the oldest ancestor named is the root. Ids
-        without ``@`` (like the ``<yes>`` some clients write) are only trusted when seen.
-        """
-        chain = [ref for ref in chain if ref != own and ("@" in ref or ref in self._root)]
-        root = next((self._root[ref] for ref in chain if ref in self._root), None)
-        if root is None:
-            root = chain[0] if chain else self._root.get(own, own)
-        for ref in chain:
-            self._root.setdefault(ref, root)
-        self._root[own] = root
-        return root
+    def __init__(self, scan: Callable[[], Iterable[_Entry]] | None = None) -> None:
+        self._scan = scan
+        self._entries: list[_Entry] = []
+        self._held: set[str] = set()
+        # One string per id, however many chains name it: a long thread names its root in
+        # every message.
+        self._ids: dict[str, str] = {}
+        self._roots: dict[str, str] | None = None
+
+    def add(self, own: str | None, chain: Iterable[str]) -> None:
+        """Note a message: its Message-ID (None without one) and its chain, oldest first."""
+        if own is not None:
+            own = self._ids.setdefault(own, own)
+            self._held.add(own)
+        self._entries.append((own, tuple(self._ids.setdefault(ref, ref) for ref in chain)))
+        self._roots = None
+
+    def thread(self, own: str, chain: Iterable[str]) -> str:
+        """The thread of the message ``own`` (its id, or its content hash), whose chain is
+        ``chain``: its root's id."""
+        roots = self._resolved()
+        if own in self._held:
+            return roots.get(own, own)
+        links = self._links(own, chain)
+        return roots.get(links[-1], links[-1]) if links else own
+
+    def _links(self, own: str | None, chain: Iterable[str]) -> list[str]:
+        """The chain's ids that count, without repeats and without ``own``."""
+        return [
+            ref for ref in dict.fromkeys(chain) if ref != own and ("@" in ref or ref in self._held)
+        ]
+
+    def _resolved(self) -> dict[str, str]:
+        if self._scan is not None:
+            scan, self._scan = self._scan, None
+            for own, chain in scan():
+                self.add(own, chain)
+        if self._roots is None:
+            self._roots = _roots(self._parents())
+        return self._roots
+
+    def _parents(self) -> dict[str, str]:
+        own_votes: dict[str, Counter[str]] = defaultdict(Counter)
+        named_votes: dict[str, Counter[str]] = defaultdict(Counter)
+        for own, chain in self._entries:
+            links = self._links(own, chain)
+            if own is not None and links:
+                own_votes[own][links[-1]] += 1
+            for before, after in itertools.pairwise(links):
+                named_votes[after][before] += 1
+        parents = {ref: _most_named(votes) for ref, votes in named_votes.items()}
+        parents.update((ref, _most_named(votes)) for ref, votes in own_votes.items())
+        return parents
+
+
+def _most_named(votes: Counter[str]) -> str:
+    """The id named most often; of several, the smallest."""
+    return min(votes, key=lambda ref: (-votes[ref], ref))
+
+
+def _roots(parents: dict[str, str]) -> dict[str, str]:
+    """The root of every id that has a parent, following ``parents``; where they loop, the
+    loop's smallest id. Ids without a parent are their own root and are not listed."""
+    roots: dict[str, str] = {}
+    for start in parents:
+        path: dict[str, None] = {}
+        ref = start
+        while ref not in roots and ref in parents and ref not in path:
+            path[ref] = None
+            ref = parents[ref]
+        if ref in roots:
+            root = roots[ref]
+        elif ref in path:
+            loop = list(path)
+            root = min(loop[loop.index(ref) :])
+        else:
+            root = ref
+        for seen in path:
+            roots[seen] = root
+    return roots
+
+
+def _thread_entry(headers: Message) -> _Entry:
+    """What :class:`_Threads` needs of a message's headers."""
+    own = next(iter(_message_ids(headers.get("Message-ID"))), None)
+    return own, tuple(_ancestors(headers)[2])
 
 
 @dataclass(frozen=True, slots=True)
@@ -133,15 +256,13 @@ class _RawMessage:
     """The bytes of one message and where it came from, for refs and problem reports.
 
     ``path`` is the file as problems and refs name it; ``where`` the place of the message in
-    it (``message 3 (line 120)``), or ``file`` for a file that holds one message. ``thread``
-    is the thread root when it was resolved before the message was read (a Maildir++ tree).
+    it (``message 3 (line 120)``), or ``file`` for a file that holds one message.
     """
 
     data: bytes
     path: str
     where: str = "file"
     meta: dict[str, Any] = field(default_factory=dict)
-    thread: str | None = None
 
 
 class _Unreadable(Exception):
@@ -204,7 +325,7 @@ def _check_mime_shape(data: bytes) -> None:
 
 def _ancestors(msg: Message) -> tuple[list[str], str | None, list[str]]:
     """The References ids, the In-Reply-To id and the chain of both, oldest first, that
-    :meth:`_Threads.resolve` takes."""
+    :class:`_Threads` takes."""
     in_reply_to = next(iter(_message_ids(msg.get("In-Reply-To"))), None)
     references = [ref for value in msg.get_all("References") or [] for ref in _message_ids(value)]
     chain = references + ([in_reply_to] if in_reply_to and in_reply_to not in references else [])
@@ -217,10 +338,9 @@ def _parse(raw: _RawMessage, msg: Message, own_ids: list[str], threads: _Threads
     references, in_reply_to, chain = _ancestors(msg)
     reply_to = in_reply_to or (references[-1] if references else None)
 
-    senders = _addresses(msg, "From")
+    name, address = _sender(msg)
     to = _address_list(msg, "To")
     cc = _address_list(msg, "Cc")
-    name, address = senders[0] if senders else ("", "")
     text, quoted, signature, attachments = _body_parts(msg)
 
     meta: dict[str, Any] = dict(raw.meta)
@@ -242,7 +362,7 @@ def _parse(raw: _RawMessage, msg: Message, own_ids: list[str], threads: _Threads
         author=name or address or None,
         author_id=address or None,
         id=record_id,
-        thread=raw.thread if raw.thread is not None else threads.resolve(record_id, chain),
+        thread=threads.thread(record_id, chain),
         reply_to=reply_to,
         title=_header_text(msg.get("Subject")) or None,
         recipients=tuple(dict.fromkeys(to + cc)),
@@ -253,10 +373,10 @@ def _parse(raw: _RawMessage, msg: Message, own_ids: list[str], threads: _Threads
 
 
 def _records(
-    messages: Iterable[_RawMessage], ctx: ReadContext, threads: _Threads | None = None
+    messages: Iterable[_RawMessage], ctx: ReadContext, threads: _Threads
 ) -> Iterator[Record]:
-    if threads is None:
-        threads = _Threads()
+    """The records of ``messages``; ``threads`` must know every one of them by the time the
+    first is parsed."""
     for raw in messages:
         record = _read_message(raw, threads, ctx)
         if record is not None:
@@ -277,51 +397,51 @@ def _headers(path: Path) -> Message | None:
             # Bounded reads: a binary file in cur/ may have no line breaks at all.
             while len(head) < _HEADER_SIZE_LIMIT:
                 line = handle.readline(_HEADER_SIZE_LIMIT)
-                if not line.strip():
+                # The block ends at an empty line, where the parser of the whole message ends
+                # it: a line of spaces continues the header before it.
+                if line[:1] in (b"", b"\n", b"\r"):
                     break
                 head += line
         return BytesHeaderParser(policy=compat32).parsebytes(bytes(head))
-    except Exception:  # only the reading order depends on it; the message reports itself
-        return None
-
-
-def _header_date(path: Path) -> datetime | None:
-    """The Date of a message file, reading only its header block."""
-    headers = _headers(path)
-    try:
-        return None if headers is None else _parse_date(headers.get("Date"))
-    except Exception:  # as above
+    except Exception:  # only the order and threads depend on it; the message reports itself
         return None
 
 
 _EPOCH = datetime(1, 1, 1, tzinfo=UTC)
 
+_Place = tuple[bool, datetime, str]  # undated, Date, path: the reading order of message files
 
-def _by_date(files: list[Path], root: Path) -> list[Path]:
-    """Files ordered by Date, then by path; undated messages last."""
 
-    def key(file: Path) -> tuple[bool, datetime, str]:
-        date = _header_date(file)
-        return (date is None, date or _EPOCH, _relative(file, root))
-
-    return sorted(files, key=key)
+def _file_place(file: Path, root: Path, threads: _Threads) -> _Place:
+    """Where a message file is read among the others (by Date, then by path; undated ones
+    last), reading only its header block; its headers are added to ``threads``."""
+    headers = _headers(file)
+    date = None
+    if headers is not None:
+        try:
+            date = _parse_date(headers.get("Date"))
+            threads.add(*_thread_entry(headers))
+        except Exception:  # only the order and threads depend on it; the message reports itself
+            pass
+    return (date is None, date or _EPOCH, _relative(file, root))
 
 
 def _relative(file: Path, root: Path) -> str:
     return file.relative_to(root).as_posix() if root != file else file.name
 
 
-def _file_messages(
+def _file_records(
     files: list[Path], root: Path, ctx: ReadContext, *, folders: bool = False
-) -> Iterator[_RawMessage]:
-    for file in _by_date(files, root):
-        raw = _file_message(file, root, ctx, folders=folders)
-        if raw is not None:
-            yield raw
+) -> Iterator[Record]:
+    """The records of message files, in Date order, threaded over all of them."""
+    threads = _Threads()
+    ordered = sorted(files, key=lambda file: _file_place(file, root, threads))
+    messages = (_file_message(file, root, ctx, folders=folders) for file in ordered)
+    yield from _records((raw for raw in messages if raw is not None), ctx, threads)
 
 
 def _file_message(
-    file: Path, root: Path, ctx: ReadContext, *, folders: bool = False, thread: str | None = None
+    file: Path, root: Path, ctx: ReadContext, *, folders: bool = False
 ) -> _RawMessage | None:
     """The message of one file, with ``meta["file"]`` (and ``meta["folder"]``) relative to
     ``root``; None after reporting a file too large to read."""
@@ -336,7 +456,7 @@ def _file_message(
         if folder.name in ("cur", "new"):
             folder = folder.parent
         meta["folder"] = "" if folder == Path(".") else folder.as_posix()
-    return _RawMessage(data, shown, "file", meta, thread)
+    return _RawMessage(data, shown, "file", meta)
 
 
 def _folder_name(path: Path) -> str:

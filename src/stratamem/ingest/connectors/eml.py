@@ -16,7 +16,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from stratamem.errors import SourceFormatError
-from stratamem.ingest.connectors.email import _file_messages, _folder_name, _records
+from stratamem.ingest.connectors.email import _file_records, _folder_name
 from stratamem.ingest.model import (
     ReadContext,
     Record,
@@ -56,7 +56,7 @@ def _eml_records(path: Path, ctx: ReadContext) -> Iterator[Record]:
         files = _eml_files(path, ctx)
     except OSError as exc:
         raise SourceFormatError(shown, "file", open_failure(path, exc)) from None
-    yield from _records(_file_messages(files, path, ctx), ctx)
+    yield from _file_records(files, path, ctx)
 
 
 # --------------------------------------------------------------------------- connector

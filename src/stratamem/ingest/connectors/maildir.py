@@ -15,8 +15,8 @@ folder's name without its leading dot; Maildir++ writes the hierarchy with dots,
 ``.Lists.dev`` stays ``Lists.dev``, not ``Lists/dev``. With ``--scope`` the tree is one source.
 Either way records are the same: ``meta["file"]`` and ``meta["folder"]`` are relative to the
 tree's root (``""`` for the root, ``.Sent`` for the others), and threads are resolved over the
-whole tree in Date order before any source is read, so a reply in ``.Sent`` joins a thread
-whose root is in the inbox.
+whole tree before any source is read, so a reply in ``.Sent`` joins a thread whose root is in
+the inbox.
 
 Bounds. A message larger than ``ReadContext.max_item_bytes`` is reported and skipped without
 being held; FIFOs, devices and sockets in a Maildir are reported, never opened for reading. A
@@ -28,21 +28,16 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Iterator
-from datetime import datetime
 from pathlib import Path
 
 from stratamem.errors import SourceFormatError
 from stratamem.ingest.connectors.email import (
-    _EPOCH,
-    _ancestors,
     _file_message,
-    _file_messages,
+    _file_place,
+    _file_records,
     _folder_name,
-    _headers,
-    _message_ids,
-    _parse_date,
+    _Place,
     _records,
-    _relative,
     _Threads,
 )
 from stratamem.ingest.model import (
@@ -109,8 +104,7 @@ def _maildir_files(root: Path, ctx: ReadContext) -> list[Path]:
 def _maildir_records(path: Path, ctx: ReadContext) -> Iterator[Record]:
     if not path.is_dir():
         raise SourceFormatError(clean_text(str(path)), "file", "not a Maildir folder")
-    files = _maildir_files(path, ctx)
-    yield from _records(_file_messages(files, path, ctx, folders=True), ctx)
+    yield from _file_records(_maildir_files(path, ctx), path, ctx, folders=True)
 
 
 def _maildirpp_folders(root: Path) -> list[str]:
@@ -130,10 +124,9 @@ class _MaildirTree:
 
     On the first read of any folder the whole tree is listed and the header block of every
     message read once: messages are put in Date order over the tree and their threads
-    resolved in that order, before any is parsed. A reply in ``.Sent`` thus joins a thread
+    resolved over all of them, before any is parsed. A reply in ``.Sent`` thus joins a thread
     whose root lies in a folder read later, and every record gets the thread it gets when
-    the tree is read as one source (``--scope``). A message without a Message-ID, named by
-    its content hash only once read, stands in the map under a key no header can hold.
+    the tree is read as one source (``--scope``).
     """
 
     def __init__(self, root: Path, folders: list[str], ctx: ReadContext) -> None:
@@ -141,42 +134,25 @@ class _MaildirTree:
         self.folders = frozenset(folders)
         self.ctx = ctx
         self.threads = _Threads()
-        self._files: dict[str, list[tuple[Path, str | None]]] | None = None
+        self._files: dict[str, list[Path]] | None = None
 
     def records(self, folder: str) -> Iterator[Record]:
         """The records of ``folder`` (``""`` for the root's own messages), in Date order."""
         if self._files is None:
             self._files = self._read()
         files = self._files.pop(folder, [])
-        messages = (
-            _file_message(file, self.root, self.ctx, folders=True, thread=thread)
-            for file, thread in files
-        )
+        messages = (_file_message(file, self.root, self.ctx, folders=True) for file in files)
         yield from _records((raw for raw in messages if raw is not None), self.ctx, self.threads)
 
-    def _read(self) -> dict[str, list[tuple[Path, str | None]]]:
-        dated: list[tuple[tuple[bool, datetime, str], Path, str | None, list[str]]] = []
-        for file in _maildir_files(self.root, self.ctx):
-            headers = _headers(file)
-            date = own = None
-            chain: list[str] = []
-            if headers is not None:
-                try:
-                    date = _parse_date(headers.get("Date"))
-                    own = next(iter(_message_ids(headers.get("Message-ID"))), None)
-                    chain = _ancestors(headers)[2]
-                except Exception:  # the message reports itself when it is parsed
-                    pass
-            relative = _relative(file, self.root)
-            dated.append(((date is None, date or _EPOCH, relative), file, own, chain))
-        dated.sort(key=lambda item: item[0])
-        files: dict[str, list[tuple[Path, str | None]]] = {}
-        for number, (_, file, own, chain) in enumerate(dated):
-            key = own or f"\0{number}"
-            root = self.threads.resolve(key, chain)
+    def _read(self) -> dict[str, list[Path]]:
+        placed: list[tuple[_Place, Path]] = [
+            (_file_place(file, self.root, self.threads), file)
+            for file in _maildir_files(self.root, self.ctx)
+        ]
+        files: dict[str, list[Path]] = {}
+        for _, file in sorted(placed, key=lambda item: item[0]):
             top = file.relative_to(self.root).parts[0]
-            folder = top if top in self.folders else ""
-            files.setdefault(folder, []).append((file, None if root == key and not own else root))
+            files.setdefault(top if top in self.folders else "", []).append(file)
         return files
 
 
