@@ -193,7 +193,9 @@ def test_partial_ranking_ranks_as_the_full_sort(
         return [(h.node_id, h.score, str(h.explain["reason"])) for h in response.hits]
 
     fast = [hits(q) for q in queries]
-    monkeypatch.setattr(fusion, "top", lambda totals, n: fusion.ranking(totals)[:n])
+    monkeypatch.setattr(
+        fusion, "top", lambda totals, n, *, tie: fusion.ranking(totals, tie=tie)[:n]
+    )
     assert [hits(q) for q in queries] == fast
     assert all(fast)
 

@@ -10,16 +10,23 @@ Two methods:
 - **Reciprocal rank fusion** (Cormack, Clarke & Büttcher, SIGIR 2009):
   ``score(d) = Σ_leg w_leg / (k + rank_leg(d))`` with ``k = 60`` and ranks from 1.
 
-Ties are broken by id, so the same inputs always give the same order, whatever order the
-legs or their candidates came in.
+Ties are broken by ``tie``, a key function over ids (by default the id itself; the search
+passes :meth:`~stratamem.retrieval.ties.TieOrder.key`, which orders by content), so the same
+inputs always give the same order, whatever order the legs or their candidates came in.
 """
 
 from __future__ import annotations
 
 import heapq
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from typing import Any
 
 LegScores = Mapping[str, float]
+TieBreak = Callable[[str], Any]
+
+
+def _by_id(key: str) -> str:
+    return key
 
 
 def minmax(scores: LegScores) -> dict[str, float]:
@@ -58,9 +65,13 @@ def weighted_minmax(
 
 
 def rrf(
-    legs: Mapping[str, LegScores], weights: Mapping[str, float] | None = None, *, k: int = 60
+    legs: Mapping[str, LegScores],
+    weights: Mapping[str, float] | None = None,
+    *,
+    k: int = 60,
+    tie: TieBreak = _by_id,
 ) -> dict[str, dict[str, float]]:
-    """Per candidate, each leg's ``w / (k + rank)`` (ranks by score, ties by id)."""
+    """Per candidate, each leg's ``w / (k + rank)`` (ranks by score, ties by ``tie``)."""
     if k < 0:
         raise ValueError("k must be >= 0")
     parts: dict[str, dict[str, float]] = {}
@@ -68,22 +79,23 @@ def rrf(
         weight = 1.0 if weights is None else weights.get(name, 0.0)
         if weight <= 0:
             continue
-        ranked = sorted(scores.items(), key=lambda item: (-item[1], item[0]))
+        ranked = sorted(scores.items(), key=lambda item: (-item[1], tie(item[0])))
         for rank, (key, _) in enumerate(ranked, 1):
             parts.setdefault(key, {})[name] = weight / (k + rank)
     return parts
 
 
-def ranking(totals: Mapping[str, float]) -> list[str]:
-    """Ids by descending score, ties by id."""
-    return [key for key, _ in sorted(totals.items(), key=lambda item: (-item[1], item[0]))]
+def ranking(totals: Mapping[str, float], *, tie: TieBreak = _by_id) -> list[str]:
+    """Ids by descending score, ties by ``tie``."""
+    return [key for key, _ in sorted(totals.items(), key=lambda item: (-item[1], tie(item[0])))]
 
 
-def top(totals: Mapping[str, float], n: int) -> list[str]:
-    """``ranking(totals)[:n]`` without sorting all of them (ids are unique, so the order of
-    the first ``n`` is the same)."""
+def top(totals: Mapping[str, float], n: int, *, tie: TieBreak = _by_id) -> list[str]:
+    """``ranking(totals)[:n]`` without sorting all of them (``tie`` keys are unique, so
+    the order of the first ``n`` is the same)."""
     if n <= 0:
         return []
     if n >= len(totals):
-        return ranking(totals)
-    return [key for key, _ in heapq.nsmallest(n, totals.items(), key=lambda i: (-i[1], i[0]))]
+        return ranking(totals, tie=tie)
+    best = heapq.nsmallest(n, totals.items(), key=lambda i: (-i[1], tie(i[0])))
+    return [key for key, _ in best]

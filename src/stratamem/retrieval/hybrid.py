@@ -33,6 +33,7 @@ from stratamem.retrieval.legs.graph import idf_weights
 from stratamem.retrieval.legs.vector import Vector, VectorLeg
 from stratamem.retrieval.mmr import mmr
 from stratamem.retrieval.rerank import Reranker, apply_rerank
+from stratamem.retrieval.ties import TieOrder
 from stratamem.store.base import Store
 from stratamem.types import (
     Chunk,
@@ -111,8 +112,10 @@ class HybridSearcher:
             weights = cfg.leg_weights()
             if weights.get("freshness", 0.0) > 0:
                 scores["freshness"] = self._freshness(scores, cfg)
+            ties = TieOrder(self.store)
             if cfg.fusion == "rrf":
-                parts = fusion.rrf(scores, weights, k=cfg.rrf_k)
+                ties.cover(*scores.values())
+                parts = fusion.rrf(scores, weights, k=cfg.rrf_k, tie=ties.key)
             else:
                 parts = fusion.weighted_minmax(scores, weights)
             candidates = {key: _Candidate(parts=value) for key, value in parts.items()}
@@ -126,16 +129,19 @@ class HybridSearcher:
                     hits=(), total=0, budget=budget, legs=status, notes=tuple(notes)
                 )
             if cfg.expand_seeds > 0 and cfg.expand_damping > 0:
-                self._expand(candidates, filters, cfg)
+                self._expand(candidates, filters, cfg, ties)
             finals = {k: c.final for k, c in candidates.items()}
-            head = fusion.top(finals, max(limit * 4, cfg.rerank_top, 40))
+            ties.cover(finals)
+            head = fusion.top(finals, max(limit * 4, cfg.rerank_top, 40), tie=ties.key)
             chunks = {c.id: c for c in self.store.chunks(head)}
             head = [key for key in head if key in chunks]
             for key in head:
                 if set(chunks[key].tags) & set(cfg.tier0_tags):
                     candidates[key].boost = cfg.tier0_boost
                     candidates[key].tier0 = True
-            head = sorted(head, key=lambda k: (-candidates[k].final, k))
+            boosted = {k: candidates[k].final for k in head}
+            ties.cover(boosted)
+            head = sorted(head, key=lambda k: (-boosted[k], ties.key(k)))
             vectors: dict[str, Vector] = {}
             in_chat: set[str] = set()
             if (
@@ -157,7 +163,7 @@ class HybridSearcher:
                 head = head[:limit]
             entities = self.store.mentions_of(head)
         if reranking and self.reranker is not None:
-            head = _rerank(self.reranker, query, head, chunks, candidates, cfg, notes)
+            head = _rerank(self.reranker, query, head, chunks, candidates, cfg, notes, ties)
             if vectors:
                 head = _diversify(head, _relevance(head, candidates), vectors, in_chat, cfg)
         top = head[:limit]
@@ -250,9 +256,15 @@ class HybridSearcher:
     # -- expansion, rerank, hits -------------------------------------------------------------
 
     def _expand(
-        self, candidates: dict[str, _Candidate], filters: Filters, cfg: SearchConfig
+        self,
+        candidates: dict[str, _Candidate],
+        filters: Filters,
+        cfg: SearchConfig,
+        ties: TieOrder,
     ) -> None:
-        seeds = fusion.top({k: c.final for k, c in candidates.items()}, cfg.expand_seeds)
+        finals = {k: c.final for k, c in candidates.items()}
+        ties.cover(finals)
+        seeds = fusion.top(finals, cfg.expand_seeds, tie=ties.key)
         reached: dict[str, tuple[float, str]] = {}
 
         def reach(node: str, value: float, seed: str) -> None:
@@ -382,6 +394,7 @@ def _rerank(
     candidates: dict[str, _Candidate],
     cfg: SearchConfig,
     notes: list[str],
+    ties: TieOrder,
 ) -> list[str]:
     top = head[: cfg.rerank_top]
     texts = [chunks[k].content for k in top]
@@ -391,7 +404,9 @@ def _rerank(
         return head
     for key, score in zip(top, scores, strict=True):
         candidates[key].rerank = score
-    reordered = sorted(top, key=lambda k: (-(candidates[k].rerank or 0.0), k))
+    reranked = {k: candidates[k].rerank or 0.0 for k in top}
+    ties.cover(reranked)
+    reordered = sorted(top, key=lambda k: (-reranked[k], ties.key(k)))
     return reordered + head[cfg.rerank_top :]
 
 

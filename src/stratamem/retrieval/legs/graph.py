@@ -29,6 +29,7 @@ from collections.abc import Iterable
 
 from stratamem.entities.extract import canonical, text_mentions
 from stratamem.entities.stopwords import STOPWORDS
+from stratamem.retrieval.ties import TieOrder
 from stratamem.store.base import Store
 from stratamem.types import Filters
 
@@ -139,7 +140,7 @@ def graph_bm25(
     neighbours: int = NEIGHBOURS,
 ) -> dict[str, float]:
     """The ``limit`` best nodes by graph-BM25 over ``direct`` entities and their neighbours,
-    ties to the smaller id."""
+    ties by content (:mod:`~stratamem.retrieval.ties`)."""
     if limit <= 0:
         return {}
     query = neighbourhood(store, direct, neighbours=neighbours)
@@ -164,5 +165,7 @@ def graph_bm25(
         norm = BM25_K1 * (1.0 - BM25_B + BM25_B * lengths[node] / average)
         saturation = (BM25_K1 + 1.0) / (1.0 + norm)
         scores[node] = saturation * sum(terms.get(e, 0.0) for e in mentions.get(node, ()))
-    ranked = sorted(scores.items(), key=lambda item: (-item[1], item[0]))[:limit]
+    ties = TieOrder(store)
+    ties.cover(scores)
+    ranked = sorted(scores.items(), key=lambda item: (-item[1], ties.key(item[0])))[:limit]
     return {node: score for node, score in ranked if score > 0}

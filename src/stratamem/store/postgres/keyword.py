@@ -298,7 +298,7 @@ class PgKeywordTables(KeywordTables):
         count: bool = True,
     ) -> tuple[list[RetrievalHit], int]:
         """Chunks matching any phrase of ``expression`` (``"a" OR "b c"``), best BM25 first
-        (ties by id), scored as FTS5 scores them, and how many match."""
+        (ties by content, then id), scored as FTS5 scores them, and how many match."""
         phrases = [p for p in self.keyword_phrases(_quoted_terms(expression)) if p]
         if not phrases:
             return [], 0
@@ -365,7 +365,7 @@ class PgKeywordTables(KeywordTables):
             row["rowid"]: row
             for row in self.conn.execute(
                 f"""SELECT c.rowid, c.id, c.content, c.title, c.author, c.ts_start, c.ts_end,
-                           c.tags, c.source_ref, c.source_id, s.scope
+                           c.tags, c.source_ref, c.source_id, s.scope, c.content_sha256, c.seq
                     FROM chunks c JOIN sources s ON s.id = c.source_id
                     WHERE c.rowid = ANY (?) AND {gate}""",
                 (rowids, *params),
@@ -377,9 +377,15 @@ class PgKeywordTables(KeywordTables):
                 expression,
                 [(r, str(row["content"]), str(row["title"])) for r, row in rows.items()],
             )
+        # Ties by content, not by id: see retrieval.ties.
         order = sorted(
             ((score, rows[rowid]["id"], rowid) for rowid, score in ranked if rowid in rows),
-            key=lambda item: (-item[0], item[1]),
+            key=lambda item: (
+                -item[0],
+                rows[item[2]]["content_sha256"],
+                rows[item[2]]["seq"],
+                item[1],
+            ),
         )
         entities = self.mentions_of([rows[rowid]["id"] for _, _, rowid in order])
         return [

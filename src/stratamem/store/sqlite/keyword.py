@@ -115,8 +115,9 @@ class KeywordTables:
         snippets: bool = True,
         count: bool = True,
     ) -> tuple[list[RetrievalHit], int]:
-        """Leaves matching an FTS5 expression, best BM25 first (ties by id), and the match count
-        (``count=False`` skips counting past the limit and reports what was returned).
+        """Leaves matching an FTS5 expression, best BM25 first (ties by content, then id), and
+        the match count (``count=False`` skips counting past the limit and reports what was
+        returned).
 
         The ranking runs on the FTS index alone (its ``rank`` is bm25 with the column weights set
         by the schema), restricted by rowid to the admitted chunks when a filter or a lock is in
@@ -162,8 +163,8 @@ class KeywordTables:
         *,
         snippets: bool = True,
     ) -> list[RetrievalHit]:
-        """Hits for chunks already ranked, as (rowid, BM25 score): best first, ties by id, each
-        with a snippet of where ``expression`` matches it."""
+        """Hits for chunks already ranked, as (rowid, BM25 score): best first, ties by content
+        digest, place and id, each with a snippet of where ``expression`` matches it."""
         if not ranked:
             return []
         rowids = [r[0] for r in ranked]
@@ -173,7 +174,7 @@ class KeywordTables:
             row["rowid"]: row
             for row in self.conn.execute(
                 f"""SELECT c.rowid, c.id, c.content, c.title, c.author, c.ts_start, c.ts_end,
-                           c.tags, c.source_ref, c.source_id, s.scope
+                           c.tags, c.source_ref, c.source_id, s.scope, c.content_sha256, c.seq
                     FROM chunks c JOIN sources s ON s.id = c.source_id
                     WHERE c.rowid IN ({marks}) AND {gate}""",
                 (*rowids, *params),
@@ -188,9 +189,15 @@ class KeywordTables:
                     (expression, *rowids),
                 ).fetchall()
             )
+        # Ties by content, not by id: see retrieval.ties.
         order = sorted(
             ((score, rows[rowid]["id"], rowid) for rowid, score in ranked if rowid in rows),
-            key=lambda item: (-item[0], item[1]),
+            key=lambda item: (
+                -item[0],
+                rows[item[2]]["content_sha256"],
+                rows[item[2]]["seq"],
+                item[1],
+            ),
         )
         entities = self.mentions_of([rows[rowid]["id"] for _, _, rowid in order])
         return [

@@ -320,6 +320,16 @@ class SourceTables:
         )
         return len(nodes)
 
+    def content_keys(self, ids: Sequence[str]) -> dict[str, tuple[str, int]]:
+        """(content digest, place in its source) of each of these chunks."""
+        found: dict[str, tuple[str, int]] = {}
+        for part, marks in batches(ids):
+            for node, sha, seq in self.conn.execute(
+                f"SELECT id, content_sha256, seq FROM chunks WHERE id IN ({marks})", part
+            ):
+                found[str(node)] = (str(sha), int(seq))
+        return found
+
     def chunks(self, ids: Sequence[str]) -> list[Chunk]:
         """Chunks by id, in the order asked; unknown ids, and those the reader may not see,
         are left out."""
