@@ -219,17 +219,18 @@ def test_sources_stats_and_forget(workspace) -> None:  # type: ignore[no-untyped
 
 
 @pytest.mark.parametrize(
-    ("args", "message"),
+    ("args", "message", "code"),
     [
-        (("show", "nope"), "no node with id 'nope'"),
-        (("forget", "slack:#nowhere", "--yes"), "no source with id or scope"),
-        (("search", "x", "--since", "yesterday-ish"), "cannot read 'yesterday-ish' as a time"),
-        (("search", "x", "--since", "2024-03-02", "--until", "2024-03-01"), "is before since"),
+        (("show", "nope"), "no node with id 'nope'", 1),
+        (("forget", "slack:#nowhere", "--yes"), "no source with id or scope", 1),
+        # An option that cannot be read is a usage error (docs/cli.md).
+        (("search", "x", "--since", "yesterday-ish"), "cannot read 'yesterday-ish' as a time", 2),
+        (("search", "x", "--since", "2024-03-02", "--until", "2024-03-01"), "is before since", 1),
     ],
 )
-def test_errors_are_messages_not_tracebacks(run, args, message) -> None:  # type: ignore[no-untyped-def]
+def test_errors_are_messages_not_tracebacks(run, args, message, code) -> None:  # type: ignore[no-untyped-def]
     result = run(*args)
-    assert result.exit_code == 1
+    assert result.exit_code == code
     assert message in result.output
     assert "Traceback" not in result.output
 

@@ -153,6 +153,49 @@ def test_a_bad_call_is_one_line_on_stderr(run: Run, args: tuple[str, ...]) -> No
     assert len(line) <= 1100
 
 
+# docs/cli.md: exit code 2 for an option or argument out of range or unreadable, 1 for
+# everything else, a time before the year 1 among it. Each with what its one line says.
+DOCUMENTED_CODES: list[tuple[tuple[str, ...], int, str]] = [
+    (("search", "x", "--since", "5y"), 2, "Invalid value for --since: cannot read '5y'"),
+    (("search", "x", "--until", "2024-13-01"), 2, "Invalid value for --until: cannot read"),
+    (("search", "x", "--since", ""), 2, "Invalid value for --since: cannot read ''"),
+    (("search", "x", "--since", "99999999w"), 1, "'99999999w' reaches back before the year 1"),
+    (("search", "x", "--since", "0001-01-01T00:00:00+01:00"), 1, "outside years 1–9999"),
+    (("brief", "--since", "nope"), 2, "Invalid value for --since: cannot read 'nope'"),
+    (("brief", "--since", "99999999999w"), 1, "reaches back before the year 1"),
+    (("summaries", "--since", "x"), 2, "Invalid value for --since: cannot read 'x'"),
+    (("topic", "topic:phoenix", "--until", "y"), 2, "Invalid value for --until: cannot read"),
+    (("topic", "topic:phoenix", "--since", "99999999w"), 1, "reaches back before the year 1"),
+    (("fact", "search", "x", "--as-of", "soon"), 2, "Invalid value for --as-of: cannot read"),
+    (("fact", "search", "x", "--as-of", "99999999w"), 1, "reaches back before the year 1"),
+    (("fact", "list", "--known-at", "1e9"), 2, "Invalid value for --known-at: cannot read"),
+    (("fact", "list", "--known-at", "99999999w"), 1, "reaches back before the year 1"),
+    (("fact", "add", "s", "p", "o", "--from", "2024-13-01"), 2, "Invalid value for --from"),
+    (("fact", "add", "s", "p", "o", "--confidence", "nan"), 2, "'nan' is not a number"),
+    (("consolidate", "--min-score", "nan"), 2, "Invalid value for '--min-score': 'nan'"),
+    (("consolidate", "--min-score", "2"), 2, "Invalid value for '--min-score'"),
+    (("add", "hello", "--time", "never"), 2, "Invalid value for --time: cannot read 'never'"),
+    (("add", "hello", "--time", "99999999w"), 1, "reaches back before the year 1"),
+    (("extract", "--timeout", "nan"), 2, "Invalid value for '--timeout': 'nan'"),
+    (("summaries", "--days", "nan"), 2, "Invalid value for '--days'"),
+]
+
+
+@pytest.mark.parametrize(
+    ("args", "code", "said"),
+    DOCUMENTED_CODES,
+    ids=lambda v: " ".join(v) if isinstance(v, tuple) else str(v),
+)
+def test_a_bad_value_exits_with_the_documented_code(
+    run: Run, args: tuple[str, ...], code: int, said: str
+) -> None:
+    result = run(*args)
+    line = assert_one_line_error(result)
+    assert result.exit_code == code, line
+    assert said in line
+    assert "failed unexpectedly" not in line
+
+
 def test_a_long_message_stays_on_one_line_in_a_narrow_terminal(db: Path) -> None:
     """A real process with a 20-column terminal: rich would wrap there; the error does not."""
     result = subprocess.run(
@@ -162,7 +205,7 @@ def test_a_long_message_stays_on_one_line_in_a_narrow_terminal(db: Path) -> None
         env={**os.environ, "COLUMNS": "20", "STRATAMEM_DEBUG": ""},
         check=False,
     )
-    assert result.returncode == 1
+    assert result.returncode == 2  # a time that cannot be read: a usage error
     assert "Traceback" not in result.stderr + result.stdout
     assert len([line for line in result.stderr.splitlines() if line.strip()]) == 1
 

@@ -4,13 +4,17 @@ flush, and show on summaries and several ids."""
 from __future__ import annotations
 
 import json
+import os
+import time
 from pathlib import Path
 
 import click
 import pytest
 from click.testing import CliRunner
 
+import stratamem
 from stratamem.cli import main
+from stratamem.store.sqlite.jobs import HOST, holder_token, process_start
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples" / "workspace"
 
@@ -122,3 +126,31 @@ def test_drill_and_show_a_summary(run) -> None:  # type: ignore[no-untyped-def]
     several = json.loads(run("show", *top["child_ids"][:2], "--json").output)
     assert [h["node_id"] for h in several] == top["child_ids"][:2]
     assert "not a summary" in run("drill", "nope").output
+
+
+def test_flush_says_so_and_fails_when_another_process_holds_a_seal_job(
+    store_location: str,
+) -> None:
+    """A live holder (here: this very process, under a claim of its own) keeps its job;
+    flush seals the rest, names the tree it left and exits 1, not 0 with leaves unsealed."""
+    db = store_location
+    with stratamem.open(db, embedder=None) as mem:
+        mem.ingest(EXAMPLES / "slack-export", trees=False)
+        (key,) = mem.store.conn.execute("SELECT min(dedupe_key) FROM jobs").fetchone()
+        token = holder_token(os.getpid(), process_start(os.getpid()))
+        with mem.store.transaction():
+            mem.store.conn.execute(
+                """UPDATE jobs SET status = 'running', attempts = 1, holder = ?,
+                     holder_host = ?, holder_pid = ?, leased_at = ? WHERE dedupe_key = ?""",
+                (token, HOST, os.getpid(), int(time.time() * 1000), key),
+            )
+        held = mem.store.trees.get(key.removeprefix("seal:"))
+        assert held is not None
+    result = CliRunner().invoke(main, ["--db", str(db), "flush", "--json"])
+    assert result.exit_code == 1, result.output
+    report = json.loads(result.stdout)
+    assert report["held"] == [f"{held.scope} (held by {HOST}/{os.getpid()})"]
+    assert report["trees"] >= 1  # the other trees were sealed
+    (line,) = [line for line in result.stderr.splitlines() if line.strip()]
+    assert "not sealed: another process holds their seal job" in line
+    assert held.scope in line

@@ -26,7 +26,14 @@ from stratamem.embed.indexing import (
 )
 from stratamem.embed.registry import get_embedder
 from stratamem.entities.search import neighbours, search_entities
-from stratamem.errors import AccessDenied, LockError, NotFoundError, StratamemError
+from stratamem.errors import (
+    AccessDenied,
+    LockError,
+    NotFoundError,
+    StoreError,
+    StoreFull,
+    StratamemError,
+)
 from stratamem.ingest import items
 from stratamem.ingest.chunking import ChunkingConfig
 from stratamem.ingest.items import ItemWrite
@@ -39,7 +46,13 @@ from stratamem.memory.search import FactHit, search_facts
 from stratamem.plugins import open_store
 from stratamem.retrieval import primitives
 from stratamem.retrieval.hybrid import HybridSearcher
-from stratamem.retrieval.legs.keyword import keyword_search, open_index, sparse_index
+from stratamem.retrieval.legs.keyword import (
+    drop_files_holding_removed,
+    index_file,
+    keyword_search,
+    open_index,
+    sparse_index,
+)
 from stratamem.retrieval.legs.vector import VectorLeg, drop_other_vector_files
 from stratamem.retrieval.rerank import Reranker
 from stratamem.retrieval.scope import source_filters
@@ -122,6 +135,9 @@ class Memory:
             self.store = open_store(path, per_thread=per_thread)
         try:
             self.store.read_as(principal)
+            # A forget or lock killed before it rewrote the index files left them holding
+            # what it removed (the database itself was scrubbed as the store opened).
+            drop_files_holding_removed(self.store)
         except BaseException:
             self.store.close()
             raise
@@ -321,12 +337,23 @@ class Memory:
 
     def _rewrite_indexes(self) -> None:
         """After a removal: rewrite the index files beside the store without what went, and
-        remove those that cannot be brought up to date."""
+        remove those that cannot be brought up to date, or written (a full disk): they are
+        rebuilt when next searched."""
         vectors = self.vectors
         keep = vectors.index_path() if vectors is not None else None
-        sparse_index(self.store).persist_now()
+        try:
+            sparse_index(self.store).persist_now()
+        except OSError as exc:
+            log.warning("the keyword index file could not be rewritten, removing it: %s", exc)
+            stale = index_file(self.store)
+            if stale is not None:
+                stale.unlink(missing_ok=True)
         if vectors is not None:
-            vectors.persist_now()
+            try:
+                vectors.persist_now()
+            except OSError as exc:
+                log.warning("the vector index file could not be rewritten, removing it: %s", exc)
+                keep = None
         drop_other_vector_files(self.store, keep)
 
     def ingest(
@@ -358,7 +385,9 @@ class Memory:
         and reported in the result, the others go on. ``parallel`` reads in a child process
         while this one writes (default: where fork exists and there are two or more CPUs).
         Then the changed sources' summary trees are sealed (``trees=False`` leaves that
-        queued for :meth:`build_trees`); the result's ``trees`` says what was sealed.
+        queued for :meth:`build_trees`); the result's ``trees`` says what was sealed, and what
+        failed (a sealing that fails, the disk full say, leaves the sources written and the
+        seal jobs queued).
         ``max_item_bytes`` bounds one item (a file, a zip member, a line; default 64 MiB):
         larger ones are skipped and reported. ``access`` sets the access scopes of every
         source read (``eng,team``); by default a new source gets its kind's (chat ``team``,
@@ -386,7 +415,14 @@ class Memory:
             now=now,
         )
         if trees:
-            report.trees = self.build_trees(progress=tree_progress)
+            try:
+                report.trees = self.build_trees(progress=tree_progress)
+            except StoreError as exc:
+                # The sources are committed whatever befalls the sealing after them (a full
+                # disk, a store kept busy): the report says they were written, and that the
+                # sealing failed and stays queued for the next run.
+                log.warning("sealing the trees after ingest failed: %s", exc)
+                report.trees = SealReport(failed=[f"sealing stays queued: {exc}"])
         self._extract_after_ingest(report)
         if consolidation:
             try:
@@ -513,7 +549,8 @@ class Memory:
         progress: Callable[[SealProgress], None] | None = None,
     ) -> SealReport:
         """Seal every partial level-0 buffer now (of these sources, or all), however young.
-        Upper levels still wait for a full fan-out."""
+        Upper levels still wait for a full fan-out. A tree whose seal job another live
+        process holds is left to it: the report's ``held`` names it."""
         self._owner_only("seal trees")
         builder = self.tree_builder
         builder.enqueue(sources, force=True)
@@ -770,9 +807,27 @@ class Memory:
         )
 
     def embed(self, *, progress: Callable[[EmbedProgress], None] | None = None) -> EmbedReport:
-        """Embed every chunk that has no vector yet with the configured model."""
+        """Embed every chunk that has no vector yet with the configured model. Each batch
+        commits on its own: a disk that fills up keeps what was embedded before it
+        (:class:`~stratamem.errors.StoreFull` says how much, and how much is left)."""
         self._owner_only("embed")
-        return embed_pending(self.store, self._require_embedder(), progress=progress)
+        embedder = self._require_embedder()
+        committed = EmbedProgress()  # as of the last batch committed
+
+        def track(state: EmbedProgress) -> None:
+            committed.done = state.done
+            if progress is not None:
+                progress(state)
+
+        try:
+            return embed_pending(self.store, embedder, progress=track)
+        except StoreFull as exc:
+            left = self.store.count_pending_embeddings(embedder.spec.signature)
+            raise StoreFull(
+                f"disk full: embedding stopped with {committed.done:,} chunks embedded and "
+                f"kept and {left:,} still without a vector; free some space and run embed "
+                f"again ({exc.__cause__ or exc})"
+            ) from exc
 
     def build_indexes(self) -> dict[str, float]:
         """Bring the search indexes up to date with the store and write their files beside
@@ -1140,7 +1195,12 @@ class Memory:
         self._owner_only("forget sources")
         found = self.store.resolve_source(source)
         self._ready_indexes()
-        removed = self.store.delete_source(found.id)
+        try:
+            removed = self.store.delete_source(found.id)
+        except StoreFull:
+            # The source is gone and only the scrub is left: the index files still go.
+            self._rewrite_indexes()
+            raise
         self._rewrite_indexes()
         return removed
 

@@ -4,6 +4,7 @@
     ├── StoreError                   the database cannot be opened, migrated or written
     │   ├── SchemaError              the file was written by a newer or foreign schema
     │   ├── StoreBusyError           another process held the store's write lock too long
+    │   ├── StoreFull                the disk filled up; says what was kept, what was not written
     │   ├── SealRaced                another writer sealed some of the items first
     │   └── KeywordIndexUnavailable  the full-text index cannot back the in-process BM25 index
     ├── IngestError                  a path cannot be ingested at all
@@ -29,10 +30,18 @@
 
 Callers that degrade instead of failing (a search without its vector leg, a summary written
 by the extractive fallback) catch these by their place in the tree. Bad arguments to a
-function raise ``ValueError``.
+function raise ``ValueError``. :func:`is_disk_full` tells a full disk whichever layer
+reports it.
 """
 
 from __future__ import annotations
+
+import errno
+
+# SQLite's primary result code for "database or disk is full", and PostgreSQL's SQLSTATE
+# for disk_full: read off the drivers' exceptions, so that no driver is imported here.
+_SQLITE_FULL = 13
+_PG_DISK_FULL = "53100"
 
 
 class StratamemError(Exception):
@@ -50,6 +59,12 @@ class SchemaError(StoreError):
 class StoreBusyError(StoreError):
     """Another process kept the store locked for longer than a write waits (half an hour for
     a write transaction); nothing was written. Try again when that process is done."""
+
+
+class StoreFull(StoreError):
+    """The disk holding the store (or the database's size limit) is full. The store is
+    whole: the write that ran out of room was rolled back, and what committed before it is
+    kept. The message says which; free some space and run the command again."""
 
 
 class SealRaced(StoreError):
@@ -201,3 +216,17 @@ class LockError(AccessError):
 
 class WrongPassphrase(LockError):
     """The passphrase does not open the locked source (its key check value differs)."""
+
+
+def is_disk_full(exc: BaseException) -> bool:
+    """Whether ``exc`` says the disk is full, whichever layer raised it: :class:`StoreFull`,
+    the OS's ``ENOSPC`` or ``EDQUOT`` (an ``OSError``), SQLite's ``SQLITE_FULL`` or
+    PostgreSQL's ``disk_full``."""
+    if isinstance(exc, StoreFull):
+        return True
+    if isinstance(exc, OSError):
+        return exc.errno in (errno.ENOSPC, errno.EDQUOT)
+    code = getattr(exc, "sqlite_errorcode", None)
+    if isinstance(code, int):
+        return code & 0xFF == _SQLITE_FULL
+    return getattr(exc, "sqlstate", None) == _PG_DISK_FULL

@@ -38,6 +38,19 @@ def parse_when(text: str, *, now: datetime | None = None) -> datetime:
     return as_utc(value, name="the time")
 
 
+def is_time_text(text: str) -> bool:
+    """Whether ``text`` has a form :func:`parse_when` reads (an ISO 8601 date or time, or a
+    span back), whatever its value: what tells a time that cannot be read from one that
+    reads but falls outside years 1–9999."""
+    if _RELATIVE.match(text):
+        return True
+    try:
+        datetime.fromisoformat(text.strip().replace("Z", "+00:00"))
+    except ValueError:
+        return False
+    return True
+
+
 def as_utc(value: datetime, *, name: str = "time") -> datetime:
     """``value`` as an aware UTC time; a naive one is taken to be UTC already.
 

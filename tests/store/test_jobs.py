@@ -12,7 +12,14 @@ from typing import Any
 import pytest
 
 from stratamem.plugins import open_store
-from stratamem.store.sqlite.jobs import HOST, process_exists
+from stratamem.store.sqlite.jobs import (
+    HOST,
+    boot_id,
+    holder_alive,
+    holder_token,
+    process_exists,
+    process_start,
+)
 from stratamem.store.sqlite.migrations import MIGRATIONS
 from stratamem.store.sqlite.store import SQLiteStore
 
@@ -34,13 +41,19 @@ def gone_pid() -> int:
     return proc.pid
 
 
-def hold_as(store: Any, *, host: str, pid: int, leased_ms_ago: int) -> None:
-    """Make the job running, held the way another process would have left it."""
+def hold_as(
+    store: Any, *, host: str, pid: int, leased_ms_ago: int, token: str | None = None
+) -> None:
+    """Make the job running, held the way another process would have left it (by default
+    with a token of the older form, which names no start)."""
     store.conn.execute(
         """UPDATE jobs SET status = 'running', attempts = 1, holder = ?, holder_host = ?,
              holder_pid = ?, leased_at = ?""",
-        (f"{host}/{pid}/0", host, pid, int(time.time() * 1000) - leased_ms_ago),
+        (token or f"{host}/{pid}/0", host, pid, int(time.time() * 1000) - leased_ms_ago),
     )
+
+
+LINUX = Path("/proc/self/stat").exists() and bool(boot_id())
 
 
 def test_enqueue_dedupes_and_merges_a_pending_job(store: Any) -> None:
@@ -175,6 +188,84 @@ def test_a_job_left_running_before_leases_is_taken_again(tmp_path: Path) -> None
         job = store.jobs.claim()
         assert job is not None
         assert job.payload == {"tree_id": "t"}
+
+
+@pytest.mark.skipif(not LINUX, reason="needs /proc and a boot id")
+def test_a_holder_with_this_pid_but_another_start_is_taken_at_once(store: Any) -> None:
+    """A container restarted in a fresh PID namespace: its new process has the dead one's
+    pid (1), on the same host; only the start tells them apart."""
+    store.jobs.enqueue("seal", "seal:t", {"tree_id": "t"})
+    ours = process_start(os.getpid())
+    boot, ticks = ours.rsplit(".", 1)
+    for other in (f"{boot}.{int(ticks) - 1}", f"not-{boot}.{ticks}"):
+        token = f"{HOST}/{os.getpid()}/{other}/0"
+        hold_as(store, host=HOST, pid=os.getpid(), leased_ms_ago=0, token=token)
+        job = store.jobs.claim()
+        assert job is not None, other
+        assert job.attempts == 2
+        assert job.holder.split("/")[2] == ours
+
+
+@pytest.mark.skipif(not LINUX, reason="needs /proc and a boot id")
+def test_a_holder_with_this_pid_and_start_is_alive(store: Any) -> None:
+    store.jobs.enqueue("seal", "seal:t", {"tree_id": "t"})
+    token = holder_token(os.getpid(), process_start(os.getpid()))
+    hold_as(store, host=HOST, pid=os.getpid(), leased_ms_ago=0, token=token)
+    assert store.jobs.claim() is None
+    assert store.jobs.held() == [("seal:t", token)]
+
+
+def test_the_start_decides_only_where_both_are_known() -> None:
+    pid = os.getpid()
+    assert holder_alive(pid, f"{HOST}/{pid}/0")  # an older token: the pid alone
+    assert holder_alive(pid, f"{HOST}/{pid}//0")  # no start recorded
+    assert holder_alive(pid, holder_token(pid, process_start(pid)))
+    assert not holder_alive(gone_pid(), holder_token(pid, process_start(pid)))
+    if LINUX:
+        assert not holder_alive(pid, f"{HOST}/{pid}/{boot_id()}.1/0")
+        assert process_start(gone_pid()) == ""
+
+
+CLAIM = """
+import os, sys
+from stratamem.plugins import open_store
+with open_store(sys.argv[1]) as store:
+    job = store.jobs.claim()
+    print(os.getpid(), job.holder if job is not None else "none", flush=True)
+"""
+
+
+def in_fresh_pid_namespace(location: str) -> tuple[int, str]:
+    """Claim a job in a process that is PID 1 of a new PID namespace, and exit without
+    finishing it: (its pid, its token or "none")."""
+    done = subprocess.run(
+        ["unshare", "--pid", "--fork", "--mount-proc", sys.executable, "-c", CLAIM, location],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    )
+    pid, token = done.stdout.split()
+    return int(pid), token
+
+
+@pytest.mark.skipif(not LINUX or os.geteuid() != 0, reason="needs root and Linux namespaces")
+def test_a_container_restarted_as_pid_1_takes_its_dead_predecessors_job(
+    store_location: str,
+) -> None:
+    with open_store(store_location) as store:
+        store.jobs.enqueue("seal", "seal:t", {"tree_id": "t"})
+    try:
+        first_pid, first = in_fresh_pid_namespace(store_location)
+    except (OSError, subprocess.CalledProcessError) as exc:
+        pytest.skip(f"cannot start a process in a new PID namespace: {exc}")
+    assert first_pid == 1
+    assert first != "none"
+    second_pid, second = in_fresh_pid_namespace(store_location)
+    assert second_pid == 1
+    assert second not in ("none", first)  # taken at once, not after the 600 s lease
+    with open_store(store_location) as store:
+        assert store.jobs.held() == [("seal:t", second)]
 
 
 def test_process_exists_tells_live_from_gone() -> None:

@@ -5,9 +5,10 @@ the environment, which the command line alone reads (every variable is listed in
 Errors. Whatever goes wrong, a command prints one line to stderr, ``error: …``, never wrapped
 and never a traceback, and exits non-zero: 2 for a bad option or argument (found while click
 parses them), 1 for anything else. Domain errors (:class:`~stratamem.errors.StratamemError`,
-``ValueError``, ``OSError``) say what is wrong; any other exception is reported as the command
-failing unexpectedly, with the hint to rerun with ``--debug`` (or ``STRATAMEM_DEBUG=1``), which
-shows the traceback instead.
+``ValueError``, ``OSError``) say what is wrong; so does a full disk, whichever layer reports it
+(:func:`~stratamem.errors.is_disk_full`): the store is whole, and the message says what was
+kept. Any other exception is reported as the command failing unexpectedly, with the hint to
+rerun with ``--debug`` (or ``STRATAMEM_DEBUG=1``), which shows the traceback instead.
 """
 
 from __future__ import annotations
@@ -34,12 +35,14 @@ from stratamem.errors import (
     ConfigError,
     LockError,
     StoreBusyError,
+    StoreFull,
     StratamemError,
     WrongPassphrase,
+    is_disk_full,
 )
 from stratamem.plugins import RERANKERS
 from stratamem.retrieval.rerank import Reranker
-from stratamem.timeparse import parse_when
+from stratamem.timeparse import is_time_text, parse_when
 from stratamem.tree.summarizer import Summarizer
 from stratamem.tree.summarizers import get_summarizer
 from stratamem.types import SourceKind
@@ -56,6 +59,10 @@ err = Console(stderr=True, highlight=False, soft_wrap=True, emoji=False)
 
 MAX_MESSAGE_CHARS = 1000
 DEBUG_HINT = "rerun with --debug (or STRATAMEM_DEBUG=1) for the traceback"
+FULL_HINT = (
+    "the write that ran out of room was rolled back, what earlier writes committed is kept; "
+    "free some space and run the command again"
+)
 
 # Ranges of the numeric options; out of range is a one-line usage error.
 MAX_DEPTH = 32  # TreeConfig.max_depth: no tree is deeper
@@ -162,7 +169,13 @@ def handle_errors(func: F) -> F:
             if debugging():
                 traceback.print_exc()
             fail(f"{exc}; try again when that process is done")
-        except (StratamemError, ValueError, OSError) as exc:
+        except OSError as exc:
+            if debugging():
+                traceback.print_exc()
+            if is_disk_full(exc):
+                fail(f"disk full: {exc}; {FULL_HINT}")
+            fail(str(exc) or type(exc).__name__)
+        except (StratamemError, ValueError) as exc:
             if debugging():
                 traceback.print_exc()
             fail(str(exc) or type(exc).__name__)
@@ -208,6 +221,10 @@ class CommandGroup(click.Group):
             if debugging(ctx):
                 raise
             command = " ".join(filter(None, ["stratamem", ctx.invoked_subcommand]))
+            if isinstance(exc, StoreFull):
+                fail(str(exc))
+            if is_disk_full(exc):
+                fail(f"{command}: disk full ({one_line(str(exc), limit=300)}); {FULL_HINT}")
             fail(
                 f"{command} failed unexpectedly: {type(exc).__name__}: "
                 f"{one_line(str(exc), limit=300)}; {DEBUG_HINT}"
@@ -401,8 +418,22 @@ def summarizer_from(chosen: Settings) -> Summarizer | None:
     )
 
 
-def when(value: str | None) -> datetime | None:
-    return parse_when(value) if value else None
+def read_time(value: str, option: str | None = None) -> datetime:
+    """The time the option ``option`` gives (see :func:`~stratamem.timeparse.parse_when`).
+    As ``docs/cli.md`` says: a value that cannot be read as a time is a usage error naming
+    the option (exit code 2); one that reads but falls outside years 1–9999 (``99999999w``)
+    is a ``ValueError`` (exit code 1)."""
+    try:
+        return parse_when(value)
+    except ValueError as exc:
+        if is_time_text(value):
+            raise
+        raise click.BadParameter(str(exc), param_hint=option) from None
+
+
+def when(value: str | None, option: str | None = None) -> datetime | None:
+    """:func:`read_time`, None where the option is not given."""
+    return None if value is None else read_time(value, option)
 
 
 def print_json(data: Any) -> None:

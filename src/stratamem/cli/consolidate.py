@@ -11,7 +11,15 @@ from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 from rich.table import Table
 
-from stratamem.cli.common import err, handle_errors, json_option, open_memory, out, print_json
+from stratamem.cli.common import (
+    FiniteRange,
+    err,
+    handle_errors,
+    json_option,
+    open_memory,
+    out,
+    print_json,
+)
 from stratamem.memory.consolidate import ConsolidationProgress, ConsolidationReport
 from stratamem.store.rollups import Rollup
 
@@ -34,7 +42,7 @@ def _summary(report: ConsolidationReport) -> str:
 )
 @click.option(
     "--min-score",
-    type=click.FloatRange(0, 1),
+    type=FiniteRange(0, 1),
     help="Roll up a subject whose best fact scores at least this (kept; default 0.75).",
 )
 @click.option(

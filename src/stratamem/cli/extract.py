@@ -6,7 +6,16 @@ import click
 from rich.markup import escape
 from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
-from stratamem.cli.common import err, fail, handle_errors, json_option, open_memory, out, print_json
+from stratamem.cli.common import (
+    FiniteRange,
+    err,
+    fail,
+    handle_errors,
+    json_option,
+    open_memory,
+    out,
+    print_json,
+)
 from stratamem.memory.extract import ExtractProgress, ExtractReport
 
 MAX_SHOWN = 20
@@ -18,7 +27,7 @@ MAX_SHOWN = 20
 @click.option("--model", help="The chat model to ask.")
 @click.option(
     "--timeout",
-    type=click.FloatRange(min=0, min_open=True),
+    type=FiniteRange(min=0, min_open=True),
     default=60.0,
     show_default=True,
     help="Seconds to wait for one answer.",

@@ -12,20 +12,18 @@ import click
 from rich.markup import escape
 from rich.table import Table
 
-from stratamem.cli.common import handle_errors, json_option, open_memory, out, print_json
+from stratamem.cli.common import (
+    FiniteRange,
+    handle_errors,
+    json_option,
+    open_memory,
+    out,
+    print_json,
+    when,
+)
 from stratamem.memory.remember import DEFAULT_SOURCE
 from stratamem.store.facts import Fact, FactWrite
-from stratamem.timeparse import parse_when
 from stratamem.types import RetrievalHit
-
-
-def _time(value: str | None, name: str) -> datetime | None:
-    if value is None:
-        return None
-    try:
-        return parse_when(value)
-    except ValueError as exc:
-        raise click.BadParameter(str(exc), param_hint=name) from None
 
 
 def _when(value: datetime | None) -> str:
@@ -107,7 +105,7 @@ def fact() -> None:
     "--source",
     help=f"The source a fact without evidence belongs to (default {DEFAULT_SOURCE}).",
 )
-@click.option("--confidence", type=click.FloatRange(0, 1), default=1.0, show_default=True)
+@click.option("--confidence", type=FiniteRange(0, 1), default=1.0, show_default=True)
 @click.option(
     "--many", is_flag=True, help="The predicate holds many values: this one adds to the others."
 )
@@ -135,8 +133,8 @@ def fact_add(
         subject,
         predicate,
         object,
-        valid_from=_time(valid_from, "--from"),
-        valid_to=_time(valid_to, "--to"),
+        valid_from=when(valid_from, "--from"),
+        valid_to=when(valid_to, "--to"),
         evidence=evidence,
         source=source,
         confidence=confidence,
@@ -169,8 +167,8 @@ def fact_list(
     found = memory.recall(
         subject,
         predicate=predicate,
-        as_of=_time(as_of, "--as-of"),
-        known_at=_time(known_at, "--known-at"),
+        as_of=when(as_of, "--as-of"),
+        known_at=when(known_at, "--known-at"),
         limit=limit,
     )
     if as_json:
@@ -219,8 +217,8 @@ def fact_search(
         query,
         subject=subject,
         sources=sources,
-        as_of=_time(as_of, "--as-of"),
-        known_at=_time(known_at, "--known-at"),
+        as_of=when(as_of, "--as-of"),
+        known_at=when(known_at, "--known-at"),
         limit=limit,
     )
     if as_json:
@@ -271,7 +269,7 @@ def fact_history(
     """Every value SUBJECT's PREDICATE had, oldest first, with the rows since corrected or
     replaced and when they stopped being believed."""
     memory = open_memory(ctx)
-    found = memory.fact_history(subject, predicate, known_at=_time(known_at, "--known-at"))
+    found = memory.fact_history(subject, predicate, known_at=when(known_at, "--known-at"))
     if as_json:
         print_json({"facts": [f.to_dict() for f in found]})
         return

@@ -16,9 +16,9 @@ from stratamem.cli.common import (
     open_memory,
     out,
     print_json,
+    read_time,
 )
 from stratamem.ingest.items import DEFAULT_SOURCE, UNSET, ItemWrite
-from stratamem.timeparse import parse_when
 
 _KINDS = SOURCE_KINDS
 
@@ -31,12 +31,7 @@ def _text(value: str | None) -> str | None:
 
 
 def _time(value: str | None) -> Any:
-    if value is None:
-        return None
-    try:
-        return parse_when(value)
-    except ValueError as exc:
-        raise click.BadParameter(str(exc)) from None
+    return None if value is None else read_time(value, "--time")
 
 
 def _report(write: ItemWrite, as_json: bool) -> None:

@@ -21,11 +21,11 @@ from stratamem.cli.common import (
     open_memory,
     out,
     print_json,
+    read_time,
     source_kinds_option,
     when,
 )
 from stratamem.retrieval.primitives import MAX_LIMIT
-from stratamem.timeparse import parse_when
 from stratamem.tree.builder import SealReport
 from stratamem.types import Filters, NodeKind, QueryResponse, RetrievalHit, SourceKind, rfc3339
 
@@ -183,8 +183,8 @@ def brief(
       stratamem brief --since 24h
       stratamem brief --since 2024-03-11 --until 2024-03-12 --source "slack:#eng"
     """
-    start = parse_when(since)
-    end = when(until) or datetime.now(UTC)
+    start = read_time(since, "--since")
+    end = when(until, "--until") or datetime.now(UTC)
     response = open_memory(ctx).cover_window(
         since=start, until=end, limit=limit, filters=_filters(sources_, kinds)
     )
@@ -242,8 +242,8 @@ def summaries(
     if since is not None:
         sources = (source,) if source else ()
         response = memory.query_global(
-            since=parse_when(since),
-            until=when(until) or datetime.now(UTC),
+            since=read_time(since, "--since"),
+            until=when(until, "--until") or datetime.now(UTC),
             source_kind=source_kind,
             query=query,
             limit=limit,
@@ -315,7 +315,11 @@ def topic(
             entity_id = matches[0].canonical_id
             note = f"{entity!r} is {entity_id}"
     response = memory.query_topic(
-        entity_id, since=when(since), until=when(until), query=query, limit=limit
+        entity_id,
+        since=when(since, "--since"),
+        until=when(until, "--until"),
+        query=query,
+        limit=limit,
     )
     if as_json:
         print_json({"entity_id": entity_id, **response.to_dict()})
@@ -366,7 +370,8 @@ def drill(
 @handle_errors
 def flush(ctx: click.Context, sources_: tuple[str, ...], as_json: bool) -> None:
     """Seal every partly filled message buffer now, so the newest content has summaries too.
-    Upper levels still wait for a full set of children.
+    Upper levels still wait for a full set of children. Exits 1 when a tree could not be
+    sealed, or was left alone because another process holds its seal job.
 
     \b
     Examples:
@@ -386,6 +391,11 @@ def flush(ctx: click.Context, sources_: tuple[str, ...], as_json: bool) -> None:
             f"{len(report.failed)} tree(s) could not be sealed, and will be retried: "
             f"{report.failed[0]}"
         )
+    if report.held:
+        fail(
+            f"{len(report.held)} tree(s) were not sealed: another process holds their seal "
+            f"job ({report.held[0]}); run flush again once it is done, or when its lease runs out"
+        )
 
 
 def print_seal_report(report: SealReport) -> None:
@@ -396,6 +406,8 @@ def print_seal_report(report: SealReport) -> None:
     )
     for failure in report.failed:
         out.print(f"[red]failed:[/] {escape(failure)}")
+    for held in report.held:
+        out.print(f"[yellow]not sealed, held by another process:[/] {escape(held)}")
 
 
 COMMANDS = (tree, brief, summaries, topic, drill, flush)

@@ -52,4 +52,9 @@ class JobQueue(Protocol):
         """How many jobs (of ``kind``, or all) there are in each status."""
         ...
 
+    def held(self, *, kind: str | None = None) -> list[tuple[str, str]]:
+        """(dedupe key, holder token) of the running jobs (of ``kind``, or all), oldest
+        first."""
+        ...
+
     def failed(self) -> list[tuple[str, str]]: ...

@@ -28,6 +28,12 @@ from stratamem.types import Filters, RetrievalHit
 
 IntArray = npt.NDArray[np.int64]
 
+# Set, in the transaction of every forget and every lock, to the chunk generation it leaves: an
+# index file beside the store that reflects an older generation may hold the text they
+# removed, and is dropped when the store is next opened (a process killed between the commit
+# and its rewrite of the file leaves such a file).
+REMOVED_AT_KEY = "index_files.removed_at"
+
 
 @dataclass(slots=True)
 class Postings:

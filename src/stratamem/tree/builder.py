@@ -30,9 +30,9 @@ from stratamem.config import TreeConfig
 from stratamem.embed.base import Embedder
 from stratamem.embed.indexing import ACTIVE_MODEL, embed_summaries
 from stratamem.embed.tokens import estimate_tokens
-from stratamem.errors import NotFoundError
+from stratamem.errors import NotFoundError, StoreFull
 from stratamem.store.base import Store
-from stratamem.store.jobs import SEAL_KIND, Job, seal_job_key
+from stratamem.store.jobs import SEAL_JOB_PREFIX, SEAL_KIND, Job, seal_job_key
 from stratamem.store.trees import BufferItem, SealRaced, summary_id_for
 from stratamem.tree import plan
 from stratamem.tree.extractive import ExtractiveSummarizer
@@ -61,6 +61,10 @@ class SealReport:
     leaves: int = 0
     by_level: dict[int, int] = field(default_factory=dict)
     failed: list[str] = field(default_factory=list)
+    # Trees this run left alone because another claim holds their seal job (a process that
+    # is sealing them, or a dead one on another host whose lease has not run out):
+    # "<scope> (held by <host>/<pid>)".
+    held: list[str] = field(default_factory=list)
     seconds: float = 0.0
 
     def to_dict(self) -> dict[str, object]:
@@ -70,6 +74,7 @@ class SealReport:
             "leaves": self.leaves,
             "by_level": {str(k): v for k, v in sorted(self.by_level.items())},
             "failed": list(self.failed),
+            "held": list(self.held),
             "seconds": round(self.seconds, 3),
         }
 
@@ -168,11 +173,29 @@ class TreeBuilder:
                     log.warning("sealing %s: the job was taken over by another run", tree.scope)
                 report.trees += 1
                 tick(tree.scope)
+        except StoreFull as exc:
+            # No room to record a job's end or to claim the next: what was sealed is
+            # committed, and every job not finished stays queued for the next run.
+            log.warning("sealing stopped: %s", exc)
+            report.failed.append(f"sealing stopped, the rest stays queued: {exc}")
+            report.seconds = time.perf_counter() - started
+            return report
         finally:
             self._kinds = None
         self._embed_new_summaries()
+        report.held = self._held()
         report.seconds = time.perf_counter() - started
         return report
+
+    def _held(self) -> list[str]:
+        """The trees whose seal job is running under another claim now that this run is
+        done: what it left unsealed, whatever it sealed itself."""
+        held = []
+        for key, holder in self.store.jobs.held(kind=SEAL_KIND):
+            tree = self.store.trees.get(key.removeprefix(SEAL_JOB_PREFIX))
+            who = "/".join(holder.split("/")[:2]) or "another run"
+            held.append(f"{tree.scope if tree is not None else key} (held by {who})")
+        return held
 
     # -- sealing ---------------------------------------------------------------------------
 

@@ -104,6 +104,24 @@ def write_atomic(
     return True
 
 
+def read_header(path: Path, magic: bytes) -> dict[str, Any] | None:
+    """The header of the file at ``path`` without reading (or checking) its body: None where
+    it is not a file of this ``magic`` or its header is not there whole (a file still being
+    written, or cut short). ``OSError`` when it cannot be opened."""
+    with path.open("rb") as file:
+        if file.read(len(magic)) != magic:
+            return None
+        length = int.from_bytes(file.read(4), "little")
+        if length > HEADER_MAX:
+            return None
+        raw = file.read(length)
+    try:
+        header = json.loads(raw.decode()) if len(raw) == length else None
+    except (UnicodeDecodeError, json.JSONDecodeError):
+        return None
+    return header if isinstance(header, dict) else None
+
+
 @dataclass(frozen=True, slots=True)
 class Opened:
     """A file whose magic, header and checksum were checked, positioned at its body."""

@@ -28,7 +28,10 @@ tokenizer and a hash of the table's definition, and one of another is rebuilt, n
 
 Saving happens on a worker thread (``index.saver``): a search never waits for the write.
 After a forget, :meth:`SparseKeywordIndex.persist_now` brings the index up to date and rewrites
-the file at once, so no forgotten word or chunk id stays in it.
+the file at once, so no forgotten word or chunk id stays in it. A process killed between the
+forget's commit and that rewrite leaves the old file; the forget (or lock) committed a mark
+with it, and :func:`drop_files_holding_removed`, run when the store is opened, removes every
+file made before the mark.
 
 The access gate is a mask over the index's documents, applied before the top-k is taken and
 to every statistic (N, n(q), avgdl): a principal's scores are those of a store that never held
@@ -38,6 +41,7 @@ statistics count everything; a phrase of several tokens is scored as its words i
 
 from __future__ import annotations
 
+import logging
 import threading
 import weakref
 from pathlib import Path
@@ -49,15 +53,16 @@ import numpy.typing as npt
 from stratamem.errors import KeywordIndexUnavailable
 from stratamem.retrieval.index import bm25_file
 from stratamem.retrieval.index.bm25 import BM25Index
-from stratamem.retrieval.index.file import Rejected
+from stratamem.retrieval.index.file import Rejected, read_header
 from stratamem.retrieval.index.saver import BackgroundSaver
 from stratamem.retrieval.query import match_expression, query_terms
 from stratamem.store.base import Store
 from stratamem.store.caches import LastFew
-from stratamem.store.keyword import KeywordSchema, KeywordState
+from stratamem.store.keyword import REMOVED_AT_KEY, KeywordSchema, KeywordState
 from stratamem.types import Filters, QueryResponse
 
 PERSIST_MIN_DOCS: Final = 2000
+_log = logging.getLogger(__name__)
 
 # What a search survives by falling back to the full-text query: the store cannot back the
 # index, or building it failed (a malformed batch, no memory for the arrays).
@@ -380,6 +385,47 @@ def _mask(index: BM25Index, allowed: list[int] | None) -> npt.NDArray[np.bool_] 
     at = np.minimum(np.searchsorted(index.rowids, wanted), len(index) - 1)
     mask[at[index.rowids[at] == wanted]] = True
     return mask
+
+
+def index_file(store: Store) -> Path | None:
+    """Where the store's sparse index is saved (None for a store in memory)."""
+    base = store.index_base()
+    return None if base is None else Path(f"{base}.bm25.idx")
+
+
+def drop_files_holding_removed(store: Store) -> list[Path]:
+    """Remove the saved index file, and what a killed save left half-written beside it, where
+    it reflects the store from before its last forget or lock (the generation that
+    ``REMOVED_AT_KEY`` records): such a file may hold the text they removed. The process that
+    removes a source rewrites the file at once; this repairs one killed before it could, and
+    costs the next search a rebuild. Cheap where there is nothing to do (one setting, one
+    header). Returns the files removed."""
+    target = index_file(store)
+    mark = store.get_setting(REMOVED_AT_KEY)
+    if target is None or mark is None:
+        return []
+    try:
+        removed_at = int(mark)
+    except ValueError:
+        removed_at = None  # unreadable: every file may hold removed text
+    dropped = []
+    for path in [target, *target.parent.glob(f".{target.name}.*.tmp")]:
+        try:
+            header = read_header(path, bm25_file.MAGIC)
+        except OSError:
+            continue  # not there
+        generation = None if header is None else header.get("generation")
+        if header is None and path != target:
+            continue  # a save whose header is not yet whole has written no text
+        if isinstance(generation, int) and removed_at is not None and generation >= removed_at:
+            continue
+        try:
+            path.unlink(missing_ok=True)
+        except OSError as exc:
+            _log.warning("%s may hold removed text but cannot be removed: %s", path, exc)
+            continue
+        dropped.append(path)
+    return dropped
 
 
 _INDEXES: weakref.WeakKeyDictionary[Store, SparseKeywordIndex] = weakref.WeakKeyDictionary()

@@ -46,8 +46,8 @@ from psycopg import pq
 from psycopg.adapt import Dumper, Loader
 from psycopg.rows import RowMaker
 
-from stratamem.errors import StoreBusyError, StoreError
-from stratamem.store.sqlite.connection import WRITE_WAIT_S
+from stratamem.errors import StoreBusyError, StoreError, StoreFull, is_disk_full
+from stratamem.store.sqlite.connection import WRITE_WAIT_S, full_error
 
 T = TypeVar("T")
 # The advisory lock every write transaction of a store holds (pg_advisory_xact_lock's key).
@@ -373,9 +373,11 @@ def atomic(conn: PgConnection, *, wait_s: float = WRITE_WAIT_S) -> Iterator[PgCo
     try:
         _take_write_lock(conn, wait_s)
         yield conn
-    except BaseException:
+    except BaseException as exc:
         if conn.raw.info.transaction_status != pq.TransactionStatus.UNKNOWN:
             conn.raw.execute(b"ROLLBACK")
+        if is_disk_full(exc) and not isinstance(exc, StoreFull):
+            raise full_error(exc) from exc
         raise
     conn.command(b"COMMIT")
 

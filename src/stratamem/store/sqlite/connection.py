@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 import logging
+import shutil
 import sqlite3
 import time
 from collections.abc import Iterator, Sequence
@@ -11,7 +12,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TypeVar
 
-from stratamem.errors import StoreBusyError, StoreError
+from stratamem.errors import StoreBusyError, StoreError, StoreFull, is_disk_full
 
 BATCH = 500
 BUSY_TIMEOUT_S = 60.0
@@ -47,7 +48,7 @@ def connect(path: str | Path, *, timeout: float = BUSY_TIMEOUT_S) -> sqlite3.Con
             target, timeout=timeout, isolation_level=None, check_same_thread=False
         )
     except sqlite3.Error as exc:
-        raise StoreError(f"{path}: cannot open as a stratamem database: {exc}") from exc
+        raise _open_error(path, exc) from exc
     try:
         conn.row_factory = sqlite3.Row
         _use_wal(conn, timeout)
@@ -58,8 +59,32 @@ def connect(path: str | Path, *, timeout: float = BUSY_TIMEOUT_S) -> sqlite3.Con
         conn.execute("PRAGMA cache_size = -32768")
     except sqlite3.Error as exc:
         conn.close()
-        raise StoreError(f"{path}: cannot open as a stratamem database: {exc}") from exc
+        raise _open_error(path, exc) from exc
     return conn
+
+
+# Less free room than this where an open fails, and the disk is taken to be why: the open
+# makes the WAL's shared-memory file (32 KiB) and SQLite reports an I/O error when it cannot.
+_ROOM_TO_OPEN = 64 << 10
+
+
+def _open_error(path: str | Path, exc: sqlite3.Error) -> StoreError:
+    """Why ``path`` could not be opened: a full disk (SQLite's "disk is full", or an I/O
+    error or a file it cannot make where the disk has next to no room) or anything else."""
+    code = getattr(exc, "sqlite_errorcode", 0) & 0xFF
+    full = is_disk_full(exc)
+    if not full and code in (sqlite3.SQLITE_IOERR, sqlite3.SQLITE_CANTOPEN):
+        try:
+            where = Path(str(path)).expanduser().parent
+            full = shutil.disk_usage(where).free < _ROOM_TO_OPEN
+        except OSError:
+            full = False
+    if full and str(path) != ":memory:":
+        return StoreFull(
+            f"{path}: cannot open: disk full ({exc}); nothing was changed. Free some space "
+            "and run it again"
+        )
+    return StoreError(f"{path}: cannot open as a stratamem database: {exc}")
 
 
 def _use_wal(conn: sqlite3.Connection, timeout: float) -> None:
@@ -90,6 +115,15 @@ def is_busy(exc: sqlite3.Error) -> bool:
     return "locked" in str(exc)
 
 
+def full_error(exc: BaseException) -> StoreFull:
+    """``exc`` (SQLITE_FULL, or the OS's ENOSPC) as the :class:`StoreFull` a write that
+    ran out of room raises."""
+    return StoreFull(
+        f"disk full ({exc}): this write was rolled back and nothing of it was written; what "
+        "earlier writes committed is kept. Free some space and run it again"
+    )
+
+
 @contextmanager
 def atomic(
     conn: sqlite3.Connection, *, wait_s: float = WRITE_WAIT_S
@@ -111,18 +145,26 @@ def atomic(
         try:
             yield conn
         except BaseException:
-            conn.execute(f"ROLLBACK TO {name}")
-            conn.execute(f"RELEASE {name}")
+            # SQLite may have rolled the whole transaction back already (see below).
+            if conn.in_transaction:
+                conn.execute(f"ROLLBACK TO {name}")
+                conn.execute(f"RELEASE {name}")
             raise
         conn.execute(f"RELEASE {name}")
         return
     _begin_immediate(conn, wait_s)
     try:
         yield conn
-    except BaseException:
-        conn.execute("ROLLBACK")
+        conn.execute("COMMIT")
+    except BaseException as exc:
+        # On some errors (SQLITE_FULL, an I/O error, no memory) SQLite rolls the transaction
+        # back itself: a ROLLBACK then fails with "no transaction is active", which would
+        # hide the error that matters.
+        if conn.in_transaction:
+            conn.execute("ROLLBACK")
+        if is_disk_full(exc) and not isinstance(exc, StoreFull):
+            raise full_error(exc) from exc
         raise
-    conn.execute("COMMIT")
 
 
 _savepoints = itertools.count(1)

@@ -5,24 +5,31 @@ A job is keyed by ``dedupe_key``: enqueueing a key that is already pending does 
 merge the payloads, so ten ingests of one source leave one seal job.
 
 Claims and leases. :meth:`JobQueue.claim` makes a job ``running`` and gives the claim a holder
-token (host, pid and a random part); ``leased_at`` is when the holder last showed it was alive.
-Only the holder renews it (:meth:`~JobQueue.touch`) or finishes the job
-(:meth:`~JobQueue.done`, :meth:`~JobQueue.fail`); each says whether the claim still stood, so
-a holder whose job was taken from it cannot renew or finish it. A claim takes a running job
-again when its holder has not renewed it for ``lease_s``, or at once when the holder ran on
-this host and that process no longer exists (a process killed mid-job). Nothing else moves the
-lease: enqueueing a running job's key sets ``again`` instead, and the job is made pending when
-its holder finishes, so work that arrived after the holder read its inputs is run too.
+token, ``<host>/<pid>/<start>/<random>``, where ``start`` names the process itself: the boot id
+and the process's start time (:func:`process_start`; empty where they cannot be read).
+``leased_at`` is when the holder last showed it was alive. Only the holder renews it
+(:meth:`~JobQueue.touch`) or finishes the job (:meth:`~JobQueue.done`, :meth:`~JobQueue.fail`);
+each says whether the claim still stood, so a holder whose job was taken from it cannot renew
+or finish it. A claim takes a running job again when its holder has not renewed it for
+``lease_s``, or at once when the holder ran on this host and that process no longer exists (a
+process killed mid-job): no process has its pid, or the one that has it started at another
+time or in another boot. A pid alone would not do: a container restarted in a fresh PID
+namespace runs its new process as PID 1 again, on the same host, and would take its dead
+predecessor for alive until the lease ran out. Nothing else moves the lease: enqueueing a
+running job's key sets ``again`` instead, and the job is made pending when its holder
+finishes, so work that arrived after the holder read its inputs is run too.
 
 A failed job is retried after ``backoff · 2^(attempts-1)`` seconds, up to ``max_attempts``,
 then left ``failed`` with its last error. Columns: ``status`` (pending, running, done,
-failed), ``attempts``, ``not_before`` (ms; a retry's earliest start), ``holder``,
+failed), ``attempts``, ``not_before`` (ms; a retry's earliest start), ``holder`` (the token),
 ``holder_host``, ``holder_pid``, ``leased_at`` (ms), ``again`` (0/1), ``updated_at`` (ms; the
-row's last change, not a lease).
+row's last change, not a lease). A token of three parts (``<host>/<pid>/<random>``, written
+before the start was recorded) is checked by its pid alone.
 """
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import secrets
@@ -42,6 +49,51 @@ HOST = socket.gethostname()
 
 def _now_ms() -> int:
     return int(time.time() * 1000)
+
+
+@functools.cache
+def boot_id() -> str:
+    """This boot of this host's kernel (Linux's random boot id); empty where there is none."""
+    try:
+        return Path("/proc/sys/kernel/random/boot_id").read_text().strip()
+    except OSError:
+        return ""
+
+
+def process_start(pid: int) -> str:
+    """What tells this process from any other that has, had or will have its pid on this
+    host: ``<boot id>.<start time>``, the start time being field 22 of ``/proc/<pid>/stat``
+    (clock ticks since boot). Empty where it cannot be read (not Linux, no such process)."""
+    boot = boot_id()
+    if not boot:
+        return ""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return ""
+    # The fields after the parenthesised command name (which may itself hold parentheses)
+    # start at field 3, the state: field 22 is the 20th of them.
+    fields = stat[stat.rfind(")") + 2 :].split()
+    return f"{boot}.{fields[19]}" if len(fields) > 19 else ""
+
+
+def holder_token(pid: int, start: str) -> str:
+    """A new claim's token: ``<host>/<pid>/<start>/<random>``."""
+    return f"{HOST}/{pid}/{start}/{secrets.token_hex(6)}"
+
+
+def holder_alive(pid: int, token: str | None) -> bool:
+    """Whether the process of this host that took a claim (its pid, and the token it
+    wrote) still runs. Where either start cannot be told (an older token, another platform),
+    the pid alone decides."""
+    if not process_exists(pid):
+        return False
+    parts = (token or "").split("/")
+    recorded = parts[-2] if len(parts) >= 4 else ""
+    if not recorded:
+        return True
+    now = process_start(pid)
+    return not now or now == recorded
 
 
 def process_exists(pid: int) -> bool:
@@ -118,7 +170,7 @@ class JobQueue:
         now = _now_ms()
         stale = now - int(lease_s * 1000)
         pid = os.getpid()
-        holder = f"{HOST}/{pid}/{secrets.token_hex(6)}"
+        holder = holder_token(pid, process_start(pid))
         with self._transaction():
             self._expire_orphans()
             row = self._oldest_ready(now, stale, kind)
@@ -177,35 +229,37 @@ class JobQueue:
         gone."""
         orphans = [
             int(job_id)
-            for job_id, pid in self.conn.execute(
-                """SELECT id, holder_pid FROM jobs
+            for job_id, pid, token in self.conn.execute(
+                """SELECT id, holder_pid, holder FROM jobs
                    WHERE status = 'running' AND leased_at > 0 AND holder_host = ?""",
                 (HOST,),
             )
-            if pid is not None and not process_exists(int(pid))
+            if pid is not None and not holder_alive(int(pid), token)
         ]
         self.conn.executemany("UPDATE jobs SET leased_at = 0 WHERE id = ?", [(i,) for i in orphans])
 
     def touch(self, job: Job) -> bool:
         """Renew the lease of a long job; False when this claim no longer holds it."""
         now = _now_ms()
-        cur = self.conn.execute(
-            """UPDATE jobs SET leased_at = ?, updated_at = ?
-               WHERE id = ? AND holder = ? AND status = 'running'""",
-            (now, now, job.id, job.holder),
-        )
+        with self._transaction():  # one statement; a write that fails is a store error
+            cur = self.conn.execute(
+                """UPDATE jobs SET leased_at = ?, updated_at = ?
+                   WHERE id = ? AND holder = ? AND status = 'running'""",
+                (now, now, job.id, job.holder),
+            )
         return cur.rowcount == 1
 
     def done(self, job: Job) -> bool:
         """Finish the job, unless it was asked for again while it ran: then it is pending.
         False (and nothing changed) when this claim no longer holds it."""
-        cur = self.conn.execute(
-            """UPDATE jobs SET status = CASE WHEN again = 1 THEN 'pending' ELSE 'done' END,
-                 again = 0, attempts = 0, not_before = 0, last_error = NULL, holder = NULL,
-                 holder_host = NULL, holder_pid = NULL, leased_at = 0, updated_at = ?
-               WHERE id = ? AND holder = ? AND status = 'running'""",
-            (_now_ms(), job.id, job.holder),
-        )
+        with self._transaction():
+            cur = self.conn.execute(
+                """UPDATE jobs SET status = CASE WHEN again = 1 THEN 'pending' ELSE 'done' END,
+                     again = 0, attempts = 0, not_before = 0, last_error = NULL, holder = NULL,
+                     holder_host = NULL, holder_pid = NULL, leased_at = 0, updated_at = ?
+                   WHERE id = ? AND holder = ? AND status = 'running'""",
+                (_now_ms(), job.id, job.holder),
+            )
         return cur.rowcount == 1
 
     def fail(self, job: Job, error: str, *, max_attempts: int = 5, backoff_s: float = 2.0) -> bool:
@@ -214,13 +268,14 @@ class JobQueue:
         now = _now_ms()
         last = job.attempts >= max_attempts
         delay = 0 if last else int(backoff_s * 1000 * 2 ** (job.attempts - 1))
-        cur = self.conn.execute(
-            """UPDATE jobs SET status = ?, last_error = ?, not_before = ?, again = 0,
-                 holder = NULL, holder_host = NULL, holder_pid = NULL, leased_at = 0,
-                 updated_at = ?
-               WHERE id = ? AND holder = ? AND status = 'running'""",
-            ("failed" if last else "pending", error, now + delay, now, job.id, job.holder),
-        )
+        with self._transaction():
+            cur = self.conn.execute(
+                """UPDATE jobs SET status = ?, last_error = ?, not_before = ?, again = 0,
+                     holder = NULL, holder_host = NULL, holder_pid = NULL, leased_at = 0,
+                     updated_at = ?
+                   WHERE id = ? AND holder = ? AND status = 'running'""",
+                ("failed" if last else "pending", error, now + delay, now, job.id, job.holder),
+            )
         return cur.rowcount == 1
 
     def counts(self, *, kind: str | None = None) -> dict[str, int]:
@@ -232,6 +287,18 @@ class JobQueue:
                 (kind,),
             )
         }
+
+    def held(self, *, kind: str | None = None) -> list[tuple[str, str]]:
+        """(dedupe key, holder token) of the running jobs (of ``kind``, or all), oldest
+        first: work a claim now would not get while its holder lives."""
+        return [
+            (str(key), str(holder or ""))
+            for key, holder in self.conn.execute(
+                """SELECT dedupe_key, holder FROM jobs
+                   WHERE status = 'running' AND (?1 IS NULL OR kind = ?1) ORDER BY id""",
+                (kind,),
+            )
+        ]
 
     def failed(self) -> list[tuple[str, str]]:
         return [

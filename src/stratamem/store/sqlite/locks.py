@@ -34,9 +34,10 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
-from stratamem.errors import LockError, StoreError
+from stratamem.errors import LockError, StoreError, StoreFull
 from stratamem.store.base import to_ms
 from stratamem.store.jobs import SEAL_JOB_PREFIX
+from stratamem.store.keyword import REMOVED_AT_KEY
 from stratamem.store.locks import Lock, PartCipher, SealCounts
 from stratamem.store.sqlite.connection import batches
 
@@ -106,6 +107,10 @@ class LockTables:
 
         def get_setting(self, key: str) -> str | None: ...
 
+        def set_setting(self, key: str, value: str) -> None: ...
+
+        def chunk_generation(self) -> int: ...
+
     def lock_of(self, source_id: str) -> Lock | None:
         row = self.conn.execute(
             "SELECT kdf, check_value, parts, locked_at FROM locks WHERE source_id = ?",
@@ -151,24 +156,36 @@ class LockTables:
             # scores went with the facts; its rollups go with their rows here.
             self.conn.execute("DELETE FROM rollup_sources WHERE source_id = ?", (source_id,))
             self.conn.execute("UPDATE sources SET locked = 1 WHERE id = ?", (source_id,))
-            self._mark_scrub()
             self.bump_generation()
+            self.mark_removed()
         self.finish_scrub()
         return writer.counts()
 
-    def finish_scrub(self) -> None:
-        """Scrub the files where a lock committed but was not scrubbed yet (its process died
-        in between, and the removed text may still lie in free pages, old full-text segments
-        and the WAL), or a restore did not commit (what it decrypted may lie in the WAL's
-        uncommitted frames). Run on every open; a scrub that cannot run now (the file is
-        read-only, another process holds it) is left for the next."""
+    def mark_removed(self) -> None:
+        """Inside the transaction that removes a source's text (a forget, a lock), after its
+        generation bump: the files are to be scrubbed (see :meth:`finish_scrub`), and index
+        files beside the store made before this commit may hold the text (``REMOVED_AT_KEY``).
+        Both marks commit with the removal, so a process killed just after it leaves them for
+        the next open to act on."""
+        self._mark_scrub()
+        self.set_setting(REMOVED_AT_KEY, str(self.chunk_generation()))
+
+    def finish_scrub(self, *, strict: bool = False) -> None:
+        """Scrub the files where a forget or a lock committed but was not scrubbed yet (its
+        process died in between, and the removed text may still lie in free pages, old
+        full-text segments and the WAL), or a restore did not commit (what it decrypted may
+        lie in the WAL's uncommitted frames). Run on every open; a scrub that cannot run now
+        (the file is read-only, another process holds it, the disk is full) is left for the
+        next, or raised with ``strict``."""
         if self.conn.in_transaction or self.get_setting(SCRUB_PENDING) is None:
             return
         try:
             self.scrub()
             with self.transaction():
                 self.conn.execute("DELETE FROM settings WHERE key = ?", (SCRUB_PENDING,))
-        except sqlite3.OperationalError as exc:
+        except (sqlite3.OperationalError, StoreFull) as exc:
+            if strict:
+                raise
             _log.warning("the store could not be scrubbed, will retry at the next open: %s", exc)
 
     def restore_source(self, source_id: str, cipher: PartCipher) -> SealCounts:

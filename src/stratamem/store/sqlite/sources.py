@@ -14,13 +14,13 @@ from contextlib import AbstractContextManager
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from stratamem.errors import NotFoundError, StoreFull
+from stratamem.errors import NotFoundError, StoreFull, is_disk_full
 from stratamem.store.access import default_access, may_read
 from stratamem.store.base import from_ms, to_ms
 from stratamem.store.caches import LastFew
 from stratamem.store.jobs import SEAL_JOB_PREFIX, SEAL_KIND, seal_job_key
 from stratamem.store.sources import source_id_for
-from stratamem.store.sqlite.connection import batches, is_full
+from stratamem.store.sqlite.connection import batches
 from stratamem.store.sqlite.filters import gate_sql
 from stratamem.types import Chunk, Mention, Principal, Source, SourceKind
 
@@ -222,7 +222,7 @@ class SourceTables:
         try:
             self.finish_scrub(strict=True)
         except (sqlite3.OperationalError, StoreFull) as exc:
-            if not (isinstance(exc, StoreFull) or is_full(exc)):
+            if not is_disk_full(exc):
                 raise
             cause = exc.__cause__ if isinstance(exc, StoreFull) else exc
             raise StoreFull(
