@@ -8,9 +8,12 @@ from pathlib import Path
 
 import pytest
 
+import stratamem
 from stratamem.ingest import registry
 from stratamem.ingest.connectors import irc
 from stratamem.ingest.model import ReadContext, Record, SourceStream
+from stratamem.ingest.pipeline import SourceResult
+from stratamem.store.sources import source_id_for
 from stratamem.types import SourceKind
 
 
@@ -303,3 +306,146 @@ def test_real_ubuntu_logs(shared_data: Path) -> None:
     authors = Counter(r.author for r in records)
     assert authors.most_common(3) == [("ikonia", 283), ("ActionParsnip", 275), ("bob2", 231)]
     assert sum(r.meta["action"] for r in records) == 27
+
+
+# -- a log saved again from a later line -------------------------------------------------------
+
+
+def said(*texts: str) -> list[tuple[int, str]]:
+    return [(n, irc.line_print("a", text)) for n, text in enumerate(texts, 1)]
+
+
+def held_of(lines: list[tuple[int, str]]) -> dict[int, str]:
+    return dict(lines)
+
+
+LOG = [f"message {n}" for n in range(1, 41)]
+
+
+@pytest.mark.parametrize(
+    ("lines", "shift"),
+    [
+        (said(*LOG), 0),  # read again as it was
+        (said(*LOG, "later", "and later"), 0),  # grown
+        (said(*LOG[10:]), 10),  # its first ten lines cut off
+        (said(*LOG[10:], "later"), 10),  # cut and grown
+        (said("earlier", *LOG), -1),  # a line put before its first
+        (said(*LOG[:3], "edited", *LOG[4:]), 0),  # one line changed: an edit, as always
+    ],
+)
+def test_shift_of_a_log_against_what_the_store_holds(
+    lines: list[tuple[int, str]], shift: int
+) -> None:
+    assert irc.shift_of(lines, held_of(said(*LOG))) == shift
+
+
+def test_shift_of_nothing_held_is_none_needed() -> None:
+    assert irc.shift_of(said(*LOG), {}) == 0
+    assert irc.shift_of([], held_of(said(*LOG))) == 0
+
+
+def test_a_log_moved_otherwise_is_refused_with_the_way_on() -> None:
+    held = held_of(said(*LOG))
+    scrambled = irc.shift_of(said(*LOG[20:], *LOG[:20]), held)
+    assert isinstance(scrambled, str)
+    assert scrambled.startswith("most of its lines are stored under other line numbers")
+    other = irc.shift_of(said(*(f"other {n}" for n in range(40))), held)
+    assert isinstance(other, str)
+    assert other.startswith("most of its lines differ from the messages stored")
+    for reason in (scrambled, other):
+        assert "under another name or scope" in reason
+        assert "forget the source" in reason
+
+
+def test_common_texts_do_not_outvote_the_shift() -> None:
+    log = [("ok" if n % 3 == 0 else f"message {n}") for n in range(1, 61)]
+    assert irc.shift_of(said(*log[7:]), held_of(said(*log))) == 7
+
+
+def test_a_held_log_cut_at_its_start_keys_its_lines_by_their_first_numbers(
+    tmp_path: Path,
+) -> None:
+    lines = [f"[10:{n:02d}] <{'ab'[n % 2]}> line {n}" for n in range(1, 31)]
+    whole = log(tmp_path, "2024-01-02.log", *lines)
+    stored = {r.id or "": r for r in records_of(whole)}
+    held = {int(k.rsplit(":", 1)[1]): irc.line_print(r.author, r.text) for k, r in stored.items()}
+    cut = tmp_path / "later"
+    cut.mkdir()
+    saved = log(cut, "2024-01-02.log", *lines[5:], "[10:59] <a> new")
+    calls: list[tuple[str, str]] = []
+
+    def of_source(scope: str) -> irc.LogLines:
+        def of_log(stem: str) -> dict[int, str]:
+            calls.append((scope, stem))
+            return held
+
+        return of_log
+
+    [stream] = irc.IrcConnector(held=of_source).read(saved, ReadContext())
+    assert calls == []  # nothing is looked up before the records are read
+    read = list(stream.records)
+    assert calls == [("irc:2024-01-02", "2024-01-02")]
+    assert [r.id for r in read] == [f"2024-01-02:{n}" for n in range(6, 32)]
+    assert all(r.text == stored[r.id or ""].text for r in read[:-1])
+    # Where it was read from is where the line is now.
+    assert [r.ref for r in read[:2]] == ["2024-01-02.log:1", "2024-01-02.log:2"]
+    assert (read[-1].ref, read[-1].text) == ("2024-01-02.log:26", "new")
+
+
+def test_a_held_log_that_moved_otherwise_is_reported_and_not_read(tmp_path: Path) -> None:
+    lines = [f"[10:{n:02d}] <a> line {n}" for n in range(1, 31)]
+    held = {n: irc.line_print("a", f"line {n}") for n in range(1, 31)}
+    saved = log(tmp_path, "2024-01-02.log", *lines[15:], *lines[:15])
+    ctx = ReadContext()
+    [stream] = irc.IrcConnector(held=lambda scope: lambda stem: held).read(saved, ctx)
+    assert list(stream.records) == []
+    [problem] = ctx.problems
+    assert (problem.path, problem.where) == (str(saved), "file")
+    assert "not read, so that the messages stored under those numbers" in problem.reason
+
+
+def _stored_texts(memory: stratamem.Memory, scope: str) -> dict[str, str]:
+    sid = source_id_for(scope)
+    keys = list(memory.store.record_keys(sid))
+    return {s.key: s.record.text for s in memory.store.records_by_key(sid, keys)}
+
+
+@pytest.mark.slow
+def test_a_real_log_saved_again_from_a_later_line_rewrites_nothing(
+    shared_data: Path, tmp_path: Path
+) -> None:
+    real = shared_data / "chat" / "ubuntu-irc" / "dev" / "2011-11-13_02.raw.txt"
+    lines = real.read_bytes().splitlines(keepends=True)
+    first, again, later = (tmp_path / name for name in ("first", "again", "later"))
+    # Each part holds line 1001, the first at the hour its name gives (02:00): the lines are put
+    # on the same days in all of them.
+    for folder, part in ((first, lines[:1100]), (again, lines[100:1100]), (later, lines[100:])):
+        folder.mkdir()
+        (folder / real.name).write_bytes(b"".join(part))
+    scope = "irc:2011-11-13_02.raw"
+    with stratamem.open(tmp_path / "store.db", embedder=None) as memory:
+        connector = irc.IrcConnector(held=irc.held_lines(memory.store))
+
+        def ingest(folder: Path) -> SourceResult:
+            report = memory.ingest(folder / real.name, connector=connector, parallel=False)
+            assert report.problems == []
+            [result] = report.sources
+            assert result.scope == scope
+            return result
+
+        ingest(first)
+        before = _stored_texts(memory, scope)
+        assert len(before) > 800
+        # The first 100 lines cut off: every record is one the store holds, none is changed.
+        cut = ingest(again)
+        assert (cut.new, cut.updated) == (0, 0)
+        assert _stored_texts(memory, scope) == before
+        # Cut and grown: only the lines after the first 1,100 are new.
+        grown = ingest(later)
+        after = _stored_texts(memory, scope)
+        assert grown.new == len(after) - len(before) > 100
+        assert grown.updated == 0
+        assert {key: after[key] for key in before} == before
+        # The same log read whole adds nothing: its lines are keyed as they were.
+        whole = memory.ingest(real, connector=connector, parallel=False)
+        assert [(s.new, s.updated) for s in whole.sources] == [(0, 0)]

@@ -4,6 +4,22 @@ One file or a folder of ``.txt``/``.log`` files is one chat source; each spoken 
 :class:`Record` cited as ``file:line`` (1-based). Files in a folder that do not look like logs
 (the reply annotations beside the Ubuntu logs) are reported and left out.
 
+Keys. A line's record is keyed by its file's name and its line number (``2004-11-15_03.raw:117``),
+which holds while a log only grows. A log saved again from a later line (its first lines cut
+off) numbers every line differently, and a merge would take each line for an edit of the
+message stored under its number. Given what the store holds of each log
+(``IrcConnector(held=held_lines(store))``), the reader checks a file against it first:
+
+* most lines read as the store holds them under their numbers (a log that grew, or one read the
+  first time): keyed by their numbers, as always;
+* most lines read otherwise, and one shift of the numbers puts nearly all of them on the lines
+  the store holds with the same speaker and text (a log cut at its start, grown at its end or
+  not): keyed by their numbers in the log as first stored, so that the merge sees the records it
+  holds and only the new ones are added;
+* most lines read otherwise with no such shift (lines removed from the middle, another log
+  saved under the same name): the file is reported and not read, so that the messages stored
+  from it are not overwritten.
+
 Times. A line may carry a full timestamp (``[2024-03-11 12:18:02]``, ``2024-03-11T12:18:02``);
 otherwise it carries a clock time and the date comes from the file name (``2004-11-15_03.raw.txt``)
 or, failing that, from the file's modification time (reported once). Clock times are read as
@@ -32,7 +48,8 @@ from __future__ import annotations
 import itertools
 import os
 import re
-from collections.abc import Iterator
+from collections import Counter
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, time, timedelta, timezone
 from pathlib import Path
@@ -52,9 +69,17 @@ from stratamem.ingest.model import (
     to_utc,
 )
 from stratamem.ingest.registry import ConnectorSpec
+from stratamem.store.records import RecordStore
+from stratamem.store.sources import source_id_for
 from stratamem.types import SourceKind
 
 NAME = "irc"
+
+LogLines = Callable[[str], Mapping[int, str]]
+"""What a store holds of one log of a source: given the file's key stem (``2004-11-15_03.raw``),
+the :func:`line_print` of each line number it holds a record of."""
+HeldLines = Callable[[str], LogLines]
+"""What a store holds of the logs of a source, given its scope (see :func:`held_lines`)."""
 
 _LOG_SUFFIXES = frozenset({".txt", ".log"})
 _SNIFF_LINES = 20
@@ -76,12 +101,24 @@ _JOINED = re.compile(r"(?P<nick>\S+)\s.*\bhas joined\b")
 _RENAMED = re.compile(r"\S+ is now known as (?P<nick>\S+)")
 _NAME_DATE = re.compile(r"(?P<date>\d{4}-\d{2}-\d{2})(?:[_T ](?P<h>\d{2})(?!\d))?")
 _TOKEN_EDGES = ".,:;!?\"'()<>@"
+# Most lines of a file read otherwise than the store holds them: more than this share of the
+# lines it holds under the same numbers.
+_MOVED_SHARE = 0.5
+# A shift that explains a moved file leaves at most this share of its lines misplaced (see
+# shift_of).
+_SHIFT_MISFIT = 0.1
+# A text said on more lines than this in one log (a greeting, "ok") does not vote for a shift.
+_MAX_PLACES = 16
 
 
 class IrcConnector:
-    """Reads an IRC log file, or a folder of them, into one chat source."""
+    """Reads an IRC log file, or a folder of them, into one chat source. With ``held`` (see
+    :func:`held_lines`), a log saved again from a later line keeps the keys of its lines."""
 
     name = NAME
+
+    def __init__(self, *, held: HeldLines | None = None) -> None:
+        self.held = held
 
     def read(self, path: Path, ctx: ReadContext) -> Iterator[SourceStream]:
         if path.is_file():
@@ -95,15 +132,50 @@ class IrcConnector:
         else:
             reason = irregular(path) or "not a file or folder"
             raise IngestError(f"{clean_text(str(path))}: {reason}")
+        scope = ctx.scope_for(f"irc:{label}")
+        of_file = None if self.held is None else self.held(scope)
         yield SourceStream(
-            scope=ctx.scope_for(f"irc:{label}"),
+            scope=scope,
             kind=SourceKind.CHAT,
             platform="irc",
             location=str(path),
-            records=_records(path, files, prefix, ctx),
+            records=_records(path, files, prefix, ctx, of_file),
             title=label,
             meta={"files": len(files)},
         )
+
+
+def held_lines(store: RecordStore) -> HeldLines:
+    """What ``store`` holds of each log, for ``IrcConnector(held=...)``: the keys of a source
+    are listed when its first log is read, once per read of it, and a log's records when it is
+    read. The store must be usable where the connector reads (an ingest that reads in a child
+    process needs a connection of its own there)."""
+
+    def of_source(scope: str) -> LogLines:
+        source_id = source_id_for(scope)
+        stems: dict[str, list[str]] | None = None
+
+        def of_log(stem: str) -> Mapping[int, str]:
+            nonlocal stems
+            if stems is None:
+                stems = {}
+                for key in store.record_keys(source_id):
+                    head, _, number = key.rpartition(":")
+                    if number.isdigit():
+                        stems.setdefault(head, []).append(key)
+            return {
+                int(held.key.rpartition(":")[2]): line_print(held.record.author, held.record.text)
+                for held in store.records_by_key(source_id, stems.get(stem, []))
+            }
+
+        return of_log
+
+    return of_source
+
+
+def line_print(nick: str | None, text: str) -> str:
+    """What tells one spoken line from another: its speaker and its text."""
+    return f"{nick or ''}\x00{text}"
 
 
 def detect(path: Path) -> int:
@@ -216,7 +288,13 @@ def _zone(text: str | None) -> timezone:
     return timezone(sign * timedelta(hours=hours, minutes=minutes))
 
 
-def _records(root: Path, files: list[Path], prefix: str, ctx: ReadContext) -> Iterator[Record]:
+def _records(
+    root: Path,
+    files: list[Path],
+    prefix: str,
+    ctx: ReadContext,
+    held: LogLines | None,
+) -> Iterator[Record]:
     for file in files:
         shown = clean_text(str(file))
         if root != file:
@@ -228,17 +306,31 @@ def _records(root: Path, files: list[Path], prefix: str, ctx: ReadContext) -> It
                 ctx.skip(shown, "file", "does not look like an IRC log; skipped")
                 continue
         rel = file.name if root == file else file.relative_to(root).as_posix()
-        yield from _read_file(file, shown, clean_text(prefix + rel), ctx)
+        yield from _read_file(file, shown, clean_text(prefix + rel), ctx, held)
 
 
-def _read_file(file: Path, shown: str, ref: str, ctx: ReadContext) -> Iterator[Record]:
+def _read_file(
+    file: Path,
+    shown: str,
+    ref: str,
+    ctx: ReadContext,
+    held: LogLines | None = None,
+) -> Iterator[Record]:
     try:
         parsed = _parse_file(file, shown, ctx)
     except OSError as exc:
         ctx.skip(shown, "file", open_failure(file, exc))
         return
-    times = _times(file, shown, parsed, ctx)
     stem = clean_text(file.stem)
+    shift = 0
+    if held is not None:
+        spoken = [(n, line_print(e.nick, e.text)) for n, e in parsed if e.nick and e.text]
+        found = shift_of(spoken, held(stem))
+        if isinstance(found, str):
+            ctx.skip(shown, "file", found)
+            return
+        shift = found
+    times = _times(file, shown, parsed, ctx)
     speakers: dict[str, str] = {}
     # Who speaks anywhere in the file may be addressed before their first line.
     present = {entry.nick.lower(): entry.nick for _, entry in parsed if entry.nick is not None}
@@ -255,13 +347,58 @@ def _read_file(file: Path, shown: str, ref: str, ctx: ReadContext) -> Iterator[R
                     time=ts,
                     author=entry.nick,
                     author_id=entry.nick.lower(),
-                    id=f"{stem}:{number}",
+                    id=f"{stem}:{number + shift}",
                     mentions=_mentions(entry, speakers, present),
                     meta={"action": entry.action},
                 )
             speakers.setdefault(entry.nick.lower(), entry.nick)
         if record is not None:
             yield record
+
+
+def shift_of(lines: list[tuple[int, str]], held: Mapping[int, str]) -> int | str:
+    """How far the numbers of a file's spoken ``lines`` (number, :func:`line_print`) lie from
+    those the store ``held`` them under: 0 for a log read the first time or grown, ``k`` for one
+    whose line ``n`` the store holds as line ``n + k`` (its first ``k`` lines cut off), or why
+    the file is not read when its lines moved some other way.
+
+    Each line votes for the shifts that put it on a held line of its speaker and text (a text
+    held on many lines, such as "ok", does not vote); the best shifts are tried in turn, and
+    one is taken when it leaves few lines misplaced: on a held line of another speaker or
+    text, or past the held lines while their text is held elsewhere.
+    """
+    overlap = [(n, said) for n, said in lines if n in held]
+    if sum(held[n] != said for n, said in overlap) <= _MOVED_SHARE * len(overlap):
+        return 0
+    places: dict[str, list[int]] = {}
+    for n, said in held.items():
+        places.setdefault(said, []).append(n)
+    known = {said for said, where in places.items() if len(where) <= _MAX_PLACES}
+    votes: Counter[int] = Counter()
+    for n, said in lines:
+        if said in known:
+            votes.update(m - n for m in places[said])
+    for shift, _ in votes.most_common(3):
+        misplaced = 0
+        for n, said in lines:
+            at = held.get(n + shift)
+            misplaced += at != said if at is not None else said in known
+        if misplaced <= _SHIFT_MISFIT * len(lines):
+            return shift
+    keep = (
+        "not read, so that the messages stored under those numbers are not overwritten; "
+        "ingest it under another name or scope to keep both, or forget the source first to "
+        "replace what it holds"
+    )
+    if votes:
+        return (
+            "most of its lines are stored under other line numbers, and no shift of the "
+            f"numbers matches them (lines removed or moved inside the log): {keep}"
+        )
+    return (
+        "most of its lines differ from the messages stored under the same line numbers "
+        f"(another log saved under this name?): {keep}"
+    )
 
 
 def _parse_file(file: Path, shown: str, ctx: ReadContext) -> list[tuple[int, _Line]]:
