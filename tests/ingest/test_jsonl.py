@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+import stratamem
 from stratamem.errors import IngestError
 from stratamem.ingest import registry
 from stratamem.ingest.connectors import jsonl
@@ -256,3 +257,76 @@ def test_problem_messages_quote_odd_values_briefly(tmp_path: Path) -> None:
         ("line 2", True),
     ]
     assert ctx.problems[1].reason == "unknown kind <an object>; read as record"
+
+
+def scopes_of(path: Path, ctx: ReadContext | None = None) -> dict[str, list[str]]:
+    """Each stream's scope and the texts of its lines."""
+    return {scope: [r.text for r in records] for scope, records in read(path, ctx).items()}
+
+
+def test_a_line_names_its_source_whatever_the_other_lines_name(tmp_path: Path) -> None:
+    alone = write_lines(tmp_path / "log.jsonl", {"source": "a", "text": "a1"})
+    assert scopes_of(alone) == {"jsonl:a": ["a1"]}
+    both = write_lines(
+        tmp_path / "log.jsonl", {"source": "a", "text": "a1"}, {"source": "b", "text": "b1"}
+    )
+    assert scopes_of(both) == {"jsonl:a": ["a1"], "jsonl:b": ["b1"]}
+
+
+def test_a_line_without_a_source_is_the_files_whatever_the_other_lines_name(
+    tmp_path: Path,
+) -> None:
+    unnamed = write_lines(tmp_path / "log.jsonl", {"text": "x1"})
+    assert scopes_of(unnamed) == {"jsonl:log": ["x1"]}
+    mixed = write_lines(
+        tmp_path / "log.jsonl",
+        {"text": "x1"},
+        {"source": "a", "text": "a1"},
+        {"source": "  ", "text": "x2"},  # a blank name is no name
+        {"source": ["a"], "text": "x3"},  # nor is one that is not text
+    )
+    assert scopes_of(mixed) == {"jsonl:log": ["x1", "x2", "x3"], "jsonl:a": ["a1"]}
+    streams = streams_of(mixed)
+    assert [(s.title, s.meta) for s in streams] == [
+        ("log", {"source": "log"}),
+        ("a", {"source": "a"}),
+    ]
+
+
+def test_a_source_named_as_the_file_is_the_files_own(tmp_path: Path) -> None:
+    file = write_lines(
+        tmp_path / "log.jsonl", {"text": "x1"}, {"source": "log", "text": "x2"}, {"text": "x3"}
+    )
+    assert scopes_of(file) == {"jsonl:log": ["x1", "x2", "x3"]}
+    assert scopes_of(file, ReadContext(scope="team")) == {"team": ["x1", "x2", "x3"]}
+
+
+def test_a_given_scope_prefixes_named_sources_and_is_the_files_own(tmp_path: Path) -> None:
+    folder = tmp_path / "dump"
+    folder.mkdir()
+    file = write_lines(folder / "log.jsonl", {"source": "a", "text": "a1"}, {"text": "x1"})
+    team = ReadContext(scope="team")
+    assert scopes_of(file, team) == {"team/a": ["a1"], "team": ["x1"]}
+    assert scopes_of(folder, ReadContext(scope="team")) == {"team/a": ["a1"], "team/log": ["x1"]}
+    assert scopes_of(folder) == {"jsonl:a": ["a1"], "jsonl:log": ["x1"]}
+
+
+def test_a_line_of_another_source_added_leaves_the_records_where_they_were(
+    tmp_path: Path,
+) -> None:
+    file = write_lines(
+        tmp_path / "log.jsonl",
+        {"id": "1", "source": "eng", "text": "deploy at noon"},
+        {"id": "2", "source": "eng", "text": "deploy done"},
+    )
+    with stratamem.open(tmp_path / "store.db") as memory:
+        first = memory.ingest(file, parallel=False)
+        assert [(s.scope, s.new) for s in first.sources] == [("jsonl:eng", 2)]
+        with file.open("a", encoding="utf-8") as handle:
+            handle.write(json.dumps({"id": "3", "source": "ops", "text": "pager quiet"}) + "\n")
+        second = memory.ingest(file, parallel=False)
+        assert [(s.scope, s.new, s.updated) for s in second.sources] == [
+            ("jsonl:eng", 0, 0),
+            ("jsonl:ops", 1, 0),
+        ]
+        assert sorted(s.scope for s in memory.store.sources()) == ["jsonl:eng", "jsonl:ops"]

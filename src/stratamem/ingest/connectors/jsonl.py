@@ -7,11 +7,17 @@ Recognised fields (first name wins; aliases in brackets)::
     timestamp [ts, time, date]   ISO 8601 string, or epoch seconds / milliseconds
     author [speaker], author_id, title, thread, reply_to
     tags, recipients, mentions   list of strings, or one comma-separated string
-    source                       groups lines into streams (default: the file's stem)
+    source                       the source the line belongs to (default: the file's own)
     kind                         chat | email | document | record (default: record)
 
-Anything else is kept in ``Record.meta["fields"]``. Each distinct ``source`` becomes one stream.
-A line is cited as ``file:line`` (1-based).
+Anything else is kept in ``Record.meta["fields"]``. A line is cited as ``file:line`` (1-based).
+
+Each source is one stream, and a line's source depends on that line and its file's name alone,
+never on the other lines: a line that names a ``source`` is filed under ``jsonl:<source>``, and
+a line that names none, or names the file's stem (``"source": "export"`` in ``export.jsonl``),
+under the file's own, ``jsonl:<file stem>``. With a scope given (``ReadContext.scope``), a named
+source is ``<scope>/<source>`` and the file's own is the scope itself (``<scope>/<file stem>``
+for a file of a folder, so that the files do not share it).
 
 The file is read twice whatever the number of sources, so the time is linear in its size. The
 first pass parses every line, reports every bad one once, and notes, for each source, the runs
@@ -169,9 +175,8 @@ def _read_file(
     except OSError as exc:
         ctx.skip(file, "file", f"cannot be read: {exc.strerror or exc}")
         return
-    several = len(sources) > 1
     for source, entry in sources.items():
-        if several:
+        if source != stem:
             scope = ctx.scope_for(f"jsonl:{source}", source)
         else:
             # Files of one folder must not share the user's scope, or each would replace the last.
