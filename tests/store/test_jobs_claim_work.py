@@ -41,8 +41,8 @@ def work_to_claim_all(path: Path, jobs: int) -> int:
 
 
 def test_claiming_a_queue_twice_as_long_costs_about_twice_the_work(tmp_path: Path) -> None:
-    short = work_to_claim_all(tmp_path / "short.db", 400)
-    long = work_to_claim_all(tmp_path / "long.db", 800)
+    short = work_to_claim_all(tmp_path / "short.db", 200)
+    long = work_to_claim_all(tmp_path / "long.db", 400)
     assert long <= 2.3 * short, (short, long)
 
 
