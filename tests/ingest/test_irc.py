@@ -404,6 +404,25 @@ def test_a_held_log_that_moved_otherwise_is_reported_and_not_read(tmp_path: Path
     assert "not read, so that the messages stored under those numbers" in problem.reason
 
 
+def test_an_ingest_of_a_log_saved_from_a_later_line_keeps_what_the_store_holds(
+    tmp_path: Path,
+) -> None:
+    """Through the ingest a user runs (no reader built by hand): a store that holds a log
+    binds the IRC reader to it, and a copy cut at its start changes nothing."""
+    lines = [f"[10:{n:02d}] <{'abc'[n % 3]}> said line {n}" for n in range(1, 41)]
+    (tmp_path / "first").mkdir()
+    (tmp_path / "cut").mkdir()
+    log(tmp_path / "first", "2024-01-02.log", *lines)
+    log(tmp_path / "cut", "2024-01-02.log", *lines[12:], "[10:59] <a> a new line")
+    with stratamem.open(tmp_path / "store.db", embedder=None) as memory:
+        memory.ingest(tmp_path / "first" / "2024-01-02.log")
+        before = _stored_texts(memory, "irc:2024-01-02")
+        [again] = memory.ingest(tmp_path / "cut" / "2024-01-02.log").sources
+        assert (again.new, again.updated) == (1, 0)
+        after = _stored_texts(memory, "irc:2024-01-02")
+        assert {key: after[key] for key in before} == before
+
+
 def _stored_texts(memory: stratamem.Memory, scope: str) -> dict[str, str]:
     sid = source_id_for(scope)
     keys = list(memory.store.record_keys(sid))
@@ -424,10 +443,10 @@ def test_a_real_log_saved_again_from_a_later_line_rewrites_nothing(
         (folder / real.name).write_bytes(b"".join(part))
     scope = "irc:2011-11-13_02.raw"
     with stratamem.open(tmp_path / "store.db", embedder=None) as memory:
-        connector = irc.IrcConnector(held=irc.held_lines(memory.store))
 
         def ingest(folder: Path) -> SourceResult:
-            report = memory.ingest(folder / real.name, connector=connector, parallel=False)
+            # As `stratamem ingest` does: the reader is bound to what the store holds.
+            report = memory.ingest(folder / real.name)
             assert report.problems == []
             [result] = report.sources
             assert result.scope == scope
@@ -447,5 +466,5 @@ def test_a_real_log_saved_again_from_a_later_line_rewrites_nothing(
         assert grown.updated == 0
         assert {key: after[key] for key in before} == before
         # The same log read whole adds nothing: its lines are keyed as they were.
-        whole = memory.ingest(real, connector=connector, parallel=False)
+        whole = memory.ingest(real)
         assert [(s.new, s.updated) for s in whole.sources] == [(0, 0)]

@@ -282,3 +282,80 @@ def test_a_record_twice_in_the_first_export_of_a_source_is_stored_once(
     chat message is long enough here to fill a window of its own, so both copies make one.)"""
     record = Record(text="queue " * 300, ref="export.jsonl:1", time=T0, id="m0")
     assert ingested(empty, [[record, record]], kind) == ingested(empty, [[record]], kind)
+
+
+# -- sources read in several files ------------------------------------------------------------
+
+SCOPES = (SCOPE, "test:other")
+
+
+class Files:
+    """A connector yielding one ingest's files, each a stream of one of :data:`SCOPES`, in the
+    order given: the files of one source may follow each other or lie between another's."""
+
+    name = "files"
+
+    def __init__(self, kind: SourceKind, files: Sequence[tuple[str, Sequence[Record]]]) -> None:
+        self.kind = kind
+        self.files = list(files)
+
+    def read(self, path: Path, ctx: ReadContext) -> Iterator[SourceStream]:
+        for n, (scope, records) in enumerate(self.files):
+            yield SourceStream(
+                scope=scope,
+                kind=self.kind,
+                platform="test",
+                location=f"{path}/file-{n}",
+                records=iter(list(records)),
+                title=scope,
+            )
+
+
+Plan = list[tuple[list[tuple[str, list[int]]], bool]]
+
+
+def plans(size: int) -> st.SearchStrategy[Plan]:
+    """One to three ingests, each of one to four files (a scope and the places of its
+    records, overlapping, in any order), each ingest with ``sync`` or not."""
+    places = st.lists(st.integers(min_value=0, max_value=size - 1), max_size=12)
+    files = st.lists(st.tuples(st.sampled_from(SCOPES), places), min_size=1, max_size=4)
+    return st.lists(st.tuples(files, st.booleans()), min_size=1, max_size=3)
+
+
+def held_after(plan: Plan) -> dict[str, set[int]]:
+    """What each source holds after the plan, by the rules: an ingest reads a source in all
+    its files; a source it read nothing of is left alone; ``sync`` keeps exactly what it
+    read, otherwise what it read is added."""
+    held: dict[str, set[int]] = {}
+    for files, sync in plan:
+        read: dict[str, set[int]] = {}
+        for scope, places in files:
+            read.setdefault(scope, set()).update(places)
+        for scope, places in read.items():
+            if places:
+                held[scope] = set(places) if sync else held.get(scope, set()) | places
+    return held
+
+
+@SETTINGS
+@given(data=st.data(), kind=st.sampled_from(KINDS))
+def test_sources_read_in_several_files_with_sync_on_any_ingest_equal_one_ingest(
+    empty: Empty, data: st.DataObject, kind: SourceKind
+) -> None:
+    history = data.draw(histories(kind), label="history")
+    plan = data.draw(plans(len(history)), label="plan")
+    with stratamem.open(empty(), embedder=None) as mem:
+        for n, (files, sync) in enumerate(plan):
+            mem.ingest(
+                f"ingest-{n}",
+                connector=Files(kind, [(s, [history[p] for p in ps]) for s, ps in files]),
+                parallel=False,
+                trees=False,
+                sync=sync,
+            )
+        merged = state(mem)
+    held = held_after(plan)
+    whole = [(scope, canonical(history, held[scope])) for scope in sorted(held)]
+    with stratamem.open(empty(), embedder=None) as mem:
+        mem.ingest("whole", connector=Files(kind, whole), parallel=False, trees=False)
+        assert merged == state(mem)

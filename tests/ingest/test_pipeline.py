@@ -89,7 +89,7 @@ def test_forget_removes_everything_derived(tmp_memory: stratamem.Memory, tmp_pat
     baseline = counts(tmp_memory)
     tmp_memory.ingest(write_jsonl(tmp_path / "notes.jsonl", NOTES))
     assert counts(tmp_memory)["edges"] > baseline["edges"]
-    removed = tmp_memory.forget("jsonl:notes")
+    removed = tmp_memory.forget("jsonl:team")
     assert removed == 2
     assert counts(tmp_memory) == baseline
     assert tmp_memory.search("redis", mode="keyword").total == 0

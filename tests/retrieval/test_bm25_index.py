@@ -614,7 +614,7 @@ def test_a_saved_index_of_an_older_state_is_brought_up_to_date(
     first.search(["cat"], Filters(), 10)
     first.saver.flush()
     tiny.ingest(write_docs(tmp_path / "more.jsonl", [("a cat and an otter", "")], source="more"))
-    tiny.store.delete_source(tiny.store.resolve_source("jsonl:tiny").id)
+    tiny.store.delete_source(tiny.store.resolve_source("jsonl:docs").id)
     reopened = sparse(tiny, persist_min_docs=0)
     found = reopened.search(["cat", "otter"], Filters(), 10)
     assert found is not None

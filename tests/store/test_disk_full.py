@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import json
 import os
 import shutil
 import sqlite3
@@ -205,3 +206,38 @@ def test_a_forget_whose_scrub_runs_out_of_room_says_the_source_is_gone(disk: Pat
         assert "jsonl:secret" not in {s.scope for s in mem.sources()}
         assert mem.store.get_setting(SCRUB_PENDING) is None
     assert residue(db) == {}
+
+
+def test_an_ingest_the_disk_fills_under_keeps_the_sources_written_and_says_where_it_stopped(
+    disk: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The Slack fixture's channels are written one after another; the disk fills as the
+    second begins: the first stays, the ingest stops there, and the exit says both."""
+    from stratamem.ingest import pipeline
+
+    db = disk / "mem.db"
+    open_memory(db).close()
+    truncate_wal(db)
+    opened: list[str] = []
+    original = pipeline._open_source
+
+    def open_source_on_a_filling_disk(store, info, result, access):  # type: ignore[no-untyped-def]
+        opened.append(info.scope)
+        if len(opened) == 2:
+            fill(disk)
+        return original(store, info, result, access)
+
+    monkeypatch.setattr(pipeline, "_open_source", open_source_on_a_filling_disk)
+    result = CliRunner().invoke(
+        main, ["--db", str(db), "ingest", "--no-embed", "--json", str(FIXTURES / "slack")]
+    )
+    assert result.exit_code == 1, result.output
+    report = json.loads(result.stdout)
+    assert [s["error"] is None for s in report["sources"]] == [True, False]
+    assert report["stopped"].startswith(f"stopped at {opened[1]}: disk full")
+    (line,) = [line for line in result.stderr.splitlines() if line.startswith("error:")]
+    assert "1 source(s) written before it are kept" in line
+    (disk / "filler").unlink()
+    assert integrity(db) == "ok"
+    with open_memory(db) as mem:
+        assert [s.scope for s in mem.sources()] == [opened[0]]

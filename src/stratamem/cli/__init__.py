@@ -55,6 +55,7 @@ from stratamem.cli.trees import COMMANDS, print_seal_report
 from stratamem.config import PROFILES
 from stratamem.embed.indexing import EmbedProgress
 from stratamem.entities.search import MAX_LIMIT as MAX_ENTITY_LIMIT
+from stratamem.errors import StoreFull
 from stratamem.ingest import registry
 from stratamem.ingest.chunking import ChunkingConfig
 from stratamem.ingest.pipeline import IngestReport
@@ -165,6 +166,12 @@ def main(
 )
 @click.option("--quiet", is_flag=True, help="No progress bar.")
 @click.option(
+    "--allow-empty",
+    is_flag=True,
+    help="Exit 0 when nothing could be read from PATH (by default that is an error, "
+    "after the report says why).",
+)
+@click.option(
     "--max-item-size",
     "max_item_bytes",
     metavar="SIZE",
@@ -184,6 +191,7 @@ def ingest(
     embed_now: bool | None,
     sync: bool,
     quiet: bool,
+    allow_empty: bool,
     max_item_bytes: int | None,
     as_json: bool,
 ) -> None:
@@ -202,6 +210,7 @@ def ingest(
       stratamem ingest ~/notes --no-embed       # embed later with `stratamem embed`
       stratamem ingest ./huge-export.zip --max-item-size 1G
       stratamem ingest ~/Mail/oncall --access eng,oncall
+      stratamem ingest ./maybe-empty-export --allow-empty
     """
     memory = open_memory(ctx)
     settings = ctx.obj["settings"]
@@ -250,17 +259,34 @@ def ingest(
     if as_json:
         data = report.to_dict()
         if embed_now and not failed:
-            data["embedding"] = _run_embedding(ctx, True, True, reindex=False, emit=False)
+            try:
+                data["embedding"] = _run_embedding(ctx, True, True, reindex=False, emit=False)
+            except StoreFull as exc:
+                # The ingest is written: its report comes out whatever happens to embedding.
+                data["embedding"] = {"error": str(exc)}
+                print_json(data)
+                raise
         print_json(data)
     else:
         _print_report(report)
-        if report.trees is not None and report.trees.trees:
-            print_seal_report(report.trees)
+        trees = report.trees
+        if trees is not None and (trees.trees or trees.failed or trees.held):
+            print_seal_report(trees)
         if embed_now and not failed:
             _run_embedding(ctx, quiet, False, reindex=False)
     if failed:
         first = report.failed[0]
         fail(f"nothing was ingested from {path}: {first.scope}: {first.error}")
+    if report.stopped:
+        kept = sum(s.error is None for s in report.sources)
+        fail(f"{path}: {report.stopped} ({kept} source(s) written before it are kept)")
+    if report.trees is not None and report.trees.failed:
+        fail(
+            f"{path}: the sources were written; sealing failed and stays queued "
+            f"(`stratamem flush` retries): {report.trees.failed[0]}"
+        )
+    if report.read_nothing and not allow_empty:
+        fail(f"{report.warnings[0]} (--allow-empty accepts that)")
 
 
 _SIZE_UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
@@ -297,11 +323,12 @@ def _print_report(report: IngestReport) -> None:
     table = Table(title=f"{report.path} ({report.connector})", title_justify="left")
     for column in ("source", "kind", "items", "chunks", "new", "removed", "status"):
         numeric = column in {"items", "chunks", "new", "removed"}
-        table.add_column(column, justify="right" if numeric else "left")
+        # A scope is folded, never cut: two long ones must not read the same.
+        table.add_column(column, justify="right" if numeric else "left", overflow="fold")
     for s in report.sources:
-        status = f"[red]failed: {s.error}[/]" if s.error else "ok"
+        status = f"[red]failed: {escape(s.error)}[/]" if s.error else "ok"
         table.add_row(
-            s.scope,
+            escape(s.scope),
             s.kind,
             f"{s.records:,}",
             f"{s.chunks:,}",
@@ -332,6 +359,8 @@ def _print_report(report: IngestReport) -> None:
             out.print(f"  {problem}", highlight=False, markup=False, soft_wrap=True)
         if len(report.problems) > 20:
             out.print(f"  … and {len(report.problems) - 20} more (see --json)")
+    for warning in report.warnings:
+        out.print(f"[yellow]warning:[/] {escape(warning)}", soft_wrap=True)
 
 
 @main.command()
@@ -352,7 +381,13 @@ def sources(ctx: click.Context, as_json: bool) -> None:
         return
     table = Table()
     for column in ("scope", "kind", "platform", "access", "chunks", "id"):
-        table.add_column(column, no_wrap=True, justify="right" if column == "chunks" else "left")
+        folded = column == "scope"  # folded, never cut: two long scopes must not read the same
+        table.add_column(
+            column,
+            no_wrap=not folded,
+            overflow="fold" if folded else "ellipsis",
+            justify="right" if column == "chunks" else "left",
+        )
     for s in found:
         table.add_row(
             cell(escape(s.scope)),

@@ -154,31 +154,37 @@ def embed_chunks(store: Store, embedder: Embedder, ids: Sequence[str]) -> int:
     return len(chunks)
 
 
-def carry_vectors(store: Store, fresh: Sequence[Chunk], old_ids: Sequence[str]) -> int:
-    """Give ``fresh`` chunks the vectors, of the active model, of chunks of the same source
-    about to be deleted (``old_ids``) that embed the same text: a passage re-identified
-    because something beside it changed is not embedded again. Returns how many."""
-    model, dim = store.get_setting(ACTIVE_MODEL), store.get_setting(ACTIVE_DIM)
-    if model is None or dim is None or not fresh or not old_ids:
-        return 0
-    vectors = store.vectors_of(model, old_ids)
+def vectors_by_text(store: Store, ids: Sequence[str]) -> dict[str, bytes]:
+    """The vectors of the active model that these chunks hold, by the text each embeds: read
+    before chunks are deleted, for :func:`carry_vectors` to give to their successors."""
+    model = store.get_setting(ACTIVE_MODEL)
+    if model is None or not ids:
+        return {}
+    vectors = store.vectors_of(model, ids)
     if not vectors:
+        return {}
+    return {embed_text(c.title, c.content): vectors[c.id] for c in store.chunks(list(vectors))}
+
+
+def carry_vectors(store: Store, fresh: Sequence[Chunk], by_text: dict[str, bytes]) -> int:
+    """Give ``fresh`` chunks the vectors ``by_text`` holds for the text each embeds (see
+    :func:`vectors_by_text`): a passage re-identified or rewritten because something beside
+    it changed is not embedded again. Returns how many."""
+    model, dim = store.get_setting(ACTIVE_MODEL), store.get_setting(ACTIVE_DIM)
+    if model is None or dim is None or not by_text:
         return 0
-    by_text = {embed_text(c.title, c.content): c for c in store.chunks(list(vectors))}
-    carried: list[ChunkVector] = []
-    for chunk in fresh:
-        old = by_text.get(embed_text(chunk.title, chunk.content))
-        if old is not None and old.source_id == chunk.source_id:
-            carried.append(
-                ChunkVector(
-                    node_id=chunk.id,
-                    model=model,
-                    source_id=chunk.source_id,
-                    dim=int(dim),
-                    vector=vectors[old.id],
-                    content_sha256=chunk.content_sha256,
-                )
-            )
+    carried = [
+        ChunkVector(
+            node_id=chunk.id,
+            model=model,
+            source_id=chunk.source_id,
+            dim=int(dim),
+            vector=blob,
+            content_sha256=chunk.content_sha256,
+        )
+        for chunk in fresh
+        if (blob := by_text.get(embed_text(chunk.title, chunk.content))) is not None
+    ]
     store.insert_vectors(carried)
     return len(carried)
 

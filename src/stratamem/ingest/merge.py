@@ -35,7 +35,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from stratamem.embed.indexing import carry_vectors
+from stratamem.embed.indexing import carry_vectors, vectors_by_text
 from stratamem.entities.extract import record_mentions, text_mentions, topic_mentions
 from stratamem.ingest.chunking import ChunkingConfig, Draft, chunk_records
 from stratamem.store.base import Store
@@ -179,7 +179,7 @@ class Merge:
             chat = self.kind is SourceKind.CHAT
             for old_ids, records in self._chat_parts() if chat else self._record_parts():
                 self._rederive(old_ids, records)
-            carry_vectors(self.store, self._made, self._gone)
+            carry_vectors(self.store, self._made, vectors_by_text(self.store, self._gone))
             self.counts.chunks_removed += self.store.delete_chunks(self.source_id, self._gone)
             self._gone.clear()
         if self.counts.chunks_added or self.counts.chunks_removed:
@@ -287,29 +287,26 @@ def dirty_segments(times: Sequence[int], changed: Sequence[int], gap: int) -> li
     return [(int(line[starts[s]]), int(line[ends[s]])) for s in segments]
 
 
-def chunk_identity(source_id: str, anchor: str, draft: Draft) -> tuple[str, str]:
+def chunk_identity(
+    source_id: str, anchor: str, draft: Draft, *, facets: bool = True
+) -> tuple[str, str]:
     """A chunk's id and its content's sha256. The id covers the source, the ``anchor`` (the
-    key of the chunk's first record, or the note it was cut from) and everything the chunk
-    holds (content, title, times, reference, thread, document, tags, place in its note), never
-    its place in the whole source: text that did not change keeps its id wherever the
-    records around it come and go."""
+    key of the chunk's first record, or the note it was cut from) and what the chunk holds
+    (content, title, thread, document, place in its note and, with ``facets``, its author,
+    times, tags and reference), never its place in the whole source: text that did not
+    change keeps its id wherever the records around it come and go. A note's chunks leave
+    the facets out: its front matter sets them (and the line a reference names moves with
+    its length), so a chunk whose facets alone changed is the same passage, rewritten under
+    its id."""
     sha = hashlib.sha256(draft.content.encode()).hexdigest()
     start, end = draft.time_range
-    fields = json.dumps(
-        [
-            draft.title,
-            draft.author,
-            to_ms(start),
-            to_ms(end),
-            draft.ref,
-            draft.thread,
-            draft.doc,
-            list(draft.tags),
-            draft.meta,
-        ],
-        default=str,
-        ensure_ascii=False,
-    )
+    shown: list[object]
+    if facets:
+        shown = [draft.title, draft.author, to_ms(start), to_ms(end), draft.ref, draft.thread]
+        shown += [draft.doc, list(draft.tags), draft.meta]
+    else:
+        shown = [draft.title, draft.thread, draft.doc, draft.meta]
+    fields = json.dumps(shown, default=str, ensure_ascii=False)
     digest = hashlib.sha256(f"{source_id}\x00{anchor}\x00{sha}\x00{fields}".encode())
     return digest.hexdigest()[:32], sha
 

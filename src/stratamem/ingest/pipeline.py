@@ -9,6 +9,7 @@ earlier ingest stored.
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -17,8 +18,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from stratamem.embed.base import Embedder
-from stratamem.embed.indexing import carry_vectors
-from stratamem.errors import AccessDenied, IngestError, NotFoundError
+from stratamem.embed.indexing import carry_vectors, vectors_by_text
+from stratamem.errors import AccessDenied, IngestError, NotFoundError, StoreFull
 from stratamem.ingest import registry
 from stratamem.ingest.chunking import ChunkingConfig
 from stratamem.ingest.merge import Merge, Row, insert_rows
@@ -35,7 +36,7 @@ from stratamem.memory.structure_chat import Setting, write_channel_facts
 from stratamem.store.access import default_access, parse_scopes
 from stratamem.store.base import Store
 from stratamem.store.jobs import SEAL_KIND, seal_job_key
-from stratamem.store.sources import source_id_for
+from stratamem.store.sources import ChunkPlace, source_id_for
 from stratamem.types import Chunk, Source
 
 if TYPE_CHECKING:
@@ -90,6 +91,12 @@ class IngestReport:
     problems: list[Problem] = field(default_factory=list)
     seconds: float = 0.0
     trees: SealReport | None = None
+    # Said of the ingest as a whole: why nothing was read from a path that holds something.
+    warnings: list[str] = field(default_factory=list)
+    # True when the path holds something and no source took a single item from it.
+    read_nothing: bool = False
+    # Why the ingest stopped before the end of the path (the disk filled up), or None.
+    stopped: str | None = None
 
     @property
     def chunks(self) -> int:
@@ -122,6 +129,9 @@ class IngestReport:
             "duplicates": self.duplicates,
             "sources": [_source_dict(s) for s in self.sources],
             "problems": [str(p) for p in self.problems],
+            "warnings": list(self.warnings),
+            "read_nothing": self.read_nothing,
+            "stopped": self.stopped,
             "trees": None if self.trees is None else self.trees.to_dict(),
         }
 
@@ -215,6 +225,12 @@ def ingest_path(
     elif now.tzinfo is None:
         raise ValueError("now needs a time zone")
     use_process = fork_available() if parallel is None else parallel
+    # A reader that checks what it reads against what the store holds (an IRC log saved
+    # again from a later line) reads the store as it goes: in this process.
+    bind = getattr(connector, "bind_store", None)
+    bound = bind(store) if bind is not None else None
+    if bound is not None:
+        connector, use_process = bound, False
     reader = read_in_process if use_process else read_events
     # The reader derives the chunks of a source it reads only where the store holds none.
     held = frozenset(source.id for source in store.sources() if source.chunk_count)
@@ -262,13 +278,64 @@ def ingest_path(
                 result.added = result.removed = 0
             except _StreamEmpty:
                 continue
+            except StoreFull as exc:
+                # Nothing of this source was written, and nothing after it can be: the
+                # sources written before it stay, and the report says so.
+                result.error = str(exc)
+                result.added = result.removed = 0
+                report.sources.append(result)
+                report.stopped = f"stopped at {info.scope}: {exc}"
+                events.close()
+                break
             if before.result is None:
                 before.result = result
                 report.sources.append(result)
             else:
                 before.result.fold(result)
+    if report.records == 0 and not report.failed:
+        why = _why_nothing(path, connector.name, report.problems)
+        report.read_nothing = why is not None
+        if why is not None:
+            report.warnings.append(f"{path}: nothing was read: {why}")
     report.seconds = time.perf_counter() - started
     return report
+
+
+# How many files a folder is looked through for to say what it holds.
+_LOOK = 2000
+
+
+def _why_nothing(path: Path, connector: str, problems: Sequence[Problem]) -> str | None:
+    """Why the connector read no item from ``path``; None when there was nothing to read (an
+    empty file or a folder of no visible file)."""
+    if problems:
+        return f"every item was skipped ({len(problems):,} problems; the first: {problems[0]})"
+    if path.is_file():
+        if path.stat().st_size == 0:
+            return None
+        return f"the {connector} reader found nothing it reads in this file"
+    suffixes: dict[str, int] = {}
+    for files in _visible_files(path):
+        for name in files:
+            suffix = Path(name).suffix.lower() or "(no suffix)"
+            suffixes[suffix] = suffixes.get(suffix, 0) + 1
+        if sum(suffixes.values()) >= _LOOK:
+            break
+    if not suffixes:
+        return None
+    common = sorted(suffixes.items(), key=lambda item: (-item[1], item[0]))[:3]
+    held = ", ".join(f"{count:,} {suffix}" for suffix, count in common)
+    return (
+        f"the {connector} reader found nothing it reads in this folder (it holds {held} "
+        "files); name the format with --format if it is one stratamem reads"
+    )
+
+
+def _visible_files(root: Path) -> Iterator[list[str]]:
+    """The names of the visible files of each folder under ``root``."""
+    for _, folders, files in os.walk(root):
+        folders[:] = [name for name in folders if not name.startswith(".")]
+        yield [name for name in files if not name.startswith(".")]
 
 
 def _admit(
@@ -346,6 +413,12 @@ class _Lookahead:
 
     def __next__(self) -> Event:
         return self._next.pop() if self._next else next(self._events)
+
+    def close(self) -> None:
+        """Stop the reader (a child process is terminated)."""
+        close = getattr(self._events, "close", None)
+        if close is not None:
+            close()
 
     def peek(self) -> Event | None:
         if not self._next:
@@ -438,7 +511,7 @@ def _write_stream(
             progress(counts)
     result.added = len(fresh)
     gone = [node for node in store.chunk_ids(sid) if node not in produced]
-    carry_vectors(store, fresh, gone)
+    carry_vectors(store, fresh, vectors_by_text(store, gone))
     result.removed = store.delete_chunks(sid, gone)
     result.chunks = len(produced) - len(before.produced)
     before.produced = produced
@@ -554,15 +627,31 @@ def queue_seal(store: Store, source_id: str, scope: str) -> None:
 
 def _place_rows(store: Store, sid: str, rows: list[Row], produced: set[str]) -> list[Chunk]:
     """Write a document source's chunks at their places: a chunk already stored (its note's
-    text around it unchanged) is kept, moved if its place changed; the rest are inserted with
-    their entity mentions. ``produced`` gathers the ids; returns the chunks inserted."""
+    text around it unchanged) is kept, moved if its place changed, and rewritten under its id
+    with its vector if only its facets did (the note's front matter changed its time, tags or
+    author); the rest are inserted with their entity mentions. ``produced`` gathers the ids;
+    returns the chunks written."""
     held = store.chunk_places(sid, [chunk.id for chunk, _, _ in rows])
-    moved = [(c.id, c.seq) for c, _, _ in rows if c.id in held and held[c.id] != c.seq]
-    store.move_chunks(moved)
+    moved: list[tuple[str, int]] = []
     new: dict[str, Row] = {}
+    refaced: list[Row] = []
     for row in rows:
-        if row[0].id not in held and row[0].id not in produced:
-            new[row[0].id] = row
-        produced.add(row[0].id)
+        chunk = row[0]
+        place = held.get(chunk.id)
+        if place is None:
+            if chunk.id not in produced:
+                new[chunk.id] = row
+        elif place._replace(seq=chunk.seq) != ChunkPlace.of(chunk):
+            refaced.append(row)
+        elif place.seq != chunk.seq:
+            moved.append((chunk.id, chunk.seq))
+        produced.add(chunk.id)
+    store.move_chunks(moved)
+    if refaced:
+        ids = [chunk.id for chunk, _, _ in refaced]
+        vectors = vectors_by_text(store, ids)
+        store.delete_chunks(sid, ids)
+        insert_rows(store, sid, refaced)
+        carry_vectors(store, [chunk for chunk, _, _ in refaced], vectors)
     insert_rows(store, sid, list(new.values()))
-    return [chunk for chunk, _, _ in new.values()]
+    return [chunk for chunk, _, _ in (*new.values(), *refaced)]

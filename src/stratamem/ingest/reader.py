@@ -309,7 +309,7 @@ def make_chunk(source_id: str, seq: int, draft: Draft) -> Chunk:
     chunk_identity`): an edit re-identifies only the chunks of the note it changed."""
     record = draft.records[0] if draft.records else None
     anchor = (record.id or record.doc or record.ref) if record is not None else draft.ref
-    node, sha = chunk_identity(source_id, anchor or "", draft)
+    node, sha = chunk_identity(source_id, anchor or "", draft, facets=False)
     return draft.chunk(id=node, source_id=source_id, seq=seq, sha=sha)
 
 

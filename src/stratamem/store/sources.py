@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Iterable, Iterator, Sequence
-from typing import Any, Protocol
+from typing import Any, NamedTuple, Protocol
 
+from stratamem.timeparse import to_ms
 from stratamem.types import Chunk, Mention, Source, SourceKind
 
 
@@ -61,6 +62,24 @@ class SourceStore(Protocol):
     def stats(self) -> dict[str, Any]: ...
 
 
+class ChunkPlace(NamedTuple):
+    """Where a stored chunk stands in its source, and the facets of it that a document's
+    front matter sets (its times in ms, tags, author, and the line its reference names):
+    what may change while its text and place in its note do not."""
+
+    seq: int
+    time_start: int | None
+    time_end: int | None
+    tags: tuple[str, ...]
+    author: str | None
+    ref: str
+
+    @classmethod
+    def of(cls, chunk: Chunk) -> ChunkPlace:
+        start, end = to_ms(chunk.time_start), to_ms(chunk.time_end)
+        return cls(chunk.seq, start, end, chunk.tags, chunk.author, chunk.source_ref)
+
+
 class ChunkStore(Protocol):
     """Chunks and their entity mentions."""
 
@@ -79,8 +98,8 @@ class ChunkStore(Protocol):
         """
         ...
 
-    def chunk_places(self, source_id: str, ids: Sequence[str]) -> dict[str, int]:
-        """The place (``seq``) of each of these chunks the source holds."""
+    def chunk_places(self, source_id: str, ids: Sequence[str]) -> dict[str, ChunkPlace]:
+        """The place and the facets of each of these chunks the source holds."""
         ...
 
     def move_chunks(self, places: Sequence[tuple[str, int]]) -> None:

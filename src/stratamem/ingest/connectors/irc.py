@@ -69,6 +69,7 @@ from stratamem.ingest.model import (
     to_utc,
 )
 from stratamem.ingest.registry import ConnectorSpec
+from stratamem.store.base import Store
 from stratamem.store.records import RecordStore
 from stratamem.store.sources import source_id_for
 from stratamem.types import SourceKind
@@ -119,6 +120,14 @@ class IrcConnector:
 
     def __init__(self, *, held: HeldLines | None = None) -> None:
         self.held = held
+
+    def bind_store(self, store: Store) -> IrcConnector | None:
+        """This reader checking each log against what ``store`` holds of it, where the store
+        holds IRC logs (None otherwise: a first ingest has nothing to check against). It
+        reads the store as it goes, so the ingest reads in the writer's process."""
+        if self.held is not None or not any(s.platform == "irc" for s in store.sources()):
+            return None
+        return IrcConnector(held=held_lines(store))
 
     def read(self, path: Path, ctx: ReadContext) -> Iterator[SourceStream]:
         if path.is_file():

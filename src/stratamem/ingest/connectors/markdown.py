@@ -133,18 +133,23 @@ class MarkdownConnector:
 
 
 def detect(path: Path) -> int:
-    """80 for a single Markdown file, 60 for a folder of mostly notes (75 for a vault)."""
+    """80 for a single Markdown file, 60 for a folder of mostly notes (75 for a vault). A
+    ``.txt`` file counts as a note only when it reads as prose: one whose lines are mostly
+    records (``{…}``, ``[…]``, ``(…)``, or led by a time, as logs and data dumps are) is not."""
     if path.is_file():
         suffix = path.suffix.lower()
         if suffix in _MARKDOWN_SUFFIXES:
             return 80
         # Plain text could be anything (chat logs, too); leave it to more specific readers.
-        return 20 if suffix == ".txt" else 0
+        return 20 if suffix == ".txt" and not _reads_as_records(path) else 0
     if not path.is_dir():
         return 0
     notes = others = 0
-    for _, name in _walk(path):
-        if Path(name).suffix.lower() in _NOTE_SUFFIXES:
+    for folder, name in _walk(path):
+        suffix = Path(name).suffix.lower()
+        if suffix in _MARKDOWN_SUFFIXES or (
+            suffix in _NOTE_SUFFIXES and not _reads_as_records(path / folder / name)
+        ):
             notes += 1
         else:
             others += 1
@@ -153,6 +158,27 @@ def detect(path: Path) -> int:
     if notes == 0 or notes <= others:
         return 0
     return 75 if (path / ".obsidian").is_dir() else 60
+
+
+# A line that opens a record rather than a sentence: a data literal (JSON, EDN, an
+# s-expression, markup) or a timestamp (a log line).
+_RECORD_LINE = re.compile(r"\s*(?:[{\[(<]|#\{|\d{1,4}[-:/.]\d{1,2}[-:/.T ]|\[\d{1,4}[-:/.]\d)")
+_SNIFF_BYTES = 4096
+
+
+def _reads_as_records(file: Path) -> bool:
+    """Whether the head of a text file is mostly lines that open records, not prose."""
+    try:
+        with open_regular(file) as handle:
+            head = handle.read(_SNIFF_BYTES).decode("utf-8", errors="replace")
+    except OSError:
+        return False
+    lines = [line for line in head.splitlines()[:40] if line.strip()]
+    if len(head) == _SNIFF_BYTES and len(lines) > 1:
+        lines.pop()  # cut off by the sniff
+    if len(lines) < 3:
+        return False
+    return sum(bool(_RECORD_LINE.match(line)) for line in lines) >= 0.8 * len(lines)
 
 
 def _walk(root: Path) -> Iterator[tuple[str, str]]:

@@ -310,6 +310,13 @@ class SlackConnector:
 
     def read(self, path: Path, ctx: ReadContext) -> Iterator[SourceStream]:
         tree = _Tree(path, ctx)
+        said = any(_DAY_FILE.fullmatch(name.partition("/")[2]) for name in tree.names)
+        if not said and not set(_MARKERS) & set(tree.names):
+            raise SourceFormatError(
+                str(path),
+                "",
+                "not a Slack export: no channel folder holds a day file (general/2024-03-01.json)",
+            )
         try:
             with tree.opener() as read:
                 users = _load_users(tree, read, ctx)

@@ -19,7 +19,7 @@ from stratamem.store.access import default_access, may_read
 from stratamem.store.base import from_ms, to_ms
 from stratamem.store.caches import LastFew
 from stratamem.store.jobs import SEAL_JOB_PREFIX, SEAL_KIND, seal_job_key
-from stratamem.store.sources import source_id_for
+from stratamem.store.sources import ChunkPlace, source_id_for
 from stratamem.store.sqlite.connection import batches
 from stratamem.store.sqlite.filters import gate_sql
 from stratamem.types import Chunk, Mention, Principal, Source, SourceKind
@@ -274,16 +274,17 @@ class SourceTables:
             _mention_rows(mentions),
         )
 
-    def chunk_places(self, source_id: str, ids: Sequence[str]) -> dict[str, int]:
-        """The place (``seq``) of each of these chunks the source holds."""
-        found: dict[str, int] = {}
+    def chunk_places(self, source_id: str, ids: Sequence[str]) -> dict[str, ChunkPlace]:
+        """The place and the facets of each of these chunks the source holds."""
+        found: dict[str, ChunkPlace] = {}
         for part, marks in batches(ids):
-            found.update(
-                self.conn.execute(
-                    f"SELECT id, seq FROM chunks WHERE source_id = ? AND id IN ({marks})",
-                    [source_id, *part],
-                ).fetchall()
+            rows = self.conn.execute(
+                f"""SELECT id, seq, ts_start, ts_end, tags, author, source_ref FROM chunks
+                    WHERE source_id = ? AND id IN ({marks})""",
+                [source_id, *part],
             )
+            for node, seq, start, end, tags, author, ref in rows:
+                found[node] = ChunkPlace(seq, start, end, tuple(json.loads(tags)), author, ref)
         return found
 
     def move_chunks(self, places: Sequence[tuple[str, int]]) -> None:
