@@ -4,6 +4,7 @@ edited vault would leave it."""
 
 from __future__ import annotations
 
+import json
 import random
 import shutil
 from pathlib import Path
@@ -161,4 +162,21 @@ def test_real_notes_edited_reembed_only_their_new_text(tmp_path: Path) -> None:
     assert again.added < first.added / 10
     assert embedded.embedded <= again.added
     assert embedded.embedded <= 2  # the paragraph a new line joins, at most one more
+    memory.close()
+
+
+def test_a_document_repeated_in_its_file_is_stored_once_and_stays(tmp_path: Path) -> None:
+    """Two lines of one id and text identify one chunk: the first copy stands, and ingesting
+    the file again (with the copy's facets changed) changes nothing else."""
+    line = {"id": "d1", "kind": "document", "source": "docs", "text": "The atlas runbook."}
+    other = {"id": "d2", "kind": "document", "source": "docs", "text": "The ledger audit."}
+    file = tmp_path / "docs.jsonl"
+    file.write_text("\n".join(json.dumps(x) for x in (line, other, line)) + "\n")
+    memory = stratamem.open(tmp_path / "a.db", embedder=None)
+    [first] = memory.ingest(file).sources
+    assert (first.records, first.chunks, first.added) == (3, 2, 2)
+    retimed = dict(line, timestamp="2024-05-01T00:00:00Z")
+    file.write_text("\n".join(json.dumps(x) for x in (line, other, retimed)) + "\n")
+    [again] = memory.ingest(file).sources
+    assert (again.chunks, again.added, again.removed) == (2, 0, 0)
     memory.close()

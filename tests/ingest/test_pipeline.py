@@ -251,7 +251,7 @@ def test_a_killed_ingest_leaves_the_store_as_it_was(store_location: str, tmp_pat
     proc.stdout.close()
     with stratamem.open(db) as mem:
         assert counts(mem) == before
-        assert [s.scope for s in mem.sources()] == ["jsonl:notes"]
+        assert [s.scope for s in mem.sources()] == ["jsonl:team"]
         assert_intact(mem)
 
 

@@ -637,15 +637,16 @@ def _place_rows(store: Store, sid: str, rows: list[Row], produced: set[str]) -> 
     refaced: list[Row] = []
     for row in rows:
         chunk = row[0]
+        if chunk.id in produced:
+            continue  # the same note twice (a repeated id): its first copy stands
+        produced.add(chunk.id)
         place = held.get(chunk.id)
         if place is None:
-            if chunk.id not in produced:
-                new[chunk.id] = row
+            new[chunk.id] = row
         elif place._replace(seq=chunk.seq) != ChunkPlace.of(chunk):
             refaced.append(row)
         elif place.seq != chunk.seq:
             moved.append((chunk.id, chunk.seq))
-        produced.add(chunk.id)
     store.move_chunks(moved)
     if refaced:
         ids = [chunk.id for chunk, _, _ in refaced]
