@@ -12,6 +12,7 @@ import itertools
 import os
 import re
 import shutil
+import subprocess
 import tempfile
 import warnings
 from typing import Any
@@ -99,12 +100,16 @@ class PostgresServer:
     def stop(self, *, remove: bool = True, wait: bool = True) -> None:
         """Stop the server and remove its folder; ``wait=False`` leaves the removal to a
         process of its own (a test session's server holds hundreds of databases, whose
-        thousands of files take a while to delete)."""
+        thousands of files take a while to delete), not a child of this one: it goes on
+        after this process ends, and whatever reaps this process's children at its end
+        (a test session's leftover-process sweep) does not cut it short."""
         self._server.cleanup()
         if not remove:
             return
         if wait:
             shutil.rmtree(self.folder, ignore_errors=True)
             return
-        # Spawned, not a Popen: nothing is left to wait for it or warn that it still runs.
-        os.spawnvp(os.P_NOWAIT, "rm", ["rm", "-rf", "--", self.folder])
+        # The shell puts rm in the background and exits at once: rm is nobody's child here.
+        subprocess.run(
+            ["sh", "-c", 'rm -rf -- "$1" >/dev/null 2>&1 &', "sh", self.folder], check=False
+        )
