@@ -230,3 +230,28 @@ def test_a_jsonl_of_many_sources_lists_each_source_a_few_times(
     # Once to see what the store holds before reading, once for the kinds of the trees
     # sealed; a listing per source or per tree would be ``sources`` times as many.
     assert sum(listed.values()) <= 3 * sources, listed
+
+
+@pytest.mark.parametrize("sources", [300])
+def test_an_admitted_ingest_of_many_sources_looks_each_up_alone(
+    sources: int, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A write principal's ingest shows each source to ``admit`` as it was: that lookup reads
+    the one source, not the store's listing (a listing per source is quadratic)."""
+    file = tmp_path / "many.jsonl"
+    file.write_text(
+        "".join(
+            json.dumps({"id": f"r{i}", "source": f"s{i}", "text": f"n {i}"}) + "\n"
+            for i in range(sources)
+        ),
+        encoding="utf-8",
+    )
+    shown: list[str] = []
+    with stratamem.open(tmp_path / "many.db") as memory:
+        memory.ingest(file, parallel=False, trees=False)
+        listed = _count_listed_rows(memory.store, monkeypatch)
+        report = memory.ingest(
+            file, parallel=False, trees=False, admit=lambda before, after: shown.append(after.id)
+        )
+    assert len(report.sources) == len(shown) == sources
+    assert sum(listed.values()) <= 3 * sources, listed

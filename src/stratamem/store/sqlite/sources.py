@@ -86,13 +86,16 @@ class SourceTables:
         return self._cached_read("visible ids", read)
 
     def _all_sources(
-        self, *, counts: bool = True, only: Sequence[str] | None = None
+        self, *, counts: bool = True, only: Sequence[str] | None = None, ref: str | None = None
     ) -> list[Source]:
-        """Every source (``only`` these ids), with its chunk count unless ``counts=False``."""
+        """Every source (``only`` these ids; ``ref``: the sources of that id or scope), with
+        its chunk count unless ``counts=False``."""
         count = "(SELECT count(*) FROM chunks c WHERE c.source_id = s.id)" if counts else "0"
         where, params = "", []
         if only is not None:
             where, params = "WHERE s.id IN (SELECT value FROM json_each(?))", [json.dumps(only)]
+        elif ref is not None:
+            where, params = "WHERE s.id = ? OR s.scope = ?", [ref, ref]
         rows = self.conn.execute(
             f"SELECT s.*, {count} AS n FROM sources s {where} ORDER BY s.scope", params
         )
@@ -194,11 +197,15 @@ class SourceTables:
         return self._all_sources(only=self.visible_ids() or [])
 
     def resolve_source(self, ref: str) -> Source:
-        """A source by id or exact scope."""
-        for source in self.sources():
-            if ref in (source.id, source.scope):
-                return source
-        raise NotFoundError(f"no source with id or scope {ref!r}")
+        """A source the reader may see, by id or exact scope (of two, the first by scope),
+        read alone: a lookup costs the same however many sources the store holds."""
+        found = self._all_sources(ref=ref)
+        if self.principal_name is not None:
+            visible = set(self.visible_ids() or [])
+            found = [source for source in found if source.id in visible]
+        if not found:
+            raise NotFoundError(f"no source with id or scope {ref!r}")
+        return found[0]
 
     def delete_source(self, source_id: str) -> int:
         """Remove a source and everything derived from it, then scrub the files (see
