@@ -27,6 +27,7 @@ from stratamem.store.records import record_digest
 from stratamem.types import Record, SourceKind
 
 SCOPE = "test:exports"
+SCOPES = (SCOPE, "test:other")
 T0 = datetime(2024, 3, 11, 9, 0, tzinfo=UTC)
 GAP = ChunkingConfig().chat_gap
 # Steps between consecutive records: the same instant, well inside a window, either side of
@@ -112,24 +113,26 @@ def empty(store_location: str, locations: Any, request: pytest.FixtureRequest) -
     return emptied
 
 
-class Exports:
-    """A connector yielding one export (a list of records) as the test's one source."""
+class Files:
+    """A connector yielding one ingest's files, each a stream of one of :data:`SCOPES`, in the
+    order given: the files of one source may follow each other or lie between another's."""
 
-    name = "exports"
+    name = "files"
 
-    def __init__(self, kind: SourceKind, records: Sequence[Record]) -> None:
+    def __init__(self, kind: SourceKind, files: Sequence[tuple[str, Sequence[Record]]]) -> None:
         self.kind = kind
-        self.records = list(records)
+        self.files = list(files)
 
     def read(self, path: Path, ctx: ReadContext) -> Iterator[SourceStream]:
-        yield SourceStream(
-            scope=SCOPE,
-            kind=self.kind,
-            platform="test",
-            location=str(path),
-            records=iter(self.records),
-            title=SCOPE,
-        )
+        for n, (scope, records) in enumerate(self.files):
+            yield SourceStream(
+                scope=scope,
+                kind=self.kind,
+                platform="test",
+                location=f"{path}/file-{n}",
+                records=iter(list(records)),
+                title=scope,
+            )
 
 
 @st.composite
@@ -180,21 +183,34 @@ def canonical(history: Sequence[Record], places: Iterable[int]) -> list[Record]:
     ]
 
 
+Plan = list[tuple[list[tuple[str, list[int]]], bool]]
+Ingests = Sequence[tuple[Sequence[tuple[str, Sequence[Record]]], bool]]
+
+
+def ingested_files(empty: Empty, ingests: Ingests, kind: SourceKind) -> Any:
+    """The state of an empty store that ran these ingests one after another, each its files
+    (a scope and its records, in order) and whether it syncs."""
+    with stratamem.open(empty(), embedder=None) as mem:
+        for n, (files, sync) in enumerate(ingests):
+            mem.ingest(
+                f"ingest-{n}",
+                connector=Files(kind, files),
+                parallel=False,
+                trees=False,
+                sync=sync,
+            )
+        return state(mem)
+
+
 def ingested(
     empty: Empty, exports: Sequence[Sequence[Record]], kind: SourceKind, *, sync: bool = False
 ) -> Any:
-    """The state of an empty store that ingested these exports one after another (the last
-    one with ``sync``)."""
-    with stratamem.open(empty(), embedder=None) as mem:
-        for n, records in enumerate(exports):
-            mem.ingest(
-                f"export-{n}",
-                connector=Exports(kind, records),
-                parallel=False,
-                trees=False,
-                sync=sync and n == len(exports) - 1,
-            )
-        return state(mem)
+    """The state of an empty store that ingested these exports of the test's one source one
+    after another (the last one with ``sync``)."""
+    last = len(exports) - 1
+    return ingested_files(
+        empty, [([(SCOPE, records)], sync and n == last) for n, records in enumerate(exports)], kind
+    )
 
 
 def state(mem: stratamem.Memory) -> dict[str, Any]:
@@ -286,33 +302,6 @@ def test_a_record_twice_in_the_first_export_of_a_source_is_stored_once(
 
 # -- sources read in several files ------------------------------------------------------------
 
-SCOPES = (SCOPE, "test:other")
-
-
-class Files:
-    """A connector yielding one ingest's files, each a stream of one of :data:`SCOPES`, in the
-    order given: the files of one source may follow each other or lie between another's."""
-
-    name = "files"
-
-    def __init__(self, kind: SourceKind, files: Sequence[tuple[str, Sequence[Record]]]) -> None:
-        self.kind = kind
-        self.files = list(files)
-
-    def read(self, path: Path, ctx: ReadContext) -> Iterator[SourceStream]:
-        for n, (scope, records) in enumerate(self.files):
-            yield SourceStream(
-                scope=scope,
-                kind=self.kind,
-                platform="test",
-                location=f"{path}/file-{n}",
-                records=iter(list(records)),
-                title=scope,
-            )
-
-
-Plan = list[tuple[list[tuple[str, list[int]]], bool]]
-
 
 def plans(size: int) -> st.SearchStrategy[Plan]:
     """One to three ingests, each of one to four files (a scope and the places of its
@@ -331,9 +320,9 @@ def held_after(plan: Plan) -> dict[str, set[int]]:
         read: dict[str, set[int]] = {}
         for scope, places in files:
             read.setdefault(scope, set()).update(places)
-        for scope, places in read.items():
-            if places:
-                held[scope] = set(places) if sync else held.get(scope, set()) | places
+        for scope, seen in read.items():
+            if seen:
+                held[scope] = set(seen) if sync else held.get(scope, set()) | seen
     return held
 
 
@@ -344,18 +333,11 @@ def test_sources_read_in_several_files_with_sync_on_any_ingest_equal_one_ingest(
 ) -> None:
     history = data.draw(histories(kind), label="history")
     plan = data.draw(plans(len(history)), label="plan")
-    with stratamem.open(empty(), embedder=None) as mem:
-        for n, (files, sync) in enumerate(plan):
-            mem.ingest(
-                f"ingest-{n}",
-                connector=Files(kind, [(s, [history[p] for p in ps]) for s, ps in files]),
-                parallel=False,
-                trees=False,
-                sync=sync,
-            )
-        merged = state(mem)
+    merged = ingested_files(
+        empty,
+        [([(s, [history[p] for p in ps]) for s, ps in files], sync) for files, sync in plan],
+        kind,
+    )
     held = held_after(plan)
     whole = [(scope, canonical(history, held[scope])) for scope in sorted(held)]
-    with stratamem.open(empty(), embedder=None) as mem:
-        mem.ingest("whole", connector=Files(kind, whole), parallel=False, trees=False)
-        assert merged == state(mem)
+    assert merged == ingested_files(empty, [(whole, False)], kind)
