@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import shutil
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -12,9 +13,11 @@ import pytest
 import stratamem
 from conftest import SHARED_DATA
 from stratamem.cli import main
+from stratamem.ingest.model import ReadContext, Record, SourceStream
 from stratamem.ingest.pipeline import IngestReport
 from stratamem.store.sources import source_id_for
 from stratamem.timeparse import to_ms
+from stratamem.types import SourceKind
 
 GUILD = SHARED_DATA / "chat" / "discord-exporter-frontend"
 GENERAL = "Example guild - Text Channels - general [1012224565567721552]"
@@ -171,3 +174,43 @@ def _chunks(memory: stratamem.Memory) -> list[tuple[str, str, int | None]]:
         for source in memory.store.sources()
         for c in memory.store.iter_chunks(source.id)
     )
+
+
+class _Parts:
+    """Document streams in the order given: a source's parts may lie between another's."""
+
+    name = "parts"
+
+    def __init__(self, parts: list[tuple[str, list[str]]]) -> None:
+        self.parts = parts
+
+    def read(self, path: Path, ctx: ReadContext) -> Iterator[SourceStream]:
+        for n, (scope, texts) in enumerate(self.parts):
+            yield SourceStream(
+                scope=scope,
+                kind=SourceKind.DOCUMENT,
+                platform="test",
+                location=f"{path}/part-{n}",
+                records=iter(
+                    [Record(text=t, ref=f"{scope}/{t}.md", id=f"{scope}/{t}") for t in texts]
+                ),
+                title=scope,
+            )
+
+
+def test_a_document_source_in_parts_between_another_keeps_every_part(tmp_path: Path) -> None:
+    parts = [("a", ["one", "two"]), ("b", ["three"]), ("a", ["four"])]
+    memory = stratamem.open(tmp_path / "a.db", embedder=None)
+    report = memory.ingest("x", connector=_Parts(parts), parallel=False, trees=False)
+    assert [(s.scope, s.records, s.chunks, s.added) for s in report.sources] == [
+        ("a", 3, 3, 3),
+        ("b", 1, 1, 1),
+    ]
+    held = {s.scope: s.chunk_count for s in memory.sources()}
+    assert held == {"a": 3, "b": 1}
+    ids = {c.id for s in memory.store.sources() for c in memory.store.iter_chunks(s.id)}
+    again = memory.ingest("x", connector=_Parts(parts), parallel=False, trees=False)
+    # Read again, the store ends as it was (the first part, not knowing a later one comes,
+    # removes its chunk and the later part writes it again under the same id).
+    assert [(s.scope, s.chunks) for s in again.sources] == [("a", 3), ("b", 1)]
+    assert {c.id for s in memory.store.sources() for c in memory.store.iter_chunks(s.id)} == ids

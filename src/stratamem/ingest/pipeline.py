@@ -470,8 +470,6 @@ def _group_events(
         if (more.scope, more.merge) != (info.scope, info.merge):
             break
         next(events)
-    if parts > 1 and info.merge:
-        end = (*end[:3], False, said)
     yield end
 
 
@@ -513,7 +511,7 @@ def _write_stream(
     gone = [node for node in store.chunk_ids(sid) if node not in produced]
     carry_vectors(store, fresh, vectors_by_text(store, gone))
     result.removed = store.delete_chunks(sid, gone)
-    result.chunks = len(produced) - len(before.produced)
+    result.chunks = len(produced)  # with what earlier parts of this ingest produced
     before.produced = produced
     if notes:
         try:
