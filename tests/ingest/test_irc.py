@@ -9,12 +9,13 @@ from pathlib import Path
 import pytest
 
 import stratamem
+from stratamem.access.writes import admit_source
 from stratamem.ingest import registry
 from stratamem.ingest.connectors import irc
 from stratamem.ingest.model import ReadContext, Record, SourceStream
 from stratamem.ingest.pipeline import SourceResult
 from stratamem.store.sources import source_id_for
-from stratamem.types import SourceKind
+from stratamem.types import Source, SourceKind
 
 
 @pytest.fixture
@@ -468,3 +469,32 @@ def test_a_real_log_saved_again_from_a_later_line_rewrites_nothing(
         # The same log read whole adds nothing: its lines are keyed as they were.
         whole = memory.ingest(real)
         assert [(s.new, s.updated) for s in whole.sources] == [(0, 0)]
+
+
+def test_a_writers_ingest_says_nothing_of_a_hidden_log_of_the_same_name(tmp_path: Path) -> None:
+    """The check against what the store holds looks only at sources the writer may write: a
+    write principal's ingest (as the server runs it: the owner's store, the writer's admit)
+    of a reordered copy of a log the owner holds privately reports what it would in a store
+    without the owner's log."""
+    lines = [f"[10:{n:02d}] <{'abc'[n % 3]}> private line {n}" for n in range(1, 41)]
+    (tmp_path / "owner").mkdir()
+    (tmp_path / "moved").mkdir()
+    owner_log = log(tmp_path / "owner", "2024-01-02.log", *lines)
+    moved = log(tmp_path / "moved", "2024-01-02.log", *lines[20:], *lines[:20])
+
+    def writer_report(db: Path, *, held: bool) -> list[str]:
+        with stratamem.open(db, embedder=None) as memory:
+            memory.ingest(owner_log, access="private", scope=None if held else "irc:other")
+            memory.add_principal("bot", "team", write=True)
+            bot = memory.store.get_principal("bot")
+
+            def admit(before: Source | None, after: Source) -> tuple[str, ...] | None:
+                return admit_source(bot, before, after, named=False)
+
+            report = memory.ingest(moved, parallel=False, admit=admit)
+            # (Whether the write itself is refused is the write policy's, not the reader's.)
+            return [str(p) for p in report.problems]
+
+    assert writer_report(tmp_path / "a.db", held=True) == writer_report(
+        tmp_path / "b.db", held=False
+    )

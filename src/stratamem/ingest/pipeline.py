@@ -228,7 +228,7 @@ def ingest_path(
     # A reader that checks what it reads against what the store holds (an IRC log saved
     # again from a later line) reads the store as it goes: in this process.
     bind = getattr(connector, "bind_store", None)
-    bound = bind(store) if bind is not None else None
+    bound = bind(store, None if admit is None else _admits(admit)) if bind is not None else None
     if bound is not None:
         connector, use_process = bound, False
     reader = read_in_process if use_process else read_events
@@ -336,6 +336,19 @@ def _visible_files(root: Path) -> Iterator[list[str]]:
     for _, folders, files in os.walk(root):
         folders[:] = [name for name in folders if not name.startswith(".")]
         yield [name for name in files if not name.startswith(".")]
+
+
+def _admits(admit: Admit) -> Callable[[Source], bool]:
+    """Whether ``admit`` lets the ingest write a source as it stands."""
+
+    def admits(source: Source) -> bool:
+        try:
+            admit(source, source)
+        except AccessDenied:
+            return False
+        return True
+
+    return admits
 
 
 def _admit(

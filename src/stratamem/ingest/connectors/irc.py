@@ -72,7 +72,7 @@ from stratamem.ingest.registry import ConnectorSpec
 from stratamem.store.base import Store
 from stratamem.store.records import RecordStore
 from stratamem.store.sources import source_id_for
-from stratamem.types import SourceKind
+from stratamem.types import Source, SourceKind
 
 NAME = "irc"
 
@@ -121,13 +121,30 @@ class IrcConnector:
     def __init__(self, *, held: HeldLines | None = None) -> None:
         self.held = held
 
-    def bind_store(self, store: Store) -> IrcConnector | None:
+    def bind_store(
+        self, store: Store, writes: Callable[[Source], bool] | None = None
+    ) -> IrcConnector | None:
         """This reader checking each log against what ``store`` holds of it, where the store
         holds IRC logs (None otherwise: a first ingest has nothing to check against). It
-        reads the store as it goes, so the ingest reads in the writer's process."""
-        if self.held is not None or not any(s.platform == "irc" for s in store.sources()):
+        reads the store as it goes, so the ingest reads in the writer's process. Only the
+        sources the store's reader may see, and ``writes`` accepts (the sources the writer
+        of the ingest may write), are looked at: a log named like another source is read as
+        a new one, and what it reports says nothing of that source."""
+        if self.held is not None:
             return None
-        return IrcConnector(held=held_lines(store))
+        visible = {
+            s.scope
+            for s in store.sources()
+            if s.platform == "irc" and (writes is None or writes(s))
+        }
+        if not visible:
+            return None
+        lines = held_lines(store)
+
+        def of_source(scope: str) -> LogLines:
+            return lines(scope) if scope in visible else lambda stem: {}
+
+        return IrcConnector(held=of_source)
 
     def read(self, path: Path, ctx: ReadContext) -> Iterator[SourceStream]:
         if path.is_file():
