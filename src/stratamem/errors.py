@@ -21,6 +21,8 @@
     ├── RequestFailed                a model server gave no usable answer
     ├── RerankError                  a reranker could not score the texts
     ├── NotFoundError                a source or node id that does not exist
+    ├── InvalidArgument              an operation's argument has no such name, type or value
+                                     (a ValueError too)
     ├── ConfigError                  a config file or variable that cannot be used as it is
     ├── RegistryError                an unknown name or a broken plugin
     └── AccessError                  the caller may not do this, or cannot prove who it is
@@ -188,6 +190,11 @@ class RerankError(StratamemError):
 
 class NotFoundError(StratamemError):
     """A source or node id that does not exist."""
+
+
+class InvalidArgument(StratamemError, ValueError):
+    """An argument an operation does not take, or of the wrong type or out of bounds; the
+    message names the operation and the parameter, on one line."""
 
 
 class ConfigError(StratamemError):

@@ -138,9 +138,19 @@ def _no_way_out(folder: Path, roots: Sequence[Path]) -> None:
 
 def own_facts_source(store: Store, scope: str, principal: Principal) -> None:
     """Make ``scope`` (a principal's own facts, asserted without evidence) if it is missing,
-    with the principal's scopes; one that exists is left as it is. Refused, with one message
-    whether it exists or not, where the principal could not read it: a source of that name
-    that is not its own, or one its source globs leave out."""
+    with the principal's scopes (see :func:`own_source`)."""
+    own_source(
+        store, scope, principal, platform="facts", title=f"Facts asserted by {principal.name}"
+    )
+
+
+def own_source(
+    store: Store, scope: str, principal: Principal, *, platform: str, title: str
+) -> None:
+    """Make ``scope`` (a record source the principal writes to) if it is missing, with the
+    principal's scopes; one that exists is left as it is. Refused, with one message whether
+    it exists or not, where the principal could not read it: a source of that name that is
+    not its own, or one its source globs leave out."""
     with store.transaction():
         try:
             found = store.resolve_source(scope)
@@ -148,14 +158,14 @@ def own_facts_source(store: Store, scope: str, principal: Principal) -> None:
             store.upsert_source(
                 scope=scope,
                 kind=SourceKind.RECORD,
-                platform="facts",
+                platform=platform,
                 location="",
-                title=f"Facts asserted by {principal.name}",
+                title=title,
                 access=new_source_access(principal),
             )
             found = store.resolve_source(scope)
         if not may_read(principal, found):
             raise AccessDenied(
-                f"principal {principal.name!r} could not read its own facts in {scope!r}: "
-                "state them on evidence it reads or into a source it reads"
+                f"principal {principal.name!r} may not write to {scope!r}: "
+                "write to a source it reads, or to its own"
             )

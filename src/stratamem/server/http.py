@@ -42,13 +42,15 @@ when it ends within the limit, else 202 and the job, which goes on either way.
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
+import re
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import AsyncExitStack, asynccontextmanager
 from typing import TYPE_CHECKING, Annotated, Any, TypeVar, cast
 
 import anyio
-from fastapi import FastAPI, Query, Request, Security
+from fastapi import FastAPI, Request, Security
 from fastapi.responses import JSONResponse
 from fastapi.security import HTTPBearer
 from starlette.routing import Route
@@ -56,22 +58,7 @@ from starlette.routing import Route
 from stratamem.api import Memory
 from stratamem.errors import AccessDenied, MissingExtraError
 from stratamem.extras import require
-from stratamem.server.bodies import (
-    MAX_ROLLUP_LIMIT,
-    CoverWindowBody,
-    DrillDownBody,
-    FactHistoryBody,
-    FetchLeavesBody,
-    IngestBody,
-    QueryFactsBody,
-    QueryGlobalBody,
-    QuerySourceBody,
-    QueryTopicBody,
-    RecallBody,
-    RememberBody,
-    SearchBody,
-    SearchEntitiesBody,
-)
+from stratamem.ops import OPERATIONS, Operation, Param, bind
 from stratamem.server.edge import Guard
 from stratamem.server.errors import (
     STATUS_CODES,
@@ -80,8 +67,7 @@ from stratamem.server.errors import (
     answered,
     api_error,
 )
-from stratamem.server.service import Service
-from stratamem.types import Source
+from stratamem.server.service import Service, ServiceContext
 
 if TYPE_CHECKING:
     from stratamem.server.mcp import MCPHTTPApp
@@ -228,269 +214,13 @@ Caller = Annotated[str | None, Security(_caller)]
 
 
 def _add_routes(app: FastAPI, calls: _Calls, *, log_queries: bool) -> None:
-    def noted(request: Request, query: str | None) -> None:
-        if log_queries and query:
-            request.state.query = query
-
     @app.get("/healthz", tags=["meta"])
     async def healthz() -> dict[str, str]:
         """Whether the server answers; takes no token."""
         return {"status": "ok"}
 
-    @app.post("/v1/search", tags=["search"])
-    async def search(body: SearchBody, request: Request, who: Caller) -> dict[str, Any]:
-        """Hybrid search: keyword, vector and graph legs fused; ``budget`` packs cards."""
-        noted(request, body.query)
-        found = await calls.read(
-            who,
-            lambda m: m.search(
-                body.query,
-                sources=body.sources,
-                kinds=body.kinds,
-                since=body.since,
-                until=body.until,
-                limit=body.limit,
-                budget=body.budget,
-                mode=body.mode,
-                profile=body.profile,
-            ),
-        )
-        return found.to_dict()
-
-    @app.post("/v1/query_source", tags=["primitives"])
-    async def query_source(body: QuerySourceBody, request: Request, who: Caller) -> dict[str, Any]:
-        """Summaries of one source, a kind of source, or all; newest first or by ``query``."""
-        noted(request, body.query)
-        found = await calls.read(
-            who,
-            lambda m: m.query_source(
-                body.source,
-                source_kind=body.source_kind,
-                time_window_days=body.time_window_days,
-                query=body.query,
-                limit=body.limit,
-                filters=body.filters(),
-            ),
-        )
-        return found.to_dict()
-
-    @app.post("/v1/query_global", tags=["primitives"])
-    async def query_global(body: QueryGlobalBody, request: Request, who: Caller) -> dict[str, Any]:
-        """Summaries of every source overlapping [since, until]."""
-        noted(request, body.query)
-        found = await calls.read(
-            who,
-            lambda m: m.query_global(
-                since=body.since,
-                until=body.until,
-                source_kind=body.source_kind,
-                query=body.query,
-                limit=body.limit,
-                filters=body.filters(),
-            ),
-        )
-        return found.to_dict()
-
-    @app.post("/v1/query_topic", tags=["primitives"])
-    async def query_topic(body: QueryTopicBody, request: Request, who: Caller) -> dict[str, Any]:
-        """Summaries and leaves that name a canonical entity id."""
-        noted(request, body.query)
-        found = await calls.read(
-            who,
-            lambda m: m.query_topic(
-                body.entity_id,
-                since=body.since,
-                until=body.until,
-                query=body.query,
-                limit=body.limit,
-                filters=body.filters(),
-            ),
-        )
-        return found.to_dict()
-
-    @app.post("/v1/cover_window", tags=["primitives"])
-    async def cover_window(body: CoverWindowBody, who: Caller) -> dict[str, Any]:
-        """The fewest summaries and leaves covering every leaf in [since, until]."""
-        found = await calls.read(
-            who,
-            lambda m: m.cover_window(
-                since=body.since, until=body.until, limit=body.limit, filters=body.filters()
-            ),
-        )
-        return found.to_dict()
-
-    @app.post("/v1/search_entities", tags=["primitives"])
-    async def search_entities(
-        body: SearchEntitiesBody, request: Request, who: Caller
-    ) -> dict[str, Any]:
-        """Entities whose name matches ``query``, with their canonical ids."""
-        noted(request, body.query)
-        found = await calls.read(
-            who, lambda m: m.search_entities(body.query, kinds=body.kinds, limit=body.limit)
-        )
-        return {"entities": [e.to_dict() for e in found]}
-
-    @app.post("/v1/drill_down", tags=["primitives"])
-    async def drill_down(body: DrillDownBody, request: Request, who: Caller) -> dict[str, Any]:
-        """A summary's descendants, ``max_depth`` levels down, breadth first."""
-        noted(request, body.query)
-        found = await calls.read(
-            who,
-            lambda m: m.drill_down(
-                body.node_id,
-                max_depth=body.max_depth,
-                query=body.query,
-                limit=body.limit,
-                filters=body.filters(),
-            ),
-        )
-        return {"hits": [h.to_dict() for h in found]}
-
-    @app.post("/v1/fetch_leaves", tags=["primitives"])
-    async def fetch_leaves(body: FetchLeavesBody, who: Caller) -> dict[str, Any]:
-        """Chunks by id, in the order asked; ids that are missing (or hidden) are left out."""
-        found = await calls.read(who, lambda m: m.fetch_leaves(body.ids, filters=body.filters()))
-        return {"hits": [h.to_dict() for h in found]}
-
-    @app.get("/v1/nodes/{node_id}", tags=["store"])
-    async def node(node_id: str, who: Caller) -> dict[str, Any]:
-        """One chunk or summary by id, with its entities and provenance."""
-        found = await calls.read(who, lambda m: m.get(node_id))
-        return found.to_dict()
-
-    @app.get("/v1/sources", tags=["store"])
-    async def sources(who: Caller) -> dict[str, Any]:
-        """The sources the caller may read."""
-        found = await calls.read(who, lambda m: m.sources())
-        return {"sources": [source_dict(s) for s in found]}
-
-    @app.get("/v1/stats", tags=["store"])
-    async def stats(who: Caller) -> dict[str, Any]:
-        """Counts of sources, chunks, tokens, entities and edges the caller may read."""
-        return await calls.read(who, lambda m: m.stats())
-
-    @app.post(
-        "/v1/ingest",
-        tags=["writes"],
-        responses={202: {"description": "Still running: ask GET /v1/jobs/{id}."}},
-    )
-    async def ingest(body: IngestBody, who: Caller) -> JSONResponse:
-        """Read a path on the server's machine into the store, then embed the new chunks.
-        Needs a server started with writes allowed and, for a principal, the write
-        permission and a path under the server's ingest roots. Runs as a job: its report
-        when it ends within the request's time limit, else 202 and the job."""
-        _writes_on(calls.service)
-        service = calls.service
-        return await calls.write(
-            "ingest",
-            who,
-            lambda: service.ingest(
-                who,
-                body.path,
-                kind=body.format,
-                scope=body.scope,
-                access=body.access,
-                sync=body.sync,
-                embed=body.embed,
-                trees=body.trees,
-            ),
-        )
-
-    @app.delete("/v1/sources/{source}", tags=["writes"])
-    async def forget(source: str, who: Caller) -> JSONResponse:
-        """Remove a source (id or scope) and everything derived from it. Needs writes
-        allowed and, for a principal, the write permission and a source it can read."""
-        _writes_on(calls.service)
-        service = calls.service
-        return await calls.write(
-            "forget", who, lambda: {"source": source, "removed": service.forget(who, source)}
-        )
-
-    @app.post("/v1/recall", tags=["facts"])
-    async def recall(body: RecallBody, who: Caller) -> dict[str, Any]:
-        """The facts true now (or ``as_of`` a time, as known ``known_at`` a time), of
-        ``subject`` or of everything the caller may read."""
-        found = await calls.read(
-            who,
-            lambda m: m.recall(
-                body.subject,
-                predicate=body.predicate,
-                as_of=body.as_of,
-                known_at=body.known_at,
-                limit=body.limit,
-            ),
-        )
-        return {"facts": [f.to_dict() for f in found]}
-
-    @app.post("/v1/fact_history", tags=["facts"])
-    async def fact_history(body: FactHistoryBody, who: Caller) -> dict[str, Any]:
-        """Every value ``subject``'s ``predicate`` had, oldest first, with the rows since
-        corrected or replaced."""
-        found = await calls.read(
-            who, lambda m: m.fact_history(body.subject, body.predicate, known_at=body.known_at)
-        )
-        return {"facts": [f.to_dict() for f in found]}
-
-    @app.post("/v1/query_facts", tags=["facts"])
-    async def query_facts(body: QueryFactsBody, request: Request, who: Caller) -> dict[str, Any]:
-        """The facts that best match ``query`` (true now or ``as_of`` a time, as known
-        ``known_at`` a time), as hits of kind ``fact``: what each says, its validity as the
-        time range, its source, and its evidence in ``explain``."""
-        noted(request, body.query)
-        found = await calls.read(
-            who,
-            lambda m: m.query_facts(
-                body.query,
-                subject=body.subject,
-                sources=body.sources,
-                as_of=body.as_of,
-                known_at=body.known_at,
-                limit=body.limit,
-            ),
-        )
-        return found.to_dict()
-
-    @app.get("/v1/rollups", tags=["facts"])
-    async def rollups(
-        who: Caller,
-        subject: Annotated[
-            str | None,
-            Query(min_length=1, max_length=500, description="An entity id: person:carol diaz."),
-        ] = None,
-        limit: Annotated[int, Query(ge=1, le=MAX_ROLLUP_LIMIT)] = 100,
-    ) -> dict[str, Any]:
-        """The profile cards (rollups) of ``subject``, or of every subject, that the caller
-        may read: each built from the facts of sources it reads all of, best score first."""
-        found = await calls.read(who, lambda m: m.rollups(subject, limit=limit))
-        return {"rollups": [r.to_dict() for r in found]}
-
-    @app.post("/v1/facts", tags=["writes"])
-    async def remember(body: RememberBody, who: Caller) -> JSONResponse:
-        """State a fact (see ``docs/memory.md``): writes allowed, and for a principal the write
-        permission, evidence and a source it can read."""
-        _writes_on(calls.service)
-        service = calls.service
-        return await calls.write(
-            "remember",
-            who,
-            lambda: service.remember(
-                who,
-                body.subject,
-                body.predicate,
-                body.object,
-                valid_from=body.valid_from,
-                valid_to=body.valid_to,
-                evidence=body.evidence,
-                source=body.source,
-            ),
-        )
-
-    @app.delete("/v1/facts/{fact_id}", tags=["writes"])
-    async def retract(fact_id: str, who: Caller) -> JSONResponse:
-        """Correct a fact that was never true: it stays in the history, no longer believed."""
-        _writes_on(calls.service)
-        service = calls.service
-        return await calls.write("retract", who, lambda: service.retract(who, fact_id))
+    for op in OPERATIONS.values():
+        _add_operation(app, calls, op, log_queries=log_queries)
 
     @app.get("/v1/jobs/{job_id}", tags=["writes"])
     async def job(job_id: str, who: Caller) -> dict[str, Any]:
@@ -511,14 +241,98 @@ def _add_routes(app: FastAPI, calls: _Calls, *, log_queries: bool) -> None:
         return out
 
 
-def _writes_on(service: Service) -> None:
-    if not service.allow_writes:
-        raise _ApiError(403, "writes are off: start the server with --allow-writes")
+def _add_operation(app: FastAPI, calls: _Calls, op: Operation, *, log_queries: bool) -> None:
+    """The route of one operation: its arguments from the JSON body (POST) or the query
+    string (GET, DELETE) and the path, checked by the operation's own
+    :func:`~stratamem.ops.spec.bind`; its answer the operation's JSON."""
+    method, path = op.route
+    in_path = re.findall(r"{(\w+)}", path)
+
+    async def endpoint(request: Request, who: Caller) -> Any:
+        args = await _arguments(request, op, method)
+        for name in in_path:
+            args[name] = request.path_params[name]
+        try:
+            bound = bind(op, args)
+        except ValueError as exc:
+            raise _ApiError(422, str(exc)) from None
+        if log_queries and op.query_param and isinstance(bound.get(op.query_param), str):
+            request.state.query = bound[op.query_param]
+        service = calls.service
+        if op.reads:
+            context = ServiceContext(service, who)
+            return await calls.in_thread(lambda: op.run(context, bound))
+        if not service.allow_writes:
+            raise _ApiError(403, "writes are off: start the server with --allow-writes")
+        context = ServiceContext(service, who)
+        return await calls.write(op.name, who, lambda: op.run(context, bound))
+
+    body = None
+    if method == "POST":
+        body = {
+            "requestBody": {
+                "required": bool(op.schema()["required"]),
+                "content": {"application/json": {"schema": op.schema()}},
+            }
+        }
+    app.add_api_route(
+        path,
+        endpoint,
+        methods=[method],
+        name=op.name,
+        tags=[op.group if op.reads else "writes"],
+        summary=op.name,
+        description=op.description,
+        openapi_extra=body,
+        responses={202: {"description": "Still running: ask GET /v1/jobs/{id}."}}
+        if not op.reads
+        else None,
+    )
 
 
-def source_dict(s: Source) -> dict[str, Any]:
-    """A source on the wire, as ``stratamem sources --json`` prints it."""
-    return s.to_dict()
+async def _arguments(request: Request, op: Operation, method: str) -> dict[str, Any]:
+    """The call's arguments as sent: a JSON object in the body of a POST, else the query
+    string (each value read as its parameter's type; a list repeats its key)."""
+    if method == "POST":
+        raw = await request.body()
+        if not raw.strip():
+            return {}
+        try:
+            data = json.loads(raw)
+        except (ValueError, UnicodeDecodeError) as exc:
+            at = getattr(exc, "pos", 0)
+            raise _ApiError(422, f"the body is not valid JSON (at character {at})") from None
+        if not isinstance(data, dict):
+            raise _ApiError(422, f"{op.name}: the body must be a JSON object of arguments")
+        return data
+    out: dict[str, Any] = {}
+    for name in request.query_params:
+        values = request.query_params.getlist(name)
+        try:
+            param = op.param(name)
+        except KeyError:
+            out[name] = values[-1]  # bind names it
+            continue
+        out[name] = _typed(op, param, values)
+    return out
+
+
+def _typed(op: Operation, param: Param, values: list[str]) -> Any:
+    if param.type == "strs":
+        return values
+    value = values[-1]
+    try:
+        if param.type == "int":
+            return int(value)
+        if param.type == "float":
+            return float(value)
+    except ValueError:
+        raise _ApiError(422, f"{op.name}: {param.name!r} must be a number, got {value!r}") from None
+    if param.type == "bool":
+        if value.lower() not in ("true", "false", "1", "0"):
+            raise _ApiError(422, f"{op.name}: {param.name!r} must be true or false")
+        return value.lower() in ("true", "1")
+    return value
 
 
 # -- MCP ---------------------------------------------------------------------------------------

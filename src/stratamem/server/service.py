@@ -42,11 +42,10 @@ from stratamem.access import writes
 from stratamem.api import DEFAULT_EMBEDDER, Memory
 from stratamem.embed.base import Embedder, Role, Vectors
 from stratamem.embed.registry import get_embedder
-from stratamem.errors import AccessDenied, NotFoundError, StratamemError
-from stratamem.memory.remember import statement
+from stratamem.errors import AccessDenied, StratamemError
 from stratamem.retrieval.rerank import Reranker
 from stratamem.tree.summarizer import Summarizer
-from stratamem.types import Principal, Source
+from stratamem.types import Principal
 
 TOKEN_TTL_S = 300.0
 # Reads at once: more than the cores, since a read also waits on the disk and on the embedder.
@@ -338,99 +337,28 @@ class Service:
         with self.reading(None) as memory:
             yield memory, who
 
-    def ingest(
-        self,
-        principal: str | None,
-        path: str,
-        *,
-        kind: str | None = None,
-        scope: str | None = None,
-        access: Sequence[str] | None = None,
-        sync: bool = False,
-        embed: bool = True,
-        trees: bool = True,
-    ) -> dict[str, Any]:
-        """Read ``path`` into the store on behalf of ``principal`` (see
-        :mod:`stratamem.access.writes` for what it may do), seal the summary trees of what
-        changed (``trees=False`` leaves them queued) and (``embed``) embed the new chunks; the
-        report as ``ingest --json`` prints it, with ``embedded``."""
-        with self.writing(principal) as (memory, who):
-            target = writes.check_path(path, self.ingest_roots, owner=who is None)
-            writes.check_access(who, access)
 
-            def admit(before: Source | None, after: Source) -> tuple[str, ...] | None:
-                return writes.admit_source(who, before, after, named=access is not None)
+class ServiceContext:
+    """One call's :class:`~stratamem.ops.Context` on a service: it reads as ``who`` (None: the
+    owner) and writes as the owner on ``who``'s behalf, where writes are on and ``who`` may."""
 
-            report = memory.ingest(
-                target,
-                kind=kind,
-                scope=scope,
-                access=access,
-                sync=sync,
-                parallel=False,
-                trees=trees,
-                admit=admit,
-            )
-            out = report.to_dict()
-            out["embedded"] = 0
-            if embed and memory.embedder is not None and memory.pending_embeddings():
-                out["embedded"] = memory.embed().embedded
-            return out
+    def __init__(self, service: Service, who: str | None) -> None:
+        self.service = service
+        self.who = who
+        self.ingest_roots = service.ingest_roots
+        self._principal: tuple[Principal | None] | None = None
 
-    def forget(self, principal: str | None, source: str) -> int:
-        """Remove ``source`` (id or scope) on behalf of ``principal``: how many chunks went."""
-        with self.writing(principal) as (memory, who):
-            with self.reading(principal) as theirs:
-                # Resolved as the principal sees the store: a source hidden from it is missing.
-                found = theirs.source(source)
-            writes.require_readable(who, found)
-            return memory.forget(found.id)
+    @property
+    def principal(self) -> Principal | None:
+        if self._principal is None:
+            with self.service.reading(self.who) as memory:
+                self._principal = (memory.principal,)
+        return self._principal[0]
 
-    def remember(
-        self,
-        principal: str | None,
-        subject: str,
-        predicate: str,
-        obj: str,
-        *,
-        valid_from: datetime | None = None,
-        valid_to: datetime | None = None,
-        evidence: Sequence[str] = (),
-        source: str | None = None,
-    ) -> dict[str, Any]:
-        """State a fact on behalf of ``principal``. A principal states facts only on evidence
-        it can read, into a source it can read; one without evidence or source goes to
-        ``facts:<its name>``, made with its own scopes."""
-        with self.writing(principal) as (memory, who):
-            if who is not None:
-                with self.reading(principal) as theirs:
-                    # Evidence or a source hidden from it answers as one that does not exist.
-                    seen = {n.node_id for n in theirs.nodes(list(evidence))}
-                    for node in evidence:
-                        if node not in seen:
-                            raise NotFoundError(f"no node with id {node!r}")
-                    if source is not None:
-                        theirs.source(source)
-                if not evidence and source is None:
-                    # Checked first, so that a bad statement leaves no empty source behind.
-                    statement(subject, predicate, obj, valid_from=valid_from, valid_to=valid_to)
-                    source = f"facts:{who.name}"
-                    writes.own_facts_source(memory.store, source, who)
-            found = memory.remember(
-                subject,
-                predicate,
-                obj,
-                valid_from=valid_from,
-                valid_to=valid_to,
-                evidence=evidence,
-                source=source,
-            )
-            return found.to_dict()
+    def reading(self) -> AbstractContextManager[Memory]:
+        return self.service.reading(self.who)
 
-    def retract(self, principal: str | None, fact: str) -> dict[str, Any]:
-        """Retract a fact (by id) on behalf of ``principal``: only one it can read."""
-        with self.writing(principal) as (memory, _):
-            with self.reading(principal) as theirs:
-                if not theirs.store.facts(ids=[fact], believed_only=False):
-                    raise NotFoundError(f"no fact with id {fact!r}")
-            return memory.retract(fact).to_dict()
+    @contextmanager
+    def writing(self) -> Iterator[Memory]:
+        with self.service.writing(self.who) as (memory, _):
+            yield memory

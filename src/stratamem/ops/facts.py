@@ -1,0 +1,250 @@
+"""The operations on facts: recall, history, query, rollups; remember and retract.
+
+A principal states facts only on evidence it can read, into a source it can read; one
+without evidence or source goes to its own ``facts:<name>``, made with its scopes. It
+retracts only a fact it can read.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from stratamem.access import writes
+from stratamem.errors import NotFoundError
+from stratamem.memory.remember import statement
+from stratamem.ops import params as p
+from stratamem.ops import wire
+from stratamem.ops.context import Context, may_write
+from stratamem.ops.spec import Operation, Param
+
+MAX_FACT_LIMIT = 1000
+MAX_ROLLUP_LIMIT = 1000
+PREDICATE = Param(
+    "predicate", "str", "Only this predicate.", default=None, min_length=1, max_length=p.MAX_NAME
+)
+
+
+def _recall(ctx: Context, a: dict[str, Any]) -> dict[str, Any]:
+    with ctx.reading() as m:
+        found = m.recall(
+            a["subject"],
+            predicate=a["predicate"],
+            as_of=a["as_of"],
+            known_at=a["known_at"],
+            limit=a["limit"],
+        )
+        return {"facts": [wire.fact(f) for f in found]}
+
+
+RECALL = Operation(
+    name="recall",
+    group="facts",
+    description="What is true about an entity (facts: subject, predicate, object, since "
+    "when), as of now or of a time, with the evidence each rests on. Use for 'who leads "
+    "on-call', 'what is the release date'; `fact_history` shows how a value changed.",
+    params=(p.SUBJECT, PREDICATE, p.AS_OF, p.KNOWN_AT, p.limit(100, 10_000)),
+    run=_recall,
+    example={"subject": "person:carol diaz"},
+    query_param=None,
+)
+
+
+def _fact_history(ctx: Context, a: dict[str, Any]) -> dict[str, Any]:
+    with ctx.reading() as m:
+        found = m.fact_history(a["subject"], a["predicate"], known_at=a["known_at"])
+        return {"facts": [wire.fact(f) for f in found]}
+
+
+FACT_HISTORY = Operation(
+    name="fact_history",
+    group="facts",
+    description="Every value one entity's predicate had, oldest first, including values "
+    "later replaced or corrected (each with when it stopped being believed).",
+    params=(
+        Param("subject", "str", "An entity id.", min_length=1, max_length=500),
+        Param("predicate", "str", "The predicate.", min_length=1, max_length=p.MAX_NAME),
+        p.KNOWN_AT,
+    ),
+    run=_fact_history,
+    example={"subject": "topic:phoenix", "predicate": "release_date"},
+    query_param=None,
+)
+
+
+def _query_facts(ctx: Context, a: dict[str, Any]) -> dict[str, Any]:
+    with ctx.reading() as m:
+        found = m.query_facts(
+            a["query"],
+            subject=a["subject"],
+            sources=a["sources"],
+            as_of=a["as_of"],
+            known_at=a["known_at"],
+            limit=a["limit"],
+        )
+        return {
+            "facts": [wire.fact_hit(h) for h in found.hits],
+            "total": found.total,
+            "truncated": found.truncated,
+        }
+
+
+QUERY_FACTS = Operation(
+    name="query_facts",
+    group="facts",
+    description="The facts that best match a question (what each says, by its words and "
+    "meaning), true now or `as_of` a time, as known `known_at` a time: each with its "
+    "validity, source, evidence (node ids, cited) and score. `recall` lists an entity's "
+    "facts without a query.",
+    params=(
+        p.query(required=True),
+        p.SUBJECT,
+        p.SOURCES,
+        p.AS_OF,
+        p.KNOWN_AT,
+        p.limit(10, MAX_FACT_LIMIT),
+    ),
+    run=_query_facts,
+    example={"query": "when is the release"},
+)
+
+
+def _rollups(ctx: Context, a: dict[str, Any]) -> dict[str, Any]:
+    with ctx.reading() as m:
+        return {"rollups": [r.to_dict() for r in m.rollups(a["subject"], limit=a["limit"])]}
+
+
+ROLLUPS = Operation(
+    name="rollups",
+    group="facts",
+    description="Profile cards (rollups) of an entity, or of every entity, built from the "
+    "facts of the sources you read: what is known about someone at a glance, best first.",
+    params=(p.SUBJECT, p.limit(20, MAX_ROLLUP_LIMIT)),
+    run=_rollups,
+    http=("GET", "/v1/rollups"),
+    example={"subject": "person:carol diaz"},
+    query_param=None,
+)
+
+
+def _remember(ctx: Context, a: dict[str, Any]) -> dict[str, Any]:
+    may_write(ctx)
+    who = ctx.principal
+    evidence, source = a["evidence"], a["source"]
+    if who is not None:
+        with ctx.reading() as theirs:
+            # Evidence or a source hidden from it answers as one that does not exist.
+            seen = {n.node_id for n in theirs.nodes(list(evidence))}
+            for ident in evidence:
+                if ident not in seen:
+                    raise NotFoundError(f"no node with id {ident!r}")
+            if source is not None:
+                theirs.source(source)
+        if not evidence and source is None:
+            # Checked first, so that a bad statement leaves no empty source behind.
+            statement(
+                a["subject"],
+                a["predicate"],
+                a["object"],
+                valid_from=a["valid_from"],
+                valid_to=a["valid_to"],
+            )
+            source = f"facts:{who.name}"
+            with ctx.writing() as owner:
+                writes.own_facts_source(owner.store, source, who)
+    with ctx.writing() as owner:
+        found = owner.remember(
+            a["subject"],
+            a["predicate"],
+            a["object"],
+            valid_from=a["valid_from"],
+            valid_to=a["valid_to"],
+            evidence=evidence,
+            source=source,
+        )
+    return found.to_dict()
+
+
+REMEMBER = Operation(
+    name="remember",
+    group="facts",
+    access="write",
+    description="State a fact: SUBJECT's PREDICATE is OBJECT from `valid_from` (until "
+    "`valid_to` or said otherwise). A new value closes the old one and keeps it in the "
+    "history; the same value again changes nothing. Give `evidence` (node ids) it rests on.",
+    params=(
+        Param(
+            "subject",
+            "str",
+            "An entity id: person:carol diaz, user:maya.",
+            min_length=1,
+            max_length=500,
+        ),
+        Param(
+            "predicate",
+            "str",
+            "leads, status, release_date, prefers, …",
+            min_length=1,
+            max_length=p.MAX_NAME,
+        ),
+        Param("object", "str", "An entity id or any text.", min_length=1, max_length=10_000),
+        p.when("valid_from", "True from (default: the time of its evidence, else now)."),
+        p.when("valid_to", "True until (default: until said otherwise)."),
+        Param(
+            "evidence",
+            "strs",
+            "Node ids the fact rests on.",
+            default=(),
+            min_length=1,
+            max_length=p.MAX_NAME,
+            max_items=100,
+        ),
+        Param(
+            "source",
+            "str",
+            "The source a fact without evidence goes to (default: facts:asserted; a "
+            "principal's: facts:<its name>).",
+            default=None,
+            min_length=1,
+            max_length=p.MAX_NAME,
+        ),
+    ),
+    run=_remember,
+    http=("POST", "/v1/facts"),
+    example={"subject": "user:maya", "predicate": "prefers", "object": "morning meetings"},
+    query_param=None,
+)
+
+
+def _retract(ctx: Context, a: dict[str, Any]) -> dict[str, Any]:
+    may_write(ctx)
+    fact_id = a["fact_id"]
+    with ctx.reading() as theirs:
+        if not theirs.store.facts(ids=[fact_id], believed_only=False):
+            raise NotFoundError(f"no fact with id {fact_id!r}")
+    with ctx.writing() as owner:
+        return owner.retract(fact_id).to_dict()
+
+
+RETRACT = Operation(
+    name="retract",
+    group="facts",
+    access="write",
+    description="Correct a fact (by id) that was never true: it stays in the history, no "
+    "longer believed.",
+    params=(
+        Param(
+            "fact_id",
+            "str",
+            "A fact id from recall or query_facts.",
+            min_length=1,
+            max_length=p.MAX_NAME,
+        ),
+    ),
+    run=_retract,
+    http=("DELETE", "/v1/facts/{fact_id}"),
+    destructive=True,
+    example={"fact_id": "<a fact id>"},
+    query_param=None,
+)
+
+FACTS = (RECALL, FACT_HISTORY, QUERY_FACTS, ROLLUPS, REMEMBER, RETRACT)

@@ -1,0 +1,102 @@
+"""Parameters many operations share, declared once so that they read the same everywhere."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from stratamem.ops.spec import Param
+from stratamem.types import Filters, SourceKind
+
+MAX_QUERY_CHARS = 10_000
+MAX_NAME = 200
+KINDS = tuple(k.value for k in SourceKind)
+
+
+def limit(default: int | None, maximum: int) -> Param:
+    return Param("limit", "int", "At most this many results.", default=default, ge=1, le=maximum)
+
+
+def query(*, required: bool = False, help: str | None = None) -> Param:
+    if required:
+        return Param(
+            "query",
+            "str",
+            help or "The question or words to look for.",
+            min_length=1,
+            max_length=MAX_QUERY_CHARS,
+        )
+    return Param(
+        "query",
+        "str",
+        help or "Rank the results by relevance to this text instead of by time.",
+        default=None,
+        max_length=MAX_QUERY_CHARS,
+    )
+
+
+SOURCES = Param(
+    "sources",
+    "strs",
+    "Only these sources: ids or scopes (see `sources`); a scope ending in * is a prefix, "
+    "e.g. slack:*.",
+    default=(),
+    max_length=MAX_NAME,
+    max_items=100,
+)
+KINDS_PARAM = Param(
+    "kinds", "strs", "Only sources of these kinds.", default=(), choices=KINDS, max_items=4
+)
+USER = Param(
+    "user",
+    "str",
+    "Only the memory of this user (or, on a write: for this user).",
+    default=None,
+    max_length=MAX_NAME,
+)
+SESSION = Param(
+    "session",
+    "str",
+    "Only this session (or, on a write: in this session).",
+    default=None,
+    max_length=MAX_NAME,
+)
+AGENT = Param(
+    "agent",
+    "str",
+    "Only the memory of this agent (or, on a write: by this agent).",
+    default=None,
+    max_length=MAX_NAME,
+)
+
+
+def when(name: str, help: str, *, required: bool = False, default: Any = None) -> Param:
+    text = f"{help} ISO 8601 (2024-03-12, 2024-03-12T09:00Z) or a span back from now (24h, 7d)."
+    if required:
+        return Param(name, "time", text)
+    return Param(name, "time", text, default=default)
+
+
+SINCE = when("since", "From this time.")
+UNTIL = when("until", "Until this time (default now).")
+NODE_ID = Param(
+    "node_id", "str", "A node id from an earlier result.", min_length=1, max_length=MAX_NAME
+)
+SUBJECT = Param(
+    "subject",
+    "str",
+    "An entity id: person:carol diaz, topic:phoenix, user:maya.",
+    default=None,
+    min_length=1,
+    max_length=500,
+)
+AS_OF = when("as_of", "True at this time (default now).")
+KNOWN_AT = when("known_at", "As the memory knew it then (default now).")
+
+
+def filters(args: dict[str, Any]) -> Filters | None:
+    """The source filters a call names (None: none)."""
+    sources = tuple(args.get("sources") or ())
+    kinds = tuple(SourceKind(k) for k in args.get("kinds") or ())
+    if not sources and not kinds:
+        return None
+    return Filters(sources=sources, kinds=kinds)

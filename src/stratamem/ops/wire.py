@@ -1,0 +1,206 @@
+"""The JSON an operation answers with, the same on every door: nodes, hits, cards, facts.
+
+Compact on purpose: a node carries what a model needs to read it, cite it (``cite``) and go
+further (``node_id``, ``children``); a hit adds its score and why it ranks there, and with
+``explain`` the per-leg breakdown. A list's text is cut to :data:`PREVIEW_CHARS`; ``show``
+gives a node whole.
+
+With a token ``budget``, :func:`fit_cards` packs the hits so that the whole payload the caller
+receives — every key, id, citation and text, counted with the same tokenizer as packing —
+fits it, and a card never comes without content (a hit with no room for any of its text is
+left out and counted in ``left_out``).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any
+
+from stratamem.embed.tokens import count_tokens, truncate_to_tokens
+from stratamem.retrieval.packing import pack
+from stratamem.types import (
+    NodeKind,
+    QueryResponse,
+    RetrievalHit,
+    ScoreBreakdown,
+    SearchResponse,
+    rfc3339,
+)
+
+# A node's text in a list of results is cut to this many characters; ``show`` gives it whole.
+PREVIEW_CHARS = 600
+
+
+def dumps(data: Any) -> str:
+    """The payload as sent: compact JSON, text as it is."""
+    return json.dumps(data, ensure_ascii=False, separators=(",", ":"))
+
+
+def node(hit: RetrievalHit, *, whole: bool = False, entities: bool = False) -> dict[str, Any]:
+    """One node, compact: what a model needs to read it, cite it and go further."""
+    text = hit.content if whole else hit.snippet or hit.content
+    if not whole and len(text) > PREVIEW_CHARS:
+        text = text[: PREVIEW_CHARS - 1] + "…"
+    data: dict[str, Any] = {"node_id": hit.node_id, "kind": hit.node_kind.value}
+    if hit.node_kind is NodeKind.SUMMARY:
+        data["level"] = hit.level
+    data["source"] = hit.tree_scope
+    if hit.source_ref:
+        data["cite"] = hit.source_ref
+    data["time_start"] = rfc3339(hit.time_start)
+    if hit.time_end is not None and hit.time_end != hit.time_start:
+        data["time_end"] = rfc3339(hit.time_end)
+    if hit.author:
+        data["author"] = hit.author
+    if hit.title:
+        data["title"] = hit.title
+    data["text"] = text
+    if hit.node_kind is NodeKind.SUMMARY:
+        data["children"] = list(hit.child_ids)
+    if entities and hit.entities:
+        data["entities"] = list(hit.entities)
+    return data
+
+
+def hit(found: RetrievalHit, *, explain: bool = False) -> dict[str, Any]:
+    data = node(found)
+    data["score"] = round(found.score, 4)
+    reason = found.explain.get("reason")
+    if reason:
+        data["why"] = str(reason)
+    if explain and "breakdown" in found.explain:
+        data["breakdown"] = dict(found.explain["breakdown"])
+    return data
+
+
+def nodes(response: QueryResponse, *, whole: bool = False) -> dict[str, Any]:
+    return {
+        "nodes": [node(h, whole=whole) for h in response.hits],
+        "total": response.total,
+        "truncated": response.truncated,
+    }
+
+
+def search(response: SearchResponse, *, budget: int | None, explain: bool) -> dict[str, Any]:
+    """A search's answer: its hits, or with a ``budget`` its cards fitted to it."""
+    data: dict[str, Any]
+    data = {"hits": [hit(h, explain=explain) for h in response.hits]} if budget is None else {}
+    data["total"] = response.total
+    data["truncated"] = response.truncated
+    if response.notes:
+        data["notes"] = list(response.notes)
+    if response.legs and (explain or budget is None):
+        data["legs"] = dict(response.legs)
+    if budget is not None:
+        data = fit_cards(response.hits, budget, data, explain=explain)
+    return data
+
+
+def _breakdown(found: RetrievalHit) -> ScoreBreakdown:
+    raw = found.explain.get("breakdown") or {}
+    names = ScoreBreakdown.__dataclass_fields__
+    return ScoreBreakdown(**{k: v for k, v in raw.items() if k in names})
+
+
+def _card(found: RetrievalHit, text: str, why: str, explain: bool) -> dict[str, Any]:
+    out: dict[str, Any] = {"node_id": found.node_id}
+    if found.source_ref:
+        out["cite"] = found.source_ref
+    if not found.source_ref.startswith(found.tree_scope):
+        out["source"] = found.tree_scope
+    when = rfc3339(found.time_start)
+    if when:
+        out["time"] = when[:16] + "Z"  # to the minute: a card is read, not sorted
+    if found.author:
+        out["author"] = found.author
+    if found.title:
+        out["title"] = found.title
+    out["text"] = text
+    if found.explain.get("tier0"):
+        out["tier0"] = True
+    if explain:
+        out["why"] = why
+        if "breakdown" in found.explain:
+            out["breakdown"] = dict(found.explain["breakdown"])
+    return out
+
+
+def fit_cards(
+    hits: Sequence[RetrievalHit], budget: int, envelope: dict[str, Any], *, explain: bool = False
+) -> dict[str, Any]:
+    """``envelope`` with ``cards``: the hits packed so that the whole payload, counted in
+    tokens, fits ``budget`` (0: every hit whole), ``used`` (the payload's tokens) and
+    ``left_out`` (hits with no room for any text). Each card's text is the hit's own text,
+    whole or cut; its source, time and author are fields, not repeated in the text."""
+    reasons = [str(h.explain.get("reason", "")) for h in hits]
+    breakdowns = [_breakdown(h) for h in hits]
+    tier0 = [bool(h.explain.get("tier0")) for h in hits]
+    inner = budget
+    best: dict[str, Any] | None = None
+    for _ in range(8):
+        cards, _dropped = pack(
+            hits,
+            inner,
+            reasons=reasons,
+            breakdowns=breakdowns,
+            tier0=tier0,
+            count=count_tokens,
+            truncate=truncate_to_tokens,
+        )
+        wire = []
+        for card in cards:
+            body = card.text.partition("\n")[2].strip() if card.form != "line" else ""
+            if body:
+                wire.append(_card(card.hit, body, card.reason, explain))
+        payload = {**envelope, "cards": wire, "budget": budget, "left_out": len(hits) - len(wire)}
+        used = count_tokens(dumps(payload))
+        payload["used"] = used
+        if budget == 0 or used <= budget:
+            return payload
+        best = payload
+        over = used - budget
+        if inner <= 1:
+            break
+        inner = max(1, inner - max(over, inner // 8))
+    # Still over: drop cards from the end until it fits.
+    while best is not None and best["cards"]:
+        best["cards"].pop()
+        best["left_out"] = len(hits) - len(best["cards"])
+        best["used"] = count_tokens(dumps(best))
+        if best["used"] <= budget:
+            break
+    return best or {}
+
+
+def fact(found: Any) -> dict[str, Any]:
+    """A fact whole: what it says, when it was true, when it was recorded and stopped being
+    believed, what it rests on and where it is from."""
+    out: dict[str, Any] = found.to_dict()
+    return out
+
+
+def fact_hit(found: RetrievalHit) -> dict[str, Any]:
+    """A fact found by a query: what it says, when it was true, where it is from, what it
+    rests on (with citations), and its score."""
+    explain = found.explain
+    out: dict[str, Any] = {
+        "id": found.node_id,
+        "subject": explain["subject"],
+        "predicate": explain["predicate"],
+        "object": explain["object"],
+        "valid_from": rfc3339(found.time_start),
+        "valid_to": rfc3339(found.time_end),
+        "source": found.tree_scope,
+        "evidence": list(explain["evidence"]),
+    }
+    if explain["cites"]:
+        out["cites"] = dict(explain["cites"])
+    if explain["expired_at"] is not None:
+        out["believed_until"] = explain["expired_at"]
+    if explain["origin"] != "asserted":
+        out["origin"] = explain["origin"]
+    if explain["confidence"] != 1.0:
+        out["confidence"] = explain["confidence"]
+    out["score"] = round(found.score, 4)
+    return out
