@@ -32,8 +32,8 @@ from mcp_types import CallToolResult, TextContent, ToolAnnotations
 from mcp_types import Tool as MCPTool
 from starlette.types import Receive, Scope, Send
 
-from stratamem.api import Memory
 from stratamem.access import writes
+from stratamem.api import Memory
 from stratamem.errors import AccessDenied, AccessError, StratamemError
 from stratamem.ops import Operation, allowed, bind, may_call, operation, wire
 from stratamem.retrieval.primitives import MAX_LIMIT
