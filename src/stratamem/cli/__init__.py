@@ -50,6 +50,7 @@ from stratamem.cli.common import (
     when,
 )
 from stratamem.cli.mcp import mcp_command
+from stratamem.cli.operations import command_for
 from stratamem.cli.serve import serve
 from stratamem.cli.trees import COMMANDS, print_seal_report
 from stratamem.config import PROFILES
@@ -60,6 +61,7 @@ from stratamem.ingest import registry
 from stratamem.ingest.chunking import ChunkingConfig
 from stratamem.ingest.pipeline import IngestReport
 from stratamem.ingest.pipeline import Progress as IngestProgress
+from stratamem.ops import OPERATIONS
 from stratamem.retrieval.hybrid import MAX_LIMIT as MAX_SEARCH_LIMIT
 from stratamem.tree.builder import SealProgress
 from stratamem.types import RetrievalHit, SearchResponse, rfc3339
@@ -970,3 +972,7 @@ for _command in (
     main.add_command(_command)
 main.add_command(serve)
 main.add_command(mcp_command)
+# Operations no command above runs get one made from their declaration.
+for _op in OPERATIONS.values():
+    if _op.cli is None:
+        main.add_command(command_for(_op))

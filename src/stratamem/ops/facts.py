@@ -46,6 +46,8 @@ RECALL = Operation(
     run=_recall,
     example={"subject": "person:carol diaz"},
     query_param=None,
+    cli="fact list",
+    python="facts.recall",
 )
 
 
@@ -68,6 +70,8 @@ FACT_HISTORY = Operation(
     run=_fact_history,
     example={"subject": "topic:phoenix", "predicate": "release_date"},
     query_param=None,
+    cli="fact history",
+    python="facts.history",
 )
 
 
@@ -105,6 +109,8 @@ QUERY_FACTS = Operation(
     ),
     run=_query_facts,
     example={"query": "when is the release"},
+    cli="fact search",
+    python="facts.query",
 )
 
 
@@ -123,6 +129,8 @@ ROLLUPS = Operation(
     http=("GET", "/v1/rollups"),
     example={"subject": "person:carol diaz"},
     query_param=None,
+    cli="rollup",
+    python="facts.rollups",
 )
 
 
@@ -212,6 +220,8 @@ REMEMBER = Operation(
     http=("POST", "/v1/facts"),
     example={"subject": "user:maya", "predicate": "prefers", "object": "morning meetings"},
     query_param=None,
+    cli="fact add",
+    python="facts.remember",
 )
 
 
@@ -245,6 +255,8 @@ RETRACT = Operation(
     destructive=True,
     example={"fact_id": "<a fact id>"},
     query_param=None,
+    cli="fact retract",
+    python="facts.retract",
 )
 
 FACTS = (RECALL, FACT_HISTORY, QUERY_FACTS, ROLLUPS, REMEMBER, RETRACT)

@@ -76,6 +76,8 @@ SEARCH = Operation(
     ),
     run=_search,
     example={"query": "why did we drop Redis?", "limit": 5},
+    cli="search",
+    python="search",
 )
 
 
@@ -125,6 +127,8 @@ QUERY_SOURCE = Operation(
     ),
     run=_query_source,
     example={"source": "slack:#eng", "limit": 3},
+    cli="summaries",
+    python="query_source",
 )
 
 
@@ -163,6 +167,8 @@ QUERY_GLOBAL = Operation(
     ),
     run=_query_global,
     example={"since": "2024-03-01", "until": "2024-03-31"},
+    cli="summaries",
+    python="query_global",
 )
 
 
@@ -214,6 +220,8 @@ QUERY_TOPIC = Operation(
     ),
     run=_query_topic,
     example={"entity_id": "person:alice chen"},
+    cli="topic",
+    python="query_topic",
 )
 
 
@@ -243,6 +251,8 @@ COVER_WINDOW = Operation(
     ),
     run=_cover_window,
     example={"since": "7d"},
+    cli="brief",
+    python="cover_window",
 )
 
 
@@ -276,6 +286,8 @@ BRIEF = Operation(
     ),
     run=_brief,
     example={"since": "24h"},
+    cli="brief",
+    python="cover_window",
 )
 
 
@@ -304,6 +316,8 @@ SEARCH_ENTITIES = Operation(
     ),
     run=_search_entities,
     example={"query": "alice"},
+    cli="entities",
+    python="search_entities",
 )
 
 
@@ -339,6 +353,8 @@ DRILL_DOWN = Operation(
     ),
     run=_drill_down,
     example={"node_id": "<a summary's node_id>", "max_depth": 1},
+    cli="drill",
+    python="drill_down",
 )
 
 
@@ -371,6 +387,8 @@ FETCH_LEAVES = Operation(
     run=_fetch_leaves,
     example={"ids": ["<a node_id>"]},
     query_param=None,
+    cli="show",
+    python="fetch_leaves",
 )
 
 
@@ -389,6 +407,8 @@ SHOW = Operation(
     http=("GET", "/v1/nodes/{node_id}"),
     example={"node_id": "<a node_id>"},
     query_param=None,
+    cli="show",
+    python="get",
 )
 
 
@@ -406,6 +426,8 @@ SOURCES = Operation(
     run=_sources,
     http=("GET", "/v1/sources"),
     query_param=None,
+    cli="sources",
+    python="sources.list",
 )
 
 
@@ -423,6 +445,8 @@ STATS = Operation(
     run=_stats,
     http=("GET", "/v1/stats"),
     query_param=None,
+    cli="stats",
+    python="stats",
 )
 
 READS = (

@@ -134,6 +134,11 @@ class Operation:
     http: tuple[str, str] | None = None  # (method, path) where not POST /v1/<name>
     destructive: bool = False
     query_param: str | None = "query"  # the argument an access log may show
+    # The doors' names where they are not the operation's: the CLI command that runs it
+    # (``fact add``; None: one is made from this declaration) and the Python method
+    # (``facts.remember``, on :class:`~stratamem.api.Memory`).
+    cli: str | None = None
+    python: str | None = None
 
     @property
     def reads(self) -> bool:

@@ -110,6 +110,8 @@ ADD = Operation(
     run=_add,
     example={"text": "Maya prefers morning meetings", "tags": ["preference"]},
     query_param=None,
+    cli="add",
+    python="items.add",
 )
 
 
@@ -160,6 +162,8 @@ EDIT = Operation(
     run=_edit,
     example={"id": "item_0123456789abcdef", "text": "Maya prefers afternoon meetings"},
     query_param=None,
+    cli="edit",
+    python="items.edit",
 )
 
 
@@ -181,6 +185,8 @@ RM = Operation(
     destructive=True,
     example={"id": "item_0123456789abcdef"},
     query_param=None,
+    cli="rm",
+    python="items.rm",
 )
 
 
@@ -251,6 +257,8 @@ INGEST = Operation(
     run=_ingest,
     example={"path": "/data/slack-export.zip"},
     query_param=None,
+    cli="ingest",
+    python="ingest",
 )
 
 
@@ -276,6 +284,8 @@ FORGET = Operation(
     destructive=True,
     example={"source": "slack:#random"},
     query_param=None,
+    cli="forget",
+    python="sources.forget",
 )
 
 WRITES = (ADD, EDIT, RM, INGEST, FORGET)
