@@ -137,3 +137,15 @@ def test_one_concept_has_one_name_across_operations() -> None:
 def test_required_is_a_marker_not_a_value() -> None:
     assert OP.params[0].default is REQUIRED and OP.params[0].required
     assert not OP.params[1].required
+
+
+def test_the_reference_page_is_written_from_the_table() -> None:
+    from pathlib import Path
+
+    from stratamem.ops.reference import page
+
+    written = Path(__file__).parents[2] / "docs" / "operations.md"
+    assert written.read_text() == page(), (
+        "docs/operations.md is behind the table: python -m stratamem.ops.reference > "
+        "docs/operations.md"
+    )
