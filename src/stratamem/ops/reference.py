@@ -84,9 +84,7 @@ def section(op: Operation) -> str:
         lines += ["| parameter | type | default | |", "| --- | --- | --- | --- |"]
         for param in op.params:
             help_text = param.help.replace("|", "\\|")
-            lines.append(
-                f"| `{param.name}` | {_type(param)} | {_default(param)} | {help_text} |"
-            )
+            lines.append(f"| `{param.name}` | {_type(param)} | {_default(param)} | {help_text} |")
         lines.append("")
     return "\n".join(lines)
 
