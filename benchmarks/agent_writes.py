@@ -133,7 +133,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
 
             callers = {"python": in_python, "http": over_http, "mcp": over_mcp}
             # Warm-up: one add and search on each door, not counted.
-            for name, caller in callers.items():
+            for caller in callers.values():
                 warm = items.pop()
                 await caller("add", {"text": warm.text})
                 await caller("search", {"query": warm.query, "limit": 10})
