@@ -1,6 +1,6 @@
 """CLI commands made from the operation table, for the operations that have no command of
 their own: each parameter an option of the same name (``time_window_days`` →
-``--time-window-days``; a list is repeatable under its singular, ``sources`` → ``--source``),
+``--time-window-days``; a list's option is repeated: ``--sources a --sources b``),
 the required ones positional, in order. ``--json`` prints the operation's JSON as the HTTP API
 and the MCP tool answer it; otherwise a readable rendering of the same."""
 
@@ -18,11 +18,8 @@ from stratamem.ops import MemoryContext, Operation, Param, call
 
 
 def option_name(param: Param) -> str:
-    """The CLI's spelling of a parameter: kebab case; a list under its singular."""
-    name = param.name
-    if param.type in ("strs", "objects") and name.endswith("s") and len(name) > 3:
-        name = name[:-1]
-    return "--" + name.replace("_", "-")
+    """The CLI's spelling of a parameter: its name in kebab case (a list's is repeated)."""
+    return "--" + param.name.replace("_", "-")
 
 
 def _click_param(param: Param) -> click.Parameter:

@@ -20,8 +20,8 @@ HEADER = """\
 Every operation is declared once (`src/stratamem/ops/`) and every door is built from that
 declaration: the MCP tool and the HTTP route of the same name, the CLI command and the Python
 method listed with it. A parameter has one name on every door (the CLI writes it in kebab
-case, `time_window_days` → `--time-window-days`, and a list under its singular, repeatable:
-`sources` → `--source`); the same check answers a bad argument with the same one-line error
+case, `time_window_days` → `--time-window-days`, a list's option repeated: `--sources a
+--sources b`); the same check answers a bad argument with the same one-line error
 on every door; HTTP and MCP answer with the same JSON. A caller is listed only the tools it
 may call.
 
