@@ -9,7 +9,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from stratamem.ops import params as p
+import stratamem.ops.params as p
 from stratamem.ops.context import Context
 from stratamem.ops.spec import Operation, Param
 from stratamem.types import Principal, rfc3339
