@@ -91,7 +91,7 @@ def command_for(op: Operation) -> click.Command:
 
     @click.pass_context
     @handle_errors
-    def run(ctx: click.Context, as_json: bool, **given: Any) -> None:
+    def run(ctx: click.Context, /, as_json: bool, **given: Any) -> None:
         data = call(MemoryContext(open_memory(ctx)), op.name, _arguments(op, given))
         if as_json:
             print_json(data)

@@ -107,7 +107,7 @@ def _card(found: RetrievalHit, text: str, why: str, explain: bool) -> dict[str, 
     out: dict[str, Any] = {"node_id": found.node_id}
     if found.source_ref:
         out["cite"] = found.source_ref
-    if not found.source_ref.startswith(found.tree_scope):
+    if not (found.source_ref or "").startswith(found.tree_scope):
         out["source"] = found.tree_scope
     when = rfc3339(found.time_start)
     if when:
