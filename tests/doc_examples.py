@@ -201,7 +201,9 @@ def _block(
     source = "\n".join(body) + "\n"
     for old, _ in options.replace:
         if old not in source:
-            raise MarkerError(f"{where}: the marker replaces {old!r}, which the block does not hold")
+            raise MarkerError(
+                f"{where}: the marker replaces {old!r}, which the block does not hold"
+            )
     return Block(doc, line, language, source, options, chain)
 
 

@@ -27,6 +27,8 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+
+import stratamem
 from doc_examples import (
     LANGUAGES,
     PYTHON,
@@ -40,13 +42,11 @@ from doc_examples import (
     read_doc,
     strip_comment,
 )
+from stratamem.cli import main
 from suite import PATIENCE_S
 
-import stratamem
-from stratamem.cli import main
-
 # How many blocks the docs mark: removing markers makes this test fail, adding them does not.
-MIN_MARKED = 0
+MIN_MARKED = 14
 STORE = "agent.db"
 # The environment variables of the host that a block does not see (the index folder of the
 # test run stays, so that nothing lands in the user's cache).
@@ -83,9 +83,7 @@ def environment(folder: Path) -> dict[str, str]:
 
 
 def _unset() -> dict[str, str | None]:
-    return {
-        name: None for name in os.environ if name.startswith("STRATAMEM_") and name not in KEPT
-    }
+    return {name: None for name in os.environ if name.startswith("STRATAMEM_") and name not in KEPT}
 
 
 @dataclass
@@ -131,7 +129,7 @@ class Examples:
             if earlier.id in chain.done:
                 failed = chain.done[earlier.id]
                 if failed is not None and earlier is not block:
-                    pytest.fail(f"{earlier.id}, which this block continues, failed: {failed}")
+                    _continues_a_failure(earlier, failed)
                 continue
             try:
                 self._execute(earlier, chain, shell=shell)
@@ -139,7 +137,7 @@ class Examples:
                 chain.done[earlier.id] = error
                 if earlier is block:
                     raise
-                pytest.fail(f"{earlier.id}, which this block continues, failed: {error}")
+                _continues_a_failure(earlier, error)
             chain.done[earlier.id] = None
         failed = chain.done[block.id]
         if failed is not None:
@@ -184,7 +182,8 @@ class Examples:
         with contextlib.chdir(chain.folder):
             result = CliRunner().invoke(main, args, env=variables, catch_exceptions=True)
         output = result.output
-        if result.exc_info is not None and not isinstance(result.exception, SystemExit):
+        error = result.exception
+        if result.exc_info is not None and error is not None and not isinstance(error, SystemExit):
             output += "".join(traceback.format_exception(*result.exc_info))
         return result.exit_code, output
 
@@ -222,6 +221,11 @@ class Examples:
             )
 
 
+def _continues_a_failure(earlier: Block, error: Exception) -> None:
+    first = str(error).splitlines()[0] if str(error) else type(error).__name__
+    pytest.fail(f"{earlier.id}, which this block continues, failed: {first}", pytrace=False)
+
+
 @pytest.fixture(scope="module")
 def examples(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Examples]:
     runner = Examples(tmp_path_factory)
@@ -239,9 +243,7 @@ def test_example_runs(block: Block, examples: Examples) -> None:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize(
-    "block", [pytest.param(b, id=b.id) for b in BLOCKS if b.language in SHELL]
-)
+@pytest.mark.parametrize("block", [pytest.param(b, id=b.id) for b in BLOCKS if b.language in SHELL])
 def test_example_runs_in_a_shell(block: Block, examples: Examples) -> None:
     examples.run(block, shell=True)
 
@@ -299,7 +301,8 @@ def test_a_marker_names_the_block_after_it() -> None:
     ]
     assert blocks[0].commands() == [Command("stratamem stats")]
     console = blocks[1]
-    assert console.options.slow and console.options.env == (("A", "1"),)
+    assert console.options.slow
+    assert console.options.env == (("A", "1"),)
     assert console.options.files == (("x.pass", "a b"),)
     assert console.commands() == [Command("stratamem show n1", ("n1 … done",))]
 
@@ -318,8 +321,9 @@ def test_a_marker_names_the_block_after_it() -> None:
     ],
 )
 def test_a_marker_that_cannot_be_taken_is_a_problem(doc: str, problem: str) -> None:
-    blocks, problems = read_doc("x.md", doc)
-    assert len(problems) == 1 and problems[0].startswith(problem), problems
+    _, problems = read_doc("x.md", doc)
+    assert len(problems) == 1, problems
+    assert problems[0].startswith(problem), problems
 
 
 @pytest.mark.parametrize(
