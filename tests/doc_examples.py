@@ -98,11 +98,13 @@ class Block:
 
     @property
     def text(self) -> str:
-        """The block's code, with the marker's replacements made."""
-        text = self.source
-        for old, new in self.options.replace:
-            text = text.replace(old, new.replace("{root}", str(ROOT)))
-        return text
+        """The block's code, with the marker's replacements made (all at once: one's new text
+        is not searched for another's old)."""
+        if not self.options.replace:
+            return self.source
+        new = {old: value.replace("{root}", str(ROOT)) for old, value in self.options.replace}
+        olds = re.compile("|".join(re.escape(old) for old, _ in self.options.replace))
+        return olds.sub(lambda found: new[found.group()], self.source)
 
     def commands(self) -> list[Command]:
         """The commands of a shell block, each checked to be one the runner can run."""

@@ -39,6 +39,7 @@ from doc_examples import (
     MarkerError,
     collect,
     missing_lines,
+    parse_options,
     read_doc,
     strip_comment,
 )
@@ -305,6 +306,12 @@ def test_a_marker_names_the_block_after_it() -> None:
     assert console.options.env == (("A", "1"),)
     assert console.options.files == (("x.pass", "a b"),)
     assert console.commands() == [Command("stratamem show n1", ("n1 … done",))]
+
+
+def test_replacements_are_made_at_once_longest_first() -> None:
+    options = parse_options("A=B B=C AB=x {R}={root}/y", "x.md:1")
+    block = Block("x.md", 1, "sh", "A B AB {R}\n", options)
+    assert block.text == f"B C x {ROOT}/y\n"
 
 
 @pytest.mark.parametrize(
