@@ -96,7 +96,7 @@ def test_the_schema_takes_no_other_names_and_says_what_is_required() -> None:
         "default": 10,
     }
     assert schema["properties"]["mode"]["enum"] == ["a", "b"]
-    assert schema["properties"]["since"]["anyOf"][1] == {"type": "null"}
+    assert schema["properties"]["since"] == {"type": "string", "description": "A time."}
 
 
 def test_an_unknown_operation_names_the_close_ones() -> None:

@@ -37,8 +37,7 @@ def query(*, required: bool = False, help: str | None = None) -> Param:
 SOURCES = Param(
     "sources",
     "strs",
-    "Only these sources: ids or scopes (see `sources`); a scope ending in * is a prefix, "
-    "e.g. slack:*.",
+    "Only these sources (ids or scopes; slack:* is a prefix).",
     default=(),
     max_length=MAX_NAME,
     max_items=100,
@@ -70,7 +69,7 @@ AGENT = Param(
 
 
 def when(name: str, help: str, *, required: bool = False, default: Any = None) -> Param:
-    text = f"{help} ISO 8601 (2024-03-12, 2024-03-12T09:00Z) or a span back from now (24h, 7d)."
+    text = f"{help} ISO 8601 or a span back (7d)."
     if required:
         return Param(name, "time", text)
     return Param(name, "time", text, default=default)

@@ -71,16 +71,14 @@ class Param:
         return self.default is REQUIRED
 
     def schema(self) -> dict[str, Any]:
-        """The parameter's JSON schema."""
+        """The parameter's JSON schema: its type, choices, numeric bounds and default. Lengths
+        and counts are checked by :func:`bind` and named in its errors, but left out of what
+        a model is shown, where they would cost tokens on every call for a rare mistake."""
         out: dict[str, Any] = {}
         if self.type == "str":
             out["type"] = "string"
             if self.choices:
                 out["enum"] = list(self.choices)
-            if self.min_length is not None:
-                out["minLength"] = self.min_length
-            if self.max_length is not None:
-                out["maxLength"] = self.max_length
         elif self.type == "time":
             out["type"] = "string"
         elif self.type in ("int", "float"):
@@ -105,12 +103,10 @@ class Param:
         else:
             out["type"] = "array"
             out["items"] = {"type": "object"}
-            if self.max_items is not None:
-                out["maxItems"] = self.max_items
-        if self.nullable or (self.default is None and self.type != "strs"):
+        if self.nullable:
             out = {"anyOf": [out, {"type": "null"}]}
         out["description"] = self.help
-        if not self.required and self.default is not None:
+        if not self.required and self.default not in (None, ()):
             out["default"] = list(self.default) if isinstance(self.default, tuple) else self.default
         return out
 
