@@ -472,7 +472,8 @@ class Filters:
     def __post_init__(self) -> None:
         for kind in ("user", "agent", "session"):
             name = kind + "s"
-            object.__setattr__(self, name, identity_values(kind, getattr(self, name)))
+            given = getattr(self, name)
+            object.__setattr__(self, name, identity_values(kind, given) if given else ())
         # Held as aware UTC (a naive time taken as UTC), so naive and aware times compare.
         object.__setattr__(self, "since", optional_utc(self.since, name="since"))
         object.__setattr__(self, "until", optional_utc(self.until, name="until"))
