@@ -104,6 +104,16 @@ def test_turns_keep_their_order_author_role_id_and_time(mem: stratamem.Memory) -
     assert fourth.time == T0 + timedelta(milliseconds=2)  # after every turn before it
 
 
+def test_the_user_and_agent_of_a_conversation_are_entities(mem: stratamem.Memory) -> None:
+    write = mem.add_messages(TALK, user="maya", agent="planner", session="s1", now=T0)
+    found = {m.canonical_id for m in mem.search_entities("maya", limit=20)}
+    assert "user:maya" in found
+    assert {m.canonical_id for m in mem.search_entities("planner")} >= {"agent:planner"}
+    topic = mem.query_topic("user:maya")
+    assert [h.node_id for h in topic.hits] == list(write.chunks_added)
+    assert mem.query_topic("user:bob").hits == ()
+
+
 def test_objects_with_role_and_content_are_messages(mem: stratamem.Memory) -> None:
     @dataclass
     class Message:
