@@ -252,7 +252,7 @@ def test_bad_options_are_usage_errors_naming_the_option(
     ("args", "message"),
     [
         (("add", "carol", "leads", "x"), "subject 'carol' is not an entity id"),
-        (("add", "robot:x", "leads", "x"), "the kind one of channel, email, handle"),
+        (("add", "robot:x", "leads", "x"), "the kind one of agent, channel, email, handle"),
         (("add", CAROL, " ", "x"), "a fact needs a predicate"),
         (
             ("add", CAROL, "leads", "x", "--from", "2024-03-05", "--to", "2024-03-01"),

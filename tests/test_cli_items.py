@@ -58,7 +58,7 @@ def test_add_edit_rm_round_trip(run: Run) -> None:
     assert added["action"] == "added"
     assert len(added["chunks_added"]) == 1
     assert added["chunks_removed"] == 0
-    assert added["embedded"] == 0  # the store has no vectors yet: it waits for `embed`
+    assert added["embedded"] == 1  # the store's first write takes the configured model
     assert added["text"] == "Carol leads on-call until Friday"
     assert added["author"] == "a"
     assert added["time"].endswith("+00:00")

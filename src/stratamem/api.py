@@ -36,6 +36,7 @@ from stratamem.errors import (
 )
 from stratamem.ingest import items
 from stratamem.ingest.chunking import ChunkingConfig
+from stratamem.ingest.conversation import MessagesWrite, add_messages
 from stratamem.ingest.items import ItemWrite
 from stratamem.ingest.model import Connector
 from stratamem.ingest.pipeline import Admit, IngestReport, ProgressCallback, ingest_path
@@ -55,7 +56,7 @@ from stratamem.retrieval.legs.keyword import (
 )
 from stratamem.retrieval.legs.vector import VectorLeg, drop_other_vector_files
 from stratamem.retrieval.rerank import Reranker
-from stratamem.retrieval.scope import source_filters
+from stratamem.retrieval.scope import resolve, source_filters
 from stratamem.retrieval.tree_hits import leaf_evidence
 from stratamem.store.access import parse_scopes
 from stratamem.store.base import Store
@@ -446,15 +447,20 @@ class Memory:
         thread: str | None = None,
         tags: Sequence[str] = (),
         meta: Mapping[str, Any] | None = None,
+        user: str | None = None,
+        agent: str | None = None,
+        session: str | None = None,
     ) -> ItemWrite:
         """Write one item (a memory, a message, a note) to ``source`` and return its id.
 
         The item is found by keyword and graph search as soon as this returns, and by the
-        vector leg too when the store's vectors are of the configured embedder's model (it
-        is embedded in the same transaction; otherwise it waits for :meth:`embed`). ``time``
-        defaults to now, ``id`` to a new key; an ``id`` the source holds already is
-        replaced. A new ``source`` is made as a record source (or ``kind``). The source's
-        summary tree is queued to be sealed (see :meth:`build_trees`).
+        vector leg too when the store's vectors are of the configured embedder's model, or
+        the store holds nothing yet (it is embedded in the same transaction; otherwise it
+        waits for :meth:`embed`). ``time`` defaults to now, ``id`` to a new key; an ``id``
+        the source holds already is replaced. A new ``source`` is made as a record source (or
+        ``kind``). ``user``, ``agent`` and ``session`` put the item in that identity's
+        source of base ``source`` (``memory/user:maya``: see ``docs/memory.md``). The
+        source's summary tree is queued to be sealed (see :meth:`build_trees`).
         """
         self._owner_only("write items")
         return items.add_item(
@@ -469,7 +475,38 @@ class Memory:
             thread=thread,
             tags=tags,
             meta=meta,
-            embedder=self._write_embedder(),
+            user=user,
+            agent=agent,
+            session=session,
+            embedder=self._first_write_embedder(),
+        )
+
+    def add_messages(
+        self,
+        messages: Sequence[Any],
+        *,
+        user: str | None = None,
+        agent: str | None = None,
+        session: str | None = None,
+        now: datetime | None = None,
+    ) -> MessagesWrite:
+        """Write the turns of a conversation (``{"role", "content"}`` messages, with an
+        optional ``name``, ``time`` and ``id``) to the chat source of ``user``, ``agent`` and
+        ``session`` (``chat/user:maya/session:s1``), in one transaction: found by keyword and
+        graph search at once, by the vector leg once embedded (right after the write, where
+        the store's vectors are of the configured embedder's model or it holds nothing yet).
+        A retried call changes nothing; a bad message is skipped and the report says why.
+        ``now`` is the time of turns given none (default: the clock). See
+        ``docs/memory.md``."""
+        self._owner_only("write messages")
+        return add_messages(
+            self.store,
+            messages,
+            user=user,
+            agent=agent,
+            session=session,
+            now=now,
+            embedder=self._first_write_embedder(),
         )
 
     def update(
@@ -483,9 +520,13 @@ class Memory:
         title: str | None = items.UNSET,
         tags: Sequence[str] | None = None,
         meta: Mapping[str, Any] | None = None,
+        user: str | None = None,
+        agent: str | None = None,
+        session: str | None = None,
     ) -> ItemWrite:
         """Correct the item stored under ``id``: the fields given change, the others stay.
-        ``source`` (id or scope) is needed only when several sources hold that id."""
+        ``source`` (id or scope), or ``user``, ``agent`` and ``session``, are needed only
+        when several sources hold that id."""
         self._owner_only("write items")
         return items.update_item(
             self.store,
@@ -497,17 +538,48 @@ class Memory:
             title=title,
             tags=tags,
             meta=meta,
+            user=user,
+            agent=agent,
+            session=session,
             embedder=self._write_embedder(),
         )
 
-    def delete(self, id: str, *, source: str | None = None) -> ItemWrite:
+    def delete(
+        self,
+        id: str,
+        *,
+        source: str | None = None,
+        user: str | None = None,
+        agent: str | None = None,
+        session: str | None = None,
+    ) -> ItemWrite:
         """Remove the item stored under ``id`` from every index at once."""
         self._owner_only("write items")
-        return items.delete_item(self.store, id, source=source, embedder=self._write_embedder())
+        return items.delete_item(
+            self.store,
+            id,
+            source=source,
+            user=user,
+            agent=agent,
+            session=session,
+            embedder=self._write_embedder(),
+        )
 
-    def item(self, id: str, *, source: str | None = None) -> Record:
-        """The item (record) stored under ``id``."""
-        return items.find_item(self.store, id, source=source)[1].record
+    def item(
+        self,
+        id: str,
+        *,
+        source: str | None = None,
+        user: str | None = None,
+        agent: str | None = None,
+        session: str | None = None,
+    ) -> Record:
+        """The item (record) stored under ``id`` (of ``user``, ``agent``, ``session`` where
+        given); its source's scope says whose it is."""
+        found = items.find_item(
+            self.store, id, source=source, user=user, agent=agent, session=session
+        )
+        return found[1].record
 
     def _write_embedder(self) -> Embedder | None:
         """The embedder that single writes embed with: the configured one, where the store's
@@ -518,6 +590,14 @@ class Memory:
         if embedder is None or vector_status(self.store, embedder) is not None:
             return None
         return embedder
+
+    def _first_write_embedder(self) -> Embedder | None:
+        """The embedder that items and messages are written with: as :meth:`_write_embedder`,
+        and on a store that holds nothing yet the configured one, whose model the first
+        write makes the store's (so the vector leg works from the first write on)."""
+        if self.store.get_setting(ACTIVE_MODEL) is None and self.store.chunk_count() == 0:
+            return self.embedder
+        return self._write_embedder()
 
     # -- summary trees -----------------------------------------------------------------------
 
@@ -593,8 +673,14 @@ class Memory:
         limit: int = primitives.DEFAULT_LIMIT,
         now: datetime | None = None,
         filters: Filters | None = None,
+        user: str | Sequence[str] | None = None,
+        agent: str | Sequence[str] | None = None,
+        session: str | Sequence[str] | None = None,
     ) -> QueryResponse:
-        """Summaries of one source, a kind of source, or all; newest first or by ``query``."""
+        """Summaries of one source, a kind of source, or all; newest first or by ``query``.
+        ``user``, ``agent`` and ``session`` (one id or several each) narrow every primitive
+        to the memory of those users, agents and sessions (see ``docs/memory.md``)."""
+        filters = self._scoped(filters, user, agent, session)
         # The search evidence comes from the leaves the summaries cover; None: no summary can.
         scoped = source_filters(
             self.store,
@@ -627,8 +713,12 @@ class Memory:
         query: str | None = None,
         limit: int = primitives.DEFAULT_LIMIT,
         filters: Filters | None = None,
+        user: str | Sequence[str] | None = None,
+        agent: str | Sequence[str] | None = None,
+        session: str | Sequence[str] | None = None,
     ) -> QueryResponse:
         """Summaries of every source overlapping [since, until]."""
+        filters = self._scoped(filters, user, agent, session)
         return primitives.query_global(
             self.store,
             since=since,
@@ -651,8 +741,13 @@ class Memory:
         query: str | None = None,
         limit: int = primitives.DEFAULT_LIMIT,
         filters: Filters | None = None,
+        user: str | Sequence[str] | None = None,
+        agent: str | Sequence[str] | None = None,
+        session: str | Sequence[str] | None = None,
     ) -> QueryResponse:
-        """Summaries and leaves that name a canonical entity id."""
+        """Summaries and leaves that name a canonical entity id (``user:maya`` names every
+        chunk of maya's memory)."""
+        filters = self._scoped(filters, user, agent, session)
         return primitives.query_topic(
             self.store,
             entity_id,
@@ -672,8 +767,12 @@ class Memory:
         until: datetime,
         limit: int = primitives.COVER_DEFAULT_LIMIT,
         filters: Filters | None = None,
+        user: str | Sequence[str] | None = None,
+        agent: str | Sequence[str] | None = None,
+        session: str | Sequence[str] | None = None,
     ) -> QueryResponse:
         """The fewest summaries and leaves covering every leaf in [since, until]."""
+        filters = self._scoped(filters, user, agent, session)
         return primitives.cover_window(
             self.store, since=since, until=until, limit=limit, filters=filters
         )
@@ -687,8 +786,12 @@ class Memory:
         query: str | None = None,
         limit: int | None = None,
         filters: Filters | None = None,
+        user: str | Sequence[str] | None = None,
+        agent: str | Sequence[str] | None = None,
+        session: str | Sequence[str] | None = None,
     ) -> list[RetrievalHit]:
         """A summary's descendants, ``max_depth`` levels down, breadth first."""
+        filters = self._scoped(filters, user, agent, session)
         return primitives.drill_down(
             self.store,
             node_id,
@@ -701,10 +804,34 @@ class Memory:
         )
 
     def fetch_leaves(
-        self, chunk_ids: Sequence[str], *, filters: Filters | None = None
+        self,
+        chunk_ids: Sequence[str],
+        *,
+        filters: Filters | None = None,
+        user: str | Sequence[str] | None = None,
+        agent: str | Sequence[str] | None = None,
+        session: str | Sequence[str] | None = None,
     ) -> list[RetrievalHit]:
         """Up to 20 chunks by id, in the order asked; missing ids are skipped."""
+        filters = self._scoped(filters, user, agent, session)
         return primitives.fetch_leaves(self.store, chunk_ids, filters=filters)
+
+    def _scoped(
+        self,
+        filters: Filters | None,
+        user: str | Sequence[str] | None,
+        agent: str | Sequence[str] | None,
+        session: str | Sequence[str] | None,
+    ) -> Filters | None:
+        """``filters`` narrowed to the memory of ``user``, ``agent`` and ``session``: the
+        filters' own sources (and users) resolved first, so that both apply."""
+        wanted = Filters(users=_ids(user), agents=_ids(agent), sessions=_ids(session))
+        if not wanted.names_identity:
+            return filters
+        base = resolve(self.store, filters or Filters())
+        if base is None:
+            return filters  # nothing matches them already: the read answers so
+        return replace(base, users=wanted.users, agents=wanted.agents, sessions=wanted.sessions)
 
     def _evidence(
         self,
@@ -726,6 +853,9 @@ class Memory:
                 kinds=base.kinds,
                 since=since or base.since,
                 until=until or base.until,
+                user=base.users,
+                agent=base.agents,
+                session=base.sessions,
                 limit=EVIDENCE_POOL,
                 rerank=False,
                 diversify=False,
@@ -760,6 +890,9 @@ class Memory:
         rerank: bool = True,
         diversify: bool = True,
         config: SearchConfig | None = None,
+        user: str | Sequence[str] | None = None,
+        agent: str | Sequence[str] | None = None,
+        session: str | Sequence[str] | None = None,
     ) -> SearchResponse:
         """The best evidence for ``query`` among the filtered sources.
 
@@ -767,13 +900,18 @@ class Memory:
         ``keyword`` (BM25 only, with snippets), ``vector`` or ``graph`` (one leg through the
         same pipeline). ``budget`` packs the hits into that many tokens as cards (0: every
         hit whole). ``profile`` names a weight profile (dropping tuned weights); ``weights``
-        (leg → weight) override the profile's for this call.
+        (leg → weight) override the profile's for this call. ``user``, ``agent`` and
+        ``session`` (one id or several each) keep the memory of those users, agents and
+        sessions (their items, turns and facts' sources: see ``docs/memory.md``).
         """
         filters = Filters(
             sources=tuple(sources),
             kinds=tuple(SourceKind(k) for k in kinds),
             since=since,
             until=until,
+            users=_ids(user),
+            agents=_ids(agent),
+            sessions=_ids(session),
         )
         if mode == "keyword":
             found = keyword_search(self.store, query, filters=filters, limit=limit)
@@ -819,8 +957,15 @@ class Memory:
             if progress is not None:
                 progress(state)
 
+        adopting = self.store.get_setting(ACTIVE_MODEL) is None
         try:
-            return embed_pending(self.store, embedder, progress=track)
+            report = embed_pending(self.store, embedder, progress=track)
+            if adopting:
+                # The facts written before the store had a model get the vectors those
+                # written after it get as they are written.
+                with self.store.transaction():
+                    remembering.embed_facts(self.store, embedder)
+            return report
         except StoreFull as exc:
             left = self.store.count_pending_embeddings(embedder.spec.signature)
             raise StoreFull(
@@ -850,7 +995,11 @@ class Memory:
     def reindex(self, *, progress: Callable[[EmbedProgress], None] | None = None) -> EmbedReport:
         """Switch the store's vectors to the configured model, re-embedding every chunk."""
         self._owner_only("reindex")
-        return reindex(self.store, self._require_embedder(), progress=progress)
+        embedder = self._require_embedder()
+        report = reindex(self.store, embedder, progress=progress)
+        with self.store.transaction():
+            remembering.embed_facts(self.store, embedder)
+        return report
 
     def set_keyword_tokenizer(self, name: str) -> bool:
         """Index every chunk's text again with the keyword tokenizer ``name``: ``stemmed``
@@ -961,6 +1110,9 @@ class Memory:
         origin: Origin = "asserted",
         many: bool = False,
         now: datetime | None = None,
+        user: str | None = None,
+        agent: str | None = None,
+        session: str | None = None,
     ) -> FactWrite:
         """State that ``subject``'s ``predicate`` is ``object`` from ``valid_from`` (None: as
         far back as known) until ``valid_to`` (None: until said otherwise). ``subject`` is an
@@ -968,8 +1120,10 @@ class Memory:
         belongs to the source of its ``evidence`` (node ids), else to ``source`` (default
         ``facts:asserted``). A new value closes the old one at ``valid_from``, keeping it in
         the history; the same value again changes nothing. ``many=True``: the predicate holds
-        many values at once (likes, observed), and a new one adds to the others (see
-        ``docs/memory.md``)."""
+        many values at once (likes, observed), and a new one adds to the others. ``user``,
+        ``agent`` and ``session`` put the fact in that identity's memory
+        (``facts/user:maya``, or the evidence's source, which must be of it); the subject
+        may be ``user:maya`` too (see ``docs/memory.md``)."""
         self._owner_only("remember facts")
         said = remembering.statement(
             subject,
@@ -983,7 +1137,14 @@ class Memory:
             many=many,
         )
         return remembering.remember(
-            self.store, said, source=source, now=now, embedder=self._write_embedder()
+            self.store,
+            said,
+            source=source,
+            user=user,
+            agent=agent,
+            session=session,
+            now=now,
+            embedder=self._write_embedder(),
         )
 
     def retract(self, fact: str, *, now: datetime | None = None) -> FactWrite:
@@ -999,9 +1160,13 @@ class Memory:
         as_of: datetime | None = None,
         known_at: datetime | None = None,
         limit: int = 1000,
+        user: str | Sequence[str] | None = None,
+        agent: str | Sequence[str] | None = None,
+        session: str | Sequence[str] | None = None,
     ) -> list[Fact]:
         """The facts true at ``as_of`` (None: now), as the store knew them at ``known_at``
-        (None: now), of the sources the reader may read."""
+        (None: now), of the sources the reader may read (and of the memory of ``user``,
+        ``agent`` and ``session``, where given)."""
         return remembering.recall(
             self.store,
             subject=subject,
@@ -1009,6 +1174,9 @@ class Memory:
             valid_at=as_of,
             known_at=known_at,
             limit=limit,
+            user=user,
+            agent=agent,
+            session=session,
         )
 
     def search_facts(
@@ -1019,6 +1187,9 @@ class Memory:
         sources: Sequence[str] = (),
         as_of: datetime | None = None,
         limit: int = 10,
+        user: str | Sequence[str] | None = None,
+        agent: str | Sequence[str] | None = None,
+        session: str | Sequence[str] | None = None,
     ) -> list[FactHit]:
         """The facts that best match ``query`` (BM25 over what each says), true at ``as_of``
         (None: now), of ``sources`` (ids or scopes; none: every source the reader may read),
@@ -1031,6 +1202,9 @@ class Memory:
             valid_at=as_of,
             limit=limit,
             embedder=self._query_embedder(query),
+            user=user,
+            agent=agent,
+            session=session,
         )
 
     def query_facts(
@@ -1042,6 +1216,9 @@ class Memory:
         as_of: datetime | None = None,
         known_at: datetime | None = None,
         limit: int = 10,
+        user: str | Sequence[str] | None = None,
+        agent: str | Sequence[str] | None = None,
+        session: str | Sequence[str] | None = None,
     ) -> QueryResponse:
         """The facts that best match ``query``, ranked as :meth:`search_facts` ranks them
         (true at ``as_of``, as known at ``known_at``; None: now), as hits of kind ``fact``:
@@ -1061,15 +1238,33 @@ class Memory:
                 known_at=known_at,
                 limit=limit,
                 embedder=self._query_embedder(query),
+                user=user,
+                agent=agent,
+                session=session,
             )
             return QueryResponse(hits=tuple(fact_hits(self.store, found.hits)), total=found.total)
 
     def fact_history(
-        self, subject: str, predicate: str, *, known_at: datetime | None = None
+        self,
+        subject: str,
+        predicate: str,
+        *,
+        known_at: datetime | None = None,
+        user: str | Sequence[str] | None = None,
+        agent: str | Sequence[str] | None = None,
+        session: str | Sequence[str] | None = None,
     ) -> list[Fact]:
         """Every value ``subject``'s ``predicate`` had, oldest first (with ``known_at``, as
         believed then; without, also the rows since corrected or replaced)."""
-        return remembering.timeline(self.store, subject, predicate, known_at=known_at)
+        return remembering.timeline(
+            self.store,
+            subject,
+            predicate,
+            known_at=known_at,
+            user=user,
+            agent=agent,
+            session=session,
+        )
 
     def extract_facts(
         self,
@@ -1203,6 +1398,13 @@ class Memory:
             raise
         self._rewrite_indexes()
         return removed
+
+
+def _ids(value: str | Sequence[str] | None) -> tuple[str, ...]:
+    """One id or several as a tuple (none for None)."""
+    if value is None:
+        return ()
+    return (value,) if isinstance(value, str) else tuple(value)
 
 
 def open(

@@ -6,7 +6,8 @@ Times are timezone-aware UTC ``datetime`` values in Python and RFC 3339 strings 
 from __future__ import annotations
 
 import operator
-from collections.abc import Mapping
+import re
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, fields
 from datetime import datetime
 from enum import StrEnum
@@ -64,6 +65,130 @@ class Source:
             "locked": self.locked,
             "ingested_at": rfc3339(self.ingested_at),
         }
+
+
+# -- whose memory: users, agents and sessions ---------------------------------------------------
+
+# A user or agent id becomes an access scope label (``user:`` or ``agent:`` and the id, up to
+# 64 characters in all, see :func:`~stratamem.store.access.parse_scopes`); a session id only
+# names a source. None of them may hold a ``/`` (it separates the parts of a scope) or a glob
+# character (principals name sources by glob).
+_IDENTITY_VALUE = {
+    "user": (re.compile(r"[a-z0-9][a-z0-9_.@:-]*"), 58),
+    "agent": (re.compile(r"[a-z0-9][a-z0-9_.@:-]*"), 58),
+    "session": (re.compile(r"[A-Za-z0-9][A-Za-z0-9_.@:+-]*"), 128),
+}
+_BASE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
+
+
+def identity_value(kind: str, value: object) -> str:
+    """A user, agent or session id as stored: a user or agent id lower-cased (access scopes
+    are), a session id as given; a ``ValueError`` naming the rule otherwise."""
+    pattern, longest = _IDENTITY_VALUE[kind]
+    if not isinstance(value, str):
+        raise ValueError(f"a {kind} id is a string, not {type(value).__name__}")
+    text = value.strip()
+    if kind != "session":
+        text = text.lower()
+    if not text:
+        raise ValueError(f"a {kind} id cannot be blank")
+    if len(text) > longest:
+        raise ValueError(f"{kind} id {value!r} is longer than {longest} characters")
+    if not pattern.fullmatch(text):
+        allowed = "letters, digits and _ . @ :" + (" + -" if kind == "session" else " -")
+        raise ValueError(f"bad {kind} id {value!r}: use {allowed}, starting with a letter or digit")
+    return text
+
+
+def identity_values(kind: str, values: str | Iterable[str] | None) -> tuple[str, ...]:
+    """One id or several (none for None) checked by :func:`identity_value`, repeats dropped."""
+    if values is None:
+        return ()
+    given = [values] if isinstance(values, str) else list(values)
+    return tuple(dict.fromkeys(identity_value(kind, v) for v in given))
+
+
+@dataclass(frozen=True, slots=True)
+class Identity:
+    """Whose memory a source holds: a user's, an agent's, a session's, or a mix of them.
+
+    It lives in the source's scope, the identity's parts appended to a base name, in this
+    order: ``memory/user:maya``, ``memory/user:maya/agent:planner``,
+    ``chat/user:maya/session:s-42``, ``facts/agent:planner``. A base holds no ``:`` or ``/``,
+    so no connector's scope (``slack:#eng``, ``mbox:team``) reads as one. Built with
+    :meth:`of`, which checks and normalises the ids (see :func:`identity_value`)."""
+
+    user: str | None = None
+    agent: str | None = None
+    session: str | None = None
+
+    @classmethod
+    def of(
+        cls, *, user: str | None = None, agent: str | None = None, session: str | None = None
+    ) -> Identity:
+        return cls(
+            user=None if user is None else identity_value("user", user),
+            agent=None if agent is None else identity_value("agent", agent),
+            session=None if session is None else identity_value("session", session),
+        )
+
+    def __bool__(self) -> bool:
+        return bool(self.user or self.agent or self.session)
+
+    def parts(self) -> tuple[tuple[str, str], ...]:
+        """(kind, id) of each part that is set, in scope order."""
+        values = (("user", self.user), ("agent", self.agent), ("session", self.session))
+        return tuple((kind, value) for kind, value in values if value is not None)
+
+    def scope(self, base: str) -> str:
+        """The scope of the source of ``base`` that holds this identity's memory (``base``
+        alone for no identity)."""
+        if not _BASE.fullmatch(base):
+            raise ValueError(
+                f"bad base name {base!r} for a user's, agent's or session's source: use "
+                "letters, digits and _ . - (up to 64), no : or /"
+            )
+        return base + "".join(f"/{kind}:{value}" for kind, value in self.parts())
+
+    @property
+    def labels(self) -> tuple[str, ...]:
+        """The access scopes a source of this identity carries: ``user:<id>`` and
+        ``agent:<id>`` (a session is no reader's scope)."""
+        return tuple(f"{kind}:{value}" for kind, value in self.parts() if kind != "session")
+
+    @classmethod
+    def parse(cls, scope: str) -> Identity:
+        """The identity a scope names; the empty identity for a scope that is not of the
+        form :meth:`scope` writes."""
+        base, *rest = scope.split("/")
+        if not rest or not _BASE.fullmatch(base):
+            return _NOBODY
+        found: dict[str, str] = {}
+        order = ("user", "agent", "session")
+        last = -1
+        for part in rest:
+            kind, sep, value = part.partition(":")
+            if not sep or kind not in order or order.index(kind) <= last:
+                return _NOBODY
+            last = order.index(kind)
+            try:
+                found[kind] = identity_value(kind, value)
+            except ValueError:
+                return _NOBODY
+            if found[kind] != value:
+                return _NOBODY
+        return cls(**found)
+
+    def holds(self, wanted: Identity) -> bool:
+        """Whether this identity has every part ``wanted`` names (``memory/user:maya/agent:x``
+        holds user maya's memory)."""
+        return all(getattr(self, kind) == value for kind, value in wanted.parts())
+
+    def to_dict(self) -> dict[str, str | None]:
+        return {"user": self.user, "agent": self.agent, "session": self.session}
+
+
+_NOBODY = Identity()
 
 
 @dataclass(frozen=True, slots=True)
@@ -233,6 +358,24 @@ class RetrievalHit:
     snippet: str = ""
     explain: dict[str, Any] = field(default_factory=dict)
 
+    @property
+    def identity(self) -> Identity:
+        """The user, agent and session whose memory holds the hit (read from its source's
+        scope: see :class:`Identity`)."""
+        return Identity.parse(self.tree_scope)
+
+    @property
+    def user(self) -> str | None:
+        return self.identity.user
+
+    @property
+    def agent(self) -> str | None:
+        return self.identity.agent
+
+    @property
+    def session(self) -> str | None:
+        return self.identity.session
+
     def to_dict(self) -> dict[str, Any]:
         """The wire shape: enums as their strings, times as RFC 3339."""
         return {
@@ -254,6 +397,7 @@ class RetrievalHit:
             "author": self.author,
             "title": self.title,
             "snippet": self.snippet,
+            **self.identity.to_dict(),
             "explain": dict(self.explain),
         }
 
@@ -312,19 +456,42 @@ class Filters:
 
     ``sources`` matches source ids or scopes; a scope ending in ``*`` is a prefix
     (``slack:*``). ``kinds`` are :class:`SourceKind` values. Times are inclusive.
+    ``users``, ``agents`` and ``sessions`` keep the sources whose :class:`Identity` has one
+    of the ids given, for each that is given (a user or agent id any case); they are turned
+    into source ids by :func:`~stratamem.retrieval.scope.resolve` before a store reads them.
     """
 
     sources: tuple[str, ...] = ()
     kinds: tuple[SourceKind, ...] = ()
     since: datetime | None = None
     until: datetime | None = None
+    users: tuple[str, ...] = ()
+    agents: tuple[str, ...] = ()
+    sessions: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
+        for kind in ("user", "agent", "session"):
+            name = kind + "s"
+            given = getattr(self, name)
+            object.__setattr__(self, name, identity_values(kind, given) if given else ())
         # Held as aware UTC (a naive time taken as UTC), so naive and aware times compare.
         object.__setattr__(self, "since", optional_utc(self.since, name="since"))
         object.__setattr__(self, "until", optional_utc(self.until, name="until"))
         if self.since and self.until and self.until < self.since:
             raise ValueError(f"until ({self.until}) is before since ({self.since})")
+
+    @property
+    def names_identity(self) -> bool:
+        """Whether the filters name users, agents or sessions."""
+        return bool(self.users or self.agents or self.sessions)
+
+    def admits(self, identity: Identity) -> bool:
+        """Whether a source of ``identity`` passes the users, agents and sessions given."""
+        return (
+            (not self.users or identity.user in self.users)
+            and (not self.agents or identity.agent in self.agents)
+            and (not self.sessions or identity.session in self.sessions)
+        )
 
 
 @dataclass(frozen=True, slots=True)

@@ -80,16 +80,34 @@ def test_an_added_item_is_found_at_once_in_every_mode(slack: stratamem.Memory, m
     assert response.hits[0].content == KESTREL
 
 
-def test_an_item_added_before_any_embed_waits_for_it(mem: stratamem.Memory) -> None:
+def test_the_first_item_of_a_store_turns_its_vector_leg_on(mem: stratamem.Memory) -> None:
+    assert mem.search(KESTREL_QUERY, mode="vector").legs["vector"].startswith("off")
+    write = mem.add(KESTREL, author="erin")
+    assert write.embedded == 1  # the store took the configured model: no embed() needed
+    assert mem.pending_embeddings() == 0
+    response = mem.search(KESTREL_QUERY, mode="vector")
+    assert response.legs["vector"].startswith("ok"), response.legs
+    assert [h.node_id for h in response.hits] == list(write.chunks_added)
+
+    second = mem.add("The heron migration waits for the kestrel", author="erin")
+    assert second.embedded == 1
+
+
+def test_an_item_added_where_ingested_chunks_wait_for_embed_waits_with_them(
+    mem: stratamem.Memory,
+) -> None:
+    mem.ingest(FIXTURES / "slack")
+    waiting = mem.pending_embeddings()
+    assert waiting > 0
     write = mem.add(KESTREL, author="erin")
     assert write.embedded == 0
     assert vector_count(mem) == 0
-    assert mem.pending_embeddings() == 1
+    assert mem.pending_embeddings() == waiting + 1
     assert found_ids(mem, KESTREL_QUERY, "keyword") == list(write.chunks_added)
     assert found_ids(mem, "kestrel", "graph") == list(write.chunks_added)
 
     report = mem.embed()
-    assert report.embedded == 1
+    assert report.embedded == waiting + 1
     assert mem.pending_embeddings() == 0
     assert found_ids(mem, KESTREL_QUERY, "vector")[0] == write.chunks_added[0]
 

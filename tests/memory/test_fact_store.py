@@ -672,7 +672,7 @@ def test_forgetting_a_source_removes_its_facts(memory: stratamem.Memory, db: str
     ("args", "kwargs", "message"),
     [
         (("carol diaz", "leads", "x"), {}, "'carol diaz' is not an entity id"),
-        (("robot:r2", "leads", "x"), {}, "the kind one of channel, email, handle"),
+        (("robot:r2", "leads", "x"), {}, "the kind one of agent, channel, email, handle"),
         (("person:  ", "leads", "x"), {}, "not an entity id"),
         ((CAROL, "  ", "x"), {}, "needs a predicate"),
         ((CAROL, "leads", "  "), {}, "object"),

@@ -8,6 +8,13 @@ can read what it wrote. It reads files only under the server's ingest roots, sym
 included: a path outside them, or a link inside them that leads out, is refused before
 anything is read. The owner (a server without tokens, on loopback) may do all of this
 anywhere.
+
+A write for a user or an agent (an item, a conversation's turns, a fact of
+``user=``/``agent=``: see :class:`~stratamem.types.Identity`) is one into that user's
+memory, whose sources carry ``user:<id>`` and ``agent:<id>``: a principal makes it only when
+it holds each of those scopes, or ``*`` (:func:`check_identity`). Holding ``private``, which
+every such source also carries for the owner's tools, is not enough: a principal writes only
+for the users it was given.
 """
 
 from __future__ import annotations
@@ -20,7 +27,7 @@ from pathlib import Path
 from stratamem.errors import AccessDenied, NotFoundError
 from stratamem.store.access import ANY_SCOPE, may_read, parse_scopes
 from stratamem.store.base import Store
-from stratamem.types import Principal, Source, SourceKind
+from stratamem.types import Identity, Principal, Source, SourceKind
 
 # How many entries of a directory to check for links that lead out, before giving up.
 MAX_CHECKED_ENTRIES = 200_000
@@ -51,6 +58,19 @@ def check_access(principal: Principal | None, access: Sequence[str] | None) -> N
         raise AccessDenied(
             f"principal {principal.name!r} may not give scopes it does not hold: "
             + ", ".join(foreign)
+        )
+
+
+def check_identity(principal: Principal | None, whose: Identity) -> None:
+    """Refuse a write into ``whose`` memory by a principal that does not hold the scope of
+    each user and agent named (``user:maya``) or ``*``; the owner writes for anyone."""
+    if principal is None or ANY_SCOPE in principal.scopes:
+        return
+    missing = [label for label in whose.labels if label not in principal.scopes]
+    if missing:
+        raise AccessDenied(
+            f"principal {principal.name!r} may not write the memory of {', '.join(missing)}: "
+            "it holds no such scope"
         )
 
 

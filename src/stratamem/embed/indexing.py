@@ -66,6 +66,21 @@ def vector_status(store: Store, embedder: Embedder) -> str | None:
     return None
 
 
+def adopt_model(store: Store, embedder: Embedder, *, waiting: int) -> bool:
+    """Make ``embedder``'s model the store's, in the caller's transaction, where the store
+    has none and no more than ``waiting`` chunks (those the caller is about to embed) lack
+    a vector of it; whether it did. A store whose other chunks wait for a vector keeps
+    waiting for :func:`embed_pending`, which embeds them all."""
+    if store.get_setting(ACTIVE_MODEL) is not None:
+        return False
+    signature = embedder.spec.signature
+    if store.count_pending_embeddings(signature) > waiting:
+        return False
+    store.set_setting(ACTIVE_MODEL, signature)
+    store.set_setting(ACTIVE_DIM, str(embedder.spec.dim))
+    return True
+
+
 def embed_pending(
     store: Store,
     embedder: Embedder,
@@ -152,6 +167,46 @@ def embed_chunks(store: Store, embedder: Embedder, ids: Sequence[str]) -> int:
         for c, v in zip(chunks, vectors, strict=True)
     )
     return len(chunks)
+
+
+def embed_committed(
+    store: Store, embedder: Embedder, ids: Sequence[str], *, batch: int = 64
+) -> int:
+    """Embed these committed chunks when the store's vectors are of this embedder's model,
+    in batches each committed on its own, the model run outside any transaction (a large
+    write does not hold other writers up while it runs); chunks embedded or removed
+    meanwhile are skipped. Returns how many were embedded."""
+    signature = embedder.spec.signature
+    done = 0
+    for at in range(0, len(ids), batch):
+        if store.get_setting(ACTIVE_MODEL) != signature:
+            break
+        chunks = store.chunks(list(ids[at : at + batch]))
+        held = store.vectors_of(signature, [c.id for c in chunks])
+        todo = [c for c in chunks if c.id not in held]
+        if not todo:
+            continue
+        texts = [embed_text(c.title, c.content) for c in todo]
+        vectors = embedder.embed_batch(texts, role="passage")
+        with store.transaction():
+            present = store.existing_ids([c.id for c in todo])
+            if store.get_setting(ACTIVE_MODEL) != signature:
+                break
+            rows = [
+                ChunkVector(
+                    node_id=c.id,
+                    model=signature,
+                    source_id=c.source_id,
+                    dim=embedder.spec.dim,
+                    vector=np.ascontiguousarray(v, dtype="<f4").tobytes(),
+                    content_sha256=c.content_sha256,
+                )
+                for c, v in zip(todo, vectors, strict=True)
+                if c.id in present
+            ]
+            store.insert_vectors(rows)
+        done += len(rows)
+    return done
 
 
 def vectors_by_text(store: Store, ids: Sequence[str]) -> dict[str, bytes]:

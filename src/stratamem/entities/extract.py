@@ -1,4 +1,5 @@
-"""Entity extraction at ingest: people, addresses, handles, channels, tags, links and topics.
+"""Entity extraction at ingest: people, addresses, handles, channels, tags, links and topics,
+and the user and agent whose memory a chunk is (``user:maya``, ``agent:planner``).
 
 Canonical ids are ``kind:value`` with the value lowercased and trimmed of trailing punctuation
 (``@Bob.`` → ``handle:bob``). Extraction is pattern-based and deterministic, so re-ingesting the
@@ -12,7 +13,7 @@ from collections import Counter
 from collections.abc import Iterable, Set
 
 from stratamem.entities.stopwords import STOPWORDS
-from stratamem.types import Mention, Record, SourceKind
+from stratamem.types import Identity, Mention, Record, SourceKind
 
 _EMAIL = re.compile(r"(?<![\w.+-])[\w.+-]+@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*\.[A-Za-z]{2,}")
 _URL = re.compile(r"https?://[^\s<>\"'`]+", re.IGNORECASE)
@@ -69,6 +70,12 @@ def record_mentions(
     out = _Collector()
     if kind is SourceKind.CHAT:
         out.add("channel", scope)
+    # Every chunk of a user's or an agent's memory names them (``user:maya``), so that an
+    # entity lookup or a topic query finds whose memory it is.
+    # The id as the identity holds it (already canonical), not trimmed as a surface is.
+    for part, value in Identity.parse(scope).parts():
+        if part != "session":
+            out.seen.setdefault(f"{part}:{value}", Mention(f"{part}:{value}", part, value))
     mention_words: set[str] = set()
     for record in records:
         _person_or_address(out, record.author, record.author_id)

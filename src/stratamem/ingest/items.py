@@ -8,6 +8,17 @@ chunks are embedded when an embedder of the store's model is given (otherwise th
 ``embed`` like any ingest's, and keyword and graph search find them meanwhile), and the
 source's tree gets a seal job. A source an item is added to and that does not exist yet is
 made: a record source (``kind`` ``record``) of platform ``memory``.
+
+An item written for a ``user``, an ``agent`` or a ``session`` goes to the source of that
+identity (:class:`~stratamem.types.Identity`): ``memory/user:maya``,
+``memory/user:maya/agent:planner`` (the base is ``source``, a plain name). Such a source is
+made ``private`` and readable by the principals holding ``user:<id>`` or ``agent:<id>``, and
+every chunk of it names the user and agent as entities, so every gate, filter and lookup that
+works on sources works on whose memory it is.
+
+The first write to a store that holds no vectors yet and nothing waiting for one, given an
+embedder, makes that embedder's model the store's (see :func:`embed_written`): the vector
+leg finds what is written from the first write on.
 """
 
 from __future__ import annotations
@@ -20,17 +31,19 @@ from datetime import UTC, datetime
 from typing import Any
 
 from stratamem.embed.base import Embedder
-from stratamem.embed.indexing import embed_chunks
+from stratamem.embed.indexing import adopt_model, embed_chunks
 from stratamem.errors import NotFoundError, StratamemError
 from stratamem.ingest.chunking import ChunkingConfig
 from stratamem.ingest.merge import Merge, merges
 from stratamem.ingest.model import clean_text
 from stratamem.ingest.pipeline import queue_seal
+from stratamem.memory.remember import embed_facts
+from stratamem.store.access import identity_access
 from stratamem.store.base import Store
 from stratamem.store.records import StoredRecord, keyed
 from stratamem.store.sources import source_id_for
 from stratamem.timeparse import as_utc
-from stratamem.types import Record, SourceKind
+from stratamem.types import Identity, Record, SourceKind
 
 DEFAULT_SOURCE = "memory"
 # The default of an update's field that is left as it is (None clears it).
@@ -52,12 +65,18 @@ class ItemWrite:
     embedded: int = 0
     record: Record | None = None
 
+    @property
+    def identity(self) -> Identity:
+        """The user, agent and session whose memory the item is (from its source's scope)."""
+        return Identity.parse(self.scope)
+
     def to_dict(self) -> dict[str, Any]:
         record = self.record
         return {
             "id": self.id,
             "source_id": self.source_id,
             "scope": self.scope,
+            **self.identity.to_dict(),
             "action": self.action,
             "chunks_added": list(self.chunks_added),
             "chunks_removed": self.chunks_removed,
@@ -81,18 +100,23 @@ def add_item(
     thread: str | None = None,
     tags: Sequence[str] = (),
     meta: Mapping[str, Any] | None = None,
+    user: str | None = None,
+    agent: str | None = None,
+    session: str | None = None,
     embedder: Embedder | None = None,
     config: ChunkingConfig | None = None,
 ) -> ItemWrite:
     """Add (or, under a key the source holds, replace) one item of ``source``. ``time``
-    defaults to now; ``id`` to a new key."""
+    defaults to now; ``id`` to a new key. With ``user``, ``agent`` or ``session`` the item
+    goes to that identity's source of base ``source`` (``memory/user:maya``)."""
     if not isinstance(text, str) or not text.strip():
         raise StratamemError("an item needs some text")
     key = clean_text(id) if id else f"item_{uuid.uuid4().hex[:16]}"
     if not key.strip():
         raise StratamemError("an item's id cannot be blank")
+    target = identity_scope(source, Identity.of(user=user, agent=agent, session=session))
     with store.transaction():
-        scope, source_kind = _writable_source(store, clean_text(source), kind)
+        scope, source_kind = writable_source(store, target, kind)
         record = Record(
             text=clean_text(text),
             ref=f"{scope}#{key}",
@@ -118,15 +142,21 @@ def update_item(
     title: str | None = UNSET,
     tags: Sequence[str] | None = None,
     meta: Mapping[str, Any] | None = None,
+    user: str | None = None,
+    agent: str | None = None,
+    session: str | None = None,
     embedder: Embedder | None = None,
     config: ChunkingConfig | None = None,
 ) -> ItemWrite:
-    """Change the fields given of the item stored under ``id`` (in ``source``, needed only
-    when several sources hold that key); the others stay as they are."""
+    """Change the fields given of the item stored under ``id`` (in ``source``, or of
+    ``user``, ``agent``, ``session``: needed only when several sources hold that key); the
+    others stay as they are."""
     if text is not None and not text.strip():
         raise StratamemError("an item needs some text")
     with store.transaction():
-        source_id, stored = find_item(store, id, source=source)
+        source_id, stored = find_item(
+            store, id, source=source, user=user, agent=agent, session=session
+        )
         record = stored.record
         changes: dict[str, Any] = {}
         if text is not None:
@@ -151,20 +181,25 @@ def delete_item(
     id: str,
     *,
     source: str | None = None,
+    user: str | None = None,
+    agent: str | None = None,
+    session: str | None = None,
     embedder: Embedder | None = None,
     config: ChunkingConfig | None = None,
 ) -> ItemWrite:
     """Remove the item stored under ``id`` and the chunks derived from it (a chat window
     holding it is derived again without it)."""
     with store.transaction():
-        source_id, stored = find_item(store, id, source=source)
+        source_id, stored = find_item(
+            store, id, source=source, user=user, agent=agent, session=session
+        )
         found = store.resolve_source(source_id)
         merge = Merge(store, source_id, scope=found.scope, kind=found.kind, config=config)
         merge.remove([stored.key])
         done = merge.finish()
         queue_seal(store, source_id, found.scope)
         # A chat window that held the item is derived again without it: embed that.
-        embedded = embed_chunks(store, embedder, merge.added_ids) if embedder else 0
+        embedded = embed_written(store, embedder, merge.added_ids)
         return ItemWrite(
             id=stored.key,
             source_id=source_id,
@@ -177,23 +212,41 @@ def delete_item(
         )
 
 
-def find_item(store: Store, id: str, *, source: str | None = None) -> tuple[str, StoredRecord]:
-    """(source id, record) of the item under ``id``; ``source`` (id or scope) picks one
-    where several sources hold the key."""
+def find_item(
+    store: Store,
+    id: str,
+    *,
+    source: str | None = None,
+    user: str | None = None,
+    agent: str | None = None,
+    session: str | None = None,
+) -> tuple[str, StoredRecord]:
+    """(source id, record) of the item under ``id``; ``source`` (id or scope), and
+    ``user``, ``agent`` and ``session`` (those of the item's source), pick one where several
+    sources hold the key."""
+    whose = Identity.of(user=user, agent=agent, session=session)
     found = store.find_records(id)
     if source is not None:
         wanted = store.resolve_source(source).id
         found = [(sid, stored) for sid, stored in found if sid == wanted]
+    if whose:
+        known = store.scopes()
+        found = [
+            (sid, stored)
+            for sid, stored in found
+            if Identity.parse(known.get(sid, "")).holds(whose)
+        ]
     if not found:
         where = f" in source {source!r}" if source is not None else ""
-        raise NotFoundError(f"no item with id {id!r}{where}")
+        of = ", ".join(f"{kind} {value!r}" for kind, value in whose.parts())
+        raise NotFoundError(f"no item with id {id!r}{where}{' of ' + of if of else ''}")
     if len(found) > 1:
         scopes = ", ".join(sorted(store.scopes().get(sid, sid) for sid, _ in found))
         raise StratamemError(f"several sources hold an item {id!r} ({scopes}): name the source")
     return found[0]
 
 
-def _writable_source(
+def writable_source(
     store: Store, source: str, kind: SourceKind | str | None
 ) -> tuple[str, SourceKind]:
     """The scope and kind of the source (by id or scope) items are written to, creating it
@@ -222,9 +275,32 @@ def _writable_source(
     if not merges(new_kind):
         raise StratamemError("items are records, chat messages or mail, not documents")
     store.upsert_source(
-        scope=scope, kind=new_kind, platform="memory", location=f"memory:{scope}", title=scope
+        scope=scope,
+        kind=new_kind,
+        platform="memory",
+        location=f"memory:{scope}",
+        title=scope,
+        access=identity_access(Identity.parse(scope)),
     )
     return scope, new_kind
+
+
+def identity_scope(base: str, whose: Identity) -> str:
+    """The scope ``base`` names for ``whose`` memory: ``base`` itself for nobody's."""
+    base = clean_text(base)
+    return whose.scope(base) if whose else base
+
+
+def embed_written(store: Store, embedder: Embedder | None, ids: Sequence[str]) -> int:
+    """Embed the chunks a write made, in its transaction, when ``embedder`` is of the
+    store's model; how many were. A store with no model yet, where no chunk but these waits
+    for a vector, takes the embedder's (its facts are embedded too): the first write to a
+    store turns its vector leg on. Where others wait, these wait with them for ``embed``."""
+    if embedder is None or not ids:
+        return 0
+    if adopt_model(store, embedder, waiting=len(ids)):
+        embed_facts(store, embedder)
+    return embed_chunks(store, embedder, ids)
 
 
 def _to_ms_precision(value: datetime) -> datetime:
@@ -249,8 +325,7 @@ def _write(
     embedded = 0
     if merge.added_ids:
         queue_seal(store, source_id, scope)
-        if embedder is not None:
-            embedded = embed_chunks(store, embedder, merge.added_ids)
+        embedded = embed_written(store, embedder, merge.added_ids)
     return ItemWrite(
         id=stored.key,
         source_id=source_id,

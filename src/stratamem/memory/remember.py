@@ -4,6 +4,12 @@ A fact's evidence (node ids: messages, chunks, summaries) names the source it be
 fact asserted without evidence goes to the source named (``facts:asserted`` by default, made
 on first use, ``private`` to the owner). Every read goes through the store's gate, so a
 principal sees the facts of the sources it may read and nothing else.
+
+A fact stated for a ``user``, ``agent`` or ``session`` and without evidence goes to that
+identity's facts source (``facts/user:maya``, see :class:`~stratamem.types.Identity`), made on
+first use ``private`` and readable by the principals holding ``user:maya``; with evidence,
+the evidence must lie in that identity's memory. The reads narrow to the facts of the
+sources of the users, agents and sessions given.
 """
 
 from __future__ import annotations
@@ -19,12 +25,18 @@ from stratamem.embed.base import Embedder
 from stratamem.errors import LockError, NotFoundError
 from stratamem.memory.facts import Statement, as_of, fact_text, reconcile, retract
 from stratamem.retrieval import primitives
+from stratamem.retrieval.scope import identity_sources
+from stratamem.store.access import identity_access
 from stratamem.store.base import Store
 from stratamem.store.facts import FACTS_LIMIT, Fact, FactWrite, Origin
-from stratamem.types import SourceKind
+from stratamem.types import Identity, SourceKind
 
 DEFAULT_SOURCE = "facts:asserted"
-ENTITY_KINDS = frozenset({"person", "email", "handle", "channel", "tag", "url", "topic"})
+# The base of a user's, agent's or session's facts source: ``facts/user:maya``.
+IDENTITY_BASE = "facts"
+ENTITY_KINDS = frozenset(
+    {"person", "email", "handle", "channel", "tag", "url", "topic", "user", "agent"}
+)
 _ENTITY = re.compile(r"^([a-z]+):(.+)$", re.DOTALL | re.IGNORECASE)
 
 
@@ -90,15 +102,24 @@ def remember(
     said: Statement,
     *,
     source: str | None = None,
+    user: str | None = None,
+    agent: str | None = None,
+    session: str | None = None,
     now: datetime | None = None,
     embedder: Embedder | None = None,
 ) -> FactWrite:
     """Write ``said`` into its source's timeline, in one transaction; with ``embedder``, what
-    each recorded row says is embedded in the same transaction (for :func:`search_facts`)."""
+    each recorded row says is embedded in the same transaction (for :func:`search_facts`).
+    ``user``, ``agent`` and ``session`` say whose memory holds the fact (``source`` is then
+    the base of the identity's source, ``facts`` by default)."""
     now = _utc(now or datetime.now(UTC), "now")
     assert now is not None
+    whose = Identity.of(user=user, agent=agent, session=session)
     with store.transaction():
-        home = _home(store, said.evidence, source)
+        if whose:
+            home = _identity_home(store, said.evidence, source, whose)
+        else:
+            home = _home(store, said.evidence, source)
         rows = store.fact_rows(home, said.subject, said.predicate)
         change = reconcile(rows, said, now, source=home)
         store.write_facts(home, change.expire, change.record, now)
@@ -113,6 +134,32 @@ def remember(
                 ],
             )
     return FactWrite(tuple(change.expire), tuple(replace(f, source_id=home) for f in change.record))
+
+
+def embed_facts(store: Store, embedder: Embedder, *, batch: int = 256) -> int:
+    """Embed every fact (believed or not) that has no vector of ``embedder``'s model, in the
+    caller's transaction; how many. For when a store takes a model: the facts written before
+    it had one get what those written after get as they are written, so what a store holds
+    does not depend on when its model was chosen."""
+    rows = store.facts(believed_only=False, limit=1_000_000_000)
+    signature = embedder.spec.signature
+    done = 0
+    for at in range(0, len(rows), batch):
+        part = rows[at : at + batch]
+        held = store.fact_vectors(signature, [f.id for f in part])
+        todo = [f for f in part if f.id not in held]
+        if not todo:
+            continue
+        vectors = embedder.embed_batch([fact_text(f) for f in todo], role="passage")
+        store.write_fact_vectors(
+            signature,
+            [
+                (f.id, np.asarray(v, dtype="<f4").tobytes())
+                for f, v in zip(todo, vectors, strict=True)
+            ],
+        )
+        done += len(todo)
+    return done
 
 
 def unsay(store: Store, fact: str, *, now: datetime | None = None) -> FactWrite:
@@ -138,8 +185,13 @@ def recall(
     valid_at: datetime | None = None,
     known_at: datetime | None = None,
     limit: int = FACTS_LIMIT,
+    user: str | Sequence[str] | None = None,
+    agent: str | Sequence[str] | None = None,
+    session: str | Sequence[str] | None = None,
 ) -> list[Fact]:
-    """The facts true at ``valid_at`` (None: now) as known at ``known_at`` (None: now)."""
+    """The facts true at ``valid_at`` (None: now) as known at ``known_at`` (None: now), of
+    the memory of ``user``, ``agent`` and ``session`` where given (one id or several each)."""
+    homes = identity_sources(store, users=user, agents=agent, sessions=session)
     rows = store.facts(
         subject=None if subject is None else entity_id(subject),
         predicate=None if predicate is None else predicate_name(predicate),
@@ -148,23 +200,36 @@ def recall(
         # hide what holds.
         limit=1_000_000,
     )
+    if homes is not None:
+        rows = [r for r in rows if r.source_id in homes]
     when = _utc(valid_at, "as_of") or datetime.now(UTC)
     found = as_of(rows, valid_at=when, known_at=_utc(known_at, "known_at"))
     return found[: max(1, limit)]
 
 
 def timeline(
-    store: Store, subject: str, predicate: str, *, known_at: datetime | None = None
+    store: Store,
+    subject: str,
+    predicate: str,
+    *,
+    known_at: datetime | None = None,
+    user: str | Sequence[str] | None = None,
+    agent: str | Sequence[str] | None = None,
+    session: str | Sequence[str] | None = None,
 ) -> list[Fact]:
     """Every value ``subject``'s ``predicate`` had, oldest first, as known at ``known_at``;
     with ``known_at`` None, also the rows no longer believed (corrected or replaced), each
-    with when it stopped being believed."""
+    with when it stopped being believed. ``user``, ``agent``, ``session``: as for
+    :func:`recall`."""
+    homes = identity_sources(store, users=user, agents=agent, sessions=session)
     rows = store.facts(
         subject=entity_id(subject),
         predicate=predicate_name(predicate),
         believed_only=False,
         limit=1_000_000,
     )
+    if homes is not None:
+        rows = [r for r in rows if r.source_id in homes]
     if known_at is not None:
         when = _utc(known_at, "known_at")
         assert when is not None
@@ -203,6 +268,35 @@ def _home(store: Store, evidence: Sequence[str], source: str | None) -> str:
     if found_source.locked:
         raise LockError(f"source {found_source.scope!r} is locked: unlock it to add facts")
     return found_source.id
+
+
+def _identity_home(
+    store: Store, evidence: Sequence[str], source: str | None, whose: Identity
+) -> str:
+    """The source of ``whose`` memory a fact belongs to: that of its evidence, which must be
+    of ``whose`` memory (and ``source``, where given), else ``whose`` facts source of base
+    ``source`` (``facts``), made on first use."""
+    if evidence:
+        home = _home(store, evidence, source)
+        if not Identity.parse(store.resolve_source(home).scope).holds(whose):
+            of = ", ".join(f"{kind} {value!r}" for kind, value in whose.parts())
+            raise ValueError(f"the evidence is not in the memory of {of}")
+        return home
+    scope = whose.scope(source or IDENTITY_BASE)
+    try:
+        found = store.resolve_source(scope)
+    except NotFoundError:
+        return store.upsert_source(
+            scope=scope,
+            kind=SourceKind.RECORD,
+            platform="facts",
+            location="",
+            title=f"Facts of {scope.partition('/')[2]}",
+            access=identity_access(whose),
+        )
+    if found.locked:
+        raise LockError(f"source {found.scope!r} is locked: unlock it to add facts")
+    return found.id
 
 
 def _utc(when: datetime | None, name: str) -> datetime | None:

@@ -43,6 +43,7 @@ from stratamem.memory.facts import fact_text
 from stratamem.memory.remember import entity_id
 from stratamem.retrieval.fusion import minmax
 from stratamem.retrieval.query import query_terms
+from stratamem.retrieval.scope import identity_sources
 from stratamem.store.base import Store
 from stratamem.store.caches import LastFew
 from stratamem.store.facts import Fact
@@ -86,12 +87,16 @@ def search_facts(
     limit: int = 10,
     embedder: Embedder | None = None,
     cached: bool = True,
+    user: str | Sequence[str] | None = None,
+    agent: str | Sequence[str] | None = None,
+    session: str | Sequence[str] | None = None,
 ) -> list[FactHit]:
     """The ``limit`` facts that best match ``query`` (BM25, fused with vectors given an
     ``embedder``), of ``subject`` when given, of ``sources`` (ids or scopes; a hidden one is
     missing) when given, true at ``valid_at`` (None: now) as known at ``known_at`` (None:
     now). The statistics are those of the facts ranked: other sources shape nothing.
-    ``cached=False`` reads the rows afresh instead of using the reader's index."""
+    ``cached=False`` reads the rows afresh instead of using the reader's index. ``user``,
+    ``agent`` and ``session`` (one id or several each) keep the facts of their memory."""
     found = match_facts(
         store,
         query,
@@ -102,6 +107,9 @@ def search_facts(
         limit=limit,
         embedder=embedder,
         cached=cached,
+        user=user,
+        agent=agent,
+        session=session,
     )
     return list(found.hits)
 
@@ -117,6 +125,9 @@ def match_facts(
     limit: int = 10,
     embedder: Embedder | None = None,
     cached: bool = True,
+    user: str | Sequence[str] | None = None,
+    agent: str | Sequence[str] | None = None,
+    session: str | Sequence[str] | None = None,
 ) -> FactMatches:
     """:func:`search_facts` with the number of facts that matched before the limit."""
     terms = query_terms(query)
@@ -128,6 +139,9 @@ def match_facts(
     with store.read_snapshot():
         index = fact_index(store) if cached else FactIndex.build(_rows(store))
         homes = {store.resolve_source(s).id for s in sources} if sources else None
+        whose = identity_sources(store, users=user, agents=agent, sessions=session)
+        if whose is not None:
+            homes = whose if homes is None else homes & whose
         chosen = index.select(subject=wanted_subject, sources=homes, valid_at=when, known_at=known)
         lexical = index.bm25(terms, chosen)
         semantic: dict[int, float] = {}

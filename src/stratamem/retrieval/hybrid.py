@@ -33,6 +33,7 @@ from stratamem.retrieval.legs.graph import idf_weights
 from stratamem.retrieval.legs.vector import Vector, VectorLeg
 from stratamem.retrieval.mmr import mmr
 from stratamem.retrieval.rerank import Reranker, apply_rerank
+from stratamem.retrieval.scope import resolve
 from stratamem.retrieval.ties import TieOrder
 from stratamem.store.base import Store
 from stratamem.types import (
@@ -95,10 +96,18 @@ class HybridSearcher:
         diversify: bool = True,
     ) -> SearchResponse:
         cfg = config or self.config
-        filters = filters or Filters()
         limit = 10 if limit <= 0 else min(limit, MAX_LIMIT)
         if not query.strip():
             return SearchResponse(hits=(), total=0, notes=("empty query: nothing to match",))
+        resolved = resolve(self.store, filters or Filters())
+        if resolved is None:
+            return SearchResponse(
+                hits=(),
+                total=0,
+                budget=budget,
+                notes=("no source holds the memory of those users, agents or sessions",),
+            )
+        filters = resolved
         status: dict[str, str] = {}
         notes: list[str] = []
         pool = max(cfg.pool, limit)

@@ -13,9 +13,10 @@ drill_down        list[RetrievalHit]     a summary's descendants, breadth first
 fetch_leaves      list[RetrievalHit]     chunks by id, for citing
 ================  =====================  ==============================================
 
-Access filters and time windows are applied in the store before any cap; ``total`` counts matches
-before the caller's ``limit``. Deciding which primitive to call, and how to combine them, is
-the caller's job.
+Access filters and time windows are applied in the store before any cap (filters naming users,
+agents or sessions are first resolved to their sources by
+:func:`~stratamem.retrieval.scope.resolve`); ``total`` counts matches before the caller's
+``limit``. Deciding which primitive to call, and how to combine them, is the caller's job.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ from typing import Concatenate, ParamSpec, TypeVar
 
 from stratamem.embed.base import Embedder
 from stratamem.entities.search import search_entities
-from stratamem.retrieval.scope import kind_or_platform, narrow_kinds, source_filters
+from stratamem.retrieval.scope import kind_or_platform, narrow_kinds, resolve, source_filters
 from stratamem.retrieval.tree_hits import leaf_hits, rerank, summary_hit
 from stratamem.store.base import Store
 from stratamem.timeparse import as_utc, optional_utc
@@ -129,7 +130,9 @@ def query_global(
     """Summaries of every source whose time range overlaps [since, until], newest first or by
     similarity to ``query``. ``until`` before ``since`` is a ``ValueError``."""
     since, until = _check_window(since, until)
-    base = filters or Filters()
+    base = resolve(store, filters or Filters())
+    if base is None:
+        return QueryResponse.empty()
     kinds, platforms = kind_or_platform(source_kind)
     allowed_kinds = narrow_kinds(base.kinds, kinds)
     if allowed_kinds is None:
@@ -161,7 +164,9 @@ def query_topic(
     since, until = optional_utc(since, name="since"), optional_utc(until, name="until")
     if since is not None and until is not None:
         _check_window(since, until)
-    base = filters or Filters()
+    base = resolve(store, filters or Filters())
+    if base is None:
+        return QueryResponse.empty()
     narrowed = Filters(sources=base.sources, kinds=base.kinds, since=since, until=until)
     found, total = store.trees.topic_nodes(entity, narrowed, TOPIC_LOOKUP_CAP)
     hits = nodes(store, found, filters=narrowed)
@@ -183,7 +188,9 @@ def cover_window(
     such summary covers (at most :data:`MAX_WINDOW_CHUNKS` of them are scanned). Grouped by
     source, then by start time. ``limit`` 0 means 200."""
     since, until = _check_window(since, until)
-    base = filters or Filters()
+    base = resolve(store, filters or Filters())
+    if base is None:
+        return QueryResponse.empty()
     narrowed = Filters(sources=base.sources, kinds=base.kinds)
     frontier, leaves, uncovered = store.trees.window_cover(
         since, until, narrowed, MAX_WINDOW_CHUNKS
@@ -214,7 +221,9 @@ def drill_down(
     """
     if max_depth <= 0:
         return []
-    base = filters or Filters()
+    base = resolve(store, filters or Filters())
+    if base is None:
+        return []
     access = Filters(sources=base.sources, kinds=base.kinds)
     root = store.trees.summaries_by_id([node_id], access).get(node_id)
     if root is None:
@@ -253,7 +262,9 @@ def fetch_leaves(
     (the rest are ignored); unknown or hidden ids are skipped, so fewer hits than ids means
     some were missing."""
     ids = list(dict.fromkeys(chunk_ids))[:MAX_BATCH] if chunk_ids else []
-    base = filters or Filters()
+    base = resolve(store, filters or Filters())
+    if base is None:
+        return []
     leaves = store.trees.leaves_by_id(ids, Filters(sources=base.sources, kinds=base.kinds))
     return leaf_hits(store, [leaves[i] for i in ids if i in leaves])
 
@@ -263,7 +274,9 @@ def nodes(
     store: Store, node_ids: Sequence[str], *, filters: Filters | None = None
 ) -> list[RetrievalHit]:
     """Chunks and summaries by id, in the order asked, with no cap; unknown ids left out."""
-    base = filters or Filters()
+    base = resolve(store, filters or Filters())
+    if base is None:
+        return []
     access = Filters(sources=base.sources, kinds=base.kinds)
     ids = list(dict.fromkeys(node_ids))
     summaries = store.trees.summaries_by_id(ids, access)

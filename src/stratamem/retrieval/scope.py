@@ -6,17 +6,68 @@ source must be one the filters admit; a requested kind is intersected with the f
 kinds (nothing when they share none); a time window given in days replaces the filters'
 window. A ``source_kind`` that is no :class:`SourceKind` names a platform (``slack``), which
 only the summary reads can apply (:class:`Filters` has no platform).
+
+Users, agents and sessions are sources (see :class:`~stratamem.types.Identity`): filters
+that name them are turned here, in :func:`resolve`, into the ids of the sources the reader
+may see whose scope names them, so every read applies them as it applies a source filter,
+before any limit. Every read that takes filters resolves them first; a store refuses filters
+left unresolved rather than ignore them.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import UTC, datetime
 
 from stratamem.store.base import Store
 from stratamem.timeparse import as_utc, days_before
-from stratamem.types import Filters, Source, SourceKind
+from stratamem.types import Filters, Identity, Source, SourceKind
 
-__all__ = ["kind_or_platform", "narrow_kinds", "source_filters"]
+__all__ = ["identity_sources", "kind_or_platform", "narrow_kinds", "resolve", "source_filters"]
+
+
+def resolve(store: Store, filters: Filters | None) -> Filters | None:
+    """``filters`` with its users, agents and sessions turned into source ids: those of the
+    sources the reader may see that the filters' sources admit and whose identity has one of
+    the ids given of each part given. None when no source is left (nothing can match);
+    ``filters`` as given when it names no identity."""
+    if filters is None or not filters.names_identity:
+        return filters
+    scopes = store.scopes()
+    chosen = tuple(
+        sorted(
+            sid
+            for sid, scope in scopes.items()
+            if filters.admits(Identity.parse(scope))
+            and (not filters.sources or _admits_ref(filters, sid, scope))
+        )
+    )
+    if not chosen:
+        return None
+    return Filters(sources=chosen, kinds=filters.kinds, since=filters.since, until=filters.until)
+
+
+def identity_sources(
+    store: Store,
+    *,
+    users: str | Sequence[str] | None = None,
+    agents: str | Sequence[str] | None = None,
+    sessions: str | Sequence[str] | None = None,
+) -> set[str] | None:
+    """The ids of the sources the reader may see that hold the memory of one of ``users``
+    (and of ``agents``, and of ``sessions``, each where given); None when none is given (no
+    narrowing). For the reads that filter by source id themselves (facts)."""
+    wanted = Filters(users=_many(users), agents=_many(agents), sessions=_many(sessions))
+    if not wanted.names_identity:
+        return None
+    found = resolve(store, wanted)
+    return set() if found is None else set(found.sources)
+
+
+def _many(value: str | Sequence[str] | None) -> tuple[str, ...]:
+    if value is None:
+        return ()
+    return (value,) if isinstance(value, str) else tuple(value)
 
 
 def source_filters(
@@ -34,7 +85,10 @@ def source_filters(
 
     A bad ``days`` or ``now`` is a ``ValueError`` whether or not anything matches.
     """
-    base = filters or Filters()
+    resolved = resolve(store, filters)
+    if resolved is None and filters is not None:
+        return None
+    base = resolved or Filters()
     kinds, _ = kind_or_platform(source_kind)
     since = until = None
     if days is not None:
@@ -80,8 +134,20 @@ def narrow_kinds(
 def _admits(filters: Filters, source: Source) -> bool:
     """Whether one of the filters' source refs names ``source``: its id, its scope, or a
     prefix of its scope ending in ``*``."""
+    return _admits_ref(filters, source.id, source.scope)
+
+
+def _admits_ref(filters: Filters, source_id: str, scope: str) -> bool:
+    # A prefix compares as the store's SQL does: ASCII letters in any case.
     return any(
-        ref in (source.id, source.scope)
-        or (ref.endswith("*") and source.scope.startswith(ref[:-1]))
+        ref in (source_id, scope)
+        or (ref.endswith("*") and _ascii_lower(scope).startswith(_ascii_lower(ref[:-1])))
         for ref in filters.sources
     )
+
+
+def _ascii_lower(text: str) -> str:
+    return text.translate(_ASCII_LOWER)
+
+
+_ASCII_LOWER = str.maketrans("ABCDEFGHIJKLMNOPQRSTUVWXYZ", "abcdefghijklmnopqrstuvwxyz")

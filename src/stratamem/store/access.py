@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from fnmatch import fnmatchcase
 from typing import Protocol
 
-from stratamem.types import Principal, Source, SourceKind
+from stratamem.types import Identity, Principal, Source, SourceKind
 
 ANY_SCOPE = "*"
 
@@ -46,7 +46,7 @@ def visible(principal: Principal | None, sources: Iterable[Source]) -> list[Sour
     return [s for s in sources if may_read(principal, s)]
 
 
-_SCOPE = re.compile(r"[a-z0-9][a-z0-9_.:-]{0,63}")
+_SCOPE = re.compile(r"[a-z0-9][a-z0-9_.@:-]{0,63}")
 
 # What a source is given when its ingest names no scopes: a channel export is shared by a
 # team; mail, notes and records are one person's until said otherwise.
@@ -62,10 +62,20 @@ def default_access(kind: SourceKind) -> tuple[str, ...]:
     return DEFAULT_ACCESS.get(kind, ("private",))
 
 
+def identity_access(whose: Identity) -> tuple[str, ...] | None:
+    """The access scopes a new source of ``whose`` memory gets: ``private`` and its
+    ``user:<id>`` and ``agent:<id>`` labels, whatever its kind (a conversation with a user is
+    not a team channel); None (the kind's default) for nobody's."""
+    if not whose:
+        return None
+    return tuple(sorted({"private", *whose.labels}))
+
+
 def parse_scopes(value: str | Iterable[str], *, allow_any: bool = False) -> tuple[str, ...]:
     """Scope labels from ``eng,team`` or a list: lowercased, deduplicated, sorted; a label
-    is a letter or digit then up to 63 of letters, digits and ``_ . : -``. ``*`` (any scope)
-    only where ``allow_any``."""
+    is a letter or digit then up to 63 of letters, digits and ``_ . @ : -``. ``*`` (any scope)
+    only where ``allow_any``. A user's or an agent's memory carries ``user:<id>`` or
+    ``agent:<id>`` (see :class:`~stratamem.types.Identity`)."""
     parts = value.split(",") if isinstance(value, str) else list(value)
     out: set[str] = set()
     for part in parts:
@@ -77,7 +87,7 @@ def parse_scopes(value: str | Iterable[str], *, allow_any: bool = False) -> tupl
             continue
         if not _SCOPE.fullmatch(label):
             raise ValueError(
-                f"bad access scope {part.strip()!r}: use letters, digits and _ . : - "
+                f"bad access scope {part.strip()!r}: use letters, digits and _ . @ : - "
                 "(up to 64), starting with a letter or digit"
             )
         out.add(label)

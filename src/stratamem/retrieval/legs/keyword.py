@@ -56,6 +56,7 @@ from stratamem.retrieval.index.bm25 import BM25Index
 from stratamem.retrieval.index.file import Rejected, read_header
 from stratamem.retrieval.index.saver import BackgroundSaver
 from stratamem.retrieval.query import match_expression, query_terms
+from stratamem.retrieval.scope import resolve
 from stratamem.store.base import Store
 from stratamem.store.caches import LastFew
 from stratamem.store.keyword import REMOVED_AT_KEY, KeywordSchema, KeywordState
@@ -494,7 +495,10 @@ def keyword_search(
     expression = match_expression(query)
     if expression is None:
         return QueryResponse.empty()
-    filters = filters or Filters()
+    resolved = resolve(store, filters or Filters())
+    if resolved is None:
+        return QueryResponse.empty()
+    filters = resolved
     # The sparse index ranks as the full-text index does (its idf over the whole store),
     # without it scoring every match of every OR-ed word; the full-text query answers where
     # the sparse index cannot.

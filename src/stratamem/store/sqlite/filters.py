@@ -65,6 +65,12 @@ def filter_sql(
     The access gate (:func:`gate_sql`) comes first: it sits inside every query, before any
     limit, so a source the caller may not read matches nothing.
     """
+    if filters.names_identity:
+        # Read as no filter, they would show what the caller asked to leave out.
+        raise ValueError(
+            "filters naming users, agents or sessions are resolved to sources before a "
+            "store reads them (stratamem.retrieval.scope.resolve)"
+        )
     gate, params = gate_sql(visible, source=source)
     clauses = [gate]
     if filters.sources:
