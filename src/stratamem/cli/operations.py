@@ -1,6 +1,7 @@
 """CLI commands made from the operation table, for the operations that have no command of
 their own: each parameter an option of the same name (``time_window_days`` →
-``--time-window-days``; a list's option is repeated: ``--sources a --sources b``),
+``--time-window-days``; a list's option is repeated: ``--sources a --sources b``; JSON
+where the operation takes objects, as text, ``@FILE`` or ``-`` for standard input),
 the required ones positional, in order. ``--json`` prints the operation's JSON as the HTTP API
 and the MCP tool answer it; otherwise a readable rendering of the same."""
 
@@ -52,14 +53,13 @@ def _arguments(op: Operation, given: dict[str, Any]) -> dict[str, Any]:
             continue
         if param.type in ("object", "objects"):
             items = [value] if param.type == "object" else list(value)
-            try:
-                parsed = [json.loads(v) for v in items]
-            except ValueError as exc:
-                raise click.BadParameter(
-                    f"not JSON: {exc}", param_hint=option_name(param)
-                ) from None
-            if param.type == "objects" and len(parsed) == 1 and isinstance(parsed[0], list):
-                parsed = parsed[0]  # one JSON list given whole
+            parsed: list[Any] = []
+            for item in items:
+                found = _json(item, option_name(param))
+                if param.type == "objects" and isinstance(found, list):
+                    parsed.extend(found)  # a JSON list given whole
+                else:
+                    parsed.append(found)
             value = parsed[0] if param.type == "object" else parsed
         elif isinstance(value, tuple):
             value = list(value)
@@ -116,3 +116,21 @@ def command_for(op: Operation) -> click.Command:
 
 def _shell(value: Any) -> str:
     return f"'{value}'" if isinstance(value, str) else json.dumps(value)
+
+
+def _json(text: str, where: str) -> Any:
+    """A JSON value given on the command line: as text, ``@FILE`` for a file's, ``-`` for
+    standard input's."""
+    source = text
+    if text == "-":
+        source = click.get_text_stream("stdin").read()
+    elif text.startswith("@"):
+        try:
+            with open(text[1:], encoding="utf-8") as file:
+                source = file.read()
+        except OSError as exc:
+            raise click.BadParameter(f"{text[1:]}: {exc.strerror}", param_hint=where) from None
+    try:
+        return json.loads(source)
+    except ValueError as exc:
+        raise click.BadParameter(f"not JSON: {exc}", param_hint=where) from None

@@ -16,6 +16,7 @@ from stratamem.errors import NotFoundError
 from stratamem.memory.remember import statement
 from stratamem.ops.context import Context, may_write
 from stratamem.ops.spec import Operation, Param
+from stratamem.types import Identity
 
 MAX_FACT_LIMIT = 1000
 MAX_ROLLUP_LIMIT = 1000
@@ -32,6 +33,7 @@ def _recall(ctx: Context, a: dict[str, Any]) -> dict[str, Any]:
             as_of=a["as_of"],
             known_at=a["known_at"],
             limit=a["limit"],
+            **p.identity(a),
         )
         return {"facts": [wire.fact(f) for f in found]}
 
@@ -42,7 +44,16 @@ RECALL = Operation(
     description="What is true about an entity (facts: subject, predicate, object, since "
     "when), as of now or of a time, with the evidence each rests on. Use for 'who leads "
     "on-call', 'what is the release date'; `fact_history` shows how a value changed.",
-    params=(p.SUBJECT, PREDICATE, p.AS_OF, p.KNOWN_AT, p.limit(100, 10_000)),
+    params=(
+        p.SUBJECT,
+        PREDICATE,
+        p.AS_OF,
+        p.KNOWN_AT,
+        p.USER,
+        p.AGENT,
+        p.SESSION,
+        p.limit(100, 10_000),
+    ),
     run=_recall,
     example={"subject": "person:carol diaz"},
     query_param=None,
@@ -53,7 +64,9 @@ RECALL = Operation(
 
 def _fact_history(ctx: Context, a: dict[str, Any]) -> dict[str, Any]:
     with ctx.reading() as m:
-        found = m.fact_history(a["subject"], a["predicate"], known_at=a["known_at"])
+        found = m.fact_history(
+            a["subject"], a["predicate"], known_at=a["known_at"], **p.identity(a)
+        )
         return {"facts": [wire.fact(f) for f in found]}
 
 
@@ -66,6 +79,9 @@ FACT_HISTORY = Operation(
         Param("subject", "str", "An entity id.", min_length=1, max_length=500),
         Param("predicate", "str", "The predicate.", min_length=1, max_length=p.MAX_NAME),
         p.KNOWN_AT,
+        p.USER,
+        p.AGENT,
+        p.SESSION,
     ),
     run=_fact_history,
     example={"subject": "topic:phoenix", "predicate": "release_date"},
@@ -84,6 +100,7 @@ def _query_facts(ctx: Context, a: dict[str, Any]) -> dict[str, Any]:
             as_of=a["as_of"],
             known_at=a["known_at"],
             limit=a["limit"],
+            **p.identity(a),
         )
         return {
             "facts": [wire.fact_hit(h) for h in found.hits],
@@ -105,6 +122,9 @@ QUERY_FACTS = Operation(
         p.SOURCES,
         p.AS_OF,
         p.KNOWN_AT,
+        p.USER,
+        p.AGENT,
+        p.SESSION,
         p.limit(10, MAX_FACT_LIMIT),
     ),
     run=_query_facts,
@@ -138,6 +158,8 @@ def _remember(ctx: Context, a: dict[str, Any]) -> dict[str, Any]:
     may_write(ctx)
     who = ctx.principal
     evidence, source = a["evidence"], a["source"]
+    whose = Identity.of(user=a["user"], agent=a["agent"], session=a["session"])
+    writes.check_identity(who, whose)
     if who is not None:
         with ctx.reading() as theirs:
             # Evidence or a source hidden from it answers as one that does not exist.
@@ -147,7 +169,7 @@ def _remember(ctx: Context, a: dict[str, Any]) -> dict[str, Any]:
                     raise NotFoundError(f"no node with id {ident!r}")
             if source is not None:
                 theirs.source(source)
-        if not evidence and source is None:
+        if not evidence and source is None and not whose:
             # Checked first, so that a bad statement leaves no empty source behind.
             statement(
                 a["subject"],
@@ -168,6 +190,7 @@ def _remember(ctx: Context, a: dict[str, Any]) -> dict[str, Any]:
             valid_to=a["valid_to"],
             evidence=evidence,
             source=source,
+            **p.identity(a),
         )
     return found.to_dict()
 
@@ -210,11 +233,14 @@ REMEMBER = Operation(
             "source",
             "str",
             "The source a fact without evidence goes to (default: facts:asserted; a "
-            "principal's: facts:<its name>).",
+            "principal's: facts:<its name>; with a user: facts/user:<id>).",
             default=None,
             min_length=1,
             max_length=p.MAX_NAME,
         ),
+        p.USER,
+        p.AGENT,
+        p.SESSION,
     ),
     run=_remember,
     http=("POST", "/v1/facts"),

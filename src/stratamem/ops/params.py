@@ -99,3 +99,8 @@ def filters(args: dict[str, Any]) -> Filters | None:
     if not sources and not kinds:
         return None
     return Filters(sources=sources, kinds=kinds)
+
+
+def identity(args: dict[str, Any]) -> dict[str, Any]:
+    """The user, agent and session a call names (only those it names)."""
+    return {k: args[k] for k in ("user", "agent", "session") if args.get(k) is not None}

@@ -31,6 +31,7 @@ def _search(ctx: Context, a: dict[str, Any]) -> dict[str, Any]:
             limit=a["limit"],
             mode=a["mode"],
             profile=a["profile"],
+            **p.identity(a),
         )
         return wire.search(found, budget=a["budget"], explain=a["explain"])
 
@@ -46,6 +47,9 @@ SEARCH = Operation(
         p.query(required=True),
         p.SOURCES,
         p.KINDS_PARAM,
+        p.USER,
+        p.AGENT,
+        p.SESSION,
         p.SINCE,
         p.UNTIL,
         p.limit(10, MAX_SEARCH_LIMIT),
@@ -93,6 +97,7 @@ def _query_source(ctx: Context, a: dict[str, Any]) -> dict[str, Any]:
             query=a["query"],
             limit=a["limit"],
             filters=p.filters(a),
+            **p.identity(a),
         )
         return wire.nodes(found)
 
@@ -123,6 +128,9 @@ QUERY_SOURCE = Operation(
         p.query(),
         p.SOURCES,
         p.KINDS_PARAM,
+        p.USER,
+        p.AGENT,
+        p.SESSION,
         p.limit(10, MAX_LIMIT),
     ),
     run=_query_source,
@@ -141,6 +149,7 @@ def _query_global(ctx: Context, a: dict[str, Any]) -> dict[str, Any]:
             query=a["query"],
             limit=a["limit"],
             filters=p.filters(a),
+            **p.identity(a),
         )
         return wire.nodes(found)
 
@@ -163,6 +172,9 @@ QUERY_GLOBAL = Operation(
         p.query(),
         p.SOURCES,
         p.KINDS_PARAM,
+        p.USER,
+        p.AGENT,
+        p.SESSION,
         p.limit(10, MAX_LIMIT),
     ),
     run=_query_global,
@@ -193,6 +205,7 @@ def _query_topic(ctx: Context, a: dict[str, Any]) -> dict[str, Any]:
             query=a["query"],
             limit=a["limit"],
             filters=p.filters(a),
+            **p.identity(a),
         )
         return {"entity_id": ident, **wire.nodes(found)}
 
@@ -216,6 +229,9 @@ QUERY_TOPIC = Operation(
         p.query(),
         p.SOURCES,
         p.KINDS_PARAM,
+        p.USER,
+        p.AGENT,
+        p.SESSION,
         p.limit(10, MAX_LIMIT),
     ),
     run=_query_topic,
@@ -232,6 +248,7 @@ def _cover_window(ctx: Context, a: dict[str, Any]) -> dict[str, Any]:
             until=a["until"] or datetime.now(UTC),
             limit=a["limit"],
             filters=p.filters(a),
+            **p.identity(a),
         )
         return wire.nodes(found)
 
@@ -247,6 +264,9 @@ COVER_WINDOW = Operation(
         p.UNTIL,
         p.SOURCES,
         p.KINDS_PARAM,
+        p.USER,
+        p.AGENT,
+        p.SESSION,
         p.limit(COVER_DEFAULT_LIMIT, MAX_LIMIT),
     ),
     run=_cover_window,
@@ -259,7 +279,9 @@ COVER_WINDOW = Operation(
 def _brief(ctx: Context, a: dict[str, Any]) -> dict[str, Any]:
     with ctx.reading() as m:
         start, end = a["since"], a["until"] or datetime.now(UTC)
-        found = m.cover_window(since=start, until=end, limit=a["limit"], filters=p.filters(a))
+        found = m.cover_window(
+            since=start, until=end, limit=a["limit"], filters=p.filters(a), **p.identity(a)
+        )
         grouped: dict[str, list[dict[str, Any]]] = {}
         for hit in found.hits:
             grouped.setdefault(hit.tree_scope, []).append(wire.node(hit, whole=True))
@@ -282,6 +304,9 @@ BRIEF = Operation(
         p.UNTIL,
         p.SOURCES,
         p.KINDS_PARAM,
+        p.USER,
+        p.AGENT,
+        p.SESSION,
         p.limit(COVER_DEFAULT_LIMIT, MAX_LIMIT),
     ),
     run=_brief,
@@ -333,6 +358,7 @@ def _drill_down(ctx: Context, a: dict[str, Any]) -> dict[str, Any]:
             query=a["query"],
             limit=a["limit"],
             filters=p.filters(a),
+            **p.identity(a),
         )
         return {"node_id": node_id, "nodes": [wire.node(h) for h in below]}
 
@@ -349,6 +375,9 @@ DRILL_DOWN = Operation(
         p.query(),
         p.SOURCES,
         p.KINDS_PARAM,
+        p.USER,
+        p.AGENT,
+        p.SESSION,
         p.limit(None, MAX_LIMIT),
     ),
     run=_drill_down,
@@ -361,7 +390,7 @@ DRILL_DOWN = Operation(
 def _fetch_leaves(ctx: Context, a: dict[str, Any]) -> dict[str, Any]:
     with ctx.reading() as m:
         ids = a["ids"]
-        found = m.fetch_leaves(ids, filters=p.filters(a))
+        found = m.fetch_leaves(ids, filters=p.filters(a), **p.identity(a))
         seen = {h.node_id for h in found}
         missing = [i for i in dict.fromkeys(ids) if i not in seen]
         return {"nodes": [wire.node(h, whole=True) for h in found], "missing": missing}
@@ -383,6 +412,9 @@ FETCH_LEAVES = Operation(
         ),
         p.SOURCES,
         p.KINDS_PARAM,
+        p.USER,
+        p.AGENT,
+        p.SESSION,
     ),
     run=_fetch_leaves,
     example={"ids": ["<a node_id>"]},

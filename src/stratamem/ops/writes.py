@@ -13,9 +13,12 @@ from typing import Any
 
 import stratamem.ops.params as p
 from stratamem.access import writes
+from stratamem.errors import AccessDenied
+from stratamem.ingest.conversation import MAX_MESSAGES
 from stratamem.ingest.items import find_item
 from stratamem.ops.context import Context, may_write
 from stratamem.ops.spec import Operation, Param
+from stratamem.types import Identity
 
 DEFAULT_ITEM_SOURCE = "memory"
 MAX_TAGS = 50
@@ -43,7 +46,13 @@ def item_source(ctx: Context, source: str | None) -> str:
 
 def _add(ctx: Context, a: dict[str, Any]) -> dict[str, Any]:
     may_write(ctx)
-    source = item_source(ctx, a["source"])
+    whose = Identity.of(user=a["user"], agent=a["agent"], session=a["session"])
+    if whose:
+        # A user's memory is a source of its own, readable by that user's scope.
+        writes.check_identity(ctx.principal, whose)
+        source = a["source"] or DEFAULT_ITEM_SOURCE
+    else:
+        source = item_source(ctx, a["source"])
     with ctx.writing() as owner:
         done = owner.add(
             a["text"],
@@ -56,6 +65,7 @@ def _add(ctx: Context, a: dict[str, Any]) -> dict[str, Any]:
             thread=a["thread"],
             tags=a["tags"],
             meta=a["meta"],
+            **p.identity(a),
         )
     return done.to_dict()
 
@@ -106,6 +116,9 @@ ADD = Operation(
         Param("thread", "str", "A thread it belongs to.", default=None, max_length=p.MAX_NAME),
         Param("tags", "strs", "Tags.", default=(), max_length=100, max_items=MAX_TAGS),
         Param("meta", "object", "Any other fields, kept with it.", default=None),
+        p.USER,
+        p.AGENT,
+        p.SESSION,
     ),
     run=_add,
     example={"text": "Maya prefers morning meetings", "tags": ["preference"]},
@@ -115,18 +128,19 @@ ADD = Operation(
 )
 
 
-def _find(ctx: Context, ident: str, source: str | None) -> str:
-    """The id of the source holding item ``ident`` as the caller reads the store."""
+def _find(ctx: Context, a: dict[str, Any]) -> str:
+    """The id of the source holding the item ``a`` names, as the caller reads the store."""
+    source = a["source"]
     with ctx.reading() as theirs:
         if source is not None:
             source = theirs.source(source).id
-        found, _ = find_item(theirs.store, ident, source=source)
+        found, _ = find_item(theirs.store, a["id"], source=source, **p.identity(a))
     return found
 
 
 def _edit(ctx: Context, a: dict[str, Any]) -> dict[str, Any]:
     may_write(ctx)
-    source = _find(ctx, a["id"], a["source"])
+    source = _find(ctx, a)
     changes: dict[str, Any] = {}
     for name in ("text", "author", "time", "title", "tags", "meta"):
         if a[name] is not None:
@@ -158,6 +172,9 @@ EDIT = Operation(
             nullable=True,
         ),
         Param("meta", "object", "The new other fields (all of them).", default=None),
+        p.USER,
+        p.AGENT,
+        p.SESSION,
     ),
     run=_edit,
     example={"id": "item_0123456789abcdef", "text": "Maya prefers afternoon meetings"},
@@ -169,7 +186,7 @@ EDIT = Operation(
 
 def _rm(ctx: Context, a: dict[str, Any]) -> dict[str, Any]:
     may_write(ctx)
-    source = _find(ctx, a["id"], a["source"])
+    source = _find(ctx, a)
     with ctx.writing() as owner:
         done = owner.delete(a["id"], source=source)
     return done.to_dict()
@@ -180,13 +197,66 @@ RM = Operation(
     group="items",
     access="write",
     description="Remove one memory by id: it leaves every index at once.",
-    params=(ITEM_ID, ITEM_SOURCE),
+    params=(ITEM_ID, ITEM_SOURCE, p.USER, p.AGENT, p.SESSION),
     run=_rm,
     destructive=True,
     example={"id": "item_0123456789abcdef"},
     query_param=None,
     cli="rm",
     python="items.rm",
+)
+
+
+def _add_messages(ctx: Context, a: dict[str, Any]) -> dict[str, Any]:
+    may_write(ctx)
+    whose = Identity.of(user=a["user"], agent=a["agent"], session=a["session"])
+    writes.check_identity(ctx.principal, whose)
+    if ctx.principal is not None and not whose:
+        raise AccessDenied(
+            f"principal {ctx.principal.name!r} writes a conversation for a user or agent "
+            "it holds: name the user (or agent)"
+        )
+    with ctx.writing() as owner:
+        done = owner.add_messages(a["messages"], **p.identity(a))
+    return done.to_dict()
+
+
+ADD_MESSAGES = Operation(
+    name="add_messages",
+    group="items",
+    access="write",
+    description="Write the turns of a conversation ({role, content} messages, optionally "
+    "name, time, id) to the chat source of a user, agent and session, in one call: every "
+    "search finds them at once. A retried call changes nothing; a bad message is skipped "
+    "with a reason.",
+    params=(
+        Param(
+            "messages",
+            "objects",
+            'The turns: {"role": "user"|"assistant"|"system"|"tool", '
+            '"content": text, optional "name", "time", "id"}.',
+            max_items=MAX_MESSAGES,
+        ),
+        Param(
+            "user", "str", "The user the conversation is with.", default=None, max_length=p.MAX_NAME
+        ),
+        Param("agent", "str", "The agent that held it.", default=None, max_length=p.MAX_NAME),
+        Param(
+            "session",
+            "str",
+            "The session (one chat source each).",
+            default=None,
+            max_length=p.MAX_NAME,
+        ),
+    ),
+    run=_add_messages,
+    python="items.add_messages",
+    example={
+        "messages": [{"role": "user", "content": "I moved the demo to Friday"}],
+        "user": "maya",
+        "session": "s1",
+    },
+    query_param=None,
 )
 
 
@@ -288,4 +358,4 @@ FORGET = Operation(
     python="sources.forget",
 )
 
-WRITES = (ADD, EDIT, RM, INGEST, FORGET)
+WRITES = (ADD, EDIT, RM, ADD_MESSAGES, INGEST, FORGET)
