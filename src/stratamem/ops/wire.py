@@ -165,6 +165,16 @@ def fit_cards(
 
     if budget == 0:
         return payload(len(hits), 0)
+    ranks = {h.node_id: n for n, h in enumerate(hits)}
+
+    def better(found: dict[str, Any], than: dict[str, Any]) -> bool:
+        """The most cards; of as many, the best ranked hits; then the most text."""
+
+        def key(p: dict[str, Any]) -> tuple[int, tuple[int, ...], int]:
+            return len(p["cards"]), tuple(-ranks[c["node_id"]] for c in p["cards"]), p["used"]
+
+        return key(found) > key(than)
+
     best = _measured({**envelope, "cards": [], "budget": budget, "left_out": len(hits)})
     heads = [count_tokens(header(h)) + 1 for h in hits]
     fields = [
@@ -177,17 +187,19 @@ def fit_cards(
         most += 1
     for count in range(most, 0, -1):
         room = free - sum(fields[:count]) + sum(heads[:count])
-        for _ in range(4):
-            if room <= sum(heads[:count]):
-                break
+        tried: set[int] = set()
+        while room > sum(heads[:count]) and room not in tried and len(tried) < 6:
+            tried.add(room)
             found = payload(count, room)
-            over = found["used"] - budget
-            if over <= 0:
-                # The most cards; of as many, the most text.
-                if (len(found["cards"]), found["used"]) > (len(best["cards"]), best["used"]):
+            left = budget - found["used"]
+            if left >= 0:
+                if better(found, best):
                     best = found
-                break
-            room -= over
+                if left < MIN_CARD_TEXT:
+                    break
+            # Over: take off what it is over by. Under: give the packing what the payload
+            # left unused (a text cut short of its share, a pinned hit held to its share).
+            room += left
         if len(best["cards"]) == count:
             break
     return best
