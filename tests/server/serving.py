@@ -98,10 +98,12 @@ def error(response: httpx.Response, status: int, code: str) -> str:
 
 
 @asynccontextmanager
-async def connected(url: str, token: str) -> AsyncIterator[ClientSession]:
-    """An MCP session over streamable HTTP at ``url``/mcp, as the principal ``token`` names."""
+async def connected(url: str, token: str | None) -> AsyncIterator[ClientSession]:
+    """An MCP session over streamable HTTP at ``url``/mcp, as the principal ``token`` names
+    (None: no token, for a server that asks for none)."""
+    headers = bearer(token) if token is not None else {}
     async with (
-        httpx2.AsyncClient(headers=bearer(token), timeout=PATIENCE_S) as client,
+        httpx2.AsyncClient(headers=headers, timeout=PATIENCE_S) as client,
         streamable_http_client(f"{url}/mcp", http_client=client) as (read, write),
         ClientSession(read, write) as session,
     ):
