@@ -12,10 +12,9 @@ import json
 import random
 from collections.abc import AsyncIterator, Callable, Collection, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import asynccontextmanager, contextmanager
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
@@ -30,6 +29,7 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 from mcp_types import CallToolResult, TextContent
 from security_kit import NOWHERE, Refs
+from serve_kit import Served, serve_copy
 from serving import call_http
 
 from stratamem import ops
@@ -37,12 +37,9 @@ from stratamem.api import Memory
 from stratamem.errors import AccessDenied, NotFoundError, StratamemError
 from stratamem.ops import OPERATIONS, MemoryContext, wire
 from stratamem.retrieval.primitives import MAX_LIMIT
-from stratamem.server.http import create_app
 from stratamem.server.mcp import one_line
-from stratamem.server.service import Service
 from stratamem.store.rollups import Rollup
 from stratamem.store.sources import source_id_for
-from stratamem.testing import HashingEmbedder
 from suite import PATIENCE_S
 
 PRINCIPALS = [p.name for p in kit.PRINCIPALS]
@@ -57,17 +54,6 @@ SOME = (*probes.FEW, *probes.CANARY_QUERIES[::3])  # the queries asked of every 
 # -- the server ----------------------------------------------------------------------------------
 
 
-@dataclass
-class Served:
-    url: str
-    path: str
-    file: Path  # the store's file; on PostgreSQL, whose store is no file, one in its place
-    root: Path
-    service: Service
-    tokens: dict[str, str]
-    clients: dict[str, httpx.Client]
-
-
 @pytest.fixture(scope="module")
 def served(  # type: ignore[no-untyped-def]
     world, tmp_path_factory: pytest.TempPathFactory
@@ -77,48 +63,6 @@ def served(  # type: ignore[no-untyped-def]
     tests that read it never write to it (those that write serve a copy of their own)."""
     with serve_copy(world, tmp_path_factory.mktemp("served")) as found:
         yield found
-
-
-@contextmanager
-def serve_copy(world: kit.CanaryWorld, folder: Path) -> Iterator[Served]:
-    """A copy of the canary store in ``folder``, served as :func:`served` says."""
-    from serving import live
-
-    path = world.places.within(folder).copy(world.full, "store")
-    file = Path(path)
-    if kit.is_postgres(path):
-        file = folder / "store" / "store.db"
-        file.parent.mkdir()
-        file.write_bytes(b"")
-    tokens = {}
-    with kit.open_memory(path) as owner:
-        for p in kit.PRINCIPALS:
-            owner.remove_principal(p.name)
-            tokens[p.name] = owner.add_principal(
-                p.name, list(p.scopes), sources=list(p.sources), write=True
-            )
-    root = folder / "root"
-    root.mkdir()
-    with Service(
-        path,
-        embedder=HashingEmbedder(),
-        reranker=kit.OverlapReranker(),
-        allow_writes=True,
-        ingest_roots=[root],
-    ) as service:
-        app = create_app(service, access_log=None)
-        with live(app) as url:
-            clients = {
-                name: httpx.Client(
-                    base_url=url, headers={"Authorization": f"Bearer {token}"}, timeout=PATIENCE_S
-                )
-                for name, token in tokens.items()
-            }
-            try:
-                yield Served(url, path, file, root, service, tokens, clients)
-            finally:
-                for client in clients.values():
-                    client.close()
 
 
 def _json(value: Any) -> Any:
