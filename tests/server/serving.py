@@ -4,10 +4,12 @@ MCP, and the checks their answers share."""
 from __future__ import annotations
 
 import json
+import re
 import threading
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Iterator, Mapping
 from contextlib import asynccontextmanager, contextmanager
 from typing import Any
+from urllib.parse import quote
 
 import httpx
 import httpx2
@@ -18,6 +20,7 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp_types import CallToolResult, TextContent
 from starlette.types import ASGIApp
 
+from stratamem.ops import OPERATIONS
 from suite import BACKENDS, PATIENCE_S
 
 # For a test whose point is the server around the store (the HTTP layer, the write jobs)
@@ -95,10 +98,12 @@ def error(response: httpx.Response, status: int, code: str) -> str:
 
 
 @asynccontextmanager
-async def connected(url: str, token: str) -> AsyncIterator[ClientSession]:
-    """An MCP session over streamable HTTP at ``url``/mcp, as the principal ``token`` names."""
+async def connected(url: str, token: str | None) -> AsyncIterator[ClientSession]:
+    """An MCP session over streamable HTTP at ``url``/mcp, as the principal ``token`` names
+    (None: no token, for a server that asks for none)."""
+    headers = bearer(token) if token is not None else {}
     async with (
-        httpx2.AsyncClient(headers=bearer(token), timeout=PATIENCE_S) as client,
+        httpx2.AsyncClient(headers=headers, timeout=PATIENCE_S) as client,
         streamable_http_client(f"{url}/mcp", http_client=client) as (read, write),
         ClientSession(read, write) as session,
     ):
@@ -113,3 +118,40 @@ def data(result: CallToolResult) -> Any:
     found = json.loads(result.content[0].text)
     assert found == result.structured_content
     return found
+
+
+# -- one operation, by name, on either door ---------------------------------------------------
+
+
+def request_of(name: str, args: Mapping[str, Any]) -> tuple[str, str, dict[str, Any]]:
+    """The HTTP request that calls operation ``name`` with ``args``: its method, its path (the
+    path's arguments put in it) and the rest as httpx takes it (a JSON body for a POST, else
+    the query string)."""
+    method, path = OPERATIONS[name].route
+    rest = dict(args)
+    for key in re.findall(r"{(\w+)}", path):
+        path = path.replace(f"{{{key}}}", quote(str(rest.pop(key)), safe=""))
+    if method == "POST":
+        return method, path, {"json": rest}
+    query = {k: str(v).lower() if isinstance(v, bool) else v for k, v in rest.items()}
+    return method, path, {"params": {k: v for k, v in query.items() if v is not None}}
+
+
+def call_http(client: httpx.Client, name: str, args: Mapping[str, Any]) -> httpx.Response:
+    """Operation ``name`` called with ``args`` on its HTTP route."""
+    method, path, options = request_of(name, args)
+    return client.request(method, path, **options)
+
+
+async def call_mcp(session: ClientSession, name: str, args: Mapping[str, Any]) -> CallToolResult:
+    """Operation ``name`` called with ``args`` as its MCP tool."""
+    return await session.call_tool(name, dict(args))
+
+
+def tool_error(result: CallToolResult) -> str:
+    """The message of a tool's error, which must be one line."""
+    assert result.is_error, result.content
+    assert isinstance(result.content[0], TextContent)
+    text = result.content[0].text
+    assert "\n" not in text
+    return text

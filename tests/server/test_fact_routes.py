@@ -27,10 +27,10 @@ from serving import bearer, clients, connected, data, error, live, ok
 
 import stratamem
 from stratamem.errors import NotFoundError
+from stratamem.ops import MemoryContext, call
 from stratamem.server.http import create_app
 from stratamem.server.service import Service
 from stratamem.store.rollups import Rollup
-from stratamem.timeparse import parse_when
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "examples" / "workspace"
@@ -467,16 +467,29 @@ def test_writes_are_off_unless_allowed(store: Store, owned: dict[str, Any]) -> N
         ("/v1/facts", {"valid_from": "2024-03-10", "valid_to": "2024-03-10"}, "must come after"),
         ("/v1/facts", {"subject": "carol"}, "is not an entity id"),
         ("/v1/facts", {"subject": "planet:mars"}, "is not an entity id"),
-        ("/v1/facts", {"sourcee": "slack:#eng"}, "sourcee: Extra inputs are not permitted"),
-        ("/v1/facts", {"object": ""}, "object:"),
-        ("/v1/facts", {"predicate": "   "}, "a fact needs a predicate"),
+        (
+            "/v1/facts",
+            {"sourcee": "slack:#eng"},
+            "remember: no parameter 'sourcee': did you mean 'source'?",
+        ),
+        ("/v1/facts", {"object": ""}, "remember: 'object' cannot be empty"),
+        ("/v1/facts", {"predicate": "   "}, "remember: 'predicate' cannot be empty"),
         ("/v1/facts", {"valid_from": "someday"}, "cannot read 'someday' as a time"),
-        ("/v1/facts", {"evidence": "not-a-list"}, "evidence:"),
+        (
+            "/v1/facts",
+            {"evidence": 5},
+            "remember: 'evidence' must be a list of texts, got a number",
+        ),
+        ("/v1/facts", {"valid_from": "2024-02-30"}, "remember: 'valid_from': "),
         ("/v1/recall", {"subject": "carol"}, "is not an entity id"),
-        ("/v1/recall", {"limit": 0}, "limit:"),
+        ("/v1/recall", {"limit": 0}, "recall: 'limit' must be at least 1, got 0"),
         ("/v1/recall", {"as_of": "the day after"}, "cannot read"),
-        ("/v1/recall", {"subjects": []}, "subjects: Extra inputs are not permitted"),
-        ("/v1/fact_history", {"predicate": None}, "predicate:"),
+        (
+            "/v1/recall",
+            {"subjects": []},
+            "recall: no parameter 'subjects': did you mean 'subject'?",
+        ),
+        ("/v1/fact_history", {"predicate": None}, "fact_history: 'predicate' cannot be null"),
         ("/v1/fact_history", {"subject": "phoenix"}, "is not an entity id"),
     ],
 )
@@ -492,6 +505,7 @@ def test_bad_bodies_are_422_and_change_nothing(
     for name in ("bot", "owner"):
         message = error(api[name].post(route, json={**base, **body}), 422, "invalid_request")
         assert words in message
+        assert "\n" not in message
     assert recall(api["owner"], limit=10_000) == before
 
 
@@ -582,49 +596,34 @@ def tool_error(result: CallToolResult) -> str:
     return result.content[0].text
 
 
-def compact(fact: dict[str, Any]) -> dict[str, Any]:
-    """A fact of the HTTP API as the MCP tools give it."""
-
-    def stamp(value: str | None) -> str | None:
-        return None if value is None else value.replace("+00:00", "Z")
-
-    out = {
-        "id": fact["id"],
-        "subject": fact["subject"],
-        "predicate": fact["predicate"],
-        "object": fact["object"],
-        "valid_from": stamp(fact["valid_from"]),
-        "valid_to": stamp(fact["valid_to"]),
-        "evidence": fact["evidence"],
-    }
-    if fact["expired_at"] is not None:
-        out["believed_until"] = stamp(fact["expired_at"])
-    return out
-
-
 def test_mcp_remember_and_retract_are_listed_only_where_writes_are_allowed(
     api: dict[str, httpx.Client], store: Store
 ) -> None:
     url = str(api["bot"].base_url).rstrip("/")
 
-    async def scenario() -> tuple[dict[str, Any], set[str]]:
-        async with connected(url, store.tokens["reader"]) as session:
+    async def scenario() -> tuple[dict[str, Any], set[str], set[str]]:
+        async with connected(url, store.tokens["bot"]) as session:
             writable = {t.name: t for t in (await session.list_tools()).tools}
+        async with connected(url, store.tokens["reader"]) as session:
+            reader = {t.name for t in (await session.list_tools()).tools}
         with (
             Service(store.db, embedder=None) as read_only,
             live(create_app(read_only, access_log=None)) as other,
         ):
             async with connected(other, store.tokens["bot"]) as session:
-                return writable, {t.name for t in (await session.list_tools()).tools}
+                return writable, reader, {t.name for t in (await session.list_tools()).tools}
 
-    writable, read_only = anyio.run(scenario)
+    writable, reader, read_only = anyio.run(scenario)
     assert {"recall", "fact_history", "remember", "retract"} <= set(writable)
-    assert {"recall", "fact_history"} <= read_only
-    assert not {"remember", "retract"} & read_only
+    # A principal without the write permission, and any on a server without writes, is
+    # listed only what it may call.
+    for listed in (reader, read_only):
+        assert {"recall", "fact_history", "query_facts", "rollups"} <= listed
+        assert not {"remember", "retract"} & listed
     assert writable["remember"].input_schema["required"] == ["subject", "predicate", "object"]
-    assert writable["retract"].input_schema["required"] == ["fact"]
+    assert writable["retract"].input_schema["required"] == ["fact_id"]
     assert writable["fact_history"].input_schema["required"] == ["subject", "predicate"]
-    assert "required" not in writable["recall"].input_schema
+    assert writable["recall"].input_schema["required"] == []
     assert writable["recall"].annotations.read_only_hint is True  # type: ignore[union-attr]
     assert writable["remember"].annotations.read_only_hint is False  # type: ignore[union-attr]
 
@@ -641,8 +640,9 @@ def test_mcp_recall_and_fact_history_answer_as_the_http_api(
         {"subject": PHOENIX, "as_of": "2024-03-20", "known_at": "1h"},
         {"subject": "person:carol diaz"},
     ]
-    wanted = [[compact(f) for f in recall(api["bot"], **{"limit": 50, **ask})] for ask in asks]
-    timeline = [compact(f) for f in history(api["bot"], PHOENIX, "status")]
+    wanted = [recall(api["bot"], **ask) for ask in asks]
+    timeline = history(api["bot"], PHOENIX, "status")
+    known = history(api["bot"], PHOENIX, "status", known_at=timeline[0]["recorded_at"])
 
     async def scenario() -> None:
         async with connected(url, store.tokens["bot"]) as session:
@@ -651,7 +651,9 @@ def test_mcp_recall_and_fact_history_answer_as_the_http_api(
             args = {"subject": PHOENIX, "predicate": "status"}
             got = data(await session.call_tool("fact_history", args))["facts"]
             assert got == timeline
-            assert [("believed_until" in f) for f in got] == [True, False, False]
+            assert [f["expired_at"] is not None for f in got] == [True, False, False]
+            then = {**args, "known_at": timeline[0]["recorded_at"]}
+            assert data(await session.call_tool("fact_history", then))["facts"] == known
             hidden = await session.call_tool("fact_history", {**args, "predicate": "codename"})
             nobody = await session.call_tool("fact_history", {**args, "predicate": "nope"})
             assert data(hidden) == data(nobody) == {"facts": []}
@@ -686,10 +688,10 @@ def test_mcp_remember_and_retract_as_a_writer(
                 await session.call_tool("remember", {**args, "evidence": [MISSING_NODE]})
             )
             assert hidden == missing.replace(MISSING_NODE, store.note_leaf)
-            hidden = tool_error(await session.call_tool("retract", {"fact": codename["id"]}))
-            missing = tool_error(await session.call_tool("retract", {"fact": MISSING_FACT}))
+            hidden = tool_error(await session.call_tool("retract", {"fact_id": codename["id"]}))
+            missing = tool_error(await session.call_tool("retract", {"fact_id": MISSING_FACT}))
             assert hidden == missing.replace(MISSING_FACT, codename["id"])
-            gone = data(await session.call_tool("retract", {"fact": row["id"]}))
+            gone = data(await session.call_tool("retract", {"fact_id": row["id"]}))
             assert (gone["expired"], gone["recorded"]) == ([row["id"]], [])
         async with connected(url, store.tokens["reader"]) as session:
             refused = tool_error(await session.call_tool("remember", args))
@@ -712,18 +714,19 @@ def test_mcp_remember_and_retract_as_a_writer(
 
 def query_facts(client: httpx.Client, query: str, **body: Any) -> dict[str, Any]:
     found = ok(client.post("/v1/query_facts", json={"query": query, **body}))
-    assert set(found) == {"hits", "total", "truncated"}
+    assert set(found) == {"facts", "total", "truncated"}
     return found  # type: ignore[no-any-return]
 
 
 def api_answer(service: Service, who: str | None, query: str, **options: Any) -> Any:
-    """What the Python API answers ``who``, on the wire."""
+    """What the operation answers ``who`` run in this process on the memory it reads, on
+    the wire."""
     with service.reading(who) as memory:
         try:
-            found = memory.query_facts(query, **options)
+            found = call(MemoryContext(memory), "query_facts", {"query": query, **options})
         except NotFoundError as exc:
             return {"error": str(exc)}
-    return json.loads(json.dumps(found.to_dict()))
+    return json.loads(json.dumps(found))
 
 
 @pytest.fixture(scope="module")
@@ -774,38 +777,37 @@ def test_query_facts_answers_fact_hits_as_the_python_api(
     who = {"owner": None, "bot": "bot", "reader": "reader", "outsider": "outsider"}
     for name, principal in who.items():
         for query, body in asks:
-            options = {k: v for k, v in body.items() if k not in ("as_of", "known_at")}
-            for key in ("as_of", "known_at"):
-                if key in body:
-                    options[key] = parse_when(body[key])
-            want = api_answer(service, principal, query, **options)
+            want = api_answer(service, principal, query, **body)
             if "error" in want:  # a source the caller may not read
                 response = api[name].post("/v1/query_facts", json={"query": query, **body})
                 assert error(response, 404, "not_found") == want["error"]
                 continue
             got = query_facts(api[name], query, **body)
             if "known_at" in body:  # "1h" back from a moment later: compare the ids alone
-                assert [h["node_id"] for h in got["hits"]] == [h["node_id"] for h in want["hits"]]
+                assert [h["id"] for h in got["facts"]] == [h["id"] for h in want["facts"]]
             else:
                 assert got == want, (name, query)
             if name != "owner":
                 assert SECRET_CODENAME not in json.dumps(got)
                 assert store.ids["notes:notes"] not in json.dumps(got)
-    (hit,) = query_facts(api["bot"], "phoenix status shipping", limit=1)["hits"]
+    (hit,) = query_facts(api["bot"], "phoenix status shipping", limit=1)["facts"]
     (new,) = [f for f in owned["shipping"]["recorded"] if f["object"] == "shipping"]
-    assert (hit["node_id"], hit["node_kind"], hit["tree_scope"]) == (
-        new["id"],
-        "fact",
-        "slack:#eng",
-    )
-    assert (hit["time_start"], hit["time_end"]) == ("2024-03-10T00:00:00Z", None)
-    assert hit["explain"]["evidence"] == [store.team_leaf]
-    assert hit["explain"]["cites"][store.team_leaf] == hit["source_ref"]
-    secret = query_facts(api["owner"], "quokka lantern codename")["hits"][0]
-    assert (secret["explain"]["object"], secret["source_id"]) == (
-        SECRET_CODENAME,
-        store.ids["notes:notes"],
-    )
+    leaf = ok(api["bot"].get(f"/v1/nodes/{store.team_leaf}"))
+    assert hit == {
+        "id": new["id"],
+        "subject": PHOENIX,
+        "predicate": "status",
+        "object": "shipping",
+        "valid_from": "2024-03-10T00:00:00Z",
+        "valid_to": None,
+        "source": "slack:#eng",
+        "evidence": [store.team_leaf],
+        "cites": {store.team_leaf: leaf["cite"]},
+        "score": hit["score"],
+    }
+    assert hit["score"] > 0
+    secret = query_facts(api["owner"], "quokka lantern codename")["facts"][0]
+    assert (secret["object"], secret["source"]) == (SECRET_CODENAME, "notes:notes")
     # A source hidden from the caller answers as one that does not exist.
     hidden = api["bot"].post("/v1/query_facts", json={"query": "x", "sources": ["notes:notes"]})
     missing = api["bot"].post("/v1/query_facts", json={"query": "x", "sources": ["notes:nope"]})
@@ -879,43 +881,16 @@ def test_mcp_query_facts_and_rollups_answer_as_the_http_api(
     wanted = {name: [query_facts(api[name], **ask) for ask in asks] for name in ("bot", "narrow")}
     rollups = {name: ok(api[name].get("/v1/rollups"))["rollups"] for name in ("bot", "narrow")}
 
-    def compact_hit(hit: dict[str, Any]) -> dict[str, Any]:
-        explain = hit["explain"]
-        out = {
-            "id": hit["node_id"],
-            "subject": explain["subject"],
-            "predicate": explain["predicate"],
-            "object": explain["object"],
-            "valid_from": hit["time_start"],
-            "valid_to": hit["time_end"],
-            "source": hit["tree_scope"],
-            "evidence": explain["evidence"],
-        }
-        if explain["cites"]:
-            out["cites"] = explain["cites"]
-        if explain["expired_at"] is not None:
-            out["believed_until"] = explain["expired_at"]
-        if explain["origin"] != "asserted":
-            out["origin"] = explain["origin"]
-        if explain["confidence"] != 1.0:
-            out["confidence"] = explain["confidence"]
-        out["score"] = round(hit["score"], 4)
-        return out
-
     async def scenario() -> None:
         for name in ("bot", "narrow"):
             async with connected(url, store.tokens[name]) as session:
                 tools = {t.name: t for t in (await session.list_tools()).tools}
                 assert tools["query_facts"].input_schema["required"] == ["query"]
                 assert tools["query_facts"].annotations.read_only_hint is True  # type: ignore[union-attr]
-                assert "required" not in tools["rollups"].input_schema
+                assert tools["rollups"].input_schema["required"] == []
                 for ask, want in zip(asks, wanted[name], strict=True):
                     got = data(await session.call_tool("query_facts", ask))
-                    assert got == {
-                        "facts": [compact_hit(h) for h in want["hits"]],
-                        "total": want["total"],
-                        "truncated": want["truncated"],
-                    }, (name, ask)
+                    assert got == want, (name, ask)
                     assert SECRET_CODENAME not in json.dumps(got)
                 found = data(await session.call_tool("rollups", {}))
                 assert found == {"rollups": rollups[name]}
@@ -933,6 +908,6 @@ def test_mcp_query_facts_and_rollups_answer_as_the_http_api(
                 assert "notes:notes" in message
                 assert SECRET_CODENAME not in message
 
-    assert any(w["hits"] for w in wanted["bot"])
+    assert any(w["facts"] for w in wanted["bot"])
     assert [r["id"] for r in rollups["bot"]] == ["rollup_team"]
     anyio.run(scenario)

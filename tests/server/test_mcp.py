@@ -27,31 +27,23 @@ from starlette.applications import Starlette
 from starlette.routing import Route
 
 import stratamem
+from stratamem.ops import OPERATIONS
 from stratamem.server.mcp import mcp_http_app
 from stratamem.server.service import Service
 from suite import PATIENCE_S
 
 ROOT = Path(__file__).resolve().parents[2]
 WORKSPACE = ROOT / "examples" / "workspace"
-TOOLS = {
-    "brief",
-    "cover_window",
-    "drill_down",
-    "fact_history",
-    "fetch_leaves",
-    "query_facts",
-    "query_global",
-    "query_source",
-    "query_topic",
-    "recall",
-    "rollups",
-    "search",
-    "search_entities",
-    "show",
-    "sources",
-}
+# What a server without writes lists: the reading operations, to the owner and principals.
+TOOLS = {op.name for op in OPERATIONS.values() if op.reads}
 
 pytestmark = pytest.mark.slow
+
+# The server process runs the code under test (the client passes it only the variables named).
+SERVER_ENV = {
+    "STRATAMEM_SUMMARIZER": "extractive",
+    "PYTHONPATH": str(Path(stratamem.__file__).parents[1]),
+}
 
 
 @dataclass(frozen=True)
@@ -95,7 +87,7 @@ async def stdio_session(db: str, *options: str) -> AsyncIterator[ClientSession]:
     server = StdioServerParameters(
         command=sys.executable,
         args=["-m", "stratamem", "--db", str(db), *options, "mcp"],
-        env={"STRATAMEM_SUMMARIZER": "extractive"},
+        env=SERVER_ENV,
     )
     async with stdio_client(server) as (read, write), ClientSession(read, write) as session:
         await session.initialize()
@@ -124,10 +116,15 @@ def test_stdio_lists_and_calls_every_tool(store: Store) -> None:
             assert 0 < len(found["hits"]) <= 3
             assert {"node_id", "cite", "text", "source"} <= set(found["hits"][0])
 
-            packed = data(await session.call_tool("search", {"query": "redis", "budget": 200}))
+            # A card's fields (id, citation, source, time) cost a hundred tokens and more here.
+            packed = data(await session.call_tool("search", {"query": "redis", "budget": 400}))
             assert packed["cards"]
-            assert packed["used"] <= 200
-            assert all(card["why"] and card["cite"] for card in packed["cards"])
+            assert packed["used"] <= 400
+            assert all(card["text"] and card["cite"] for card in packed["cards"])
+            explained = {"query": "redis", "budget": 600, "explain": True}
+            packed = data(await session.call_tool("search", explained))
+            assert packed["cards"]
+            assert all(card["why"] and card["breakdown"] for card in packed["cards"])
             whole = data(await session.call_tool("search", {"query": "redis", "budget": 0}))
             assert whole["cards"]
             assert whole["budget"] == 0
@@ -148,7 +145,7 @@ def test_stdio_lists_and_calls_every_tool(store: Store) -> None:
             entities = data(await session.call_tool("search_entities", {"query": "eng"}))
             assert entities["entities"]
             entity = entities["entities"][0]["canonical_id"]
-            topic = data(await session.call_tool("query_topic", {"entity": entity}))
+            topic = data(await session.call_tool("query_topic", {"entity_id": entity}))
             assert topic["entity_id"] == entity
             assert topic["nodes"]
 
@@ -160,7 +157,7 @@ def test_stdio_lists_and_calls_every_tool(store: Store) -> None:
             assert shown["text"]
 
             ids = [store.leaf_id, "nope"]
-            fetched = data(await session.call_tool("fetch_leaves", {"node_ids": ids}))
+            fetched = data(await session.call_tool("fetch_leaves", {"ids": ids}))
             assert [n["node_id"] for n in fetched["nodes"]] == [store.leaf_id]
             assert fetched["missing"] == ["nope"]
 
@@ -199,7 +196,7 @@ async def _check_scoped(session: ClientSession, store: Store) -> None:
     missing = error(await session.call_tool("show", {"node_id": "0" * 32}))
     assert hidden == missing.replace("0" * 32, store.note_id)
     assert store.note_id not in hidden.replace(f"'{store.note_id}'", "")
-    fetched = data(await session.call_tool("fetch_leaves", {"node_ids": [store.note_id]}))
+    fetched = data(await session.call_tool("fetch_leaves", {"ids": [store.note_id]}))
     assert fetched == {"nodes": [], "missing": [store.note_id]}
     assert error(await session.call_tool("query_source", {"source": "notes:notes"}))
     for query in ("release", "architecture", "decision"):

@@ -159,7 +159,7 @@ def sources(client: httpx.Client) -> dict[str, dict[str, Any]]:
 def found(client: httpx.Client, words: str) -> set[str]:
     """The sources whose chunks a keyword search for ``words`` finds."""
     body = {"query": words, "mode": "keyword", "limit": 50}
-    return {h["tree_scope"] for h in ok(client.post("/v1/search", json=body))["hits"]}
+    return {h["source"] for h in ok(client.post("/v1/search", json=body))["hits"]}
 
 
 def ingest(client: httpx.Client, path: Path | str, **options: Any) -> httpx.Response:
@@ -182,7 +182,7 @@ def test_a_writer_ingests_under_the_root_for_its_own_scopes(
     semantic = {"query": "background job queue", "mode": "vector", "limit": 5}
     hits = ok(api["reader"].post("/v1/search", json=semantic))["hits"]
     assert hits
-    assert {h["tree_scope"] for h in hits} == {"notes:research"}
+    assert {h["source"] for h in hits} == {"notes:research"}
     # A principal without the scope sees nothing of it.
     assert "notes:research" not in sources(api["outsider"])
     assert "notes:research" not in found(api["outsider"], "queue")
@@ -468,23 +468,27 @@ def resource_text(result: Any) -> Any:
 def test_mcp_write_tools_exist_only_where_writes_are_allowed(
     api: dict[str, httpx.Client], store: Store
 ) -> None:
-    url = str(api["owner"].base_url).rstrip("/")
+    url = str(api["writer"].base_url).rstrip("/")
 
-    async def scenario() -> tuple[set[str], set[str]]:
+    async def scenario() -> tuple[set[str], set[str], set[str]]:
         async with connected(url, store.tokens["writer"]) as session:
             writable = await tool_names(session)
+        async with connected(url, store.tokens["reader"]) as session:
+            reader = await tool_names(session)
         with (
             Service(store.db, embedder=None) as read_only,
             live(create_app(read_only, tokens_required=False, access_log=None)) as other,
         ):
             async with connected(other, store.tokens["writer"]) as session:
-                return writable, await tool_names(session)
+                return writable, reader, await tool_names(session)
 
-    writable, read_only = anyio.run(scenario)
+    writable, reader, read_only = anyio.run(scenario)
     assert {"ingest", "forget", "search", "sources"} <= writable
     assert "search" in read_only
     assert not {"ingest", "forget"} & read_only
-    assert writable - read_only == {"ingest", "forget", "remember", "retract"}
+    assert reader == read_only
+    writes = {"add", "edit", "rm", "ingest", "forget", "remember", "retract"}
+    assert writable - read_only == writes
 
 
 def test_mcp_a_writer_ingests_and_forgets(api: dict[str, httpx.Client], store: Store) -> None:
@@ -528,7 +532,8 @@ def test_mcp_write_tools_refuse_a_principal_without_write(
 
     async def scenario() -> set[str]:
         async with connected(url, store.tokens["reader"]) as session:
-            assert {"ingest", "forget"} <= await tool_names(session)
+            # Not listed to it, and refused when called all the same.
+            assert not {"ingest", "forget"} & await tool_names(session)
             for name, arguments in (
                 ("ingest", {"path": str(store.root / "til")}),
                 ("forget", {"source": "notes:research"}),
@@ -645,7 +650,11 @@ def test_stdio_mcp_with_writes_allowed_ingests_under_its_root(
             "--ingest-root",
             str(root),
         ],
-        env={"STRATAMEM_SUMMARIZER": "extractive"},
+        # The server process runs the code under test.
+        env={
+            "STRATAMEM_SUMMARIZER": "extractive",
+            "PYTHONPATH": str(Path(stratamem.__file__).parents[1]),
+        },
     )
 
     async def scenario() -> None:

@@ -207,6 +207,7 @@ def _check(op: Operation, param: Param, value: Any) -> Any:
         if param.choices and value not in param.choices:
             allowed = ", ".join(param.choices)
             raise InvalidArgument(f"{where} must be one of {allowed}; got {value!r}")
+        _text(where, value)
         _length(where, value, param)
         return value
     if kind == "int":
@@ -240,6 +241,7 @@ def _check(op: Operation, param: Param, value: Any) -> Any:
             if param.choices and item not in param.choices:
                 allowed = ", ".join(param.choices)
                 raise InvalidArgument(f"{where} must hold only {allowed}; got {item!r}")
+            _text(where, item)
             _length(where, item, param)
         _items(where, items, param)
         return list(items)
@@ -265,6 +267,17 @@ def as_time(value: Any, *, where: str) -> datetime:
         raise InvalidArgument(f"{where}: {' '.join(str(exc).split())}") from None
 
 
+def _text(where: str, value: str) -> None:
+    """Refuse a lone surrogate (JSON's ``"\\ud800"``): no store, index or model takes it."""
+    if not value.isascii():
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError as exc:
+            raise InvalidArgument(
+                f"{where} is not valid text: a lone surrogate at character {exc.start}"
+            ) from None
+
+
 def _length(where: str, value: str, param: Param) -> None:
     if param.min_length is not None and len(value.strip()) < param.min_length:
         raise InvalidArgument(
@@ -284,11 +297,19 @@ def _items(where: str, items: Sequence[Any], param: Param) -> None:
 
 def _bounds(where: str, value: float, param: Param) -> None:
     if param.ge is not None and value < param.ge:
-        raise InvalidArgument(f"{where} must be at least {param.ge:g}, got {value:g}")
+        raise InvalidArgument(f"{where} must be at least {param.ge:g}, got {_number(value)}")
     if param.gt is not None and value <= param.gt:
-        raise InvalidArgument(f"{where} must be more than {param.gt:g}, got {value:g}")
+        raise InvalidArgument(f"{where} must be more than {param.gt:g}, got {_number(value)}")
     if param.le is not None and value > param.le:
-        raise InvalidArgument(f"{where} must be at most {param.le:g}, got {value:g}")
+        raise InvalidArgument(f"{where} must be at most {param.le:g}, got {_number(value)}")
+
+
+def _number(value: float) -> str:
+    """A number as an error shows it; a whole number past a float's range (JSON allows any
+    number of digits) by its length."""
+    if isinstance(value, int) and abs(value) >= 10**16:
+        return f"a number of {len(str(abs(value)))} digits"
+    return f"{value:g}"
 
 
 def _shown(value: Any) -> str:

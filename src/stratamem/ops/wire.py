@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from stratamem.embed.tokens import count_tokens, truncate_to_tokens
-from stratamem.retrieval.packing import pack
+from stratamem.retrieval.packing import header, pack
 from stratamem.types import (
     NodeKind,
     QueryResponse,
@@ -130,21 +130,28 @@ def fit_cards(
     hits: Sequence[RetrievalHit], budget: int, envelope: dict[str, Any], *, explain: bool = False
 ) -> dict[str, Any]:
     """``envelope`` with ``cards``: the hits packed so that the whole payload, counted in
-    tokens, fits ``budget`` (0: every hit whole), ``used`` (the payload's tokens) and
-    ``left_out`` (hits with no room for any text). Each card's text is the hit's own text,
-    whole or cut; its source, time and author are fields, not repeated in the text."""
+    tokens, fits ``budget`` (0: every hit whole), ``used`` (the payload's tokens, this count
+    included) and ``left_out`` (hits with no room for any text). Each card's text is the
+    hit's own text, whole or cut; its source, time and author are fields, not repeated in
+    the text.
+
+    A card's fields (id, citation, source, time; with ``explain`` its reason and scores) cost
+    more on the wire than the one-line header the packing counts for it, so the packing is
+    given, for the first ``n`` hits, the budget less the envelope and those fields, plus the
+    headers it will charge; ``n`` goes down from the most cards that could hold any text
+    until every one of the ``n`` gets some. What JSON escaping adds is taken off and the
+    packing run again."""
     reasons = [str(h.explain.get("reason", "")) for h in hits]
     breakdowns = [_breakdown(h) for h in hits]
     tier0 = [bool(h.explain.get("tier0")) for h in hits]
-    inner = budget
-    best: dict[str, Any] | None = None
-    for _ in range(8):
+
+    def payload(count: int, room: int) -> dict[str, Any]:
         cards, _dropped = pack(
-            hits,
-            inner,
-            reasons=reasons,
-            breakdowns=breakdowns,
-            tier0=tier0,
+            hits[:count],
+            room,
+            reasons=reasons[:count],
+            breakdowns=breakdowns[:count],
+            tier0=tier0[:count],
             count=count_tokens,
             truncate=truncate_to_tokens,
         )
@@ -153,24 +160,65 @@ def fit_cards(
             body = card.text.partition("\n")[2].strip() if card.form != "line" else ""
             if body:
                 wire.append(_card(card.hit, body, card.reason, explain))
-        payload = {**envelope, "cards": wire, "budget": budget, "left_out": len(hits) - len(wire)}
+        found = {**envelope, "cards": wire, "budget": budget, "left_out": len(hits) - len(wire)}
+        return _measured(found)
+
+    if budget == 0:
+        return payload(len(hits), 0)
+    ranks = {h.node_id: n for n, h in enumerate(hits)}
+
+    def better(found: dict[str, Any], than: dict[str, Any]) -> bool:
+        """The most cards; of as many, the best ranked hits; then the most text."""
+
+        def key(p: dict[str, Any]) -> tuple[int, tuple[int, ...], int]:
+            return len(p["cards"]), tuple(-ranks[c["node_id"]] for c in p["cards"]), p["used"]
+
+        return key(found) > key(than)
+
+    best = _measured({**envelope, "cards": [], "budget": budget, "left_out": len(hits)})
+    heads = [count_tokens(header(h)) + 1 for h in hits]
+    fields = [
+        count_tokens(dumps(_card(h, "", r, explain))) + 1
+        for h, r in zip(hits, reasons, strict=True)
+    ]
+    free = budget - best["used"]
+    most = 0
+    while most < len(hits) and sum(fields[: most + 1]) + (most + 1) * MIN_CARD_TEXT <= free:
+        most += 1
+    for count in range(most, 0, -1):
+        room = free - sum(fields[:count]) + sum(heads[:count])
+        tried: set[int] = set()
+        while room > sum(heads[:count]) and room not in tried and len(tried) < 6:
+            tried.add(room)
+            found = payload(count, room)
+            left = budget - found["used"]
+            if left >= 0:
+                if better(found, best):
+                    best = found
+                if left < MIN_CARD_TEXT:
+                    break
+            # Over: take off what it is over by. Under: give the packing what the payload
+            # left unused (a text cut short of its share, a pinned hit held to its share).
+            room += left
+        if len(best["cards"]) == count:
+            break
+    return best
+
+
+# The fewest tokens of text a card is worth making for.
+MIN_CARD_TEXT = 8
+
+
+def _measured(payload: dict[str, Any]) -> dict[str, Any]:
+    """``payload`` with ``used``: its own tokens, the count itself included."""
+    payload["used"] = 0
+    for _ in range(4):
         used = count_tokens(dumps(payload))
+        if used == payload["used"]:
+            break
         payload["used"] = used
-        if budget == 0 or used <= budget:
-            return payload
-        best = payload
-        over = used - budget
-        if inner <= 1:
-            break
-        inner = max(1, inner - max(over, inner // 8))
-    # Still over: drop cards from the end until it fits.
-    while best is not None and best["cards"]:
-        best["cards"].pop()
-        best["left_out"] = len(hits) - len(best["cards"])
-        best["used"] = count_tokens(dumps(best))
-        if best["used"] <= budget:
-            break
-    return best or {}
+    payload["used"] = max(payload["used"], count_tokens(dumps(payload)))
+    return payload
 
 
 def fact(found: Any) -> dict[str, Any]:

@@ -27,11 +27,13 @@ without a token reads as the owner. The routes, all JSON:
 ``GET /healthz``               no token
 =============================  ===============================================================
 
-Every error is ``{"error": {"code": ..., "message": ...}}`` with its status: 401
-``unauthorized``, 403 ``forbidden``, 404 ``not_found`` (a node the caller may not read answers
-exactly as one that does not exist), 405 ``method_not_allowed``, 413 ``too_large``, 422
-``invalid_request`` (with ``details``), 500 ``internal_error`` (no traceback), 503
-``unavailable``, 504 ``timeout`` (see :mod:`stratamem.server.errors`).
+Every error is ``{"error": {"code": ..., "message": ...}}`` with its status: 400
+``bad_request`` (a body that cannot be read: cut short, not UTF-8, nested or numbered past
+what the parser takes), 401 ``unauthorized``, 403 ``forbidden``, 404 ``not_found`` (a node the
+caller may not read answers exactly as one that does not exist), 405 ``method_not_allowed``,
+413 ``too_large``, 422 ``invalid_request`` (one line naming the operation and the parameter,
+as every door says it), 500 ``internal_error`` (no traceback), 503 ``unavailable``, 504
+``timeout`` (see :mod:`stratamem.server.errors`).
 
 The store's calls are blocking: a read runs on one of the service's reader threads within a
 time limit; one past it is answered 504 at once (its thread runs to the end, since a thread
@@ -53,6 +55,7 @@ import anyio
 from fastapi import FastAPI, Request, Security
 from fastapi.responses import JSONResponse
 from fastapi.security import HTTPBearer
+from starlette.requests import ClientDisconnect
 from starlette.routing import Route
 
 from stratamem.api import Memory
@@ -267,13 +270,28 @@ def _add_operation(app: FastAPI, calls: _Calls, op: Operation, *, log_queries: b
         context = ServiceContext(service, who)
         return await calls.write(op.name, who, lambda: op.run(context, bound))
 
-    body = None
+    body: dict[str, Any]
     if method == "POST":
         body = {
             "requestBody": {
                 "required": bool(op.schema()["required"]),
                 "content": {"application/json": {"schema": op.schema()}},
             }
+        }
+    else:
+        # The arguments of a GET or DELETE: the path's, then the query string's.
+        schema = op.schema()["properties"]
+        body = {
+            "parameters": [
+                {
+                    "name": p.name,
+                    "in": "path" if p.name in in_path else "query",
+                    "required": p.name in in_path or p.required,
+                    "description": p.help,
+                    "schema": {k: v for k, v in schema[p.name].items() if k != "description"},
+                }
+                for p in op.params
+            ]
         }
     app.add_api_route(
         path,
@@ -294,14 +312,21 @@ async def _arguments(request: Request, op: Operation, method: str) -> dict[str, 
     """The call's arguments as sent: a JSON object in the body of a POST, else the query
     string (each value read as its parameter's type; a list repeats its key)."""
     if method == "POST":
-        raw = await request.body()
+        try:
+            raw = await request.body()
+        except ClientDisconnect:
+            # Gone before its body was whole: answered to nobody, as a bad request.
+            raise _ApiError(400, "the body ended before its announced length") from None
         if not raw.strip():
             return {}
         try:
             data = json.loads(raw)
-        except (ValueError, UnicodeDecodeError) as exc:
-            at = getattr(exc, "pos", 0)
-            raise _ApiError(422, f"the body is not valid JSON (at character {at})") from None
+        except json.JSONDecodeError as exc:
+            raise _ApiError(422, f"the body is not valid JSON (at character {exc.pos})") from None
+        except (ValueError, RecursionError):
+            # Bytes that are no UTF-8, a number past the digits Python reads, nesting past
+            # the parser's depth: the body cannot be read at all.
+            raise _ApiError(400, "the body cannot be read as JSON") from None
         if not isinstance(data, dict):
             raise _ApiError(422, f"{op.name}: the body must be a JSON object of arguments")
         return data
@@ -313,11 +338,13 @@ async def _arguments(request: Request, op: Operation, method: str) -> dict[str, 
         except KeyError:
             out[name] = values[-1]  # bind names it
             continue
-        out[name] = _typed(op, param, values)
+        out[name] = _typed(param, values)
     return out
 
 
-def _typed(op: Operation, param: Param, values: list[str]) -> Any:
+def _typed(param: Param, values: list[str]) -> Any:
+    """A query-string value read as its parameter's type; one that does not read so is
+    left as text, for :func:`~stratamem.ops.spec.bind` to refuse as it does on every door."""
     if param.type == "strs":
         return values
     value = values[-1]
@@ -327,10 +354,8 @@ def _typed(op: Operation, param: Param, values: list[str]) -> Any:
         if param.type == "float":
             return float(value)
     except ValueError:
-        raise _ApiError(422, f"{op.name}: {param.name!r} must be a number, got {value!r}") from None
-    if param.type == "bool":
-        if value.lower() not in ("true", "false", "1", "0"):
-            raise _ApiError(422, f"{op.name}: {param.name!r} must be true or false")
+        return value
+    if param.type == "bool" and value.lower() in ("true", "false", "1", "0"):
         return value.lower() in ("true", "1")
     return value
 
