@@ -30,6 +30,7 @@ from mcp_types import CallToolResult, TextContent, TextResourceContents
 from serving import bearer, clients, connected, data, error, live, ok
 
 import stratamem
+from stratamem.ops import OPERATIONS
 from stratamem.server.http import create_app
 from stratamem.server.service import Service
 from stratamem.testing import HashingEmbedder
@@ -487,7 +488,8 @@ def test_mcp_write_tools_exist_only_where_writes_are_allowed(
     assert "search" in read_only
     assert not {"ingest", "forget"} & read_only
     assert reader == read_only
-    writes = {"add", "edit", "rm", "ingest", "forget", "remember", "retract"}
+    writes = {op.name for op in OPERATIONS.values() if op.access == "write"}
+    assert {"add", "edit", "rm", "add_messages", "remember", "retract"} <= writes
     assert writable - read_only == writes
 
 

@@ -186,9 +186,14 @@ def bind(op: Operation, args: Mapping[str, Any] | None) -> dict[str, Any]:
 
 
 def _close(name: str, known: set[str]) -> str:
-    found = difflib.get_close_matches(str(name), sorted(known), n=3, cutoff=0.5)
+    """A hint for a name not taken: the names it is part of (``days`` →
+    ``time_window_days``), else the close spellings, else every name taken."""
+    text = str(name)
+    found = sorted(k for k in known if text in k.split("_") or k in text.split("_"))
+    if not found:
+        found = difflib.get_close_matches(text, sorted(known), n=3, cutoff=0.5)
     if found:
-        return ": did you mean " + " or ".join(repr(f) for f in found) + "?"
+        return ": did you mean " + " or ".join(repr(f) for f in found[:3]) + "?"
     return ": it takes " + ", ".join(sorted(known)) if known else ": it takes none"
 
 
