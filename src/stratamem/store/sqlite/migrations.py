@@ -465,6 +465,35 @@ MIGRATIONS: tuple[str, ...] = (
         UPDATE row_counts SET n = n - 1 WHERE name = 'entity_index';
     END;
     """,
+    # 14: the versions of items (see store/items.py): one row per (source, key, version), the
+    # record as it was in ``body`` (as ``records`` keeps it), what opened it in ``action``
+    # (added, edited, removed), its transaction time from ``recorded_at`` to ``closed_at``
+    # (NULL: the current version). ``item_nodes`` holds the chunk ids each version was
+    # derived into, in order (``seq``), keyed by chunk id so that a chunk id cited before an
+    # edit finds its version. Both go with the source (forget) and are sealed with it (lock).
+    # Items written before keep no versions: their history begins at their record.
+    """
+    CREATE TABLE IF NOT EXISTS item_versions (
+        source_id   TEXT NOT NULL REFERENCES sources(id) ON DELETE CASCADE,
+        key         TEXT NOT NULL,
+        version     INTEGER NOT NULL,
+        action      TEXT NOT NULL,
+        body        BLOB NOT NULL,
+        recorded_at INTEGER NOT NULL,
+        closed_at   INTEGER,
+        PRIMARY KEY (source_id, key, version)
+    ) WITHOUT ROWID;
+    CREATE INDEX IF NOT EXISTS item_versions_key ON item_versions(key);
+    CREATE TABLE IF NOT EXISTS item_nodes (
+        node_id   TEXT NOT NULL,
+        source_id TEXT NOT NULL REFERENCES sources(id) ON DELETE CASCADE,
+        key       TEXT NOT NULL,
+        version   INTEGER NOT NULL,
+        seq       INTEGER NOT NULL,
+        PRIMARY KEY (node_id, source_id, key, version)
+    ) WITHOUT ROWID;
+    CREATE INDEX IF NOT EXISTS item_nodes_item ON item_nodes(source_id, key, version, seq);
+    """,
 )
 
 SCHEMA_VERSION = len(MIGRATIONS)
