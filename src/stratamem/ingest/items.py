@@ -8,6 +8,10 @@ chunks are embedded when an embedder of the store's model is given (otherwise th
 ``embed`` like any ingest's, and keyword and graph search find them meanwhile), and the
 source's tree gets a seal job. A source an item is added to and that does not exist yet is
 made: a record source (``kind`` ``record``) of platform ``memory``.
+
+The key is the item's id across edits: a write that changes the item closes its version and
+opens the next, and a delete opens a removal, so its history stays readable
+(:mod:`stratamem.ingest.item_history`: :func:`item_history`, :func:`get_item`).
 """
 
 from __future__ import annotations
@@ -23,14 +27,29 @@ from stratamem.embed.base import Embedder
 from stratamem.embed.indexing import embed_chunks
 from stratamem.errors import NotFoundError, StratamemError
 from stratamem.ingest.chunking import ChunkingConfig
+from stratamem.ingest.item_history import ItemVersion, VersionWriter, get_item, item_history
 from stratamem.ingest.merge import Merge, merges
 from stratamem.ingest.model import clean_text
 from stratamem.ingest.pipeline import queue_seal
 from stratamem.store.base import Store
+from stratamem.store.items import ItemAction
 from stratamem.store.records import StoredRecord, keyed
 from stratamem.store.sources import source_id_for
 from stratamem.timeparse import as_utc
 from stratamem.types import Record, SourceKind
+
+__all__ = [
+    "DEFAULT_SOURCE",
+    "UNSET",
+    "ItemVersion",
+    "ItemWrite",
+    "add_item",
+    "delete_item",
+    "find_item",
+    "get_item",
+    "item_history",
+    "update_item",
+]
 
 DEFAULT_SOURCE = "memory"
 # The default of an update's field that is left as it is (None clears it).
@@ -40,8 +59,9 @@ UNSET: Any = object()
 @dataclass(frozen=True, slots=True)
 class ItemWrite:
     """What one write did: the item's key and source, ``action`` (``added``, ``updated``,
-    ``unchanged`` or ``deleted``), the chunks written and removed, and how many of the written
-    ones were embedded."""
+    ``unchanged`` or ``deleted``), the chunks written and removed, how many of the written
+    ones were embedded, and ``version``: the number of the item's version the write opened
+    (for ``deleted``, the removal's; for ``unchanged``, the current one's)."""
 
     id: str
     source_id: str
@@ -51,6 +71,7 @@ class ItemWrite:
     chunks_removed: int = 0
     embedded: int = 0
     record: Record | None = None
+    version: int | None = None
 
     def to_dict(self) -> dict[str, Any]:
         record = self.record
@@ -59,6 +80,7 @@ class ItemWrite:
             "source_id": self.source_id,
             "scope": self.scope,
             "action": self.action,
+            "version": self.version,
             "chunks_added": list(self.chunks_added),
             "chunks_removed": self.chunks_removed,
             "embedded": self.embedded,
@@ -159,9 +181,11 @@ def delete_item(
     with store.transaction():
         source_id, stored = find_item(store, id, source=source)
         found = store.resolve_source(source_id)
+        versions = VersionWriter(store, source_id, stored.key, chat=found.kind is SourceKind.CHAT)
         merge = Merge(store, source_id, scope=found.scope, kind=found.kind, config=config)
         merge.remove([stored.key])
         done = merge.finish()
+        version = versions.write("removed", stored.record, [])
         queue_seal(store, source_id, found.scope)
         # A chat window that held the item is derived again without it: embed that.
         embedded = embed_chunks(store, embedder, merge.added_ids) if embedder else 0
@@ -174,6 +198,7 @@ def delete_item(
             chunks_removed=done.chunks_removed,
             embedded=embedded,
             record=stored.record,
+            version=version,
         )
 
 
@@ -242,10 +267,15 @@ def _write(
     config: ChunkingConfig | None,
 ) -> ItemWrite:
     source_id = source_id_for(scope)
-    merge = Merge(store, source_id, scope=scope, kind=kind, config=config)
+    versions = VersionWriter(store, source_id, stored.key, chat=kind is SourceKind.CHAT)
+    merge = Merge(store, source_id, scope=scope, kind=kind, config=config, watch=[stored.key])
     merge.add([stored.row()])
     done = merge.finish()
     action = "added" if done.new else "updated" if done.updated else "unchanged"
+    version = versions.current
+    if action != "unchanged":
+        opened: ItemAction = "added" if done.new else "edited"
+        version = versions.write(opened, stored.record, merge.chunks_of(stored.key))
     embedded = 0
     if merge.added_ids:
         queue_seal(store, source_id, scope)
@@ -260,4 +290,5 @@ def _write(
         chunks_removed=done.chunks_removed,
         embedded=embedded,
         record=stored.record,
+        version=version,
     )
