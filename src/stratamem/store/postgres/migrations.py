@@ -364,6 +364,15 @@ CREATE TABLE item_nodes (
     PRIMARY KEY (node_id, source_id, key, version)
 );
 CREATE INDEX item_nodes_item ON item_nodes(source_id, key, version, seq);
+INSERT INTO item_versions (source_id, key, version, action, body, recorded_at)
+    SELECT r.source_id, r.key, 1, 'added', r.body, r.updated_at
+    FROM records r JOIN sources s ON s.id = r.source_id
+    WHERE s.platform = 'memory';
+INSERT INTO item_nodes (node_id, source_id, key, version, seq)
+    SELECT c.id, c.source_id, c.record_key, 1, c.seq
+    FROM chunks c JOIN sources s ON s.id = c.source_id
+    WHERE s.platform = 'memory' AND c.record_key IS NOT NULL
+    ON CONFLICT DO NOTHING;
 """
 
 MIGRATIONS: tuple[str, ...] = (_postgres(_V1), _V2, _V3, _postgres(_V4))
