@@ -36,7 +36,7 @@ from stratamem.errors import (
 )
 from stratamem.ingest import items
 from stratamem.ingest.chunking import ChunkingConfig
-from stratamem.ingest.items import ItemWrite
+from stratamem.ingest.items import ItemVersion, ItemWrite
 from stratamem.ingest.model import Connector
 from stratamem.ingest.pipeline import Admit, IngestReport, ProgressCallback, ingest_path
 from stratamem.memory import consolidate as consolidating
@@ -501,13 +501,23 @@ class Memory:
         )
 
     def delete(self, id: str, *, source: str | None = None) -> ItemWrite:
-        """Remove the item stored under ``id`` from every index at once."""
+        """Remove the item stored under ``id`` from every index at once. Its history stays:
+        the removal is a version of its own (see :meth:`item_history`)."""
         self._owner_only("write items")
         return items.delete_item(self.store, id, source=source, embedder=self._write_embedder())
 
-    def item(self, id: str, *, source: str | None = None) -> Record:
-        """The item (record) stored under ``id``."""
+    def item(self, id: str, *, source: str | None = None, as_of: datetime | None = None) -> Record:
+        """The item (record) stored under ``id``; with ``as_of``, the one it was at that
+        time (:class:`NotFoundError` before its first version or while it was removed)."""
+        if as_of is not None:
+            return items.get_item(self.store, id, source=source, as_of=as_of).record()
         return items.find_item(self.store, id, source=source)[1].record
+
+    def item_history(self, id: str, *, source: str | None = None) -> list[ItemVersion]:
+        """Every version of the item under ``id``, oldest first: each with its fields, what
+        opened it (``added``, ``edited``, ``removed``) and when the store held it
+        (``recorded_at`` to ``closed_at``). See ``docs/memory.md``."""
+        return items.item_history(self.store, id, source=source)
 
     def _write_embedder(self) -> Embedder | None:
         """The embedder that single writes embed with: the configured one, where the store's
@@ -925,7 +935,9 @@ class Memory:
         }
 
     def get(self, node_id: str) -> RetrievalHit:
-        """One node (a chunk or a summary) by id, with its entities and provenance."""
+        """One node (a chunk or a summary) by id, with its entities and provenance. An
+        item's id reads as the item as it is now, and a chunk id an item had before an edit
+        or a removal as that version (see ``docs/memory.md``)."""
         found = self.nodes([node_id])
         if not found:
             raise NotFoundError(f"no node with id {node_id!r}")
@@ -965,11 +977,12 @@ class Memory:
         """State that ``subject``'s ``predicate`` is ``object`` from ``valid_from`` (None: as
         far back as known) until ``valid_to`` (None: until said otherwise). ``subject`` is an
         entity id (``person:carol diaz``); ``object`` an entity id or any literal. The fact
-        belongs to the source of its ``evidence`` (node ids), else to ``source`` (default
-        ``facts:asserted``). A new value closes the old one at ``valid_from``, keeping it in
-        the history; the same value again changes nothing. ``many=True``: the predicate holds
-        many values at once (likes, observed), and a new one adds to the others (see
-        ``docs/memory.md``)."""
+        belongs to the source of its ``evidence`` (node ids or item ids), else to ``source``
+        (default ``facts:asserted``). A new value closes the old one at ``valid_from``,
+        keeping it in the history; without ``valid_from`` it starts at the time of its latest
+        evidence, else now. The same value again changes nothing. ``many=True``: the
+        predicate holds many values at once (likes, observed), and a new one adds to the
+        others (see ``docs/memory.md``)."""
         self._owner_only("remember facts")
         said = remembering.statement(
             subject,

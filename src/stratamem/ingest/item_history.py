@@ -97,6 +97,11 @@ def _unversioned(store: Store, source_id: str, key: str, record: Record) -> Item
     )
 
 
+def _clock() -> datetime:
+    """The transaction time of an item write: now."""
+    return datetime.now(UTC)
+
+
 class VersionWriter:
     """The versions one item write records, in the caller's transaction. Made before the
     record changes: an item that has no stored version yet (written before versions were
@@ -143,6 +148,6 @@ class VersionWriter:
             action=action,
             body=encode_record(record),
             nodes=nodes,
-            at=datetime.now(UTC),
+            at=_clock(),
         )
         return self._current

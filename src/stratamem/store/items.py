@@ -62,6 +62,20 @@ class ItemVersion:
         """Whether this was the item's version at transaction time ``when``."""
         return self.recorded_at <= when and (self.closed_at is None or when < self.closed_at)
 
+    def record(self) -> Record:
+        """The version as the record it held."""
+        return Record(
+            text=self.text,
+            ref=self.ref,
+            time=self.time,
+            author=self.author,
+            id=self.id,
+            thread=self.thread,
+            title=self.title,
+            tags=self.tags,
+            meta=dict(self.meta),
+        )
+
     def to_dict(self) -> dict[str, Any]:
         return {
             "id": self.id,
