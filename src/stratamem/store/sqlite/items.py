@@ -47,9 +47,11 @@ class ItemVersionTables:
             return []
         nodes: dict[tuple[str, str, int], list[str]] = {}
         for sid, key, version, node in self.conn.execute(
-            f"""SELECT n.source_id, n.key, n.version, n.node_id FROM item_nodes n
-                WHERE n.key IN (SELECT value FROM json_each(?))
-                {"AND n.source_id = ?" if source_id is not None else ""}
+            f"""SELECT n.source_id, n.key, n.version, n.node_id FROM item_versions v
+                JOIN item_nodes n ON n.source_id = v.source_id AND n.key = v.key
+                     AND n.version = v.version
+                WHERE v.key IN (SELECT value FROM json_each(?))
+                {"AND v.source_id = ?" if source_id is not None else ""}
                 ORDER BY n.source_id, n.key, n.version, n.seq""",
             [json.dumps(list(keys)), *([source_id] if source_id is not None else [])],
         ):
