@@ -138,3 +138,29 @@ def test_rm_needs_the_source_when_two_hold_the_id(run: Run) -> None:
     removed = as_json(run("rm", "dup", "--source", "notes", "--json"))
     assert (removed["action"], removed["scope"]) == ("deleted", "notes")
     assert keyword_hits(run, "memory")[0] == "in memory"
+
+
+def test_history_lists_every_version_and_show_reads_the_item_id(run: Run) -> None:
+    added = as_json(run("add", "Carol leads on-call", "--id", "oncall", "--json"))
+    assert added["version"] == 1
+    assert as_json(run("edit", "oncall", "--text", "Dan leads on-call", "--json"))["version"] == 2
+    shown = as_json(run("show", "oncall", "--json"))
+    assert (shown["node_id"], shown["content"]) == ("oncall", "Dan leads on-call")
+    old = as_json(run("show", added["chunks_added"][0], "--json"))
+    assert (old["content"], old["explain"]["item"]["version"]) == ("Carol leads on-call", 1)
+    assert as_json(run("rm", "oncall", "--json"))["version"] == 3
+
+    versions = as_json(run("history", "oncall", "--json"))["versions"]
+    assert [(v["version"], v["action"], v["text"]) for v in versions] == [
+        (1, "added", "Carol leads on-call"),
+        (2, "edited", "Dan leads on-call"),
+        (3, "removed", "Dan leads on-call"),
+    ]
+    assert versions[0]["closed_at"] == versions[1]["recorded_at"]
+    assert versions[2]["closed_at"] is None
+    text = run("history", "oncall").output
+    assert text.startswith("oncall:")
+    assert "version  action   recorded" in text
+    assert text.count("Dan leads on-call") == 2
+    failed_with(run("history", "nope"), "no item with id 'nope'")
+    failed_with(run("show", "oncall"), "no node with id 'oncall'")

@@ -37,7 +37,7 @@ from stratamem.errors import (
 from stratamem.ingest import items
 from stratamem.ingest.chunking import ChunkingConfig
 from stratamem.ingest.conversation import MessagesWrite, add_messages
-from stratamem.ingest.items import ItemWrite
+from stratamem.ingest.items import ItemVersion, ItemWrite
 from stratamem.ingest.model import Connector
 from stratamem.ingest.pipeline import Admit, IngestReport, ProgressCallback, ingest_path
 from stratamem.memory import consolidate as consolidating
@@ -67,6 +67,7 @@ from stratamem.tree.summarizer import Summarizer
 from stratamem.types import (
     EntityMatch,
     Filters,
+    Identity,
     Principal,
     QueryResponse,
     Record,
@@ -553,7 +554,8 @@ class Memory:
         agent: str | None = None,
         session: str | None = None,
     ) -> ItemWrite:
-        """Remove the item stored under ``id`` from every index at once."""
+        """Remove the item stored under ``id`` from every index at once. Its history stays:
+        the removal is a version of its own (see :meth:`item_history`)."""
         self._owner_only("write items")
         return items.delete_item(
             self.store,
@@ -570,16 +572,29 @@ class Memory:
         id: str,
         *,
         source: str | None = None,
+        as_of: datetime | None = None,
         user: str | None = None,
         agent: str | None = None,
         session: str | None = None,
     ) -> Record:
         """The item (record) stored under ``id`` (of ``user``, ``agent``, ``session`` where
-        given); its source's scope says whose it is."""
+        given; its source's scope says whose it is); with ``as_of``, the one it was at that
+        time (:class:`NotFoundError` before its first version or while it was removed)."""
+        if as_of is not None:
+            whose = Identity.of(user=user, agent=agent, session=session)
+            if source is None and whose:
+                source = items.identity_scope(items.DEFAULT_SOURCE, whose)
+            return items.get_item(self.store, id, source=source, as_of=as_of).record()
         found = items.find_item(
             self.store, id, source=source, user=user, agent=agent, session=session
         )
         return found[1].record
+
+    def item_history(self, id: str, *, source: str | None = None) -> list[ItemVersion]:
+        """Every version of the item under ``id``, oldest first: each with its fields, what
+        opened it (``added``, ``edited``, ``removed``) and when the store held it
+        (``recorded_at`` to ``closed_at``). See ``docs/memory.md``."""
+        return items.item_history(self.store, id, source=source)
 
     def _write_embedder(self) -> Embedder | None:
         """The embedder that single writes embed with: the configured one, where the store's
@@ -1074,7 +1089,9 @@ class Memory:
         }
 
     def get(self, node_id: str) -> RetrievalHit:
-        """One node (a chunk or a summary) by id, with its entities and provenance."""
+        """One node (a chunk or a summary) by id, with its entities and provenance. An
+        item's id reads as the item as it is now, and a chunk id an item had before an edit
+        or a removal as that version (see ``docs/memory.md``)."""
         found = self.nodes([node_id])
         if not found:
             raise NotFoundError(f"no node with id {node_id!r}")
@@ -1117,11 +1134,12 @@ class Memory:
         """State that ``subject``'s ``predicate`` is ``object`` from ``valid_from`` (None: as
         far back as known) until ``valid_to`` (None: until said otherwise). ``subject`` is an
         entity id (``person:carol diaz``); ``object`` an entity id or any literal. The fact
-        belongs to the source of its ``evidence`` (node ids), else to ``source`` (default
-        ``facts:asserted``). A new value closes the old one at ``valid_from``, keeping it in
-        the history; the same value again changes nothing. ``many=True``: the predicate holds
-        many values at once (likes, observed), and a new one adds to the others. ``user``,
-        ``agent`` and ``session`` put the fact in that identity's memory
+        belongs to the source of its ``evidence`` (node ids or item ids), else to ``source``
+        (default ``facts:asserted``). A new value closes the old one at ``valid_from``,
+        keeping it in the history; without ``valid_from`` it starts at the time of its latest
+        evidence, else now. The same value again changes nothing. ``many=True``: the
+        predicate holds many values at once (likes, observed), and a new one adds to the
+        others. ``user``, ``agent`` and ``session`` put the fact in that identity's memory
         (``facts/user:maya``, or the evidence's source, which must be of it); the subject
         may be ``user:maya`` too (see ``docs/memory.md``)."""
         self._owner_only("remember facts")

@@ -145,6 +145,8 @@ def _rows(conn: Any, sql: str, params: dict[str, str]) -> list[tuple[Any, ...]]:
 SOURCE_QUERIES = {
     "sources": "SELECT * FROM sources WHERE id = :s",
     "records": "SELECT * FROM records WHERE source_id = :s",
+    "item_versions": "SELECT * FROM item_versions WHERE source_id = :s",
+    "item_nodes": "SELECT * FROM item_nodes WHERE source_id = :s",
     "chunks": "SELECT * FROM chunks WHERE source_id = :s",
     "entity_index": "SELECT * FROM entity_index WHERE source_id = :s",
     "entity_edges": "SELECT * FROM entity_edges WHERE source_id = :s",

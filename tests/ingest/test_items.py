@@ -300,7 +300,11 @@ def test_delete_removes_the_item_from_every_leg(slack: stratamem.Memory) -> None
         assert not any("kestrel" in h.content for h in hits), mode
     assert slack.search_entities("kestrel") == []
     assert slack.search_entities("quentin.zephyr@example.org") == []
-    assert slack.nodes([chunk]) == []
+    assert slack.nodes(["gone"]) == []
+    # The chunk id reads as the version the removal closed, which its history keeps.
+    (closed,) = slack.nodes([chunk])
+    assert (closed.node_id, closed.content) == (chunk, KESTREL)
+    assert closed.explain["item"]["removed_at"] is not None
 
     with pytest.raises(NotFoundError, match="no item with id 'gone'"):
         slack.item("gone")

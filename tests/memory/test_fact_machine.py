@@ -1,11 +1,12 @@
 """Facts in a real store, per source, through statements, corrections, locks and forgets.
 
 Random steps run against ``Memory`` over a new store and, alongside, against a plain model:
-for each source and each (subject, predicate), the believed rows as a list of spans over a
-valid-time axis cut into cells at a few dates, kept as they stood after every step. Every
-read must match the model over the sources that are neither locked nor forgotten; a locked
-source leaves no row of its facts in the database and comes back exactly on unlock; a
-forgotten one takes its whole past with it.
+for each source and each (subject, predicate), the believed rows as a list of spans over
+valid time, kept as they stood after every step. A statement without a start, made where its
+timeline already holds a value, starts at its transaction time (the present: every date
+below is long past). Every read must match the model over the sources that are neither
+locked nor forgotten; a locked source leaves no row of its facts in the database and comes
+back exactly on unlock; a forgotten one takes its whole past with it.
 """
 
 from __future__ import annotations
@@ -37,11 +38,13 @@ from stratamem.errors import LockError, NotFoundError, WrongPassphrase
 from stratamem.store.facts import Fact
 from stratamem.store.sources import source_id_for
 
-T0 = datetime(2030, 1, 1, tzinfo=UTC)  # transaction time starts here, an hour a step
+# Transaction time starts here, an hour a step: after every valid date below and before the
+# clock this runs by, so that a value starting at its transaction time is true now.
+T0 = datetime(2021, 1, 1, tzinfo=UTC)
 DAYS = tuple(datetime(2020, month, 1, tzinfo=UTC) for month in (1, 3, 5))
-# Cell 0 is everything before the first date, cell i is [DAYS[i-1], DAYS[i]), the last one
-# runs from the last date on (and holds the present: every date is long past).
-CELLS = len(DAYS) + 1
+# A row's start when it has none (as far back as known) and its stop when it has none.
+EARLIEST = datetime.min.replace(tzinfo=UTC)
+LATEST = datetime.max.replace(tzinfo=UTC)
 SUBJECTS = ("person:ada", "person:bob")
 PREDICATES = ("city", "employer")
 KEYS = tuple(itertools.product(SUBJECTS, PREDICATES))
@@ -72,46 +75,47 @@ Statement = tuple[str | None, Key, str, tuple[datetime | None, datetime | None]]
 Said = tuple[str, str, str, str, datetime | None, datetime | None]  # source id, s, p, o, from, to
 
 
-def first_cell(valid_from: datetime | None) -> int:
-    return 0 if valid_from is None else DAYS.index(valid_from) + 1
+def start_of(valid_from: datetime | None) -> datetime:
+    return EARLIEST if valid_from is None else valid_from
 
 
-def stop_cell(valid_to: datetime | None) -> int:
-    return CELLS if valid_to is None else DAYS.index(valid_to) + 1
+def stop_of(valid_to: datetime | None) -> datetime:
+    return LATEST if valid_to is None else valid_to
 
 
-def cell_of(valid_at: datetime | None) -> int:
-    if valid_at is None:
-        return CELLS - 1
-    return sum(1 for day in DAYS if day <= valid_at)
-
-
-def bounds(first: int, stop: int) -> tuple[datetime | None, datetime | None]:
-    return (
-        None if first == 0 else DAYS[first - 1],
-        None if stop == CELLS else DAYS[stop - 1],
-    )
+def bounds(first: datetime, stop: datetime) -> tuple[datetime | None, datetime | None]:
+    return (None if first == EARLIEST else first, None if stop == LATEST else stop)
 
 
 @dataclass(frozen=True)
 class Row:
-    """A believed row of the model: cells [first, stop) say ``value``."""
+    """A believed row of the model: valid time [first, stop) says ``value``."""
 
-    first: int
-    stop: int
+    first: datetime
+    stop: datetime
     value: str
+
+    def holds(self, valid_at: datetime | None) -> bool:
+        """Whether the row is true at ``valid_at`` (None: the present, the open end)."""
+        if valid_at is None:
+            return self.stop == LATEST
+        return self.first <= valid_at < self.stop
 
 
 def after_saying(
-    rows: tuple[Row, ...], value: str, first: int, stop: int | None
+    rows: tuple[Row, ...], value: str, first: datetime, stop: datetime | None
 ) -> tuple[Row, ...]:
-    """The rows after ``value`` is said from cell ``first`` to ``stop`` (None: up to the next
+    """The rows after ``value`` is said from ``first`` to ``stop`` (None: up to the next
     row's start, else on). The same rows when they already say it over the whole span."""
     if stop is None:
-        stop = min((r.first for r in rows if r.first > first), default=CELLS)
+        stop = min((r.first for r in rows if r.first > first), default=LATEST)
     hit = sorted((r for r in rows if r.first < stop and first < r.stop), key=lambda r: r.first)
-    cells = {cell for r in hit if r.value == value for cell in range(r.first, r.stop)}
-    if cells >= set(range(first, stop)):
+    reach = first  # how far from ``first`` the rows say ``value`` without a break
+    for r in hit:
+        if r.value != value or r.first > reach:
+            break
+        reach = max(reach, r.stop)
+    if reach >= stop:
         return rows
     kept = [r for r in rows if r not in hit]
     for r in hit:
@@ -210,8 +214,11 @@ class Facts(RuleBasedStateMachine):
         )
         self.status[home] = "open"
         before = self.present[home][key]
-        stop = None if valid_to is None else stop_cell(valid_to)
-        after = after_saying(before, value, first_cell(valid_from), stop)
+        start = valid_from
+        if start is None and before and (valid_to is None or valid_to > self.now):
+            # A new value with no start of its own starts now and closes the old one there.
+            start = self.now
+        after = after_saying(before, value, start_of(start), valid_to)
         self.present[home][key] = after
         assert (wrote.expired == () and wrote.recorded == ()) is (after == before)
         assert all(f.source_id == source_id_for(home) for f in wrote.recorded)
@@ -231,7 +238,7 @@ class Facts(RuleBasedStateMachine):
         scope, key = self.scope_of(row.source_id), (row.subject, row.predicate)
         wrote = self.memory.retract(row.id, now=self.now)
         if row.believed:
-            model = Row(first_cell(row.valid_from), stop_cell(row.valid_to), row.object)
+            model = Row(start_of(row.valid_from), stop_of(row.valid_to), row.object)
             assert model in self.present[scope][key], (row, self.present[scope][key])
             self.present[scope][key] = tuple(r for r in self.present[scope][key] if r != model)
             assert wrote.expired == (row.id,)
@@ -432,13 +439,12 @@ class Facts(RuleBasedStateMachine):
 
     def expected(self, known_at: datetime | None, valid_at: datetime | None) -> Counter[Said]:
         found: Counter[Said] = Counter()
-        cell = cell_of(valid_at)
         for scope, timelines in self.timelines(known_at).items():
             if self.status[scope] != "open":
                 continue
             for (subject, predicate), rows in timelines.items():
                 for row in rows:
-                    if row.first <= cell < row.stop:
+                    if row.holds(valid_at):
                         said = (source_id_for(scope), subject, predicate, row.value)
                         found[(*said, *bounds(row.first, row.stop))] += 1
         return found
@@ -479,27 +485,38 @@ class Facts(RuleBasedStateMachine):
 
 def test_the_model_alone() -> None:
     """The model's own rules, by example, so that a wrong model cannot pass for a right store."""
-    rows = after_saying((), "paris", 0, None)
-    assert rows == (Row(0, CELLS, "paris"),)
-    rows = after_saying(rows, "lyon", 2, None)
-    assert rows == (Row(0, 2, "paris"), Row(2, CELLS, "lyon"))
-    assert after_saying(rows, "lyon", 3, None) == rows
-    assert after_saying(rows, "paris", 1, 2) == rows
+    first, second, third = DAYS
+    rows = after_saying((), "paris", EARLIEST, None)
+    assert rows == (Row(EARLIEST, LATEST, "paris"),)
+    rows = after_saying(rows, "lyon", second, None)
+    assert rows == (Row(EARLIEST, second, "paris"), Row(second, LATEST, "lyon"))
+    assert after_saying(rows, "lyon", third, None) == rows
+    assert after_saying(rows, "paris", first, second) == rows
     # An open statement stops at the next row's start.
-    assert after_saying(rows, "oslo", 1, None) == (
-        Row(0, 1, "paris"),
-        Row(1, 2, "oslo"),
-        Row(2, 4, "lyon"),
+    assert after_saying(rows, "oslo", first, None) == (
+        Row(EARLIEST, first, "paris"),
+        Row(first, second, "oslo"),
+        Row(second, LATEST, "lyon"),
     )
     # A bounded one splits the row it falls in.
-    assert after_saying(rows, "oslo", 2, 3) == (
-        Row(0, 2, "paris"),
-        Row(2, 3, "oslo"),
-        Row(3, 4, "lyon"),
+    assert after_saying(rows, "oslo", second, third) == (
+        Row(EARLIEST, second, "paris"),
+        Row(second, third, "oslo"),
+        Row(third, LATEST, "lyon"),
     )
     # The same value either side of a gap does not cover it.
-    gap = (Row(0, 1, "paris"), Row(2, 4, "paris"))
-    assert after_saying(gap, "paris", 0, 4) == (Row(0, 4, "paris"),)
+    gap = (Row(EARLIEST, first, "paris"), Row(second, LATEST, "paris"))
+    assert after_saying(gap, "paris", EARLIEST, LATEST) == (Row(EARLIEST, LATEST, "paris"),)
+    # A new value from the present closes the old one there; the past keeps it.
+    now = T0 + timedelta(hours=3)
+    later = after_saying(rows, "oslo", now, None)
+    assert later == (
+        Row(EARLIEST, second, "paris"),
+        Row(second, now, "lyon"),
+        Row(now, LATEST, "oslo"),
+    )
+    assert [r.value for r in later if r.holds(third)] == ["lyon"]
+    assert [r.value for r in later if r.holds(None)] == ["oslo"]
 
 
 def test_facts_through_statements_corrections_locks_and_forgets(

@@ -251,6 +251,7 @@ def test_query_facts_answers_fact_hits_in_the_order_of_search_facts(
         "expired_at": None,
         "evidence": list(fact.evidence),
         "cites": {fact.evidence[0]: evidence.source_ref},
+        "evidence_items": {},
     }
     wire = hit.to_dict()
     assert (wire["node_kind"], wire["time_end"]) == ("fact", None)

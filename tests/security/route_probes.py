@@ -4,6 +4,7 @@ suites)."""
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import timedelta
@@ -14,7 +15,8 @@ from security_kit import NOWHERE, T0, Refs
 
 from stratamem.api import Memory
 from stratamem.config import PROFILES, SearchConfig
-from stratamem.types import Filters, QueryResponse, rfc3339
+from stratamem.ingest.items import ItemVersion
+from stratamem.types import Filters, QueryResponse, RetrievalHit, rfc3339
 
 Call = Callable[[Memory, Mapping[str, Refs]], Any]
 
@@ -241,6 +243,37 @@ def _by_id(m: _Matrix, named: tuple[str, ...]) -> None:
     m.add("item", "key-of-one", lambda x, r: x.item("eng0"))
     m.add("item", "key-of-two", lambda x, r: x.item("shared-key"))
     m.add("item", "key-of-two-in-eng", lambda x, r: x.item("shared-key", source="eng"))
+    _items(m, named)
+
+
+def _items(m: _Matrix, named: tuple[str, ...]) -> None:
+    """An item's history, and its id read as a node id (its versions' transaction times
+    left out: the two stores are written at different moments)."""
+    for name in named:
+        m.add("item_history", name, lambda x, r, n=name: _versions(x.item_history(
+            r[n].item or "none")), name)  # fmt: skip
+        m.add("item_history", f"in:{name}", lambda x, r, n=name: _versions(x.item_history(
+            r["eng"].item or "none", source=r[n].scope)), name, "eng")  # fmt: skip
+        m.add("item", f"as_of:{name}", lambda x, r, n=name: x.item(
+            r[n].item or "none", as_of=T0 + timedelta(days=3650)), name)  # fmt: skip
+        m.add("get", f"item:{name}", lambda x, r, n=name: _timeless(x.get(
+            r[n].item or "none")), name)  # fmt: skip
+    m.add("item_history", "key-of-two", lambda x, r: _versions(x.item_history("shared-key")))
+    m.add("nodes", "items", lambda x, r: [_timeless(h) for h in x.nodes(
+        ["eng0", "shared-key", "no-such-item"])])  # fmt: skip
+
+
+def _versions(found: list[ItemVersion]) -> list[tuple[Any, ...]]:
+    return [(v.source_id, v.id, v.version, v.action, v.text, v.nodes) for v in found]
+
+
+def _timeless(hit: RetrievalHit) -> RetrievalHit:
+    item = {
+        k: v
+        for k, v in hit.explain.get("item", {}).items()
+        if k not in ("recorded_at", "closed_at", "removed_at")
+    }
+    return dataclasses.replace(hit, explain={**hit.explain, "item": item})
 
 
 def _matched(found: QueryResponse) -> dict[str, Any]:

@@ -38,6 +38,35 @@ def test_newer_schema_is_refused(store_location: str, request: pytest.FixtureReq
         open_store(store_location)
 
 
+def test_items_of_a_store_from_before_item_versions_begin_their_history_at_their_record(
+    store_location: str, request: pytest.FixtureRequest
+) -> None:
+    with stratamem.open(store_location, embedder=None) as mem:
+        written = mem.add("Carol leads on-call", id="oncall")
+        (before,) = mem.item_history("oncall")
+    drop = "DROP TABLE item_nodes; DROP TABLE item_versions;"
+    if _postgres(store_location):
+        database = store_location.split("?", 1)[0].rsplit("/", 1)[1]
+        server: Any = request.getfixturevalue("postgres_server")
+        server.psql(f"{drop} UPDATE stratamem_schema SET version = 3", database)
+    else:
+        conn = sqlite3.connect(store_location)
+        conn.executescript(f"{drop} PRAGMA user_version = 13;")
+        conn.close()
+    with stratamem.open(store_location, embedder=None) as mem:
+        (after,) = mem.item_history("oncall")
+        assert (after.version, after.action, after.text, after.nodes) == (
+            1,
+            "added",
+            "Carol leads on-call",
+            written.chunks_added,
+        )
+        # Recorded when the record took its content: in the write that recorded the version
+        # the migration dropped, just before it.
+        assert after.recorded_at <= before.recorded_at
+        assert mem.get("oncall").content == "Carol leads on-call"
+
+
 def test_transaction_rolls_back_on_error(store_location: str) -> None:
     def add_then_fail(store: Any, scope: str) -> None:
         with store.transaction():

@@ -211,3 +211,46 @@ def test_facts_to_expire_are_found_by_id(tmp_path: Path, expired: int) -> None:
         assert [row[3] for row in plan] == [
             "SEARCH facts USING INDEX sqlite_autoindex_facts_1 (id=?)"
         ]
+
+
+def test_items_written_before_versions_were_kept_get_their_record_as_version_one(
+    tmp_path: Path,
+) -> None:
+    from stratamem.store.records import encode_record
+    from stratamem.types import Record
+
+    path = tmp_path / "v13.db"
+    conn = database_at_version(path, 13)
+    conn.executemany(
+        "INSERT INTO sources (id, scope, kind, platform, location, ingested_at)"
+        " VALUES (?, ?, 'record', ?, '', 0)",
+        [("s_mem", "memory", "memory"), ("s_chat", "slack:#eng", "slack")],
+    )
+    body = encode_record(Record(text="Carol leads on-call", ref="memory#item_1", id="item_1"))
+    conn.executemany(
+        "INSERT INTO records (source_id, key, ts, sort_key, digest, body, added_at, updated_at)"
+        " VALUES (?, ?, NULL, ?, 'd', ?, 5, 1717243200000)",
+        [("s_mem", "item_1", "a", body), ("s_chat", "m1", "a", body)],
+    )
+    conn.executemany(
+        "INSERT INTO chunks (id, source_id, seq, content, token_count, content_sha256,"
+        " record_key) VALUES (?, ?, 0, 'Carol leads on-call', 4, 'h', ?)",
+        [("c_mem", "s_mem", "item_1"), ("c_chat", "s_chat", "m1")],
+    )
+    conn.commit()
+    conn.close()
+    with SQLiteStore(path) as store:
+        (version,) = store.item_versions(["item_1", "m1"])
+        assert (version.source_id, version.id, version.version, version.action) == (
+            "s_mem",
+            "item_1",
+            1,
+            "added",
+        )
+        assert (version.text, version.closed_at, version.nodes) == (
+            "Carol leads on-call",
+            None,
+            ("c_mem",),
+        )
+        assert version.recorded_at.isoformat() == "2024-06-01T12:00:00+00:00"
+        assert store.item_node_versions(["c_mem", "c_chat"]) == {"c_mem": ("s_mem", "item_1", 1)}

@@ -98,7 +98,12 @@ def fact() -> None:
 @click.argument("subject")
 @click.argument("predicate")
 @click.argument("object")
-@click.option("--from", "valid_from", help="True from (ISO 8601 or a span back: 7d).")
+@click.option(
+    "--from",
+    "valid_from",
+    help="True from (ISO 8601 or a span back: 7d; default for a new value: the time of its "
+    "evidence, else now).",
+)
 @click.option("--to", "valid_to", help="True until (default: until said otherwise).")
 @click.option("--evidence", multiple=True, help="A node id the fact rests on (repeatable).")
 @click.option(
@@ -127,7 +132,8 @@ def fact_add(
 ) -> None:
     """State that SUBJECT's PREDICATE is OBJECT. SUBJECT is an entity id (person:carol diaz,
     topic:phoenix); OBJECT an entity id or any text. A new value closes the old one at --from
-    and keeps it in the history; the same value again changes nothing."""
+    (by default the time of its evidence, else now) and keeps it in the history; the same
+    value again changes nothing."""
     memory = open_memory(ctx)
     write = memory.remember(
         subject,

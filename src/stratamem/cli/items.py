@@ -1,4 +1,5 @@
-"""Single-item commands: add, edit, rm (one memory at a time, found at once by search)."""
+"""Single-item commands: add, edit, rm (one memory at a time, found at once by search) and
+history (every version an item had)."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ from typing import Any
 
 import click
 from rich.markup import escape
+from rich.table import Table
 
 from stratamem.cli.common import (
     SOURCE_KINDS,
@@ -18,7 +20,7 @@ from stratamem.cli.common import (
     print_json,
     read_time,
 )
-from stratamem.ingest.items import DEFAULT_SOURCE, UNSET, ItemWrite
+from stratamem.ingest.items import DEFAULT_SOURCE, UNSET, ItemVersion, ItemWrite
 
 _KINDS = SOURCE_KINDS
 
@@ -171,4 +173,38 @@ def rm(ctx: click.Context, item_id: str, source: str | None, as_json: bool) -> N
     _report(memory.delete(item_id, source=source), as_json)
 
 
-COMMANDS = (add, edit, rm)
+def _stamp(value: Any) -> str:
+    return "…" if value is None else value.strftime("%Y-%m-%d %H:%M:%S")
+
+
+@click.command()
+@click.argument("item_id")
+@click.option("--source", help="Source id or scope, when several hold this id.")
+@json_option
+@click.pass_context
+@handle_errors
+def history(ctx: click.Context, item_id: str, source: str | None, as_json: bool) -> None:
+    """Every version of one item, oldest first: what opened it (added, edited, removed),
+    when the store held it, and its text.
+
+    \b
+    Examples:
+      stratamem history item_3f2a9c1b0d4e5f60
+      stratamem history item_3f2a9c1b0d4e5f60 --json
+    """
+    memory = open_memory(ctx)
+    versions: list[ItemVersion] = memory.item_history(item_id, source=source)
+    if as_json:
+        print_json({"versions": [v.to_dict() for v in versions]})
+        return
+    table = Table(box=None, pad_edge=False)
+    for column in ("version", "action", "recorded", "closed", "text"):
+        table.add_column(column, no_wrap=column != "text")
+    for v in versions:
+        closed = "now" if v.closed_at is None else _stamp(v.closed_at)
+        table.add_row(str(v.version), v.action, _stamp(v.recorded_at), closed, escape(v.text))
+    out.print(f"{escape(versions[0].id)}:", highlight=False)
+    out.print(table)
+
+
+COMMANDS = (add, edit, rm, history)

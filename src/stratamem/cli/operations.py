@@ -8,6 +8,7 @@ and the MCP tool answer it; otherwise a readable rendering of the same."""
 from __future__ import annotations
 
 import json
+import sys
 from collections.abc import Callable
 from typing import Any
 
@@ -123,7 +124,7 @@ def _json(text: str, where: str) -> Any:
     standard input's."""
     source = text
     if text == "-":
-        source = click.get_text_stream("stdin").read()
+        source = sys.stdin.read()
     elif text.startswith("@"):
         try:
             with open(text[1:], encoding="utf-8") as file:

@@ -9,6 +9,10 @@ chunks are embedded when an embedder of the store's model is given (otherwise th
 source's tree gets a seal job. A source an item is added to and that does not exist yet is
 made: a record source (``kind`` ``record``) of platform ``memory``.
 
+The key is the item's id across edits: a write that changes the item closes its version and
+opens the next, and a delete opens a removal, so its history stays readable
+(:mod:`stratamem.ingest.item_history`: :func:`item_history`, :func:`get_item`).
+
 An item written for a ``user``, an ``agent`` or a ``session`` goes to the source of that
 identity (:class:`~stratamem.types.Identity`): ``memory/user:maya``,
 ``memory/user:maya/agent:planner`` (the base is ``source``, a plain name). Such a source is
@@ -34,16 +38,31 @@ from stratamem.embed.base import Embedder
 from stratamem.embed.indexing import adopt_model, embed_chunks
 from stratamem.errors import NotFoundError, StratamemError
 from stratamem.ingest.chunking import ChunkingConfig
+from stratamem.ingest.item_history import ItemVersion, VersionWriter, get_item, item_history
 from stratamem.ingest.merge import Merge, merges
 from stratamem.ingest.model import clean_text
 from stratamem.ingest.pipeline import queue_seal
 from stratamem.memory.remember import embed_facts
 from stratamem.store.access import identity_access
 from stratamem.store.base import Store
+from stratamem.store.items import ItemAction
 from stratamem.store.records import StoredRecord, keyed
 from stratamem.store.sources import source_id_for
 from stratamem.timeparse import as_utc
 from stratamem.types import Identity, Record, SourceKind
+
+__all__ = [
+    "DEFAULT_SOURCE",
+    "UNSET",
+    "ItemVersion",
+    "ItemWrite",
+    "add_item",
+    "delete_item",
+    "find_item",
+    "get_item",
+    "item_history",
+    "update_item",
+]
 
 DEFAULT_SOURCE = "memory"
 # The default of an update's field that is left as it is (None clears it).
@@ -53,8 +72,9 @@ UNSET: Any = object()
 @dataclass(frozen=True, slots=True)
 class ItemWrite:
     """What one write did: the item's key and source, ``action`` (``added``, ``updated``,
-    ``unchanged`` or ``deleted``), the chunks written and removed, and how many of the written
-    ones were embedded."""
+    ``unchanged`` or ``deleted``), the chunks written and removed, how many of the written
+    ones were embedded, and ``version``: the number of the item's version the write opened
+    (for ``deleted``, the removal's; for ``unchanged``, the current one's)."""
 
     id: str
     source_id: str
@@ -64,6 +84,7 @@ class ItemWrite:
     chunks_removed: int = 0
     embedded: int = 0
     record: Record | None = None
+    version: int | None = None
 
     @property
     def identity(self) -> Identity:
@@ -78,6 +99,7 @@ class ItemWrite:
             "scope": self.scope,
             **self.identity.to_dict(),
             "action": self.action,
+            "version": self.version,
             "chunks_added": list(self.chunks_added),
             "chunks_removed": self.chunks_removed,
             "embedded": self.embedded,
@@ -194,9 +216,11 @@ def delete_item(
             store, id, source=source, user=user, agent=agent, session=session
         )
         found = store.resolve_source(source_id)
+        versions = VersionWriter(store, source_id, stored.key, chat=found.kind is SourceKind.CHAT)
         merge = Merge(store, source_id, scope=found.scope, kind=found.kind, config=config)
         merge.remove([stored.key])
         done = merge.finish()
+        version = versions.write("removed", stored.record, [])
         queue_seal(store, source_id, found.scope)
         # A chat window that held the item is derived again without it: embed that.
         embedded = embed_written(store, embedder, merge.added_ids)
@@ -209,6 +233,7 @@ def delete_item(
             chunks_removed=done.chunks_removed,
             embedded=embedded,
             record=stored.record,
+            version=version,
         )
 
 
@@ -318,10 +343,15 @@ def _write(
     config: ChunkingConfig | None,
 ) -> ItemWrite:
     source_id = source_id_for(scope)
-    merge = Merge(store, source_id, scope=scope, kind=kind, config=config)
+    versions = VersionWriter(store, source_id, stored.key, chat=kind is SourceKind.CHAT)
+    merge = Merge(store, source_id, scope=scope, kind=kind, config=config, watch=[stored.key])
     merge.add([stored.row()])
     done = merge.finish()
     action = "added" if done.new else "updated" if done.updated else "unchanged"
+    version = versions.current
+    if action != "unchanged":
+        opened: ItemAction = "added" if done.new else "edited"
+        version = versions.write(opened, stored.record, merge.chunks_of(stored.key))
     embedded = 0
     if merge.added_ids:
         queue_seal(store, source_id, scope)
@@ -335,4 +365,5 @@ def _write(
         chunks_removed=done.chunks_removed,
         embedded=embedded,
         record=stored.record,
+        version=version,
     )

@@ -90,10 +90,12 @@ class Merge:
         config: ChunkingConfig | None = None,
         on_chunks: Callable[[int], None] | None = None,
         seen: Iterable[str] = (),
+        watch: Iterable[str] = (),
     ) -> None:
         """``on_chunks`` is told how many chunks each batch of the derivation wrote; ``seen``
         holds the keys an earlier part of the same ingest read (a repeat is a duplicate, and
-        :meth:`remove_unseen` keeps them)."""
+        :meth:`remove_unseen` keeps them); ``watch`` names records whose chunks the
+        derivation notes (:meth:`chunks_of`)."""
         self.store = store
         self.on_chunks = on_chunks
         self.source_id = source_id
@@ -109,6 +111,8 @@ class Merge:
         self._gone_times: list[int] = []
         self._gone: list[str] = []  # derived chunks no longer produced
         self._made: list[Chunk] = []  # derived chunks written by a derivation
+        self._watch = frozenset(watch)
+        self._holding: dict[str, dict[str, None]] = {}  # watched key → chunk ids, in order
 
     def add(self, records: Iterable[RecordRow]) -> None:
         """Merge these records: new ones are stored, changed ones updated, the rest counted."""
@@ -229,6 +233,11 @@ class Merge:
             return
         rows = [derived_row(self.source_id, 0, d, scope=self.scope, kind=self.kind) for d in drafts]
         made.update(row[0].id for row in rows)
+        if self._watch:
+            for draft, row in zip(drafts, rows, strict=True):
+                for record in draft.records:
+                    if record.id in self._watch:
+                        self._holding.setdefault(record.id, {})[row[0].id] = None
         candidates = [row for row in rows if row[0].id not in old]
         if not candidates:
             return
@@ -237,6 +246,11 @@ class Merge:
         stray = self.store.existing_ids([row[0].id for row in candidates])
         self.counts.chunks_removed += self.store.delete_chunks(self.source_id, list(stray))
         self.take(list({row[0].id: row for row in candidates}.values()))
+
+    def chunks_of(self, key: str) -> list[str]:
+        """The ids of the chunks derived (this merge) from the watched record under ``key``:
+        its own, or the chat windows holding it, in order."""
+        return list(self._holding.get(key, ()))
 
     def discard_taken(self) -> None:
         """Delete the chunks :meth:`take` wrote (they do not hold: derive instead), and mark

@@ -117,10 +117,11 @@ def remember(
     whose = Identity.of(user=user, agent=agent, session=session)
     with store.transaction():
         if whose:
-            home = _identity_home(store, said.evidence, source, whose)
+            home, evidenced = _identity_home(store, said.evidence, source, whose)
         else:
-            home = _home(store, said.evidence, source)
+            home, evidenced = _home(store, said.evidence, source)
         rows = store.fact_rows(home, said.subject, said.predicate)
+        said = _starting(said, rows, evidenced or now)
         change = reconcile(rows, said, now, source=home)
         store.write_facts(home, change.expire, change.record, now)
         if embedder is not None and change.record:
@@ -237,8 +238,25 @@ def timeline(
     return sorted(rows, key=lambda r: (r.valid_from is not None, r.valid_from, r.recorded_at, r.id))
 
 
-def _home(store: Store, evidence: Sequence[str], source: str | None) -> str:
-    """The source a fact belongs to: that of its evidence, else ``source``."""
+def _starting(said: Statement, rows: Sequence[Fact], start: datetime) -> Statement:
+    """``said`` starting at ``start`` (its evidence's time, else now) where it gives no
+    ``valid_from`` and its timeline already holds a value: a new value then closes the old
+    one there rather than replacing it as far back as known. A first value, one of many, or
+    one whose ``valid_to`` comes before ``start`` keeps the start it was given."""
+    if said.valid_from is not None or not said.single:
+        return said
+    if not any(r.believed and r.single for r in rows):
+        return said
+    if said.valid_to is not None and said.valid_to <= start:
+        return said
+    return replace(said, valid_from=start)
+
+
+def _home(store: Store, evidence: Sequence[str], source: str | None) -> tuple[str, datetime | None]:
+    """The source a fact belongs to: that of its evidence, else ``source``; and the time of
+    its latest piece of evidence (None: none has a time). Evidence may be any node id, an
+    item's id, or a chunk id an item had before an edit (see
+    :mod:`stratamem.retrieval.item_nodes`)."""
     if evidence:
         nodes = primitives.nodes(store, evidence)
         found = {n.node_id for n in nodes}
@@ -251,42 +269,46 @@ def _home(store: Store, evidence: Sequence[str], source: str | None) -> str:
         home = owners.pop()
         if source is not None and store.resolve_source(source).id != home:
             raise ValueError(f"the evidence is not in source {source!r}")
-        return home
+        times = [t for n in nodes for t in (n.time_start, n.time_end) if t is not None]
+        return home, _utc(max(times), "evidence time") if times else None
     scope = source or DEFAULT_SOURCE
     try:
         found_source = store.resolve_source(scope)
     except NotFoundError:
         if source is not None and source != DEFAULT_SOURCE:
             raise
-        return store.upsert_source(
-            scope=DEFAULT_SOURCE,
-            kind=SourceKind.RECORD,
-            platform="facts",
-            location="",
-            title="Facts asserted without evidence",
+        return (
+            store.upsert_source(
+                scope=DEFAULT_SOURCE,
+                kind=SourceKind.RECORD,
+                platform="facts",
+                location="",
+                title="Facts asserted without evidence",
+            ),
+            None,
         )
     if found_source.locked:
         raise LockError(f"source {found_source.scope!r} is locked: unlock it to add facts")
-    return found_source.id
+    return found_source.id, None
 
 
 def _identity_home(
     store: Store, evidence: Sequence[str], source: str | None, whose: Identity
-) -> str:
+) -> tuple[str, datetime | None]:
     """The source of ``whose`` memory a fact belongs to: that of its evidence, which must be
     of ``whose`` memory (and ``source``, where given), else ``whose`` facts source of base
     ``source`` (``facts``), made on first use."""
     if evidence:
-        home = _home(store, evidence, source)
+        home, evidenced = _home(store, evidence, source)
         if not Identity.parse(store.resolve_source(home).scope).holds(whose):
             of = ", ".join(f"{kind} {value!r}" for kind, value in whose.parts())
             raise ValueError(f"the evidence is not in the memory of {of}")
-        return home
+        return home, evidenced
     scope = whose.scope(source or IDENTITY_BASE)
     try:
         found = store.resolve_source(scope)
     except NotFoundError:
-        return store.upsert_source(
+        made = store.upsert_source(
             scope=scope,
             kind=SourceKind.RECORD,
             platform="facts",
@@ -294,9 +316,10 @@ def _identity_home(
             title=f"Facts of {scope.partition('/')[2]}",
             access=identity_access(whose),
         )
+        return made, None
     if found.locked:
         raise LockError(f"source {found.scope!r} is locked: unlock it to add facts")
-    return found.id
+    return found.id, None
 
 
 def _utc(when: datetime | None, name: str) -> datetime | None:

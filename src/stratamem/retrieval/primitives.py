@@ -28,6 +28,7 @@ from typing import Concatenate, ParamSpec, TypeVar
 
 from stratamem.embed.base import Embedder
 from stratamem.entities.search import search_entities
+from stratamem.retrieval.item_nodes import item_hits
 from stratamem.retrieval.scope import kind_or_platform, narrow_kinds, resolve, source_filters
 from stratamem.retrieval.tree_hits import leaf_hits, rerank, summary_hit
 from stratamem.store.base import Store
@@ -271,9 +272,16 @@ def fetch_leaves(
 
 @_one_version
 def nodes(
-    store: Store, node_ids: Sequence[str], *, filters: Filters | None = None
+    store: Store,
+    node_ids: Sequence[str],
+    *,
+    filters: Filters | None = None,
+    items: bool = True,
 ) -> list[RetrievalHit]:
-    """Chunks and summaries by id, in the order asked, with no cap; unknown ids left out."""
+    """Chunks and summaries by id, in the order asked, with no cap; unknown ids left out.
+    With ``items`` (and no ``filters``), an id that is no chunk or summary may name an item:
+    its id reads as the item as it is now, a chunk id it had before an edit or a removal as
+    that version (see :mod:`stratamem.retrieval.item_nodes`)."""
     base = resolve(store, filters or Filters())
     if base is None:
         return []
@@ -282,11 +290,17 @@ def nodes(
     summaries = store.trees.summaries_by_id(ids, access)
     found = store.trees.leaves_by_id([i for i in ids if i not in summaries], access)
     leaves = {h.node_id: h for h in leaf_hits(store, list(found.values()))}
-    return [
-        summary_hit(summaries[i]) if i in summaries else leaves[i]
-        for i in ids
-        if i in summaries or i in leaves
-    ]
+    rest = [i for i in ids if i not in summaries and i not in leaves]
+    named = item_hits(store, rest) if rest and items and filters is None else {}
+    out: list[RetrievalHit] = []
+    for i in ids:
+        if i in summaries:
+            out.append(summary_hit(summaries[i]))
+        elif i in leaves:
+            out.append(leaves[i])
+        else:
+            out.extend(named.get(i, ()))
+    return out
 
 
 # -- helpers -------------------------------------------------------------------------------

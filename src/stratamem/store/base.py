@@ -10,6 +10,7 @@ LockStore         ``locks``: locked sources' sealed content and key checks
 SourceStore       ``sources``: sources by scope
 ChunkStore        ``sources``: chunks and their entity mentions
 RecordStore       ``records``: the keyed records chunks are derived from
+ItemVersionStore  ``items``: every version of each item, in transaction time
 KeywordStore      ``keyword``: the full-text index
 VectorStore       ``vectors``: embeddings per model and their row keys
 GraphStore        ``graph``: entities, co-mention edges, nodes by entity
@@ -29,6 +30,7 @@ from typing import Protocol, runtime_checkable
 from stratamem.store.access import AccessStore
 from stratamem.store.facts import FactStore
 from stratamem.store.graph import GraphStore
+from stratamem.store.items import ItemVersionStore
 from stratamem.store.jobs import JobQueue
 from stratamem.store.keyword import KeywordStore
 from stratamem.store.locks import LockStore
@@ -49,6 +51,7 @@ class Store(
     SourceStore,
     ChunkStore,
     RecordStore,
+    ItemVersionStore,
     KeywordStore,
     VectorStore,
     GraphStore,

@@ -84,6 +84,8 @@ class _Table:
 TABLES: Final = (
     _Table("sources", ("id",)),
     _Table("records", ("source_id", "key")),
+    _Table("item_versions", ("source_id", "key", "version")),
+    _Table("item_nodes", ("node_id", "source_id", "key", "version")),
     _Table("trees", ("id",)),
     _Table("summaries", ("rowid",)),
     _Table("summary_entities", ("entity_id", "source_id", "summary_id")),

@@ -342,7 +342,40 @@ CREATE TRIGGER entity_index_counted_out AFTER DELETE ON entity_index
     EXECUTE FUNCTION stratamem_mentions_removed();
 """
 
-MIGRATIONS: tuple[str, ...] = (_postgres(_V1), _V2, _V3)
+# 4: the versions of items and the chunk ids each was derived into, as SQLite's migration 14.
+_V4 = """
+CREATE TABLE item_versions (
+    source_id   TEXT NOT NULL REFERENCES sources(id) ON DELETE CASCADE,
+    key         TEXT NOT NULL,
+    version     INTEGER NOT NULL,
+    action      TEXT NOT NULL,
+    body        BLOB NOT NULL,
+    recorded_at INTEGER NOT NULL,
+    closed_at   INTEGER,
+    PRIMARY KEY (source_id, key, version)
+);
+CREATE INDEX item_versions_key ON item_versions(key);
+CREATE TABLE item_nodes (
+    node_id   TEXT NOT NULL,
+    source_id TEXT NOT NULL REFERENCES sources(id) ON DELETE CASCADE,
+    key       TEXT NOT NULL,
+    version   INTEGER NOT NULL,
+    seq       INTEGER NOT NULL,
+    PRIMARY KEY (node_id, source_id, key, version)
+);
+CREATE INDEX item_nodes_item ON item_nodes(source_id, key, version, seq);
+INSERT INTO item_versions (source_id, key, version, action, body, recorded_at)
+    SELECT r.source_id, r.key, 1, 'added', r.body, r.updated_at
+    FROM records r JOIN sources s ON s.id = r.source_id
+    WHERE s.platform = 'memory';
+INSERT INTO item_nodes (node_id, source_id, key, version, seq)
+    SELECT c.id, c.source_id, c.record_key, 1, c.seq
+    FROM chunks c JOIN sources s ON s.id = c.source_id
+    WHERE s.platform = 'memory' AND c.record_key IS NOT NULL
+    ON CONFLICT DO NOTHING;
+"""
+
+MIGRATIONS: tuple[str, ...] = (_postgres(_V1), _V2, _V3, _postgres(_V4))
 SCHEMA_VERSION = len(MIGRATIONS)
 
 

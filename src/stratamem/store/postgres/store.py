@@ -35,6 +35,7 @@ from stratamem.store.postgres.vectors import PgVectorTables
 from stratamem.store.sqlite.connection import CHUNK_GENERATION_KEY, GENERATION_KEY
 from stratamem.store.sqlite.facts import FactTables
 from stratamem.store.sqlite.graph import GraphTables
+from stratamem.store.sqlite.items import ItemVersionTables
 from stratamem.store.sqlite.jobs import JobQueue
 from stratamem.store.sqlite.locks import LockTables, table_columns
 from stratamem.store.sqlite.postings import COUNTED_MENTIONS, EntityPostings
@@ -46,12 +47,21 @@ from stratamem.store.sqlite.trees import TreeTables
 from stratamem.types import Chunk
 
 # Tables whose rows hold a source's text: vacuumed after a forget.
-_TEXT_TABLES = ("chunks", "summaries", "records", "facts", "sealed", "embeddings")
+_TEXT_TABLES = (
+    "chunks",
+    "summaries",
+    "records",
+    "item_versions",
+    "facts",
+    "sealed",
+    "embeddings",
+)
 
 
 class PostgresStore(
     SourceTables,
     RecordTables,
+    ItemVersionTables,
     PgVectorTables,
     GraphTables,
     PgKeywordTables,

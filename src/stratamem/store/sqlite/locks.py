@@ -67,6 +67,8 @@ class _Table:
 # Parents before children: restored in this order, removed in the reverse one.
 _TABLES: tuple[_Table, ...] = (
     _Table("records"),
+    _Table("item_versions"),
+    _Table("item_nodes"),
     _Table("trees"),
     _Table("summaries", order="rowid"),
     _Table("summary_entities"),

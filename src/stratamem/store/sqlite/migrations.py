@@ -465,6 +465,44 @@ MIGRATIONS: tuple[str, ...] = (
         UPDATE row_counts SET n = n - 1 WHERE name = 'entity_index';
     END;
     """,
+    # 14: the versions of items (see store/items.py): one row per (source, key, version), the
+    # record as it was in ``body`` (as ``records`` keeps it), what opened it in ``action``
+    # (added, edited, removed), its transaction time from ``recorded_at`` to ``closed_at``
+    # (NULL: the current version). ``item_nodes`` holds the chunk ids each version was
+    # derived into, in order (``seq``), keyed by chunk id so that a chunk id cited before an
+    # edit finds its version. Both go with the source (forget) and are sealed with it (lock).
+    # The items written before (the records of the sources the items API made, platform
+    # ``memory``) get their record as version 1, recorded when the record took its content.
+    """
+    CREATE TABLE IF NOT EXISTS item_versions (
+        source_id   TEXT NOT NULL REFERENCES sources(id) ON DELETE CASCADE,
+        key         TEXT NOT NULL,
+        version     INTEGER NOT NULL,
+        action      TEXT NOT NULL,
+        body        BLOB NOT NULL,
+        recorded_at INTEGER NOT NULL,
+        closed_at   INTEGER,
+        PRIMARY KEY (source_id, key, version)
+    ) WITHOUT ROWID;
+    CREATE INDEX IF NOT EXISTS item_versions_key ON item_versions(key);
+    CREATE TABLE IF NOT EXISTS item_nodes (
+        node_id   TEXT NOT NULL,
+        source_id TEXT NOT NULL REFERENCES sources(id) ON DELETE CASCADE,
+        key       TEXT NOT NULL,
+        version   INTEGER NOT NULL,
+        seq       INTEGER NOT NULL,
+        PRIMARY KEY (node_id, source_id, key, version)
+    ) WITHOUT ROWID;
+    CREATE INDEX IF NOT EXISTS item_nodes_item ON item_nodes(source_id, key, version, seq);
+    INSERT OR IGNORE INTO item_versions (source_id, key, version, action, body, recorded_at)
+        SELECT r.source_id, r.key, 1, 'added', r.body, r.updated_at
+        FROM records r JOIN sources s ON s.id = r.source_id
+        WHERE s.platform = 'memory';
+    INSERT OR IGNORE INTO item_nodes (node_id, source_id, key, version, seq)
+        SELECT c.id, c.source_id, c.record_key, 1, c.seq
+        FROM chunks c JOIN sources s ON s.id = c.source_id
+        WHERE s.platform = 'memory' AND c.record_key IS NOT NULL;
+    """,
 )
 
 SCHEMA_VERSION = len(MIGRATIONS)

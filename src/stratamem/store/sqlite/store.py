@@ -2,10 +2,10 @@
 graph and the summary trees.
 
 The class is its roles put together, one module each: ``sources`` (sources, chunks,
-mentions, and the reader's gate), ``records``, ``vectors``, ``graph``, ``keyword`` (FTS5),
-``principals``, ``locks`` (sealed sources), ``trees`` and ``jobs``; this module holds the
-connection, transactions, settings and the store's identity. On-disk format: see
-``migrations.py``.
+mentions, and the reader's gate), ``records``, ``items`` (item versions), ``vectors``,
+``graph``, ``keyword`` (FTS5), ``principals``, ``locks`` (sealed sources), ``trees`` and
+``jobs``; this module holds the connection, transactions, settings and the store's identity.
+On-disk format: see ``migrations.py``.
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ from stratamem.store.sqlite.connection import (
 )
 from stratamem.store.sqlite.facts import FactTables
 from stratamem.store.sqlite.graph import GraphTables
+from stratamem.store.sqlite.items import ItemVersionTables
 from stratamem.store.sqlite.jobs import JobQueue
 from stratamem.store.sqlite.keyword import KeywordTables
 from stratamem.store.sqlite.locks import LockTables
@@ -42,6 +43,7 @@ from stratamem.store.sqlite.vectors import VectorTables
 class SQLiteStore(
     SourceTables,
     RecordTables,
+    ItemVersionTables,
     VectorTables,
     GraphTables,
     KeywordTables,
