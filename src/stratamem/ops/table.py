@@ -8,13 +8,16 @@ from typing import Any
 from stratamem.errors import AccessDenied, InvalidArgument
 from stratamem.ops.context import Context
 from stratamem.ops.facts import FACTS
+from stratamem.ops.items import ITEMS
 from stratamem.ops.owner import OWNER
 from stratamem.ops.reads import READS
+from stratamem.ops.sources import SOURCE_WRITES
 from stratamem.ops.spec import Operation, bind
-from stratamem.ops.writes import WRITES
 from stratamem.types import Principal
 
-OPERATIONS: Mapping[str, Operation] = {op.name: op for op in (*READS, *FACTS, *WRITES, *OWNER)}
+OPERATIONS: Mapping[str, Operation] = {
+    op.name: op for op in (*READS, *ITEMS, *FACTS, *SOURCE_WRITES, *OWNER)
+}
 
 
 def operation(name: str) -> Operation:

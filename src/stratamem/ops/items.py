@@ -1,10 +1,10 @@
-"""The writing operations: items (add, edit, rm), ingest and forget.
+"""The operations on items, an agent's single memories: add, edit, rm, a conversation's
+turns (add_messages) and an item's history.
 
 The owner writes anywhere. A principal with the write permission writes only what it could
 read: an item to a source it reads, or by default to its own (``memory:<name>``, made with
-its scopes); an edit or removal only of an item it reads (one in a source hidden from it
-answers as one that does not exist); an ingest only under the ingest roots; a forget only of
-a source it reads.
+its scopes), or for a user or agent it holds the scope of; an edit or removal only of an item
+it reads (one in a source hidden from it answers as one that does not exist).
 """
 
 from __future__ import annotations
@@ -260,102 +260,29 @@ ADD_MESSAGES = Operation(
 )
 
 
-def _ingest(ctx: Context, a: dict[str, Any]) -> dict[str, Any]:
-    may_write(ctx)
-    who = ctx.principal
-    target = writes.check_path(a["path"], ctx.ingest_roots, owner=who is None)
-    access = a["access"]
-    writes.check_access(who, access)
-
-    def admit(before: Any, after: Any) -> tuple[str, ...] | None:
-        return writes.admit_source(who, before, after, named=access is not None)
-
-    with ctx.writing() as owner:
-        report = owner.ingest(
-            target,
-            kind=a["format"],
-            scope=a["scope"],
-            access=access,
-            sync=a["sync"],
-            parallel=False,
-            trees=a["trees"],
-            admit=admit,
-        )
-        out: dict[str, Any] = report.to_dict()
-        out["embedded"] = 0
-        if a["embed"] and owner.embedder is not None and owner.pending_embeddings():
-            out["embedded"] = owner.embed().embedded
-    return out
-
-
-INGEST = Operation(
-    name="ingest",
-    group="sources",
-    access="write",
-    description="Read a file or folder on the server's machine into the memory (Slack or "
-    "Discord export, mbox, Maildir, Markdown notes, IRC logs, JSONL), then embed it so "
-    "every search finds it. Chat and mail merge with what is there. A principal reads "
-    "only under the server's ingest roots.",
-    params=(
-        Param("path", "str", "A path on the server.", min_length=1, max_length=4096),
-        Param(
-            "format",
-            "str",
-            "The connector, when detection is not enough.",
-            default=None,
-            max_length=100,
-        ),
-        Param("scope", "str", "Name the source this.", default=None, max_length=p.MAX_NAME),
-        Param(
-            "access",
-            "strs",
-            "Access scopes for the sources read (default: a principal's own).",
-            default=None,
-            max_length=64,
-            max_items=100,
-            nullable=True,
-        ),
-        Param("sync", "bool", "Remove what the export lacks (default: keep it).", default=False),
-        Param("embed", "bool", "Embed the new chunks now.", default=True),
-        Param(
-            "trees",
-            "bool",
-            "Seal the summary trees of what changed (false: leave them queued).",
-            default=True,
-        ),
-    ),
-    run=_ingest,
-    example={"path": "/data/slack-export.zip"},
-    query_param=None,
-    cli="ingest",
-    python="ingest",
-)
-
-
-def _forget(ctx: Context, a: dict[str, Any]) -> dict[str, Any]:
-    may_write(ctx)
+def _item_history(ctx: Context, a: dict[str, Any]) -> dict[str, Any]:
+    source = a["source"]
     with ctx.reading() as theirs:
-        # Resolved as the caller sees the store: a source hidden from it is missing.
-        found = theirs.source(a["source"])
-    writes.require_readable(ctx.principal, found)
-    with ctx.writing() as owner:
-        removed = owner.forget(found.id)
-    return {"source": a["source"], "removed": removed}
+        if source is not None:
+            source = theirs.source(source).id
+        if source is None and Identity.of(user=a["user"], agent=a["agent"], session=a["session"]):
+            source = _find(ctx, a)
+        versions = theirs.item_history(a["id"], source=source)
+    return {"id": a["id"], "versions": [v.to_dict() for v in versions]}
 
 
-FORGET = Operation(
-    name="forget",
-    group="sources",
-    access="write",
-    description="Remove a source (by id or scope) and everything derived from it, for good.",
-    params=(Param("source", "str", "A source id or scope.", min_length=1, max_length=p.MAX_NAME),),
-    run=_forget,
-    http=("DELETE", "/v1/sources/{source}"),
-    destructive=True,
-    example={"source": "slack:#random"},
+ITEM_HISTORY = Operation(
+    name="item_history",
+    group="items",
+    description="Every version of one memory by id, oldest first: its text and fields, "
+    "what opened it (added, edited, removed) and when the store held it (recorded_at to "
+    "closed_at). An edit or a removal never loses the earlier text.",
+    params=(ITEM_ID, ITEM_SOURCE, p.USER, p.AGENT, p.SESSION),
+    run=_item_history,
+    cli="history",
+    python="items.history",
+    example={"id": "item_0123456789abcdef"},
     query_param=None,
-    cli="forget",
-    python="sources.forget",
 )
 
-WRITES = (ADD, EDIT, RM, ADD_MESSAGES, INGEST, FORGET)
+ITEMS = (ADD, EDIT, RM, ADD_MESSAGES, ITEM_HISTORY)

@@ -1,0 +1,116 @@
+"""The operations that read a path into the store or remove a source: ingest and forget.
+
+The owner ingests from anywhere; a principal with the write permission only under the
+server's ingest roots, into sources it reads. A forget removes only a source the caller
+reads (a hidden one answers as one that does not exist).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import stratamem.ops.params as p
+from stratamem.access import writes
+from stratamem.ops.context import Context, may_write
+from stratamem.ops.spec import Operation, Param
+
+
+def _ingest(ctx: Context, a: dict[str, Any]) -> dict[str, Any]:
+    may_write(ctx)
+    who = ctx.principal
+    target = writes.check_path(a["path"], ctx.ingest_roots, owner=who is None)
+    access = a["access"]
+    writes.check_access(who, access)
+
+    def admit(before: Any, after: Any) -> tuple[str, ...] | None:
+        return writes.admit_source(who, before, after, named=access is not None)
+
+    with ctx.writing() as owner:
+        report = owner.ingest(
+            target,
+            kind=a["format"],
+            scope=a["scope"],
+            access=access,
+            sync=a["sync"],
+            parallel=False,
+            trees=a["trees"],
+            admit=admit,
+        )
+        out: dict[str, Any] = report.to_dict()
+        out["embedded"] = 0
+        if a["embed"] and owner.embedder is not None and owner.pending_embeddings():
+            out["embedded"] = owner.embed().embedded
+    return out
+
+
+INGEST = Operation(
+    name="ingest",
+    group="sources",
+    access="write",
+    description="Read a file or folder on the server's machine into the memory (Slack or "
+    "Discord export, mbox, Maildir, Markdown notes, IRC logs, JSONL), then embed it so "
+    "every search finds it. Chat and mail merge with what is there. A principal reads "
+    "only under the server's ingest roots.",
+    params=(
+        Param("path", "str", "A path on the server.", min_length=1, max_length=4096),
+        Param(
+            "format",
+            "str",
+            "The connector, when detection is not enough.",
+            default=None,
+            max_length=100,
+        ),
+        Param("scope", "str", "Name the source this.", default=None, max_length=p.MAX_NAME),
+        Param(
+            "access",
+            "strs",
+            "Access scopes for the sources read (default: a principal's own).",
+            default=None,
+            max_length=64,
+            max_items=100,
+            nullable=True,
+        ),
+        Param("sync", "bool", "Remove what the export lacks (default: keep it).", default=False),
+        Param("embed", "bool", "Embed the new chunks now.", default=True),
+        Param(
+            "trees",
+            "bool",
+            "Seal the summary trees of what changed (false: leave them queued).",
+            default=True,
+        ),
+    ),
+    run=_ingest,
+    example={"path": "/data/slack-export.zip"},
+    query_param=None,
+    cli="ingest",
+    python="ingest",
+)
+
+
+def _forget(ctx: Context, a: dict[str, Any]) -> dict[str, Any]:
+    may_write(ctx)
+    with ctx.reading() as theirs:
+        # Resolved as the caller sees the store: a source hidden from it is missing.
+        found = theirs.source(a["source"])
+    writes.require_readable(ctx.principal, found)
+    with ctx.writing() as owner:
+        removed = owner.forget(found.id)
+    return {"source": a["source"], "removed": removed}
+
+
+FORGET = Operation(
+    name="forget",
+    group="sources",
+    access="write",
+    description="Remove a source (by id or scope) and everything derived from it, for good.",
+    params=(Param("source", "str", "A source id or scope.", min_length=1, max_length=p.MAX_NAME),),
+    run=_forget,
+    http=("DELETE", "/v1/sources/{source}"),
+    destructive=True,
+    example={"source": "slack:#random"},
+    query_param=None,
+    cli="forget",
+    python="sources.forget",
+)
+
+SOURCE_WRITES = (INGEST, FORGET)
