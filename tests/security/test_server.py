@@ -93,8 +93,8 @@ def serve_copy(world: kit.CanaryWorld, folder: Path) -> Iterator[Served]:
     tokens = {}
     with kit.open_memory(path) as owner:
         for p in kit.PRINCIPALS:
-            owner.remove_principal(p.name)
-            tokens[p.name] = owner.add_principal(
+            owner.principals.remove(p.name)
+            tokens[p.name] = owner.principals.add(
                 p.name, list(p.scopes), sources=list(p.sources), write=True
             )
     root = folder / "root"
@@ -289,7 +289,7 @@ def _http_entities(refs: Mapping[str, Refs]) -> list[Http]:
 
 def _http_by_id(refs: Mapping[str, Refs]) -> list[Http]:
     def sources(m: Memory) -> dict[str, Any]:
-        return {"sources": [s.to_dict() for s in m.sources()]}
+        return {"sources": [s.to_dict() for s in m.sources.list()]}
 
     out = [
         Http("sources", "all", "GET", "/v1/sources", None, sources),
@@ -542,7 +542,7 @@ def _query_source(
     m: Memory, source: str | None = None, days: float | None = None, **options: Any
 ) -> dict[str, Any]:
     if source is not None and "*" not in source:
-        m.source(source)  # the tool names an unknown source an error
+        m.sources.get(source)  # the tool names an unknown source an error
     return wire._query_dict(m.query_source(source, time_window_days=days, **options))
 
 
@@ -611,7 +611,7 @@ def _show(m: Memory, node_id: str) -> dict[str, Any]:
 
 def _sources(m: Memory) -> dict[str, Any]:
     keys = ("id", "scope", "kind", "platform", "title", "chunks")
-    found = [s.to_dict() | {"title": s.title} for s in m.sources()]
+    found = [s.to_dict() | {"title": s.title} for s in m.sources.list()]
     return {"sources": [{k: s[k] for k in keys} for s in found]}
 
 
@@ -620,8 +620,8 @@ def _resource(m: Memory, uri: str) -> dict[str, Any]:
     if kind == "nodes":
         return _show(m, ident)
     if not ident:
-        return {"sources": [s.to_dict() for s in m.sources()]}
-    found = m.source(ident)
+        return {"sources": [s.to_dict() for s in m.sources.list()]}
+    found = m.sources.get(ident)
     tops = m.query_source(found.id, limit=MAX_LIMIT)
     return {**found.to_dict(), "summaries": [wire._node(h) for h in tops.hits]}
 
@@ -945,7 +945,7 @@ def test_forget_answers_for_a_hidden_source_as_for_a_missing_one(  # type: ignor
     anyio.run(scenario)
     with served.service.reading(None) as owner:
         for hidden, _ in cases:
-            assert owner.source(hidden.scope).chunk_count > 0, f"{hidden.scope} was forgotten"
+            assert owner.sources.get(hidden.scope).chunk_count > 0, f"{hidden.scope} was forgotten"
     assert not wrong, "\n".join(wrong[:10])
 
 
@@ -1108,7 +1108,7 @@ def fact_statements(owner: Memory) -> tuple[Stated, ...]:
         leaf: tuple[str, ...] = ()
         both: tuple[str, ...] = ()
         if scope != ASSERTED:
-            summaries, leaves = kit.tree_nodes(owner, owner.tree(scope).id)
+            summaries, leaves = kit.tree_nodes(owner, owner.trees.get(scope).id)
             leaf = (leaves[0].node_id,)
             both = (leaves[-1].node_id, summaries[-1].node_id)
         start = kit.T0 + timedelta(days=n)
@@ -1141,10 +1141,10 @@ def state_facts(
         now = FACTS_AT + timedelta(minutes=n)
         key = (said.scope, said.subject, said.predicate)
         if said.retract:
-            mem.retract(last[key], now=now)
+            mem.facts.retract(last[key], now=now)
             continue
         into = None if said.evidence or said.scope == ASSERTED else said.scope
-        found = mem.remember(
+        found = mem.facts.remember(
             said.subject,
             said.predicate,
             said.object,
@@ -1288,7 +1288,7 @@ def _fact_times() -> dict[str, dict[str, str]]:
 
 def _recall_read(args: Mapping[str, Any], limit: int) -> Callable[[Memory], list[Any]]:
     def read(m: Memory) -> list[Any]:
-        return m.recall(
+        return m.facts.recall(
             args.get("subject"),
             predicate=args.get("predicate"),
             as_of=_when(args.get("as_of")),
@@ -1301,7 +1301,7 @@ def _recall_read(args: Mapping[str, Any], limit: int) -> Callable[[Memory], list
 
 def _history_read(args: Mapping[str, Any]) -> Callable[[Memory], list[Any]]:
     def read(m: Memory) -> list[Any]:
-        return m.fact_history(
+        return m.facts.history(
             args["subject"], args["predicate"], known_at=_when(args.get("known_at"))
         )
 
@@ -1374,7 +1374,7 @@ def _fact_asks() -> list[tuple[str, str, dict[str, Any]]]:
 
 def _query_facts_read(args: Mapping[str, Any], limit: int) -> Callable[[Memory], Any]:
     def read(m: Memory) -> Any:
-        return m.query_facts(
+        return m.facts.query(
             args["query"],
             subject=args.get("subject"),
             sources=args.get("sources", ()),
@@ -1388,7 +1388,7 @@ def _query_facts_read(args: Mapping[str, Any], limit: int) -> Callable[[Memory],
 
 def _rollups_read(args: Mapping[str, Any], limit: int) -> Callable[[Memory], Any]:
     def read(m: Memory) -> Any:
-        return m.rollups(args.get("subject"), limit=args.get("limit", limit))
+        return m.facts.rollups(args.get("subject"), limit=args.get("limit", limit))
 
     return read
 
@@ -1457,7 +1457,7 @@ def test_facts_reach_a_principal_from_the_sources_it_reads_alone(  # type: ignor
     """Checked against the read rule itself, not the reduced store: every source's facts
     are in the served store, and a principal's recall holds those of its sources alone."""
     with fact_served.service.reading(None) as owner:
-        homes = {f.source_id for f in owner.recall(limit=10_000)}
+        homes = {f.source_id for f in owner.facts.recall(limit=10_000)}
     assert homes == {source_id_for(s) for s in FACT_SCOPES}
     response = fact_served.clients[principal].post("/v1/recall", json={"limit": 10_000})
     assert response.status_code == 200, response.text

@@ -95,7 +95,7 @@ def add(
       git log -1 --format=%B | stratamem add - --source notes:commits --id abc123
     """
     memory = open_memory(ctx)
-    write = memory.add(
+    write = memory.items.add(
         _text(text) or "",
         source=source,
         kind=kind,
@@ -141,7 +141,7 @@ def edit(
     if all(v is None for v in (text, author, when, title)) and not tags:
         fail("nothing to change: give --text, --author, --time, --title or --tag")
     memory = open_memory(ctx)
-    write = memory.update(
+    write = memory.items.edit(
         item_id,
         source=source,
         text=_text(text),
@@ -168,7 +168,7 @@ def rm(ctx: click.Context, item_id: str, source: str | None, as_json: bool) -> N
       stratamem rm "<CAH+w=7a@mail.gmail.com>" --source mbox:lkml
     """
     memory = open_memory(ctx)
-    _report(memory.delete(item_id, source=source), as_json)
+    _report(memory.items.rm(item_id, source=source), as_json)
 
 
 COMMANDS = (add, edit, rm)

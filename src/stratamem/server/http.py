@@ -361,7 +361,7 @@ def _add_routes(app: FastAPI, calls: _Calls, *, log_queries: bool) -> None:
     @app.get("/v1/sources", tags=["store"])
     async def sources(who: Caller) -> dict[str, Any]:
         """The sources the caller may read."""
-        found = await calls.read(who, lambda m: m.sources())
+        found = await calls.read(who, lambda m: m.sources.list())
         return {"sources": [source_dict(s) for s in found]}
 
     @app.get("/v1/stats", tags=["store"])
@@ -412,7 +412,7 @@ def _add_routes(app: FastAPI, calls: _Calls, *, log_queries: bool) -> None:
         ``subject`` or of everything the caller may read."""
         found = await calls.read(
             who,
-            lambda m: m.recall(
+            lambda m: m.facts.recall(
                 body.subject,
                 predicate=body.predicate,
                 as_of=body.as_of,
@@ -427,7 +427,7 @@ def _add_routes(app: FastAPI, calls: _Calls, *, log_queries: bool) -> None:
         """Every value ``subject``'s ``predicate`` had, oldest first, with the rows since
         corrected or replaced."""
         found = await calls.read(
-            who, lambda m: m.fact_history(body.subject, body.predicate, known_at=body.known_at)
+            who, lambda m: m.facts.history(body.subject, body.predicate, known_at=body.known_at)
         )
         return {"facts": [f.to_dict() for f in found]}
 
@@ -439,7 +439,7 @@ def _add_routes(app: FastAPI, calls: _Calls, *, log_queries: bool) -> None:
         noted(request, body.query)
         found = await calls.read(
             who,
-            lambda m: m.query_facts(
+            lambda m: m.facts.query(
                 body.query,
                 subject=body.subject,
                 sources=body.sources,
@@ -461,7 +461,7 @@ def _add_routes(app: FastAPI, calls: _Calls, *, log_queries: bool) -> None:
     ) -> dict[str, Any]:
         """The profile cards (rollups) of ``subject``, or of every subject, that the caller
         may read: each built from the facts of sources it reads all of, best score first."""
-        found = await calls.read(who, lambda m: m.rollups(subject, limit=limit))
+        found = await calls.read(who, lambda m: m.facts.rollups(subject, limit=limit))
         return {"rollups": [r.to_dict() for r in found]}
 
     @app.post("/v1/facts", tags=["writes"])

@@ -200,7 +200,7 @@ def build_server(service: Service, principal: Callable[[], str | None]) -> MCPSe
     ) -> CallToolResult:
         def work(memory: Memory) -> dict[str, Any]:
             if source is not None and "*" not in source:
-                memory.source(source)  # an unknown source is an error, not an empty answer
+                memory.sources.get(source)  # an unknown source is an error, not an empty answer
             found = memory.query_source(
                 source, source_kind=source_kind, time_window_days=days, query=query, limit=limit
             )
@@ -384,7 +384,7 @@ def build_server(service: Service, principal: Callable[[], str | None]) -> MCPSe
                         "chunks": s.chunk_count,
                         "ingested_at": rfc3339(s.ingested_at),
                     }
-                    for s in m.sources()
+                    for s in m.sources.list()
                 ]
             }
         )
@@ -409,7 +409,7 @@ def build_server(service: Service, principal: Callable[[], str | None]) -> MCPSe
             lambda m: {
                 "facts": [
                     _fact(f)
-                    for f in m.recall(
+                    for f in m.facts.recall(
                         subject,
                         predicate=predicate,
                         as_of=_when(as_of),
@@ -429,7 +429,7 @@ def build_server(service: Service, principal: Callable[[], str | None]) -> MCPSe
         predicate: Annotated[str, Field(description="The predicate.", min_length=1)],
     ) -> CallToolResult:
         return await call(
-            lambda m: {"facts": [_fact(f) for f in m.fact_history(subject, predicate)]}
+            lambda m: {"facts": [_fact(f) for f in m.facts.history(subject, predicate)]}
         )
 
     @tool(
@@ -453,7 +453,7 @@ def build_server(service: Service, principal: Callable[[], str | None]) -> MCPSe
         limit: Annotated[int, _limit(10, MAX_FACT_LIMIT)] = 10,
     ) -> CallToolResult:
         def work(memory: Memory) -> dict[str, Any]:
-            found = memory.query_facts(
+            found = memory.facts.query(
                 query,
                 subject=subject,
                 sources=sources,
@@ -481,7 +481,7 @@ def build_server(service: Service, principal: Callable[[], str | None]) -> MCPSe
         limit: Annotated[int, _limit(20, MAX_ROLLUP_LIMIT)] = 20,
     ) -> CallToolResult:
         return await call(
-            lambda m: {"rollups": [r.to_dict() for r in m.rollups(subject, limit=limit)]}
+            lambda m: {"rollups": [r.to_dict() for r in m.facts.rollups(subject, limit=limit)]}
         )
 
     _add_resources(server, read)
@@ -547,7 +547,7 @@ def _add_resources(server: MCPServer, read: Callable[[Callable[[Memory], Any]], 
         mime_type="application/json",
     )
     async def sources() -> str:
-        found = await read(lambda m: [s.to_dict() for s in m.sources()])
+        found = await read(lambda m: [s.to_dict() for s in m.sources.list()])
         return json.dumps({"sources": found}, ensure_ascii=False)
 
     @server.resource(
@@ -558,7 +558,7 @@ def _add_resources(server: MCPServer, read: Callable[[Callable[[Memory], Any]], 
     )
     async def source(source_id: str) -> str:
         def work(memory: Memory) -> dict[str, Any]:
-            found = memory.source(source_id)
+            found = memory.sources.get(source_id)
             tops = memory.query_source(found.id, limit=MAX_LIMIT)
             return {**found.to_dict(), "summaries": [_node(h) for h in tops.hits]}
 

@@ -275,7 +275,7 @@ class Service:
                     return row.principal
                 self._tokens.pop(key, None)
                 raise AccessDenied("the token matches no principal")
-            principal = owner.authenticate(token)
+            principal = owner.principals.authenticate(token)
             row = owner.store.principal_row(name=principal.name)
             if row is not None:
                 self._tokens[key] = (principal.name, row.token_hash, time.monotonic())
@@ -373,8 +373,8 @@ class Service:
             )
             out = report.to_dict()
             out["embedded"] = 0
-            if embed and memory.embedder is not None and memory.pending_embeddings():
-                out["embedded"] = memory.embed().embedded
+            if embed and memory.embedder is not None and memory.indexes.pending():
+                out["embedded"] = memory.indexes.embed().embedded
             return out
 
     def forget(self, principal: str | None, source: str) -> int:
@@ -382,9 +382,9 @@ class Service:
         with self.writing(principal) as (memory, who):
             with self.reading(principal) as theirs:
                 # Resolved as the principal sees the store: a source hidden from it is missing.
-                found = theirs.source(source)
+                found = theirs.sources.get(source)
             writes.require_readable(who, found)
-            return memory.forget(found.id)
+            return memory.sources.forget(found.id)
 
     def remember(
         self,
@@ -410,13 +410,13 @@ class Service:
                         if node not in seen:
                             raise NotFoundError(f"no node with id {node!r}")
                     if source is not None:
-                        theirs.source(source)
+                        theirs.sources.get(source)
                 if not evidence and source is None:
                     # Checked first, so that a bad statement leaves no empty source behind.
                     statement(subject, predicate, obj, valid_from=valid_from, valid_to=valid_to)
                     source = f"facts:{who.name}"
                     writes.own_facts_source(memory.store, source, who)
-            found = memory.remember(
+            found = memory.facts.remember(
                 subject,
                 predicate,
                 obj,
@@ -433,4 +433,4 @@ class Service:
             with self.reading(principal) as theirs:
                 if not theirs.store.facts(ids=[fact], believed_only=False):
                     raise NotFoundError(f"no fact with id {fact!r}")
-            return memory.retract(fact).to_dict()
+            return memory.facts.retract(fact).to_dict()
