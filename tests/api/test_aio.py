@@ -14,7 +14,7 @@ import pytest
 import stratamem
 from stratamem.api.aio import AsyncMemory
 from stratamem.api.memory import FACETS
-from stratamem.errors import AccessDenied, NotFoundError
+from stratamem.errors import AccessDenied, NotFoundError, StratamemError
 from stratamem.testing import HashingEmbedder
 
 ENG = "slack:#eng"
@@ -124,6 +124,8 @@ def test_as_principal_is_another_async_memory(small: stratamem.Memory, store_loc
                     await reader.items.add("x")
             finally:
                 await reader.aclose()
+            with pytest.raises(StratamemError, match="this memory is closed"):
+                await reader.stats()
 
     asyncio.run(scenario())
 

@@ -30,6 +30,7 @@ from typing import Any, TypeVar
 from stratamem.api.memory import DEFAULT_EMBEDDER, FACETS, Memory
 from stratamem.config import SearchConfig, TreeConfig
 from stratamem.embed.base import Embedder
+from stratamem.errors import StratamemError
 from stratamem.retrieval.rerank import Reranker
 from stratamem.tree.summarizer import Summarizer
 
@@ -49,7 +50,10 @@ class _Worker:
         self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="stratamem-async")
 
     def submit(self, call: Callable[[], T]) -> Future[T]:
-        return self._pool.submit(call)
+        try:
+            return self._pool.submit(call)
+        except RuntimeError:  # shut down
+            raise StratamemError("this memory is closed") from None
 
     async def run(self, call: Callable[[], T]) -> T:
         return await asyncio.wrap_future(self.submit(call))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import builtins
 from collections.abc import Sequence
 
 from stratamem.access import principals
@@ -30,7 +31,7 @@ class Principals(Facet):
         self._owner_only("manage principals")
         return principals.add_principal(self._store, name, scopes, sources=sources, write=write)
 
-    def list(self) -> list[Principal]:
+    def list(self) -> builtins.list[Principal]:
         self._owner_only("list principals")
         return self._store.principals()
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import builtins
 from collections.abc import Sequence
 
 from stratamem.api._core import Facet, ready_indexes, rewrite_indexes
@@ -15,7 +16,7 @@ __all__ = ["Sources"]
 class Sources(Facet):
     """List and look up sources, change their access scopes, forget one."""
 
-    def list(self) -> list[Source]:
+    def list(self) -> builtins.list[Source]:
         """The sources the reader may see; the owner also sees locked ones (marked so)."""
         return self._store.sources()
 
