@@ -55,9 +55,23 @@ PROBES = probes.probes_for(NAMED, canaries=CANARY_QUERIES)
 # sources' scopes.
 READERS = [OWNER, "ann", "cat"]
 # What the owner is told of a locked source it names: that it exists, and is locked (a facts
-# query naming one answers no facts, its facts being sealed, where the store without it
-# answers that there is no such source).
-OWNER_KNOWS = frozenset({"source", "tree", "item", "query_facts"})
+# query, a search or a primitive filtered to one answers nothing, its text being sealed, where
+# the store without it answers that there is no such source).
+OWNER_KNOWS = frozenset(
+    {
+        "source",
+        "tree",
+        "item",
+        "query_facts",
+        "search",
+        "query_source",
+        "query_global",
+        "query_topic",
+        "cover_window",
+        "drill_down",
+        "fetch_leaves",
+    }
+)
 
 
 @pytest.fixture(scope="module")
