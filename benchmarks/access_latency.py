@@ -101,7 +101,7 @@ def build(
                     fh.write(json.dumps(record | {"source": f"s{i % sources:03d}"}) + "\n")
             mem.ingest(source)
             source.unlink()
-        mem.build_trees()  # a kept store whose build was cut short seals what it left
+        mem.trees.build()  # a kept store whose build was cut short seals what it left
         if not mem.store.vector_models():
             add_vectors(mem, vectors)
         grant(mem)
@@ -113,11 +113,11 @@ def grant(mem: stratamem.Memory) -> None:
     for j, source in enumerate(sorted(mem.store.sources(), key=lambda s: s.scope)):
         scope = f"g{j % GROUPS}"
         if source.access != (scope,):
-            mem.set_access(source.id, scopes=[scope])
-    known = {p.name for p in mem.principals()}
+            mem.sources.set_access(source.id, scopes=[scope])
+    known = {p.name for p in mem.principals.list()}
     for name, scopes in SCOPES.items():
         if name not in known:
-            mem.add_principal(name, scopes)
+            mem.principals.add(name, scopes)
 
 
 def open_readers(

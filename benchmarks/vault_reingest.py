@@ -41,7 +41,7 @@ mem = stratamem.open(db)
 started = time.perf_counter()
 report = mem.ingest(vault)
 ingested = time.perf_counter() - started
-embedded = mem.embed()
+embedded = mem.indexes.embed()
 total = time.perf_counter() - started
 source = report.sources[0]
 print(json.dumps({

@@ -223,6 +223,7 @@ def test_sources_stats_and_forget(workspace) -> None:  # type: ignore[no-untyped
     [
         (("show", "nope"), "no node with id 'nope'", 1),
         (("forget", "slack:#nowhere", "--yes"), "no source with id or scope", 1),
+        (("search", "x", "--source", "slack:#nowhere"), "no source with id or scope", 1),
         # An option that cannot be read is a usage error (docs/cli.md).
         (("search", "x", "--since", "yesterday-ish"), "cannot read 'yesterday-ish' as a time", 2),
         (("search", "x", "--since", "2024-03-02", "--until", "2024-03-01"), "is before since", 1),
@@ -233,6 +234,16 @@ def test_errors_are_messages_not_tracebacks(run, args, message, code) -> None:  
     assert result.exit_code == code
     assert message in result.output
     assert "Traceback" not in result.output
+
+
+def test_a_search_of_an_unknown_source_names_the_close_ones(workspace) -> None:  # type: ignore[no-untyped-def]
+    result = workspace("search", "redis", "--source", "slack:#egn")
+    assert result.exit_code == 1
+    assert result.output.splitlines() == [
+        "error: no source with id or scope 'slack:#egn'; "
+        "did you mean 'slack:#eng', 'slack:#general', 'slack:#incidents'?"
+    ]
+    assert workspace("search", "redis", "--source", "slack:*").exit_code == 0
 
 
 def test_unrecognised_input_is_an_error(run, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]

@@ -25,15 +25,15 @@ UNSET = {"STRATAMEM_PASSPHRASE": None, "STRATAMEM_AS": None}
 
 
 def _locking_implemented() -> bool:
-    """Whether ``Memory.lock`` works yet: the tests that lock turn on by themselves once it
+    """Whether ``Memory.locks.lock`` works yet: the tests that lock turn on by themselves once it
     does (any other failure turns them on too, so that they show it)."""
     with (
         tempfile.TemporaryDirectory() as folder,
         stratamem.open(Path(folder) / "probe.db", embedder=None) as memory,
     ):
-        memory.add("probe", source="probe")
+        memory.items.add("probe", source="probe")
         try:
-            memory.lock("probe", passphrase="probe")
+            memory.locks.lock("probe", passphrase="probe")
         except NotImplementedError:
             return False
         except Exception:
@@ -43,7 +43,7 @@ def _locking_implemented() -> bool:
 
 needs_locking = pytest.mark.skipif(
     not _locking_implemented(),
-    reason="locking is not implemented yet: Memory.lock raises NotImplementedError",
+    reason="locking is not implemented yet: Memory.locks.lock raises NotImplementedError",
 )
 
 
@@ -75,7 +75,7 @@ def shared(module_location: str) -> Run:
     db = module_location
     ingest_fixtures(db, Path(__file__).resolve().parent / "fixtures")
     with stratamem.open(db, embedder=None) as memory:
-        memory.add_principal("team-bot", "team")
+        memory.principals.add("team-bot", "team")
     return runner_for(db)
 
 
@@ -132,15 +132,15 @@ def test_principal_add_prints_the_token_once_and_it_authenticates(
     token = token_of(added)  # stdout holds the token alone, so TOKEN=$(…) takes it
     assert "cannot be shown again" in added.stderr
     assert "stratamem principal rotate ci-bot" in added.stderr
-    assert owner.authenticate(token).name == "ci-bot"
+    assert owner.principals.authenticate(token).name == "ci-bot"
 
     rotated = run("principal", "rotate", "ci-bot")
     new = token_of(rotated)
     assert "cannot be shown again" in rotated.stderr
     assert new != token
-    assert owner.authenticate(new).name == "ci-bot"
+    assert owner.principals.authenticate(new).name == "ci-bot"
     with pytest.raises(AccessDenied, match="the token matches no principal"):
-        owner.authenticate(token)
+        owner.principals.authenticate(token)
     listed = run("principal", "list", "--json")
     assert token not in listed.stdout
     assert new not in listed.stdout
@@ -170,7 +170,7 @@ def test_principal_add_and_rotate_json(run: Run, owner: stratamem.Memory) -> Non
     assert added["created"] == added["rotated"]
     assert added["created"].endswith("Z")
     assert TOKEN.fullmatch(added["token"])
-    assert owner.authenticate(added["token"]).scopes == ("eng", "ops")
+    assert owner.principals.authenticate(added["token"]).scopes == ("eng", "ops")
 
     rotated = as_json(run("principal", "rotate", "oncall", "--json"))
     assert set(rotated) == set(added)
@@ -210,7 +210,7 @@ def test_principal_remove(run: Run, owner: stratamem.Memory) -> None:
     assert "removed principal bot" in removed.stdout
     assert as_json(run("principal", "list", "--json")) == []
     with pytest.raises(AccessDenied):
-        owner.authenticate(token)
+        owner.principals.authenticate(token)
     failed_with(run("principal", "remove", "bot"), "no principal named 'bot'")
     failed_with(run("--as", "bot", "sources"), "no principal named 'bot'")
 

@@ -66,7 +66,7 @@ def template(module_location: str) -> str:
     path = module_location
     with stratamem.open(path, embedder=None) as memory:
         memory.ingest(EXAMPLES / "slack-export", parallel=False)
-        memory.add_principal("reader", "team")
+        memory.principals.add("reader", "team")
     return path
 
 
@@ -304,7 +304,7 @@ def test_a_killed_run_resumes_to_what_an_uninterrupted_one_writes(
     assert {e for f in partial for e in f[5]} == set(first_batch)
     assert len(partial) == len(first_batch)
     with stratamem.open(killed, embedder=None) as memory:
-        eng = memory.source(ENG)
+        eng = memory.sources.get(ENG)
         progress = json.loads(memory.store.get_setting(PROGRESS_PREFIX + eng.id) or "{}")
     assert sorted(progress["chunks"]) == sorted(first_batch)
 

@@ -27,7 +27,7 @@ def template(module_location: str) -> str:
     with stratamem.open(path, embedder=None) as memory:
         memory.ingest(EXAMPLES / "slack-export", parallel=False)
         memory.ingest(EXAMPLES / "notes", parallel=False)
-        memory.add_principal("team-bot", "team")
+        memory.principals.add("team-bot", "team")
     # The notes' front matter states facts at ingest (see tests/memory/test_structure.py):
     # these tests start from a store that holds none.
     with stratamem.open(path, embedder=None) as memory, memory.store.transaction():
@@ -80,7 +80,7 @@ def node_in(db: str, scope: str) -> str:
 
 def source_id(db: str, scope: str) -> str:
     with stratamem.open(db, embedder=None) as memory:
-        return memory.source(scope).id
+        return memory.sources.get(scope).id
 
 
 def test_add_reports_what_it_recorded(run: Run) -> None:
@@ -333,7 +333,7 @@ def test_search_prints_cards_with_validity_and_evidence(run: Run, db: str) -> No
 
     found = as_json(run("fact", "search", "who leads release", "--json"))
     with stratamem.open(db, embedder=None) as memory:
-        assert found == json.loads(json.dumps(memory.query_facts("who leads release").to_dict()))
+        assert found == json.loads(json.dumps(memory.facts.query("who leads release").to_dict()))
         cite = memory.get(eng).source_ref
     top = found["hits"][0]
     assert (top["node_kind"], top["content"]) == ("fact", "carol diaz leads release")

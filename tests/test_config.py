@@ -271,11 +271,11 @@ def test_saving_weights_is_the_owners_and_checks_them(store_location: str) -> No
     db = store_location
     with stratamem.open(db, embedder=None) as memory:
         with pytest.raises(ValueError, match="weights"):
-            memory.save_tuned_weights({"weights": {"nope": 1}})
-        memory.save_tuned_weights({"weights": {"keyword": 0.8, "vector": 0.2}})
-        memory.add_principal("r", scopes=["team"])
+            memory.indexes.save_tuned_weights({"weights": {"nope": 1}})
+        memory.indexes.save_tuned_weights({"weights": {"keyword": 0.8, "vector": 0.2}})
+        memory.principals.add("r", scopes=["team"])
         with memory.as_principal("r") as reader, pytest.raises(AccessDenied):
-            reader.save_tuned_weights({"weights": {"keyword": 1}})
+            reader.indexes.save_tuned_weights({"weights": {"keyword": 1}})
     with stratamem.open(db, embedder=None) as memory:
         assert memory.config.leg_weights()["keyword"] == 0.8
     with stratamem.open(db, embedder=None, config=stratamem.SearchConfig()) as memory:

@@ -92,7 +92,7 @@ def memory(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Memory]:
     path = tmp_path_factory.mktemp("times") / "times.db"
     with stratamem.open(path, embedder=None) as opened:
         opened.ingest(ROOT / "examples" / "workspace" / "slack-export", parallel=False)
-        opened.flush()
+        opened.trees.flush()
         yield opened
 
 

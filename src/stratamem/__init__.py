@@ -1,6 +1,6 @@
 """stratamem: a local-first retrieval and memory engine for AI agents."""
 
-from stratamem.api import Memory, open
+from stratamem.api import AsyncMemory, Memory, open, open_async
 from stratamem.config import SearchConfig, TreeConfig, WeightProfile
 from stratamem.embed.base import Embedder, ModelSpec
 from stratamem.errors import (
@@ -44,6 +44,7 @@ from stratamem.types import (
 __all__ = [
     "AccessDenied",
     "AccessError",
+    "AsyncMemory",
     "Card",
     "Chunk",
     "ConfigError",
@@ -84,6 +85,7 @@ __all__ = [
     "WrongPassphrase",
     "copy_store",
     "open",
+    "open_async",
 ]
 
 __version__ = "0.1.0"

@@ -87,10 +87,10 @@ def build_store(
         mem.ingest(fixtures / "markdown" / "vault", trees=False)
         if secret:
             mem.ingest(write_secret(export, secret_count), trees=False)
-        mem.embed()
-        mem.flush()
+        mem.indexes.embed()
+        mem.trees.flush()
         if secret:
-            mem.add(
+            mem.items.add(
                 f"Late note: {CANARIES[2]} moved to Project Zqxhelion",
                 source=SECRET,
                 author="Zqxanna Vorpal",

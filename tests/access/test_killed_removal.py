@@ -39,9 +39,9 @@ with stratamem.open(location, embedder=None) as mem:
         os.kill(os.getpid(), signal.SIGKILL)
     mem.store.finish_scrub = killed
     if action == "forget":
-        mem.forget(SECRET)
+        mem.sources.forget(SECRET)
     else:
-        mem.lock(SECRET, passphrase=PASSPHRASE)
+        mem.locks.lock(SECRET, passphrase=PASSPHRASE)
     print("not killed", flush=True)
 """
 
@@ -60,7 +60,7 @@ def build(location: str, export: Path) -> None:
     with stratamem.open(location, embedder=None) as mem:
         mem.ingest(write_secret(export, 600), trees=False)
         mem.ingest(public_notes(export / "public.jsonl", 60), trees=False)
-        mem.flush()
+        mem.trees.flush()
         index = sparse_index(mem.store)
         index.persist_min_docs = 0
         assert mem.search("zqxcanaryalpha", mode="keyword").hits
@@ -88,10 +88,10 @@ def afterwards(then: str, action: str, location: str, export: Path) -> None:
         if then == "rerun":
             if action == "forget":
                 with pytest.raises(NotFoundError, match="no source"):
-                    mem.forget(SECRET)
+                    mem.sources.forget(SECRET)
             else:
                 with pytest.raises(LockError, match="already locked"):
-                    mem.lock(SECRET, passphrase=PASSPHRASE)
+                    mem.locks.lock(SECRET, passphrase=PASSPHRASE)
         elif then == "search":
             found = mem.search("roadmap release zqxcanaryalpha", mode="keyword")
             assert found.hits
@@ -99,9 +99,9 @@ def afterwards(then: str, action: str, location: str, export: Path) -> None:
         elif then == "ingest":
             mem.ingest(public_notes(export / "more.jsonl", 5, source="more"), trees=False)
         if action == "forget":
-            assert SECRET not in {s.scope for s in mem.sources()}
+            assert SECRET not in {s.scope for s in mem.sources.list()}
         else:
-            assert mem.source(SECRET).locked
+            assert mem.sources.get(SECRET).locked
 
 
 @pytest.mark.parametrize("then", ["open", "rerun", "search", "ingest"])

@@ -57,7 +57,7 @@ from locked_store import FAST_KDF, PASSPHRASE, SECRET
 crypto.DEFAULT_KDF = FAST_KDF
 with stratamem.open(sys.argv[2], embedder=None) as mem:
     print("ready", flush=True)
-    getattr(mem, sys.argv[1])(SECRET, passphrase=PASSPHRASE)
+    getattr(mem.locks, sys.argv[1])(SECRET, passphrase=PASSPHRASE)
     print("done", flush=True)
 """
 
@@ -87,7 +87,7 @@ def stores(tmp_path_factory: pytest.TempPathFactory, server: PostgresServer | No
         with stratamem.open(locked, embedder=None) as mem:
             for action in ("lock", "unlock", "lock"):
                 started = time.perf_counter()
-                getattr(mem, action)(SECRET, passphrase=PASSPHRASE)
+                getattr(mem.locks, action)(SECRET, passphrase=PASSPHRASE)
                 seconds[action] = time.perf_counter() - started
     with closing(Db(unlocked)) as conn:
         return Stores(unlocked, locked, source_dump(conn), store_dump(conn), seconds)
@@ -122,7 +122,7 @@ def check(db: str, stores: Stores) -> str:
         if mem.store.name == "sqlite":
             assert conn.execute("PRAGMA integrity_check").fetchall()[0][0] == "ok"
             conn.execute("INSERT INTO chunks_fts(chunks_fts) VALUES ('integrity-check')")
-        state = "locked" if mem.source(SECRET).locked else "unlocked"
+        state = "locked" if mem.sources.get(SECRET).locked else "unlocked"
         if state == "locked":
             during = source_dump(conn)
             assert during.pop("sources")[0][7] == 1
@@ -134,7 +134,7 @@ def check(db: str, stores: Stores) -> str:
             ).fetchone()
             assert parts == recorded >= 1
             assert residue(db) == {}
-            mem.unlock(SECRET, passphrase=PASSPHRASE)
+            mem.locks.unlock(SECRET, passphrase=PASSPHRASE)
         else:
             assert conn.execute("SELECT count(*) FROM sealed").fetchone()[0] == 0
             assert conn.execute("SELECT count(*) FROM locks").fetchone()[0] == 0

@@ -124,7 +124,7 @@ def test_lock_then_unlock_puts_back_every_row_byte_for_byte(
         searches = {(q, m): hit_keys(mem, q, m) for q in (*QUERIES, CANARIES[0]) for m in MODES}
         assert leaks(mem.search(CANARIES[0]).hits)
 
-        locked = mem.lock(SECRET, passphrase=PASSPHRASE)
+        locked = mem.locks.lock(SECRET, passphrase=PASSPHRASE)
         assert (locked.chunks, locked.summaries, locked.records) == (
             len(source_before["chunks"]),
             len(source_before["summaries"]),
@@ -140,7 +140,7 @@ def test_lock_then_unlock_puts_back_every_row_byte_for_byte(
         ).fetchone()
         assert parts == lock >= 1
 
-        unlocked = mem.unlock(SECRET, passphrase=PASSPHRASE)
+        unlocked = mem.locks.unlock(SECRET, passphrase=PASSPHRASE)
         assert (unlocked.chunks, unlocked.summaries, unlocked.records) == (
             locked.chunks,
             locked.summaries,
@@ -165,13 +165,13 @@ def test_a_source_sealed_in_many_parts_comes_back_whole_and_a_cut_one_does_not(
     conn = open_db(db)
     before = source_dump(conn)
     with stratamem.open(db, embedder=None) as mem:
-        mem.lock(SECRET, passphrase=PASSPHRASE)
+        mem.locks.lock(SECRET, passphrase=PASSPHRASE)
         (parts,) = conn.execute("SELECT count(*) FROM sealed").fetchone()
         assert parts > 5
-        mem.unlock(SECRET, passphrase=PASSPHRASE)
+        mem.locks.unlock(SECRET, passphrase=PASSPHRASE)
         assert source_dump(conn) == before
 
-        mem.lock(SECRET, passphrase=PASSPHRASE)
+        mem.locks.lock(SECRET, passphrase=PASSPHRASE)
         with conn:  # drop the last part, and make the lock count one fewer
             conn.execute(
                 "DELETE FROM sealed WHERE source_id = ? AND part = "
@@ -181,7 +181,7 @@ def test_a_source_sealed_in_many_parts_comes_back_whole_and_a_cut_one_does_not(
             conn.execute("UPDATE locks SET parts = parts - 1 WHERE source_id = ?", (SECRET_ID,))
         locked = store_dump(conn), sealed_rows(conn)
         with pytest.raises(LockError, match="does not decrypt"):
-            mem.unlock(SECRET, passphrase=PASSPHRASE)
+            mem.locks.unlock(SECRET, passphrase=PASSPHRASE)
         assert (store_dump(conn), sealed_rows(conn)) == locked
 
 
@@ -203,14 +203,14 @@ def test_a_reused_summary_rowid_does_not_stop_an_unlock(
     )
     with stratamem.open(store_location, embedder=None, tree_config=TREES) as mem:
         mem.ingest(write_secret(data), trees=False)
-        mem.flush()
+        mem.trees.flush()
         conn = mem.store.conn
         newest = "SELECT source_id FROM summaries ORDER BY rowid DESC LIMIT 1"
         assert conn.execute(newest).fetchone()[0] == SECRET_ID
         secret = source_dump(conn)
-        mem.lock(SECRET, passphrase=PASSPHRASE)
+        mem.locks.lock(SECRET, passphrase=PASSPHRASE)
         mem.ingest(public, trees=False)
-        mem.flush()
+        mem.trees.flush()
         taken = conn.execute(
             "SELECT count(*) FROM summaries WHERE rowid IN ({})".format(
                 ",".join(str(row[0]) for row in secret["summaries"])
@@ -218,7 +218,7 @@ def test_a_reused_summary_rowid_does_not_stop_an_unlock(
         ).fetchone()[0]
         # Another source's summaries took some of the rowids.
         assert taken if mem.store.name == "sqlite" else not taken
-        mem.unlock(SECRET, passphrase=PASSPHRASE)
+        mem.locks.unlock(SECRET, passphrase=PASSPHRASE)
         after = source_dump(conn)
         # The same summaries, in the same order, under new rowids.
         assert [row[1:] for row in sorted(after.pop("summaries"))] == [
@@ -273,7 +273,7 @@ def twins(
                 ]
                 for table in ("chunks", "summaries", "trees")
             }
-            locked.lock(SECRET, passphrase=PASSPHRASE)
+            locked.locks.lock(SECRET, passphrase=PASSPHRASE)
             yield Twins(locked, without, secret)
 
 
@@ -293,16 +293,16 @@ def test_no_read_of_a_node_or_tree_finds_a_locked_source(twins: Twins) -> None:
     assert mem.nodes([*ids["chunks"], *ids["summaries"]]) == []
     assert mem.fetch_leaves(ids["chunks"][:20]) == []
     (tree,) = ids["trees"]
-    assert mem.tree_tops(tree) == []
-    assert mem.tree_stats(tree) == {}
+    assert mem.trees.tops(tree) == []
+    assert mem.trees.stats(tree) == {}
     with pytest.raises(NotFoundError):
-        mem.unsealed_leaves(tree)
+        mem.trees.unsealed(tree)
     with pytest.raises(NotFoundError):
-        mem.tree(SECRET)
-    assert leaks(mem.trees()) == []
-    assert [t.id for t in mem.trees()] == [t.id for t in twins.without.trees()]
+        mem.trees.get(SECRET)
+    assert leaks(mem.trees.list()) == []
+    assert [t.id for t in mem.trees.list()] == [t.id for t in twins.without.trees.list()]
     with pytest.raises(NotFoundError):
-        mem.item("s1", source=SECRET)
+        mem.items.get("s1", source=SECRET)
 
 
 def test_no_primitive_finds_a_locked_source(twins: Twins) -> None:
@@ -337,23 +337,23 @@ def test_stats_count_nothing_of_a_locked_source(twins: Twins) -> None:
     for key in ("path", "bytes"):
         locked.pop(key), without.pop(key)
     assert locked == without
-    assert twins.locked.pending_embeddings() == 0
-    (source,) = [s for s in twins.locked.sources() if s.id == SECRET_ID]
+    assert twins.locked.indexes.pending() == 0
+    (source,) = [s for s in twins.locked.sources.list() if s.id == SECRET_ID]
     assert source.locked
     assert source.chunk_count == 0
 
 
 def test_a_principal_does_not_see_a_locked_source_at_all(twins: Twins) -> None:
-    twins.locked.add_principal("reader", "*")
+    twins.locked.principals.add("reader", "*")
     try:
         reader = twins.locked.as_principal("reader")
         with reader:
-            assert SECRET not in [s.scope for s in reader.sources()]
+            assert SECRET not in [s.scope for s in reader.sources.list()]
             assert leaks(reader.search(QUERIES[0]).hits) == []
             with pytest.raises(NotFoundError):
-                reader.source(SECRET)
+                reader.sources.get(SECRET)
     finally:
-        twins.locked.remove_principal("reader")
+        twins.locked.principals.remove("reader")
 
 
 # -- nothing left on disk --------------------------------------------------------------------
@@ -381,7 +381,7 @@ def test_no_byte_of_a_locked_source_is_left_in_any_file(store_copy: Copy) -> Non
             assert {"chunks", "store.bm25.idx"} <= set(before)  # the check sees a canary
             index = "store.bm25.idx"
 
-        mem.lock(SECRET, passphrase=PASSPHRASE)
+        mem.locks.lock(SECRET, passphrase=PASSPHRASE)
 
         assert residue(db) == {}
         assert index in files_of(db)
@@ -399,13 +399,13 @@ def test_a_wrong_passphrase_is_refused_and_changes_nothing(
     db = store_copy()
     conn = open_db(db)
     with stratamem.open(db, embedder=None) as mem:
-        mem.lock(SECRET, passphrase=PASSPHRASE)
+        mem.locks.lock(SECRET, passphrase=PASSPHRASE)
         before = store_dump(conn), source_dump(conn), sealed_rows(conn)
         with pytest.raises(WrongPassphrase) as refused:
-            mem.unlock(SECRET, passphrase=PASSPHRASE.upper())
+            mem.locks.unlock(SECRET, passphrase=PASSPHRASE.upper())
         assert SECRET in one_line(refused.value)
         assert (store_dump(conn), source_dump(conn), sealed_rows(conn)) == before
-        assert mem.source(SECRET).locked
+        assert mem.sources.get(SECRET).locked
 
 
 def test_a_missing_passphrase_is_refused_and_changes_nothing(
@@ -416,15 +416,15 @@ def test_a_missing_passphrase_is_refused_and_changes_nothing(
     with stratamem.open(db, embedder=None) as mem:
         before = store_dump(conn)
         with pytest.raises(LockError) as refused:
-            mem.lock(SECRET)
+            mem.locks.lock(SECRET)
         assert not isinstance(refused.value, WrongPassphrase)
         assert PASSPHRASE_ENV in one_line(refused.value)
         assert store_dump(conn) == before
-        assert not mem.source(SECRET).locked
-        mem.lock(SECRET, passphrase=PASSPHRASE)
+        assert not mem.sources.get(SECRET).locked
+        mem.locks.lock(SECRET, passphrase=PASSPHRASE)
         locked = store_dump(conn), sealed_rows(conn)
         with pytest.raises(LockError) as refused:
-            mem.unlock(SECRET)
+            mem.locks.unlock(SECRET)
         one_line(refused.value)
         assert (store_dump(conn), sealed_rows(conn)) == locked
 
@@ -434,10 +434,10 @@ def test_the_passphrase_comes_from_the_environment(
 ) -> None:
     monkeypatch.setenv(PASSPHRASE_ENV, PASSPHRASE)
     with stratamem.open(store_copy(), embedder=None) as mem:
-        mem.lock(SECRET)
+        mem.locks.lock(SECRET)
         with pytest.raises(WrongPassphrase):
-            mem.unlock(SECRET, passphrase="given first")
-        assert mem.unlock(SECRET).chunks > 0
+            mem.locks.unlock(SECRET, passphrase="given first")
+        assert mem.locks.unlock(SECRET).chunks > 0
 
 
 def test_the_passphrase_comes_from_the_os_keyring(
@@ -456,10 +456,10 @@ def test_the_passphrase_comes_from_the_os_keyring(
     monkeypatch.setitem(sys.modules, "keyring", keyring)
     monkeypatch.setitem(sys.modules, "keyring.errors", errors)
     with stratamem.open(store_copy(), embedder=None) as mem:
-        mem.lock(SECRET)
-        assert mem.unlock(SECRET).chunks > 0
+        mem.locks.lock(SECRET)
+        assert mem.locks.unlock(SECRET).chunks > 0
         with pytest.raises(LockError, match="keyring"):
-            mem.lock("slack:#eng")
+            mem.locks.lock("slack:#eng")
     assert ("stratamem", SECRET) in asked
     assert ("stratamem", "slack:#eng") in asked
 
@@ -471,16 +471,16 @@ def test_locking_a_locked_source_or_unlocking_an_unlocked_one_is_refused(
     conn = open_db(db)
     with stratamem.open(db, embedder=None) as mem:
         with pytest.raises(LockError) as refused:
-            mem.unlock(SECRET, passphrase=PASSPHRASE)
+            mem.locks.unlock(SECRET, passphrase=PASSPHRASE)
         assert "not locked" in one_line(refused.value)
-        mem.lock(SECRET, passphrase=PASSPHRASE)
+        mem.locks.lock(SECRET, passphrase=PASSPHRASE)
         locked = sealed_rows(conn)
         with pytest.raises(LockError) as refused:
-            mem.lock(SECRET, passphrase=PASSPHRASE)
+            mem.locks.lock(SECRET, passphrase=PASSPHRASE)
         assert "already locked" in one_line(refused.value)
         assert sealed_rows(conn) == locked
         with pytest.raises(NotFoundError):
-            mem.lock("jsonl:nothing", passphrase=PASSPHRASE)
+            mem.locks.lock("jsonl:nothing", passphrase=PASSPHRASE)
         with pytest.raises(ValueError, match="empty"):
             lock_source(mem.store, "slack:#eng", "")
 
@@ -492,8 +492,8 @@ def test_a_moved_or_missing_part_is_refused_and_changes_nothing(
     conn = open_db(db)
     other = "slack:#eng"
     with stratamem.open(db, embedder=None) as mem:
-        mem.lock(SECRET, passphrase=PASSPHRASE)
-        mem.lock(other, passphrase=PASSPHRASE)
+        mem.locks.lock(SECRET, passphrase=PASSPHRASE)
+        mem.locks.lock(other, passphrase=PASSPHRASE)
         mine = conn.execute(
             "SELECT nonce, data FROM sealed WHERE source_id = ? AND part = 0", (SECRET_ID,)
         ).fetchone()
@@ -502,11 +502,11 @@ def test_a_moved_or_missing_part_is_refused_and_changes_nothing(
                 """UPDATE sealed SET (nonce, data) = (
                        SELECT nonce, data FROM sealed WHERE source_id = ? AND part = 0)
                    WHERE source_id = ? AND part = 0""",
-                (mem.source(other).id, SECRET_ID),
+                (mem.sources.get(other).id, SECRET_ID),
             )
         before = store_dump(conn), sealed_rows(conn)
         with pytest.raises(LockError, match="does not decrypt") as refused:
-            mem.unlock(SECRET, passphrase=PASSPHRASE)
+            mem.locks.unlock(SECRET, passphrase=PASSPHRASE)
         one_line(refused.value)
         assert (store_dump(conn), sealed_rows(conn)) == before
         with conn:
@@ -516,10 +516,10 @@ def test_a_moved_or_missing_part_is_refused_and_changes_nothing(
             )
             conn.execute("UPDATE locks SET parts = parts + 1 WHERE source_id = ?", (SECRET_ID,))
         with pytest.raises(LockError):
-            mem.unlock(SECRET, passphrase=PASSPHRASE)
+            mem.locks.unlock(SECRET, passphrase=PASSPHRASE)
         with conn:
             conn.execute("UPDATE locks SET parts = parts - 1 WHERE source_id = ?", (SECRET_ID,))
-        assert mem.unlock(SECRET, passphrase=PASSPHRASE).chunks > 0
+        assert mem.locks.unlock(SECRET, passphrase=PASSPHRASE).chunks > 0
 
 
 def test_forgetting_a_locked_source_removes_its_sealed_content(
@@ -528,10 +528,10 @@ def test_forgetting_a_locked_source_removes_its_sealed_content(
     db = store_copy()
     conn = open_db(db)
     with stratamem.open(db, embedder=None) as mem:
-        mem.lock(SECRET, passphrase=PASSPHRASE)
-        assert mem.forget(SECRET) == 0
+        mem.locks.lock(SECRET, passphrase=PASSPHRASE)
+        assert mem.sources.forget(SECRET) == 0
         assert sealed_rows(conn) == []
-        assert SECRET not in [s.scope for s in mem.sources()]
+        assert SECRET not in [s.scope for s in mem.sources.list()]
 
 
 # -- nothing written into it, nothing derived from it ----------------------------------------
@@ -543,18 +543,18 @@ def test_nothing_is_written_into_a_locked_source(
     db = store_copy()
     conn = open_db(db)
     with stratamem.open(db, embedder=HashingEmbedder(), tree_config=TREES) as mem:
-        mem.lock(SECRET, passphrase=PASSPHRASE)
+        mem.locks.lock(SECRET, passphrase=PASSPHRASE)
         before = store_dump(conn), source_dump(conn), sealed_rows(conn)
         report = mem.ingest(write_secret(tmp_path / "more", 60))
         (failed,) = report.failed
         assert failed.error is not None
         assert "locked" in failed.error
         with pytest.raises(StratamemError, match="locked"):
-            mem.add("one more zqxcanaryalpha", source=SECRET)
+            mem.items.add("one more zqxcanaryalpha", source=SECRET)
         assert (store_dump(conn), source_dump(conn), sealed_rows(conn)) == before
-        mem.embed()
-        assert mem.flush().summaries == 0
-        assert mem.build_trees().summaries == 0
+        mem.indexes.embed()
+        assert mem.trees.flush().summaries == 0
+        assert mem.trees.build().summaries == 0
         after = store_dump(conn), source_dump(conn), sealed_rows(conn)
         # Sealing every source makes a tree row for each, this one's included, with nothing
         # in it: a summary needs leaves, and it has none.
@@ -563,7 +563,7 @@ def test_nothing_is_written_into_a_locked_source(
         assert after[0] == before[0]
         assert {name for name, rows in after[1].items() if rows} <= {"sources", "trees"}
         assert after[2] == before[2]
-        mem.unlock(SECRET, passphrase=PASSPHRASE)
+        mem.locks.unlock(SECRET, passphrase=PASSPHRASE)
         assert len(source_dump(conn)["trees"]) == 1
 
 
@@ -585,13 +585,13 @@ def test_no_model_server_is_sent_anything_of_a_locked_source(
         assert {r.path for r in server.requests} >= {"/v1/embeddings", "/v1/chat/completions"}
 
         with stratamem.open(db, tree_config=TREES, **options) as mem:
-            mem.lock(SECRET, passphrase=PASSPHRASE)
+            mem.locks.lock(SECRET, passphrase=PASSPHRASE)
             server.reset()
             mem.ingest(FIXTURES / "jsonl" / "export.jsonl")
-            mem.add("a new note about the budget review", source="notes:new")
-            mem.embed()
-            mem.flush()
-            mem.build_trees()
+            mem.items.add("a new note about the budget review", source="notes:new")
+            mem.indexes.embed()
+            mem.trees.flush()
+            mem.trees.build()
             for query in QUERIES:
                 for mode in MODES:
                     assert leaks(mem.search(query, mode=mode, rerank=True).hits) == []
@@ -608,7 +608,7 @@ def test_no_model_server_is_sent_anything_of_a_locked_source(
 READ_LOCKED = """
 import sys, stratamem
 with stratamem.open(sys.argv[1], embedder=None) as mem:
-    source = mem.source("jsonl:secret")
+    source = mem.sources.get("jsonl:secret")
     hits = mem.search(sys.argv[2], mode="keyword").hits
     print(source.locked, len(hits))
 """
@@ -619,7 +619,7 @@ def test_a_store_opened_unlocked_reads_the_source_in_memory_only(
 ) -> None:
     db = store_copy()
     with stratamem.open(db, embedder=HashingEmbedder()) as mem:
-        mem.lock(SECRET, passphrase=PASSPHRASE)
+        mem.locks.lock(SECRET, passphrase=PASSPHRASE)
     files = files_of(db)
     assert residue(db) == {}
 
@@ -635,9 +635,9 @@ def test_a_store_opened_unlocked_reads_the_source_in_memory_only(
         assert mem.get(hits[0].node_id).content == hits[0].content
         assert leaks(mem.query_source(SECRET))
         assert leaks(mem.query_topic(SECRET_PERSON))
-        assert mem.tree_stats(mem.tree(SECRET).id)
+        assert mem.trees.stats(mem.trees.get(SECRET).id)
         assert mem.search_entities("Zqxanna Vorpal")
-        assert not mem.source(SECRET).locked
+        assert not mem.sources.get(SECRET).locked
         sparse_index(mem.store).persist_min_docs = 0
         assert sparse_index(mem.store).index_path() is None
         assert mem.vectors is not None
@@ -645,7 +645,7 @@ def test_a_store_opened_unlocked_reads_the_source_in_memory_only(
 
         # Elsewhere it is still locked: another open, another process.
         with stratamem.open(db, embedder=None) as other:
-            assert other.source(SECRET).locked
+            assert other.sources.get(SECRET).locked
             assert other.search(CANARIES[0], mode="keyword").hits == ()
         seen = subprocess.run(
             [sys.executable, "-c", READ_LOCKED, str(db), CANARIES[0]],
@@ -658,18 +658,18 @@ def test_a_store_opened_unlocked_reads_the_source_in_memory_only(
 
         # Writes are refused, to the source or anywhere.
         for write in (
-            lambda: mem.add("a note", source="notes:new"),
-            lambda: mem.lock("slack:#eng", passphrase=PASSPHRASE),
-            lambda: mem.flush(),
-            lambda: mem.set_access(SECRET, add="team"),
-            lambda: mem.forget("slack:#eng"),
+            lambda: mem.items.add("a note", source="notes:new"),
+            lambda: mem.locks.lock("slack:#eng", passphrase=PASSPHRASE),
+            lambda: mem.trees.flush(),
+            lambda: mem.sources.set_access(SECRET, add="team"),
+            lambda: mem.sources.forget("slack:#eng"),
             lambda: mem.ingest(FIXTURES / "jsonl" / "export.jsonl"),
         ):
             with pytest.raises(StoreError, match="read-only") as refused:
                 write()
             one_line(refused.value)
         with pytest.raises(LockError, match="not locked"):  # here it is not
-            mem.unlock(SECRET, passphrase=PASSPHRASE)
+            mem.locks.unlock(SECRET, passphrase=PASSPHRASE)
 
         assert residue(db) == {}
         assert set(files_of(db)) <= set(files) | {"mem.db-wal", "mem.db-shm"}
@@ -682,5 +682,5 @@ def test_a_store_opened_unlocked_reads_the_source_in_memory_only(
         stratamem.open(db, embedder=None, unlock={SECRET: "not it"})
     one_line(refused.value)
     with stratamem.open(db, embedder=None) as mem:
-        assert mem.source(SECRET).locked
+        assert mem.sources.get(SECRET).locked
     assert residue(db) == {}

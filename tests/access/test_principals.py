@@ -35,7 +35,7 @@ def memory(store_location: str, fixtures_dir: Path) -> Iterator[Memory]:
 
 
 def scopes_seen(memory: Memory) -> list[str]:
-    return [s.scope for s in memory.sources()]
+    return [s.scope for s in memory.sources.list()]
 
 
 def keyword_scopes(memory: Memory, query: str) -> set[str]:
@@ -46,19 +46,19 @@ def keyword_scopes(memory: Memory, query: str) -> set[str]:
 
 
 def test_a_token_has_the_documented_shape_and_names_its_principal(memory: Memory) -> None:
-    first = memory.add_principal("bot", "team")
-    second = memory.add_principal("other", "team")
+    first = memory.principals.add("bot", "team")
+    second = memory.principals.add("other", "team")
     assert TOKEN.fullmatch(first)
     assert TOKEN.fullmatch(second)
     assert first != second
-    found = memory.authenticate(first)
+    found = memory.principals.authenticate(first)
     assert (found.name, found.scopes, found.sources, found.write) == ("bot", ("team",), (), False)
-    assert memory.authenticate(f"  {second}\n").name == "other"  # pasted with whitespace
+    assert memory.principals.authenticate(f"  {second}\n").name == "other"  # pasted with whitespace
 
 
 def test_the_files_never_hold_a_token_or_its_secret(memory: Memory, store_location: str) -> None:
-    tokens = [memory.add_principal("bot", "team"), memory.add_principal("eng", "eng,team")]
-    tokens.append(memory.rotate_principal("bot"))
+    tokens = [memory.principals.add("bot", "team"), memory.principals.add("eng", "eng,team")]
+    tokens.append(memory.principals.rotate("bot"))
     memory.search("Redis", mode="keyword")
 
     def leaked(token: str) -> list[str]:
@@ -75,29 +75,29 @@ def test_the_files_never_hold_a_token_or_its_secret(memory: Memory, store_locati
 
 
 def test_rotate_gives_a_new_token_and_the_old_one_stops_working(memory: Memory) -> None:
-    old = memory.add_principal("bot", "team", sources=["slack:*"])
-    new = memory.rotate_principal("bot")
+    old = memory.principals.add("bot", "team", sources=["slack:*"])
+    new = memory.principals.rotate("bot")
     assert TOKEN.fullmatch(new)
     assert new != old
     with pytest.raises(AccessDenied, match=NO_MATCH):
-        memory.authenticate(old)
-    found = memory.authenticate(new)
+        memory.principals.authenticate(old)
+    found = memory.principals.authenticate(new)
     assert (found.name, found.scopes, found.sources) == ("bot", ("team",), ("slack:*",))
     assert found.created_at is not None
     assert found.rotated_at is not None
     assert found.rotated_at >= found.created_at
     with pytest.raises(NotFoundError, match="no principal named 'ghost'"):
-        memory.rotate_principal("ghost")
+        memory.principals.rotate("ghost")
 
 
 def test_remove_ends_the_token_and_every_read(memory: Memory) -> None:
-    token = memory.add_principal("bot", "team")
+    token = memory.principals.add("bot", "team")
     reader = memory.as_principal("bot")
     try:
         assert scopes_seen(reader) == [JSONL_CHAT, *SLACK]
-        memory.remove_principal("bot")
+        memory.principals.remove("bot")
         with pytest.raises(AccessDenied, match=NO_MATCH):
-            memory.authenticate(token)
+            memory.principals.authenticate(token)
         # A memory already open for it reads as a principal with no scopes: nothing.
         assert scopes_seen(reader) == []
         assert not reader.search("Redis", mode="keyword").hits
@@ -111,15 +111,15 @@ def test_remove_ends_the_token_and_every_read(memory: Memory) -> None:
     with pytest.raises(AccessDenied, match="no principal named 'bot'"):
         stratamem.open(memory.path, embedder=None, principal="bot")
     with pytest.raises(NotFoundError, match="no principal named 'bot'"):
-        memory.remove_principal("bot")
+        memory.principals.remove("bot")
 
 
 def test_every_token_that_matches_nothing_gets_the_same_message(memory: Memory) -> None:
-    token = memory.add_principal("bot", "team")
-    removed = memory.add_principal("gone", "team")
-    memory.remove_principal("gone")
-    rotated = memory.add_principal("rotated", "team")
-    memory.rotate_principal("rotated")
+    token = memory.principals.add("bot", "team")
+    removed = memory.principals.add("gone", "team")
+    memory.principals.remove("gone")
+    rotated = memory.principals.add("rotated", "team")
+    memory.principals.rotate("rotated")
     token_id, secret = token[4:16], token[17:]
     wrong_secret = f"stm_{token_id}_{'A' * 43}"
     unknown_id = f"stm_{'0' * 12}_{secret}"
@@ -139,7 +139,7 @@ def test_every_token_that_matches_nothing_gets_the_same_message(memory: Memory) 
     messages = set()
     for candidate in bad:
         with pytest.raises(AccessDenied) as caught:
-            memory.authenticate(candidate)
+            memory.principals.authenticate(candidate)
         messages.add(str(caught.value))
     assert messages == {NO_MATCH}
 
@@ -158,21 +158,21 @@ def test_every_token_that_matches_nothing_gets_the_same_message(memory: Memory) 
 )
 def test_a_bad_principal_is_refused(memory: Memory, name: str, scopes: str, message: str) -> None:
     with pytest.raises(ValueError, match=message):
-        memory.add_principal(name, scopes)
-    assert memory.principals() == []
+        memory.principals.add(name, scopes)
+    assert memory.principals.list() == []
 
 
 def test_a_duplicate_principal_is_refused(memory: Memory) -> None:
-    token = memory.add_principal("bot", "team")
+    token = memory.principals.add("bot", "team")
     with pytest.raises(ValueError, match="a principal named 'bot' exists"):
-        memory.add_principal("bot", "eng")
-    assert memory.authenticate(token).scopes == ("team",)
+        memory.principals.add("bot", "eng")
+    assert memory.principals.authenticate(token).scopes == ("team",)
 
 
 def test_principals_lists_without_secrets(memory: Memory) -> None:
-    memory.add_principal("zed", "*", sources=["slack:#eng*", " "], write=True)
-    memory.add_principal("amy", "Eng, team")
-    listed = memory.principals()
+    memory.principals.add("zed", "*", sources=["slack:#eng*", " "], write=True)
+    memory.principals.add("amy", "Eng, team")
+    listed = memory.principals.list()
     assert [p.name for p in listed] == ["amy", "zed"]
     assert listed[0].scopes == ("eng", "team")  # lowercased, sorted
     assert (listed[1].scopes, listed[1].sources, listed[1].write) == (
@@ -185,7 +185,7 @@ def test_principals_lists_without_secrets(memory: Memory) -> None:
 
 def test_a_store_in_memory_cannot_be_opened_for_a_principal() -> None:
     with stratamem.open(":memory:", embedder=None) as memory:
-        memory.add_principal("bot", "team")
+        memory.principals.add("bot", "team")
         with pytest.raises(ValueError, match="in memory"):
             memory.as_principal("bot")
 
@@ -249,11 +249,11 @@ def test_parse_scopes() -> None:
 
 
 def test_scopes_decide_what_every_read_sees(memory: Memory) -> None:
-    memory.set_access(NOTES, scopes="eng")
-    memory.add_principal("team", "team")
-    memory.add_principal("eng", "eng")
-    memory.add_principal("any", "*")
-    memory.add_principal("narrow", "*", sources=["slack:#eng*"])
+    memory.sources.set_access(NOTES, scopes="eng")
+    memory.principals.add("team", "team")
+    memory.principals.add("eng", "eng")
+    memory.principals.add("any", "*")
+    memory.principals.add("narrow", "*", sources=["slack:#eng*"])
     views = {name: memory.as_principal(name) for name in ("team", "eng", "any", "narrow")}
     try:
         assert scopes_seen(views["team"]) == [JSONL_CHAT, *SLACK]
@@ -280,46 +280,46 @@ def test_scopes_decide_what_every_read_sees(memory: Memory) -> None:
             views["team"].get("0" * 32)
         assert str(unseen.value).replace(hidden, "ID") == str(missing.value).replace("0" * 32, "ID")
         with pytest.raises(NotFoundError, match="no source"):
-            views["team"].source(NOTES)
+            views["team"].sources.get(NOTES)
     finally:
         for view in views.values():
             view.close()
 
 
 def test_a_source_with_no_scopes_is_the_owners_alone(memory: Memory) -> None:
-    memory.set_access("slack:#general", scopes=())
-    memory.add_principal("any", "*")
+    memory.sources.set_access("slack:#general", scopes=())
+    memory.principals.add("any", "*")
     with memory.as_principal("any") as reader:
         assert "slack:#general" not in scopes_seen(reader)
     assert "slack:#general" in scopes_seen(memory)
-    assert memory.source("slack:#general").access == ()
+    assert memory.sources.get("slack:#general").access == ()
 
 
 def test_set_access_reaches_an_open_principal_at_its_next_read(memory: Memory) -> None:
-    memory.add_principal("team", "team")
+    memory.principals.add("team", "team")
     with memory.as_principal("team") as reader:
         assert keyword_scopes(reader, "Numeric") == set()
-        changed = memory.set_access(NOTES, add="team")
+        changed = memory.sources.set_access(NOTES, add="team")
         assert changed.access == ("private", "team")
         assert keyword_scopes(reader, "Numeric") == {NOTES}
         assert NOTES in scopes_seen(reader)
-        memory.set_access(NOTES, remove=["team"])
+        memory.sources.set_access(NOTES, remove=["team"])
         assert keyword_scopes(reader, "Numeric") == set()
-        memory.set_access("slack:#eng", scopes="ops")
+        memory.sources.set_access("slack:#eng", scopes="ops")
         assert scopes_seen(reader) == [JSONL_CHAT, "slack:#general"]
-        memory.set_access("slack:#eng", scopes="ops, team", remove="ops")
+        memory.sources.set_access("slack:#eng", scopes="ops, team", remove="ops")
         assert scopes_seen(reader) == [JSONL_CHAT, *SLACK]
 
 
 def test_set_access_validates_and_resolves(memory: Memory) -> None:
     with pytest.raises(ValueError, match="bad access scope"):
-        memory.set_access(NOTES, add="Bad Label!")
+        memory.sources.set_access(NOTES, add="Bad Label!")
     with pytest.raises(ValueError, match="bad access scope"):
-        memory.set_access(NOTES, scopes="*")  # `*` is a principal's, never a source's
+        memory.sources.set_access(NOTES, scopes="*")  # `*` is a principal's, never a source's
     with pytest.raises(NotFoundError):
-        memory.set_access("slack:#nowhere", scopes="team")
-    by_id = memory.source(NOTES).id
-    assert memory.set_access(by_id, scopes="eng").access == ("eng",)
+        memory.sources.set_access("slack:#nowhere", scopes="team")
+    by_id = memory.sources.get(NOTES).id
+    assert memory.sources.set_access(by_id, scopes="eng").access == ("eng",)
 
 
 # -- ingest ----------------------------------------------------------------------------------
@@ -340,7 +340,7 @@ def test_ingest_gives_each_kind_its_default_scopes(
 ) -> None:
     with stratamem.open(store_location, embedder=None) as memory:
         memory.ingest(fixtures_dir / path, trees=False)
-        assert {s.scope: s.access for s in memory.sources()} == expected
+        assert {s.scope: s.access for s in memory.sources.list()} == expected
 
 
 def test_ingest_access_sets_the_scopes_of_every_source_read(
@@ -349,12 +349,12 @@ def test_ingest_access_sets_the_scopes_of_every_source_read(
     export = fixtures_dir / "jsonl" / "export.jsonl"
     with stratamem.open(store_location, embedder=None) as memory:
         memory.ingest(export, access="Eng, ops", trees=False)
-        assert {s.access for s in memory.sources()} == {("eng", "ops")}
-        memory.set_access(NOTES, add="team")
+        assert {s.access for s in memory.sources.list()} == {("eng", "ops")}
+        memory.sources.set_access(NOTES, add="team")
         memory.ingest(export, trees=False)  # an existing source keeps its own
-        assert memory.source(NOTES).access == ("eng", "ops", "team")
+        assert memory.sources.get(NOTES).access == ("eng", "ops", "team")
         memory.ingest(export, access=["hr"], trees=False)
-        assert {s.access for s in memory.sources()} == {("hr",)}
+        assert {s.access for s in memory.sources.list()} == {("hr",)}
         with pytest.raises(ValueError, match="bad access scope"):
             memory.ingest(export, access="no spaces")
 
@@ -363,29 +363,29 @@ def test_ingest_access_sets_the_scopes_of_every_source_read(
 
 
 def test_a_principal_may_not_write_or_manage(memory: Memory, fixtures_dir: Path) -> None:
-    memory.add_principal("bot", "*")
+    memory.principals.add("bot", "*")
     before = memory.stats()
     with memory.as_principal("bot") as reader:
         refused = {
-            "add": lambda: reader.add("a note"),
-            "update": lambda: reader.update("m1", text="changed"),
-            "delete": lambda: reader.delete("m1"),
+            "add": lambda: reader.items.add("a note"),
+            "update": lambda: reader.items.edit("m1", text="changed"),
+            "delete": lambda: reader.items.rm("m1"),
             "ingest": lambda: reader.ingest(fixtures_dir / "slack"),
-            "embed": lambda: reader.embed(),
-            "reindex": lambda: reader.reindex(),
-            "forget": lambda: reader.forget("slack:#eng"),
-            "build_trees": lambda: reader.build_trees(),
-            "flush": lambda: reader.flush(),
-            "set_access": lambda: reader.set_access("slack:#eng", add="eng"),
-            "add_principal": lambda: reader.add_principal("other", "team"),
-            "principals": lambda: reader.principals(),
-            "remove_principal": lambda: reader.remove_principal("bot"),
-            "rotate_principal": lambda: reader.rotate_principal("bot"),
-            "lock": lambda: reader.lock("slack:#eng", passphrase="p"),
-            "unlock": lambda: reader.unlock("slack:#eng", passphrase="p"),
+            "embed": lambda: reader.indexes.embed(),
+            "reindex": lambda: reader.indexes.reindex(),
+            "forget": lambda: reader.sources.forget("slack:#eng"),
+            "build_trees": lambda: reader.trees.build(),
+            "flush": lambda: reader.trees.flush(),
+            "set_access": lambda: reader.sources.set_access("slack:#eng", add="eng"),
+            "add_principal": lambda: reader.principals.add("other", "team"),
+            "principals": lambda: reader.principals.list(),
+            "remove_principal": lambda: reader.principals.remove("bot"),
+            "rotate_principal": lambda: reader.principals.rotate("bot"),
+            "lock": lambda: reader.locks.lock("slack:#eng", passphrase="p"),
+            "unlock": lambda: reader.locks.unlock("slack:#eng", passphrase="p"),
         }
         for call in refused.values():
             with pytest.raises(AccessDenied, match="principal 'bot' may not"):
                 call()
     assert memory.stats() == before
-    assert [p.name for p in memory.principals()] == ["bot"]
+    assert [p.name for p in memory.principals.list()] == ["bot"]

@@ -25,7 +25,7 @@ def test_every_mode_runs_through_the_real_pipeline(store_location: str, name: st
             assert result.metrics
             assert all(0.0 <= v <= 1.0 for v in result.metrics.values())
         assert mem.stats()["chunks"] == len(dataset.docs)
-        assert mem.pending_embeddings() == 0
+        assert mem.indexes.pending() == 0
         again = evaluate(dataset, mem, ["keyword"])  # the prepared store is reused as it is
         assert again[0].metrics == results[0].metrics
         assert mem.stats()["chunks"] == len(dataset.docs)

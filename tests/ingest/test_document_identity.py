@@ -96,13 +96,13 @@ def test_an_edit_rewrites_and_reembeds_only_the_notes_it_changed(tmp_path: Path)
     memory = stratamem.open(tmp_path / "a.db", embedder="hashing")
     first = memory.ingest(root)
     assert first.added == first.chunks > 60
-    memory.embed()
+    memory.indexes.embed()
     top, end, gone = edit_and_delete(files, root)
     before = {doc: note_chunks(memory, doc) for doc in (top, end, gone)}
     untouched = {i for i, _, _ in chunk_rows(memory)} - set().union(*before.values())
 
     again = memory.ingest(root)
-    embedded = memory.embed()
+    embedded = memory.indexes.embed()
 
     after = {doc: note_chunks(memory, doc) for doc in (top, end, gone)}
     assert after[gone] == set()
@@ -151,13 +151,13 @@ def test_real_notes_edited_reembed_only_their_new_text(tmp_path: Path) -> None:
     files = sorted(root.rglob("*.md"))
     memory = stratamem.open(tmp_path / "a.db", embedder="hashing")
     first = memory.ingest(root)
-    memory.embed()
+    memory.indexes.embed()
     edited = files[len(files) // 2]
     edited.write_text("Said first.\n\n" + edited.read_text(encoding="utf-8"), encoding="utf-8")
     files[-1].unlink()
 
     again = memory.ingest(root)
-    embedded = memory.embed()
+    embedded = memory.indexes.embed()
 
     assert again.added < first.added / 10
     assert embedded.embedded <= again.added

@@ -485,7 +485,7 @@ def test_a_writers_ingest_says_nothing_of_a_hidden_log_of_the_same_name(tmp_path
     def writer_report(db: Path, *, held: bool) -> list[str]:
         with stratamem.open(db, embedder=None) as memory:
             memory.ingest(owner_log, access="private", scope=None if held else "irc:other")
-            memory.add_principal("bot", "team", write=True)
+            memory.principals.add("bot", "team", write=True)
             bot = memory.store.get_principal("bot")
 
             def admit(before: Source | None, after: Source) -> tuple[str, ...] | None:

@@ -1,4 +1,4 @@
-"""Single-item writes (``Memory.add``, ``update``, ``delete``, ``item``): every leg finds a write
+"""Single-item writes (``mem.items``: ``add``, ``edit``, ``rm``, ``get``): every leg finds a write
 as soon as the call returns, and a chat window is derived again only where a write reaches."""
 
 from __future__ import annotations
@@ -43,7 +43,7 @@ def slack(store_location: str) -> Iterator[stratamem.Memory]:
     model, so single writes embed their chunks at once."""
     with open_memory(store_location) as memory:
         memory.ingest(FIXTURES / "slack")
-        memory.embed()
+        memory.indexes.embed()
         yield memory
 
 
@@ -53,7 +53,7 @@ def vector_count(memory: stratamem.Memory) -> int:
 
 def chunk_ids(memory: stratamem.Memory, source: str) -> dict[str, str]:
     """id → content of a source's chunks."""
-    found = memory.source(source)
+    found = memory.sources.get(source)
     return {c.id: c.content for c in memory.store.iter_chunks(found.id)}
 
 
@@ -66,12 +66,12 @@ def found_ids(memory: stratamem.Memory, query: str, mode: str) -> list[str]:
 
 @pytest.mark.parametrize("mode", MODES)
 def test_an_added_item_is_found_at_once_in_every_mode(slack: stratamem.Memory, mode: str) -> None:
-    write = slack.add(KESTREL, author="erin")
+    write = slack.items.add(KESTREL, author="erin")
     assert write.action == "added"
     assert write.scope == "memory"
     assert len(write.chunks_added) == 1
     assert write.embedded == 1  # in the same transaction: no embed() call needed
-    assert slack.pending_embeddings() == 0
+    assert slack.indexes.pending() == 0
 
     response = slack.search(KESTREL_QUERY, mode=mode)
     assert all(state.startswith("ok") for state in response.legs.values()), response.legs
@@ -82,14 +82,14 @@ def test_an_added_item_is_found_at_once_in_every_mode(slack: stratamem.Memory, m
 
 def test_the_first_item_of_a_store_turns_its_vector_leg_on(mem: stratamem.Memory) -> None:
     assert mem.search(KESTREL_QUERY, mode="vector").legs["vector"].startswith("off")
-    write = mem.add(KESTREL, author="erin")
+    write = mem.items.add(KESTREL, author="erin")
     assert write.embedded == 1  # the store took the configured model: no embed() needed
-    assert mem.pending_embeddings() == 0
+    assert mem.indexes.pending() == 0
     response = mem.search(KESTREL_QUERY, mode="vector")
     assert response.legs["vector"].startswith("ok"), response.legs
     assert [h.node_id for h in response.hits] == list(write.chunks_added)
 
-    second = mem.add("The heron migration waits for the kestrel", author="erin")
+    second = mem.items.add("The heron migration waits for the kestrel", author="erin")
     assert second.embedded == 1
 
 
@@ -97,25 +97,25 @@ def test_an_item_added_where_ingested_chunks_wait_for_embed_waits_with_them(
     mem: stratamem.Memory,
 ) -> None:
     mem.ingest(FIXTURES / "slack")
-    waiting = mem.pending_embeddings()
+    waiting = mem.indexes.pending()
     assert waiting > 0
-    write = mem.add(KESTREL, author="erin")
+    write = mem.items.add(KESTREL, author="erin")
     assert write.embedded == 0
     assert vector_count(mem) == 0
-    assert mem.pending_embeddings() == waiting + 1
+    assert mem.indexes.pending() == waiting + 1
     assert found_ids(mem, KESTREL_QUERY, "keyword") == list(write.chunks_added)
     assert found_ids(mem, "kestrel", "graph") == list(write.chunks_added)
 
-    report = mem.embed()
+    report = mem.indexes.embed()
     assert report.embedded == waiting + 1
-    assert mem.pending_embeddings() == 0
+    assert mem.indexes.pending() == 0
     assert found_ids(mem, KESTREL_QUERY, "vector")[0] == write.chunks_added[0]
 
 
 def test_an_item_keeps_every_field_it_was_given(mem: stratamem.Memory) -> None:
     when = datetime(2024, 3, 12, 9, 30, 15, 123456, tzinfo=UTC)
     meta = {"origin": "agent", "weights": [1, 2], "nested": {"a": True}}
-    write = mem.add(
+    write = mem.items.add(
         "The release moves to April 5",
         id="decision-7",
         author="dan",
@@ -126,7 +126,7 @@ def test_an_item_keeps_every_field_it_was_given(mem: stratamem.Memory) -> None:
     )
     assert write.id == "decision-7"
 
-    item = mem.item("decision-7")
+    item = mem.items.get("decision-7")
     assert item.id == "decision-7"
     assert item.text == "The release moves to April 5"
     assert item.author == "dan"
@@ -136,17 +136,17 @@ def test_an_item_keeps_every_field_it_was_given(mem: stratamem.Memory) -> None:
     assert dict(item.meta) == meta
     assert item.ref == "memory#decision-7"
 
-    source = mem.source("memory")
+    source = mem.sources.get("memory")
     assert source.kind is SourceKind.RECORD
     assert source.platform == "memory"
 
 
 def test_time_defaults_to_now_in_utc_to_the_millisecond(mem: stratamem.Memory) -> None:
     before = datetime.now(UTC).replace(microsecond=0)
-    write = mem.add("a note with no time")
+    write = mem.items.add("a note with no time")
     after = datetime.now(UTC)
     assert write.id.startswith("item_")
-    stored = mem.item(write.id).time
+    stored = mem.items.get(write.id).time
     assert stored is not None
     assert stored.tzinfo is UTC
     assert before <= stored <= after
@@ -156,13 +156,13 @@ def test_time_defaults_to_now_in_utc_to_the_millisecond(mem: stratamem.Memory) -
 
 
 def test_an_id_the_source_holds_is_replaced_by_add(mem: stratamem.Memory) -> None:
-    first = mem.add("first words", id="k")
-    again = mem.add("first words", id="k", time=first.record.time if first.record else None)
+    first = mem.items.add("first words", id="k")
+    again = mem.items.add("first words", id="k", time=first.record.time if first.record else None)
     assert again.action == "unchanged"
-    replaced = mem.add("second words", id="k")
+    replaced = mem.items.add("second words", id="k")
     assert replaced.action == "updated"
-    assert mem.item("k").text == "second words"
-    assert mem.store.source_chunk_count(mem.source("memory").id) == 1
+    assert mem.items.get("k").text == "second words"
+    assert mem.store.source_chunk_count(mem.sources.get("memory").id) == 1
 
 
 def test_an_item_in_a_chat_window_derives_that_window_again(slack: stratamem.Memory) -> None:
@@ -170,7 +170,7 @@ def test_an_item_in_a_chat_window_derives_that_window_again(slack: stratamem.Mem
     eng_before = chunk_ids(slack, "slack:#eng")
     vectors_before = vector_count(slack)
 
-    write = slack.add(
+    write = slack.items.add(
         "Frank here, glad to join", source=GENERAL, author="Frank Ortiz", time=WINDOW_TIME
     )
     assert write.scope == GENERAL
@@ -189,29 +189,29 @@ def test_an_item_in_a_chat_window_derives_that_window_again(slack: stratamem.Mem
     assert set(after) - set(before) == set(write.chunks_added)
     assert chunk_ids(slack, "slack:#eng") == eng_before
     assert vector_count(slack) == vectors_before  # one vector out, one in: no re-embedding
-    assert slack.pending_embeddings() == 0
+    assert slack.indexes.pending() == 0
     assert found_ids(slack, "Frank glad to join", "keyword")[0] == write.chunks_added[0]
 
 
 def test_add_names_an_existing_source_by_id_as_well_as_by_scope(slack: stratamem.Memory) -> None:
     # update, delete and item take a source's id or scope; add resolves it the same way.
-    general = slack.source(GENERAL)
-    write = slack.add("Frank here, glad to join", source=general.id, time=WINDOW_TIME, id="f")
+    general = slack.sources.get(GENERAL)
+    write = slack.items.add("Frank here, glad to join", source=general.id, time=WINDOW_TIME, id="f")
     assert (write.source_id, write.scope) == (general.id, GENERAL)
-    assert slack.item("f", source=GENERAL).text == "Frank here, glad to join"
-    assert [s.scope for s in slack.sources()] == ["slack:#eng", GENERAL]
+    assert slack.items.get("f", source=GENERAL).text == "Frank here, glad to join"
+    assert [s.scope for s in slack.sources.list()] == ["slack:#eng", GENERAL]
 
 
 # -- update -----------------------------------------------------------------------------------
 
 
 def test_update_changes_the_text_and_keeps_the_fields_not_given(slack: stratamem.Memory) -> None:
-    added = slack.add(
+    added = slack.items.add(
         "the kestrel rollout starts Monday", id="u1", author="erin", title="Plan", tags=["ops"]
     )
     vectors = vector_count(slack)
 
-    write = slack.update("u1", text="the falcon rollout starts Tuesday")
+    write = slack.items.edit("u1", text="the falcon rollout starts Tuesday")
     assert write.action == "updated"
     assert write.chunks_removed == 1
     assert write.embedded == 1
@@ -222,7 +222,7 @@ def test_update_changes_the_text_and_keeps_the_fields_not_given(slack: stratamem
     for mode in ("keyword", "vector", "hybrid"):
         assert found_ids(slack, "falcon Tuesday", mode)[0] == write.chunks_added[0], mode
 
-    item = slack.item("u1")
+    item = slack.items.get("u1")
     assert item.text == "the falcon rollout starts Tuesday"
     assert (item.author, item.title, item.tags) == ("erin", "Plan", ("ops",))
     assert added.record is not None
@@ -230,55 +230,55 @@ def test_update_changes_the_text_and_keeps_the_fields_not_given(slack: stratamem
 
 
 def test_an_updated_time_is_kept_to_the_millisecond(mem: stratamem.Memory) -> None:
-    mem.add("a note", id="k")
-    write = mem.update("k", time=datetime(2024, 3, 12, 9, 30, 15, 123456, tzinfo=UTC))
-    assert mem.item("k").time == datetime(2024, 3, 12, 9, 30, 15, 123000, tzinfo=UTC)
+    mem.items.add("a note", id="k")
+    write = mem.items.edit("k", time=datetime(2024, 3, 12, 9, 30, 15, 123456, tzinfo=UTC))
+    assert mem.items.get("k").time == datetime(2024, 3, 12, 9, 30, 15, 123000, tzinfo=UTC)
     # What the write reports is what the store keeps, as for add.
-    assert write.record == mem.item("k")
+    assert write.record == mem.items.get("k")
 
 
 def test_update_to_the_same_content_writes_nothing(mem: stratamem.Memory) -> None:
-    added = mem.add("nothing new here", id="same", author="dan", tags=["x"])
+    added = mem.items.add("nothing new here", id="same", author="dan", tags=["x"])
     chunks = chunk_ids(mem, "memory")
     jobs = mem.store.jobs.counts()
 
-    write = mem.update("same", text="nothing new here", author="dan", tags=["x"])
+    write = mem.items.edit("same", text="nothing new here", author="dan", tags=["x"])
     assert write.action == "unchanged"
     assert write.chunks_added == ()
     assert write.chunks_removed == 0
     assert write.embedded == 0
     assert chunk_ids(mem, "memory") == chunks
     assert mem.store.jobs.counts() == jobs
-    assert mem.item("same") == added.record
+    assert mem.items.get("same") == added.record
 
 
 def test_an_unknown_id_is_not_found(mem: stratamem.Memory) -> None:
-    mem.add("something", id="known")
+    mem.items.add("something", id="known")
     with pytest.raises(NotFoundError, match="no item with id 'nope'"):
-        mem.update("nope", text="new text")
+        mem.items.edit("nope", text="new text")
     with pytest.raises(NotFoundError, match="no item with id 'nope'"):
-        mem.item("nope")
-    mem.add("elsewhere", source="other")
+        mem.items.get("nope")
+    mem.items.add("elsewhere", source="other")
     with pytest.raises(NotFoundError, match="no item with id 'known' in source 'other'"):
-        mem.update("known", source="other", text="x")
+        mem.items.edit("known", source="other", text="x")
 
 
 def test_an_id_two_sources_hold_needs_the_source(mem: stratamem.Memory) -> None:
-    mem.add("kept in memory", id="dup")
-    notes = mem.add("kept in notes", id="dup", source="notes")
+    mem.items.add("kept in memory", id="dup")
+    notes = mem.items.add("kept in notes", id="dup", source="notes")
 
     with pytest.raises(
         StratamemError, match=r"several sources hold an item 'dup' \(memory, notes\)"
     ):
-        mem.update("dup", text="changed")
+        mem.items.edit("dup", text="changed")
     with pytest.raises(StratamemError, match="name the source"):
-        mem.delete("dup")
+        mem.items.rm("dup")
 
-    write = mem.update("dup", source="notes", text="changed in notes")
+    write = mem.items.edit("dup", source="notes", text="changed in notes")
     assert (write.action, write.scope) == ("updated", "notes")
-    assert mem.item("dup", source="notes").text == "changed in notes"
-    assert mem.item("dup", source=notes.source_id).text == "changed in notes"
-    assert mem.item("dup", source="memory").text == "kept in memory"
+    assert mem.items.get("dup", source="notes").text == "changed in notes"
+    assert mem.items.get("dup", source=notes.source_id).text == "changed in notes"
+    assert mem.items.get("dup", source="memory").text == "kept in memory"
 
 
 # -- delete -----------------------------------------------------------------------------------
@@ -286,11 +286,11 @@ def test_an_id_two_sources_hold_needs_the_source(mem: stratamem.Memory) -> None:
 
 def test_delete_removes_the_item_from_every_leg(slack: stratamem.Memory) -> None:
     vectors = vector_count(slack)
-    added = slack.add(KESTREL, author="erin", id="gone")
+    added = slack.items.add(KESTREL, author="erin", id="gone")
     (chunk,) = added.chunks_added
     assert all(chunk in found_ids(slack, KESTREL_QUERY, mode) for mode in MODES)
 
-    write = slack.delete("gone")
+    write = slack.items.rm("gone")
     assert (write.action, write.id, write.chunks_removed) == ("deleted", "gone", 1)
     assert vector_count(slack) == vectors
 
@@ -307,16 +307,16 @@ def test_delete_removes_the_item_from_every_leg(slack: stratamem.Memory) -> None
     assert closed.explain["item"]["removed_at"] is not None
 
     with pytest.raises(NotFoundError, match="no item with id 'gone'"):
-        slack.item("gone")
+        slack.items.get("gone")
     with pytest.raises(NotFoundError, match="no item with id 'gone'"):
-        slack.delete("gone")
+        slack.items.rm("gone")
 
 
 def test_delete_in_a_chat_window_derives_it_again_without_the_message(
     slack: stratamem.Memory,
 ) -> None:
     before = chunk_ids(slack, GENERAL)
-    write = slack.delete(DAN_THANKS, source=GENERAL)
+    write = slack.items.rm(DAN_THANKS, source=GENERAL)
     assert write.chunks_removed == 1
     assert write.record is not None
     assert write.record.author == "Dan Okafor"
@@ -336,10 +336,10 @@ def test_delete_in_a_chat_window_derives_it_again_without_the_message(
 def test_a_window_derived_again_by_a_delete_keeps_a_vector(slack: stratamem.Memory) -> None:
     # What is left of the window must stay findable by the vector leg, as after an add or an
     # update, without waiting for embed().
-    write = slack.delete(DAN_THANKS, source=GENERAL)
+    write = slack.items.rm(DAN_THANKS, source=GENERAL)
     model = HashingEmbedder().spec.signature
     assert set(slack.store.vectors_of(model, list(write.chunks_added))) == set(write.chunks_added)
-    assert slack.pending_embeddings() == 0
+    assert slack.indexes.pending() == 0
 
 
 # -- refused writes ---------------------------------------------------------------------------
@@ -347,72 +347,72 @@ def test_a_window_derived_again_by_a_delete_keeps_a_vector(slack: stratamem.Memo
 
 def test_a_document_source_takes_no_items(mem: stratamem.Memory) -> None:
     mem.ingest(FIXTURES / "markdown" / "vault", trees=False)
-    (vault,) = [s for s in mem.sources() if s.kind is SourceKind.DOCUMENT]
+    (vault,) = [s for s in mem.sources.list() if s.kind is SourceKind.DOCUMENT]
     with pytest.raises(StratamemError, match="holds documents"):
-        mem.add("a note", source=vault.scope)
+        mem.items.add("a note", source=vault.scope)
     with pytest.raises(StratamemError, match="not documents"):
-        mem.add("a note", source="fresh", kind="document")
-    assert [s.scope for s in mem.sources()] == [vault.scope]
+        mem.items.add("a note", source="fresh", kind="document")
+    assert [s.scope for s in mem.sources.list()] == [vault.scope]
 
 
 @pytest.mark.parametrize("text", ["", "   ", "\n\t "])
 def test_blank_text_is_refused(mem: stratamem.Memory, text: str) -> None:
     with pytest.raises(StratamemError, match="needs some text"):
-        mem.add(text)
-    mem.add("real text", id="k")
+        mem.items.add(text)
+    mem.items.add("real text", id="k")
     with pytest.raises(StratamemError, match="needs some text"):
-        mem.update("k", text=text)
-    assert mem.item("k").text == "real text"
+        mem.items.edit("k", text=text)
+    assert mem.items.get("k").text == "real text"
 
 
 # -- trees and other connections --------------------------------------------------------------
 
 
 def test_an_add_queues_a_seal_that_flush_runs(mem: stratamem.Memory) -> None:
-    first = mem.add("the first memory", author="dan")
-    second = mem.add("the second memory", author="erin")
-    tree = mem.tree("memory")
+    first = mem.items.add("the first memory", author="dan")
+    second = mem.items.add("the second memory", author="erin")
+    tree = mem.trees.get("memory")
     assert mem.store.jobs.counts() == {"pending": 1}  # one job per tree, however many writes
 
-    report = mem.flush()
+    report = mem.trees.flush()
     assert report.summaries >= 1
     assert "pending" not in mem.store.jobs.counts()
-    covered = {child for top in mem.tree_tops(tree.id) for child in top.child_ids}
+    covered = {child for top in mem.trees.tops(tree.id) for child in top.child_ids}
     assert {*first.chunks_added, *second.chunks_added} <= covered
-    assert mem.unsealed_leaves(tree.id) == 0
+    assert mem.trees.unsealed(tree.id) == 0
 
 
 def test_a_second_memory_on_the_store_sees_writes_without_reopening(store_location: str) -> None:
     path = store_location
     with open_memory(path) as writer:
         writer.ingest(FIXTURES / "slack", trees=False)
-        writer.embed()
+        writer.indexes.embed()
         with open_memory(path) as reader:
             for mode in MODES:  # load every index the reader keeps before the write
                 reader.search("runbooks queue", mode=mode)
 
-            added = writer.add(KESTREL, author="erin", id="seen")
+            added = writer.items.add(KESTREL, author="erin", id="seen")
             for mode in MODES:
                 assert found_ids(reader, KESTREL_QUERY, mode)[:1] == list(added.chunks_added)
-            assert reader.item("seen").text == KESTREL
+            assert reader.items.get("seen").text == KESTREL
 
-            reader.delete("seen")
+            reader.items.rm("seen")
             for mode in MODES:
                 assert added.chunks_added[0] not in found_ids(writer, KESTREL_QUERY, mode)
 
 
 def test_an_item_of_a_locked_source_is_not_found(store_location: str) -> None:
     with stratamem.open(store_location, embedder=None) as memory:
-        written = memory.add("the vault code is 4711", source="private", id="secret")
+        written = memory.items.add("the vault code is 4711", source="private", id="secret")
         with memory.store.transaction():
             memory.store.conn.execute(
                 "UPDATE sources SET locked = 1 WHERE id = ?", (written.source_id,)
             )
         with pytest.raises(NotFoundError):
-            memory.item("secret")
+            memory.items.get("secret")
         with pytest.raises(NotFoundError):
-            memory.update("secret", text="changed")
+            memory.items.edit("secret", text="changed")
         with pytest.raises(NotFoundError):
-            memory.delete("secret")
+            memory.items.rm("secret")
         with pytest.raises(StratamemError, match="locked"):
-            memory.add("another secret", source="private")
+            memory.items.add("another secret", source="private")

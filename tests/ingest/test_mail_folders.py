@@ -262,7 +262,7 @@ def test_memory_ingests_a_folder_as_one_source_per_file(memory: stratamem.Memory
     assert report.connector == "mbox"
     assert {s.scope: s.records for s in report.sources} == MONTHLY_SCOPES
     assert all(s.error is None for s in report.sources)
-    assert sorted(source.scope for source in memory.sources()) == sorted(MONTHLY_SCOPES)
+    assert sorted(source.scope for source in memory.sources.list()) == sorted(MONTHLY_SCOPES)
 
 
 def test_memory_ingests_a_folder_with_a_scope_as_one_source(memory: stratamem.Memory) -> None:
@@ -494,7 +494,7 @@ def test_memory_ingests_maildir_plus_plus_as_one_source_per_folder(
     assert [(s.scope, s.records, s.error) for s in report.sources] == [
         (scope, records, None) for scope, records in MAILDIRPP_SCOPES.items()
     ]
-    assert sorted(source.scope for source in memory.sources()) == sorted(MAILDIRPP_SCOPES)
+    assert sorted(source.scope for source in memory.sources.list()) == sorted(MAILDIRPP_SCOPES)
 
 
 def test_cli_ingests_maildir_plus_plus(run: Run) -> None:

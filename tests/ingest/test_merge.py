@@ -807,4 +807,4 @@ def test_of_two_versions_of_a_message_the_later_edit_is_kept(
     memory.ingest(tmp_path, connector=_Versions(_version(*first)), trees=False)
     (result,) = memory.ingest(tmp_path, connector=_Versions(_version(*then)), trees=False).sources
     assert result.updated == updated
-    assert memory.item("m1").text == kept
+    assert memory.items.get("m1").text == kept

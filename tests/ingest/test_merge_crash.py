@@ -141,7 +141,7 @@ def content(db: Path | str) -> dict[str, Any]:
     content, title, author, time range, thread)."""
     with stratamem.open(db, embedder=None) as mem:
         out: dict[str, Any] = {}
-        for source in mem.sources():
+        for source in mem.sources.list():
             store = mem.store
             stored = store.records_by_key(source.id, list(store.record_keys(source.id)))
             out[source.scope] = (
@@ -258,13 +258,13 @@ with stratamem.open(sys.argv[1], embedder=None) as mem:
         when = start + timedelta(minutes=7 * n + 60 * (n // 5))
         if op[0] == "add":
             kind = "chat" if source == "loop" else None
-            mem.add(text, id=key, source=source, kind=kind, time=when, author="alice")
+            mem.items.add(text, id=key, source=source, kind=kind, time=when, author="alice")
             live.append((key, source))
         elif op[0] == "update":
             moved = {"time": when} if source == "loop" and n % 3 == 0 else {}
-            mem.update(key, source=source, text=text, **moved)
+            mem.items.edit(key, source=source, text=text, **moved)
         else:
-            mem.delete(key, source=source)
+            mem.items.rm(key, source=source)
         print("ok", flush=True)
 """
 
@@ -292,7 +292,7 @@ def check_derived(mem: stratamem.Memory) -> None:
     """Every chunk's record is stored, every record of a record source has its chunks, and
     each source's chunks are exactly those one ingest of its records derives."""
     store = mem.store
-    for source in mem.sources():
+    for source in mem.sources.list():
         stored = store.records_by_key(source.id, list(store.record_keys(source.id)))
         chunks = list(store.iter_chunks(source.id))
         keys = {s.key for s in stored}
@@ -358,6 +358,6 @@ def test_killed_single_item_writes_keep_every_committed_write(store_location: st
 
 def _text(mem: stratamem.Memory, key: str) -> str | None:
     try:
-        return mem.item(key).text
+        return mem.items.get(key).text
     except NotFoundError:
         return None

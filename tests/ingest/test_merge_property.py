@@ -219,7 +219,7 @@ def state(mem: stratamem.Memory) -> dict[str, Any]:
     in score in content order (a tie is broken by row order, which differs between stores)."""
     store = mem.store
     sources: dict[str, Any] = {}
-    for source in mem.sources():
+    for source in mem.sources.list():
         stored = store.records_by_key(source.id, list(store.record_keys(source.id)))
         chunks = list(store.iter_chunks(source.id))
         mentions = store.mentions_of([chunk.id for chunk in chunks])

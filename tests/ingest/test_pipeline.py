@@ -89,7 +89,7 @@ def test_forget_removes_everything_derived(tmp_memory: stratamem.Memory, tmp_pat
     baseline = counts(tmp_memory)
     tmp_memory.ingest(write_jsonl(tmp_path / "notes.jsonl", NOTES))
     assert counts(tmp_memory)["edges"] > baseline["edges"]
-    removed = tmp_memory.forget("jsonl:team")
+    removed = tmp_memory.sources.forget("jsonl:team")
     assert removed == 2
     assert counts(tmp_memory) == baseline
     assert tmp_memory.search("redis", mode="keyword").total == 0
@@ -140,7 +140,7 @@ def test_a_failing_source_is_rolled_back_and_the_rest_goes_on(
         ("c", True),
     ]
     assert "line 2: unexpected end of data" in (report.sources[1].error or "")
-    assert [s.scope for s in tmp_memory.sources()] == ["a", "c"]
+    assert [s.scope for s in tmp_memory.sources.list()] == ["a", "c"]
     assert tmp_memory.search("written before the failure", mode="keyword").total == 0
 
 
@@ -187,7 +187,7 @@ def test_any_failure_of_a_source_or_a_connector_is_reported_in_one_line(
     ]
     assert [p.where for p in report.problems] == ["line 9", "line 10"]
     # The source with nothing readable left no row behind.
-    assert [s.scope for s in tmp_memory.sources()] == ["c"]
+    assert [s.scope for s in tmp_memory.sources.list()] == ["c"]
     assert counts(tmp_memory)["chunks"] == 1
 
 
@@ -251,7 +251,7 @@ def test_a_killed_ingest_leaves_the_store_as_it_was(store_location: str, tmp_pat
     proc.stdout.close()
     with stratamem.open(db) as mem:
         assert counts(mem) == before
-        assert [s.scope for s in mem.sources()] == ["jsonl:team"]
+        assert [s.scope for s in mem.sources.list()] == ["jsonl:team"]
         assert_intact(mem)
 
 
@@ -402,7 +402,7 @@ def test_edges_kept_up_to_date_equal_a_rebuild(
     kept = edges()
     assert kept
     assert all(weight > 0 for _, _, weight in kept)
-    source = tmp_memory.sources()[0].id
+    source = tmp_memory.sources.list()[0].id
     with tmp_memory.store.transaction():
         tmp_memory.store.rebuild_edges(source)
     assert edges() == kept

@@ -364,7 +364,7 @@ def test_lone_surrogates_are_stored_as_replacement_characters(
     report = ingest(tmp_memory, file, "jsonl")
     assert report.records == 2
     assert not report.failed
-    assert {s.scope for s in tmp_memory.sources()} == {"jsonl:src\ufffd", "jsonl:s"}
+    assert {s.scope for s in tmp_memory.sources.list()} == {"jsonl:src\ufffd", "jsonl:s"}
     hits = tmp_memory.search("half", mode="keyword").hits
     assert "half \ufffd a pair" in hits[0].content
 

@@ -206,7 +206,7 @@ def test_a_document_source_in_parts_between_another_keeps_every_part(tmp_path: P
         ("a", 3, 3, 3),
         ("b", 1, 1, 1),
     ]
-    held = {s.scope: s.chunk_count for s in memory.sources()}
+    held = {s.scope: s.chunk_count for s in memory.sources.list()}
     assert held == {"a": 3, "b": 1}
     ids = {c.id for s in memory.store.sources() for c in memory.store.iter_chunks(s.id)}
     again = memory.ingest("x", connector=_Parts(parts), parallel=False, trees=False)

@@ -1,4 +1,4 @@
-"""Consolidation (``Memory.consolidate``, ``stratamem consolidate``): fact scores as
+"""Consolidation (``Memory.facts.consolidate``, ``stratamem consolidate``): fact scores as
 ``docs/memory.md`` defines them, rollups kept, rewritten and dropped by their fact-set hash,
 refused to principals and to an unlocked memory, the same on the same store, the job after
 ingest, and a pass killed mid-way, over the example Slack export (``team``) and notes
@@ -42,7 +42,7 @@ def template(module_location: str) -> str:
     with stratamem.open(path, embedder=None) as memory:
         memory.ingest(EXAMPLES / "slack-export", parallel=False)
         memory.ingest(EXAMPLES / "notes", parallel=False)
-        memory.add_principal("teamer", "team")
+        memory.principals.add("teamer", "team")
     execute(path, "DELETE FROM facts")
     return path
 
@@ -61,13 +61,13 @@ def memory(db: str) -> Iterator[stratamem.Memory]:
 def node_in(memory: stratamem.Memory, scope: str, query: str = "queue") -> str:
     hits = memory.search(query, sources=[scope], mode="keyword", limit=1).hits
     assert hits
-    assert hits[0].source_id == memory.source(scope).id
+    assert hits[0].source_id == memory.sources.get(scope).id
     return hits[0].node_id
 
 
 def say(memory: stratamem.Memory, subject: str, predicate: str, obj: str, **kw: Any) -> str:
     kw.setdefault("now", NOW - timedelta(days=1))
-    return memory.remember(subject, predicate, obj, **kw).recorded[-1].id
+    return memory.facts.remember(subject, predicate, obj, **kw).recorded[-1].id
 
 
 # -- the scores -----------------------------------------------------------------------------------
@@ -81,7 +81,7 @@ def test_scores_follow_the_documented_definitions(memory: stratamem.Memory, db: 
     b2 = say(memory, "topic:beta", "phase", "two", valid_from=T)
     e1 = say(memory, "person:alice chen", "pairs_with", "person:carol diaz",
              evidence=[node_in(memory, ENG)], valid_from=T)  # fmt: skip
-    report = memory.consolidate(now=NOW, min_facts=10, min_score=1.0)
+    report = memory.facts.consolidate(now=NOW, min_facts=10, min_score=1.0)
     assert (report.facts_scored, report.subjects, report.rollups_written) == (4, 3, 0)
     scores = memory.store.fact_scores()
     assert sorted(scores) == sorted([a1, a2, b2, e1])
@@ -99,7 +99,7 @@ def test_scores_follow_the_documented_definitions(memory: stratamem.Memory, db: 
 
     # A fact of #eng on one node, about two entities the team's channels mention: relevance
     # from the better mentioned one, counted in the 30 days up to the team's newest chunk.
-    team = tuple(s.id for s in memory.sources() if s.access == ("team",))
+    team = tuple(s.id for s in memory.sources.list() if s.access == ("team",))
     newest = max(
         datetime.fromtimestamp(ms / 1000, tz=UTC)
         for (ms,) in rows(
@@ -130,7 +130,7 @@ def test_a_fact_alone_in_its_source_scores_as_the_worked_example(
     memory: stratamem.Memory,
 ) -> None:
     fact = say(memory, "topic:lonely", "status", "open")
-    memory.consolidate(now=NOW)
+    memory.facts.consolidate(now=NOW)
     assert memory.store.fact_scores([fact])[fact].score == pytest.approx(0.632, abs=1e-9)
 
 
@@ -139,9 +139,9 @@ def test_scores_do_not_depend_on_the_clock_once_the_facts_are_there(
 ) -> None:
     say(memory, "topic:alpha", "status", "open", valid_from=T)
     say(memory, "topic:alpha", "owner", "dan", valid_from=T - timedelta(days=3))
-    memory.consolidate(now=NOW)
+    memory.facts.consolidate(now=NOW)
     first = memory.store.fact_scores()
-    memory.consolidate(now=NOW + timedelta(days=365))
+    memory.facts.consolidate(now=NOW + timedelta(days=365))
     assert memory.store.fact_scores() == first
 
 
@@ -204,10 +204,10 @@ def test_rollups_of_populous_or_important_subjects_with_facts_evidence_and_quest
     db: str,
 ) -> None:
     ids = _alpha_and_beta(memory)
-    report = memory.consolidate(now=NOW, min_facts=2, min_score=0.99)
+    report = memory.facts.consolidate(now=NOW, min_facts=2, min_score=0.99)
     assert report.rollups_written == 2
     assert report.subjects == 3
-    found = {r.subject: r for r in memory.rollups()}
+    found = {r.subject: r for r in memory.facts.rollups()}
     assert set(found) == {"topic:alpha", "person:alice chen"}
     alpha, alice = found["topic:alpha"], found["person:alice chen"]
     assert alpha.scope == "private"
@@ -228,8 +228,8 @@ def test_rollups_of_populous_or_important_subjects_with_facts_evidence_and_quest
     for one in found.values():
         rollup_consistent(db, one)
     # Important alone: one fact that scores above the bar.
-    memory.consolidate(now=NOW, min_facts=50, min_score=0.6)
-    assert "topic:beta" in {r.subject for r in memory.rollups()}
+    memory.facts.consolidate(now=NOW, min_facts=50, min_score=0.6)
+    assert "topic:beta" in {r.subject for r in memory.facts.rollups()}
 
 
 def test_open_questions_say_where_sources_disagree_and_what_ended(
@@ -241,8 +241,8 @@ def test_open_questions_say_where_sources_disagree_and_what_ended(
     two = say(memory, "topic:release", "date", "April 5", evidence=[general_node], valid_from=T)
     say(memory, "topic:release", "owner", "bob", evidence=[eng_node],
         valid_from=T - timedelta(days=5), valid_to=T - timedelta(days=1))  # fmt: skip
-    memory.consolidate(now=NOW, min_facts=2)
-    (rollup,) = memory.rollups("topic:release")
+    memory.facts.consolidate(now=NOW, min_facts=2)
+    (rollup,) = memory.facts.rollups("topic:release")
     conflict, ended = rollup.body["open_questions"]
     assert conflict["kind"] == "conflict"
     assert conflict["predicate"] == "date"
@@ -260,18 +260,18 @@ def test_unchanged_rollups_are_kept_changed_rebuilt_and_unqualified_dropped(
     db: str,
 ) -> None:
     ids = _alpha_and_beta(memory)
-    memory.consolidate(now=NOW, min_facts=2, min_score=0.99)
-    before = {r.subject: r for r in memory.rollups()}
+    memory.facts.consolidate(now=NOW, min_facts=2, min_score=0.99)
+    before = {r.subject: r for r in memory.facts.rollups()}
 
-    again = memory.consolidate(now=LATER)  # the thresholds were kept
+    again = memory.facts.consolidate(now=LATER)  # the thresholds were kept
     assert (again.rollups_written, again.rollups_kept, again.rollups_dropped) == (0, 2, 0)
-    assert {r.subject: r for r in memory.rollups()} == before
+    assert {r.subject: r for r in memory.facts.rollups()} == before
 
     # A changed value: that subject's rollup alone is rebuilt, built at the new time.
     say(memory, "topic:alpha", "status", "closed", valid_from=T + timedelta(days=1), now=LATER)
-    changed = memory.consolidate(now=LATER)
+    changed = memory.facts.consolidate(now=LATER)
     assert (changed.rollups_written, changed.rollups_kept) == (1, 1)
-    after = {r.subject: r for r in memory.rollups()}
+    after = {r.subject: r for r in memory.facts.rollups()}
     assert after["person:alice chen"] == before["person:alice chen"]
     alpha = after["topic:alpha"]
     assert alpha.id == before["topic:alpha"].id
@@ -281,17 +281,17 @@ def test_unchanged_rollups_are_kept_changed_rebuilt_and_unqualified_dropped(
     rollup_consistent(db, alpha)
 
     # No longer populous: dropped.
-    memory.retract(ids["a2"], now=LATER)
-    memory.retract(ids["a3"], now=LATER)
-    dropped = memory.consolidate(now=LATER)
+    memory.facts.retract(ids["a2"], now=LATER)
+    memory.facts.retract(ids["a3"], now=LATER)
+    dropped = memory.facts.consolidate(now=LATER)
     assert dropped.rollups_dropped == 1
-    assert [r.subject for r in memory.rollups()] == ["person:alice chen"]
+    assert [r.subject for r in memory.facts.rollups()] == ["person:alice chen"]
 
     # A forgotten source takes its rollups with it, and the next pass does not bring them back.
-    memory.forget(ENG)
-    assert memory.rollups() == []
-    assert memory.consolidate(now=LATER).rollups_written == 0
-    assert memory.rollups() == []
+    memory.sources.forget(ENG)
+    assert memory.facts.rollups() == []
+    assert memory.facts.consolidate(now=LATER).rollups_written == 0
+    assert memory.facts.rollups() == []
     assert rows(db, "SELECT count(*) FROM rollups") == [(0,)]
 
 
@@ -302,8 +302,8 @@ def test_the_same_store_consolidates_to_the_same_rollups(
     for name in ("one", "two"):
         with stratamem.open(locations.copy(template, tmp_path, name), embedder=None) as memory:
             _alpha_and_beta(memory)
-            memory.consolidate(now=NOW, min_facts=1)
-            found.append((memory.rollups(), memory.store.fact_scores()))
+            memory.facts.consolidate(now=NOW, min_facts=1)
+            found.append((memory.facts.rollups(), memory.store.fact_scores()))
     assert found[0] == found[1]
     assert len(found[0][0]) == 3
 
@@ -315,9 +315,9 @@ def test_principals_may_not_consolidate(memory: stratamem.Memory, db: str, tmp_p
     _alpha_and_beta(memory)
     with memory.as_principal("teamer") as teamer:
         with pytest.raises(AccessDenied, match="may not consolidate"):
-            teamer.consolidate()
+            teamer.facts.consolidate()
         with pytest.raises(AccessDenied):
-            teamer.consolidate_after_ingest(True)
+            teamer.facts.consolidate_after_ingest(True)
     result = cli(db, "--as", "teamer", "consolidate")
     assert result.returncode == 1
     assert "principal 'teamer' may not consolidate" in result.stderr
@@ -328,20 +328,20 @@ def test_a_memory_opened_with_sources_unlocked_is_refused(
     memory: stratamem.Memory, db: str
 ) -> None:
     _alpha_and_beta(memory)
-    memory.lock(ENG, passphrase=PASSPHRASE)
+    memory.locks.lock(ENG, passphrase=PASSPHRASE)
     path = db
     with stratamem.open(path, embedder=None, unlock={ENG: PASSPHRASE}) as unlocked:
-        assert unlocked.recall("person:alice chen")  # readable in this process
+        assert unlocked.facts.recall("person:alice chen")  # readable in this process
         with pytest.raises(LockError, match="open the store without unlocking"):
-            unlocked.consolidate()
+            unlocked.facts.consolidate()
     env = {**os.environ, "STRATAMEM_PASSPHRASE": PASSPHRASE}
     result = cli(path, "--unlock", ENG, "consolidate", env=env)
     assert result.returncode == 1
     assert "open the store without unlocking" in result.stderr
     assert rows(path, "SELECT count(*) FROM fact_scores") == [(0,)]
     # Without unlocking, the locked source's facts are not read.
-    memory.consolidate(now=NOW, min_facts=1)
-    assert "person:alice chen" not in {r.subject for r in memory.rollups()}
+    memory.facts.consolidate(now=NOW, min_facts=1)
+    assert "person:alice chen" not in {r.subject for r in memory.facts.rollups()}
 
 
 # -- the job after ingest -------------------------------------------------------------------------
@@ -360,24 +360,24 @@ def notes_folder(root: Path, status: str) -> Path:
 def test_ingest_consolidates_after_it_when_asked(
     memory: stratamem.Memory, db: str, tmp_path: Path
 ) -> None:
-    assert memory.consolidate_after_ingest() is False
+    assert memory.facts.consolidate_after_ingest() is False
     memory.ingest(notes_folder(tmp_path, "draft"), scope="notes:plans", parallel=False)
-    assert memory.rollups() == []
-    assert memory.consolidate_after_ingest(True) is True
+    assert memory.facts.rollups() == []
+    assert memory.facts.consolidate_after_ingest(True) is True
     memory.ingest(notes_folder(tmp_path, "accepted"), scope="notes:plans", parallel=False)
-    (orion,) = memory.rollups("topic:orion")
+    (orion,) = memory.facts.rollups("topic:orion")
     assert {f["object"] for f in orion.body["facts"]} == {"accepted", "Dan Okafor", "2"}
     assert rows(db, "SELECT status FROM jobs WHERE kind = ?", JOB_KIND) == [("done",)]
     result = cli(db, "consolidate", "--after-ingest", "off", "--json")
     assert json.loads(result.stdout) == {"after_ingest": False}
-    assert memory.consolidate_after_ingest() is False
+    assert memory.facts.consolidate_after_ingest() is False
 
 
 def test_a_pending_job_left_by_a_crash_is_run_by_consolidate(
     memory: stratamem.Memory, db: str
 ) -> None:
     _alpha_and_beta(memory)
-    memory.consolidate_after_ingest(True)
+    memory.facts.consolidate_after_ingest(True)
     with memory.store.transaction():
         memory.store.jobs.enqueue(JOB_KIND, JOB_KIND, {})
     assert memory.store.jobs.counts().get("pending") == 1
@@ -438,17 +438,17 @@ def big(template: str, locations: Any, tmp_path_factory: pytest.TempPathFactory)
         memory.store.conn.execute(unsafe)  # type: ignore[attr-defined]
         for n in range(SUBJECTS):
             for p in range(2):
-                memory.remember(
+                memory.facts.remember(
                     f"topic:subject {n:04d}",
                     f"p{p}",
                     f"value {n} {p}",
                     valid_from=T - timedelta(hours=n),
                     now=NOW + timedelta(seconds=2 * n + p),
                 )
-        memory.consolidate(min_facts=2)
-        doomed = memory.recall("topic:subject 0000")
+        memory.facts.consolidate(min_facts=2)
+        doomed = memory.facts.recall("topic:subject 0000")
         for fact in doomed:
-            memory.retract(fact.id)
+            memory.facts.retract(fact.id)
     return path
 
 
@@ -483,7 +483,7 @@ def test_a_killed_pass_leaves_the_store_consistent_and_a_rerun_completes_it(
     for db in (killed, whole):
         with stratamem.open(db, embedder=None) as memory:
             for n in range(1, SUBJECTS, 2):
-                memory.remember(f"topic:subject {n:04d}", "p0", f"changed {n}",
+                memory.facts.remember(f"topic:subject {n:04d}", "p0", f"changed {n}",
                                 valid_from=T, now=NOW + timedelta(days=1, seconds=n))  # fmt: skip
     stop_at = random.Random(seed).randrange(1, SUBJECTS // 2 - 10)
     already = rows(killed, "SELECT count(*) FROM rollups")[0][0]
@@ -513,11 +513,11 @@ def test_a_killed_pass_leaves_the_store_consistent_and_a_rerun_completes_it(
     if not is_postgres(killed):  # the server rolled back what the killed client had begun
         assert rows(killed, "PRAGMA integrity_check") == [("ok",)]
     with stratamem.open(killed, embedder=None) as memory:
-        rollups_consistent(killed, memory.rollups(limit=10_000))
-        report = memory.consolidate()
+        rollups_consistent(killed, memory.facts.rollups(limit=10_000))
+        report = memory.facts.consolidate()
         assert report.rollups_written > 0
         assert report.rollups_kept > 0
     with stratamem.open(whole, embedder=None) as memory:
-        memory.consolidate()
+        memory.facts.consolidate()
     assert snapshot(killed) == snapshot(whole)
     assert len(snapshot(whole)[0]) == SUBJECTS - 1

@@ -84,7 +84,7 @@ def template(module_location: str) -> str:
     with stratamem.open(path, embedder=None) as memory:
         memory.ingest(EXAMPLES / "slack-export", parallel=False)
         memory.ingest(EXAMPLES / "notes", parallel=False)
-        memory.add_principal("reader", "team")
+        memory.principals.add("reader", "team")
     return path
 
 
@@ -139,13 +139,13 @@ def said(facts: list[Fact]) -> set[tuple[Any, ...]]:
 def extract(memory: stratamem.Memory, server: FakeModelServer, *sources: str, **kw: Any) -> Any:
     kw.setdefault("batch_size", 4)
     kw.setdefault("timeout", 10.0)
-    return memory.extract_facts(sources, endpoint=server.base_url, model="m", **kw)
+    return memory.facts.extract(sources, endpoint=server.base_url, model="m", **kw)
 
 
 def test_facts_are_written_with_origin_model_on_the_cited_chunks(
     memory: stratamem.Memory, server: FakeModelServer, model: Model
 ) -> None:
-    eng = memory.source(ENG)
+    eng = memory.sources.get(ENG)
     chunks = list(memory.store.iter_chunks(eng.id))
     report = extract(memory, server, ENG)
     assert report.failed == []
@@ -175,8 +175,8 @@ def test_facts_are_written_with_origin_model_on_the_cited_chunks(
         assert fact.valid_from == by_id[node].time_start  # no date said: the chunk's time
         assert fact.object == " ".join(by_id[node].content.split()[:6])
     # The facts read as any other: recall, search.
-    assert memory.recall(facts[0].subject, predicate="wrote")
-    assert memory.search_facts(facts[0].object)
+    assert memory.facts.recall(facts[0].subject, predicate="wrote")
+    assert memory.facts.search(facts[0].object)
 
 
 def test_a_date_the_text_gives_and_confidence_clamped(
@@ -354,7 +354,7 @@ def test_an_unauthorised_answer_fails_the_job_naming_the_endpoint(
     assert "Incorrect API key provided" in failure
     assert report.retries == 0
     assert len(server.requests) == 1
-    incidents = memory.source("slack:#incidents")
+    incidents = memory.sources.get("slack:#incidents")
     assert memory.store.jobs.failed() == [
         (extract_job_key(incidents.id), failure.split(": ", 1)[1])
     ]
@@ -382,7 +382,7 @@ def test_only_new_chunks_are_sent(
 ) -> None:
     extract(memory, server, ENG)
     asked = len(model.nodes_asked())
-    written = memory.add("Erin joins the platform team on Monday.", source=ENG, author="erin")
+    written = memory.items.add("Erin joins the platform team on Monday.", source=ENG, author="erin")
     assert written.chunks_added
     report = extract(memory, server, ENG)
     assert report.chunks == len(written.chunks_added)
@@ -393,7 +393,7 @@ def test_a_forgotten_source_read_again_is_extracted_again(
     memory: stratamem.Memory, server: FakeModelServer
 ) -> None:
     first = extract(memory, server, "slack:#incidents")
-    memory.forget("slack:#incidents")
+    memory.sources.forget("slack:#incidents")
     assert model_facts(memory) == []
     memory.ingest(EXAMPLES / "slack-export", parallel=False)
     again = extract(memory, server, "slack:#incidents")
@@ -409,16 +409,16 @@ def test_a_locked_source_is_never_sent(
     notes.mkdir()
     (notes / "vault.md").write_text(f"# Vault\n\n{canary}\n")
     memory.ingest(notes, scope="notes:secret", parallel=False)
-    memory.lock("notes:secret", passphrase="correct horse")
+    memory.locks.lock("notes:secret", passphrase="correct horse")
     report = extract(memory, server)
     locked = [s for s in report.skipped if s.source == "notes:secret"]
     assert len(locked) == 1
     assert "locked" in locked[0].reason
-    assert report.sources == len(memory.sources())
+    assert report.sources == len(memory.sources.list())
     assert server.requests, "the other sources were extracted"
     bodies = [json.dumps(r.payload) for r in server.requests]
     assert not any("CANARY-7f3a9" in body for body in bodies)
-    secret = memory.source("notes:secret")
+    secret = memory.sources.get("notes:secret")
     assert not [f for f in model_facts(memory) if f.source_id == secret.id]
 
 
@@ -429,10 +429,10 @@ def test_a_source_locked_while_queued_is_never_sent(
     notes.mkdir()
     (notes / "vault.md").write_text("# Vault\n\nCANARY-7f3a9 the vault code is 4471\n")
     memory.ingest(notes, scope="notes:secret", parallel=False)
-    secret = memory.source("notes:secret")
+    secret = memory.sources.get("notes:secret")
     memory.store.jobs.enqueue("extract", extract_job_key(secret.id), {"source_id": secret.id})
-    memory.lock("notes:secret", passphrase="correct horse")
-    result = memory.extract_facts(pending=True, endpoint=server.base_url, model="m")
+    memory.locks.lock("notes:secret", passphrase="correct horse")
+    result = memory.facts.extract(pending=True, endpoint=server.base_url, model="m")
     assert [s.source for s in result.skipped] == ["notes:secret"]
     assert "locked" in result.skipped[0].reason
     assert server.requests == []
@@ -446,7 +446,7 @@ def test_a_principal_cannot_extract(
         with pytest.raises(AccessDenied, match="may not extract facts"):
             extract(reader, server)
         with pytest.raises(AccessDenied):
-            reader.set_extraction(server.base_url, "m")
+            reader.facts.set_extraction(server.base_url, "m")
     assert server.requests == []
 
 
@@ -457,7 +457,7 @@ def test_a_memory_with_unlocked_sources_cannot_extract(
     notes.mkdir()
     (notes / "vault.md").write_text("# Vault\n\nCANARY-7f3a9\n")
     memory.ingest(notes, scope="notes:secret", parallel=False)
-    memory.lock("notes:secret", passphrase="pw")
+    memory.locks.lock("notes:secret", passphrase="pw")
     unlocked = stratamem.open(db, embedder=None, unlock={"notes:secret": "pw"})
     with unlocked, pytest.raises(LockError, match="cannot extract"):
         extract(unlocked, server)
@@ -473,10 +473,10 @@ def test_the_api_key_is_sent_and_kept_nowhere(
 ) -> None:
     key = "sk-canary-b8e1d2c4a9f0"
     monkeypatch.setenv("STRATAMEM_EXTRACT_API_KEY", key)
-    memory.set_extraction(server.base_url, "m")
+    memory.facts.set_extraction(server.base_url, "m")
     server.queue(500, {"error": {"message": "retry me"}})
     with caplog.at_level(logging.DEBUG):
-        report = memory.extract_facts(["slack:#incidents"])
+        report = memory.facts.extract(["slack:#incidents"])
     assert report.retries == 1
     assert {r.headers.get("authorization") for r in server.requests} == {f"Bearer {key}"}
     memory.store.close()
@@ -498,20 +498,20 @@ def test_ingest_extracts_the_sources_it_changed_when_enabled(
     notes = tmp_path / "journal"
     notes.mkdir()
     (notes / "monday.md").write_text("# Monday\n\nDan moved to the payments team.\n")
-    assert memory.extraction() is None
+    assert memory.facts.extraction() is None
     memory.ingest(notes, scope="notes:journal", parallel=False)
     assert server.requests == []  # off: nothing is sent
-    memory.set_extraction(server.base_url, "m")
-    assert memory.extraction() == (server.base_url, "m")
+    memory.facts.set_extraction(server.base_url, "m")
+    assert memory.facts.extraction() == (server.base_url, "m")
     (notes / "tuesday.md").write_text("# Tuesday\n\nErin leads the release.\n")
     memory.ingest(notes, scope="notes:journal", parallel=False)
-    journal = memory.source("notes:journal")
+    journal = memory.sources.get("notes:journal")
     asked = model.nodes_asked()
     assert sorted(asked) == sorted(c.id for c in memory.store.iter_chunks(journal.id))
     assert {f.source_id for f in model_facts(memory)} == {journal.id}
     assert memory.store.get_setting(PROGRESS_PREFIX + journal.id)
-    memory.set_extraction(None)
-    assert memory.extraction() is None
+    memory.facts.set_extraction(None)
+    assert memory.facts.extraction() is None
     (notes / "wednesday.md").write_text("# Wednesday\n\nNothing happened.\n")
     memory.ingest(notes, scope="notes:journal", parallel=False)
     assert len(model.nodes_asked()) == len(asked)
@@ -523,27 +523,27 @@ def test_ingest_goes_on_when_extraction_fails(
     notes = tmp_path / "journal"
     notes.mkdir()
     (notes / "monday.md").write_text("# Monday\n\nDan moved to the payments team.\n")
-    memory.set_extraction(server.base_url, "m")
+    memory.facts.set_extraction(server.base_url, "m")
     server.queue(401, {"error": {"message": "no key"}})
     report = memory.ingest(notes, scope="notes:journal", parallel=False)
     assert report.chunks > 0
     assert report.failed == []
     assert model_facts(memory) == []
     assert [key for key, _ in memory.store.jobs.failed()] == [
-        extract_job_key(memory.source("notes:journal").id)
+        extract_job_key(memory.sources.get("notes:journal").id)
     ]
 
 
 def test_bad_configuration_is_refused(memory: stratamem.Memory) -> None:
     with pytest.raises(ValueError, match="no extraction endpoint"):
-        memory.extract_facts()
+        memory.facts.extract()
     with pytest.raises(ValueError, match="http"):
-        memory.extract_facts(endpoint="ftp://host/v1", model="m")
+        memory.facts.extract(endpoint="ftp://host/v1", model="m")
     with pytest.raises(ValueError, match="must not hold credentials"):
-        memory.set_extraction("http://user:secret@127.0.0.1:1/v1", "m")
+        memory.facts.set_extraction("http://user:secret@127.0.0.1:1/v1", "m")
     with pytest.raises(ValueError, match="model"):
-        memory.set_extraction("http://127.0.0.1:1/v1", "")
-    assert memory.extraction() is None
+        memory.facts.set_extraction("http://127.0.0.1:1/v1", "")
+    assert memory.facts.extraction() is None
 
 
 def test_the_report_as_json(memory: stratamem.Memory, server: FakeModelServer) -> None:

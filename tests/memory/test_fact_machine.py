@@ -153,7 +153,7 @@ class Facts(RuleBasedStateMachine):
         self.memory = stratamem.open(self.db, embedder=None)
         self.peek = connect(self.db)  # the database as it stands, read past the store
         for scope in NOTES:
-            self.memory.add("an item that makes the source", source=scope)
+            self.memory.items.add("an item that makes the source", source=scope)
         # "open", "locked" or "gone" (never made, or forgotten).
         self.status = {**dict.fromkeys(NOTES, "open"), ASSERTED: "gone"}
         self.now = T0
@@ -200,7 +200,7 @@ class Facts(RuleBasedStateMachine):
         status = self.status[home]
         if status == "locked" or (status == "gone" and home != ASSERTED):
             with pytest.raises(LockError if status == "locked" else NotFoundError):
-                self.memory.remember(
+                self.memory.facts.remember(
                     *key,
                     value,
                     valid_from=valid_from,
@@ -209,7 +209,7 @@ class Facts(RuleBasedStateMachine):
                     now=self.now,
                 )
             return
-        wrote = self.memory.remember(
+        wrote = self.memory.facts.remember(
             *key, value, valid_from=valid_from, valid_to=valid_to, source=scope, now=self.now
         )
         self.status[home] = "open"
@@ -236,7 +236,7 @@ class Facts(RuleBasedStateMachine):
         rows = self.readable()
         row = rows[pick % len(rows)]
         scope, key = self.scope_of(row.source_id), (row.subject, row.predicate)
-        wrote = self.memory.retract(row.id, now=self.now)
+        wrote = self.memory.facts.retract(row.id, now=self.now)
         if row.believed:
             model = Row(start_of(row.valid_from), stop_of(row.valid_to), row.object)
             assert model in self.present[scope][key], (row, self.present[scope][key])
@@ -257,11 +257,11 @@ class Facts(RuleBasedStateMachine):
         row = rows[pick % len(rows)]
         key = (row.subject, row.predicate)
         latest = max(
-            f.recorded_at for f in self.memory.fact_history(*key) if f.source_id == row.source_id
+            f.recorded_at for f in self.memory.facts.history(*key) if f.source_id == row.source_id
         )
         _, _, value, (valid_from, valid_to) = said
         with pytest.raises(ValueError, match="only moves forward"):
-            self.memory.remember(
+            self.memory.facts.remember(
                 *key,
                 value,
                 valid_from=valid_from,
@@ -276,7 +276,7 @@ class Facts(RuleBasedStateMachine):
         """A row of a locked or forgotten source cannot be found, let alone corrected."""
         self.tick()
         with pytest.raises(NotFoundError):
-            self.memory.retract(self.hidden[pick % len(self.hidden)], now=self.now)
+            self.memory.facts.retract(self.hidden[pick % len(self.hidden)], now=self.now)
 
     @precondition(lambda self: self.held() > 0)
     @rule(scope=st.sampled_from(SCOPES), wrong=st.booleans())
@@ -287,24 +287,24 @@ class Facts(RuleBasedStateMachine):
         status = self.status[scope]
         if status == "gone":
             with pytest.raises(NotFoundError):
-                self.memory.lock(scope, passphrase=PASSPHRASE)
+                self.memory.locks.lock(scope, passphrase=PASSPHRASE)
             with pytest.raises(NotFoundError):
-                self.memory.unlock(scope, passphrase=PASSPHRASE)
+                self.memory.locks.unlock(scope, passphrase=PASSPHRASE)
         elif status == "open":
             with pytest.raises(LockError, match="not locked"):
-                self.memory.unlock(scope, passphrase=PASSPHRASE)
+                self.memory.locks.unlock(scope, passphrase=PASSPHRASE)
             self.sealed[scope] = self.rows_of(scope)
-            self.memory.lock(scope, passphrase=PASSPHRASE)
+            self.memory.locks.lock(scope, passphrase=PASSPHRASE)
             self.status[scope] = "locked"
             self.hidden += [f.id for f in self.sealed[scope]]
         else:
             with pytest.raises(LockError, match="already locked"):
-                self.memory.lock(scope, passphrase=PASSPHRASE)
+                self.memory.locks.lock(scope, passphrase=PASSPHRASE)
             if wrong:
                 with pytest.raises(WrongPassphrase):
-                    self.memory.unlock(scope, passphrase="not it")
+                    self.memory.locks.unlock(scope, passphrase="not it")
                 self.check_reads(None)
-            self.memory.unlock(scope, passphrase=PASSPHRASE)
+            self.memory.locks.unlock(scope, passphrase=PASSPHRASE)
             self.status[scope] = "open"
             back = self.sealed.pop(scope)
             assert self.rows_of(scope) == back, "unlocking did not put back the rows sealed"
@@ -317,10 +317,10 @@ class Facts(RuleBasedStateMachine):
         self.tick()
         if self.status[scope] == "gone":
             with pytest.raises(NotFoundError):
-                self.memory.forget(scope)
+                self.memory.sources.forget(scope)
             return
         gone = self.rows_of(scope) if self.status[scope] == "open" else self.sealed.pop(scope)
-        self.memory.forget(scope)
+        self.memory.sources.forget(scope)
         self.status[scope] = "gone"
         self.present[scope] = empty()
         for _, timelines in self.past:
@@ -336,7 +336,7 @@ class Facts(RuleBasedStateMachine):
     def make_again(self, pick: str) -> None:
         scope = pick if self.status[pick] == "gone" else next(s for s in NOTES if s != pick)
         self.tick()
-        self.memory.add("an item that makes the source again", source=scope)
+        self.memory.items.add("an item that makes the source again", source=scope)
         self.status[scope] = "open"
 
     # -- what must hold --------------------------------------------------------------------------
@@ -375,7 +375,7 @@ class Facts(RuleBasedStateMachine):
 
     @invariant()
     def history_keeps_every_row_and_changes_only_what_a_step_expired(self) -> None:
-        rows = {f.id: f for key in KEYS for f in self.memory.fact_history(*key)}
+        rows = {f.id: f for key in KEYS for f in self.memory.facts.history(*key)}
         for row in rows.values():
             scope = self.scope_of(row.source_id)
             assert self.status[scope] == "open", f"a row of {scope} ({self.status[scope]}) is read"
@@ -405,7 +405,7 @@ class Facts(RuleBasedStateMachine):
     def readable(self) -> list[Fact]:
         """Every row the history shows, believed or not, in a fixed order."""
         return sorted(
-            (f for key in KEYS for f in self.memory.fact_history(*key)), key=lambda f: f.id
+            (f for key in KEYS for f in self.memory.facts.history(*key)), key=lambda f: f.id
         )
 
     def held(self) -> int:
@@ -419,7 +419,7 @@ class Facts(RuleBasedStateMachine):
     def rows_of(self, scope: str) -> list[Fact]:
         source_id = source_id_for(scope)
         return [
-            f for key in KEYS for f in self.memory.fact_history(*key) if f.source_id == source_id
+            f for key in KEYS for f in self.memory.facts.history(*key) if f.source_id == source_id
         ]
 
     def known_ats(self) -> Iterator[datetime]:
@@ -455,7 +455,7 @@ class Facts(RuleBasedStateMachine):
         """``recall`` at each valid time of ``probes``, and the whole timeline of each key,
         as known at ``known_at``."""
         for valid_at in probes:
-            read = self.memory.recall(as_of=valid_at, known_at=known_at)
+            read = self.memory.facts.recall(as_of=valid_at, known_at=known_at)
             got = Counter(
                 (f.source_id, f.subject, f.predicate, f.object, f.valid_from, f.valid_to)
                 for f in read
@@ -467,7 +467,7 @@ class Facts(RuleBasedStateMachine):
         for key in KEYS:
             got = Counter(
                 (f.source_id, f.object, f.valid_from, f.valid_to)
-                for f in self.memory.fact_history(*key, known_at=known_at)
+                for f in self.memory.facts.history(*key, known_at=known_at)
             )
             want = Counter(
                 (source_id_for(scope), r.value, *bounds(r.first, r.stop))
@@ -546,14 +546,14 @@ def test_facts_through_statements_corrections_locks_and_forgets(
 
 def test_a_statement_older_than_a_correction_is_refused(store_location: str) -> None:
     with stratamem.open(store_location, embedder=None) as memory:
-        (paris,) = memory.remember("person:ada", "city", "paris", now=T0).recorded
-        memory.retract(paris.id, now=T0 + timedelta(hours=10))
+        (paris,) = memory.facts.remember("person:ada", "city", "paris", now=T0).recorded
+        memory.facts.retract(paris.id, now=T0 + timedelta(hours=10))
 
         with pytest.raises(ValueError, match="only moves forward"):
-            memory.remember("person:ada", "city", "lyon", now=T0 + timedelta(hours=5))
+            memory.facts.remember("person:ada", "city", "lyon", now=T0 + timedelta(hours=5))
 
         # Else, as known at hour 7, Ada lived in two cities at once.
-        then = memory.recall("person:ada", predicate="city", known_at=T0 + timedelta(hours=7))
+        then = memory.facts.recall("person:ada", predicate="city", known_at=T0 + timedelta(hours=7))
         assert [f.object for f in then] == ["paris"]
 
 
@@ -567,18 +567,18 @@ def test_a_statement_older_than_a_correction_is_refused(store_location: str) -> 
 def test_a_correction_older_than_its_timeline_is_refused(store_location: str, hours: int) -> None:
     with stratamem.open(store_location, embedder=None) as memory:
         early = DAYS[0], DAYS[1]
-        (paris,) = memory.remember(
+        (paris,) = memory.facts.remember(
             "person:ada", "city", "paris", valid_from=early[0], valid_to=early[1], now=T0
         ).recorded
-        memory.remember(
+        memory.facts.remember(
             "person:ada", "city", "lyon", valid_from=DAYS[2], now=T0 + timedelta(hours=10)
         )
-        seen = memory.recall("person:ada", as_of=early[0], known_at=T0 + timedelta(hours=7))
+        seen = memory.facts.recall("person:ada", as_of=early[0], known_at=T0 + timedelta(hours=7))
         assert [f.id for f in seen] == [paris.id]
 
         with pytest.raises(ValueError, match="only moves forward"):
-            memory.retract(paris.id, now=T0 + timedelta(hours=hours))
+            memory.facts.retract(paris.id, now=T0 + timedelta(hours=hours))
 
         # What a read of the past returned, it returns again.
-        again = memory.recall("person:ada", as_of=early[0], known_at=T0 + timedelta(hours=7))
+        again = memory.facts.recall("person:ada", as_of=early[0], known_at=T0 + timedelta(hours=7))
         assert again == seen

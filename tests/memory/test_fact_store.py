@@ -1,4 +1,4 @@
-"""Facts kept in a store: ``Memory.remember``, ``retract``, ``recall`` and ``fact_history``
+"""Facts kept in a store: ``Memory.facts.remember``, ``retract``, ``recall`` and ``fact_history``
 over a store holding the example Slack export (``team``) and notes (``private``)."""
 
 from __future__ import annotations
@@ -61,7 +61,7 @@ def node_in(memory: stratamem.Memory, scope: str, query: str = "release") -> str
     """A node id of source ``scope``."""
     hits = memory.search(query, sources=[scope], mode="keyword", limit=3).hits
     assert hits, f"no hit for {query!r} in {scope}"
-    assert {h.source_id for h in hits} == {memory.source(scope).id}
+    assert {h.source_id for h in hits} == {memory.sources.get(scope).id}
     return hits[0].node_id
 
 
@@ -85,7 +85,7 @@ def spans(facts: list[Fact]) -> list[tuple[str, datetime | None, datetime | None
 
 
 def test_remember_recall_and_history_round_trip(memory: stratamem.Memory, db: str) -> None:
-    write = memory.remember(
+    write = memory.facts.remember(
         "  person:Carol   DIAZ ",
         "Reports  To",
         "The Platform  Team",
@@ -108,12 +108,12 @@ def test_remember_recall_and_history_round_trip(memory: stratamem.Memory, db: st
     assert (fact.confidence, fact.origin) == (0.75, "asserted")
     assert fact.id.startswith("fact_")
 
-    assert memory.recall() == [fact]
-    assert memory.recall("person:CAROL diaz") == [fact]
-    assert memory.recall(CAROL, predicate="reports to") == [fact]
-    assert memory.recall(CAROL, predicate="leads") == []
-    assert memory.recall("person:dan ng") == []
-    assert memory.fact_history("person:carol  diaz", "REPORTS TO") == [fact]
+    assert memory.facts.recall() == [fact]
+    assert memory.facts.recall("person:CAROL diaz") == [fact]
+    assert memory.facts.recall(CAROL, predicate="reports to") == [fact]
+    assert memory.facts.recall(CAROL, predicate="leads") == []
+    assert memory.facts.recall("person:dan ng") == []
+    assert memory.facts.history("person:carol  diaz", "REPORTS TO") == [fact]
     assert table(db, "SELECT subject, predicate, object FROM facts") == [
         (CAROL, "reports_to", "The Platform  Team")
     ]
@@ -134,41 +134,41 @@ def test_remember_recall_and_history_round_trip(memory: stratamem.Memory, db: st
 def test_objects_are_entity_ids_in_canonical_form_or_literals_as_written(
     memory: stratamem.Memory, given: str, stored: str, is_entity: bool
 ) -> None:
-    (fact,) = memory.remember("topic:phoenix", "owner", given, now=march(2)).recorded
+    (fact,) = memory.facts.remember("topic:phoenix", "owner", given, now=march(2)).recorded
     assert (fact.object, fact.object_is_entity) == (stored, is_entity)
-    assert memory.recall("topic:phoenix") == [fact]
+    assert memory.facts.recall("topic:phoenix") == [fact]
 
 
 def test_recall_filters_and_limit(memory: stratamem.Memory) -> None:
-    memory.remember(CAROL, "leads", "on-call", now=march(2))
-    memory.remember(CAROL, "team", "platform", now=march(2))
-    memory.remember("person:dan ng", "leads", "release", now=march(2))
-    assert [(f.subject, f.predicate) for f in memory.recall()] == [
+    memory.facts.remember(CAROL, "leads", "on-call", now=march(2))
+    memory.facts.remember(CAROL, "team", "platform", now=march(2))
+    memory.facts.remember("person:dan ng", "leads", "release", now=march(2))
+    assert [(f.subject, f.predicate) for f in memory.facts.recall()] == [
         (CAROL, "leads"),
         (CAROL, "team"),
         ("person:dan ng", "leads"),
     ]
-    assert [f.object for f in memory.recall(predicate="Leads")] == ["on-call", "release"]
-    assert [f.object for f in memory.recall(CAROL)] == ["on-call", "platform"]
-    assert len(memory.recall(limit=2)) == 2
+    assert [f.object for f in memory.facts.recall(predicate="Leads")] == ["on-call", "release"]
+    assert [f.object for f in memory.facts.recall(CAROL)] == ["on-call", "platform"]
+    assert len(memory.facts.recall(limit=2)) == 2
     with pytest.raises(ValueError, match="not an entity id"):
-        memory.recall("carol")
+        memory.facts.recall("carol")
 
 
 # -- how statements change a timeline -------------------------------------------------------------
 
 
 def test_the_same_statement_twice_changes_nothing(memory: stratamem.Memory, db: str) -> None:
-    (first,) = memory.remember(
+    (first,) = memory.facts.remember(
         CAROL, "leads", "on-call", valid_from=march(1), now=march(2)
     ).recorded
     before = table(db)
-    again = memory.remember(
+    again = memory.facts.remember(
         "person:Carol  Diaz", "Leads", " on-call ", valid_from=march(1), now=march(20)
     )
     assert again == FactWrite(expired=(), recorded=())
     assert table(db) == before
-    assert memory.recall(CAROL) == [replace(first, recorded_at=_ms(first.recorded_at))]
+    assert memory.facts.recall(CAROL) == [replace(first, recorded_at=_ms(first.recorded_at))]
 
 
 def test_the_same_statement_with_sub_millisecond_times_changes_nothing(
@@ -177,9 +177,9 @@ def test_the_same_statement_with_sub_millisecond_times_changes_nothing(
 ) -> None:
     start = march(1) + timedelta(microseconds=1500)
     end = march(5) + timedelta(microseconds=2500)
-    memory.remember("topic:x", "state", "open", valid_from=start, valid_to=end, now=march(6))
+    memory.facts.remember("topic:x", "state", "open", valid_from=start, valid_to=end, now=march(6))
     before = table(db)
-    again = memory.remember(
+    again = memory.facts.remember(
         "topic:x", "state", "open", valid_from=start, valid_to=end, now=march(7)
     )
     assert again == FactWrite(expired=(), recorded=())
@@ -187,8 +187,10 @@ def test_the_same_statement_with_sub_millisecond_times_changes_nothing(
 
 
 def test_a_new_value_closes_the_old_row_and_keeps_it(memory: stratamem.Memory, db: str) -> None:
-    (old,) = memory.remember(CAROL, "leads", "on-call", valid_from=march(1), now=march(2)).recorded
-    change = memory.remember(CAROL, "leads", "release", valid_from=march(10), now=march(11))
+    (old,) = memory.facts.remember(
+        CAROL, "leads", "on-call", valid_from=march(1), now=march(2)
+    ).recorded
+    change = memory.facts.remember(CAROL, "leads", "release", valid_from=march(10), now=march(11))
     assert change.expired == (old.id,)
     assert spans(list(change.recorded)) == [
         ("on-call", march(1), march(10)),
@@ -196,20 +198,22 @@ def test_a_new_value_closes_the_old_row_and_keeps_it(memory: stratamem.Memory, d
     ]
     assert all(f.recorded_at == march(11) for f in change.recorded)
 
-    assert spans(memory.recall(CAROL)) == [("release", march(10), None)]
-    assert spans(memory.recall(CAROL, as_of=march(5))) == [("on-call", march(1), march(10))]
-    assert spans(memory.recall(CAROL, as_of=march(10))) == [("release", march(10), None)]
-    assert memory.recall(CAROL, as_of=march(1) - timedelta(seconds=1)) == []
+    assert spans(memory.facts.recall(CAROL)) == [("release", march(10), None)]
+    assert spans(memory.facts.recall(CAROL, as_of=march(5))) == [("on-call", march(1), march(10))]
+    assert spans(memory.facts.recall(CAROL, as_of=march(10))) == [("release", march(10), None)]
+    assert memory.facts.recall(CAROL, as_of=march(1) - timedelta(seconds=1)) == []
 
     # What was believed before the change: on-call, open-ended.
-    assert [f.id for f in memory.recall(CAROL, known_at=march(5))] == [old.id]
-    assert [f.id for f in memory.recall(CAROL, as_of=march(20), known_at=march(5))] == [old.id]
-    assert memory.recall(CAROL, known_at=march(1)) == []
-    assert spans(memory.recall(CAROL, as_of=march(20), known_at=march(12))) == [
+    assert [f.id for f in memory.facts.recall(CAROL, known_at=march(5))] == [old.id]
+    assert [f.id for f in memory.facts.recall(CAROL, as_of=march(20), known_at=march(5))] == [
+        old.id
+    ]
+    assert memory.facts.recall(CAROL, known_at=march(1)) == []
+    assert spans(memory.facts.recall(CAROL, as_of=march(20), known_at=march(12))) == [
         ("release", march(10), None)
     ]
 
-    history = memory.fact_history(CAROL, "leads")
+    history = memory.facts.history(CAROL, "leads")
     assert [(f.object, f.valid_from, f.valid_to, f.expired_at) for f in history] == [
         ("on-call", march(1), None, march(11)),
         ("on-call", march(1), march(10), None),
@@ -217,37 +221,37 @@ def test_a_new_value_closes_the_old_row_and_keeps_it(memory: stratamem.Memory, d
     ]
     assert history[0].id == old.id
     assert history[0].recorded_at == march(2)
-    assert [f.id for f in memory.fact_history(CAROL, "leads", known_at=march(5))] == [old.id]
+    assert [f.id for f in memory.facts.history(CAROL, "leads", known_at=march(5))] == [old.id]
     assert len(table(db)) == 3
 
 
 def test_a_statement_dated_before_the_present_value_fills_history_only(
     memory: stratamem.Memory,
 ) -> None:
-    (present,) = memory.remember(
+    (present,) = memory.facts.remember(
         CAROL, "leads", "release", valid_from=march(10), now=march(11)
     ).recorded
-    earlier = memory.remember(CAROL, "leads", "on-call", valid_from=march(1), now=march(12))
+    earlier = memory.facts.remember(CAROL, "leads", "on-call", valid_from=march(1), now=march(12))
     assert earlier.expired == ()
     assert spans(list(earlier.recorded)) == [("on-call", march(1), march(10))]
-    assert [f.id for f in memory.recall(CAROL)] == [present.id]
-    assert spans(memory.recall(CAROL, as_of=march(3))) == [("on-call", march(1), march(10))]
-    assert all(f.expired_at is None for f in memory.fact_history(CAROL, "leads"))
+    assert [f.id for f in memory.facts.recall(CAROL)] == [present.id]
+    assert spans(memory.facts.recall(CAROL, as_of=march(3))) == [("on-call", march(1), march(10))]
+    assert all(f.expired_at is None for f in memory.facts.history(CAROL, "leads"))
 
 
 def test_transaction_time_only_moves_forward(memory: stratamem.Memory, db: str) -> None:
-    memory.remember(CAROL, "leads", "on-call", valid_from=march(1), now=march(5))
+    memory.facts.remember(CAROL, "leads", "on-call", valid_from=march(1), now=march(5))
     before = table(db)
     with pytest.raises(ValueError, match="transaction time only moves forward"):
-        memory.remember(CAROL, "leads", "release", valid_from=march(10), now=march(4))
+        memory.facts.remember(CAROL, "leads", "release", valid_from=march(10), now=march(4))
     assert table(db) == before
 
 
 def test_an_explicit_valid_to_splits_the_value_around_it(memory: stratamem.Memory) -> None:
-    (whole,) = memory.remember(
+    (whole,) = memory.facts.remember(
         CAROL, "leads", "on-call", valid_from=march(1), now=march(2)
     ).recorded
-    change = memory.remember(
+    change = memory.facts.remember(
         CAROL, "leads", "holiday", valid_from=march(5), valid_to=march(8), now=march(4)
     )
     assert change.expired == (whole.id,)
@@ -259,24 +263,24 @@ def test_an_explicit_valid_to_splits_the_value_around_it(memory: stratamem.Memor
         ],
         key=str,
     )
-    assert [f.object for f in memory.recall(CAROL, as_of=march(6))] == ["holiday"]
-    assert [f.object for f in memory.recall(CAROL, as_of=march(2))] == ["on-call"]
-    assert spans(memory.recall(CAROL)) == [("on-call", march(8), None)]
+    assert [f.object for f in memory.facts.recall(CAROL, as_of=march(6))] == ["holiday"]
+    assert [f.object for f in memory.facts.recall(CAROL, as_of=march(2))] == ["on-call"]
+    assert spans(memory.facts.recall(CAROL)) == [("on-call", march(8), None)]
 
 
 def test_retract_ends_belief_and_keeps_the_row(memory: stratamem.Memory, db: str) -> None:
-    (fact,) = memory.remember(CAROL, "leads", "on-call", now=march(2)).recorded
-    assert memory.retract(fact.id, now=march(3)) == FactWrite(expired=(fact.id,), recorded=())
-    assert memory.recall() == []
-    assert [f.id for f in memory.recall(known_at=march(2, 12))] == [fact.id]
-    (kept,) = memory.fact_history(CAROL, "leads")
+    (fact,) = memory.facts.remember(CAROL, "leads", "on-call", now=march(2)).recorded
+    assert memory.facts.retract(fact.id, now=march(3)) == FactWrite(expired=(fact.id,), recorded=())
+    assert memory.facts.recall() == []
+    assert [f.id for f in memory.facts.recall(known_at=march(2, 12))] == [fact.id]
+    (kept,) = memory.facts.history(CAROL, "leads")
     assert (kept.id, kept.expired_at) == (fact.id, march(3))
-    assert memory.fact_history(CAROL, "leads", known_at=march(4)) == []
+    assert memory.facts.history(CAROL, "leads", known_at=march(4)) == []
     # Retracted already: nothing more to do.
-    assert memory.retract(fact.id, now=march(4)) == FactWrite(expired=(), recorded=())
+    assert memory.facts.retract(fact.id, now=march(4)) == FactWrite(expired=(), recorded=())
     assert table(db, "SELECT expired_at FROM facts") == [(int(march(3).timestamp()) * 1000,)]
     with pytest.raises(NotFoundError, match="fact_nope"):
-        memory.retract("fact_nope")
+        memory.facts.retract("fact_nope")
 
 
 def _break_after_update(memory: stratamem.Memory, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -299,16 +303,16 @@ def expired_inside(memory: stratamem.Memory) -> int:
 def test_a_write_that_fails_midway_leaves_the_store_as_it_was(
     memory: stratamem.Memory, db: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    (fact,) = memory.remember(CAROL, "leads", "on-call", valid_from=march(1)).recorded
+    (fact,) = memory.facts.remember(CAROL, "leads", "on-call", valid_from=march(1)).recorded
     before = table(db)
     _break_after_update(memory, monkeypatch)
     with pytest.raises(RuntimeError, match="disk"):
-        memory.remember(CAROL, "leads", "release", valid_from=march(10))
+        memory.facts.remember(CAROL, "leads", "release", valid_from=march(10))
     with pytest.raises(RuntimeError, match="disk"):
-        memory.retract(fact.id)
+        memory.facts.retract(fact.id)
     assert table(db) == before
     monkeypatch.undo()
-    assert [f.id for f in memory.recall()] == [fact.id]
+    assert [f.id for f in memory.facts.recall()] == [fact.id]
     assert not memory.store.in_transaction()
 
 
@@ -320,10 +324,10 @@ def test_a_failed_first_write_leaves_no_default_source_behind(
 
     monkeypatch.setattr(memory.store, "write_facts", write_facts)
     with pytest.raises(RuntimeError):
-        memory.remember(CAROL, "leads", "on-call")
+        memory.facts.remember(CAROL, "leads", "on-call")
     monkeypatch.undo()
     with pytest.raises(NotFoundError):
-        memory.source(ASSERTED)
+        memory.sources.get(ASSERTED)
 
 
 # -- evidence and the source a fact belongs to ----------------------------------------------------
@@ -332,34 +336,34 @@ def test_a_failed_first_write_leaves_no_default_source_behind(
 def test_a_fact_belongs_to_the_source_of_its_evidence(memory: stratamem.Memory, db: str) -> None:
     first = node_in(memory, ENG)
     second = memory.search("Redis", sources=[ENG], mode="keyword", limit=5).hits[-1].node_id
-    write = memory.remember(
+    write = memory.facts.remember(
         "topic:phoenix", "status", "rehearsed", evidence=[first, second, first], now=march(2)
     )
     (fact,) = write.recorded
-    assert fact.source_id == memory.source(ENG).id
+    assert fact.source_id == memory.sources.get(ENG).id
     assert fact.evidence == tuple(dict.fromkeys([first, second]))
-    (stored,) = memory.recall("topic:phoenix")
+    (stored,) = memory.facts.recall("topic:phoenix")
     assert (stored.source_id, stored.evidence) == (fact.source_id, fact.evidence)
-    assert table(db, "SELECT source_id FROM facts") == [(memory.source(ENG).id,)]
+    assert table(db, "SELECT source_id FROM facts") == [(memory.sources.get(ENG).id,)]
     # Naming the source the evidence is in is allowed.
-    again = memory.remember(
+    again = memory.facts.remember(
         "topic:phoenix", "status", "rehearsed", evidence=[first], source=ENG, now=march(3)
     )
     assert again == FactWrite(expired=(), recorded=())
     with pytest.raises(NotFoundError):
-        memory.source(ASSERTED)
+        memory.sources.get(ASSERTED)
 
 
 def test_evidence_in_two_sources_is_refused(memory: stratamem.Memory, db: str) -> None:
     evidence = [node_in(memory, ENG), node_in(memory, NOTES)]
     with pytest.raises(ValueError, match="several sources"):
-        memory.remember("topic:phoenix", "status", "rehearsed", evidence=evidence)
+        memory.facts.remember("topic:phoenix", "status", "rehearsed", evidence=evidence)
     assert table(db) == []
 
 
 def test_missing_evidence_is_not_found(memory: stratamem.Memory, db: str) -> None:
     with pytest.raises(NotFoundError, match="no-such-node"):
-        memory.remember(
+        memory.facts.remember(
             "topic:phoenix", "status", "x", evidence=[node_in(memory, ENG), "no-such-node"]
         )
     assert table(db) == []
@@ -369,7 +373,7 @@ def test_a_source_that_disagrees_with_the_evidence_is_refused(
     memory: stratamem.Memory, db: str
 ) -> None:
     with pytest.raises(ValueError, match="not in source 'notes:notes'"):
-        memory.remember(
+        memory.facts.remember(
             "topic:phoenix", "status", "x", evidence=[node_in(memory, ENG)], source=NOTES
         )
     assert table(db) == []
@@ -379,34 +383,34 @@ def test_without_evidence_a_fact_goes_to_a_private_source_made_on_first_use(
     memory: stratamem.Memory,
 ) -> None:
     with pytest.raises(NotFoundError):
-        memory.source(ASSERTED)
-    (fact,) = memory.remember(CAROL, "leads", "on-call").recorded
-    made = memory.source(ASSERTED)
+        memory.sources.get(ASSERTED)
+    (fact,) = memory.facts.remember(CAROL, "leads", "on-call").recorded
+    made = memory.sources.get(ASSERTED)
     assert fact.source_id == made.id
     assert made.access == ("private",)
     assert made.kind.value == "record"
     assert not made.locked
-    (second,) = memory.remember(CAROL, "team", "platform", source=ASSERTED).recorded
+    (second,) = memory.facts.remember(CAROL, "team", "platform", source=ASSERTED).recorded
     assert second.source_id == made.id
-    assert [s.scope for s in memory.sources()].count(ASSERTED) == 1
+    assert [s.scope for s in memory.sources.list()].count(ASSERTED) == 1
 
 
 def test_without_evidence_a_fact_can_go_to_a_named_source(memory: stratamem.Memory) -> None:
-    (fact,) = memory.remember(CAROL, "leads", "on-call", source=NOTES).recorded
-    assert fact.source_id == memory.source(NOTES).id
-    (by_id,) = memory.remember(CAROL, "team", "x", source=memory.source(ENG).id).recorded
-    assert by_id.source_id == memory.source(ENG).id
+    (fact,) = memory.facts.remember(CAROL, "leads", "on-call", source=NOTES).recorded
+    assert fact.source_id == memory.sources.get(NOTES).id
+    (by_id,) = memory.facts.remember(CAROL, "team", "x", source=memory.sources.get(ENG).id).recorded
+    assert by_id.source_id == memory.sources.get(ENG).id
     with pytest.raises(NotFoundError):
-        memory.remember(CAROL, "leads", "on-call", source="jsonl:nowhere")
+        memory.facts.remember(CAROL, "leads", "on-call", source="jsonl:nowhere")
     with pytest.raises(NotFoundError):
-        memory.source(ASSERTED)
+        memory.sources.get(ASSERTED)
 
 
 def test_each_source_keeps_its_own_timeline(memory: stratamem.Memory) -> None:
-    (noted,) = memory.remember(
+    (noted,) = memory.facts.remember(
         "topic:phoenix", "status", "planned", source=NOTES, valid_from=march(1)
     ).recorded
-    said = memory.remember(
+    said = memory.facts.remember(
         "topic:phoenix",
         "status",
         "shipped",
@@ -415,29 +419,29 @@ def test_each_source_keeps_its_own_timeline(memory: stratamem.Memory) -> None:
     )
     assert said.expired == ()
     assert spans(list(said.recorded)) == [("shipped", march(10), None)]
-    asserted = memory.remember("topic:phoenix", "status", "planned", valid_from=march(1))
+    asserted = memory.facts.remember("topic:phoenix", "status", "planned", valid_from=march(1))
     assert len(asserted.recorded) == 1  # the same words in another source are a row of their own
-    found = memory.recall("topic:phoenix")
+    found = memory.facts.recall("topic:phoenix")
     assert sorted((f.object, f.source_id) for f in found) == sorted(
         [
-            ("planned", memory.source(NOTES).id),
-            ("shipped", memory.source(ENG).id),
-            ("planned", memory.source(ASSERTED).id),
+            ("planned", memory.sources.get(NOTES).id),
+            ("shipped", memory.sources.get(ENG).id),
+            ("planned", memory.sources.get(ASSERTED).id),
         ]
     )
     assert noted.id in {f.id for f in found}
-    assert all(f.expired_at is None for f in memory.fact_history("topic:phoenix", "status"))
+    assert all(f.expired_at is None for f in memory.facts.history("topic:phoenix", "status"))
 
 
 def test_the_same_words_in_two_sources_at_one_instant_are_two_rows(
     memory: stratamem.Memory,
 ) -> None:
-    first = memory.remember("topic:phoenix", "status", "planned", source=NOTES, now=march(2))
-    second = memory.remember("topic:phoenix", "status", "planned", source=ENG, now=march(2))
+    first = memory.facts.remember("topic:phoenix", "status", "planned", source=NOTES, now=march(2))
+    second = memory.facts.remember("topic:phoenix", "status", "planned", source=ENG, now=march(2))
     assert len(first.recorded) == len(second.recorded) == 1
     assert first.recorded[0].id != second.recorded[0].id
-    assert sorted(f.source_id for f in memory.recall("topic:phoenix")) == sorted(
-        [memory.source(NOTES).id, memory.source(ENG).id]
+    assert sorted(f.source_id for f in memory.facts.recall("topic:phoenix")) == sorted(
+        [memory.sources.get(NOTES).id, memory.sources.get(ENG).id]
     )
 
 
@@ -445,26 +449,26 @@ def test_the_same_words_in_two_sources_at_one_instant_are_two_rows(
 
 
 def test_a_predicate_of_many_values_adds_rather_than_replaces(memory: stratamem.Memory) -> None:
-    tea = memory.remember(
+    tea = memory.facts.remember(
         CAROL, "likes", "tea", many=True, valid_from=march(1), valid_to=march(10)
     ).recorded[0]
-    coffee = memory.remember(CAROL, "likes", "coffee", many=True, valid_from=march(5))
+    coffee = memory.facts.remember(CAROL, "likes", "coffee", many=True, valid_from=march(5))
     assert coffee.expired == ()
-    assert [(f.object, f.single) for f in memory.recall(CAROL)] == [("coffee", False)]
-    assert sorted(f.object for f in memory.recall(CAROL, as_of=march(6))) == ["coffee", "tea"]
-    assert [f.object for f in memory.recall(CAROL, as_of=march(3))] == ["tea"]
-    again = memory.remember(
+    assert [(f.object, f.single) for f in memory.facts.recall(CAROL)] == [("coffee", False)]
+    assert sorted(f.object for f in memory.facts.recall(CAROL, as_of=march(6))) == ["coffee", "tea"]
+    assert [f.object for f in memory.facts.recall(CAROL, as_of=march(3))] == ["tea"]
+    again = memory.facts.remember(
         CAROL, "likes", "tea", many=True, valid_from=march(1), valid_to=march(10)
     )
     assert again == FactWrite(expired=(), recorded=())
-    longer = memory.remember(CAROL, "likes", "tea", many=True, valid_from=march(1))
+    longer = memory.facts.remember(CAROL, "likes", "tea", many=True, valid_from=march(1))
     assert longer.expired == (tea.id,)
-    assert sorted(f.object for f in memory.recall(CAROL)) == ["coffee", "tea"]
-    memory.retract(coffee.recorded[0].id)
-    assert [f.object for f in memory.recall(CAROL)] == ["tea"]
+    assert sorted(f.object for f in memory.facts.recall(CAROL)) == ["coffee", "tea"]
+    memory.facts.retract(coffee.recorded[0].id)
+    assert [f.object for f in memory.facts.recall(CAROL)] == ["tea"]
     # A single value beside them changes none of them.
-    assert memory.remember(CAROL, "likes", "water").expired == ()
-    assert sorted(f.object for f in memory.recall(CAROL)) == ["tea", "water"]
+    assert memory.facts.remember(CAROL, "likes", "water").expired == ()
+    assert sorted(f.object for f in memory.facts.recall(CAROL)) == ["tea", "water"]
 
 
 # -- what "now" means -----------------------------------------------------------------------------
@@ -472,16 +476,16 @@ def test_a_predicate_of_many_values_adds_rather_than_replaces(memory: stratamem.
 
 def test_recall_without_as_of_is_what_holds_at_this_moment(memory: stratamem.Memory) -> None:
     today = datetime.now(UTC)
-    memory.remember(
+    memory.facts.remember(
         CAROL,
         "on_leave",
         "yes",
         valid_from=today - timedelta(days=1),
         valid_to=today + timedelta(days=7),
     )
-    memory.remember(CAROL, "role", "lead", valid_from=today + timedelta(days=300))
-    assert [f.predicate for f in memory.recall(CAROL)] == ["on_leave"]
-    later = memory.recall(CAROL, as_of=today + timedelta(days=301))
+    memory.facts.remember(CAROL, "role", "lead", valid_from=today + timedelta(days=300))
+    assert [f.predicate for f in memory.facts.recall(CAROL)] == ["on_leave"]
+    later = memory.facts.recall(CAROL, as_of=today + timedelta(days=301))
     assert [f.predicate for f in later] == ["role"]
 
 
@@ -492,19 +496,19 @@ def test_recall_is_not_cut_short_by_rows_of_the_past(
     small): rows no longer true, and a limit above a page, must not hide the facts that are."""
     monkeypatch.setattr("stratamem.memory.remember.FACTS_LIMIT", 3)
     for day, value in ((1, "a"), (5, "b"), (10, "c")):
-        memory.remember("topic:a", "state", value, valid_from=march(day))
-    memory.remember("topic:b", "state", "x")
-    memory.remember("topic:c", "state", "y")
-    memory.remember("topic:d", "state", "z")
-    now = memory.recall()
+        memory.facts.remember("topic:a", "state", value, valid_from=march(day))
+    memory.facts.remember("topic:b", "state", "x")
+    memory.facts.remember("topic:c", "state", "y")
+    memory.facts.remember("topic:d", "state", "z")
+    now = memory.facts.recall()
     assert [(f.subject, f.object) for f in now] == [
         ("topic:a", "c"),
         ("topic:b", "x"),
         ("topic:c", "y"),
         ("topic:d", "z"),
     ]
-    assert len(memory.recall(limit=10)) == 4
-    assert len(memory.recall(limit=2)) == 2
+    assert len(memory.facts.recall(limit=10)) == 4
+    assert len(memory.facts.recall(limit=2)) == 2
 
 
 # -- time travel ----------------------------------------------------------------------------------
@@ -546,21 +550,24 @@ def test_known_at_reads_back_what_was_believed_after_each_write(
         valid_to = (
             None if valid_from is None or length is None else valid_from + timedelta(days=length)
         )
-        write = travel.remember(
+        write = travel.facts.remember(
             subject, "colour", value, valid_from=valid_from, valid_to=valid_to, now=now
         )
         if retract_one and write.recorded:
-            travel.retract(write.recorded[0].id, now=now + timedelta(minutes=30))
+            travel.facts.retract(write.recorded[0].id, now=now + timedelta(minutes=30))
             now += timedelta(minutes=30)
-        believed = [r for r in travel.fact_history(subject, "colour") if r.expired_at is None]
+        believed = [r for r in travel.facts.history(subject, "colour") if r.expired_at is None]
         for a, b in itertools.combinations(believed, 2):
             assert not overlaps(a, b), (a, b)
-        views = [sorted(f.id for f in travel.recall(subject, as_of=q)) for q in probes]
+        views = [sorted(f.id for f in travel.facts.recall(subject, as_of=q)) for q in probes]
         seen.append((now, views, sorted(f.id for f in believed)))
     for now, views, believed_ids in seen:
-        then = [sorted(f.id for f in travel.recall(subject, as_of=q, known_at=now)) for q in probes]
+        then = [
+            sorted(f.id for f in travel.facts.recall(subject, as_of=q, known_at=now))
+            for q in probes
+        ]
         assert then == views
-        history = travel.fact_history(subject, "colour", known_at=now)
+        history = travel.facts.history(subject, "colour", known_at=now)
         assert sorted(f.id for f in history) == believed_ids
 
 
@@ -574,30 +581,30 @@ def overlaps(a: Fact, b: Fact) -> bool:
 
 
 def test_a_principal_recalls_facts_of_the_sources_it_may_read(memory: stratamem.Memory) -> None:
-    eng = memory.remember("topic:a", "p", "eng", evidence=[node_in(memory, ENG)]).recorded[0]
-    general = memory.remember(
+    eng = memory.facts.remember("topic:a", "p", "eng", evidence=[node_in(memory, ENG)]).recorded[0]
+    general = memory.facts.remember(
         "topic:a", "p", "general", evidence=[node_in(memory, GENERAL, "Phoenix")]
     ).recorded[0]
-    memory.remember("topic:a", "p", "notes", evidence=[node_in(memory, NOTES)])
-    memory.remember("topic:a", "p", "asserted")
-    memory.remember("topic:b", "p", "notes only", source=NOTES)
-    memory.add_principal("bot", "team")
-    assert len(memory.recall()) == 5
+    memory.facts.remember("topic:a", "p", "notes", evidence=[node_in(memory, NOTES)])
+    memory.facts.remember("topic:a", "p", "asserted")
+    memory.facts.remember("topic:b", "p", "notes only", source=NOTES)
+    memory.principals.add("bot", "team")
+    assert len(memory.facts.recall()) == 5
     with memory.as_principal("bot") as bot:
-        assert sorted(f.id for f in bot.recall()) == sorted([eng.id, general.id])
-        known = bot.recall("topic:a", known_at=datetime.now(UTC) + timedelta(days=1))
+        assert sorted(f.id for f in bot.facts.recall()) == sorted([eng.id, general.id])
+        known = bot.facts.recall("topic:a", known_at=datetime.now(UTC) + timedelta(days=1))
         assert sorted(f.object for f in known) == ["eng", "general"]
-        assert sorted(f.object for f in bot.fact_history("topic:a", "p")) == ["eng", "general"]
-        assert bot.recall("topic:b") == []
-        assert bot.fact_history("topic:b", "p") == []
+        assert sorted(f.object for f in bot.facts.history("topic:a", "p")) == ["eng", "general"]
+        assert bot.facts.recall("topic:b") == []
+        assert bot.facts.history("topic:b", "p") == []
         with pytest.raises(AccessDenied):
-            bot.remember("topic:a", "p", "bot", evidence=[node_in(memory, ENG)])
+            bot.facts.remember("topic:a", "p", "bot", evidence=[node_in(memory, ENG)])
         with pytest.raises(AccessDenied):
-            bot.remember("topic:c", "p", "bot")
+            bot.facts.remember("topic:c", "p", "bot")
         with pytest.raises(AccessDenied):
-            bot.retract(eng.id)
-    assert len(memory.recall()) == 5
-    assert sorted(s.scope for s in memory.sources()).count(ASSERTED) == 1
+            bot.facts.retract(eng.id)
+    assert len(memory.facts.recall()) == 5
+    assert sorted(s.scope for s in memory.sources.list()).count(ASSERTED) == 1
 
 
 # -- locks and forget -----------------------------------------------------------------------------
@@ -608,61 +615,65 @@ def test_locking_a_source_seals_its_facts_and_unlocking_restores_them(
 ) -> None:
     secret = "zebra-quartz-vault"
     note = node_in(memory, NOTES)
-    memory.remember("topic:vault", "code", secret, evidence=[note], now=march(2))
-    memory.remember(
+    memory.facts.remember("topic:vault", "code", secret, evidence=[note], now=march(2))
+    memory.facts.remember(
         "topic:vault", "code", f"{secret}-2", evidence=[note], valid_from=march(5), now=march(6)
     )
-    (kept,) = memory.remember("topic:open", "p", "eng", evidence=[node_in(memory, ENG)]).recorded
-    before = memory.fact_history("topic:vault", "code")
+    (kept,) = memory.facts.remember(
+        "topic:open", "p", "eng", evidence=[node_in(memory, ENG)]
+    ).recorded
+    before = memory.facts.history("topic:vault", "code")
     assert len(before) == 3
-    notes_id = memory.source(NOTES).id
+    notes_id = memory.sources.get(NOTES).id
     all_rows = table(db)
     if not is_postgres(db):  # a server's files are the server's: see files_holding
         assert files_holding(db, secret.encode())
 
-    memory.lock(NOTES, passphrase="pw")
-    assert [f.id for f in memory.recall()] == [kept.id]
-    assert memory.fact_history("topic:vault", "code") == []
-    assert memory.recall(known_at=march(3)) == []
+    memory.locks.lock(NOTES, passphrase="pw")
+    assert [f.id for f in memory.facts.recall()] == [kept.id]
+    assert memory.facts.history("topic:vault", "code") == []
+    assert memory.facts.recall(known_at=march(3)) == []
     assert table(db, "SELECT count(*) FROM facts WHERE source_id = ?", notes_id) == [(0,)]
     if not is_postgres(db):
         assert files_holding(db, secret.encode()) == []
     with pytest.raises(LockError, match="locked"):
-        memory.remember("topic:vault", "code", "x", source=NOTES)
+        memory.facts.remember("topic:vault", "code", "x", source=NOTES)
     with pytest.raises(StratamemError):
-        memory.remember("topic:vault", "code", "x", evidence=[note])
+        memory.facts.remember("topic:vault", "code", "x", evidence=[note])
     with pytest.raises(NotFoundError):
-        memory.retract(before[-1].id)
+        memory.facts.retract(before[-1].id)
 
     with stratamem.open(db, embedder=None, unlock={NOTES: "pw"}) as unlocked:
-        assert unlocked.fact_history("topic:vault", "code") == before
+        assert unlocked.facts.history("topic:vault", "code") == before
         with pytest.raises(StratamemError, match="read-only"):
-            unlocked.remember("topic:vault", "code", "x", source=ASSERTED)
+            unlocked.facts.remember("topic:vault", "code", "x", source=ASSERTED)
     assert table(db, "SELECT count(*) FROM facts WHERE source_id = ?", notes_id) == [(0,)]
 
-    memory.unlock(NOTES, passphrase="pw")
-    assert memory.fact_history("topic:vault", "code") == before
+    memory.locks.unlock(NOTES, passphrase="pw")
+    assert memory.facts.history("topic:vault", "code") == before
     assert table(db) == all_rows
     with stratamem.open(db, embedder=None) as reopened:
-        assert reopened.fact_history("topic:vault", "code") == before
+        assert reopened.facts.history("topic:vault", "code") == before
 
 
 def test_forgetting_a_source_removes_its_facts(memory: stratamem.Memory, db: str) -> None:
-    memory.remember("topic:a", "p", "okapi-lantern-42", evidence=[node_in(memory, NOTES)])
-    memory.remember("topic:a", "p", "later", evidence=[node_in(memory, NOTES)], valid_from=march(3))
-    (eng,) = memory.remember("topic:a", "p", "eng", evidence=[node_in(memory, ENG)]).recorded
-    memory.remember("topic:b", "p", "asserted")
-    notes_id = memory.source(NOTES).id
+    memory.facts.remember("topic:a", "p", "okapi-lantern-42", evidence=[node_in(memory, NOTES)])
+    memory.facts.remember(
+        "topic:a", "p", "later", evidence=[node_in(memory, NOTES)], valid_from=march(3)
+    )
+    (eng,) = memory.facts.remember("topic:a", "p", "eng", evidence=[node_in(memory, ENG)]).recorded
+    memory.facts.remember("topic:b", "p", "asserted")
+    notes_id = memory.sources.get(NOTES).id
     if not is_postgres(db):  # a server's files are the server's: see files_holding
         assert files_holding(db, b"okapi-lantern-42")
-    memory.forget(NOTES)
+    memory.sources.forget(NOTES)
     assert table(db, "SELECT count(*) FROM facts WHERE source_id = ?", notes_id) == [(0,)]
     if not is_postgres(db):
         assert files_holding(db, b"okapi-lantern-42") == []
-    assert [f.id for f in memory.recall("topic:a")] == [eng.id]
-    memory.forget(ASSERTED)
-    assert memory.recall("topic:b") == []
-    assert table(db, "SELECT source_id FROM facts") == [(memory.source(ENG).id,)]
+    assert [f.id for f in memory.facts.recall("topic:a")] == [eng.id]
+    memory.sources.forget(ASSERTED)
+    assert memory.facts.recall("topic:b") == []
+    assert table(db, "SELECT source_id FROM facts") == [(memory.sources.get(ENG).id,)]
 
 
 # -- bad input ------------------------------------------------------------------------------------
@@ -699,21 +710,24 @@ def test_bad_statements_are_refused_and_write_nothing(
     message: str,
 ) -> None:
     with pytest.raises(ValueError, match=message):
-        memory.remember(*args, **kwargs)
+        memory.facts.remember(*args, **kwargs)
     assert table(db) == []
     with pytest.raises(NotFoundError):
-        memory.source(ASSERTED)
+        memory.sources.get(ASSERTED)
 
 
 @pytest.mark.parametrize(
     ("call", "message"),
     [
-        (lambda m: m.recall(as_of=datetime(2024, 3, 1)), "as_of needs a time zone"),
-        (lambda m: m.recall(known_at=datetime(2024, 3, 1)), "known_at needs a time zone"),
-        (lambda m: m.fact_history(CAROL, "leads", known_at=datetime(2024, 3, 1)), "known_at needs"),
-        (lambda m: m.fact_history("carol", "leads"), "not an entity id"),
-        (lambda m: m.fact_history(CAROL, " "), "needs a predicate"),
-        (lambda m: m.retract("fact_x", now=datetime(2024, 3, 1)), "now needs a time zone"),
+        (lambda m: m.facts.recall(as_of=datetime(2024, 3, 1)), "as_of needs a time zone"),
+        (lambda m: m.facts.recall(known_at=datetime(2024, 3, 1)), "known_at needs a time zone"),
+        (
+            lambda m: m.facts.history(CAROL, "leads", known_at=datetime(2024, 3, 1)),
+            "known_at needs",
+        ),
+        (lambda m: m.facts.history("carol", "leads"), "not an entity id"),
+        (lambda m: m.facts.history(CAROL, " "), "needs a predicate"),
+        (lambda m: m.facts.retract("fact_x", now=datetime(2024, 3, 1)), "now needs a time zone"),
     ],
 )
 def test_bad_reads_are_refused(memory: stratamem.Memory, call: Any, message: str) -> None:
@@ -723,11 +737,11 @@ def test_bad_reads_are_refused(memory: stratamem.Memory, call: Any, message: str
 
 def test_times_in_other_zones_are_kept_as_utc(memory: stratamem.Memory) -> None:
     tokyo = datetime(2024, 3, 1, 18, tzinfo=timezone(timedelta(hours=9)))
-    (fact,) = memory.remember(CAROL, "leads", "x", valid_from=tokyo).recorded
+    (fact,) = memory.facts.remember(CAROL, "leads", "x", valid_from=tokyo).recorded
     assert fact.valid_from == march(1, 9)
     assert fact.valid_from is not None
     assert fact.valid_from.tzinfo == UTC
-    assert memory.recall()[0].valid_from == march(1, 9)
+    assert memory.facts.recall()[0].valid_from == march(1, 9)
 
 
 # -- schema ---------------------------------------------------------------------------------------
@@ -744,11 +758,11 @@ def test_a_store_from_before_facts_migrates(db: str) -> None:
     conn.close()
     assert SCHEMA_VERSION > 7
     with stratamem.open(db, embedder=None) as memory:
-        assert len(memory.sources()) == 4
-        (fact,) = memory.remember(
+        assert len(memory.sources.list()) == 4
+        (fact,) = memory.facts.remember(
             CAROL, "leads", "on-call", evidence=[node_in(memory, ENG)]
         ).recorded
-        assert memory.recall() == [replace(fact, recorded_at=_ms(fact.recorded_at))]
+        assert memory.facts.recall() == [replace(fact, recorded_at=_ms(fact.recorded_at))]
     assert table(db, "PRAGMA user_version") == [(SCHEMA_VERSION,)]
     assert table(db, "SELECT count(*) FROM fact_vectors") == [(0,)]
     columns = [row[1] for row in table(db, "PRAGMA table_info(facts)")]

@@ -95,7 +95,7 @@ def spans(memory: stratamem.Memory, predicate: str) -> list[tuple[str, Any, Any,
     """The timeline of Phoenix's ``predicate``: (object, from, to, believed), oldest first."""
     return [
         (f.object, f.valid_from, f.valid_to, f.believed)
-        for f in memory.fact_history(PHOENIX, predicate)
+        for f in memory.facts.history(PHOENIX, predicate)
     ]
 
 
@@ -345,9 +345,9 @@ def test_ingest_makes_the_front_matter_facts_of_the_vault(
 ) -> None:
     report = ingest(memory, vault)
     assert report.failed == []
-    facts = memory.recall()
+    facts = memory.facts.recall()
     assert {said(f) for f in facts} == V1
-    source = memory.source(SCOPE)
+    source = memory.sources.get(SCOPE)
     evidence = memory.get(facts[0].evidence[0])
     assert evidence.source_ref == first_chunk_ref(vault / "Phoenix.md", FRONT_V1)
     assert evidence.content.startswith("# Phoenix\n\nParagraph 1")
@@ -359,7 +359,7 @@ def test_ingest_makes_the_front_matter_facts_of_the_vault(
             (evidence.node_id,),
         )
         assert (fact.valid_from, fact.valid_to) == (T1, None)
-    assert memory.recall(PHOENIX, predicate="status")[0].object == "draft"
+    assert memory.facts.recall(PHOENIX, predicate="status")[0].object == "draft"
 
 
 def test_bad_front_matter_makes_no_facts_and_the_note_is_still_ingested(
@@ -369,7 +369,7 @@ def test_bad_front_matter_makes_no_facts_and_the_note_is_still_ingested(
     assert any(
         p.path.endswith("Broken.md") and "invalid front matter" in p.reason for p in report.problems
     )
-    assert {f.subject for f in memory.recall()} == {PHOENIX}
+    assert {f.subject for f in memory.facts.recall()} == {PHOENIX}
     hits = memory.search("front matter fails", sources=[SCOPE], mode="keyword").hits
     assert [h.source_ref for h in hits] == ["vault/Broken.md"]
 
@@ -378,12 +378,14 @@ def test_an_edited_note_closes_what_changed_at_its_new_time(
     memory: stratamem.Memory, vault: Path
 ) -> None:
     ingest(memory, vault)
-    kept = {f.predicate: f.id for f in memory.recall() if f.predicate in ("priority", "reviewed")}
+    kept = {
+        f.predicate: f.id for f in memory.facts.recall() if f.predicate in ("priority", "reviewed")
+    }
     write_vault(vault, FRONT_V2)
     before = datetime.now(UTC).replace(microsecond=0)
     ingest(memory, vault)
 
-    assert {said(f) for f in memory.recall()} == {
+    assert {said(f) for f in memory.facts.recall()} == {
         ("status", "accepted", True),
         ("priority", "2", True),
         ("reviewed", "false", True),
@@ -391,7 +393,7 @@ def test_an_edited_note_closes_what_changed_at_its_new_time(
         ("members", "Dan Okafor", False),
         ("due", "2024-04-05", True),
     }
-    assert {said(f) for f in memory.recall(as_of=T2 - timedelta(days=1))} == V1
+    assert {said(f) for f in memory.facts.recall(as_of=T2 - timedelta(days=1))} == V1
     # The history keeps the value as first believed (open, no longer believed), and both
     # spans as believed now.
     assert spans(memory, "status") == [
@@ -405,13 +407,13 @@ def test_an_edited_note_closes_what_changed_at_its_new_time(
     ]
     assert [
         (f.object, f.valid_from, f.valid_to)
-        for f in memory.fact_history(PHOENIX, "members")
+        for f in memory.facts.history(PHOENIX, "members")
         if f.believed
     ] == [("Alice Chen", T1, None), ("Bob Martins", T1, T2), ("Dan Okafor", T2, None)]
     assert spans(memory, "due") == [("2024-04-05", T2, None, True)]
     # What did not change is the same row.
-    assert {f.predicate: f.id for f in memory.recall() if f.predicate in kept} == kept
-    replaced = [f for f in memory.fact_history(PHOENIX, "status") if not f.believed]
+    assert {f.predicate: f.id for f in memory.facts.recall() if f.predicate in kept} == kept
+    replaced = [f for f in memory.facts.history(PHOENIX, "status") if not f.believed]
     assert replaced[0].expired_at is not None
     assert replaced[0].expired_at >= before
 
@@ -435,7 +437,7 @@ def test_a_new_first_chunk_becomes_the_evidence(memory: stratamem.Memory, vault:
     ingest(memory, vault)
     write_vault(vault, FRONT_V1, body=BODY.replace("Paragraph 1", "Opening paragraph"))
     ingest(memory, vault)
-    facts = memory.recall()
+    facts = memory.facts.recall()
     assert {said(f) for f in facts} == V1
     (evidence,) = {f.evidence for f in facts}
     assert memory.get(evidence[0]).content.startswith("# Phoenix\n\nOpening paragraph")
@@ -461,8 +463,8 @@ def test_a_removed_note_closes_its_facts_at_the_ingest(
     before = datetime.now(UTC).replace(microsecond=0)
     ingest(memory, vault)
     after = datetime.now(UTC)
-    assert memory.recall() == []
-    ends = {f.valid_to for f in memory.fact_history(PHOENIX, "status") if f.believed}
+    assert memory.facts.recall() == []
+    ends = {f.valid_to for f in memory.facts.history(PHOENIX, "status") if f.believed}
     assert len(ends) == 1
     (end,) = ends
     assert end is not None
@@ -477,7 +479,7 @@ def test_notes_of_one_title_the_latest_decides(memory: stratamem.Memory, vault: 
         encoding="utf-8",
     )
     ingest(memory, vault)
-    assert {said(f) for f in memory.recall()} == V1
+    assert {said(f) for f in memory.facts.recall()} == V1
     first = every_row(memory)
     ingest(memory, vault)
     assert every_row(memory) == first
@@ -500,9 +502,9 @@ def test_a_failed_ingest_leaves_no_facts(
     report = ingest(memory, vault)
     assert calls == 7
     assert [s.scope for s in report.failed] == [SCOPE]
-    assert memory.recall() == []
+    assert memory.facts.recall() == []
     assert every_row(memory) == []
-    assert SCOPE not in {s.scope for s in memory.sources()}
+    assert SCOPE not in {s.scope for s in memory.sources.list()}
 
 
 class _FailsAfterTheNotes:
@@ -534,13 +536,13 @@ def test_a_source_that_fails_while_read_keeps_its_facts_as_they_were(
 def test_a_locked_vault_takes_no_facts(memory: stratamem.Memory, vault: Path) -> None:
     ingest(memory, vault)
     first = every_row(memory)
-    memory.lock(SCOPE, passphrase="pw")
+    memory.locks.lock(SCOPE, passphrase="pw")
     write_vault(vault, FRONT_V2)
     report = ingest(memory, vault)
     assert [s.error for s in report.failed] == [
         f"source {SCOPE!r} is locked: unlock it to ingest into it"
     ]
-    memory.unlock(SCOPE, passphrase="pw")
+    memory.locks.unlock(SCOPE, passphrase="pw")
     assert every_row(memory) == first
 
 
@@ -555,14 +557,14 @@ def test_a_principal_sees_the_facts_of_the_vaults_it_may_read(
     )
     ingest(memory, vault)  # private, as documents are by default
     ingest(memory, team, access="team")
-    memory.add_principal("bot", "team")
-    memory.add_principal("me", "private")
+    memory.principals.add("bot", "team")
+    memory.principals.add("me", "private")
     with memory.as_principal("bot") as bot:
-        assert [(f.subject, f.object) for f in bot.recall()] == [("topic:roadmap", "planned")]
-        assert bot.recall(PHOENIX) == []
-        assert bot.fact_history(PHOENIX, "status") == []
+        assert [(f.subject, f.object) for f in bot.facts.recall()] == [("topic:roadmap", "planned")]
+        assert bot.facts.recall(PHOENIX) == []
+        assert bot.facts.history(PHOENIX, "status") == []
     with memory.as_principal("me") as me:
-        assert {f.subject for f in me.recall()} == {PHOENIX}
+        assert {f.subject for f in me.facts.recall()} == {PHOENIX}
 
 
 def test_reading_in_a_child_process_gives_the_same_facts(
@@ -587,16 +589,18 @@ def test_facts_stated_on_a_notes_evidence_share_its_timeline_and_are_not_closed(
     memory: stratamem.Memory, vault: Path
 ) -> None:
     ingest(memory, vault)
-    chunk = memory.recall(PHOENIX, predicate="status")[0].evidence
+    chunk = memory.facts.recall(PHOENIX, predicate="status")[0].evidence
     later = datetime(2100, 1, 1, tzinfo=UTC)
     shipped = datetime(2024, 4, 1, tzinfo=UTC)
-    memory.remember(PHOENIX, "status", "shipped", valid_from=shipped, evidence=chunk, now=later)
-    memory.remember(PHOENIX, "sponsor", "Dan Okafor", evidence=chunk, now=later)
+    memory.facts.remember(
+        PHOENIX, "status", "shipped", valid_from=shipped, evidence=chunk, now=later
+    )
+    memory.facts.remember(PHOENIX, "sponsor", "Dan Okafor", evidence=chunk, now=later)
     first = every_row(memory)
     # Unchanged notes change nothing, though a change was stated at a later transaction time.
     assert ingest(memory, vault).failed == []
     assert every_row(memory) == first
-    assert {said(f) for f in memory.recall()} == (V1 - {("status", "draft", True)}) | {
+    assert {said(f) for f in memory.facts.recall()} == (V1 - {("status", "draft", True)}) | {
         ("status", "shipped", True),
         ("sponsor", "Dan Okafor", True),
     }

@@ -99,7 +99,7 @@ def every_row(memory: stratamem.Memory) -> list[Fact]:
 def believed(memory: stratamem.Memory, subject: str, predicate: str) -> list[tuple[Any, ...]]:
     return [
         (f.object, f.valid_from, f.valid_to)
-        for f in memory.fact_history(subject, predicate)
+        for f in memory.facts.history(subject, predicate)
         if f.believed
     ]
 
@@ -214,8 +214,8 @@ def test_the_channel_list_makes_the_channels_facts(
 ) -> None:
     export = copy_export(tmp_path / "v1")
     assert ingest(memory, export).failed == []
-    eng = memory.source("slack:#eng")
-    facts = memory.recall(ENG)
+    eng = memory.sources.get("slack:#eng")
+    facts = memory.facts.recall(ENG)
     assert {(f.predicate, f.object, f.valid_from) for f in facts} == {
         ("topic", TOPIC_0, TOPIC_0_AT),
         ("purpose", PURPOSE_0, PURPOSE_0_AT),
@@ -234,7 +234,7 @@ def test_the_channel_list_makes_the_channels_facts(
     # The subject is the channel the entity index names in the channel's messages.
     assert memory.store.entity_frequencies([ENG])[ENG] > 0
     # Every channel of the export says its own.
-    assert {f.subject for f in memory.recall()} == {
+    assert {f.subject for f in memory.facts.recall()} == {
         ENG,
         "channel:slack:#general",
         "channel:slack:#incidents",
@@ -245,7 +245,7 @@ def test_a_later_partial_export_adds_its_changes_and_keeps_the_history(
     memory: stratamem.Memory, tmp_path: Path
 ) -> None:
     ingest(memory, copy_export(tmp_path / "v1"))
-    others = [f for f in memory.recall() if f.subject != ENG]
+    others = [f for f in memory.facts.recall() if f.subject != ENG]
     report = ingest(memory, later_export(tmp_path / "v2"))
     assert report.failed == []
 
@@ -257,15 +257,15 @@ def test_a_later_partial_export_adds_its_changes_and_keeps_the_history(
     ]
     # The purpose was cleared: its value ends there, and nothing follows it.
     assert believed(memory, ENG, "purpose") == [(PURPOSE_0, PURPOSE_0_AT, ms(T_C))]
-    assert [f.object for f in memory.recall(ENG, predicate="purpose")] == []
-    assert [f.object for f in memory.recall(ENG, predicate="topic", as_of=T_A + timedelta(1))] == [
-        TOPIC_A
-    ]
+    assert [f.object for f in memory.facts.recall(ENG, predicate="purpose")] == []
+    assert [
+        f.object for f in memory.facts.recall(ENG, predicate="topic", as_of=T_A + timedelta(1))
+    ] == [TOPIC_A]
     # The first value is kept as it was first believed, open and no longer believed.
-    replaced = [f for f in memory.fact_history(ENG, "topic") if not f.believed]
+    replaced = [f for f in memory.facts.history(ENG, "topic") if not f.believed]
     assert [(f.object, f.valid_to) for f in replaced] == [(TOPIC_0, None)]
     # What the partial export does not hold is left as it was.
-    assert [f for f in memory.recall() if f.subject != ENG] == others
+    assert [f for f in memory.facts.recall() if f.subject != ENG] == others
 
 
 def test_reading_the_same_exports_again_changes_nothing(
@@ -307,20 +307,20 @@ def test_an_older_export_read_after_a_newer_one_fills_in_the_past(
 def test_a_locked_channel_takes_no_facts(memory: stratamem.Memory, tmp_path: Path) -> None:
     ingest(memory, copy_export(tmp_path / "v1"))
     first = every_row(memory)
-    memory.lock("slack:#eng", passphrase="pw")
+    memory.locks.lock("slack:#eng", passphrase="pw")
     report = ingest(memory, later_export(tmp_path / "v2"))
     assert [s.scope for s in report.failed] == ["slack:#eng"]
-    memory.unlock("slack:#eng", passphrase="pw")
+    memory.locks.unlock("slack:#eng", passphrase="pw")
     assert every_row(memory) == first
 
 
 def test_forgetting_the_channel_removes_its_facts(memory: stratamem.Memory, tmp_path: Path) -> None:
     ingest(memory, copy_export(tmp_path / "v1"))
-    eng = memory.source("slack:#eng")
-    memory.forget("slack:#eng")
-    assert memory.recall(ENG) == []
+    eng = memory.sources.get("slack:#eng")
+    memory.sources.forget("slack:#eng")
+    assert memory.facts.recall(ENG) == []
     assert [f for f in every_row(memory) if f.source_id == eng.id] == []
-    assert {f.subject for f in memory.recall()} == {
+    assert {f.subject for f in memory.facts.recall()} == {
         "channel:slack:#general",
         "channel:slack:#incidents",
     }
@@ -330,15 +330,15 @@ def test_a_principal_sees_the_facts_of_the_channels_it_may_read(
     memory: stratamem.Memory, tmp_path: Path
 ) -> None:
     ingest(memory, copy_export(tmp_path / "v1"), access="eng")
-    memory.add_principal("bot", "team")
-    memory.add_principal("dev", "eng")
+    memory.principals.add("bot", "team")
+    memory.principals.add("dev", "eng")
     with memory.as_principal("bot") as bot:
-        assert bot.recall() == []
-        assert bot.recall(ENG) == []
-        assert bot.fact_history(ENG, "topic") == []
-        assert bot.search_facts("standup") == []
+        assert bot.facts.recall() == []
+        assert bot.facts.recall(ENG) == []
+        assert bot.facts.history(ENG, "topic") == []
+        assert bot.facts.search("standup") == []
     with memory.as_principal("dev") as dev:
-        assert [f.object for f in dev.recall(ENG, predicate="topic")] == [TOPIC_0]
+        assert [f.object for f in dev.facts.recall(ENG, predicate="topic")] == [TOPIC_0]
 
 
 def test_a_configured_embedder_embeds_the_facts_as_they_are_written(
@@ -350,7 +350,7 @@ def test_a_configured_embedder_embeds_the_facts_as_they_are_written(
     assert len(facts) == 9
     stored = memory.store.fact_vectors(embedder.spec.signature, [f.id for f in facts])
     assert set(stored) == {f.id for f in facts}
-    (topic,) = memory.recall(ENG, predicate="topic")
+    (topic,) = memory.facts.recall(ENG, predicate="topic")
     again = embedder.embed_batch([fact_text(topic)], role="passage")[0]
     assert stored[topic.id] == again.astype("<f4").tobytes()
 
@@ -378,7 +378,9 @@ def test_the_real_slack_export_gives_its_channels_creators(memory: stratamem.Mem
                 datetime.fromtimestamp(int(channel["created"]), UTC),
             )
         )
-    assert {(f.subject, f.predicate, f.object, f.valid_from) for f in memory.recall()} == expected
+    assert {
+        (f.subject, f.predicate, f.object, f.valid_from) for f in memory.facts.recall()
+    } == expected
     first = every_row(memory)
     ingest(memory, SLACK_SAMPLE, parallel=True)
     assert every_row(memory) == first
@@ -400,7 +402,7 @@ def test_the_real_discord_export_gives_the_topic_as_of_its_latest_message(
     assert expected  # the sample's general channel has a topic; the others none
     report = memory.ingest(DISCORD_SAMPLE, kind="discord", trees=False, parallel=False)
     assert report.failed == []
-    facts = memory.recall()
+    facts = memory.facts.recall()
     assert {(f.subject, f.object, f.valid_from) for f in facts} == expected
     assert {(f.predicate, f.origin, f.evidence) for f in facts} == {("topic", "structure", ())}
     first = every_row(memory)

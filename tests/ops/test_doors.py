@@ -60,13 +60,8 @@ def _command(op: Operation) -> click.Command:
 def test_the_cli_command_takes_the_same_names(op: Operation) -> None:
     command = _command(op)
     arguments = {p.name for p in command.params if isinstance(p, click.Argument)}
-    options = {
-        opt for p in command.params if isinstance(p, click.Option) for opt in p.opts
-    } | {
-        opt
-        for p in command.params
-        if isinstance(p, click.Option)
-        for opt in p.secondary_opts
+    options = {opt for p in command.params if isinstance(p, click.Option) for opt in p.opts} | {
+        opt for p in command.params if isinstance(p, click.Option) for opt in p.secondary_opts
     }
     for param in op.params:
         if param.required and param.name in arguments:

@@ -32,7 +32,7 @@ def fts5_index(memory: stratamem.Memory) -> Iterator[sqlite3.Connection]:
         conn.execute(
             f"""CREATE VIRTUAL TABLE chunks_fts USING fts5(
                     content, title, content = 'chunks', content_rowid = 'rowid',
-                    tokenize = '{TOKENIZERS[memory.keyword_tokenizer()]}')"""
+                    tokenize = '{TOKENIZERS[memory.indexes.keyword_tokenizer()]}')"""
         )
         conn.execute("INSERT INTO chunks_fts(chunks_fts, rank) VALUES ('rank', 'bm25(1.0, 0.6)')")
         rows = store.conn.execute("SELECT rowid, id, content, title FROM chunks ORDER BY rowid")

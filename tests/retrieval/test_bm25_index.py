@@ -273,7 +273,7 @@ def test_postgresql_ranks_as_sqlite_does(
             for part in ("slack-export", "mail/team.mbox", "notes"):
                 mem.ingest(EXAMPLES / part)
             mem.ingest(write_docs(tmp_path / "tiny.jsonl", TINY))
-            mem.set_keyword_tokenizer(tokenizer)
+            mem.indexes.set_keyword_tokenizer(tokenizer)
             answers.append(keyword_answers(mem))
     sqlite, postgresql = answers
     assert len(sqlite) == len(postgresql)
@@ -548,8 +548,8 @@ def test_a_principal_ranks_as_a_store_of_only_what_it_may_see(
     with stratamem.open(everything, embedder=None) as mem:
         for name, docs in parts.items():
             mem.ingest(write_docs(tmp_path / f"{name}.jsonl", docs, source=name))
-            mem.set_access(f"jsonl:{name}", scopes="team" if name in seen else "private")
-        mem.add_principal("reader", "team")
+            mem.sources.set_access(f"jsonl:{name}", scopes="team" if name in seen else "private")
+        mem.principals.add("reader", "team")
     with stratamem.open(alone_at, embedder=None) as mem:
         for name in seen:
             mem.ingest(tmp_path / f"{name}.jsonl")

@@ -24,9 +24,9 @@ def write(path: str, sources: dict[str, Sequence[tuple[str, str]]]) -> dict[str,
     with stratamem.open(path, embedder=None) as mem:
         for source, items in sources.items():
             for item_id, text in items:
-                nodes[item_id] = mem.add(text, source=source, id=item_id).chunks_added[0]
-            mem.set_access(source, scopes=[source])
-        mem.add_principal("reader", ["public"])
+                nodes[item_id] = mem.items.add(text, source=source, id=item_id).chunks_added[0]
+            mem.sources.set_access(source, scopes=[source])
+        mem.principals.add("reader", ["public"])
     return nodes
 
 

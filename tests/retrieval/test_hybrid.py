@@ -40,7 +40,7 @@ def ingested(module_location: str) -> str:
     with stratamem.open(module_location, embedder=HashingEmbedder()) as memory:
         for part in ("slack-export", "mail/team.mbox", "notes"):
             memory.ingest(EXAMPLES / part)
-        memory.embed()
+        memory.indexes.embed()
     return module_location
 
 
@@ -90,8 +90,8 @@ def test_a_changed_model_turns_the_vector_leg_off(mem: stratamem.Memory, tmp_pat
         response = changed.search("redis")
         assert "reindex" in response.legs["vector"]
         with pytest.raises(stratamem.StratamemError, match="reindex"):
-            changed.embed()
-        report = changed.reindex()
+            changed.indexes.embed()
+        report = changed.indexes.reindex()
         assert report.embedded + report.cached > 0
         assert changed.search("redis").legs["vector"].startswith("ok")
 
@@ -150,7 +150,7 @@ class FailingEmbedder(HashingEmbedder):
 
 def test_an_embedding_failure_degrades_to_the_other_legs(shared: stratamem.Memory) -> None:
     with stratamem.open(location(shared), embedder=FailingEmbedder()) as memory:
-        memory.embed()  # the store's vectors are this model's: nothing to embed
+        memory.indexes.embed()  # the store's vectors are this model's: nothing to embed
         response = memory.search("redis")
         assert "model server unreachable" in response.legs["vector"]
         assert response.hits
@@ -263,12 +263,12 @@ def test_the_vector_index_follows_the_store_in_place(mem: stratamem.Memory) -> N
     assert leg is not None
     first = leg.index()
     before = len(first)
-    mem.forget("mbox:team")
+    mem.sources.forget("mbox:team")
     after = leg.index()
     assert after is first  # synced in place, not rebuilt
     assert len(after) == before - 12
     mem.ingest(EXAMPLES / "mail" / "team.mbox")
-    mem.embed()
+    mem.indexes.embed()
     assert len(leg.index()) == before
     assert leg.index() is first
     hits = mem.search("Redis", mode="vector", sources=["mbox:team"]).hits
@@ -426,7 +426,7 @@ def test_the_entity_postings_follow_every_change_to_the_store(
     source.write_text("# Kickoff\n\nAlice Chen and @bob met about #phoenix and Redis.\n")
     mem.ingest(source)
     agrees()
-    mem.forget("mbox:team")
+    mem.sources.forget("mbox:team")
     agrees()
 
 
@@ -505,7 +505,7 @@ def test_mmr_auto_diversifies_chat_turns_and_leaves_documents_to_the_duplicate_r
 ) -> None:
     from stratamem.retrieval.mmr import mmr
 
-    chat = {s.id for s in shared.sources() if s.kind is SourceKind.CHAT}
+    chat = {s.id for s in shared.sources.list() if s.kind is SourceKind.CHAT}
     auto, duplicates = _mmr_case(shared, "auto"), _mmr_case(shared, "duplicates")
     is_chat = [h.source_id in chat for h in duplicates]
     assert any(is_chat)  # a mixed case
@@ -612,7 +612,7 @@ def chat_memory(store_location: str) -> Iterator[stratamem.Memory]:
             ),
             chunking=WHOLE_DOCS,
         )
-        memory.embed()
+        memory.indexes.embed()
         yield memory
 
 

@@ -14,6 +14,7 @@ import stratamem
 from stratamem.config import TreeConfig
 from stratamem.embed.base import ModelSpec, Vectors
 from stratamem.embed.hashing import HashingEmbedder
+from stratamem.errors import NotFoundError
 from stratamem.retrieval import primitives as p
 from stratamem.types import Filters, Mention, NodeKind, SourceKind
 
@@ -61,8 +62,8 @@ def memory(
             days = [offset + i * 0.5 for i in range(len(TEXTS) * 4)]
             _jsonl(path, name, days, [f"{t} ({n})" for n in range(4) for t in TEXTS])
             mem.ingest(path, kind="jsonl", scope=f"chat:{name}")
-        mem.embed()
-        mem.flush()
+        mem.indexes.embed()
+        mem.trees.flush()
         yield mem
 
 
@@ -103,14 +104,17 @@ def test_query_source_limit_zero_means_ten_and_total_counts_all(
 
 
 def test_query_source_unknown_source_is_empty(memory: stratamem.Memory) -> None:
-    response = memory.query_source("chat:nope")
+    response = p.query_source(memory.store, source="chat:nope")
     assert response.hits == ()
     assert response.total == 0
     assert response.truncated is False
+    # Through the API, a source named that the reader cannot see is an error instead.
+    with pytest.raises(NotFoundError, match="no source with id or scope 'chat:nope'"):
+        memory.query_source("chat:nope")
 
 
 def test_query_source_by_kind_and_platform(memory: stratamem.Memory) -> None:
-    kind = memory.sources()[0].kind.value
+    kind = memory.sources.list()[0].kind.value
     assert memory.query_source(source_kind=kind, limit=100).total == (
         memory.query_source(limit=100).total
     )
@@ -243,7 +247,7 @@ def test_cover_window_rejects_a_reversed_window(memory: stratamem.Memory) -> Non
 
 def test_cover_window_all_time_is_the_top_of_each_tree(memory: stratamem.Memory) -> None:
     response = memory.cover_window(since=EPOCH - DAY, until=EPOCH + 100 * DAY)
-    top = {i for tree in memory.trees() for i in memory.store.trees.top_ids(tree.id)}
+    top = {i for tree in memory.trees.list() for i in memory.store.trees.top_ids(tree.id)}
     summaries = {h.node_id for h in response.hits if h.node_kind is NodeKind.SUMMARY}
     assert summaries == top
     chunks = memory.stats()["chunks"]
@@ -398,7 +402,7 @@ def test_a_superseded_document_version_never_resurfaces(
         texts = [h.content for h in mem.query_source(source_kind="document", limit=100).hits]
         window = mem.cover_window(since=datetime(1970, 1, 2, tzinfo=UTC), until=datetime.now(UTC))
         texts += [h.content for h in window.hits]
-        for tree in mem.trees():
+        for tree in mem.trees.list():
             for top in mem.store.trees.top_ids(tree.id):
                 texts += [h.content for h in mem.drill_down(top, max_depth=5)]
         joined = "\n".join(texts)

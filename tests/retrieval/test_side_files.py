@@ -45,7 +45,7 @@ def texts(prefix: str, n: int) -> list[str]:
 
 def ingest(mem: stratamem.Memory, where: Path, prefix: str, n: int) -> None:
     mem.ingest(write_docs(where / f"{prefix}.jsonl", texts(prefix, n), prefix), trees=False)
-    mem.embed()
+    mem.indexes.embed()
 
 
 def legs(mem: stratamem.Memory) -> tuple[VectorLeg, SparseKeywordIndex]:
@@ -97,7 +97,7 @@ def assert_serves_only_this_store(mem: stratamem.Memory) -> None:
     stored = [rowid for rowid, _ in mem.store.vector_keys(vectors.signature)]
     assert vectors.index().ids().tolist() == stored
     embedder = vectors.embedder
-    sample = [c for s in mem.sources() for c in list(mem.store.iter_chunks(s.id))[:10]]
+    sample = [c for s in mem.sources.list() for c in list(mem.store.iter_chunks(s.id))[:10]]
     hits = 0
     for chunk in sample:
         query = embedder.embed_batch([chunk.content])[0]
@@ -335,7 +335,7 @@ def test_a_rowid_reused_by_another_connection_gets_its_new_vector(
             vectors, _ = legs(reader)
             vectors.index()
             old = reader.store.vector_keys(vectors.signature)
-            writer.forget("jsonl:beta")
+            writer.sources.forget("jsonl:beta")
             # Rowids are never handed out again (AUTOINCREMENT) in stores made since the
             # records migration; an older store, or a restored one, may still reuse them.
             with writer.store.transaction():
@@ -457,7 +457,7 @@ def test_after_anything_is_taken_away_every_key_is_compared(
                     )
                     store.insert_vectors([tuple(kept)])
             elif change == "forget":
-                writer.forget("jsonl:beta")
+                writer.sources.forget("jsonl:beta")
             elif change == "delete vectors":
                 with store.transaction():
                     store.delete_vectors(keep_model="another model")
@@ -500,7 +500,7 @@ def test_a_save_started_before_another_process_removed_a_source_is_dropped(
         # Another process forgets the source (a lock removes its rows the same way) and
         # rewrites the files without it; then this one's pending save comes due.
         with stratamem.open(db, embedder=HashingEmbedder(dim=64)) as other:
-            other.forget("jsonl:secretword")
+            other.sources.forget("jsonl:secretword")
         after = {p: p.read_bytes() if p.exists() else None for p in paths}
         keyword._unsaved = 10**6
         keyword._save_snapshot()
@@ -520,7 +520,7 @@ def test_built_indexes_are_read_by_the_next_process_rather_than_built(
         vectors, keyword = legs(mem)
         mem._vectors = vectors  # small thresholds, so that files are written at all
         keyword_module._INDEXES[mem.store] = keyword
-        took = mem.build_indexes()
+        took = mem.indexes.build()
         assert set(took) == {"keyword", "vectors"}
         vector_path, keyword_path = vectors.index_path(), keyword.index_path()
         if not vectors.native:
@@ -545,4 +545,4 @@ def test_built_indexes_are_read_by_the_next_process_rather_than_built(
     with stratamem.open(db, embedder=None) as mem:
         mem.store.principal_name = "someone"  # a principal may read, not build
         with pytest.raises(stratamem.StratamemError):
-            mem.build_indexes()
+            mem.indexes.build()

@@ -70,7 +70,7 @@ def assert_agrees_with_fts5(index: SparseKeywordIndex, memory: stratamem.Memory,
 
 
 def test_a_new_store_is_stemmed_as_its_first_migration_declares(mem: stratamem.Memory) -> None:
-    assert mem.keyword_tokenizer() == "stemmed"
+    assert mem.indexes.keyword_tokenizer() == "stemmed"
     assert f"tokenize = '{TOKENIZERS['stemmed']}'" in MIGRATIONS[0]
     assert mem.store.keyword_schema().tokenizer == TOKENIZERS["stemmed"]
 
@@ -99,7 +99,7 @@ def test_a_new_store_is_stemmed_as_its_first_migration_declares(mem: stratamem.M
 def test_each_tokenizer_makes_these_tokens(
     mem: stratamem.Memory, name: str, expected: list[tuple[str, ...]]
 ) -> None:
-    mem.set_keyword_tokenizer(name)
+    mem.indexes.set_keyword_tokenizer(name)
     # Case and Latin diacritics fold under both; only ``stemmed`` takes English suffixes off
     # (Porter's rules, which also reach a German word's final "e"); other scripts pass whole.
     words = ["Running", "RUNS", "runners", "Café", "naïve", "Größe", "ΚΑΛΗΜΕΡΑ"]
@@ -139,8 +139,8 @@ def test_the_stemmed_tokenizer_finds_inflected_forms(mem: stratamem.Memory) -> N
 
 
 def test_the_plain_tokenizer_finds_words_as_written(mem: stratamem.Memory) -> None:
-    assert mem.set_keyword_tokenizer("plain") is True
-    assert mem.keyword_tokenizer() == "plain"
+    assert mem.indexes.set_keyword_tokenizer("plain") is True
+    assert mem.indexes.keyword_tokenizer() == "plain"
     assert texts(mem, "running") == [DOCS[1][0]]
     assert texts(mem, "runs") == [DOCS[0][0]]
     assert texts(mem, "cafe") == [DOCS[2][0]]  # diacritics still fold
@@ -154,7 +154,7 @@ def test_the_plain_tokenizer_finds_words_as_written(mem: stratamem.Memory) -> No
 def test_the_sparse_index_ranks_as_fts5_under_either(
     mem: stratamem.Memory, name: str, query: str
 ) -> None:
-    mem.set_keyword_tokenizer(name)
+    mem.indexes.set_keyword_tokenizer(name)
     assert_agrees_with_fts5(sparse(mem), mem, query)
 
 
@@ -164,11 +164,11 @@ def test_the_sparse_index_ranks_as_fts5_under_either(
 def test_switching_rebuilds_the_index_held_in_memory(mem: stratamem.Memory) -> None:
     index = sparse(mem)
     assert len(index.search(["running"], Filters(), 10) or {}) == 2
-    mem.set_keyword_tokenizer("plain")
+    mem.indexes.set_keyword_tokenizer("plain")
     assert len(index.search(["running"], Filters(), 10) or {}) == 1
     assert "tokenizer changed" in index.note
     assert_agrees_with_fts5(index, mem, "running runs")
-    mem.set_keyword_tokenizer("stemmed")
+    mem.indexes.set_keyword_tokenizer("stemmed")
     assert len(index.search(["running"], Filters(), 10) or {}) == 2
     assert_agrees_with_fts5(index, mem, "running runs")
 
@@ -210,7 +210,7 @@ def test_the_api_switch_rewrites_the_saved_file(store_location: str, tmp_path: P
         from stratamem.retrieval.legs.keyword import sparse_index
 
         sparse_index(memory.store).persist_min_docs = 0
-        memory.set_keyword_tokenizer("plain")
+        memory.indexes.set_keyword_tokenizer("plain")
         header_len = int.from_bytes(path.read_bytes()[8:12], "little")
         header = json.loads(path.read_bytes()[12 : 12 + header_len])
         assert header["tokenize"] == TOKENIZERS["plain"]
@@ -224,8 +224,8 @@ def test_another_connection_sees_the_switch(store_location: str, tmp_path: Path)
             index = sparse(reader)
             assert len(index.search(["running"], Filters(), 10) or {}) == 2
             assert reader.store.keyword_phrases(["running"]) == [("run",)]
-            writer.set_keyword_tokenizer("plain")
-            assert reader.keyword_tokenizer() == "plain"
+            writer.indexes.set_keyword_tokenizer("plain")
+            assert reader.indexes.keyword_tokenizer() == "plain"
             assert reader.store.keyword_phrases(["running"]) == [("running",)]
             assert len(index.search(["running"], Filters(), 10) or {}) == 1
             assert_agrees_with_fts5(index, reader, "running runs")
@@ -247,21 +247,21 @@ def test_switching_to_the_tokenizer_in_use_changes_nothing(mem: stratamem.Memory
         return (*state, sql.fetchone())
 
     before = declared()
-    assert mem.set_keyword_tokenizer("stemmed") is False
+    assert mem.indexes.set_keyword_tokenizer("stemmed") is False
     assert declared() == before
 
 
 def test_an_unknown_tokenizer_is_refused_and_nothing_changes(mem: stratamem.Memory) -> None:
     with pytest.raises(ValueError, match=r"unknown tokenizer 'snowball'.*stemmed, plain"):
-        mem.set_keyword_tokenizer("snowball")
-    assert mem.keyword_tokenizer() == "stemmed"
+        mem.indexes.set_keyword_tokenizer("snowball")
+    assert mem.indexes.keyword_tokenizer() == "stemmed"
     assert len(texts(mem, "running")) == 2
 
 
 def test_a_switch_inside_a_read_snapshot_is_refused(mem: stratamem.Memory) -> None:
     with mem.store.read_snapshot(), pytest.raises(StoreError, match="read snapshot"):
         mem.store.set_keyword_tokenizer("plain")
-    assert mem.keyword_tokenizer() == "stemmed"
+    assert mem.indexes.keyword_tokenizer() == "stemmed"
 
 
 def test_a_failed_switch_leaves_the_store_as_it_was(
@@ -289,8 +289,8 @@ def test_a_failed_switch_leaves_the_store_as_it_was(
 
         monkeypatch.setattr(Tokenizer, "counts", fail_after)
     with pytest.raises(Exception, match="disk I/O error"):
-        mem.set_keyword_tokenizer("plain")
-    assert mem.keyword_tokenizer() == "stemmed"
+        mem.indexes.set_keyword_tokenizer("plain")
+    assert mem.indexes.keyword_tokenizer() == "stemmed"
     assert len(texts(mem, "running")) == 2
     assert mem.store.keyword_state() == before
     assert_agrees_with_fts5(sparse(mem), mem, "running runs")
@@ -304,7 +304,7 @@ def test_the_new_index_holds_every_chunk_and_keeps_the_column_weights(
     sqlite = mem.store.name == "sqlite"
     rank = "SELECT v FROM chunks_fts_config WHERE k = 'rank'"
     before = mem.store.conn.execute(rank).fetchone() if sqlite else None
-    mem.set_keyword_tokenizer("plain")
+    mem.indexes.set_keyword_tokenizer("plain")
     if sqlite:
         conn = mem.store.conn
         conn.execute("INSERT INTO chunks_fts(chunks_fts) VALUES ('integrity-check')")
@@ -330,8 +330,8 @@ def test_a_source_locked_during_the_switch_comes_back_tokenized_the_new_way(
         memory.ingest(
             write_docs(tmp_path / "secret.jsonl", [("runs in secret", "")], source="secret")
         )
-        memory.lock("jsonl:secret", passphrase="pw")
-        memory.set_keyword_tokenizer("plain")
+        memory.locks.lock("jsonl:secret", passphrase="pw")
+        memory.indexes.set_keyword_tokenizer("plain")
         sqlite = memory.store.name == "sqlite"
         conn = memory.store.conn
         if sqlite:
@@ -341,7 +341,7 @@ def test_a_source_locked_during_the_switch_comes_back_tokenized_the_new_way(
             vocab = {row[0] for row in conn.execute("SELECT term FROM temp.stratamem_bm25_vocab")}
             assert "secret" not in vocab
         assert "secret" not in memory.store.keyword_postings().postings.terms
-        memory.unlock("jsonl:secret", passphrase="pw")
+        memory.locks.unlock("jsonl:secret", passphrase="pw")
         assert set(texts(memory, "runs")) == {DOCS[0][0], "runs in secret"}
         assert texts(memory, "running") == [DOCS[1][0]]
         if sqlite:
@@ -363,13 +363,13 @@ def test_a_principal_ranks_as_a_store_of_only_what_it_may_see(
     with stratamem.open(everything, embedder=None) as memory:
         for part, docs in parts.items():
             memory.ingest(write_docs(tmp_path / f"{part}.jsonl", docs, source=part))
-            memory.set_access(f"jsonl:{part}", scopes="team" if part in seen else "private")
-        memory.add_principal("reader", "team")
-        memory.set_keyword_tokenizer(name)
+            memory.sources.set_access(f"jsonl:{part}", scopes="team" if part in seen else "private")
+        memory.principals.add("reader", "team")
+        memory.indexes.set_keyword_tokenizer(name)
     with stratamem.open(alone_at, embedder=None) as memory:
         for part in seen:
             memory.ingest(tmp_path / f"{part}.jsonl")
-        memory.set_keyword_tokenizer(name)
+        memory.indexes.set_keyword_tokenizer(name)
     for query in (["running"], ["runs", "queue"], ["note", "runner", "late"]):
         with (
             stratamem.open(everything, embedder=None, principal="reader") as gated,

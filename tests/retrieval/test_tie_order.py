@@ -39,7 +39,7 @@ def stores(
         db = locations.new(module_location, root, name)
         with stratamem.open(db, embedder=HashingEmbedder()) as mem:
             mem.ingest(notes(root / name / name))
-            mem.embed()
+            mem.indexes.embed()
         made.append(db)
     return made
 

@@ -228,21 +228,21 @@ def _by_id(m: _Matrix, named: tuple[str, ...]) -> None:
             [r[n].top, r["eng"].summary, r[n].leaf, r[n].summary, "x"]), name, "eng")  # fmt: skip
         m.add("get", f"leaf:{name}", lambda x, r, n=name: x.get(r[n].leaf), name)
         m.add("get", f"summary:{name}", lambda x, r, n=name: x.get(r[n].top), name)
-        m.add("source", f"scope:{name}", lambda x, r, n=name: x.source(r[n].scope), name)
-        m.add("source", f"id:{name}", lambda x, r, n=name: x.source(r[n].source_id), name)
-        m.add("tree", name, lambda x, r, n=name: x.tree(r[n].scope), name)
-        m.add("tree_stats", name, lambda x, r, n=name: x.tree_stats(r[n].tree_id), name)
-        m.add("tree_tops", name, lambda x, r, n=name: x.tree_tops(r[n].tree_id), name)
-        m.add("unsealed_leaves", name, lambda x, r, n=name: x.unsealed_leaves(r[n].tree_id), name)
-        m.add("item", name, lambda x, r, n=name: x.item(r[n].item or "none"), name)
-        m.add("item", f"in:{name}", lambda x, r, n=name: x.item(
+        m.add("source", f"scope:{name}", lambda x, r, n=name: x.sources.get(r[n].scope), name)
+        m.add("source", f"id:{name}", lambda x, r, n=name: x.sources.get(r[n].source_id), name)
+        m.add("tree", name, lambda x, r, n=name: x.trees.get(r[n].scope), name)
+        m.add("tree_stats", name, lambda x, r, n=name: x.trees.stats(r[n].tree_id), name)
+        m.add("tree_tops", name, lambda x, r, n=name: x.trees.tops(r[n].tree_id), name)
+        m.add("unsealed_leaves", name, lambda x, r, n=name: x.trees.unsealed(r[n].tree_id), name)
+        m.add("item", name, lambda x, r, n=name: x.items.get(r[n].item or "none"), name)
+        m.add("item", f"in:{name}", lambda x, r, n=name: x.items.get(
             r["eng"].item or "none", source=r[n].scope), name, "eng")  # fmt: skip
-    m.add("sources", "all", lambda x, r: x.sources())
+    m.add("sources", "all", lambda x, r: x.sources.list())
     m.add("stats", "all", lambda x, r: x.stats())
-    m.add("trees", "all", lambda x, r: x.trees())
-    m.add("item", "key-of-one", lambda x, r: x.item("eng0"))
-    m.add("item", "key-of-two", lambda x, r: x.item("shared-key"))
-    m.add("item", "key-of-two-in-eng", lambda x, r: x.item("shared-key", source="eng"))
+    m.add("trees", "all", lambda x, r: x.trees.list())
+    m.add("item", "key-of-one", lambda x, r: x.items.get("eng0"))
+    m.add("item", "key-of-two", lambda x, r: x.items.get("shared-key"))
+    m.add("item", "key-of-two-in-eng", lambda x, r: x.items.get("shared-key", source="eng"))
     _items(m, named)
 
 
@@ -250,15 +250,15 @@ def _items(m: _Matrix, named: tuple[str, ...]) -> None:
     """An item's history, and its id read as a node id (its versions' transaction times
     left out: the two stores are written at different moments)."""
     for name in named:
-        m.add("item_history", name, lambda x, r, n=name: _versions(x.item_history(
+        m.add("item_history", name, lambda x, r, n=name: _versions(x.items.history(
             r[n].item or "none")), name)  # fmt: skip
-        m.add("item_history", f"in:{name}", lambda x, r, n=name: _versions(x.item_history(
+        m.add("item_history", f"in:{name}", lambda x, r, n=name: _versions(x.items.history(
             r["eng"].item or "none", source=r[n].scope)), name, "eng")  # fmt: skip
-        m.add("item", f"as_of:{name}", lambda x, r, n=name: x.item(
+        m.add("item", f"as_of:{name}", lambda x, r, n=name: x.items.get(
             r[n].item or "none", as_of=T0 + timedelta(days=3650)), name)  # fmt: skip
         m.add("get", f"item:{name}", lambda x, r, n=name: _timeless(x.get(
             r[n].item or "none")), name)  # fmt: skip
-    m.add("item_history", "key-of-two", lambda x, r: _versions(x.item_history("shared-key")))
+    m.add("item_history", "key-of-two", lambda x, r: _versions(x.items.history("shared-key")))
     m.add("nodes", "items", lambda x, r: [_timeless(h) for h in x.nodes(
         ["eng0", "shared-key", "no-such-item"])])  # fmt: skip
 
@@ -296,21 +296,21 @@ def _facts(m: _Matrix, named: tuple[str, ...], queries: tuple[str, ...]) -> None
     """The facts read as hits (those stated by the sources' structure at ingest) and the
     rollups; naming a source the reader may not see answers as naming none."""
     for n, query in enumerate(queries):
-        m.add("query_facts", f"{n}:{query[:30]}", lambda x, r, q=query: _matched(x.query_facts(
+        m.add("query_facts", f"{n}:{query[:30]}", lambda x, r, q=query: _matched(x.facts.query(
             q, limit=1000)))  # fmt: skip
     for query in FEW:
         for label, (since, _) in WINDOWS.items():
             m.add("query_facts", f"as_of={label}:{query}", lambda x, r, q=query, w=since: (
-                _matched(x.query_facts(q, as_of=w, limit=1000))))  # fmt: skip
+                _matched(x.facts.query(q, as_of=w, limit=1000))))  # fmt: skip
         for label, refs, uses in _source_filters(named):
             m.add("query_facts", f"sources={label}:{query}", lambda x, r, q=query, s=refs: (
-                _matched(x.query_facts(q, sources=s, limit=1000))), *uses)  # fmt: skip
+                _matched(x.facts.query(q, sources=s, limit=1000))), *uses)  # fmt: skip
     for entity in ENTITIES:
-        m.add("query_facts", f"subject={entity}", lambda x, r, e=entity: _matched(x.query_facts(
+        m.add("query_facts", f"subject={entity}", lambda x, r, e=entity: _matched(x.facts.query(
             "queue release alice", subject=e or "topic:none", limit=1000)))  # fmt: skip
-        m.add("rollups", entity or "all", lambda x, r, e=entity: x.rollups(e or None))
+        m.add("rollups", entity or "all", lambda x, r, e=entity: x.facts.rollups(e or None))
     for name in named:
-        m.add("query_facts", f"source:{name}", lambda x, r, n=name: _matched(x.query_facts(
+        m.add("query_facts", f"source:{name}", lambda x, r, n=name: _matched(x.facts.query(
             "queue release", sources=[r[n].scope], limit=1000)), name)  # fmt: skip
 
 

@@ -335,7 +335,7 @@ def build(
                 if got != set(spec.scopes):
                     raise ValueError(f"{spec.fixture} gave scopes {got}, not {spec.scopes}")
             for item in spec.items:
-                mem.add(
+                mem.items.add(
                     item.text,
                     source=spec.scopes[0],
                     kind=spec.kind,
@@ -346,16 +346,16 @@ def build(
                     tags=item.tags,
                 )
             for scope in spec.scopes:
-                mem.set_access(scope, scopes=list(spec.access))
-        mem.embed()
-        mem.build_trees()
-        mem.flush()
+                mem.sources.set_access(scope, scopes=list(spec.access))
+        mem.indexes.embed()
+        mem.trees.build()
+        mem.trees.flush()
         for p in principals:
             if quick_principals:
                 found = Principal(name=p.name, scopes=tuple(sorted(p.scopes)), sources=p.sources)
                 mem.store.put_principal(PrincipalRow(found, f"quick-{p.name}", "-"))
             else:
-                mem.add_principal(p.name, list(p.scopes), sources=list(p.sources))
+                mem.principals.add(p.name, list(p.scopes), sources=list(p.sources))
 
 
 # -- the canary store ---------------------------------------------------------------------------
@@ -608,7 +608,7 @@ def tree_nodes(mem: Memory, tree_id: str) -> tuple[list[RetrievalHit], list[Retr
     """(summaries, leaves) of a tree, as its reader sees them, highest level first."""
     summaries: list[RetrievalHit] = []
     leaves: list[RetrievalHit] = []
-    for top in mem.tree_tops(tree_id):
+    for top in mem.trees.tops(tree_id):
         summaries.append(top)
         for hit in mem.drill_down(top.node_id, max_depth=32):
             (summaries if hit.node_kind is NodeKind.SUMMARY else leaves).append(hit)
@@ -631,7 +631,7 @@ def hidden_from(
         out.words.update(spec.canaries)
         for scope in spec.scopes:
             out.source_ids.add(source_id_for(scope))
-            tree = owner.tree(scope)
+            tree = owner.trees.get(scope)
             out.tree_ids.add(tree.id)
             summaries, leaves = tree_nodes(owner, tree.id)
             out.summary_ids.extend(h.node_id for h in summaries)
@@ -645,7 +645,7 @@ def canary_sanity(
     """No canary may be in a source the principal sees: the scan would cry wolf."""
     for spec in visible_specs(principal, specs):
         for scope in spec.scopes:
-            for hit in tree_nodes(owner, owner.tree(scope).id)[1]:
+            for hit in tree_nodes(owner, owner.trees.get(scope).id)[1]:
                 text = hit.content.lower()
                 found = [w for w in hidden.words if w in text]
                 if found:
@@ -771,7 +771,7 @@ def reads(mem: Memory, query: str, entity: str, source: str) -> dict[str, Any]:
         "search_entities": lambda: mem.search_entities(entity.partition(":")[2][:4], limit=50),
         "related": lambda: mem.related(entity, limit=50),
         "stats": lambda: mem.stats(),
-        "sources": lambda: mem.sources(),
+        "sources": lambda: mem.sources.list(),
     }
     return {name: plain(outcome(read, str(mem.path))) for name, read in calls.items()}
 
@@ -832,7 +832,7 @@ class Refs:
 
 
 def refs_of(owner: Memory, scope: str, item: str | None) -> Refs:
-    tree = owner.tree(scope)
+    tree = owner.trees.get(scope)
     summaries, leaves = tree_nodes(owner, tree.id)
     level_one = next(h for h in summaries if h.level == 1)
     return Refs(
@@ -905,7 +905,7 @@ class CanaryWorld:
             self.locked_refs = named_refs(self.owner, [s.scopes[0] for s in self.locked])
             for spec in self.locked:
                 for scope in spec.scopes:
-                    self.owner.lock(scope, passphrase=PASSPHRASE)
+                    self.owner.locks.lock(scope, passphrase=PASSPHRASE)
 
     @property
     def unlocked(self) -> tuple[SourceSpec, ...]:

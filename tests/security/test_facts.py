@@ -72,7 +72,7 @@ def statements_for(owner: Memory) -> tuple[Say, ...]:
     some. Evidence is a leaf and a summary of the source, as the owner reads them."""
     evidence: dict[str, tuple[str, str]] = {}
     for scope in SCOPES[:-1]:
-        summaries, leaves = kit.tree_nodes(owner, owner.tree(scope).id)
+        summaries, leaves = kit.tree_nodes(owner, owner.trees.get(scope).id)
         evidence[scope] = (leaves[0].node_id, (summaries or leaves)[-1].node_id)
     first: list[Say] = []
     second: list[Say] = []
@@ -129,9 +129,9 @@ def write(
             continue
         now = NOW + timedelta(minutes=n)
         if say.retract is not None:
-            done[say.key] = mem.retract(done[say.retract].recorded[-1].id, now=now)
+            done[say.key] = mem.facts.retract(done[say.retract].recorded[-1].id, now=now)
             continue
-        done[say.key] = mem.remember(
+        done[say.key] = mem.facts.remember(
             say.subject,
             say.predicate,
             say.object,
@@ -289,60 +289,66 @@ KNOWN = ("none", "round1", "round2", "all")
 
 def _probes() -> list[Probe]:
     out = [
-        Probe("recall", "all", lambda m, k: m.recall()),
-        Probe("recall", "limit", lambda m, k: m.recall(limit=5)),
-        Probe("recall", "predicate", lambda m, k: m.recall(predicate="role")),
-        Probe("recall", "shared", lambda m, k: m.recall(SHARED)),
-        Probe("recall", "queue", lambda m, k: m.recall(QUEUE, predicate="owner")),
-        Probe("fact_history", "shared", lambda m, k: m.fact_history(SHARED, "role")),
-        Probe("fact_history", "queue", lambda m, k: m.fact_history(QUEUE, "owner")),
+        Probe("recall", "all", lambda m, k: m.facts.recall()),
+        Probe("recall", "limit", lambda m, k: m.facts.recall(limit=5)),
+        Probe("recall", "predicate", lambda m, k: m.facts.recall(predicate="role")),
+        Probe("recall", "shared", lambda m, k: m.facts.recall(SHARED)),
+        Probe("recall", "queue", lambda m, k: m.facts.recall(QUEUE, predicate="owner")),
+        Probe("fact_history", "shared", lambda m, k: m.facts.history(SHARED, "role")),
+        Probe("fact_history", "queue", lambda m, k: m.facts.history(QUEUE, "owner")),
     ]
     for label, when in VALID_TIMES.items():
         out += [
-            Probe("recall-as_of", f"all-{label}", lambda m, k, w=when: m.recall(as_of=w)),
+            Probe("recall-as_of", f"all-{label}", lambda m, k, w=when: m.facts.recall(as_of=w)),
             Probe(
-                "recall-as_of", f"shared-{label}", lambda m, k, w=when: m.recall(SHARED, as_of=w)
+                "recall-as_of",
+                f"shared-{label}",
+                lambda m, k, w=when: m.facts.recall(SHARED, as_of=w),
             ),
             Probe(
                 "recall-as_of+known_at",
                 f"{label}-round1",
-                lambda m, k, w=when: m.recall(as_of=w, known_at=k["round1"]),
+                lambda m, k, w=when: m.facts.recall(as_of=w, known_at=k["round1"]),
             ),
         ]
     for label in KNOWN:
         out += [
-            Probe("recall-known_at", f"all-{label}", lambda m, k, t=label: m.recall(known_at=k[t])),
+            Probe(
+                "recall-known_at",
+                f"all-{label}",
+                lambda m, k, t=label: m.facts.recall(known_at=k[t]),
+            ),
             Probe(
                 "recall-known_at",
                 f"shared-{label}",
-                lambda m, k, t=label: m.recall(SHARED, known_at=k[t]),
+                lambda m, k, t=label: m.facts.recall(SHARED, known_at=k[t]),
             ),
             Probe(
                 "fact_history-known_at",
                 f"shared-{label}",
-                lambda m, k, t=label: m.fact_history(SHARED, "role", known_at=k[t]),
+                lambda m, k, t=label: m.facts.history(SHARED, "role", known_at=k[t]),
             ),
             Probe(
                 "fact_history-known_at",
                 f"queue-{label}",
-                lambda m, k, t=label: m.fact_history(QUEUE, "owner", known_at=k[t]),
+                lambda m, k, t=label: m.facts.history(QUEUE, "owner", known_at=k[t]),
             ),
         ]
     subjects = {scope: (own_subject(scope), "status") for scope in SCOPES}
     subjects |= {f"{scope}-canary": (f"topic:{c}", "mentions") for scope, c in CANARY.items()}
     for label, (subject, predicate) in subjects.items():
         out += [
-            Probe("recall", f"own-{label}", lambda m, k, s=subject: m.recall(s), (subject,)),
+            Probe("recall", f"own-{label}", lambda m, k, s=subject: m.facts.recall(s), (subject,)),
             Probe(
                 "recall-as_of",
                 f"own-{label}",
-                lambda m, k, s=subject: m.recall(s, as_of=VALID_TIMES["day6"]),
+                lambda m, k, s=subject: m.facts.recall(s, as_of=VALID_TIMES["day6"]),
                 (subject,),
             ),
             Probe(
                 "fact_history",
                 f"own-{label}",
-                lambda m, k, s=subject, p=predicate: m.fact_history(s, p),
+                lambda m, k, s=subject, p=predicate: m.facts.history(s, p),
                 (subject,),
             ),
         ]
@@ -351,43 +357,43 @@ def _probes() -> list[Probe]:
     queries = ("lead owner", "team open closed", "intern", *(fact_word(s) for s in SCOPES))
     queries += (*CANARY.values(), f"{fact_word('eng')} {fact_word('hr-secret')} lead")
     for query in queries:
-        out.append(Probe("query_facts", query, lambda m, k, q=query: m.query_facts(q, limit=50)))
+        out.append(Probe("query_facts", query, lambda m, k, q=query: m.facts.query(q, limit=50)))
     for label, when in VALID_TIMES.items():
         out.append(
-            Probe("query_facts-as_of", label, lambda m, k, w=when: m.query_facts(
+            Probe("query_facts-as_of", label, lambda m, k, w=when: m.facts.query(
                 "lead owner open closed intern", as_of=w, limit=50))
         )  # fmt: skip
     for label in KNOWN:
         out += [
-            Probe("query_facts-known_at", label, lambda m, k, t=label: m.query_facts(
+            Probe("query_facts-known_at", label, lambda m, k, t=label: m.facts.query(
                 "lead owner team open", known_at=k[t], limit=50)),
-            Probe("query_facts-as_of+known_at", label, lambda m, k, t=label: m.query_facts(
+            Probe("query_facts-as_of+known_at", label, lambda m, k, t=label: m.facts.query(
                 "lead owner intern", as_of=VALID_TIMES["day2"], known_at=k[t], limit=3)),
         ]  # fmt: skip
     out += [
-        Probe("query_facts", "shared-subject", lambda m, k: m.query_facts(
+        Probe("query_facts", "shared-subject", lambda m, k: m.facts.query(
             "lead owner", subject=SHARED, limit=50)),
-        Probe("query_facts", "limit-1", lambda m, k: m.query_facts("lead team open", limit=1)),
-        Probe("query_facts", "empty", lambda m, k: m.query_facts("?!", limit=5)),
+        Probe("query_facts", "limit-1", lambda m, k: m.facts.query("lead team open", limit=1)),
+        Probe("query_facts", "empty", lambda m, k: m.facts.query("?!", limit=5)),
     ]  # fmt: skip
     for scope in SCOPES:
         subject = own_subject(scope)
         out += [
-            Probe("query_facts", f"own-{scope}", lambda m, k, s=subject: m.query_facts(
+            Probe("query_facts", f"own-{scope}", lambda m, k, s=subject: m.facts.query(
                 "open closed", subject=s), (subject,)),
-            Probe("query_facts", f"source-{scope}", lambda m, k, s=scope: m.query_facts(
+            Probe("query_facts", f"source-{scope}", lambda m, k, s=scope: m.facts.query(
                 "lead owner team", sources=[s], limit=50), (scope, source_id_for(scope))),
         ]  # fmt: skip
     # Rollups: those built from sources the reader reads every one of.
     out += [
-        Probe("rollups", "all", lambda m, k: m.rollups()),
-        Probe("rollups", "shared", lambda m, k: m.rollups(SHARED)),
-        Probe("rollups", "limit-2", lambda m, k: m.rollups(limit=2)),
+        Probe("rollups", "all", lambda m, k: m.facts.rollups()),
+        Probe("rollups", "shared", lambda m, k: m.facts.rollups(SHARED)),
+        Probe("rollups", "limit-2", lambda m, k: m.facts.rollups(limit=2)),
     ]
     for scope in SCOPES:
         subject = own_subject(scope)
         out.append(
-            Probe("rollups", f"own-{scope}", lambda m, k, s=subject: m.rollups(s), (subject,))
+            Probe("rollups", f"own-{scope}", lambda m, k, s=subject: m.facts.rollups(s), (subject,))
         )
     return out
 
@@ -426,40 +432,40 @@ def test_fact_reads_equal_the_reduced_store_and_show_no_canary(
 def test_the_stores_hold_the_facts_the_probes_look_for(facts: FactStores) -> None:
     # A read that finds nothing anywhere would prove nothing about hiding.
     owner = facts.read("full", OWNER)
-    assert {f.source_id for f in owner.recall()} == {source_id_for(s) for s in SCOPES}
-    assert owner.source(ASSERTED).access == ("private",)
-    history = owner.fact_history(SHARED, "role")
+    assert {f.source_id for f in owner.facts.recall()} == {source_id_for(s) for s in SCOPES}
+    assert owner.sources.get(ASSERTED).access == ("private",)
+    history = owner.facts.history(SHARED, "role")
     assert {f.source_id for f in history} == {source_id_for(s) for s in SCOPES}
     assert any(not f.believed for f in history)
-    assert any(not f.believed for f in owner.fact_history(QUEUE, "owner"))
+    assert any(not f.believed for f in owner.facts.history(QUEUE, "owner"))
     for scope, words in CANARY.items():
-        assert owner.recall(f"topic:{words}"), scope
+        assert owner.facts.recall(f"topic:{words}"), scope
     # Every principal but one misses some source's facts, and sees what its store holds.
     for spec in kit.PRINCIPALS:
         mem = facts.read("full", spec.name)
         present = present_in(facts.world, spec.name)
         want = {source_id_for(s) for s in SCOPES if present(s)}
-        assert {f.source_id for f in mem.fact_history(SHARED, "role")} == want, spec.name
+        assert {f.source_id for f in mem.facts.history(SHARED, "role")} == want, spec.name
     assert facts.canaries("fay") > {fact_word(s) for s in SCOPES}
 
 
 def test_the_stores_hold_the_rollups_and_matches_the_probes_look_for(facts: FactStores) -> None:
     owner = facts.read("full", OWNER)
-    assert len(owner.rollups()) == 2 * len(SCOPES)
+    assert len(owner.facts.rollups()) == 2 * len(SCOPES)
     found = {
-        name: facts.read("full", name).query_facts("lead owner", limit=50).total for name in READERS
+        name: facts.read("full", name).facts.query("lead owner", limit=50).total for name in READERS
     }
     assert found[OWNER] > max(v for k, v in found.items() if k != OWNER) > 0, found
     # Somebody reads some rollups and not others: the probes compare something.
-    seen = {name: len(facts.read("full", name).rollups()) for name in READERS}
+    seen = {name: len(facts.read("full", name).facts.rollups()) for name in READERS}
     assert len(set(seen.values())) > 1, seen
 
 
 def test_fact_ids_are_the_same_in_both_stores(facts: FactStores) -> None:
     # The comparisons above rest on this: a fact's id is made of what it says and when.
     for name in READERS:
-        full = {f.id for f in facts.read("full", name).fact_history(SHARED, "role")}
-        reduced = {f.id for f in facts.read("reduced", name).fact_history(SHARED, "role")}
+        full = {f.id for f in facts.read("full", name).facts.history(SHARED, "role")}
+        reduced = {f.id for f in facts.read("reduced", name).facts.history(SHARED, "role")}
         assert full == reduced, name
 
 
@@ -482,13 +488,15 @@ def _sees_scope(principal: kit.PrincipalSpec, scope: str) -> bool:
 Ask = Callable[[Memory, str, str], Any]
 
 ASKS: dict[str, Ask] = {
-    "recall": lambda m, s, p: m.recall(s),
-    "recall-predicate": lambda m, s, p: m.recall(s, predicate=p),
-    "recall-as_of": lambda m, s, p: m.recall(s, as_of=VALID_TIMES["day2"]),
-    "recall-known_at": lambda m, s, p: m.recall(s, known_at=NOW + timedelta(days=1)),
-    "recall-both": lambda m, s, p: m.recall(s, as_of=T0, known_at=NOW + timedelta(days=1)),
-    "fact_history": lambda m, s, p: m.fact_history(s, p),
-    "fact_history-known_at": lambda m, s, p: m.fact_history(s, p, known_at=NOW + timedelta(days=1)),
+    "recall": lambda m, s, p: m.facts.recall(s),
+    "recall-predicate": lambda m, s, p: m.facts.recall(s, predicate=p),
+    "recall-as_of": lambda m, s, p: m.facts.recall(s, as_of=VALID_TIMES["day2"]),
+    "recall-known_at": lambda m, s, p: m.facts.recall(s, known_at=NOW + timedelta(days=1)),
+    "recall-both": lambda m, s, p: m.facts.recall(s, as_of=T0, known_at=NOW + timedelta(days=1)),
+    "fact_history": lambda m, s, p: m.facts.history(s, p),
+    "fact_history-known_at": lambda m, s, p: m.facts.history(
+        s, p, known_at=NOW + timedelta(days=1)
+    ),
 }
 
 
@@ -528,12 +536,12 @@ def test_a_subject_of_hidden_sources_answers_as_one_of_none(
 
 def test_a_principal_cannot_write_facts(facts: FactStores) -> None:
     mem = facts.read("full", "cat")
-    fact = facts.read("full", OWNER).recall(SHARED)[0]
+    fact = facts.read("full", OWNER).facts.recall(SHARED)[0]
     with pytest.raises(AccessDenied):
-        mem.remember(SHARED, "role", "someone else", source="eng")
+        mem.facts.remember(SHARED, "role", "someone else", source="eng")
     with pytest.raises(AccessDenied):
-        mem.retract(fact.id)
-    assert facts.read("full", OWNER).recall(SHARED)[0] == fact
+        mem.facts.retract(fact.id)
+    assert facts.read("full", OWNER).facts.recall(SHARED)[0] == fact
 
 
 # -- locking and forgetting ----------------------------------------------------------------------
@@ -543,15 +551,15 @@ def _views(mem: Memory, says: tuple[Say, ...]) -> dict[str, Any]:
     """The reads a lock or a forget changes, as plain data."""
     known = boundaries(says)
     out: dict[str, Any] = {
-        "recall": mem.recall(),
-        "recall-known": mem.recall(known_at=known["round2"]),
-        "recall-as_of": mem.recall(as_of=VALID_TIMES["day6"]),
-        "shared": mem.fact_history(SHARED, "role"),
-        "shared-known": mem.fact_history(SHARED, "role", known_at=known["round1"]),
-        "queue": mem.fact_history(QUEUE, "owner"),
+        "recall": mem.facts.recall(),
+        "recall-known": mem.facts.recall(known_at=known["round2"]),
+        "recall-as_of": mem.facts.recall(as_of=VALID_TIMES["day6"]),
+        "shared": mem.facts.history(SHARED, "role"),
+        "shared-known": mem.facts.history(SHARED, "role", known_at=known["round1"]),
+        "queue": mem.facts.history(QUEUE, "owner"),
     }
     for scope in SCOPES:
-        out[scope] = mem.fact_history(own_subject(scope), "status")
+        out[scope] = mem.facts.history(own_subject(scope), "status")
     return out
 
 
@@ -589,11 +597,11 @@ def test_a_locked_source_s_facts_leave_reads_and_files_until_unlocked(
     assert _without(before["cat"], sid) != before["cat"]
     assert kit.residue(path, needles), "the copy holds the facts before the lock"
     with kit.open_memory(path) as owner:
-        owner.lock(scope, passphrase=PASSPHRASE)
+        owner.locks.lock(scope, passphrase=PASSPHRASE)
         _compare(facts, owner, OWNER, _without(before[OWNER], sid), locked, group)
         assert kit.residue(path, needles) == {}
         with pytest.raises(LockError):
-            owner.remember(own_subject(scope), "status", "again", source=scope)
+            owner.facts.remember(own_subject(scope), "status", "again", source=scope)
         with kit.open_memory(path, principal="cat") as cat:
             _compare(facts, cat, "cat", _without(before["cat"], sid), locked, group)
         # Unlocked in this process only: readable as before, as far as the scopes reach.
@@ -608,7 +616,7 @@ def test_a_locked_source_s_facts_leave_reads_and_files_until_unlocked(
         # The file stays locked.
         _compare(facts, owner, OWNER, _without(before[OWNER], sid), locked, group)
         assert kit.residue(path, needles) == {}
-        owner.unlock(scope, passphrase=PASSPHRASE)
+        owner.locks.unlock(scope, passphrase=PASSPHRASE)
         _compare(facts, owner, OWNER, before[OWNER], set(), group)
     with kit.open_memory(path, principal="cat") as cat:
         _compare(facts, cat, "cat", before["cat"], facts.canaries("cat"), group)
@@ -625,7 +633,7 @@ def test_forgetting_a_source_removes_its_facts_and_moves_no_other(
     before = {name: _views(facts.read("full", name), facts.says) for name in READERS}
     assert _without(before[OWNER], sid) != before[OWNER]
     with kit.open_memory(path) as owner:
-        owner.forget(scope)
+        owner.sources.forget(scope)
         _compare(facts, owner, OWNER, _without(before[OWNER], sid), gone | {sid}, group)
     assert kit.residue(path, gone) == {}
     for name in READERS:

@@ -51,23 +51,23 @@ def test_an_open_principal_follows_every_change_at_once(places: kit.Places, tmp_
     with kit.open_memory(full, principal=BEA.name) as mem, kit.open_memory(full) as owner:
         _same_as_built(mem, [ENG, TEAM], places, "start")
         # A scope taken away: team-notes leaves at once.
-        owner.set_access("team-notes", scopes="hr")
+        owner.sources.set_access("team-notes", scopes="hr")
         _same_as_built(mem, [ENG], places, "lost")
         # A scope given: hr-secret comes in at once, with its statistics.
-        owner.set_access("hr-secret", add="team")
+        owner.sources.set_access("hr-secret", add="team")
         _same_as_built(mem, [ENG, _with_access(HR, ("hr", "team"))], places, "gained")
         # A write to a source it cannot see changes nothing it reads.
-        owner.add("Gallimaufry queue @alice in the dark", source="team-notes", id="late")
+        owner.items.add("Gallimaufry queue @alice in the dark", source="team-notes", id="late")
         _same_as_built(mem, [ENG, _with_access(HR, ("hr", "team"))], places, "dark-write")
         # Its scopes dropped to none: the source is gone for every principal.
-        owner.set_access("hr-secret", scopes="")
+        owner.sources.set_access("hr-secret", scopes="")
         _same_as_built(mem, [ENG], places, "no-scopes")
         # The principal made again with other scopes: they apply at once.
-        owner.remove_principal(BEA.name)
-        owner.add_principal(BEA.name, ["eng"], sources=["e*"])
+        owner.principals.remove(BEA.name)
+        owner.principals.add(BEA.name, ["eng"], sources=["e*"])
         _same_as_built(mem, [ENG], places, "remade", sees=["eng"])
         # The principal removed: it reads nothing.
-        owner.remove_principal(BEA.name)
+        owner.principals.remove(BEA.name)
         _same_as_built(mem, [], places, "removed", sees=["nothing"])
 
 
@@ -78,7 +78,7 @@ def test_an_open_principal_follows_a_forget(places: kit.Places, tmp_path: Path) 
     kit.build(full, [ENG, visible_hr, TEAM], [BEA], quick_principals=True)
     with kit.open_memory(full, principal=BEA.name) as mem, kit.open_memory(full) as owner:
         _same_as_built(mem, [ENG, visible_hr, TEAM], places, "start")
-        owner.forget("hr-secret")
+        owner.sources.forget("hr-secret")
         _same_as_built(mem, [ENG, TEAM], places, "forgot")
 
 
@@ -96,11 +96,11 @@ def test_pending_embeddings_counts_only_what_the_principal_may_see(
     for path in (full, reduced):
         # A chunk of hr-secret written with no embedder: it waits for `embed`.
         with kit.stratamem.open(path, embedder=None) as writer:
-            writer.add("Zanzibarquux note", source="hr-secret" if path == full else "eng")
+            writer.items.add("Zanzibarquux note", source="hr-secret" if path == full else "eng")
     with (
         kit.open_memory(full, principal=BEA.name) as a,
         kit.open_memory(reduced, principal=BEA.name) as b,
     ):
         # The reduced store's pending chunk is one bea sees; the full store's is hidden.
-        assert b.pending_embeddings() == 1
-        assert a.pending_embeddings() == 0
+        assert b.indexes.pending() == 1
+        assert a.indexes.pending() == 0

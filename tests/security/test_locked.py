@@ -3,7 +3,7 @@ for the owner and for every principal, even one whose scopes the source shares. 
 equals the same read of a store built without the locked sources, and shows no canary of
 them (their ids are taken before they are locked).
 
-Skips, saying why, while ``Memory.lock`` raises ``NotImplementedError``; turns on by itself
+Skips, saying why, while ``Memory.locks.lock`` raises ``NotImplementedError``; turns on by itself
 once locking works.
 """
 
@@ -26,9 +26,9 @@ def _locking_works() -> bool:
         tempfile.TemporaryDirectory() as folder,
         stratamem.open(Path(folder) / "probe.db", embedder=None) as memory,
     ):
-        memory.add("probe", source="probe")
+        memory.items.add("probe", source="probe")
         try:
-            memory.lock("probe", passphrase="probe")
+            memory.locks.lock("probe", passphrase="probe")
         except NotImplementedError:
             return False
         except Exception:
@@ -37,7 +37,7 @@ def _locking_works() -> bool:
 
 
 pytestmark = pytest.mark.skipif(
-    not _locking_works(), reason="locking is not implemented yet: Memory.lock raises"
+    not _locking_works(), reason="locking is not implemented yet: Memory.locks.lock raises"
 )
 
 NAMED = ("vault", "vault-chat", "hr-secret", "eng", "nowhere")
@@ -55,9 +55,23 @@ PROBES = probes.probes_for(NAMED, canaries=CANARY_QUERIES)
 # sources' scopes.
 READERS = [OWNER, "ann", "cat"]
 # What the owner is told of a locked source it names: that it exists, and is locked (a facts
-# query naming one answers no facts, its facts being sealed, where the store without it
-# answers that there is no such source).
-OWNER_KNOWS = frozenset({"source", "tree", "item", "query_facts"})
+# query, a search or a primitive filtered to one answers nothing, its text being sealed, where
+# the store without it answers that there is no such source).
+OWNER_KNOWS = frozenset(
+    {
+        "source",
+        "tree",
+        "item",
+        "query_facts",
+        "search",
+        "query_source",
+        "query_global",
+        "query_topic",
+        "cover_window",
+        "drill_down",
+        "fetch_leaves",
+    }
+)
 
 
 @pytest.fixture(scope="module")
@@ -139,7 +153,7 @@ def test_unlocking_does_not_reach_past_the_scopes(  # type: ignore[no-untyped-de
 
 
 def test_the_owner_sees_locked_sources_listed_as_locked_and_empty(locked_world) -> None:  # type: ignore[no-untyped-def]
-    listed = {s.scope: s for s in locked_world.owner.sources()}
+    listed = {s.scope: s for s in locked_world.owner.sources.list()}
     for spec in kit.LOCKED:
         source = listed[spec.scopes[0]]
         assert source.locked
@@ -149,5 +163,5 @@ def test_the_owner_sees_locked_sources_listed_as_locked_and_empty(locked_world) 
 
 def test_no_principal_lists_a_locked_source(locked_world) -> None:  # type: ignore[no-untyped-def]
     for spec in kit.PRINCIPALS:
-        scopes = {s.scope for s in locked_world.read("full", spec.name).sources()}
+        scopes = {s.scope for s in locked_world.read("full", spec.name).sources.list()}
         assert not scopes & {"vault", "vault-chat"}

@@ -42,7 +42,7 @@ def statements(owner: Memory) -> list[tuple[str, str, str, str, str]]:
     leaves."""
     out = []
     for n, scope in enumerate(SCOPES):
-        _, leaves = kit.tree_nodes(owner, owner.tree(scope).id)
+        _, leaves = kit.tree_nodes(owner, owner.trees.get(scope).id)
         leaf, w = leaves[0].node_id, word(scope)
         out += [
             (scope, SHARED, "role", f"{w} lead", leaf),
@@ -59,12 +59,12 @@ def statements(owner: Memory) -> list[tuple[str, str, str, str, str]]:
 
 
 def write_and_consolidate(mem: Memory, says: list[tuple[str, str, str, str, str]]) -> None:
-    present = {s.scope for s in mem.sources()}
+    present = {s.scope for s in mem.sources.list()}
     for n, (scope, subject, predicate, obj, leaf) in enumerate(says):
         if scope in present:
-            mem.remember(subject, predicate, obj, evidence=[leaf], valid_from=T0,
+            mem.facts.remember(subject, predicate, obj, evidence=[leaf], valid_from=T0,
                          now=NOW + timedelta(minutes=n))  # fmt: skip
-    mem.consolidate(now=PASS, min_facts=2, min_score=1.0)
+    mem.facts.consolidate(now=PASS, min_facts=2, min_score=1.0)
 
 
 def copy_store(places: kit.Places, source: str, name: str) -> str:
@@ -106,7 +106,7 @@ class RollupStores:
         """What ``name`` must not be shown: what the suite hides from it, and the words and
         source ids of the sources it may not read."""
         out = set(self.world.hidden_from(name).canaries)
-        seen = {s.scope for s in self.read("reduced", name).sources()}
+        seen = {s.scope for s in self.read("reduced", name).sources.list()}
         out |= {x for s in SCOPES if s not in seen for x in (word(s), source_id_for(s))}
         return out
 
@@ -128,7 +128,7 @@ def shown(rollups: list[Rollup]) -> list[dict[str, object]]:
 
 def test_the_full_store_rolls_up_every_scope(stores: RollupStores) -> None:
     # A comparison of empty lists would prove nothing.
-    owner = stores.read("full", OWNER).rollups(limit=1000)
+    owner = stores.read("full", OWNER).facts.rollups(limit=1000)
     scopes = {r.scope for r in owner}
     assert {"eng", "team", "hr", "legal", "hr,team", ""} <= scopes
     assert {r.subject for r in owner} >= {SHARED, *(f"topic:{c}" for c in CANARY.values())}
@@ -140,31 +140,31 @@ def test_the_full_store_rolls_up_every_scope(stores: RollupStores) -> None:
 def test_a_reader_sees_the_rollups_of_the_store_holding_only_what_it_may_see(
     stores: RollupStores, reader: str
 ) -> None:
-    got = stores.read("full", reader).rollups(limit=1000)
-    want = stores.read("reduced", reader).rollups(limit=1000)
+    got = stores.read("full", reader).facts.rollups(limit=1000)
+    want = stores.read("reduced", reader).facts.rollups(limit=1000)
     assert got == want
     found = kit.leaked(shown(got), stores.canaries(reader))
     assert not found, f"rollups as {reader} show hidden {found}"
     for subject in {SHARED, *(f"topic:{c}" for c in CANARY.values())}:
         mine = [r for r in want if r.subject == subject]
-        assert stores.read("full", reader).rollups(subject) == mine
+        assert stores.read("full", reader).facts.rollups(subject) == mine
 
 
 @pytest.mark.parametrize("reader", NARROWED)
 def test_a_reader_narrowed_by_globs_sees_a_part_of_its_reduced_stores_rollups(
     stores: RollupStores, reader: str
 ) -> None:
-    got = stores.read("full", reader).rollups(limit=1000)
-    want = stores.read("reduced", reader).rollups(limit=1000)
+    got = stores.read("full", reader).facts.rollups(limit=1000)
+    want = stores.read("reduced", reader).facts.rollups(limit=1000)
     assert all(r in want for r in got)
     found = kit.leaked(shown(got), stores.canaries(reader))
     assert not found, f"rollups as {reader} show hidden {found}"
-    allowed = {s.id for s in stores.read("full", reader).sources()}
+    allowed = {s.id for s in stores.read("full", reader).sources.list()}
     assert all(set(r.sources) <= allowed for r in got)
 
 
 def test_fay_who_reads_nothing_sees_no_rollup(stores: RollupStores) -> None:
-    assert stores.read("full", "fay").rollups() == []
+    assert stores.read("full", "fay").facts.rollups() == []
     assert stores.read("full", "fay").store.fact_scores() == {}
 
 
@@ -205,19 +205,19 @@ def test_a_locked_sources_facts_never_reach_a_rollup(world: CanaryWorld, tmp_pat
         write_and_consolidate(mem, statements(world.owner))
         assert all(m in bodies(path) for m in marks)  # the canary is there to lose
         for round_ in range(2):
-            mem.lock(LEGAL, passphrase=PASSPHRASE)
+            mem.locks.lock(LEGAL, passphrase=PASSPHRASE)
             clean()  # purged with the lock
-            report = mem.consolidate(now=PASS)
+            report = mem.facts.consolidate(now=PASS)
             assert report.rollups_written == 0
             clean()  # and not read by a pass while locked
             with kit.open_memory(path, unlock={LEGAL: PASSPHRASE}) as unlocked:
-                assert unlocked.recall(f"topic:{canary}")  # readable in that process
+                assert unlocked.facts.recall(f"topic:{canary}")  # readable in that process
                 with pytest.raises(LockError, match="without unlocking"):
-                    unlocked.consolidate(now=PASS)
+                    unlocked.facts.consolidate(now=PASS)
             clean()
-            mem.unlock(LEGAL, passphrase=PASSPHRASE)
+            mem.locks.unlock(LEGAL, passphrase=PASSPHRASE)
             clean()  # unlocking restores facts, not what was derived from them
-            assert mem.consolidate(now=PASS).rollups_written > 0, round_
+            assert mem.facts.consolidate(now=PASS).rollups_written > 0, round_
             assert all(m in bodies(path) for m in marks)
-        mem.lock(LEGAL, passphrase=PASSPHRASE)
+        mem.locks.lock(LEGAL, passphrase=PASSPHRASE)
         clean()

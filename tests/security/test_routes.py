@@ -42,12 +42,12 @@ def test_every_probe_name_is_unique() -> None:
 def test_the_oracle_agrees_with_the_store_on_who_sees_what(world) -> None:  # type: ignore[no-untyped-def]
     for spec in kit.PRINCIPALS:
         want = sorted(s for v in kit.visible_specs(spec, kit.SPECS) for s in v.scopes)
-        got = sorted(s.scope for s in world.read("full", spec.name).sources())
+        got = sorted(s.scope for s in world.read("full", spec.name).sources.list())
         assert got == want, spec.name
 
 
 def test_the_owner_sees_every_unlocked_source_the_source_without_scopes_too(world) -> None:  # type: ignore[no-untyped-def]
-    scopes = {s.scope for s in world.owner.sources()}
+    scopes = {s.scope for s in world.owner.sources.list()}
     assert scopes == {scope for spec in kit.SPECS for scope in spec.scopes}
     assert world.owner.search("xylophonic", mode="keyword").hits
 
@@ -55,7 +55,7 @@ def test_the_owner_sees_every_unlocked_source_the_source_without_scopes_too(worl
 def test_a_source_without_scopes_is_invisible_to_every_principal(world) -> None:  # type: ignore[no-untyped-def]
     for name in PRINCIPALS:
         mem = world.read("full", name)
-        assert "orphan" not in {s.scope for s in mem.sources()}
+        assert "orphan" not in {s.scope for s in mem.sources.list()}
         for mode in ("hybrid", "keyword", "graph", "vector"):
             found = mem.search("xylophonic orphan@canary.example", mode=mode)
             assert not {h.source_id for h in found.hits} & {kit.source_id_for("orphan")}
@@ -68,12 +68,12 @@ def test_a_principal_store_is_read_only(world, refs) -> None:  # type: ignore[no
 
     mem = world.read("full", "cat")
     writes: list[Callable[[], Any]] = [
-        lambda: mem.add("a note", source="eng"),
-        lambda: mem.set_access("eng", scopes="eng"),
-        lambda: mem.flush(),
-        lambda: mem.embed(),
-        lambda: mem.forget("eng"),
-        lambda: mem.add_principal("x", "eng"),
+        lambda: mem.items.add("a note", source="eng"),
+        lambda: mem.sources.set_access("eng", scopes="eng"),
+        lambda: mem.trees.flush(),
+        lambda: mem.indexes.embed(),
+        lambda: mem.sources.forget("eng"),
+        lambda: mem.principals.add("x", "eng"),
     ]
     for write in writes:
         with pytest.raises(AccessDenied):

@@ -449,7 +449,7 @@ def _resource(m: Memory, uri: str) -> dict[str, Any]:
         return ops.call(context, "show", {"node_id": ident})
     if not ident:
         return ops.call(context, "sources", {})
-    found = m.source(ident)
+    found = m.sources.get(ident)
     tops = m.query_source(found.id, limit=MAX_LIMIT)
     return {**found.to_dict(), "summaries": [wire.node(h) for h in tops.hits]}
 
@@ -750,7 +750,7 @@ def test_forget_answers_for_a_hidden_source_as_for_a_missing_one(  # type: ignor
     anyio.run(scenario)
     with served.service.reading(None) as owner:
         for hidden, _ in cases:
-            assert owner.source(hidden.scope).chunk_count > 0, f"{hidden.scope} was forgotten"
+            assert owner.sources.get(hidden.scope).chunk_count > 0, f"{hidden.scope} was forgotten"
     assert not wrong, "\n".join(wrong[:10])
 
 
@@ -913,7 +913,7 @@ def fact_statements(owner: Memory) -> tuple[Stated, ...]:
         leaf: tuple[str, ...] = ()
         both: tuple[str, ...] = ()
         if scope != ASSERTED:
-            summaries, leaves = kit.tree_nodes(owner, owner.tree(scope).id)
+            summaries, leaves = kit.tree_nodes(owner, owner.trees.get(scope).id)
             leaf = (leaves[0].node_id,)
             both = (leaves[-1].node_id, summaries[-1].node_id)
         start = kit.T0 + timedelta(days=n)
@@ -946,10 +946,10 @@ def state_facts(
         now = FACTS_AT + timedelta(minutes=n)
         key = (said.scope, said.subject, said.predicate)
         if said.retract:
-            mem.retract(last[key], now=now)
+            mem.facts.retract(last[key], now=now)
             continue
         into = None if said.evidence or said.scope == ASSERTED else said.scope
-        found = mem.remember(
+        found = mem.facts.remember(
             said.subject,
             said.predicate,
             said.object,
@@ -1170,7 +1170,7 @@ def test_facts_reach_a_principal_from_the_sources_it_reads_alone(  # type: ignor
     """Checked against the read rule itself, not the reduced store: every source's facts
     are in the served store, and a principal's recall holds those of its sources alone."""
     with fact_served.service.reading(None) as owner:
-        homes = {f.source_id for f in owner.recall(limit=10_000)}
+        homes = {f.source_id for f in owner.facts.recall(limit=10_000)}
     assert homes == {source_id_for(s) for s in FACT_SCOPES}
     response = fact_served.clients[principal].post("/v1/recall", json={"limit": 10_000})
     assert response.status_code == 200, response.text

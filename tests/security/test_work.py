@@ -44,9 +44,9 @@ def _hidden(count: int) -> SourceSpec:
 
 
 READS: dict[str, Callable[[Memory], Any]] = {
-    "sources": lambda m: m.sources(),
+    "sources": lambda m: m.sources.list(),
     "stats": lambda m: m.stats(),
-    "trees": lambda m: m.trees(),
+    "trees": lambda m: m.trees.list(),
     "query_source": lambda m: m.query_source(),
     "query_global": lambda m: m.query_global(**WINDOW),
     "cover_window": lambda m: m.cover_window(**WINDOW),

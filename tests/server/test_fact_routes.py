@@ -57,18 +57,18 @@ def store(served_location: str) -> Store:
     with stratamem.open(db, embedder=None) as memory:
         memory.ingest(EXAMPLES / "slack-export", parallel=False)
         memory.ingest(EXAMPLES / "notes", parallel=False)
-        memory.flush()
+        memory.trees.flush()
         summary = memory.query_source("slack:#eng").hits[0]
         team_leaf = memory.drill_down(summary.node_id, max_depth=32)[-1].node_id
         note_leaf = memory.search("release", sources=["notes:notes"], mode="keyword").hits[0]
         tokens = {
-            "bot": memory.add_principal("bot", "team", write=True),
-            "reader": memory.add_principal("reader", "team"),
-            "outsider": memory.add_principal("outsider", "eng", write=True),
-            "narrow": memory.add_principal("narrow", "team", sources=["slack:*"], write=True),
-            "asserted": memory.add_principal("asserted", "team", write=True),
+            "bot": memory.principals.add("bot", "team", write=True),
+            "reader": memory.principals.add("reader", "team"),
+            "outsider": memory.principals.add("outsider", "eng", write=True),
+            "narrow": memory.principals.add("narrow", "team", sources=["slack:*"], write=True),
+            "asserted": memory.principals.add("asserted", "team", write=True),
         }
-        ids = {s.scope: s.id for s in memory.sources()}
+        ids = {s.scope: s.id for s in memory.sources.list()}
     return Store(db, tokens, team_leaf, note_leaf.node_id, ids)
 
 
@@ -860,7 +860,7 @@ def test_rollups_answer_those_of_sources_the_caller_reads_all_of(
     assert ids(api["outsider"]) == []
     (team,) = ok(api["bot"].get("/v1/rollups"))["rollups"]
     with service.reading("bot") as memory:
-        assert team == json.loads(json.dumps(memory.rollups()[0].to_dict()))
+        assert team == json.loads(json.dumps(memory.facts.rollups()[0].to_dict()))
     assert team["n"] == 1
     assert team["sources"] == list(rolled["team"].sources)
     bad = api["bot"].get("/v1/rollups", params={"subject": "phoenix"})

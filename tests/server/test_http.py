@@ -52,10 +52,10 @@ def store(served_location: str) -> dict[str, Any]:
     with stratamem.open(path, embedder=HashingEmbedder()) as memory:
         memory.ingest(EXAMPLES / "slack-export", parallel=False)
         memory.ingest(EXAMPLES / "mail" / "team.mbox", access="eng", parallel=False)
-        memory.embed()
+        memory.indexes.embed()
         tokens = {
-            "bot": memory.add_principal("bot", "team"),
-            "mailer": memory.add_principal("mailer", "eng"),
+            "bot": memory.principals.add("bot", "team"),
+            "mailer": memory.principals.add("mailer", "eng"),
         }
     return {"path": path, "tokens": tokens}
 
@@ -361,8 +361,8 @@ def test_ingest_is_the_owners_and_off_unless_allowed(another_location: str) -> N
     # A store of its own: the module's store is read by the other tests as it was built.
     with stratamem.open(another_location, embedder=HashingEmbedder()) as memory:
         memory.ingest(EXAMPLES / "slack-export", parallel=False)
-        memory.embed()
-        bot_token = memory.add_principal("bot", "team")
+        memory.indexes.embed()
+        bot_token = memory.principals.add("bot", "team")
     notes = str(FIXTURES / "markdown" / "til-like")
     with (
         Service(another_location, embedder=HashingEmbedder(), allow_writes=True) as service,

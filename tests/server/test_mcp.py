@@ -61,8 +61,8 @@ def store(served_location: str) -> Store:
     with stratamem.open(path, embedder=None) as memory:
         memory.ingest(WORKSPACE / "slack-export")  # chat: the team scope
         memory.ingest(WORKSPACE / "notes")  # documents: private
-        memory.flush()
-        token = memory.add_principal("bot", "team")
+        memory.trees.flush()
+        token = memory.principals.add("bot", "team")
         note = memory.search("release", sources=["notes:notes"], mode="keyword").hits[0]
         summary = memory.query_source("slack:#eng").hits[0]
         leaf = memory.drill_down(summary.node_id)[0]

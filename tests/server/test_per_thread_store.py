@@ -46,8 +46,8 @@ def build(location: str) -> str:
     with Memory(location, embedder=HashingEmbedder()) as memory:
         memory.ingest(EXAMPLES / "slack-export", parallel=False)
         memory.ingest(EXAMPLES / "notes", parallel=False)
-        memory.embed()
-        memory.add_principal("alice", "team")
+        memory.indexes.embed()
+        memory.principals.add("alice", "team")
     return location
 
 
@@ -133,12 +133,12 @@ def test_a_write_on_one_thread_is_found_by_the_next_search_on_another(
     text = "zephyr quasar migration finished #zephyr"
     with per_thread(store_location) as memory:
         assert not on_a_new_thread(lambda: memory.search("zephyr", mode="keyword")).hits
-        added = on_a_new_thread(lambda: memory.add(text, source="log", id="z", time=T0))
+        added = on_a_new_thread(lambda: memory.items.add(text, source="log", id="z", time=T0))
         (node,) = added.chunks_added
         for mode in MODES:
             found = on_a_new_thread(lambda mode=mode: memory.search("zephyr", mode=mode))
             assert node in [h.node_id for h in found.hits], mode
-        on_a_new_thread(lambda: memory.delete("z", source="log"))
+        on_a_new_thread(lambda: memory.items.rm("z", source="log"))
         for mode in MODES:
             found = memory.search("zephyr quasar", mode=mode)
             assert node not in [h.node_id for h in found.hits], mode

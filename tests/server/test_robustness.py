@@ -187,7 +187,7 @@ def stores(
     base = served_location
     with stratamem.open(base, embedder=HashingEmbedder()) as memory:
         memory.ingest(EXAMPLES / "slack-export", parallel=False)
-        memory.embed()
+        memory.indexes.embed()
     bulk = folder / "bulk.jsonl"
     with bulk.open("w") as fh:
         for source in range(SOURCES):

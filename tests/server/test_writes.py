@@ -122,14 +122,14 @@ def store(tmp_path_factory: pytest.TempPathFactory, served_location: str) -> Sto
     db = served_location
     with stratamem.open(db, embedder=HashingEmbedder()) as memory:
         memory.ingest(EXAMPLES / "slack-export", parallel=False)
-        memory.set_access("slack:#incidents", scopes="ops")
+        memory.sources.set_access("slack:#incidents", scopes="ops")
         memory.ingest(EXAMPLES / "mail" / "team.mbox", access="eng", parallel=False)
-        memory.embed()
+        memory.indexes.embed()
         tokens = {
-            "writer": memory.add_principal("writer", "research", write=True),
-            "reader": memory.add_principal("reader", "research"),
-            "outsider": memory.add_principal("outsider", "team"),
-            "teamwriter": memory.add_principal("teamwriter", "team", write=True),
+            "writer": memory.principals.add("writer", "research", write=True),
+            "reader": memory.principals.add("reader", "research"),
+            "outsider": memory.principals.add("outsider", "team"),
+            "teamwriter": memory.principals.add("teamwriter", "team", write=True),
         }
     return Store(db, root, outside, tokens)
 
@@ -275,8 +275,8 @@ def test_empty_scopes_are_refused_as_unreadable(another_location: str, store: St
     with stratamem.open(db, embedder=None) as memory:
         memory.ingest(EXAMPLES / "slack-export", parallel=False)
         tokens = {
-            "teamwriter": memory.add_principal("teamwriter", "team", write=True),
-            "outsider": memory.add_principal("outsider", "team"),
+            "teamwriter": memory.principals.add("teamwriter", "team", write=True),
+            "outsider": memory.principals.add("outsider", "team"),
         }
     with (
         Service(db, embedder=None, allow_writes=True, ingest_roots=[store.root]) as served,
@@ -404,7 +404,7 @@ def test_a_write_past_the_time_limit_answers_202_and_its_job_tells_the_end(
             assert [s["scope"] for s in done["result"]["sources"]] == ["notes:later"]
             assert done["result"]["embedded"] == done["result"]["chunks"] > 0
             with service.reading(None) as memory:
-                assert memory.source("notes:later").chunk_count == done["result"]["chunks"]
+                assert memory.sources.get("notes:later").chunk_count == done["result"]["chunks"]
             failed = ok(owner.get(f"/v1/jobs/{jobs[1]}"))
             assert failed["state"] == "failed"
             assert "result" not in failed
@@ -636,7 +636,7 @@ def test_stdio_mcp_with_writes_allowed_ingests_under_its_root(
     root = tmp_path / "root"
     shutil.copytree(FIXTURES / "markdown" / "til-like", root / "til")
     with stratamem.open(db, embedder=None) as memory:
-        memory.add_principal("writer", "research", write=True)
+        memory.principals.add("writer", "research", write=True)
 
     server = StdioServerParameters(
         command=sys.executable,
@@ -675,5 +675,5 @@ def test_stdio_mcp_with_writes_allowed_ingests_under_its_root(
 
     anyio.run(scenario)
     with stratamem.open(db, embedder=None) as memory:
-        (written,) = memory.sources()
+        (written,) = memory.sources.list()
     assert (written.scope, written.access) == ("notes:til", ("research",))

@@ -170,7 +170,7 @@ def test_float32_vectors_of_an_older_store_and_new_float16_ones_serve_alike(
     embedder = HashingEmbedder()
     texts = [f"note {i} about the {word} rollout" for i, word in enumerate("abcdefghij")]
     with _ingest(store_location, tmp_path, texts, embedder) as mem:
-        mem.embed()
+        mem.indexes.embed()
         store, dim = mem.store, embedder.spec.dim
         model = embedder.spec.signature
         chunks = store.conn.execute("SELECT id, title, content FROM chunks ORDER BY id").fetchall()
@@ -222,13 +222,13 @@ def test_the_count_of_mentions_follows_every_write(store_location: str, tmp_path
         mem.ingest(notes, trees=False)
         held, actual = counted(mem)
         assert held == actual > 0
-        mem.forget("jsonl:b")
+        mem.sources.forget("jsonl:b")
         after_forget = counted(mem)
         assert after_forget[0] == after_forget[1] < actual
-        mem.lock("jsonl:a", passphrase="correct horse battery")
+        mem.locks.lock("jsonl:a", passphrase="correct horse battery")
         locked = counted(mem)
         assert locked[0] == locked[1] < after_forget[1]
-        mem.unlock("jsonl:a", passphrase="correct horse battery")
+        mem.locks.unlock("jsonl:a", passphrase="correct horse battery")
         assert counted(mem) == after_forget
         with mem.store.transaction():
             mem.store.conn.execute("DELETE FROM entity_index")

@@ -44,11 +44,11 @@ def step(action, db, arg):
             report = memory.ingest(arg, kind="jsonl", parallel=False)
             return [s.error for s in report.sources if s.error] + report.trees.failed
         if action == "build":
-            return memory.build_trees().failed
+            return memory.trees.build().failed
         if action == "flush":
-            return memory.flush().failed
+            return memory.trees.flush().failed
         if action == "embed":
-            memory.embed()
+            memory.indexes.embed()
             return []
     raise ValueError(action)
 

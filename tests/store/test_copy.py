@@ -82,18 +82,18 @@ def built(tmp_path_factory: pytest.TempPathFactory) -> Built:
             mem.ingest(fixtures / "slack", trees=False)
             mem.ingest(fixtures / "jsonl" / "export.jsonl", trees=False)
             mem.ingest(secret, trees=False)
-            mem.embed()
-            mem.flush()
+            mem.indexes.embed()
+            mem.trees.flush()
             for predicate, value in (("works_at", "org:acme"), ("lives_in", "city:lisbon")):
-                mem.remember("person:alice chen", predicate, value)
-            mem.remember("person:alice chen", "likes", "tea", many=True)
-            mem.remember("person:alice chen", "likes", "chess", many=True)
-            mem.consolidate(min_facts=1)
-            token = mem.add_principal("reader", ["team"])
-            mem.add("A late note on the deploy freeze", source="notes:late", author="Bob")
-            mem.add("Gone soon", source="notes:gone")
-            mem.forget("notes:gone")
-            mem.lock(SECRET, passphrase=PASSPHRASE)
+                mem.facts.remember("person:alice chen", predicate, value)
+            mem.facts.remember("person:alice chen", "likes", "tea", many=True)
+            mem.facts.remember("person:alice chen", "likes", "chess", many=True)
+            mem.facts.consolidate(min_facts=1)
+            token = mem.principals.add("reader", ["team"])
+            mem.items.add("A late note on the deploy freeze", source="notes:late", author="Bob")
+            mem.items.add("Gone soon", source="notes:gone")
+            mem.sources.forget("notes:gone")
+            mem.locks.lock(SECRET, passphrase=PASSPHRASE)
     with sqlite3.connect(db) as conn:
         (high,) = conn.execute("SELECT seq FROM sqlite_sequence WHERE name = 'chunks'").fetchone()
         (top,) = conn.execute("SELECT max(rowid) FROM chunks").fetchone()
@@ -202,22 +202,22 @@ def test_copies_search_alike_and_open_the_locked_source(
         assert _same(_keyword(back, query), expected), query
 
     with stratamem.open(postgres_url, embedder=HashingEmbedder(), tree_config=TREES) as mem:
-        assert mem.authenticate(built.token).name == "reader"
-        assert {f.object for f in mem.recall("person:alice chen")} >= {"org:acme", "tea"}
-        assert mem.rollups()
+        assert mem.principals.authenticate(built.token).name == "reader"
+        assert {f.object for f in mem.facts.recall("person:alice chen")} >= {"org:acme", "tea"}
+        assert mem.facts.rollups()
         assert not _keyword(postgres_url, CANARY)
         with pytest.raises(WrongPassphrase):
-            mem.unlock(SECRET, passphrase="not it")
-        assert mem.unlock(SECRET, passphrase=PASSPHRASE).chunks > 0
+            mem.locks.unlock(SECRET, passphrase="not it")
+        assert mem.locks.unlock(SECRET, passphrase=PASSPHRASE).chunks > 0
     with stratamem.open(back, embedder=HashingEmbedder(), tree_config=TREES) as mem:
-        assert mem.unlock(SECRET, passphrase=PASSPHRASE).chunks > 0
+        assert mem.locks.unlock(SECRET, passphrase=PASSPHRASE).chunks > 0
     unlocked_here = _keyword(postgres_url, CANARY)
     assert unlocked_here
     assert _same(unlocked_here, _keyword(back, CANARY))
     # A chunk written on a copy takes a rowid the source never gave out.
     for location in (postgres_url, back):
         with stratamem.open(location, embedder=None) as mem:
-            mem.add("Written on the copy", source="notes:late")
+            mem.items.add("Written on the copy", source="notes:late")
             (rowid,) = mem.store.conn.execute(  # type: ignore[attr-defined]
                 "SELECT max(rowid) FROM chunks"
             ).fetchone()
@@ -231,15 +231,15 @@ def test_a_source_locked_on_postgresql_opens_on_a_sqlite_copy(
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(crypto, "DEFAULT_KDF", FAST_KDF)
         with stratamem.open(postgres_url, embedder=HashingEmbedder(), tree_config=TREES) as mem:
-            mem.unlock(SECRET, passphrase=PASSPHRASE)
+            mem.locks.unlock(SECRET, passphrase=PASSPHRASE)
             expected = _keyword(postgres_url, CANARY)
-            mem.lock("slack:#eng", passphrase="another one")
-            mem.lock(SECRET, passphrase=PASSPHRASE)
+            mem.locks.lock("slack:#eng", passphrase="another one")
+            mem.locks.lock(SECRET, passphrase=PASSPHRASE)
     back = tmp_path / "back.db"
     assert copy_store(postgres_url, back).verified
     with stratamem.open(back, embedder=HashingEmbedder(), tree_config=TREES) as mem:
-        mem.unlock(SECRET, passphrase=PASSPHRASE)
-        mem.unlock("slack:#eng", passphrase="another one")
+        mem.locks.unlock(SECRET, passphrase=PASSPHRASE)
+        mem.locks.unlock("slack:#eng", passphrase="another one")
     assert expected
     assert _same(_keyword(back, CANARY), expected)
     with sqlite3.connect(back) as conn:
@@ -251,7 +251,7 @@ def test_the_keyword_tokenizer_travels(tmp_path: Path, postgres_server: Any) -> 
     db = tmp_path / "plain.db"
     with stratamem.open(db, embedder=None) as mem:
         mem.ingest(Path(__file__).resolve().parents[1] / "fixtures" / "slack")
-        assert mem.set_keyword_tokenizer("plain")
+        assert mem.indexes.set_keyword_tokenizer("plain")
     first, second = postgres_server.new_database(), postgres_server.new_database()
     assert copy_store(db, first).verified
     assert copy_store(first, second).verified  # PostgreSQL to PostgreSQL
@@ -269,7 +269,7 @@ def test_the_keyword_tokenizer_travels(tmp_path: Path, postgres_server: Any) -> 
 
 def test_a_destination_that_is_not_empty_is_refused(built: Built, store_location: str) -> None:
     with stratamem.open(store_location, embedder=None) as mem:
-        mem.add("Already here", source="notes:mine")
+        mem.items.add("Already here", source="notes:mine")
     before, own = _counts(store_location), _store_id(store_location)
     with pytest.raises(StoreError, match="the destination is not empty") as caught:
         copy_store(built.db, store_location)

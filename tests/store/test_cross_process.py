@@ -42,7 +42,7 @@ def churn(db, versions, target, stop, rounds):
             shutil.copyfile(versions[done % len(versions)], target + ".tmp")
             os.replace(target + ".tmp", target)
             memory.ingest(target, kind="jsonl", parallel=False, trees=False)
-            memory.embed()
+            memory.indexes.embed()
             done += 1
     return done
 
@@ -55,9 +55,9 @@ def step(action, db, *args):
             report = memory.ingest(args[0], kind="jsonl", parallel=False, trees=False)
             return [s.error for s in report.sources if s.error]
         if action == "embed":
-            return memory.embed().embedded
+            return memory.indexes.embed().embedded
         if action == "forget":
-            return memory.forget(args[0])
+            return memory.sources.forget(args[0])
     raise ValueError(action)
 
 
@@ -173,13 +173,13 @@ def _warm(memory: Memory) -> None:
     for mode in ("hybrid", "keyword", "vector", "graph"):
         memory.search("lighthouse Alice Chen #maintenance", mode=mode, limit=5)
     assert memory.vectors is not None
-    embedded = memory.stats()["chunks"] - memory.pending_embeddings()
+    embedded = memory.stats()["chunks"] - memory.indexes.pending()
     assert len(memory.vectors.index()) == embedded
 
 
 def _source_id(memory: Memory, name: str) -> str:
     """The id of the source a file of that name (its stem) was ingested as."""
-    (found,) = [s.id for s in memory.sources() if name in (s.scope, s.scope.split(":")[-1])]
+    (found,) = [s.id for s in memory.sources.list() if name in (s.scope, s.scope.split(":")[-1])]
     return found
 
 
@@ -193,7 +193,9 @@ def _sources(found: SearchResponse) -> set[str]:
 
 def _chunk_ids(memory: Memory) -> set[str]:
     return {
-        chunk.id for source in memory.sources() for chunk in memory.store.iter_chunks(source.id)
+        chunk.id
+        for source in memory.sources.list()
+        for chunk in memory.store.iter_chunks(source.id)
     }
 
 
@@ -242,7 +244,7 @@ def test_replaced_and_forgotten_chunks_are_never_served(
             assert [memory.get(i).node_id for i in _ids(found)] == _ids(found)
             assert len(memory.fetch_leaves(_ids(found)[:20])) == len(found.hits)
         doc_id = _source_id(memory, "doc")
-        assert memory.source(doc_id).chunk_count == 5
+        assert memory.sources.get(doc_id).chunk_count == 5
 
         assert writer.run(["forget", store, doc_id]) == [5]
         live = _chunk_ids(memory)
@@ -264,7 +266,7 @@ def test_vectors_embedded_by_another_process_reach_the_vector_leg(
         _warm(memory)
         news_id = _source_id(memory, "news")
         assert news_id not in _sources(memory.search("quokka basalt census", mode="vector"))
-        assert memory.pending_embeddings() == 1
+        assert memory.indexes.pending() == 1
         assert writer.run(["embed", store]) == [1]
         found = memory.search("quokka basalt census", mode="vector", limit=3)
         assert found.hits[0].source_id == news_id
@@ -303,7 +305,7 @@ class _RolledBack(Exception):
 def _search_and_roll_back(memory: Memory, path: Path) -> None:
     with memory.store.transaction():
         memory.ingest(path, kind="jsonl", parallel=False, trees=False)
-        memory.embed()
+        memory.indexes.embed()
         assert memory.search("quokka basalt", mode="vector", limit=1).hits
         assert memory.search("#quokka", mode="graph").hits
         raise _RolledBack
@@ -320,7 +322,7 @@ def test_what_a_rolled_back_transaction_read_is_not_kept(store: str, tmp_path: P
         with pytest.raises(_RolledBack):
             _search_and_roll_back(memory, gone)
         memory.ingest(kept, kind="jsonl", parallel=False, trees=False)
-        memory.embed()
+        memory.indexes.embed()
         kept_id = _source_id(memory, "kept")
         assert memory.vectors is not None
         nearest = memory.vectors.search("wombat granite survey", Filters(), 1)

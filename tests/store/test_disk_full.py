@@ -21,6 +21,7 @@ from locked_store import residue, write_secret
 
 import stratamem
 from stratamem.api import Memory
+from stratamem.api.trees import Trees
 from stratamem.cli import main
 from stratamem.errors import StoreFull, is_disk_full
 from stratamem.store.sqlite.locks import SCRUB_PENDING
@@ -94,14 +95,14 @@ def test_an_ingest_whose_sealing_runs_out_of_room_reports_the_sources_written(
     disk: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     db = disk / "mem.db"
-    original = Memory.build_trees
+    original = Trees.build
 
-    def build_trees_on_a_full_disk(self: Memory, **kwargs: object) -> object:
+    def build_trees_on_a_full_disk(self: Trees, **kwargs: object) -> object:
         truncate_wal(db)
         fill(disk)
         return original(self, **kwargs)  # type: ignore[arg-type]
 
-    monkeypatch.setattr(Memory, "build_trees", build_trees_on_a_full_disk)
+    monkeypatch.setattr(Trees, "build", build_trees_on_a_full_disk)
     with open_memory(db) as mem:
         report = mem.ingest(FIXTURES / "slack")
         assert report.sources
@@ -114,8 +115,8 @@ def test_an_ingest_whose_sealing_runs_out_of_room_reports_the_sources_written(
     with open_memory(db) as mem:
         assert mem.stats()["chunks"] == report.chunks
         assert mem.store.jobs.counts(kind="seal").get("pending", 0) >= 1  # queued, not lost
-        monkeypatch.setattr(Memory, "build_trees", original)
-        assert not mem.build_trees().failed
+        monkeypatch.setattr(Trees, "build", original)
+        assert not mem.trees.build().failed
 
 
 def test_an_ingest_with_no_room_writes_nothing_and_says_so(disk: Path) -> None:
@@ -160,23 +161,23 @@ def test_an_embed_that_runs_out_of_room_keeps_what_it_embedded(disk: Path) -> No
     with open_memory(db) as mem:
         mem.ingest(FIXTURES / "slack", trees=False)
         mem.ingest(write_secret(disk / "export", 600), trees=False)  # many batches of chunks
-        pending = mem.pending_embeddings()
+        pending = mem.indexes.pending()
     truncate_wal(db)
     filler = fill(disk, leave=512 << 10)  # room to open and for some vectors, not all
     with open_memory(db) as mem, pytest.raises(StoreFull) as raised:
-        mem.embed()
+        mem.indexes.embed()
     message = str(raised.value)
     assert message.startswith("disk full: embedding stopped with ")
     filler.unlink()
     assert integrity(db) == "ok"
     with open_memory(db) as mem:
-        left = mem.pending_embeddings()
+        left = mem.indexes.pending()
         assert 0 < left < pending  # some batches were committed before the disk filled
         done = f"{pending - left:,} chunks embedded and kept and {left:,} still without a vector"
         # (the chunks embedded from vectors cached for the same text count as embedded)
         assert done in message
-        assert mem.embed().embedded == left
-        assert mem.pending_embeddings() == 0
+        assert mem.indexes.embed().embedded == left
+        assert mem.indexes.pending() == 0
 
 
 def test_a_forget_whose_scrub_runs_out_of_room_says_the_source_is_gone(disk: Path) -> None:
@@ -203,7 +204,7 @@ def test_a_forget_whose_scrub_runs_out_of_room_says_the_source_is_gone(disk: Pat
         assert conn.execute("SELECT value FROM settings WHERE key = ?", (SCRUB_PENDING,)).fetchone()
     conn.close()
     with open_memory(db) as mem:  # an open finishes the scrub, now that there is room
-        assert "jsonl:secret" not in {s.scope for s in mem.sources()}
+        assert "jsonl:secret" not in {s.scope for s in mem.sources.list()}
         assert mem.store.get_setting(SCRUB_PENDING) is None
     assert residue(db) == {}
 
@@ -240,4 +241,4 @@ def test_an_ingest_the_disk_fills_under_keeps_the_sources_written_and_says_where
     (disk / "filler").unlink()
     assert integrity(db) == "ok"
     with open_memory(db) as mem:
-        assert [s.scope for s in mem.sources()] == [opened[0]]
+        assert [s.scope for s in mem.sources.list()] == [opened[0]]

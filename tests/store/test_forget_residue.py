@@ -96,13 +96,13 @@ def test_forget_leaves_no_byte_of_the_text_behind(store_location: str, tmp_path:
             home = Path(base).parent
         mem.ingest(write_source(data / "secret.jsonl", "secret", secret), trees=False)
         mem.ingest(write_source(data / "public.jsonl", "public", public), trees=False)
-        mem.embed()
+        mem.indexes.embed()
         embedder = mem.embedder
         assert embedder is not None
         mem._vectors = VectorLeg(mem.store, embedder, hnsw_threshold=16)
         sparse_index(mem.store).persist_min_docs = 0
         assert mem.search(CANARIES[0]).hits
-        mem.flush()
+        mem.trees.flush()
         summaries = mem.store.conn.execute(
             "SELECT count(*) FROM summaries WHERE content LIKE ?", (f"%{CANARIES[0]}%",)
         ).fetchone()[0]
@@ -119,7 +119,7 @@ def test_forget_leaves_no_byte_of_the_text_behind(store_location: str, tmp_path:
         if postgres:
             assert rows_holding(mem, needles())["chunks"] > 0
 
-        mem.forget("jsonl:secret")
+        mem.sources.forget("jsonl:secret")
 
         assert residue(home, needles()) == {}
         if postgres:

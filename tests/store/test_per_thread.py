@@ -70,9 +70,9 @@ def build(path: Path) -> Path:
     with Memory(path, embedder=HashingEmbedder()) as memory:
         memory.ingest(EXAMPLES / "slack-export", parallel=False)
         memory.ingest(EXAMPLES / "notes", parallel=False)
-        memory.embed()
+        memory.indexes.embed()
         for name, (scopes, sources) in PRINCIPALS.items():
-            memory.add_principal(name, scopes, sources=sources)
+            memory.principals.add(name, scopes, sources=sources)
     return path
 
 
@@ -268,8 +268,8 @@ def test_reads_while_a_writer_writes(tmp_path: Path) -> None:
     queries = ("zephyr queue stall", "Carol Diaz zephyr", "release plan")
     rounds = 24
     with serving(path) as (memory, pool):
-        memory.add("zephyr: the log starts here", source=LOG, id="log-start", time=T0)
-        memory.set_access(LOG, scopes="team")
+        memory.items.add("zephyr: the log starts here", source=LOG, id="log-start", time=T0)
+        memory.sources.set_access(LOG, scopes="team")
         on_every_thread(pool, lambda: search_all(memory, queries))
         done = threading.Event()
 
@@ -277,17 +277,19 @@ def test_reads_while_a_writer_writes(tmp_path: Path) -> None:
             try:
                 for i in range(rounds):
                     when = T0 + timedelta(minutes=i)
-                    memory.add(
+                    memory.items.add(
                         f"zephyr {i}: Carol Diaz restarted the queue after the stall",
                         source=LOG,
                         id=f"log-{i}",
                         time=when,
                     )
-                    memory.add(f"zephyr scratch {i}: queue stall notes", source=SCRATCH, time=when)
+                    memory.items.add(
+                        f"zephyr scratch {i}: queue stall notes", source=SCRATCH, time=when
+                    )
                     if i % 4 == 1:
-                        memory.delete(f"log-{i - 1}", source=LOG)
+                        memory.items.rm(f"log-{i - 1}", source=LOG)
                     if i % 6 == 3:
-                        memory.forget(SCRATCH)
+                        memory.sources.forget(SCRATCH)
                 return rounds
             finally:
                 done.set()
@@ -334,7 +336,7 @@ def test_a_write_through_another_connection_reaches_every_thread(tmp_path: Path)
             assert not any(s == LOG for found in answers.values() for _, _, s in found)
 
         with stratamem.open(path, embedder=HashingEmbedder()) as other:
-            added = other.add(
+            added = other.items.add(
                 "Carol Diaz planned the quokka migration of the job queue",
                 source=LOG,
                 id="quokka",
@@ -373,7 +375,7 @@ def test_the_graph_leg_follows_appends_and_removals_made_on_another_thread(tmp_p
 
         def append() -> list[str]:
             return [
-                memory.add(
+                memory.items.add(
                     f"Dan paired on queue fix {i} #zephyr{i}" + (" #release" if i < 2 else ""),
                     source=LOG,
                     id=f"pair-{i}",
@@ -389,7 +391,7 @@ def test_the_graph_leg_follows_appends_and_removals_made_on_another_thread(tmp_p
         for answers in on_every_thread(pool, lambda: graph(memory)):
             assert answers == after
 
-        pool.submit(memory.delete, "pair-0", source=LOG).result()
+        pool.submit(memory.items.rm, "pair-0", source=LOG).result()
         removed = graph_now()
         assert removed != after
         for answers in on_every_thread(pool, lambda: graph(memory)):
@@ -426,10 +428,10 @@ def test_a_reader_in_an_older_snapshot_never_sees_what_came_after_it(tmp_path: P
         assert holding.wait(PATIENCE_S)
 
         def write_and_read() -> tuple[str, dict[Key, Ranked]]:
-            added = memory.add(
+            added = memory.items.add(
                 "Carol Diaz planned the quokka migration", source=LOG, id="quokka", time=T0
             )
-            memory.set_access(LOG, scopes="team")
+            memory.sources.set_access(LOG, scopes="team")
             # Brings every shared index up to the new version.
             return added.chunks_added[0], search_all(memory, (query,))
 
@@ -531,9 +533,9 @@ def test_a_vector_search_is_never_answered_from_an_index_changing_under_it(
     path = build(tmp_path / "mem.db")
     query = "zephyr alpha bravo charlie delta"
     with Memory(path, embedder=HashingEmbedder()) as setup:
-        setup.add(query, source=LOG, id="target", time=T0)
+        setup.items.add(query, source=LOG, id="target", time=T0)
         for i in range(3):
-            setup.add(f"filler {i} about lunch", source=LOG, id=f"filler-{i}", time=T0)
+            setup.items.add(f"filler {i} about lunch", source=LOG, id=f"filler-{i}", time=T0)
     want = plain(path, None, (query,))[(query, "vector")]
     assert want[0][2] == LOG
 
@@ -564,7 +566,7 @@ def test_a_vector_search_is_never_answered_from_an_index_changing_under_it(
 
         def update() -> None:
             updater.append(threading.get_ident())
-            memory.delete("target", source=LOG)
+            memory.items.rm("target", source=LOG)
             memory.search("lunch", mode="vector", limit=1)
             go_on.set()
 
@@ -595,7 +597,9 @@ def test_a_later_threads_connection_is_never_taken_for_an_ended_threads(
 
         before = graph_on_a_new_thread()
         with stratamem.open(path, embedder=HashingEmbedder()) as other:
-            new = other.add("Dan fixed it #zephyr0", source=LOG, id="z0", time=T0).chunks_added[0]
+            new = other.items.add(
+                "Dan fixed it #zephyr0", source=LOG, id="z0", time=T0
+            ).chunks_added[0]
         after = graph_on_a_new_thread()
         assert new not in [node for node, _, _ in before]
         assert new in [node for node, _, _ in after]

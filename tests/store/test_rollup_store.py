@@ -40,8 +40,8 @@ def location(
         with stratamem.open(template, embedder=None) as memory:
             memory.ingest(EXAMPLES / "slack-export", parallel=False)
             memory.ingest(EXAMPLES / "notes", parallel=False)
-            memory.add_principal("teamer", "team")
-            memory.add_principal("owl", "private,team")
+            memory.principals.add("teamer", "team")
+            memory.principals.add("owl", "private,team")
         templates[postgres] = template
     return str(locations.copy(templates[postgres], tmp_path, "store"))
 
@@ -62,7 +62,9 @@ def table(location: str, sql: str, *args: Any) -> list[Any]:
 def fact_in(memory: stratamem.Memory, scope: str, subject: str = "person:alice chen") -> str:
     """A fact of source ``scope`` (stated on one of its nodes), returning its id."""
     node = memory.search("queue", sources=[scope], mode="keyword", limit=1).hits[0].node_id
-    written = memory.remember(subject, "works_on", f"queue in {scope}", evidence=[node], now=NOW)
+    written = memory.facts.remember(
+        subject, "works_on", f"queue in {scope}", evidence=[node], now=NOW
+    )
     return written.recorded[0].id
 
 
@@ -90,7 +92,7 @@ def ids(memory: stratamem.Memory, **kwargs: Any) -> list[str]:
 
 
 def test_a_rollup_round_trips_best_score_first(memory: stratamem.Memory) -> None:
-    eng, general = memory.source(ENG).id, memory.source(GENERAL).id
+    eng, general = memory.sources.get(ENG).id, memory.sources.get(GENERAL).id
     low = rollup("r-low", "person:alice chen", (general, eng, eng), score=0.25)
     high = rollup("r-high", "person:bob martins", (eng,), score=0.75)
     write(memory, low, high)
@@ -109,7 +111,7 @@ def test_a_rollup_round_trips_best_score_first(memory: stratamem.Memory) -> None
 def test_a_principal_reads_a_rollup_only_when_it_reads_every_source(
     memory: stratamem.Memory,
 ) -> None:
-    eng, notes = memory.source(ENG).id, memory.source(NOTES).id
+    eng, notes = memory.sources.get(ENG).id, memory.sources.get(NOTES).id
     write(
         memory,
         rollup("r-team", "person:alice chen", (eng,)),
@@ -117,7 +119,7 @@ def test_a_principal_reads_a_rollup_only_when_it_reads_every_source(
     )
     with memory.as_principal("teamer") as teamer:
         assert ids(teamer) == ["r-team"]
-        assert teamer.rollups("person:bob martins") == []
+        assert teamer.facts.rollups("person:bob martins") == []
         # The pass's own read is ungated; a reader's is not.
         assert len(teamer.store.rollup_hashes()) == 2
     with memory.as_principal("owl") as owl:
@@ -128,7 +130,7 @@ def test_a_principal_reads_a_rollup_only_when_it_reads_every_source(
 def test_writing_the_same_id_replaces_the_rollup_and_its_sources(
     memory: stratamem.Memory, location: str
 ) -> None:
-    eng, general = memory.source(ENG).id, memory.source(GENERAL).id
+    eng, general = memory.sources.get(ENG).id, memory.sources.get(GENERAL).id
     write(memory, rollup("r1", "person:alice chen", (eng, general)))
     newer = Rollup(
         id="r1",
@@ -148,12 +150,12 @@ def test_writing_the_same_id_replaces_the_rollup_and_its_sources(
 def test_a_rollup_naming_a_missing_or_locked_source_is_refused_and_nothing_written(
     memory: stratamem.Memory, location: str
 ) -> None:
-    eng, general = memory.source(ENG).id, memory.source(GENERAL).id
+    eng, general = memory.sources.get(ENG).id, memory.sources.get(GENERAL).id
     with pytest.raises(StoreError, match="src_nowhere"):
         write(memory, rollup("r1", "person:alice chen", (eng, "src_nowhere")))
     with pytest.raises(StoreError, match="names no source"):
         write(memory, rollup("r1", "person:alice chen", ()))
-    memory.lock(GENERAL, passphrase=PASSPHRASE)
+    memory.locks.lock(GENERAL, passphrase=PASSPHRASE)
     with pytest.raises(StoreError, match=f"missing or locked: {general}"):
         write(memory, rollup("r2", "person:alice chen", (eng, general)))
     assert table(location, "SELECT count(*) FROM rollups") == [(0,)]
@@ -161,7 +163,7 @@ def test_a_rollup_naming_a_missing_or_locked_source_is_refused_and_nothing_writt
 
 
 def test_drop_rollups_counts_what_was_there(memory: stratamem.Memory, location: str) -> None:
-    eng = memory.source(ENG).id
+    eng = memory.sources.get(ENG).id
     write(memory, rollup("r1", "person:a", (eng,)), rollup("r2", "person:b", (eng,)))
     with memory.store.transaction():
         assert memory.store.drop_rollups(["r1", "r-none"]) == 1
@@ -196,7 +198,7 @@ def test_scores_replace_skip_unknown_facts_and_are_gated(
 def test_locking_a_source_purges_its_rollups_and_scores_and_unlocking_restores_neither(
     memory: stratamem.Memory, location: str
 ) -> None:
-    eng, general, notes = (memory.source(s).id for s in (ENG, GENERAL, NOTES))
+    eng, general, notes = (memory.sources.get(s).id for s in (ENG, GENERAL, NOTES))
     eng_fact, notes_fact = fact_in(memory, ENG), fact_in(memory, NOTES, "person:bob martins")
     _scores(memory, eng_fact, notes_fact)
     write(
@@ -205,15 +207,15 @@ def test_locking_a_source_purges_its_rollups_and_scores_and_unlocking_restores_n
         rollup("r-both", "person:carol diaz", (general, eng)),
         rollup("r-notes", "person:bob martins", (notes,)),
     )
-    memory.lock(ENG, passphrase=PASSPHRASE)
+    memory.locks.lock(ENG, passphrase=PASSPHRASE)
     assert ids(memory) == ["r-notes"]
     assert table(location, "SELECT rollup_id, source_id FROM rollup_sources") == [
         ("r-notes", notes)
     ]
     assert list(memory.store.fact_scores()) == [notes_fact]
     assert table(location, "SELECT fact_id FROM fact_scores") == [(notes_fact,)]
-    memory.unlock(ENG, passphrase=PASSPHRASE)
-    assert [f.id for f in memory.recall("person:alice chen")] == [eng_fact]
+    memory.locks.unlock(ENG, passphrase=PASSPHRASE)
+    assert [f.id for f in memory.facts.recall("person:alice chen")] == [eng_fact]
     assert ids(memory) == ["r-notes"]
     assert list(memory.store.fact_scores()) == [notes_fact]
 
@@ -221,7 +223,7 @@ def test_locking_a_source_purges_its_rollups_and_scores_and_unlocking_restores_n
 def test_forgetting_a_source_removes_its_rollups_and_its_facts_scores(
     memory: stratamem.Memory, location: str
 ) -> None:
-    eng, notes = memory.source(ENG).id, memory.source(NOTES).id
+    eng, notes = memory.sources.get(ENG).id, memory.sources.get(NOTES).id
     eng_fact, notes_fact = fact_in(memory, ENG), fact_in(memory, NOTES, "person:bob martins")
     _scores(memory, eng_fact, notes_fact)
     write(
@@ -229,11 +231,11 @@ def test_forgetting_a_source_removes_its_rollups_and_its_facts_scores(
         rollup("r-eng", "person:alice chen", (eng, notes)),
         rollup("r-notes", "person:bob martins", (notes,)),
     )
-    memory.forget(ENG)
+    memory.sources.forget(ENG)
     assert ids(memory) == ["r-notes"]
     assert list(memory.store.fact_scores()) == [notes_fact]
     assert table(location, "SELECT count(*) FROM rollup_sources") == [(1,)]
-    memory.forget(NOTES)
+    memory.sources.forget(NOTES)
     assert ids(memory) == []
     assert table(location, "SELECT count(*) FROM fact_scores") == [(0,)]
     assert table(location, "SELECT count(*) FROM rollups") == [(0,)]

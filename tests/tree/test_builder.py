@@ -206,11 +206,11 @@ def test_a_grown_document_is_summarised_again_whole(store: Store, chat: Chat) ->
 def test_forgetting_a_source_removes_its_tree(store_location: str) -> None:
     with stratamem.open(store_location, embedder=None, tree_config=SMALL) as memory:
         memory.ingest(Path(__file__).parents[1] / "fixtures" / "slack")
-        memory.flush()
-        assert memory.trees()
-        for source in memory.sources():
-            memory.forget(source.scope)
-        assert memory.trees() == []
+        memory.trees.flush()
+        assert memory.trees.list()
+        for source in memory.sources.list():
+            memory.sources.forget(source.scope)
+        assert memory.trees.list() == []
         counts = memory.store.conn.execute(
             "SELECT (SELECT count(*) FROM summaries), (SELECT count(*) FROM summary_entities),"
             " (SELECT count(*) FROM jobs)"
@@ -309,8 +309,8 @@ def test_a_process_killed_mid_seal_resumes_to_the_same_tree(
 def test_summaries_are_embedded_with_the_active_model(store_location: str) -> None:
     with stratamem.open(store_location, embedder="hashing", tree_config=SMALL) as memory:
         memory.ingest(Path(__file__).parents[1] / "fixtures" / "slack", trees=False)
-        memory.embed()
-        memory.flush()
+        memory.indexes.embed()
+        memory.trees.flush()
         model = memory.store.get_setting("embed.model")
         ids = [r["id"] for r in live(memory.store)]
         assert ids
@@ -322,9 +322,9 @@ def test_embed_fills_in_summaries_sealed_before_the_store_had_vectors(
 ) -> None:
     with stratamem.open(store_location, embedder="hashing", tree_config=SMALL) as memory:
         memory.ingest(Path(__file__).parents[1] / "fixtures" / "slack")
-        memory.flush()
+        memory.trees.flush()
         ids = [r["id"] for r in live(memory.store)]
-        report = memory.embed()
+        report = memory.indexes.embed()
         assert report.summaries == len(ids)
         model = str(memory.store.get_setting("embed.model"))
         assert set(memory.store.trees.vectors(model, ids)) == set(ids)
@@ -349,16 +349,16 @@ def test_summaries_are_embedded_in_batches_and_a_failure_leaves_them_for_later(
     slack = Path(__file__).parents[1] / "fixtures" / "slack"
     with stratamem.open(store_location, embedder=embedder, tree_config=SMALL) as memory:
         memory.ingest(slack, trees=False)
-        memory.embed()
+        memory.indexes.embed()
         model = str(memory.store.get_setting("embed.model"))
         Flaky.failing = True
-        memory.flush()  # seals, then cannot embed: the summaries stand without vectors
+        memory.trees.flush()  # seals, then cannot embed: the summaries stand without vectors
         ids = [r["id"] for r in live(memory.store)]
         assert len(ids) > 1
         assert memory.store.trees.vectors(model, ids) == {}
         Flaky.failing = False
         Flaky.batches.clear()
-        memory.build_trees()  # nothing to seal; the vectors are filled in
+        memory.trees.build()  # nothing to seal; the vectors are filled in
         assert sum(Flaky.batches) == len(ids)
         assert len(Flaky.batches) == -(-len(ids) // 32)  # batches of 32, not one at a time
         stored = memory.store.trees.vectors(model, ids)
@@ -382,9 +382,9 @@ def test_the_tops_of_a_tree_are_newest_first_and_those_without_a_time_last(
     config = TreeConfig(input_token_budget=40, summary_fanout=50)
     with stratamem.open(store_location, embedder=None, tree_config=config) as memory:
         memory.ingest(corpus, kind="jsonl")
-        memory.flush()
-        (tree,) = memory.trees()
-        ends = [hit.time_end for hit in memory.tree_tops(tree.id)]
+        memory.trees.flush()
+        (tree,) = memory.trees.list()
+        ends = [hit.time_end for hit in memory.trees.tops(tree.id)]
     timed = [end for end in ends if end is not None]
     assert 0 < len(timed) < len(ends)
     assert ends == [*sorted(timed, reverse=True), *[None] * (len(ends) - len(timed))]

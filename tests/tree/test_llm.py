@@ -313,7 +313,7 @@ def test_a_tree_built_through_the_llm_summarizer(
     slack = Path(__file__).parents[1] / "fixtures" / "slack"
     with stratamem.open(store_location, embedder=None, summarizer=llm, tree_config=config) as mem:
         mem.ingest(slack)
-        mem.flush()
+        mem.trees.flush()
         rows = mem.store.conn.execute(
             "SELECT content, summarizer FROM summaries WHERE deleted = 0 ORDER BY rowid"
         ).fetchall()

@@ -42,7 +42,7 @@ import stratamem
 from stratamem.config import TreeConfig
 config = TreeConfig(input_token_budget=30, summary_fanout=3, flush_age_days=1.0)
 with stratamem.open(sys.argv[1], embedder=None, tree_config=config) as memory:
-    memory.flush(progress=lambda p: print(p.summaries, flush=True))
+    memory.trees.flush(progress=lambda p: print(p.summaries, flush=True))
 """
 
 
@@ -71,7 +71,7 @@ def digest(path: str) -> dict[str, Any]:
 
 def flush(path: str) -> None:
     with stratamem.open(path, embedder=None, tree_config=CONFIG) as memory:
-        memory.flush()
+        memory.trees.flush()
 
 
 @pytest.fixture

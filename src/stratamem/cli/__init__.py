@@ -377,7 +377,7 @@ def sources(ctx: click.Context, as_json: bool) -> None:
       stratamem sources
       stratamem sources --json
     """
-    found = open_memory(ctx).sources()
+    found = open_memory(ctx).sources.list()
     if as_json:
         print_json([s.to_dict() for s in found])
         return
@@ -712,7 +712,7 @@ def reindex(ctx: click.Context, quiet: bool, tokenizer: str | None, as_json: boo
         return
     memory = open_memory(ctx)
     started = time.time()
-    changed = memory.set_keyword_tokenizer(tokenizer)
+    changed = memory.indexes.set_keyword_tokenizer(tokenizer)
     data = {"tokenizer": tokenizer, "changed": changed, "seconds": round(time.time() - started, 2)}
     if as_json:
         print_json(data)
@@ -745,12 +745,12 @@ def _run_embedding(
             elapsed = max(1e-6, time.time() - p.started)
             bar.update(task, completed=p.done, total=p.total, rate=f"{p.done / elapsed:,.0f}/s")
 
-        run = memory.reindex if reindex else memory.embed
+        run = memory.indexes.reindex if reindex else memory.indexes.embed
         report = run(progress=on_progress)
         # The indexes a search needs, built now and saved beside the store, rather than by
         # the first search.
         bar.update(task, description="indexing", rate="")
-        indexes = memory.build_indexes()
+        indexes = memory.indexes.build()
     data = {
         "model": report.model,
         "embedded": report.embedded,
@@ -918,7 +918,7 @@ def tune_command(
     summary = {**chosen, "report": str(md_path)}
     saved_to = shown_location(str(ctx.obj["db"]))
     if save:
-        open_memory(ctx).save_tuned_weights(chosen)
+        open_memory(ctx).indexes.save_tuned_weights(chosen)
         summary["saved_to"] = saved_to
     if as_json:
         print_json(summary)
@@ -952,10 +952,10 @@ def forget(ctx: click.Context, source: str, yes: bool) -> None:
       stratamem forget src_3d0a9e20c1b2a4f6 --yes
     """
     memory = open_memory(ctx)
-    found = memory.source(source)
+    found = memory.sources.get(source)
     if not yes and sys.stdin.isatty():
         click.confirm(f"forget {found.scope} ({found.chunk_count:,} chunks)?", abort=True)
-    removed = memory.forget(found.id)
+    removed = memory.sources.forget(found.id)
     out.print(f"forgot {escape(found.scope)}: {removed:,} chunks removed", highlight=False)
 
 

@@ -86,8 +86,8 @@ def principal() -> None:
     """Principals: agents and services that read only the sources their scopes allow.
 
     A principal reads through `stratamem --as NAME …`, or in Python through the memory
-    that Memory.authenticate(token) names. A token is shown once: the store keeps only a
-    slow hash of it.
+    that mem.principals.authenticate(token) names. A token is shown once: the store keeps
+    only a slow hash of it.
 
     \b
     Examples:
@@ -138,8 +138,8 @@ def principal_add(
     """
     memory = open_memory(ctx)
     _owner_only(memory, "manage principals")
-    token = memory.add_principal(name, scopes, sources=globs, write=write)
-    added = next(p for p in memory.principals() if p.name == name)
+    token = memory.principals.add(name, scopes, sources=globs, write=write)
+    added = next(p for p in memory.principals.list() if p.name == name)
     if as_json:
         print_json(_principal_dict(added) | {"token": token})
         return
@@ -164,7 +164,7 @@ def principal_list(ctx: click.Context, as_json: bool) -> None:
     """
     memory = open_memory(ctx)
     _owner_only(memory, "list principals")
-    found = memory.principals()
+    found = memory.principals.list()
     if as_json:
         print_json([_principal_dict(p) for p in found])
         return
@@ -203,7 +203,7 @@ def principal_remove(ctx: click.Context, name: str) -> None:
     """
     memory = open_memory(ctx)
     _owner_only(memory, "manage principals")
-    memory.remove_principal(name)
+    memory.principals.remove(name)
     out.print(f"removed principal {escape(name)}: its token no longer works")
 
 
@@ -222,9 +222,9 @@ def principal_rotate(ctx: click.Context, name: str, as_json: bool) -> None:
     """
     memory = open_memory(ctx)
     _owner_only(memory, "manage principals")
-    token = memory.rotate_principal(name)
+    token = memory.principals.rotate(name)
     if as_json:
-        rotated = next(p for p in memory.principals() if p.name == name)
+        rotated = next(p for p in memory.principals.list() if p.name == name)
         print_json(_principal_dict(rotated) | {"token": token})
         return
     err.print(f"new token for {escape(name)}; the old one no longer works", emoji=False)
@@ -290,10 +290,10 @@ def access_command(
     """
     memory = open_memory(ctx)
     _owner_only(memory, "manage access")
-    before = memory.source(source)
+    before = memory.sources.get(source)
     changing = replace is not None or added or removed
     found = (
-        memory.set_access(before.id, scopes=replace, add=added, remove=removed)
+        memory.sources.set_access(before.id, scopes=replace, add=added, remove=removed)
         if changing
         else before
     )
@@ -381,9 +381,9 @@ def lock_command(
     """
     memory = open_memory(ctx)
     _owner_only(memory, "lock sources")
-    found = memory.source(source)
+    found = memory.sources.get(source)
     secret = passphrase(found, file=passphrase_file, confirm=True)
-    _print_lock_report(memory.lock(found.id, passphrase=secret), "locked", as_json)
+    _print_lock_report(memory.locks.lock(found.id, passphrase=secret), "locked", as_json)
 
 
 @click.command("unlock")
@@ -407,9 +407,9 @@ def unlock_command(
     """
     memory = open_memory(ctx)
     _owner_only(memory, "unlock sources")
-    found = memory.source(source)
+    found = memory.sources.get(source)
     secret = passphrase(found, file=passphrase_file)
-    _print_lock_report(memory.unlock(found.id, passphrase=secret), "unlocked", as_json)
+    _print_lock_report(memory.locks.unlock(found.id, passphrase=secret), "unlocked", as_json)
 
 
 COMMANDS = (principal, access_command, lock_command, unlock_command)

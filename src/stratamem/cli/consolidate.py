@@ -73,14 +73,14 @@ def consolidate(
     """
     memory = open_memory(ctx)
     if after_ingest is not None:
-        on = memory.consolidate_after_ingest(after_ingest == "on")
+        on = memory.facts.consolidate_after_ingest(after_ingest == "on")
         if as_json:
             print_json({"after_ingest": on})
         else:
             out.print(f"consolidation after ingest: {'on' if on else 'off'}", highlight=False)
         return
     if as_json or not sys.stderr.isatty():
-        report = memory.consolidate(min_facts=min_facts, min_score=min_score)
+        report = memory.facts.consolidate(min_facts=min_facts, min_score=min_score)
     else:
         with Progress(
             TextColumn("{task.description}"),
@@ -99,7 +99,9 @@ def consolidate(
                     total=state.total or None,
                 )
 
-            report = memory.consolidate(min_facts=min_facts, min_score=min_score, progress=tick)
+            report = memory.facts.consolidate(
+                min_facts=min_facts, min_score=min_score, progress=tick
+            )
     if as_json:
         print_json(report.to_dict())
         return
@@ -165,7 +167,7 @@ def rollup(ctx: click.Context, subject: str | None, limit: int, as_json: bool) -
       stratamem --as agent rollup --json
     """
     memory = open_memory(ctx)
-    found = memory.rollups(subject, limit=limit)
+    found = memory.facts.rollups(subject, limit=limit)
     if as_json:
         print_json({"rollups": [r.to_dict() for r in found]})
         return

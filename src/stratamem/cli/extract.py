@@ -98,8 +98,8 @@ def extract(
         raise click.UsageError("give --endpoint and --model together")
     memory = open_memory(ctx)
     if enable or disable:
-        memory.set_extraction(endpoint if enable else None, model)
-        _print_setting(memory.extraction(), as_json)
+        memory.facts.set_extraction(endpoint if enable else None, model)
+        _print_setting(memory.facts.extraction(), as_json)
         return
     with Progress(
         SpinnerColumn(),
@@ -122,7 +122,7 @@ def extract(
                 facts=f"{p.facts:,}",
             )
 
-        report = memory.extract_facts(
+        report = memory.facts.extract(
             sources,
             endpoint=endpoint,
             model=model,

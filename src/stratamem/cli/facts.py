@@ -135,7 +135,7 @@ def fact_add(
     (by default the time of its evidence, else now) and keeps it in the history; the same
     value again changes nothing."""
     memory = open_memory(ctx)
-    write = memory.remember(
+    write = memory.facts.remember(
         subject,
         predicate,
         object,
@@ -170,7 +170,7 @@ def fact_list(
     """The facts true now (or --as-of a time, as known --known-at a time), of SUBJECT or of
     everything."""
     memory = open_memory(ctx)
-    found = memory.recall(
+    found = memory.facts.recall(
         subject,
         predicate=predicate,
         as_of=when(as_of, "--as-of"),
@@ -219,7 +219,7 @@ def fact_search(
       stratamem fact search 'release date' --known-at 7d --json
     """
     memory = open_memory(ctx)
-    found = memory.query_facts(
+    found = memory.facts.query(
         query,
         subject=subject,
         sources=sources,
@@ -275,7 +275,7 @@ def fact_history(
     """Every value SUBJECT's PREDICATE had, oldest first, with the rows since corrected or
     replaced and when they stopped being believed."""
     memory = open_memory(ctx)
-    found = memory.fact_history(subject, predicate, known_at=when(known_at, "--known-at"))
+    found = memory.facts.history(subject, predicate, known_at=when(known_at, "--known-at"))
     if as_json:
         print_json({"facts": [f.to_dict() for f in found]})
         return
@@ -290,7 +290,7 @@ def fact_history(
 def fact_retract(ctx: click.Context, fact_id: str, as_json: bool) -> None:
     """A correction: FACT_ID was never true. It stays in the history, no longer believed."""
     memory = open_memory(ctx)
-    _report(memory.retract(fact_id), as_json)
+    _report(memory.facts.retract(fact_id), as_json)
 
 
 COMMANDS = (fact,)

@@ -97,7 +97,7 @@ def add(
       git log -1 --format=%B | stratamem add - --source notes:commits --id abc123
     """
     memory = open_memory(ctx)
-    write = memory.add(
+    write = memory.items.add(
         _text(text) or "",
         source=source,
         kind=kind,
@@ -143,7 +143,7 @@ def edit(
     if all(v is None for v in (text, author, when, title)) and not tags:
         fail("nothing to change: give --text, --author, --time, --title or --tag")
     memory = open_memory(ctx)
-    write = memory.update(
+    write = memory.items.edit(
         item_id,
         source=source,
         text=_text(text),
@@ -170,7 +170,7 @@ def rm(ctx: click.Context, item_id: str, source: str | None, as_json: bool) -> N
       stratamem rm "<CAH+w=7a@mail.gmail.com>" --source mbox:lkml
     """
     memory = open_memory(ctx)
-    _report(memory.delete(item_id, source=source), as_json)
+    _report(memory.items.rm(item_id, source=source), as_json)
 
 
 def _stamp(value: Any) -> str:
@@ -193,7 +193,7 @@ def history(ctx: click.Context, item_id: str, source: str | None, as_json: bool)
       stratamem history item_3f2a9c1b0d4e5f60 --json
     """
     memory = open_memory(ctx)
-    versions: list[ItemVersion] = memory.item_history(item_id, source=source)
+    versions: list[ItemVersion] = memory.items.history(item_id, source=source)
     if as_json:
         print_json({"versions": [v.to_dict() for v in versions]})
         return

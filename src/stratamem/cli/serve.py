@@ -104,7 +104,7 @@ def serve(
         ctx, readers=readers, allow_writes=allow_writes, ingest_roots=ingest_roots
     )
     try:
-        if not loopback and not no_tokens and not service.owner_memory().principals():
+        if not loopback and not no_tokens and not service.owner_memory().principals.list():
             fail(
                 f"no principal exists, so nobody could use a server on {host}; add one "
                 "(stratamem principal add NAME --scopes SCOPES) or bind 127.0.0.1"

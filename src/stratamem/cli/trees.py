@@ -54,10 +54,10 @@ def tree(ctx: click.Context, source: str, depth: int, children: int, as_json: bo
       stratamem tree notes:til --depth 1 --json
     """
     memory = open_memory(ctx)
-    found = memory.tree(source)
-    stats = memory.tree_stats(found.id)
-    unsealed = memory.unsealed_leaves(found.id)
-    tops = memory.tree_tops(found.id)
+    found = memory.trees.get(source)
+    stats = memory.trees.stats(found.id)
+    unsealed = memory.trees.unsealed(found.id)
+    tops = memory.trees.tops(found.id)
     if as_json:
         print_json(
             {
@@ -380,8 +380,8 @@ def flush(ctx: click.Context, sources_: tuple[str, ...], as_json: bool) -> None:
     """
     memory = open_memory(ctx)
     for ref in sources_:
-        memory.source(ref)  # an unknown source is an error, not a quiet no-op
-    report = memory.flush(sources_)
+        memory.sources.get(ref)  # an unknown source is an error, not a quiet no-op
+    report = memory.trees.flush(sources_)
     if as_json:
         print_json(report.to_dict())
     else:

@@ -115,10 +115,10 @@ def prepare(
             parallel=False,
         )
     if embed and memory.embedder is not None:
-        pending = memory.pending_embeddings()
+        pending = memory.indexes.pending()
         if pending:
             say(f"embedding {pending:,} documents with {memory.embedder.spec.name}")
-        memory.embed()
+        memory.indexes.embed()
 
 
 @dataclass(slots=True)

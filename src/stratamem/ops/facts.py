@@ -27,7 +27,7 @@ PREDICATE = Param(
 
 def _recall(ctx: Context, a: dict[str, Any]) -> dict[str, Any]:
     with ctx.reading() as m:
-        found = m.recall(
+        found = m.facts.recall(
             a["subject"],
             predicate=a["predicate"],
             as_of=a["as_of"],
@@ -64,7 +64,7 @@ RECALL = Operation(
 
 def _fact_history(ctx: Context, a: dict[str, Any]) -> dict[str, Any]:
     with ctx.reading() as m:
-        found = m.fact_history(
+        found = m.facts.history(
             a["subject"], a["predicate"], known_at=a["known_at"], **p.identity(a)
         )
         return {"facts": [wire.fact(f) for f in found]}
@@ -93,7 +93,7 @@ FACT_HISTORY = Operation(
 
 def _query_facts(ctx: Context, a: dict[str, Any]) -> dict[str, Any]:
     with ctx.reading() as m:
-        found = m.query_facts(
+        found = m.facts.query(
             a["query"],
             subject=a["subject"],
             sources=a["sources"],
@@ -136,7 +136,7 @@ QUERY_FACTS = Operation(
 
 def _rollups(ctx: Context, a: dict[str, Any]) -> dict[str, Any]:
     with ctx.reading() as m:
-        return {"rollups": [r.to_dict() for r in m.rollups(a["subject"], limit=a["limit"])]}
+        return {"rollups": [r.to_dict() for r in m.facts.rollups(a["subject"], limit=a["limit"])]}
 
 
 ROLLUPS = Operation(
@@ -168,7 +168,7 @@ def _remember(ctx: Context, a: dict[str, Any]) -> dict[str, Any]:
                 if ident not in seen:
                     raise NotFoundError(f"no node with id {ident!r}")
             if source is not None:
-                theirs.source(source)
+                theirs.sources.get(source)
         if not evidence and source is None and not whose:
             # Checked first, so that a bad statement leaves no empty source behind.
             statement(
@@ -182,7 +182,7 @@ def _remember(ctx: Context, a: dict[str, Any]) -> dict[str, Any]:
             with ctx.writing() as owner:
                 writes.own_facts_source(owner.store, source, who)
     with ctx.writing() as owner:
-        found = owner.remember(
+        found = owner.facts.remember(
             a["subject"],
             a["predicate"],
             a["object"],
@@ -258,7 +258,7 @@ def _retract(ctx: Context, a: dict[str, Any]) -> dict[str, Any]:
         if not theirs.store.facts(ids=[fact_id], believed_only=False):
             raise NotFoundError(f"no fact with id {fact_id!r}")
     with ctx.writing() as owner:
-        return owner.retract(fact_id).to_dict()
+        return owner.facts.retract(fact_id).to_dict()
 
 
 RETRACT = Operation(

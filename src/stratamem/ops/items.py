@@ -34,7 +34,7 @@ def item_source(ctx: Context, source: str | None) -> str:
     scope = source or f"{DEFAULT_ITEM_SOURCE}:{who.name}"
     with ctx.reading() as theirs:
         try:
-            found = theirs.source(scope)
+            found = theirs.sources.get(scope)
         except Exception:
             found = None
     if found is not None:
@@ -54,7 +54,7 @@ def _add(ctx: Context, a: dict[str, Any]) -> dict[str, Any]:
     else:
         source = item_source(ctx, a["source"])
     with ctx.writing() as owner:
-        done = owner.add(
+        done = owner.items.add(
             a["text"],
             source=source,
             kind=a["kind"],
@@ -133,7 +133,7 @@ def _find(ctx: Context, a: dict[str, Any]) -> str:
     source = a["source"]
     with ctx.reading() as theirs:
         if source is not None:
-            source = theirs.source(source).id
+            source = theirs.sources.get(source).id
         found, _ = find_item(theirs.store, a["id"], source=source, **p.identity(a))
     return found
 
@@ -146,7 +146,7 @@ def _edit(ctx: Context, a: dict[str, Any]) -> dict[str, Any]:
         if a[name] is not None:
             changes[name] = a[name]
     with ctx.writing() as owner:
-        done = owner.update(a["id"], source=source, **changes)
+        done = owner.items.edit(a["id"], source=source, **changes)
     return done.to_dict()
 
 
@@ -188,7 +188,7 @@ def _rm(ctx: Context, a: dict[str, Any]) -> dict[str, Any]:
     may_write(ctx)
     source = _find(ctx, a)
     with ctx.writing() as owner:
-        done = owner.delete(a["id"], source=source)
+        done = owner.items.rm(a["id"], source=source)
     return done.to_dict()
 
 
@@ -217,7 +217,7 @@ def _add_messages(ctx: Context, a: dict[str, Any]) -> dict[str, Any]:
             "it holds: name the user (or agent)"
         )
     with ctx.writing() as owner:
-        done = owner.add_messages(a["messages"], **p.identity(a))
+        done = owner.items.add_messages(a["messages"], **p.identity(a))
     return done.to_dict()
 
 
@@ -264,10 +264,10 @@ def _item_history(ctx: Context, a: dict[str, Any]) -> dict[str, Any]:
     source = a["source"]
     with ctx.reading() as theirs:
         if source is not None:
-            source = theirs.source(source).id
+            source = theirs.sources.get(source).id
         if source is None and Identity.of(user=a["user"], agent=a["agent"], session=a["session"]):
             source = _find(ctx, a)
-        versions = theirs.item_history(a["id"], source=source)
+        versions = theirs.items.history(a["id"], source=source)
     return {"id": a["id"], "versions": [v.to_dict() for v in versions]}
 
 

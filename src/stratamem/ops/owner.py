@@ -39,7 +39,7 @@ def principal_dict(found: Principal) -> dict[str, Any]:
 
 def _principals(ctx: Context, a: dict[str, Any]) -> dict[str, Any]:
     with ctx.writing() as owner:
-        return {"principals": [principal_dict(x) for x in owner.principals()]}
+        return {"principals": [principal_dict(x) for x in owner.principals.list()]}
 
 
 PRINCIPALS = Operation(
@@ -58,8 +58,8 @@ PRINCIPALS = Operation(
 
 def _add_principal(ctx: Context, a: dict[str, Any]) -> dict[str, Any]:
     with ctx.writing() as owner:
-        token = owner.add_principal(a["name"], a["scopes"], sources=a["sources"], write=a["write"])
-        found = next(x for x in owner.principals() if x.name == a["name"])
+        token = owner.principals.add(a["name"], a["scopes"], sources=a["sources"], write=a["write"])
+        found = next(x for x in owner.principals.list() if x.name == a["name"])
     return {**principal_dict(found), "token": token}
 
 
@@ -92,7 +92,7 @@ ADD_PRINCIPAL = Operation(
 
 def _remove_principal(ctx: Context, a: dict[str, Any]) -> dict[str, Any]:
     with ctx.writing() as owner:
-        owner.remove_principal(a["name"])
+        owner.principals.remove(a["name"])
     return {"name": a["name"], "removed": True}
 
 
@@ -113,7 +113,9 @@ REMOVE_PRINCIPAL = Operation(
 
 def _set_access(ctx: Context, a: dict[str, Any]) -> dict[str, Any]:
     with ctx.writing() as owner:
-        found = owner.set_access(a["source"], scopes=a["set"], add=a["add"], remove=a["remove"])
+        found = owner.sources.set_access(
+            a["source"], scopes=a["set"], add=a["add"], remove=a["remove"]
+        )
     return found.to_dict()
 
 
@@ -147,7 +149,7 @@ SET_ACCESS = Operation(
 
 def _lock(ctx: Context, a: dict[str, Any]) -> dict[str, Any]:
     with ctx.writing() as owner:
-        report = owner.lock(a["source"], passphrase=a["passphrase"])
+        report = owner.locks.lock(a["source"], passphrase=a["passphrase"])
     return dataclasses.asdict(report)
 
 
@@ -178,7 +180,7 @@ LOCK = Operation(
 
 def _unlock(ctx: Context, a: dict[str, Any]) -> dict[str, Any]:
     with ctx.writing() as owner:
-        report = owner.unlock(a["source"], passphrase=a["passphrase"])
+        report = owner.locks.unlock(a["source"], passphrase=a["passphrase"])
     return dataclasses.asdict(report)
 
 
@@ -198,7 +200,7 @@ UNLOCK = Operation(
 
 def _consolidate(ctx: Context, a: dict[str, Any]) -> dict[str, Any]:
     with ctx.writing() as owner:
-        report = owner.consolidate(min_facts=a["min_facts"], min_score=a["min_score"])
+        report = owner.facts.consolidate(min_facts=a["min_facts"], min_score=a["min_score"])
     found: dict[str, Any] = report.to_dict()
     return found
 

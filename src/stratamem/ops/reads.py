@@ -89,7 +89,7 @@ def _query_source(ctx: Context, a: dict[str, Any]) -> dict[str, Any]:
     with ctx.reading() as m:
         source = a["source"]
         if source is not None and "*" not in source:
-            m.source(source)  # an unknown source is an error, not an empty answer
+            m.sources.get(source)  # an unknown source is an error, not an empty answer
         found = m.query_source(
             source,
             source_kind=a["source_kind"],
@@ -446,7 +446,7 @@ SHOW = Operation(
 
 def _sources(ctx: Context, a: dict[str, Any]) -> dict[str, Any]:
     with ctx.reading() as m:
-        return {"sources": [s.to_dict() for s in m.sources()]}
+        return {"sources": [s.to_dict() for s in m.sources.list()]}
 
 
 SOURCES = Operation(

@@ -38,8 +38,8 @@ def _ingest(ctx: Context, a: dict[str, Any]) -> dict[str, Any]:
         )
         out: dict[str, Any] = report.to_dict()
         out["embedded"] = 0
-        if a["embed"] and owner.embedder is not None and owner.pending_embeddings():
-            out["embedded"] = owner.embed().embedded
+        if a["embed"] and owner.embedder is not None and owner.indexes.pending():
+            out["embedded"] = owner.indexes.embed().embedded
     return out
 
 
@@ -91,10 +91,10 @@ def _forget(ctx: Context, a: dict[str, Any]) -> dict[str, Any]:
     may_write(ctx)
     with ctx.reading() as theirs:
         # Resolved as the caller sees the store: a source hidden from it is missing.
-        found = theirs.source(a["source"])
+        found = theirs.sources.get(a["source"])
     writes.require_readable(ctx.principal, found)
     with ctx.writing() as owner:
-        removed = owner.forget(found.id)
+        removed = owner.sources.forget(found.id)
     return {"source": a["source"], "removed": removed}
 
 

@@ -172,7 +172,7 @@ def _add_resources(server: MCPServer, read: Callable[[Callable[[Memory], Any]], 
         mime_type="application/json",
     )
     async def sources() -> str:
-        found = await read(lambda m: [s.to_dict() for s in m.sources()])
+        found = await read(lambda m: [s.to_dict() for s in m.sources.list()])
         return json.dumps({"sources": found}, ensure_ascii=False)
 
     @server.resource(
@@ -183,7 +183,7 @@ def _add_resources(server: MCPServer, read: Callable[[Callable[[Memory], Any]], 
     )
     async def source(source_id: str) -> str:
         def work(memory: Memory) -> dict[str, Any]:
-            found = memory.source(source_id)
+            found = memory.sources.get(source_id)
             tops = memory.query_source(found.id, limit=MAX_LIMIT)
             return {**found.to_dict(), "summaries": [wire.node(h) for h in tops.hits]}
 

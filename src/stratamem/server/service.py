@@ -274,7 +274,7 @@ class Service:
                     return row.principal
                 self._tokens.pop(key, None)
                 raise AccessDenied("the token matches no principal")
-            principal = owner.authenticate(token)
+            principal = owner.principals.authenticate(token)
             row = owner.store.principal_row(name=principal.name)
             if row is not None:
                 self._tokens[key] = (principal.name, row.token_hash, time.monotonic())

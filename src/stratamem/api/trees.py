@@ -1,0 +1,76 @@
+"""``mem.trees``: the summary trees, one per source, and their sealing."""
+
+from __future__ import annotations
+
+import builtins
+from collections.abc import Callable, Sequence
+
+from stratamem.api._core import Facet
+from stratamem.errors import NotFoundError
+from stratamem.tree.builder import SealProgress, SealReport, TreeBuilder
+from stratamem.types import RetrievalHit, Tree
+
+__all__ = ["Trees"]
+
+
+class Trees(Facet):
+    """Seal the queued summaries, flush young buffers, and look at the trees."""
+
+    @property
+    def tree_builder(self) -> TreeBuilder:
+        """A builder sealing this store's trees with the memory's summarizer and settings."""
+        memory = self._memory
+        return TreeBuilder(
+            memory.store,
+            summarizer=memory.summarizer,
+            embedder=memory._embedder
+            if memory._embedder is not None
+            else memory._loaded_embedder(),
+            config=memory.tree_config,
+        )
+
+    def build(self, *, progress: Callable[[SealProgress], None] | None = None) -> SealReport:
+        """Run the queued seal jobs (ingest queues one per changed source)."""
+        self._owner_only("seal trees")
+        return self.tree_builder.run_pending(progress=progress)
+
+    def flush(
+        self,
+        sources: Sequence[str] = (),
+        *,
+        progress: Callable[[SealProgress], None] | None = None,
+    ) -> SealReport:
+        """Seal every partial level-0 buffer now (of these sources, or all), however young.
+        Upper levels still wait for a full fan-out. A tree whose seal job another live
+        process holds is left to it: the report's ``held`` names it."""
+        self._owner_only("seal trees")
+        builder = self.tree_builder
+        builder.enqueue(sources, force=True)
+        return builder.run_pending(progress=progress)
+
+    def list(self) -> builtins.list[Tree]:
+        """The trees of the sources the reader may see."""
+        return self._store.trees.all()
+
+    def get(self, source: str) -> Tree:
+        """The summary tree of a source (by id or scope)."""
+        found = self._store.resolve_source(source)
+        tree = self._store.trees.of_source(found.id)
+        if tree is None:
+            raise NotFoundError(f"source {found.scope!r} has no summary tree yet")
+        return tree
+
+    def stats(self, tree_id: str) -> dict[int, tuple[int, int]]:
+        """Per level of a tree: (live summaries, how many of them have no parent yet)."""
+        return self._store.trees.stats(tree_id)
+
+    def tops(self, tree_id: str) -> builtins.list[RetrievalHit]:
+        """A tree's summaries that have no parent yet, highest level first, newest first."""
+        return self._memory.nodes(self._store.trees.top_ids(tree_id))
+
+    def unsealed(self, tree_id: str) -> int:
+        """How many chunks wait in a tree's level-0 buffer for the next seal."""
+        tree = self._store.trees.get(tree_id)
+        if tree is None:
+            raise NotFoundError(f"no tree with id {tree_id!r}")
+        return len(self._store.trees.leaf_buffer(tree.source_id))
