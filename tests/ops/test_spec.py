@@ -106,7 +106,8 @@ def test_an_unknown_operation_names_the_close_ones() -> None:
 
 @pytest.mark.parametrize("op", OPERATIONS.values(), ids=lambda op: op.name)
 def test_every_operation_is_declared_whole(op: Operation) -> None:
-    assert op.name.isidentifier() and op.name == op.name.lower()
+    assert op.name.isidentifier()
+    assert op.name == op.name.lower()
     assert len(op.description) > 40, "a description a model can act on"
     assert op.access in ("read", "write", "owner")
     names = [p.name for p in op.params]
@@ -116,7 +117,8 @@ def test_every_operation_is_declared_whole(op: Operation) -> None:
     for name in op.example:
         assert name in names, f"{op.name}'s example names {name!r}"
     method, path = op.route
-    assert method in ("GET", "POST", "DELETE") and path.startswith("/v1/")
+    assert method in ("GET", "POST", "DELETE")
+    assert path.startswith("/v1/")
     for name in (part[1:-1] for part in path.split("/") if part.startswith("{")):
         assert op.param(name).required
     assert inspect.signature(op.run).parameters.keys() == {"ctx", "a"}
@@ -135,7 +137,8 @@ def test_one_concept_has_one_name_across_operations() -> None:
 
 
 def test_required_is_a_marker_not_a_value() -> None:
-    assert OP.params[0].default is REQUIRED and OP.params[0].required
+    assert OP.params[0].default is REQUIRED
+    assert OP.params[0].required
     assert not OP.params[1].required
 
 
