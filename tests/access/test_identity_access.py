@@ -47,47 +47,64 @@ def _talk(who: str, words: str, n: int) -> list[dict[str, Any]]:
 PLAN: tuple[Write, ...] = (
     Write(
         "bob",
-        lambda m: m.add("Zanzibarquux osprey feeder faces west", user="bob", id="b1", time=T0),
+        lambda m: m.items.add(
+            "Zanzibarquux osprey feeder faces west", user="bob", id="b1", time=T0
+        ),
     ),
-    Write("maya", lambda m: m.remember("user:maya", "prefers", "dark mode", user="maya", now=T0)),
+    Write(
+        "maya", lambda m: m.facts.remember("user:maya", "prefers", "dark mode", user="maya", now=T0)
+    ),
     Write(
         "bob",
-        lambda m: m.remember("user:bob", "prefers", "quimbyvale light mode", user="bob", now=T0),
+        lambda m: m.facts.remember(
+            "user:bob", "prefers", "quimbyvale light mode", user="bob", now=T0
+        ),
     ),
     Write(
         "maya",
-        lambda m: m.add(
+        lambda m: m.items.add(
             "The osprey feeder faces east", user="maya", id="m1", time=T0 + timedelta(hours=1)
         ),
     ),
     Write(
         "maya",
-        lambda m: m.add(
+        lambda m: m.items.add(
             "Planner: book the osprey survey", user="maya", agent="planner", id="m2", time=T0
         ),
     ),
     Write(
         "bob",
-        lambda m: m.add_messages(_talk("bob", "zorbfeeder", 9), user="bob", session="b-1", now=T0),
+        lambda m: m.items.add_messages(
+            _talk("bob", "zorbfeeder", 9), user="bob", session="b-1", now=T0
+        ),
     ),
     Write(
         "maya",
-        lambda m: m.add_messages(
+        lambda m: m.items.add_messages(
             _talk("maya", "the camera battery", 9), user="maya", session="m-1", now=T0
         ),
     ),
     Write(
         "bob",
-        lambda m: m.add("Shared key, bob's osprey zanzibarquux", user="bob", id="shared", time=T0),
+        lambda m: m.items.add(
+            "Shared key, bob's osprey zanzibarquux", user="bob", id="shared", time=T0
+        ),
     ),
-    Write("maya", lambda m: m.add("Shared key, maya's osprey", user="maya", id="shared", time=T0)),
     Write(
         "maya",
-        lambda m: m.remember("topic:osprey", "nests_in", "the north tower", user="maya", now=T0),
+        lambda m: m.items.add("Shared key, maya's osprey", user="maya", id="shared", time=T0),
+    ),
+    Write(
+        "maya",
+        lambda m: m.facts.remember(
+            "topic:osprey", "nests_in", "the north tower", user="maya", now=T0
+        ),
     ),
     Write(
         "bob",
-        lambda m: m.remember("topic:osprey", "nests_in", "the zorbfeeder barn", user="bob", now=T0),
+        lambda m: m.facts.remember(
+            "topic:osprey", "nests_in", "the zorbfeeder barn", user="bob", now=T0
+        ),
     ),
 )
 
@@ -97,9 +114,9 @@ def build(location: str, writers: set[str]) -> None:
         for write in PLAN:
             if write.whose in writers:
                 write.run(mem)
-        mem.embed()
-        mem.flush()
-        mem.add_principal(READER, ["user:maya"])
+        mem.indexes.embed()
+        mem.trees.flush()
+        mem.principals.add(READER, ["user:maya"])
 
 
 def every_read(mem: Memory) -> dict[str, Any]:
@@ -113,17 +130,17 @@ def every_read(mem: Memory) -> dict[str, Any]:
         "keyword-user": lambda: mem.search("osprey", user="maya", mode="keyword", limit=50),
         "query_source-user": lambda: mem.query_source(user="maya", query="osprey"),
         "query_topic-user": lambda: mem.query_topic("user:maya", limit=100),
-        "recall": lambda: mem.recall(),
-        "recall-user": lambda: mem.recall(user="maya"),
-        "recall-bob": lambda: mem.recall(user="bob"),
-        "search_facts": lambda: mem.search_facts("osprey nests mode", limit=50),
-        "query_facts": lambda: mem.query_facts("osprey nests mode", limit=50),
-        "query_facts-dark": lambda: mem.query_facts("dark mode", limit=50),
-        "search_facts-dark": lambda: mem.search_facts("dark mode preference", limit=50),
-        "fact_history": lambda: mem.fact_history("topic:osprey", "nests_in"),
-        "item": lambda: mem.item("shared"),
-        "item-user": lambda: mem.item("shared", user="maya"),
-        "item-bob": lambda: mem.item("b1"),
+        "recall": lambda: mem.facts.recall(),
+        "recall-user": lambda: mem.facts.recall(user="maya"),
+        "recall-bob": lambda: mem.facts.recall(user="bob"),
+        "search_facts": lambda: mem.facts.search("osprey nests mode", limit=50),
+        "query_facts": lambda: mem.facts.query("osprey nests mode", limit=50),
+        "query_facts-dark": lambda: mem.facts.query("dark mode", limit=50),
+        "search_facts-dark": lambda: mem.facts.search("dark mode preference", limit=50),
+        "fact_history": lambda: mem.facts.history("topic:osprey", "nests_in"),
+        "item": lambda: mem.items.get("shared"),
+        "item-user": lambda: mem.items.get("shared", user="maya"),
+        "item-bob": lambda: mem.items.get("b1"),
         "entities": lambda: mem.search_entities("maya", limit=50),
         "entities-bob": lambda: mem.search_entities("bob", limit=50),
     }
@@ -142,7 +159,7 @@ def test_a_user_scoped_principal_reads_as_if_only_that_users_memory_existed(
         kit.open_memory(reduced, principal=READER) as b,
     ):
         seen_full, seen_reduced = every_read(a), every_read(b)
-        assert {s.scope for s in a.sources()} == {
+        assert {s.scope for s in a.sources.list()} == {
             "memory/user:maya",
             "memory/user:maya/agent:planner",
             "chat/user:maya/session:m-1",

@@ -22,10 +22,10 @@ def test_a_lock_seals_every_version_and_an_unlock_restores_them(
     db = store_copy()
     conn = open_db(db)
     with stratamem.open(db, embedder=HashingEmbedder(), tree_config=TREES) as mem:
-        first = mem.add(f"Plan {CLOSED_ONLY} with {CANARIES[0]}", source=SECRET, id="plan")
-        mem.update("plan", text="Plan approved")
-        mem.add("A note kept in plain sight", id="plain")
-        history = mem.item_history("plan")
+        first = mem.items.add(f"Plan {CLOSED_ONLY} with {CANARIES[0]}", source=SECRET, id="plan")
+        mem.items.edit("plan", text="Plan approved")
+        mem.items.add("A note kept in plain sight", id="plain")
+        history = mem.items.history("plan")
         assert history[0].text.startswith(f"Plan {CLOSED_ONLY}")
         (old_chunk,) = first.chunks_added
         assert mem.get(old_chunk).explain["item"]["version"] == 1
@@ -33,20 +33,20 @@ def test_a_lock_seals_every_version_and_an_unlock_restores_them(
         assert before[0] >= 3  # the secret source's item, and both versions of the plan
         assert before[1] >= 2
 
-        mem.lock(SECRET, passphrase=PASSPHRASE)
+        mem.locks.lock(SECRET, passphrase=PASSPHRASE)
         assert residue(db) == {}
         assert _rows(conn) == (0, 0)
         assert CLOSED_ONLY.encode() not in _held(conn)
         with pytest.raises(NotFoundError):
-            mem.item_history("plan")
+            mem.items.history("plan")
         with pytest.raises(NotFoundError):
-            mem.item("plan", as_of=history[0].recorded_at)
+            mem.items.get("plan", as_of=history[0].recorded_at)
         assert mem.nodes(["plan", old_chunk]) == []
-        assert [v.text for v in mem.item_history("plain")] == ["A note kept in plain sight"]
+        assert [v.text for v in mem.items.history("plain")] == ["A note kept in plain sight"]
 
-        mem.unlock(SECRET, passphrase=PASSPHRASE)
+        mem.locks.unlock(SECRET, passphrase=PASSPHRASE)
         assert _rows(conn) == before
-        assert mem.item_history("plan") == history
+        assert mem.items.history("plan") == history
         assert mem.get("plan").content == "Plan approved"
         assert mem.get(old_chunk).content.startswith(f"Plan {CLOSED_ONLY}")
 

@@ -43,7 +43,7 @@ def turns(n: int, *, word: str = "queue") -> list[dict[str, Any]]:
 
 
 def stored_records(memory: stratamem.Memory, scope: str) -> dict[str, Any]:
-    found = memory.source(scope)
+    found = memory.sources.get(scope)
     keys = memory.store.record_keys(found.id)
     return {s.key: s.record for s in memory.store.records_by_key(found.id, list(keys))}
 
@@ -53,7 +53,7 @@ def stored_records(memory: stratamem.Memory, scope: str) -> dict[str, Any]:
 
 @pytest.mark.parametrize("mode", ["keyword", "vector", "graph", "hybrid"])
 def test_turns_are_found_when_the_call_returns(mem: stratamem.Memory, mode: str) -> None:
-    write = mem.add_messages(TALK, user="maya", session="s1", now=T0)
+    write = mem.items.add_messages(TALK, user="maya", session="s1", now=T0)
     assert write.scope == "chat/user:maya/session:s1"
     assert (write.user, write.agent, write.session) == ("maya", None, "s1")
     assert write.added == 3
@@ -74,14 +74,14 @@ def test_turns_are_found_when_the_call_returns(mem: stratamem.Memory, mode: str)
 
 
 def test_a_session_source_is_a_private_chat_source_of_its_user(mem: stratamem.Memory) -> None:
-    write = mem.add_messages(TALK, user="Maya", agent="planner", session="s-1", now=T0)
-    source = mem.source(write.scope)
+    write = mem.items.add_messages(TALK, user="Maya", agent="planner", session="s-1", now=T0)
+    source = mem.sources.get(write.scope)
     assert source.scope == "chat/user:maya/agent:planner/session:s-1"
     assert source.kind is stratamem.SourceKind.CHAT
     assert source.access == ("agent:planner", "private", "user:maya")
     assert mem.store.trees.of_source(source.id) is not None  # the seal is queued
-    assert mem.add_messages(TALK[:1], now=T0).scope == "chat"
-    assert mem.add_messages(TALK[:1], user="maya", now=T0).scope == "chat/user:maya"
+    assert mem.items.add_messages(TALK[:1], now=T0).scope == "chat"
+    assert mem.items.add_messages(TALK[:1], user="maya", now=T0).scope == "chat/user:maya"
 
 
 def test_turns_keep_their_order_author_role_id_and_time(mem: stratamem.Memory) -> None:
@@ -92,7 +92,7 @@ def test_turns_keep_their_order_author_role_id_and_time(mem: stratamem.Memory) -
         {"role": "user", "content": "third", "id": "msg-3", "time": given.isoformat()},
         {"role": "tool", "content": [{"type": "text", "text": "fourth"}, {"type": "image"}]},
     ]
-    write = mem.add_messages(messages, session="s1", now=T0)
+    write = mem.items.add_messages(messages, session="s1", now=T0)
     assert write.ids[2] == "msg-3"
     records = stored_records(mem, write.scope)
     first, second, third, fourth = (records[key] for key in write.ids)
@@ -105,7 +105,7 @@ def test_turns_keep_their_order_author_role_id_and_time(mem: stratamem.Memory) -
 
 
 def test_the_user_and_agent_of_a_conversation_are_entities(mem: stratamem.Memory) -> None:
-    write = mem.add_messages(TALK, user="maya", agent="planner", session="s1", now=T0)
+    write = mem.items.add_messages(TALK, user="maya", agent="planner", session="s1", now=T0)
     found = {m.canonical_id for m in mem.search_entities("maya", limit=20)}
     assert "user:maya" in found
     assert {m.canonical_id for m in mem.search_entities("planner")} >= {"agent:planner"}
@@ -120,7 +120,7 @@ def test_objects_with_role_and_content_are_messages(mem: stratamem.Memory) -> No
         role: str
         content: str
 
-    write = mem.add_messages([Message("user", "kestrel migration plan")], user="maya", now=T0)
+    write = mem.items.add_messages([Message("user", "kestrel migration plan")], user="maya", now=T0)
     assert write.added == 1
     assert mem.search("kestrel migration", mode="keyword").hits
 
@@ -129,31 +129,33 @@ def test_objects_with_role_and_content_are_messages(mem: stratamem.Memory) -> No
 
 
 def test_a_retried_call_changes_nothing(mem: stratamem.Memory) -> None:
-    first = mem.add_messages(TALK, user="maya", session="s1")
+    first = mem.items.add_messages(TALK, user="maya", session="s1")
     chunks = mem.store.chunk_count()
-    again = mem.add_messages(TALK, user="maya", session="s1")  # later: another clock time
+    again = mem.items.add_messages(TALK, user="maya", session="s1")  # later: another clock time
     assert (again.added, again.updated, again.unchanged) == (0, 0, 3)
     assert again.ids == first.ids
     assert again.chunks_added == ()
     assert again.chunks_removed == 0
     assert mem.store.chunk_count() == chunks
     # The same turns in another session are other turns.
-    other = mem.add_messages(TALK, user="maya", session="s2")
+    other = mem.items.add_messages(TALK, user="maya", session="s2")
     assert other.added == 3
     assert set(other.ids).isdisjoint(first.ids)
 
 
 def test_a_retry_that_brings_new_turns_adds_only_those(mem: stratamem.Memory) -> None:
-    mem.add_messages(TALK[:2], user="maya", session="s1", now=T0)
-    write = mem.add_messages(TALK, user="maya", session="s1", now=T0 + timedelta(minutes=5))
+    mem.items.add_messages(TALK[:2], user="maya", session="s1", now=T0)
+    write = mem.items.add_messages(TALK, user="maya", session="s1", now=T0 + timedelta(minutes=5))
     assert (write.added, write.unchanged) == (1, 2)
     records = stored_records(mem, write.scope)
     assert records[write.ids[2]].time == T0 + timedelta(minutes=5)
 
 
 def test_a_turn_given_again_under_its_id_with_new_text_is_updated(mem: stratamem.Memory) -> None:
-    mem.add_messages([{"role": "user", "content": "the old plan", "id": "m1"}], user="maya")
-    write = mem.add_messages([{"role": "user", "content": "the new plan", "id": "m1"}], user="maya")
+    mem.items.add_messages([{"role": "user", "content": "the old plan", "id": "m1"}], user="maya")
+    write = mem.items.add_messages(
+        [{"role": "user", "content": "the new plan", "id": "m1"}], user="maya"
+    )
     assert (write.added, write.updated) == (0, 1)
     assert [h.content for h in mem.search("plan", mode="keyword").hits] == ["user: the new plan"]
 
@@ -175,7 +177,7 @@ def test_messages_that_cannot_be_written_are_skipped_with_their_reasons(
         {"role": "user", "content": "an id twice", "id": "x"},
         {"role": "user", "content": "an id twice, again", "id": "x"},
     ]
-    write = mem.add_messages(messages, user="maya")
+    write = mem.items.add_messages(messages, user="maya")
     assert write.added == 2
     reasons = {s.index: s.reason for s in write.skipped}
     assert reasons == {
@@ -193,11 +195,11 @@ def test_messages_that_cannot_be_written_are_skipped_with_their_reasons(
 def test_a_call_whose_every_message_is_bad_writes_nothing(mem: stratamem.Memory) -> None:
     bad = [{"role": "robot", "content": "x"}, {"role": "user", "content": ""}]
     with pytest.raises(ValueError, match=r"^no message could be written: message 0: unknown role"):
-        mem.add_messages(bad, user="maya")
-    assert mem.sources() == []
-    empty = mem.add_messages([], user="maya")
+        mem.items.add_messages(bad, user="maya")
+    assert mem.sources.list() == []
+    empty = mem.items.add_messages([], user="maya")
     assert (empty.added, empty.scope) == (0, "chat/user:maya")
-    assert mem.sources() == []
+    assert mem.sources.list() == []
 
 
 @pytest.mark.parametrize(
@@ -214,24 +216,24 @@ def test_bad_user_agent_and_session_ids_are_refused(
     mem: stratamem.Memory, given: dict[str, str], error: str
 ) -> None:
     with pytest.raises(ValueError, match=error) as raised:
-        mem.add_messages(TALK, **given)
+        mem.items.add_messages(TALK, **given)
     assert "\n" not in str(raised.value)
-    assert mem.sources() == []
+    assert mem.sources.list() == []
 
 
 def test_too_many_messages_or_not_a_list_are_refused(mem: stratamem.Memory) -> None:
     with pytest.raises(ValueError, match=r"at most 10,000 messages .* this one has 10,001"):
-        mem.add_messages(turns(MAX_MESSAGES + 1))
+        mem.items.add_messages(turns(MAX_MESSAGES + 1))
     with pytest.raises(ValueError, match="a list of"):
-        mem.add_messages({"role": "user", "content": "x"})  # type: ignore[arg-type]
-    assert mem.sources() == []
+        mem.items.add_messages({"role": "user", "content": "x"})  # type: ignore[arg-type]
+    assert mem.sources.list() == []
 
 
 # -- a long session, one transaction -----------------------------------------------------------
 
 
 def test_a_ten_thousand_turn_session_is_written_whole(mem: stratamem.Memory) -> None:
-    write = mem.add_messages(turns(MAX_MESSAGES), user="bob", session="long", now=T0)
+    write = mem.items.add_messages(turns(MAX_MESSAGES), user="bob", session="long", now=T0)
     assert write.added == MAX_MESSAGES
     assert not write.skipped
     assert len(stored_records(mem, write.scope)) == MAX_MESSAGES
@@ -244,8 +246,8 @@ def test_a_ten_thousand_turn_session_is_written_whole(mem: stratamem.Memory) -> 
 def test_a_write_that_fails_midway_leaves_nothing(
     mem: stratamem.Memory, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    mem.add_messages(TALK, user="maya", session="kept", now=T0)
-    before = (mem.store.chunk_count(), [s.scope for s in mem.sources()])
+    mem.items.add_messages(TALK, user="maya", session="kept", now=T0)
+    before = (mem.store.chunk_count(), [s.scope for s in mem.sources.list()])
     calls = 0
     real = mem.store.add_edges
 
@@ -258,10 +260,10 @@ def test_a_write_that_fails_midway_leaves_nothing(
 
     monkeypatch.setattr(mem.store, "add_edges", failing)
     with pytest.raises(RuntimeError, match="the disk went away"):
-        mem.add_messages(turns(MAX_MESSAGES), user="bob", session="long", now=T0)
+        mem.items.add_messages(turns(MAX_MESSAGES), user="bob", session="long", now=T0)
     monkeypatch.undo()
     assert calls == 3
-    assert (mem.store.chunk_count(), [s.scope for s in mem.sources()]) == before
+    assert (mem.store.chunk_count(), [s.scope for s in mem.sources.list()]) == before
     assert mem.search("marker7777", mode="keyword").hits == ()
     assert list(mem.store.record_keys(source_id_for("chat/user:bob/session:long"))) == []
 
@@ -279,7 +281,7 @@ def test_an_embedder_that_fails_leaves_the_turns_written_and_waiting(
 
     embedder = Failing()
     with stratamem.open(store_location, embedder=embedder) as memory:
-        memory.add_messages(TALK[:1], user="maya", now=T0)  # the store takes the model
+        memory.items.add_messages(TALK[:1], user="maya", now=T0)  # the store takes the model
         embedder.fail = True
         write = conversation.add_messages(
             memory.store, TALK[1:], user="maya", now=T0, embedder=embedder
@@ -287,10 +289,10 @@ def test_an_embedder_that_fails_leaves_the_turns_written_and_waiting(
         assert write.added == 2
         assert write.embedded == 0
         assert write.notes == ("not embedded (the model server is down): run embed",)
-        assert memory.pending_embeddings() == len(write.chunks_added)
+        assert memory.indexes.pending() == len(write.chunks_added)
         assert memory.search("heron dashboard", mode="keyword").hits
         embedder.fail = False
-        assert memory.embed().embedded == len(write.chunks_added)
+        assert memory.indexes.embed().embedded == len(write.chunks_added)
 
 
 def test_a_module_caller_without_an_embedder_leaves_the_chunks_to_embed(
@@ -298,12 +300,12 @@ def test_a_module_caller_without_an_embedder_leaves_the_chunks_to_embed(
 ) -> None:
     write = add_messages(mem.store, TALK, user="maya", now=T0)
     assert write.embedded == 0
-    assert mem.pending_embeddings() == len(write.chunks_added)
+    assert mem.indexes.pending() == len(write.chunks_added)
     assert write.to_dict()["scope"] == "chat/user:maya"
 
 
 def test_the_hashing_spec_is_what_the_store_records(mem: stratamem.Memory) -> None:
-    mem.add_messages(TALK, user="maya", now=T0)
+    mem.items.add_messages(TALK, user="maya", now=T0)
     spec: ModelSpec = HashingEmbedder().spec
     assert mem.store.get_setting("embed.model") == spec.signature
     assert mem.store.get_setting("embed.dim") == str(spec.dim)

@@ -53,14 +53,14 @@ def mem(store_location: str) -> Iterator[stratamem.Memory]:
 
 
 def test_an_edit_closes_the_version_and_opens_the_next(mem: stratamem.Memory, clock: Clock) -> None:
-    added = mem.add("Carol leads on-call", author="dan", id="oncall")
+    added = mem.items.add("Carol leads on-call", author="dan", id="oncall")
     assert (added.action, added.version) == ("added", 1)
     assert added.to_dict()["version"] == 1
     clock.tick()
-    edited = mem.update("oncall", text="Dan leads on-call")
+    edited = mem.items.edit("oncall", text="Dan leads on-call")
     assert (edited.action, edited.version) == ("updated", 2)
 
-    first, second = mem.item_history("oncall")
+    first, second = mem.items.history("oncall")
     assert (first.version, first.action, first.text, first.author) == (
         1,
         "added",
@@ -82,11 +82,11 @@ def test_an_edit_closes_the_version_and_opens_the_next(mem: stratamem.Memory, cl
 
 
 def test_as_of_reads_the_version_held_then(mem: stratamem.Memory, clock: Clock) -> None:
-    mem.add("v1 text", id="note")
+    mem.items.add("v1 text", id="note")
     clock.tick(10)
-    mem.update("note", text="v2 text")
+    mem.items.edit("note", text="v2 text")
     clock.tick(10)
-    mem.update("note", text="v3 text")
+    mem.items.edit("note", text="v3 text")
 
     def text_at(minutes: float) -> str:
         return get_item(mem.store, "note", as_of=T0 + timedelta(minutes=minutes)).text
@@ -101,8 +101,8 @@ def test_as_of_reads_the_version_held_then(mem: stratamem.Memory, clock: Clock) 
         "v3 text",
     ]
     assert get_item(mem.store, "note").text == "v3 text"
-    assert mem.item("note", as_of=T0 + timedelta(minutes=5)).text == "v1 text"
-    assert mem.item("note").text == "v3 text"
+    assert mem.items.get("note", as_of=T0 + timedelta(minutes=5)).text == "v1 text"
+    assert mem.items.get("note").text == "v3 text"
     # A naive time is UTC.
     assert get_item(mem.store, "note", as_of=datetime(2024, 6, 1, 12, 12)).version == 2
     with pytest.raises(NotFoundError, match="no item with id 'note' at 2024-06-01T11:59:00Z"):
@@ -110,14 +110,14 @@ def test_as_of_reads_the_version_held_then(mem: stratamem.Memory, clock: Clock) 
 
 
 def test_rm_closes_the_version_and_keeps_the_history(mem: stratamem.Memory, clock: Clock) -> None:
-    mem.add("first words", id="gone")
+    mem.items.add("first words", id="gone")
     clock.tick()
-    mem.update("gone", text="last words")
+    mem.items.edit("gone", text="last words")
     clock.tick()
-    removed = mem.delete("gone")
+    removed = mem.items.rm("gone")
     assert (removed.action, removed.version) == ("deleted", 3)
 
-    versions = mem.item_history("gone")
+    versions = mem.items.history("gone")
     assert [(v.version, v.action, v.text, v.closed_at) for v in versions] == [
         (1, "added", "first words", T0 + timedelta(minutes=1)),
         (2, "edited", "last words", T0 + timedelta(minutes=2)),
@@ -129,38 +129,38 @@ def test_rm_closes_the_version_and_keeps_the_history(mem: stratamem.Memory, cloc
         get_item(mem.store, "gone", as_of=T0 + timedelta(minutes=5))
     assert get_item(mem.store, "gone", as_of=T0 + timedelta(minutes=1)).text == "last words"
     with pytest.raises(NotFoundError, match="no item with id 'gone'"):
-        mem.item("gone")
+        mem.items.get("gone")
     with pytest.raises(NotFoundError, match="no node with id 'gone'"):
         mem.get("gone")
 
     # Added again under its id: the removal closes, the item reads again.
     clock.tick()
-    again = mem.add("back again", id="gone")
+    again = mem.items.add("back again", id="gone")
     assert (again.action, again.version) == ("added", 4)
-    assert [v.action for v in mem.item_history("gone")] == ["added", "edited", "removed", "added"]
-    assert mem.item_history("gone")[2].closed_at == T0 + timedelta(minutes=3)
+    assert [v.action for v in mem.items.history("gone")] == ["added", "edited", "removed", "added"]
+    assert mem.items.history("gone")[2].closed_at == T0 + timedelta(minutes=3)
     assert mem.get("gone").content == "back again"
 
 
 def test_a_failed_or_empty_edit_leaves_the_versions_as_they_were(
     mem: stratamem.Memory, clock: Clock
 ) -> None:
-    mem.add("stays as it is", id="kept", tags=["x"])
-    before = mem.item_history("kept")
+    mem.items.add("stays as it is", id="kept", tags=["x"])
+    before = mem.items.history("kept")
     clock.tick()
     with pytest.raises(StratamemError, match="an item needs some text"):
-        mem.update("kept", text="   ")
+        mem.items.edit("kept", text="   ")
     with pytest.raises(NotFoundError):
-        mem.update("kept", source="no-such-source", text="other words")
-    same = mem.update("kept", text="stays as it is")
+        mem.items.edit("kept", source="no-such-source", text="other words")
+    same = mem.items.edit("kept", text="stays as it is")
     assert (same.action, same.version) == ("unchanged", 1)
-    assert mem.item_history("kept") == before
+    assert mem.items.history("kept") == before
 
 
 def test_an_item_id_reads_as_the_item_now_and_an_old_chunk_id_as_its_version(
     mem: stratamem.Memory, clock: Clock
 ) -> None:
-    added = mem.add("Ship the kestrel rollout on Monday", author="erin")
+    added = mem.items.add("Ship the kestrel rollout on Monday", author="erin")
     (old_chunk,) = added.chunks_added
     hit = mem.get(added.id)
     assert (hit.node_id, hit.content, hit.source_id) == (
@@ -172,7 +172,7 @@ def test_an_item_id_reads_as_the_item_now_and_an_old_chunk_id_as_its_version(
     assert hit.source_ref == mem.get(old_chunk).source_ref
 
     clock.tick()
-    edited = mem.update(added.id, text="Ship the kestrel rollout on Tuesday")
+    edited = mem.items.edit(added.id, text="Ship the kestrel rollout on Tuesday")
     (new_chunk,) = edited.chunks_added
     assert mem.get(added.id).content == "Ship the kestrel rollout on Tuesday"
     assert mem.get(new_chunk).content == "Ship the kestrel rollout on Tuesday"
@@ -198,9 +198,9 @@ def test_a_chat_item_reads_as_its_message_after_a_message_beside_it(
     mem: stratamem.Memory, clock: Clock
 ) -> None:
     at = datetime(2024, 5, 2, 9, 0, tzinfo=UTC)
-    first = mem.add("deploy starts", source="chat:ops", kind="chat", author="ann", time=at)
+    first = mem.items.add("deploy starts", source="chat:ops", kind="chat", author="ann", time=at)
     # A message a minute later joins the first one's window, which is derived again.
-    mem.add("deploy done", source="chat:ops", author="bo", time=at + timedelta(minutes=1))
+    mem.items.add("deploy done", source="chat:ops", author="bo", time=at + timedelta(minutes=1))
     hit = mem.get(first.id)
     assert hit.content == "deploy starts"
     (window,) = hit.explain["item"]["current"]["nodes"]
@@ -215,7 +215,7 @@ def test_an_ingested_record_begins_its_history_at_its_first_item_write(
 ) -> None:
     with stratamem.open(store_location, embedder=None) as mem:
         mem.ingest(FIXTURES / "slack")
-        (only,) = mem.item_history(DAN_THANKS, source=GENERAL)
+        (only,) = mem.items.history(DAN_THANKS, source=GENERAL)
         assert (only.version, only.action, only.closed_at, only.author) == (
             1,
             "added",
@@ -224,9 +224,9 @@ def test_an_ingested_record_begins_its_history_at_its_first_item_write(
         )
         assert only.nodes  # the window holding the message
         clock.now = only.recorded_at + timedelta(days=1)
-        edited = mem.update(DAN_THANKS, source=GENERAL, text="Thanks, merged!")
+        edited = mem.items.edit(DAN_THANKS, source=GENERAL, text="Thanks, merged!")
         assert edited.version == 2
-        first, second = mem.item_history(DAN_THANKS, source=GENERAL)
+        first, second = mem.items.history(DAN_THANKS, source=GENERAL)
         assert first == dataclasses.replace(only, closed_at=clock.now)
         assert (second.action, second.text, second.recorded_at) == (
             "edited",
@@ -239,54 +239,54 @@ def test_an_ingested_record_begins_its_history_at_its_first_item_write(
 
 def test_an_id_held_nowhere_or_in_two_sources(mem: stratamem.Memory) -> None:
     with pytest.raises(NotFoundError, match=r"no item with id 'nope'$"):
-        mem.item_history("nope")
+        mem.items.history("nope")
     with pytest.raises(NotFoundError, match="no item with id 'nope' in source 'elsewhere'"):
-        mem.item_history("nope", source="elsewhere")
-    mem.add("in a", id="twice", source="notes:a")
-    mem.add("in b", id="twice", source="notes:b")
+        mem.items.history("nope", source="elsewhere")
+    mem.items.add("in a", id="twice", source="notes:a")
+    mem.items.add("in b", id="twice", source="notes:b")
     with pytest.raises(StratamemError, match="several sources hold an item 'twice'"):
-        mem.item_history("twice")
-    assert [v.text for v in mem.item_history("twice", source="notes:b")] == ["in b"]
+        mem.items.history("twice")
+    assert [v.text for v in mem.items.history("twice", source="notes:b")] == ["in b"]
     # As a node id, the item of every source that holds it.
     assert sorted(h.content for h in mem.nodes(["twice"])) == ["in a", "in b"]
 
 
 def test_a_principal_reads_no_history_of_a_hidden_source(mem: stratamem.Memory) -> None:
-    mem.add("team note", id="shared", source="notes:team")
-    mem.set_access("notes:team", scopes=["team"])
-    mem.add("owner's secret", id="private-note", source="notes:mine")
-    mem.update("private-note", text="owner's secret, edited")
-    mem.add_principal("bot", scopes=["team"])
+    mem.items.add("team note", id="shared", source="notes:team")
+    mem.sources.set_access("notes:team", scopes=["team"])
+    mem.items.add("owner's secret", id="private-note", source="notes:mine")
+    mem.items.edit("private-note", text="owner's secret, edited")
+    mem.principals.add("bot", scopes=["team"])
     with mem.as_principal("bot") as bot:
-        assert [v.text for v in bot.item_history("shared")] == ["team note"]
+        assert [v.text for v in bot.items.history("shared")] == ["team note"]
         missing = "no item with id 'absent'"
         with pytest.raises(NotFoundError) as hidden:
-            bot.item_history("private-note")
+            bot.items.history("private-note")
         with pytest.raises(NotFoundError) as absent:
-            bot.item_history("absent")
+            bot.items.history("absent")
         assert str(hidden.value).replace("private-note", "absent") == str(absent.value) == missing
         with pytest.raises(NotFoundError, match="no item with id 'private-note' in source"):
-            bot.item_history("private-note", source="notes:mine")
+            bot.items.history("private-note", source="notes:mine")
         with pytest.raises(NotFoundError):
-            bot.item("private-note", as_of=datetime.now(UTC))
-        (old_chunk,) = mem.item_history("private-note")[0].nodes
+            bot.items.get("private-note", as_of=datetime.now(UTC))
+        (old_chunk,) = mem.items.history("private-note")[0].nodes
         assert bot.nodes(["private-note", old_chunk]) == []
     assert [h.content for h in mem.nodes([old_chunk])] == ["owner's secret"]
 
 
 def test_forget_removes_every_version(store_location: str, clock: Clock) -> None:
     with stratamem.open(store_location, embedder=None) as mem:
-        mem.add("zqxcanaryalpha was here", id="canary", source="notes:secret")
+        mem.items.add("zqxcanaryalpha was here", id="canary", source="notes:secret")
         clock.tick()
-        mem.update("canary", text="nothing to see")
+        mem.items.edit("canary", text="nothing to see")
         clock.tick()
-        mem.add("kept elsewhere", id="other", source="notes:kept")
+        mem.items.add("kept elsewhere", id="other", source="notes:kept")
         # The first text is the closed version's alone now.
-        assert mem.item_history("canary")[0].text == "zqxcanaryalpha was here"
-        mem.forget("notes:secret")
+        assert mem.items.history("canary")[0].text == "zqxcanaryalpha was here"
+        mem.sources.forget("notes:secret")
         with pytest.raises(NotFoundError):
-            mem.item_history("canary")
-        assert [v.text for v in mem.item_history("other")] == ["kept elsewhere"]
+            mem.items.history("canary")
+        assert [v.text for v in mem.items.history("other")] == ["kept elsewhere"]
         counts = mem.store.conn.execute(  # type: ignore[attr-defined]
             "SELECT (SELECT count(*) FROM item_versions), (SELECT count(*) FROM item_nodes)"
         ).fetchone()
@@ -299,14 +299,14 @@ def test_forget_removes_every_version(store_location: str, clock: Clock) -> None
 
 def test_a_copy_carries_the_versions(store_location: str, tmp_path: Path, clock: Clock) -> None:
     with stratamem.open(store_location, embedder=None) as mem:
-        mem.add("copied v1", id="c")
+        mem.items.add("copied v1", id="c")
         clock.tick()
-        mem.update("c", text="copied v2")
+        mem.items.edit("c", text="copied v2")
         clock.tick()
-        mem.delete("c")
-        before = mem.item_history("c")
+        mem.items.rm("c")
+        before = mem.items.history("c")
     target = tmp_path / "copy.db"
     report = copy_store(store_location, target)
     assert (report.tables["item_versions"], report.tables["item_nodes"]) == (3, 2)
     with stratamem.open(target, embedder=None) as copied:
-        assert copied.item_history("c") == before
+        assert copied.items.history("c") == before

@@ -67,7 +67,7 @@ def test_facts_are_embedded_when_written_where_the_store_has_vectors(
     stated = {r[0] for r in rows(store_location, "SELECT id FROM facts")}
     assert len(stated) > len(SAID)
     assert {r[0] for r in rows(store_location, "SELECT fact_id FROM fact_vectors")} == stated
-    memory.remember("topic:heron", "state", "nesting", now=NOW)
+    memory.facts.remember("topic:heron", "state", "nesting", now=NOW)
     assert count(store_location, "fact_vectors") == len(stated) + 1
 
 

@@ -25,18 +25,18 @@ def mem(store_location: str) -> Iterator[stratamem.Memory]:
 
 
 def fact_hit(mem: stratamem.Memory) -> RetrievalHit:
-    (hit,) = mem.query_facts("carol leads on-call").hits
+    (hit,) = mem.facts.query("carol leads on-call").hits
     return hit
 
 
 def test_a_fact_on_an_edited_item_cites_the_item_as_it_is_now(mem: stratamem.Memory) -> None:
-    added = mem.add("Carol leads on-call", id="oncall", time=SAID)
+    added = mem.items.add("Carol leads on-call", id="oncall", time=SAID)
     (chunk,) = added.chunks_added
-    mem.remember(CAROL, "leads", "on-call", evidence=[chunk], now=NOW)
+    mem.facts.remember(CAROL, "leads", "on-call", evidence=[chunk], now=NOW)
     assert fact_hit(mem).explain["cites"] == {chunk: "memory#oncall"}
     assert fact_hit(mem).explain["evidence_items"] == {}
 
-    edited = mem.update("oncall", text="Carol leads on-call this week")
+    edited = mem.items.edit("oncall", text="Carol leads on-call this week")
     (now_chunk,) = edited.chunks_added
     hit = fact_hit(mem)
     assert hit.explain["evidence"] == [chunk]
@@ -50,12 +50,12 @@ def test_a_fact_on_an_edited_item_cites_the_item_as_it_is_now(mem: stratamem.Mem
 def test_a_fact_on_a_removed_item_cites_the_closed_version_and_stays_believed(
     mem: stratamem.Memory,
 ) -> None:
-    added = mem.add("Carol leads on-call", id="oncall", time=SAID)
+    added = mem.items.add("Carol leads on-call", id="oncall", time=SAID)
     (chunk,) = added.chunks_added
-    (fact,) = mem.remember(CAROL, "leads", "on-call", evidence=[chunk], now=NOW).recorded
-    mem.update("oncall", text="Carol leads on-call, again")
-    mem.delete("oncall")
-    removal = mem.item_history("oncall")[-1]
+    (fact,) = mem.facts.remember(CAROL, "leads", "on-call", evidence=[chunk], now=NOW).recorded
+    mem.items.edit("oncall", text="Carol leads on-call, again")
+    mem.items.rm("oncall")
+    removal = mem.items.history("oncall")[-1]
 
     hit = fact_hit(mem)
     assert hit.explain["cites"] == {chunk: "memory#oncall"}
@@ -67,39 +67,39 @@ def test_a_fact_on_a_removed_item_cites_the_closed_version_and_stays_believed(
             "removed_at": removal.to_dict()["recorded_at"],
         }
     }
-    assert [f.id for f in mem.recall(CAROL)] == [fact.id]
-    (row,) = mem.fact_history(CAROL, "leads")
+    assert [f.id for f in mem.facts.recall(CAROL)] == [fact.id]
+    (row,) = mem.facts.history(CAROL, "leads")
     assert row.believed
 
 
 def test_evidence_given_as_an_item_id_follows_the_item(mem: stratamem.Memory) -> None:
-    added = mem.add("Carol leads on-call", id="oncall", source="notes:team", time=SAID)
-    (fact,) = mem.remember(CAROL, "leads", "on-call", evidence=["oncall"], now=NOW).recorded
+    added = mem.items.add("Carol leads on-call", id="oncall", source="notes:team", time=SAID)
+    (fact,) = mem.facts.remember(CAROL, "leads", "on-call", evidence=["oncall"], now=NOW).recorded
     assert fact.evidence == ("oncall",)
     assert fact.source_id == added.source_id
     (chunk,) = added.chunks_added
     assert fact_hit(mem).explain["evidence_items"] == {
         "oncall": {"id": "oncall", "version": 1, "nodes": [chunk], "removed_at": None}
     }
-    (now_chunk,) = mem.update("oncall", text="Carol leads on-call, confirmed").chunks_added
+    (now_chunk,) = mem.items.edit("oncall", text="Carol leads on-call, confirmed").chunks_added
     hit = fact_hit(mem)
     assert hit.explain["cites"] == {"oncall": "notes:team#oncall"}
     assert hit.explain["evidence_items"]["oncall"]["nodes"] == [now_chunk]
 
-    mem.delete("oncall")
+    mem.items.rm("oncall")
     assert fact_hit(mem).explain["evidence_items"]["oncall"]["removed_at"] is not None
     with pytest.raises(NotFoundError, match="no node with id 'oncall' \\(evidence\\)"):
-        mem.remember(CAROL, "team", "platform", evidence=["oncall"])
+        mem.facts.remember(CAROL, "team", "platform", evidence=["oncall"])
 
 
 def test_a_principal_reads_the_evidence_of_the_facts_it_reads_only(
     mem: stratamem.Memory,
 ) -> None:
-    added = mem.add("Carol leads on-call", id="oncall", source="notes:mine", time=SAID)
+    added = mem.items.add("Carol leads on-call", id="oncall", source="notes:mine", time=SAID)
     (chunk,) = added.chunks_added
-    mem.remember(CAROL, "leads", "on-call", evidence=[chunk], now=NOW)
-    mem.update("oncall", text="Carol leads on-call, said twice")
-    mem.add_principal("bot", scopes=["team"])
+    mem.facts.remember(CAROL, "leads", "on-call", evidence=[chunk], now=NOW)
+    mem.items.edit("oncall", text="Carol leads on-call, said twice")
+    mem.principals.add("bot", scopes=["team"])
     with mem.as_principal("bot") as bot:
-        assert bot.query_facts("carol leads on-call").hits == ()
+        assert bot.facts.query("carol leads on-call").hits == ()
         assert bot.nodes([chunk, "oncall"]) == []

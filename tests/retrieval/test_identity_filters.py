@@ -47,18 +47,20 @@ def mem(module_location: str) -> Iterator[stratamem.Memory]:
     with stratamem.open(module_location, embedder=HashingEmbedder(), tree_config=SMALL) as m:
         for n in range(4):
             when = T0 + timedelta(hours=n)
-            m.add(f"maya note {n}: the {WORD} feeder faces east", user="maya", time=when)
-            m.add(f"bob note {n}: the {WORD} feeder faces west", user="bob", time=when)
-        m.add(f"planner: book the {WORD} survey", user="maya", agent="planner", time=T0)
-        m.add(f"a note of nobody's about the {WORD}", time=T0)
-        m.add_messages(_talk("maya", 12), user="maya", session="s1", now=T0)
-        m.add_messages(_talk("bob", 12), user="bob", session="s2", now=T0)
-        m.add_messages(_talk("maya", 6), user="maya", session="s3", now=T0 + timedelta(days=2))
-        m.remember(f"topic:{WORD}", "nests_in", "the north tower", user="maya")
-        m.remember(f"topic:{WORD}", "nests_in", "the south barn", user="bob")
-        m.remember(f"topic:{WORD}", "nests_in", "the old mill")
-        m.remember("user:maya", "prefers", "dark mode", user="maya")
-        m.flush()
+            m.items.add(f"maya note {n}: the {WORD} feeder faces east", user="maya", time=when)
+            m.items.add(f"bob note {n}: the {WORD} feeder faces west", user="bob", time=when)
+        m.items.add(f"planner: book the {WORD} survey", user="maya", agent="planner", time=T0)
+        m.items.add(f"a note of nobody's about the {WORD}", time=T0)
+        m.items.add_messages(_talk("maya", 12), user="maya", session="s1", now=T0)
+        m.items.add_messages(_talk("bob", 12), user="bob", session="s2", now=T0)
+        m.items.add_messages(
+            _talk("maya", 6), user="maya", session="s3", now=T0 + timedelta(days=2)
+        )
+        m.facts.remember(f"topic:{WORD}", "nests_in", "the north tower", user="maya")
+        m.facts.remember(f"topic:{WORD}", "nests_in", "the south barn", user="bob")
+        m.facts.remember(f"topic:{WORD}", "nests_in", "the old mill")
+        m.facts.remember("user:maya", "prefers", "dark mode", user="maya")
+        m.trees.flush()
         yield m
 
 
@@ -139,7 +141,7 @@ def test_cover_window_fetch_leaves_and_drill_down_honour_users(mem: stratamem.Me
     bobs = [h.node_id for h in mem.search(WORD, user="bob", mode="keyword", limit=20).hits]
     assert mem.fetch_leaves(bobs, user="maya") == []
     assert [h.node_id for h in mem.fetch_leaves(bobs, user="bob")] == bobs[:20]
-    top = mem.tree_tops(mem.tree(BOB_S2).id)[0]
+    top = mem.trees.tops(mem.trees.get(BOB_S2).id)[0]
     assert mem.drill_down(top.node_id, user="maya") == []
     assert mem.drill_down(top.node_id, user="bob")
 
@@ -160,18 +162,18 @@ def test_filters_given_and_users_asked_for_both_apply(mem: stratamem.Memory) -> 
 
 
 def test_fact_reads_keep_the_users_facts(mem: stratamem.Memory) -> None:
-    everyone = {f.object for f in mem.recall(f"topic:{WORD}")}
+    everyone = {f.object for f in mem.facts.recall(f"topic:{WORD}")}
     assert everyone == {"the north tower", "the south barn", "the old mill"}
-    assert [f.object for f in mem.recall(f"topic:{WORD}", user="maya")] == ["the north tower"]
-    assert [f.object for f in mem.recall(user="Bob")] == ["the south barn"]
-    assert mem.recall(user="maya", session="s1") == []
-    assert [h.fact.object for h in mem.search_facts(WORD, user="bob")] == ["the south barn"]
-    hits = mem.query_facts("nests", user="maya").hits
+    assert [f.object for f in mem.facts.recall(f"topic:{WORD}", user="maya")] == ["the north tower"]
+    assert [f.object for f in mem.facts.recall(user="Bob")] == ["the south barn"]
+    assert mem.facts.recall(user="maya", session="s1") == []
+    assert [h.fact.object for h in mem.facts.search(WORD, user="bob")] == ["the south barn"]
+    hits = mem.facts.query("nests", user="maya").hits
     assert hits
     assert {(h.tree_scope, h.user) for h in hits} == {(MAYA_FACTS, "maya")}
-    history = mem.fact_history(f"topic:{WORD}", "nests_in", user="bob")
+    history = mem.facts.history(f"topic:{WORD}", "nests_in", user="bob")
     assert [f.object for f in history] == ["the south barn"]
-    assert [f.object for f in mem.recall("user:maya", user="maya")] == ["dark mode"]
+    assert [f.object for f in mem.facts.recall("user:maya", user="maya")] == ["dark mode"]
 
 
 # -- the filter type and its resolution ---------------------------------------------------------
@@ -187,7 +189,7 @@ def test_filters_hold_checked_lower_cased_ids() -> None:
 
 
 def test_resolve_turns_identities_into_the_ids_of_their_sources(mem: stratamem.Memory) -> None:
-    ids = {s.scope: s.id for s in mem.sources()}
+    ids = {s.scope: s.id for s in mem.sources.list()}
     found = resolve(mem.store, Filters(users=("maya",), sources=("memory*",), since=T0))
     assert found == Filters(sources=tuple(sorted([ids[MAYA], ids[MAYA_PLANNER]])), since=T0)
     assert resolve(mem.store, Filters(users=("nobody",))) is None

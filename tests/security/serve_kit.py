@@ -44,8 +44,8 @@ def serve_copy(world: kit.CanaryWorld, folder: Path) -> Iterator[Served]:
     tokens = {}
     with kit.open_memory(path) as owner:
         for p in kit.PRINCIPALS:
-            owner.remove_principal(p.name)
-            tokens[p.name] = owner.add_principal(
+            owner.principals.remove(p.name)
+            tokens[p.name] = owner.principals.add(
                 p.name, list(p.scopes), sources=list(p.sources), write=True
             )
     root = folder / "root"

@@ -189,7 +189,7 @@ def test_a_principals_items_go_to_its_own_source_made_with_its_scopes(
     items_served: Served, written: dict[str, Written]
 ) -> None:
     with items_served.service.reading(None) as owner:
-        sources = {s.scope: s for s in owner.sources()}
+        sources = {s.scope: s for s in owner.sources.list()}
     for name, w in written.items():
         assert (w.refused is None) == writes_own(name), (name, w.refused)
         if w.refused is not None:

@@ -86,15 +86,15 @@ def store(served_location: str) -> Store:
     with stratamem.open(db, embedder=HashingEmbedder()) as memory:
         memory.ingest(EXAMPLES / "slack-export", parallel=False)
         memory.ingest(EXAMPLES / "mail" / "team.mbox", access="eng", parallel=False)
-        memory.embed()
-        memory.flush()
+        memory.indexes.embed()
+        memory.trees.flush()
         summary = memory.query_source("slack:#eng").hits[0]
         leaf = memory.drill_down(summary.node_id, max_depth=32)[-1]
         mail = memory.search("redis", sources=["mbox:team"], mode="keyword").hits[0]
         tokens = {
-            "reader": memory.add_principal("reader", "team"),
-            "writer": memory.add_principal("writer", "team", write=True),
-            "mailer": memory.add_principal("mailer", "eng", write=True),
+            "reader": memory.principals.add("reader", "team"),
+            "writer": memory.principals.add("writer", "team", write=True),
+            "mailer": memory.principals.add("mailer", "eng", write=True),
         }
     return Store(db, tokens, summary.node_id, leaf.node_id, mail.node_id)
 

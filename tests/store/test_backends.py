@@ -42,8 +42,8 @@ def test_items_of_a_store_from_before_item_versions_begin_their_history_at_their
     store_location: str, request: pytest.FixtureRequest
 ) -> None:
     with stratamem.open(store_location, embedder=None) as mem:
-        written = mem.add("Carol leads on-call", id="oncall")
-        (before,) = mem.item_history("oncall")
+        written = mem.items.add("Carol leads on-call", id="oncall")
+        (before,) = mem.items.history("oncall")
     drop = "DROP TABLE item_nodes; DROP TABLE item_versions;"
     if _postgres(store_location):
         database = store_location.split("?", 1)[0].rsplit("/", 1)[1]
@@ -54,7 +54,7 @@ def test_items_of_a_store_from_before_item_versions_begin_their_history_at_their
         conn.executescript(f"{drop} PRAGMA user_version = 13;")
         conn.close()
     with stratamem.open(store_location, embedder=None) as mem:
-        (after,) = mem.item_history("oncall")
+        (after,) = mem.items.history("oncall")
         assert (after.version, after.action, after.text, after.nodes) == (
             1,
             "added",
