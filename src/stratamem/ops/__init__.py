@@ -9,7 +9,7 @@ same JSON (:mod:`stratamem.ops.wire`).
 
 from stratamem.ops.context import Context, MemoryContext
 from stratamem.ops.spec import REQUIRED, Operation, Param, bind
-from stratamem.ops.table import OPERATIONS, allowed, call, may_call, operation
+from stratamem.ops.table import OPERATIONS, allowed, call, may_call, operation, refuse
 
 __all__ = [
     "OPERATIONS",
@@ -23,4 +23,5 @@ __all__ = [
     "call",
     "may_call",
     "operation",
+    "refuse",
 ]

@@ -73,3 +73,8 @@ class MemoryContext:
 def may_write(context: Context) -> None:
     """Refuse a caller without the write permission."""
     writes.require_write(context.principal)
+
+
+def require_write(principal: Principal | None) -> None:
+    """Refuse ``principal`` (None: the owner) where it holds no write permission."""
+    writes.require_write(principal)

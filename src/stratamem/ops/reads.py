@@ -13,7 +13,8 @@ from stratamem.errors import NotFoundError
 from stratamem.ops.context import Context
 from stratamem.ops.spec import Operation, Param
 from stratamem.retrieval.hybrid import MAX_LIMIT as MAX_SEARCH_LIMIT
-from stratamem.retrieval.primitives import COVER_DEFAULT_LIMIT, MAX_BATCH, MAX_LIMIT
+from stratamem.retrieval.primitives import COVER_DEFAULT_LIMIT, MAX_BATCH
+from stratamem.retrieval.primitives import MAX_LIMIT as MAX_LIMIT
 from stratamem.types import NodeKind, rfc3339
 
 MAX_BUDGET = 1_000_000

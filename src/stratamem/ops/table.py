@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from stratamem.errors import AccessDenied, InvalidArgument
-from stratamem.ops.context import Context
+from stratamem.ops.context import Context, require_write
 from stratamem.ops.facts import FACTS
 from stratamem.ops.items import ITEMS
 from stratamem.ops.owner import OWNER
@@ -41,6 +41,18 @@ def may_call(op: Operation, principal: Principal | None, *, writes: bool) -> boo
     if op.access == "owner":
         return principal is None
     return principal is None or principal.write
+
+
+def refuse(op: Operation, principal: Principal | None, *, writes: bool) -> None:
+    """:class:`AccessDenied` where ``principal`` may not call ``op`` (see :func:`may_call`),
+    saying why: writes are off, it holds no write permission, or the operation is the
+    owner's."""
+    if may_call(op, principal, writes=writes):
+        return
+    if not writes:
+        raise AccessDenied("writes are off: start the server with --allow-writes")
+    require_write(principal)
+    raise AccessDenied(f"{op.name} is the owner's")
 
 
 def allowed(principal: Principal | None, *, writes: bool) -> list[Operation]:

@@ -32,11 +32,10 @@ from mcp_types import CallToolResult, TextContent, ToolAnnotations
 from mcp_types import Tool as MCPTool
 from starlette.types import Receive, Scope, Send
 
-from stratamem.access import writes
 from stratamem.api import Memory
-from stratamem.errors import AccessDenied, AccessError, StratamemError
-from stratamem.ops import Operation, allowed, bind, may_call, operation, wire
-from stratamem.retrieval.primitives import MAX_LIMIT
+from stratamem.errors import AccessError, StratamemError
+from stratamem.ops import Operation, allowed, bind, operation, refuse, wire
+from stratamem.ops.reads import MAX_LIMIT
 from stratamem.server.service import Service, ServiceContext
 from stratamem.types import Principal
 
@@ -114,11 +113,7 @@ class _OperationServer(MCPServer):
         op = operation(name)
         bound = bind(op, arguments)
         who_name, who = await self._who()
-        if not may_call(op, who, writes=service.allow_writes):
-            if not service.allow_writes:
-                raise AccessDenied("writes are off: start the server with --allow-writes")
-            writes.require_write(who)
-            raise AccessDenied(f"{name} is the owner's")
+        refuse(op, who, writes=service.allow_writes)
         context = ServiceContext(service, who_name)
         if op.reads:
             return await service.read(lambda: op.run(context, bound))

@@ -38,13 +38,10 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal, Protocol, TypeVar, cast
 
-from stratamem.access import writes
 from stratamem.api import DEFAULT_EMBEDDER, Memory
-from stratamem.embed.base import Embedder, Role, Vectors
-from stratamem.embed.registry import get_embedder
+from stratamem.api.parts import Embedder, Reranker, Role, Summarizer, Vectors, get_embedder
 from stratamem.errors import AccessDenied, StratamemError
-from stratamem.retrieval.rerank import Reranker
-from stratamem.tree.summarizer import Summarizer
+from stratamem.ops.context import require_write
 from stratamem.types import Principal
 
 TOKEN_TTL_S = 300.0
@@ -333,7 +330,7 @@ class Service:
             raise AccessDenied("writes are off: start the server with --allow-writes")
         with self.reading(principal) as memory:
             who = memory.principal
-        writes.require_write(who)
+        require_write(who)
         with self.reading(None) as memory:
             yield memory, who
 
