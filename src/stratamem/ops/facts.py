@@ -9,11 +9,11 @@ from __future__ import annotations
 
 from typing import Any
 
+import stratamem.ops.params as p
+import stratamem.ops.wire as wire
 from stratamem.access import writes
 from stratamem.errors import NotFoundError
 from stratamem.memory.remember import statement
-from stratamem.ops import params as p
-from stratamem.ops import wire
 from stratamem.ops.context import Context, may_write
 from stratamem.ops.spec import Operation, Param
 

@@ -5,11 +5,11 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
+import stratamem.ops.params as p
+import stratamem.ops.wire as wire
 from stratamem.config import PROFILES
 from stratamem.entities.search import MAX_LIMIT as MAX_ENTITY_LIMIT
 from stratamem.errors import NotFoundError
-from stratamem.ops import params as p
-from stratamem.ops import wire
 from stratamem.ops.context import Context
 from stratamem.ops.spec import Operation, Param
 from stratamem.retrieval.hybrid import MAX_LIMIT as MAX_SEARCH_LIMIT

@@ -11,9 +11,9 @@ from __future__ import annotations
 
 from typing import Any
 
+import stratamem.ops.params as p
 from stratamem.access import writes
 from stratamem.ingest.items import find_item
-from stratamem.ops import params as p
 from stratamem.ops.context import Context, may_write
 from stratamem.ops.spec import Operation, Param
 
