@@ -21,8 +21,7 @@
     ├── RequestFailed                a model server gave no usable answer
     ├── RerankError                  a reranker could not score the texts
     ├── NotFoundError                a source or node id that does not exist
-    ├── InvalidArgument              an operation's argument has no such name, type or value
-                                     (a ValueError too)
+    ├── InvalidArgument              an argument with no such name, type or value (a ValueError)
     ├── ConfigError                  a config file or variable that cannot be used as it is
     ├── RegistryError                an unknown name or a broken plugin
     └── AccessError                  the caller may not do this, or cannot prove who it is
