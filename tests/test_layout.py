@@ -188,3 +188,30 @@ def test_modules_import_each_other_one_way() -> None:
 def test_the_cycle_finder_finds_a_cycle() -> None:
     assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
     assert cycles({"a": {"b"}, "b": {"c"}}) == []
+
+
+# The API layer: what a door (the CLI, the servers) may import. Everything else is behind it.
+API_LAYER = (
+    "stratamem.api",
+    "stratamem.ops",
+    "stratamem.types",
+    "stratamem.errors",
+    "stratamem.config",
+    "stratamem.extras",
+    "stratamem.timeparse",
+)
+DOORS = ("stratamem.server", "stratamem.cli")
+
+
+def _door_offenders(door: str) -> list[str]:
+    return [
+        f"{e.source}:{e.line} imports {e.target}"
+        for e in internal_edges()
+        if (e.source == door or e.source.startswith(door + "."))
+        and e.target != "stratamem"
+        and not any(e.target == a or e.target.startswith(a + ".") for a in (*API_LAYER, *DOORS))
+    ]
+
+
+def test_the_servers_import_only_the_api_layer() -> None:
+    assert _door_offenders("stratamem.server") == []
