@@ -92,7 +92,7 @@ def run_case(case: ModuleType, seed: int, workdir: Path, *, timeout_s: float = 2
     report = None
     try:
         with stratamem.open(db) as memory, deadline(timeout_s):
-            report = memory.ingest(path, kind=case.CONNECTOR, trees=False, parallel=False)
+            report = memory.ingest(path, format=case.CONNECTOR, trees=False, parallel=False)
     except Deadline:
         return Outcome(case.NAME, seed, "hang", f"past {timeout_s:g} s", seconds=timeout_s)
     except StratamemError as exc:

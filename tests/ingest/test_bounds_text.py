@@ -67,7 +67,7 @@ def mbox(*messages: str) -> bytes:
 
 
 def ingest(memory: stratamem.Memory, path: Path, kind: str, **options: Any) -> IngestReport:
-    report = memory.ingest(path, kind=kind, trees=False, parallel=False, **options)
+    report = memory.ingest(path, format=kind, trees=False, parallel=False, **options)
     assert all(p.where for p in report.problems), report.problems
     return report
 

@@ -266,7 +266,7 @@ def test_memory_ingests_a_folder_as_one_source_per_file(memory: stratamem.Memory
 
 
 def test_memory_ingests_a_folder_with_a_scope_as_one_source(memory: stratamem.Memory) -> None:
-    report = memory.ingest(MONTHLY, kind="mbox", scope="lists:dev")
+    report = memory.ingest(MONTHLY, format="mbox", scope="lists:dev")
     assert [(s.scope, s.records, s.error) for s in report.sources] == [("lists:dev", 6, None)]
 
 

@@ -133,7 +133,7 @@ def test_a_failing_source_is_rolled_back_and_the_rest_goes_on(
     tmp_memory: stratamem.Memory, tmp_path: Path
 ) -> None:
     registry.register("failing-test", FailingConnector, lambda p: 0, "test connector")
-    report = tmp_memory.ingest(tmp_path, kind="failing-test")
+    report = tmp_memory.ingest(tmp_path, format="failing-test")
     assert [(s.scope, s.error is None) for s in report.sources] == [
         ("a", True),
         ("b", False),
@@ -179,7 +179,7 @@ def test_any_failure_of_a_source_or_a_connector_is_reported_in_one_line(
     tmp_memory: stratamem.Memory, tmp_path: Path, parallel: bool
 ) -> None:
     registry.register("any-failure-test", AnyFailureConnector, lambda p: 0, "test connector")
-    report = tmp_memory.ingest(tmp_path, kind="any-failure-test", parallel=parallel)
+    report = tmp_memory.ingest(tmp_path, format="any-failure-test", parallel=parallel)
     assert [(s.scope, s.error) for s in report.sources] == [
         ("a", f"{tmp_path}: nested too deeply to read"),
         ("c", None),

@@ -29,7 +29,7 @@ needs_fifo = pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="no FIFOs here
 
 
 def ingest(memory: stratamem.Memory, path: Path, kind: str, **options: Any) -> IngestReport:
-    report = memory.ingest(path, kind=kind, trees=False, parallel=False, **options)
+    report = memory.ingest(path, format=kind, trees=False, parallel=False, **options)
     assert all(p.where for p in report.problems), report.problems
     return report
 

@@ -112,7 +112,7 @@ def vault(tmp_path: Path) -> Path:
 
 def ingest(memory: stratamem.Memory, path: Path, **options: Any) -> stratamem.IngestReport:
     options.setdefault("parallel", False)
-    return memory.ingest(path, kind="markdown", trees=False, **options)
+    return memory.ingest(path, format="markdown", trees=False, **options)
 
 
 # -- what a note says --------------------------------------------------------------------------

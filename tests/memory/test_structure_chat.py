@@ -116,7 +116,7 @@ def memory(store_location: str) -> Iterator[stratamem.Memory]:
 
 def ingest(memory: stratamem.Memory, path: Path, **options: Any) -> stratamem.IngestReport:
     options.setdefault("parallel", False)
-    return memory.ingest(path, kind="slack", trees=False, **options)
+    return memory.ingest(path, format="slack", trees=False, **options)
 
 
 # -- the timeline of one property --------------------------------------------------------------
@@ -400,11 +400,11 @@ def test_the_real_discord_export_gives_the_topic_as_of_its_latest_message(
             name = f"{doc['guild']['name']}/#{doc['channel']['name']}"
             expected.add((f"channel:discord:{name.lower()}", doc["channel"]["topic"], ms(latest)))
     assert expected  # the sample's general channel has a topic; the others none
-    report = memory.ingest(DISCORD_SAMPLE, kind="discord", trees=False, parallel=False)
+    report = memory.ingest(DISCORD_SAMPLE, format="discord", trees=False, parallel=False)
     assert report.failed == []
     facts = memory.facts.recall()
     assert {(f.subject, f.object, f.valid_from) for f in facts} == expected
     assert {(f.predicate, f.origin, f.evidence) for f in facts} == {("topic", "structure", ())}
     first = every_row(memory)
-    memory.ingest(DISCORD_SAMPLE, kind="discord", trees=False, parallel=True)
+    memory.ingest(DISCORD_SAMPLE, format="discord", trees=False, parallel=True)
     assert every_row(memory) == first

@@ -61,7 +61,7 @@ def memory(
             path = tmp_path / f"{name}.jsonl"
             days = [offset + i * 0.5 for i in range(len(TEXTS) * 4)]
             _jsonl(path, name, days, [f"{t} ({n})" for n in range(4) for t in TEXTS])
-            mem.ingest(path, kind="jsonl", scope=f"chat:{name}")
+            mem.ingest(path, format="jsonl", scope=f"chat:{name}")
         mem.indexes.embed()
         mem.trees.flush()
         yield mem
@@ -221,7 +221,7 @@ def test_query_topic_applies_the_window_before_the_lookup_cap(
         path = tmp_path / "big.jsonl"
         days = [i / 100 for i in range(300)] + [50.0, 50.1, 50.2]
         _jsonl(path, "big", days, [f"phoenix note {i}" for i in range(303)])
-        mem.ingest(path, kind="jsonl", scope="chat:big", trees=False)
+        mem.ingest(path, format="jsonl", scope="chat:big", trees=False)
         ids = [r[0] for r in mem.store.conn.execute("SELECT id FROM chunks ORDER BY seq")]
         _tag(mem, "topic:phoenix", ids)
         since = EPOCH + timedelta(days=49)

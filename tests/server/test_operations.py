@@ -363,6 +363,7 @@ def read_calls(store: Store) -> list[tuple[str, dict[str, Any]]]:
         ("query_facts", {"query": "topic", "sources": ["mbox:team"]}),
         ("rollups", {}),
         ("rollups", {"subject": "person:alice chen", "limit": 5}),
+        ("item_history", {"id": MISSING}),
     ]
     assert {name for name, _ in calls} == READS, "a reading operation is not compared"
     return calls
@@ -466,15 +467,26 @@ async def remember_find_edit_remove(door: Http | Mcp, word: str, scope: str) -> 
     assert again["cite"] == f"{scope}#{item}"
     assert await found(first) == []
 
+    # The id stays the item's: it reads as the item now, and its history keeps the first text.
+    assert (await door.ok("show", {"node_id": item}))["text"] == f"Maya prefers the {second} plan"
+    history = (await door.ok("item_history", {"id": item}))["versions"]
+    assert [(v["action"], v["text"]) for v in history] == [
+        ("added", f"Maya prefers the {first} plan"),
+        ("edited", f"Maya prefers the {second} plan"),
+    ]
+
     removed = await door.ok("rm", {"id": item})
     assert (removed["id"], removed["action"]) == (item, "deleted")
     assert await found(second) == []
     gone = await door.refused("edit", {"id": item, "text": "again"})
     assert gone == f"no item with id {item!r}"
     assert await door.refused("rm", {"id": item}) == gone
-    assert await door.refused("show", {"node_id": again["node_id"]}) == (
-        f"no node with id {again['node_id']!r}"
-    )
+    assert await door.refused("show", {"node_id": item}) == f"no node with id {item!r}"
+    # What it said before stays readable: its last chunk reads as the closed version.
+    closed = await door.ok("show", {"node_id": again["node_id"]})
+    assert closed["text"] == f"Maya prefers the {second} plan"
+    history = (await door.ok("item_history", {"id": item}))["versions"]
+    assert [v["action"] for v in history] == ["added", "edited", "removed"]
     return str(item)
 
 

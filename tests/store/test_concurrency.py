@@ -41,7 +41,7 @@ def step(action, db, arg):
         return None
     with stratamem.open(db, embedder="hashing", tree_config=TREE) as memory:
         if action == "ingest":
-            report = memory.ingest(arg, kind="jsonl", parallel=False)
+            report = memory.ingest(arg, format="jsonl", parallel=False)
             return [s.error for s in report.sources if s.error] + report.trees.failed
         if action == "build":
             return memory.trees.build().failed

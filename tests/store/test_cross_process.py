@@ -41,7 +41,7 @@ def churn(db, versions, target, stop, rounds):
         while done < rounds and not os.path.exists(stop):
             shutil.copyfile(versions[done % len(versions)], target + ".tmp")
             os.replace(target + ".tmp", target)
-            memory.ingest(target, kind="jsonl", parallel=False, trees=False)
+            memory.ingest(target, format="jsonl", parallel=False, trees=False)
             memory.indexes.embed()
             done += 1
     return done
@@ -52,7 +52,7 @@ def step(action, db, *args):
         return churn(db, *args)
     with stratamem.open(db, embedder="hashing") as memory:
         if action == "ingest":
-            report = memory.ingest(args[0], kind="jsonl", parallel=False, trees=False)
+            report = memory.ingest(args[0], format="jsonl", parallel=False, trees=False)
             return [s.error for s in report.sources if s.error]
         if action == "embed":
             return memory.indexes.embed().embedded
@@ -304,7 +304,7 @@ class _RolledBack(Exception):
 
 def _search_and_roll_back(memory: Memory, path: Path) -> None:
     with memory.store.transaction():
-        memory.ingest(path, kind="jsonl", parallel=False, trees=False)
+        memory.ingest(path, format="jsonl", parallel=False, trees=False)
         memory.indexes.embed()
         assert memory.search("quokka basalt", mode="vector", limit=1).hits
         assert memory.search("#quokka", mode="graph").hits
@@ -321,7 +321,7 @@ def test_what_a_rolled_back_transaction_read_is_not_kept(store: str, tmp_path: P
         _warm(memory)
         with pytest.raises(_RolledBack):
             _search_and_roll_back(memory, gone)
-        memory.ingest(kept, kind="jsonl", parallel=False, trees=False)
+        memory.ingest(kept, format="jsonl", parallel=False, trees=False)
         memory.indexes.embed()
         kept_id = _source_id(memory, "kept")
         assert memory.vectors is not None

@@ -381,7 +381,7 @@ def test_the_tops_of_a_tree_are_newest_first_and_those_without_a_time_last(
     corpus.write_text("".join(json.dumps(line) + "\n" for line in lines))
     config = TreeConfig(input_token_budget=40, summary_fanout=50)
     with stratamem.open(store_location, embedder=None, tree_config=config) as memory:
-        memory.ingest(corpus, kind="jsonl")
+        memory.ingest(corpus, format="jsonl")
         memory.trees.flush()
         (tree,) = memory.trees.list()
         ends = [hit.time_end for hit in memory.trees.tops(tree.id)]
@@ -435,7 +435,7 @@ def test_short_documents_of_no_file_share_summaries_and_each_is_under_one(
     corpus.write_text("".join(json.dumps(line) + "\n" for line in lines))
     config = TreeConfig(input_token_budget=120, summary_fanout=4)
     with stratamem.open(store_location, embedder=None, tree_config=config) as memory:
-        memory.ingest(corpus, kind="jsonl")
+        memory.ingest(corpus, format="jsonl")
         store = memory.store
         chunks = store.conn.execute("SELECT count(*) FROM chunks").fetchone()[0]
         level1 = live(store, 1)

@@ -83,10 +83,10 @@ class Facts(Facet):
             embedder=self._memory._write_embedder(),
         )
 
-    def retract(self, fact: str, *, now: When | None = None) -> FactWrite:
+    def retract(self, fact_id: str, *, now: When | None = None) -> FactWrite:
         """A correction: the fact (by id) was never true. It stays in the history."""
         self._owner_only("retract facts")
-        return remembering.unsay(self._store, fact, now=when(now, "now"))
+        return remembering.unsay(self._store, fact_id, now=when(now, "now"))
 
     def recall(
         self,

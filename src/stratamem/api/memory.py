@@ -217,7 +217,7 @@ class Memory(Reads):
         self,
         path: str | Path,
         *,
-        kind: str | None = None,
+        format: str | None = None,
         scope: str | None = None,
         chunking: ChunkingConfig | None = None,
         progress: ProgressCallback | None = None,
@@ -230,6 +230,7 @@ class Memory(Reads):
         access: str | Sequence[str] | None = None,
         admit: Admit | None = None,
         now: When | None = None,
+        embed: bool = False,
     ) -> IngestReport:
         """Read ``path`` with the detected (or named) connector into the store.
 
@@ -251,7 +252,9 @@ class Memory(Reads):
         the rest ``private``) and an existing one keeps its own. ``admit`` sees each source
         before it is written and may refuse it (see :func:`~stratamem.ingest.pipeline.ingest_path`).
         ``now`` is the transaction time of the facts the sources' structure states (default:
-        the clock).
+        the clock). ``embed=True`` embeds what waits for a vector afterwards (as
+        ``mem.indexes.embed``), where an embedder is configured; ``report.embedded`` says how
+        many.
         """
         self._owner_only("ingest")
         at = when(now, "now")
@@ -259,7 +262,7 @@ class Memory(Reads):
         report = ingest_path(
             self.store,
             path,
-            kind=kind,
+            kind=format,
             scope=scope,
             config=chunking,
             progress=progress,
@@ -281,6 +284,9 @@ class Memory(Reads):
                 # sealing failed and stays queued for the next run.
                 log.warning("sealing the trees after ingest failed: %s", exc)
                 report.trees = SealReport(failed=[f"sealing stays queued: {exc}"])
+        if embed:
+            waiting = self.embedder is not None and self.indexes.pending()
+            report.embedded = self.indexes.embed().embedded if waiting else 0
         self.facts._after_ingest(report)
         if consolidation:
             try:

@@ -42,14 +42,14 @@ class Sources(Facet):
         self._store.set_access(found.id, sorted(current))
         return self._store.resolve_source(found.id)
 
-    def forget(self, ref: str) -> int:
+    def forget(self, source: str) -> int:
         """Remove a source (by id or scope) and everything derived from it, leaving no copy
         of its text behind: the database rewrites its full-text segments and empties its WAL
         (see the SQLite store's ``scrub``), and the index files beside it are rewritten
         without the removed rows, or removed. Returns how many chunks went."""
         self._owner_only("forget sources")
         store = self._store
-        found = store.resolve_source(ref)
+        found = store.resolve_source(source)
         ready_indexes(self._memory.vectors)
         try:
             removed = store.delete_source(found.id)

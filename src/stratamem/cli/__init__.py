@@ -249,7 +249,7 @@ def ingest(
         report = memory.ingest(
             path,
             chunking=ChunkingConfig(**ctx.obj["settings"].chunking()),
-            kind=format_,
+            format=format_,
             scope=scope,
             progress=on_progress,
             tree_progress=on_seal,

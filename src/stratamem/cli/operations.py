@@ -108,7 +108,7 @@ def command_for(op: Operation) -> click.Command:
             for p in op.params
             if (v := op.example.get(p.name)) is not None and not isinstance(v, list | dict)
         )
-        help_text += f"\n\n\b\nExample:\n  stratamem {op.name.replace('_', '-')} {shown}"
+        help_text += f"\n\n\b\nExamples:\n  stratamem {op.name.replace('_', '-')} {shown}"
     callback: Callable[..., Any] = run
     return click.Command(
         op.name.replace("_", "-"), params=params, callback=callback, help=help_text

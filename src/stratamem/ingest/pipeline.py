@@ -97,6 +97,7 @@ class IngestReport:
     read_nothing: bool = False
     # Why the ingest stopped before the end of the path (the disk filled up), or None.
     stopped: str | None = None
+    embedded: int | None = None  # chunks embedded after the ingest (None: not asked to)
 
     @property
     def chunks(self) -> int:
@@ -133,6 +134,7 @@ class IngestReport:
             "read_nothing": self.read_nothing,
             "stopped": self.stopped,
             "trees": None if self.trees is None else self.trees.to_dict(),
+            **({} if self.embedded is None else {"embedded": self.embedded}),
         }
 
 

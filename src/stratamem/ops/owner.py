@@ -114,7 +114,7 @@ REMOVE_PRINCIPAL = Operation(
 def _set_access(ctx: Context, a: dict[str, Any]) -> dict[str, Any]:
     with ctx.writing() as owner:
         found = owner.sources.set_access(
-            a["source"], scopes=a["set"], add=a["add"], remove=a["remove"]
+            a["source"], scopes=a["scopes"], add=a["add"], remove=a["remove"]
         )
     return found.to_dict()
 
@@ -124,11 +124,11 @@ SET_ACCESS = Operation(
     group="sources",
     access="owner",
     description="Change a source's access scopes (which principals read it): replace them "
-    "(`set`), then add and remove some. A source left with none is the owner's alone.",
+    "(`scopes`), then add and remove some. A source left with none is the owner's alone.",
     params=(
         SOURCE,
         Param(
-            "set",
+            "scopes",
             "strs",
             "The scopes, replacing the ones it has.",
             default=None,

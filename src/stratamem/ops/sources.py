@@ -28,18 +28,17 @@ def _ingest(ctx: Context, a: dict[str, Any]) -> dict[str, Any]:
     with ctx.writing() as owner:
         report = owner.ingest(
             target,
-            kind=a["format"],
+            format=a["format"],
             scope=a["scope"],
             access=access,
             sync=a["sync"],
             parallel=False,
             trees=a["trees"],
             admit=admit,
+            embed=a["embed"],
         )
         out: dict[str, Any] = report.to_dict()
-        out["embedded"] = 0
-        if a["embed"] and owner.embedder is not None and owner.indexes.pending():
-            out["embedded"] = owner.indexes.embed().embedded
+        out.setdefault("embedded", 0)
     return out
 
 
