@@ -45,27 +45,13 @@ SOURCES = Param(
 KINDS_PARAM = Param(
     "kinds", "strs", "Only sources of these kinds.", default=(), choices=KINDS, max_items=4
 )
-USER = Param(
-    "user",
-    "str",
-    "Only the memory of this user (or, on a write: for this user).",
-    default=None,
-    max_length=MAX_NAME,
-)
-SESSION = Param(
-    "session",
-    "str",
-    "Only this session (or, on a write: in this session).",
-    default=None,
-    max_length=MAX_NAME,
-)
-AGENT = Param(
-    "agent",
-    "str",
-    "Only the memory of this agent (or, on a write: by this agent).",
-    default=None,
-    max_length=MAX_NAME,
-)
+USER = Param("user", "str", "Only this user's memory.", default=None, max_length=MAX_NAME)
+AGENT = Param("agent", "str", "Only this agent's memory.", default=None, max_length=MAX_NAME)
+SESSION = Param("session", "str", "Only this session.", default=None, max_length=MAX_NAME)
+# On a write: whose memory it goes to.
+FOR_USER = Param("user", "str", "For this user.", default=None, max_length=MAX_NAME)
+FOR_AGENT = Param("agent", "str", "By this agent.", default=None, max_length=MAX_NAME)
+IN_SESSION = Param("session", "str", "In this session.", default=None, max_length=MAX_NAME)
 
 
 def when(name: str, help: str, *, required: bool = False, default: Any = None) -> Param:
