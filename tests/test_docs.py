@@ -47,7 +47,7 @@ from stratamem.cli import main
 from suite import PATIENCE_S
 
 # How many blocks the docs mark: removing markers makes this test fail, adding them does not.
-MIN_MARKED = 14
+MIN_MARKED = 18
 STORE = "agent.db"
 # The environment variables of the host that a block does not see (the index folder of the
 # test run stays, so that nothing lands in the user's cache).
