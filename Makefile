@@ -31,7 +31,7 @@ run: $(STAMP)
 	$(SM) sources
 	$(SM) stats
 	$(SM) search "why did we drop Redis?" --limit 3 --explain
-	$(SM) search "release date slipped" --kind chat --limit 3
+	$(SM) search "release date slipped" --kinds chat --limit 3
 	$(SM) search "queue stalled after deploy" --since 2024-03-18 --until 2024-03-20 --limit 3
 	$(SM) search "what went wrong with the queue?" --budget 300
 	$(SM) entities alice

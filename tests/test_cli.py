@@ -74,6 +74,19 @@ def test_ingest_format_is_named_by_format_or_its_older_name(run, option: str) ->
     assert json.loads(result.output)["connector"] == "mbox"
 
 
+def test_ingest_no_trees_leaves_the_sealing_queued(run) -> None:  # type: ignore[no-untyped-def]
+    result = run("ingest", "--json", "--no-trees", str(EXAMPLES / "slack-export"))
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.output)["trees"] is None
+    assert json.loads(run("summaries", "--json").output)["hits"] == []
+    flushed = json.loads(run("flush", "--json").output)
+    assert flushed["summaries"] > 0
+    sealed = json.loads(
+        run("ingest", "--json", "--trees", str(EXAMPLES / "mail" / "team.mbox")).output
+    )
+    assert sealed["trees"]["summaries"] > 0
+
+
 def test_ingest_table_for_people(run) -> None:  # type: ignore[no-untyped-def]
     result = run("ingest", "--quiet", str(EXAMPLES / "mail" / "team.mbox"), "--scope", "mail:team")
     assert result.exit_code == 0
@@ -98,10 +111,10 @@ def test_search_json_has_the_unified_hit_shape(workspace) -> None:  # type: igno
 
 
 def test_search_filters(workspace) -> None:  # type: ignore[no-untyped-def]
-    chat = json.loads(workspace("search", "release", "--kind", "chat", "--json").output)
+    chat = json.loads(workspace("search", "release", "--kinds", "chat", "--json").output)
     assert chat["hits"]
     assert all(h["tree_scope"].startswith("slack:") for h in chat["hits"])
-    only_eng = json.loads(workspace("search", "queue", "--source", "slack:#eng", "--json").output)
+    only_eng = json.loads(workspace("search", "queue", "--sources", "slack:#eng", "--json").output)
     assert {h["tree_scope"] for h in only_eng["hits"]} == {"slack:#eng"}
     window = json.loads(
         workspace(
@@ -153,24 +166,17 @@ def test_show_and_entities(workspace) -> None:  # type: ignore[no-untyped-def]
     ids = [e["canonical_id"] for e in found]
     assert "person:alice chen" in ids
     assert any(e["related"] for e in found)
-    for option in ("--entity-kind", "--kind"):  # the older name still works
+    for option in ("--kinds", "--entity-kind", "--kind"):  # the older names still work
         people = json.loads(workspace("entities", "alice", option, "person", "--json").output)
         assert people
         assert {e["kind"] for e in people} == {"person"}
 
 
-@pytest.mark.parametrize(
-    ("command", "current", "older"),
-    [
-        ("ingest", "--format", "--kind"),
-        ("entities", "--entity-kind", "--kind"),
-        ("eval", "keyword", "fts"),
-    ],
-)
-def test_older_names_are_not_shown_in_help(command: str, current: str, older: str) -> None:
-    shown = CliRunner().invoke(main, [command, "--help"]).output
-    assert current in shown
-    assert older not in shown
+def test_an_older_mode_name_is_not_shown_in_help() -> None:
+    """Older option names: tests/test_cli_names.py."""
+    shown = CliRunner().invoke(main, ["eval", "--help"]).output
+    assert "keyword" in shown
+    assert "fts" not in shown
 
 
 def test_kind_is_a_source_kind_wherever_it_is_taken() -> None:
@@ -218,12 +224,25 @@ def test_sources_stats_and_forget(workspace) -> None:  # type: ignore[no-untyped
     assert after["chunks"] == stats["chunks"] - mail["chunks"]
 
 
+def test_fetch_leaves_reads_messages_whole_and_names_the_missing(workspace) -> None:  # type: ignore[no-untyped-def]
+    hits = json.loads(workspace("search", "release", "--json", "--limit", "20").output)["hits"]
+    first = hits[0]
+    other = next(h for h in hits if h["tree_scope"] != first["tree_scope"])
+    ids = [first["node_id"], other["node_id"]]
+    found = json.loads(workspace("fetch-leaves", *ids, "nope", "--json").output)
+    assert [n["node_id"] for n in found["nodes"]] == ids
+    assert [n["text"] for n in found["nodes"]] == [first["content"], other["content"]]
+    assert found["missing"] == ["nope"]
+    narrowed = workspace("fetch-leaves", *ids, "--sources", first["tree_scope"], "--json")
+    assert json.loads(narrowed.output)["missing"] == [other["node_id"]]
+
+
 @pytest.mark.parametrize(
     ("args", "message", "code"),
     [
         (("show", "nope"), "no node with id 'nope'", 1),
         (("forget", "slack:#nowhere", "--yes"), "no source with id or scope", 1),
-        (("search", "x", "--source", "slack:#nowhere"), "no source with id or scope", 1),
+        (("search", "x", "--sources", "slack:#nowhere"), "no source with id or scope", 1),
         # An option that cannot be read is a usage error (docs/cli.md).
         (("search", "x", "--since", "yesterday-ish"), "cannot read 'yesterday-ish' as a time", 2),
         (("search", "x", "--since", "2024-03-02", "--until", "2024-03-01"), "is before since", 1),
@@ -237,13 +256,13 @@ def test_errors_are_messages_not_tracebacks(run, args, message, code) -> None:  
 
 
 def test_a_search_of_an_unknown_source_names_the_close_ones(workspace) -> None:  # type: ignore[no-untyped-def]
-    result = workspace("search", "redis", "--source", "slack:#egn")
+    result = workspace("search", "redis", "--sources", "slack:#egn")
     assert result.exit_code == 1
     assert result.output.splitlines() == [
         "error: no source with id or scope 'slack:#egn'; "
         "did you mean 'slack:#eng', 'slack:#general', 'slack:#incidents'?"
     ]
-    assert workspace("search", "redis", "--source", "slack:*").exit_code == 0
+    assert workspace("search", "redis", "--sources", "slack:*").exit_code == 0
 
 
 def test_unrecognised_input_is_an_error(run, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]

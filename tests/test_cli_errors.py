@@ -170,7 +170,11 @@ DOCUMENTED_CODES: list[tuple[tuple[str, ...], int, str]] = [
     (("fact", "search", "x", "--as-of", "99999999w"), 1, "reaches back before the year 1"),
     (("fact", "list", "--known-at", "1e9"), 2, "Invalid value for --known-at: cannot read"),
     (("fact", "list", "--known-at", "99999999w"), 1, "reaches back before the year 1"),
-    (("fact", "add", "s", "p", "o", "--from", "2024-13-01"), 2, "Invalid value for --from"),
+    (
+        ("fact", "add", "s", "p", "o", "--valid-from", "2024-13-01"),
+        2,
+        "Invalid value for --valid-from",
+    ),
     (("fact", "add", "s", "p", "o", "--confidence", "nan"), 2, "'nan' is not a number"),
     (("consolidate", "--min-score", "nan"), 2, "Invalid value for '--min-score': 'nan'"),
     (("consolidate", "--min-score", "2"), 2, "Invalid value for '--min-score'"),

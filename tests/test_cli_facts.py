@@ -84,16 +84,18 @@ def source_id(db: str, scope: str) -> str:
 
 
 def test_add_reports_what_it_recorded(run: Run) -> None:
-    added = run("fact", "add", "person:Carol  Diaz", "Leads", "on-call", "--from", "2024-03-01")
+    added = run(
+        "fact", "add", "person:Carol  Diaz", "Leads", "on-call", "--valid-from", "2024-03-01"
+    )
     text = words(added)
     assert text.startswith(f"recorded {CAROL} leads on-call from 2024-03-01 to … (fact_")
     assert "no longer believed" not in text
-    again = run("fact", "add", CAROL, "leads", "on-call", "--from", "2024-03-01")
+    again = run("fact", "add", CAROL, "leads", "on-call", "--valid-from", "2024-03-01")
     assert words(again) == "nothing changed: the store already says so"
 
     (fact,) = as_json(run("fact", "list", "--json"))["facts"]
     assert f"({fact['id']})" in text
-    changed = run("fact", "add", CAROL, "leads", "release", "--from", "2024-03-10T09:30Z")
+    changed = run("fact", "add", CAROL, "leads", "release", "--valid-from", "2024-03-10T09:30Z")
     text = words(changed)
     assert f"recorded {CAROL} leads on-call from 2024-03-01 to 2024-03-10 09:30 (fact_" in text
     assert f"recorded {CAROL} leads release from 2024-03-10 09:30 to … (fact_" in text
@@ -109,9 +111,9 @@ def test_add_json(run: Run, db: str) -> None:
             "topic:Phoenix",
             "owner",
             "person:Dan  Ng",
-            "--from",
+            "--valid-from",
             "2024-03-01",
-            "--to",
+            "--valid-to",
             "2024-04-01T12:00:00+02:00",
             "--evidence",
             evidence,
@@ -139,7 +141,7 @@ def test_add_json(run: Run, db: str) -> None:
         "source_id": source_id(db, "slack:#eng"),
         "single": True,
     }
-    same = ("--from", "2024-03-01", "--to", "2024-04-01T10:00Z", "--evidence", evidence)
+    same = ("--valid-from", "2024-03-01", "--valid-to", "2024-04-01T10:00Z", "--evidence", evidence)
     again = run("fact", "add", "topic:phoenix", "owner", "person:dan ng", *same, "--json")
     assert as_json(again) == {"expired": [], "recorded": []}
 
@@ -159,10 +161,10 @@ def test_add_to_a_named_source(run: Run, db: str) -> None:
 def test_list_now_as_of_and_known_at(run: Run) -> None:
     assert words(run("fact", "list")) == "no facts"
     assert as_json(run("fact", "list", "--json")) == {"facts": []}
-    run("fact", "add", CAROL, "leads", "on-call", "--from", "2024-03-01")
+    run("fact", "add", CAROL, "leads", "on-call", "--valid-from", "2024-03-01")
     run("fact", "add", CAROL, "team", "platform")
-    run("fact", "add", "person:dan ng", "leads", "release", "--from", "2024-03-01")
-    run("fact", "add", CAROL, "leads", "release", "--from", "2024-03-10")
+    run("fact", "add", "person:dan ng", "leads", "release", "--valid-from", "2024-03-01")
+    run("fact", "add", CAROL, "leads", "release", "--valid-from", "2024-03-10")
 
     now = as_json(run("fact", "list", "--json"))["facts"]
     assert [(f["subject"], f["predicate"], f["object"]) for f in now] == [
@@ -186,8 +188,10 @@ def test_list_now_as_of_and_known_at(run: Run) -> None:
 
 def test_history_shows_what_was_replaced_and_until_when(run: Run) -> None:
     assert words(run("fact", "history", CAROL, "leads")) == "no facts"
-    first = as_json(run("fact", "add", CAROL, "leads", "on-call", "--from", "2024-03-01", "--json"))
-    run("fact", "add", CAROL, "leads", "release", "--from", "2024-03-10")
+    first = as_json(
+        run("fact", "add", CAROL, "leads", "on-call", "--valid-from", "2024-03-01", "--json")
+    )
+    run("fact", "add", CAROL, "leads", "release", "--valid-from", "2024-03-10")
     found = as_json(run("fact", "history", "person:CAROL diaz", "leads", "--json"))["facts"]
     assert [(f["object"], f["valid_from"][:10], (f["valid_to"] or "")[:10]) for f in found] == [
         ("on-call", "2024-03-01", ""),
@@ -227,8 +231,8 @@ def test_retract(run: Run) -> None:
 @pytest.mark.parametrize(
     ("args", "option"),
     [
-        (("add", CAROL, "leads", "x", "--from", "last tuesday"), "--from"),
-        (("add", CAROL, "leads", "x", "--to", "2024-13-01"), "--to"),
+        (("add", CAROL, "leads", "x", "--valid-from", "last tuesday"), "--valid-from"),
+        (("add", CAROL, "leads", "x", "--valid-to", "2024-13-01"), "--valid-to"),
         (("list", "--as-of", "soon"), "--as-of"),
         (("list", "--known-at", "yesterday"), "--known-at"),
         (("history", CAROL, "leads", "--known-at", "2024-02-30"), "--known-at"),
@@ -255,7 +259,7 @@ def test_bad_options_are_usage_errors_naming_the_option(
         (("add", "robot:x", "leads", "x"), "the kind one of agent, channel, email, handle"),
         (("add", CAROL, " ", "x"), "a fact needs a predicate"),
         (
-            ("add", CAROL, "leads", "x", "--from", "2024-03-05", "--to", "2024-03-01"),
+            ("add", CAROL, "leads", "x", "--valid-from", "2024-03-05", "--valid-to", "2024-03-01"),
             "must come after",
         ),
         (
@@ -300,6 +304,20 @@ def test_a_principal_may_list_and_read_history_but_not_write(run: Run, db: str) 
     assert len(as_json(run("fact", "list", "--json"))["facts"]) == 2
 
 
+def test_a_users_facts_go_to_the_users_source_and_are_read_by_user(run: Run, db: str) -> None:
+    added = as_json(run("fact", "add", "user:maya", "prefers", "tea", "--user", "maya", "--json"))
+    (fact,) = added["recorded"]
+    assert fact["source_id"] == source_id(db, "facts/user:maya")
+    run("fact", "add", "user:maya", "prefers", "coffee", "--user", "dan", "--many")
+    run("fact", "add", CAROL, "prefers", "tea")
+    for command in (("list",), ("history", "user:maya", "prefers"), ("search", "prefers tea")):
+        key = "hits" if command[0] == "search" else "facts"
+        mine = as_json(run("fact", *command, "--user", "maya", "--json"))[key]
+        assert [f.get("id", f.get("node_id")) for f in mine] == [fact["id"]], command
+    everyone = as_json(run("fact", "list", "--json"))["facts"]
+    assert len(everyone) == 3
+
+
 def test_many_adds_a_value_beside_the_others(run: Run) -> None:
     run("fact", "add", CAROL, "likes", "tea", "--many")
     added = as_json(run("fact", "add", CAROL, "likes", "coffee", "--many", "--json"))
@@ -324,11 +342,9 @@ def test_every_fact_command_has_help() -> None:
 def test_search_prints_cards_with_validity_and_evidence(run: Run, db: str) -> None:
     assert words(run("fact", "search", "on-call")) == "no facts match"
     eng = node_in(db, "slack:#eng")
-    first = as_json(
-        run("fact", "add", CAROL, "leads", "on-call", "--from", "2024-03-01", "--evidence", eng,
-            "--json")
-    )["recorded"][0]  # fmt: skip
-    run("fact", "add", CAROL, "leads", "release", "--from", "2024-03-10", "--evidence", eng)
+    stated = ("--valid-from", "2024-03-01", "--evidence", eng, "--json")
+    first = as_json(run("fact", "add", CAROL, "leads", "on-call", *stated))["recorded"][0]
+    run("fact", "add", CAROL, "leads", "release", "--valid-from", "2024-03-10", "--evidence", eng)
     run("fact", "add", "person:dan ng", "owns", "the release checklist")
 
     found = as_json(run("fact", "search", "who leads release", "--json"))

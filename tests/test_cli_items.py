@@ -90,7 +90,7 @@ def test_edit_with_nothing_to_change_is_an_error(run: Run) -> None:
 
 def test_edit_changes_only_the_fields_given(run: Run) -> None:
     run("add", "a fact", "--id", "x", "--author", "a", "--title", "T")
-    edited = as_json(run("edit", "x", "--time", "2024-03-12T09:30", "--tag", "t1", "--json"))
+    edited = as_json(run("edit", "x", "--time", "2024-03-12T09:30", "--tags", "t1", "--json"))
     assert edited["action"] == "updated"
     assert edited["time"] == "2024-03-12T09:30:00+00:00"
     assert (edited["text"], edited["author"]) == ("a fact", "a")
@@ -164,3 +164,56 @@ def test_history_lists_every_version_and_show_reads_the_item_id(run: Run) -> Non
     assert text.count("Dan leads on-call") == 2
     failed_with(run("history", "nope"), "no item with id 'nope'")
     failed_with(run("show", "oncall"), "no node with id 'oncall'")
+
+
+def test_an_item_added_for_a_user_is_found_by_a_search_for_that_user(run: Run) -> None:
+    added = as_json(run("add", "prefers morning meetings", "--user", "maya", "--json"))
+    assert added["scope"] == "memory/user:maya"
+    run("add", "the team prefers morning standups")
+    for_maya = as_json(run("search", "morning", "--mode", "keyword", "--user", "maya", "--json"))
+    assert [h["content"] for h in for_maya["hits"]] == ["prefers morning meetings"]
+    assert len(keyword_hits(run, "morning")) == 2
+    for_dan = as_json(run("search", "morning", "--mode", "keyword", "--user", "dan", "--json"))
+    assert for_dan["hits"] == []
+
+
+def test_edit_rm_and_history_find_a_users_item_by_user(run: Run) -> None:
+    run("add", "prefers tea", "--id", "drink", "--user", "maya")
+    run("add", "prefers coffee", "--id", "drink", "--user", "dan")
+    failed_with(run("edit", "drink", "--text", "x"), "name the source")
+    edited = as_json(
+        run("edit", "drink", "--user", "maya", "--text", "prefers green tea", "--json")
+    )
+    assert (edited["scope"], edited["text"]) == ("memory/user:maya", "prefers green tea")
+    versions = as_json(run("history", "drink", "--user", "maya", "--json"))["versions"]
+    assert [v["text"] for v in versions] == ["prefers tea", "prefers green tea"]
+    removed = as_json(run("rm", "drink", "--user", "dan", "--json"))
+    assert (removed["action"], removed["scope"]) == ("deleted", "memory/user:dan")
+    assert keyword_hits(run, "prefers") == ["prefers green tea"]
+
+
+def test_meta_is_kept_with_the_item_and_replaced_by_edit(run: Run, tmp_path: Path) -> None:
+    run("add", "build failed", "--id", "b", "--meta", '{"build": 4812, "branch": "main"}')
+    (first,) = as_json(run("history", "b", "--json"))["versions"]
+    assert first["meta"] == {"build": 4812, "branch": "main"}
+    given = tmp_path / "meta.json"
+    given.write_text('{"build": 4813}')
+    assert run("edit", "b", "--meta", f"@{given}").exit_code == 0
+    (*_, last) = as_json(run("history", "b", "--json"))["versions"]
+    assert last["meta"] == {"build": 4813}
+
+
+@pytest.mark.parametrize(
+    ("meta", "message"),
+    [
+        ("[1, 2]", "must be a JSON object ({...}), got list"),
+        ("{build: 1}", "not JSON"),
+        ("@/nowhere/meta.json", "/nowhere/meta.json"),
+    ],
+)
+def test_a_bad_meta_is_a_usage_error_naming_the_option(run: Run, meta: str, message: str) -> None:
+    result = run("add", "x", "--meta", meta)
+    failed_with(result, message)
+    assert result.exit_code == 2
+    assert "--meta" in result.stderr
+    assert keyword_hits(run, "x") == []

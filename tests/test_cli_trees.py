@@ -86,17 +86,26 @@ def test_summaries_by_source_kind_and_window(run) -> None:  # type: ignore[no-un
     run("flush")
     one = json.loads(run("summaries", "--source", "slack:#eng", "--json").output)
     assert {h["tree_scope"] for h in one["hits"]} == {"slack:#eng"}
-    mail = json.loads(run("summaries", "--kind", "email", "--json").output)
+    mail = json.loads(run("summaries", "--source-kind", "email", "--json").output)
     assert {h["tree_scope"] for h in mail["hits"]} == {"mbox:team"}
-    slack = json.loads(run("summaries", "--platform", "slack", "--json").output)
+    slack = json.loads(run("summaries", "--source-kind", "slack", "--json").output)
     assert slack["hits"]
     assert all(h["tree_scope"].startswith("slack:") for h in slack["hits"])
-    # A platform given to --kind, as older scripts did, is still read as --platform.
+    # The older names: --kind (a kind, or as older scripts wrote it a platform) and
+    # --platform; a kind beside a platform narrows it.
     assert json.loads(run("summaries", "--kind", "slack", "--json").output) == slack
+    assert json.loads(run("summaries", "--platform", "slack", "--json").output) == slack
     both = json.loads(run("summaries", "--kind", "chat", "--platform", "slack", "--json").output)
     assert both == slack
+    narrowed = run("summaries", "--source-kind", "slack", "--kind", "chat", "--json")
+    assert json.loads(narrowed.output) == slack
     none = json.loads(run("summaries", "--kind", "email", "--platform", "slack", "--json").output)
     assert none["hits"] == []
+    by_kinds = run("summaries", "--source-kind", "slack", "--kinds", "email", "--json")
+    assert json.loads(by_kinds.output)["hits"] == []
+    clash = run("summaries", "--source-kind", "slack", "--platform", "mbox")
+    assert clash.exit_code == 2
+    assert "older names of --source-kind" in clash.output
     window = json.loads(
         run("summaries", "--since", "2024-03-10", "--until", "2024-03-13", "--json").output
     )
@@ -106,12 +115,31 @@ def test_summaries_by_source_kind_and_window(run) -> None:  # type: ignore[no-un
         assert hit["time_end"] >= "2024-03-10T00:00:00Z"
 
 
+def test_summaries_in_a_time_window_of_days(run) -> None:  # type: ignore[no-untyped-def]
+    """The examples are of March 2024: a window of the last day holds none of them, one of a
+    thousand years all."""
+    run("flush")
+    every = json.loads(run("summaries", "--limit", "100", "--json").output)["hits"]
+    assert every
+    wide = run("summaries", "--limit", "100", "--time-window-days", "365000", "--json")
+    assert json.loads(wide.output)["hits"] == every
+    last_day = run("summaries", "--time-window-days", "1", "--json")
+    assert json.loads(last_day.output)["hits"] == []
+    assert run("summaries", "--time-window-days", "0.5", "--source", "slack:#eng").exit_code == 0
+    assert run("summaries", "--time-window-days", "-1").exit_code == 2
+
+
 def test_topic_resolves_a_name_and_lists_nodes(run) -> None:  # type: ignore[no-untyped-def]
     data = json.loads(run("topic", "alice", "--json").output)
     assert data["entity_id"] == "person:alice chen"
     assert data["hits"]
     assert all("person:alice chen" in h["entities"] for h in data["hits"])
     assert "nothing indexed" in run("topic", "topic:no-such-thing").output
+    mail = json.loads(run("topic", "alice", "--kinds", "email", "--json").output)
+    assert mail["hits"]
+    assert {h["tree_scope"] for h in mail["hits"]} == {"mbox:team"}
+    eng = json.loads(run("topic", "alice", "--sources", "slack:#eng", "--json").output)
+    assert {h["tree_scope"] for h in eng["hits"]} == {"slack:#eng"}
 
 
 def test_drill_and_show_a_summary(run) -> None:  # type: ignore[no-untyped-def]
@@ -119,13 +147,42 @@ def test_drill_and_show_a_summary(run) -> None:  # type: ignore[no-untyped-def]
     top = json.loads(run("summaries", "--source", "slack:#eng", "--json").output)["hits"][0]
     children = json.loads(run("drill", top["node_id"], "--json").output)
     assert [c["node_id"] for c in children] == top["child_ids"]
-    assert run("drill", top["node_id"], "--depth", "0", "--json").output.strip() == "[]"
+    assert run("drill", top["node_id"], "--max-depth", "0", "--json").output.strip() == "[]"
     shown = json.loads(run("show", top["node_id"], "--json").output)
     assert shown["node_kind"] == "summary"
     assert shown["content"] == top["content"]
     several = json.loads(run("show", *top["child_ids"][:2], "--json").output)
     assert [h["node_id"] for h in several] == top["child_ids"][:2]
     assert "not a summary" in run("drill", "nope").output
+
+
+def test_drill_descends_max_depth_levels(
+    store_location: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Small buffers and a fan-out of two make the example channels' trees three levels
+    high."""
+    monkeypatch.setenv("STRATAMEM_TREE_SUMMARY_FANOUT", "2")
+    monkeypatch.setenv("STRATAMEM_TREE_INPUT_TOKEN_BUDGET", "200")
+
+    def run(*args: str) -> click.testing.Result:
+        result = CliRunner().invoke(main, ["--db", store_location, *args], catch_exceptions=False)
+        assert result.exit_code == 0, result.output
+        return result
+
+    run("ingest", "--quiet", str(EXAMPLES / "slack-export"))
+    run("flush")
+    found = json.loads(run("summaries", "--source", "slack:#eng", "--json").output)["hits"]
+    top = next(h for h in found if h["level"] == 2)
+
+    def levels(*options: str) -> list[int]:
+        below = json.loads(run("drill", top["node_id"], *options, "--json").output)
+        return sorted({h["level"] for h in below})
+
+    assert levels() == [1]
+    assert levels("--max-depth", "1") == [1]
+    assert levels("--max-depth", "2") == [0, 1]
+    assert levels("--depth", "2") == [0, 1]  # the older name
+    assert levels("--max-depth", "2", "--sources", "slack:#general") == []
 
 
 def test_flush_says_so_and_fails_when_another_process_holds_a_seal_job(

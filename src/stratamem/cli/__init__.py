@@ -37,7 +37,9 @@ from stratamem.cli.common import (
     eval_store_options,
     fail,
     handle_errors,
+    identity_options,
     json_option,
+    kinds_option,
     limit_range,
     older_name,
     open_memory,
@@ -46,7 +48,7 @@ from stratamem.cli.common import (
     print_json,
     reranker_from,
     settings,
-    source_kinds_option,
+    sources_option,
     when,
 )
 from stratamem.cli.mcp import mcp_command
@@ -161,6 +163,12 @@ def main(
     "set by ingest.embed), or leave them to `stratamem embed`.",
 )
 @click.option(
+    "--trees/--no-trees",
+    default=True,
+    help="Seal the summary trees of the sources that changed as the ingest ends (the "
+    "default), or leave them queued for `stratamem flush` or the next ingest.",
+)
+@click.option(
     "--sync",
     is_flag=True,
     help="Take each chat, mail or record source read as the whole truth: remove the records "
@@ -191,6 +199,7 @@ def ingest(
     scope: str | None,
     access: tuple[str, ...] | None,
     embed_now: bool | None,
+    trees: bool,
     sync: bool,
     quiet: bool,
     allow_empty: bool,
@@ -210,6 +219,7 @@ def ingest(
       stratamem ingest ./discord/general.json --sync
       stratamem ingest ~/Mail/lkml --format maildir --scope mail:lkml
       stratamem ingest ~/notes --no-embed       # embed later with `stratamem embed`
+      stratamem ingest ./slack-export.zip --no-trees   # seal later with `stratamem flush`
       stratamem ingest ./huge-export.zip --max-item-size 1G
       stratamem ingest ~/Mail/oncall --access eng,oncall
       stratamem ingest ./maybe-empty-export --allow-empty
@@ -256,6 +266,7 @@ def ingest(
             max_item_bytes=max_item_bytes,
             sync=sync,
             access=access,
+            trees=trees,
         )
     failed = bool(report.sources) and len(report.failed) == len(report.sources)
     if as_json:
@@ -271,9 +282,9 @@ def ingest(
         print_json(data)
     else:
         _print_report(report)
-        trees = report.trees
-        if trees is not None and (trees.trees or trees.failed or trees.held):
-            print_seal_report(trees)
+        sealed = report.trees
+        if sealed is not None and (sealed.trees or sealed.failed or sealed.held):
+            print_seal_report(sealed)
         if embed_now and not failed:
             _run_embedding(ctx, quiet, False, reindex=False)
     if failed:
@@ -437,8 +448,9 @@ def _stat(value: Any) -> str:
 
 @main.command()
 @click.argument("query")
-@click.option("--source", "sources_", multiple=True, help="Source id or scope (slack:* prefixes).")
-@source_kinds_option
+@sources_option()
+@kinds_option()
+@identity_options("read")
 @click.option("--since", help="Only content at or after this time (2024-03-12, 24h, 7d).")
 @click.option("--until", help="Only content at or before this time.")
 @click.option(
@@ -474,8 +486,11 @@ def _stat(value: Any) -> str:
 def search(
     ctx: click.Context,
     query: str,
-    sources_: tuple[str, ...],
+    sources: tuple[str, ...],
     kinds: tuple[str, ...],
+    user: str | None,
+    agent: str | None,
+    session: str | None,
     since: str | None,
     until: str | None,
     limit: int,
@@ -491,14 +506,18 @@ def search(
     \b
     Examples:
       stratamem search "why did we drop Redis?"
-      stratamem search release --source slack:#eng --since 2024-03-01
-      stratamem search postmortem --kind email --json
+      stratamem search release --sources slack:#eng --since 2024-03-01
+      stratamem search postmortem --kinds email --json
       stratamem search "queue incident" --budget 800 --explain
+      stratamem search "meeting times" --user maya
     """
     response = open_memory(ctx).search(
         query,
-        sources=sources_,
+        sources=sources,
         kinds=kinds,
+        user=user,
+        agent=agent,
+        session=session,
         since=when(since, "--since"),
         until=when(until, "--until"),
         limit=limit,
@@ -569,12 +588,13 @@ def _print_hit(rank: int, hit: RetrievalHit, *, explain: bool = False) -> None:
 
 
 @main.command()
-@click.argument("node_ids", nargs=-1, required=True)
+@click.argument("node_id", nargs=-1, required=True)
 @json_option
 @click.pass_context
 @handle_errors
-def show(ctx: click.Context, node_ids: tuple[str, ...], as_json: bool) -> None:
+def show(ctx: click.Context, node_id: tuple[str, ...], as_json: bool) -> None:
     """Print nodes whole (chunks or summaries), with source, time range and entities.
+    Several NODE_IDs are read in one batch, in the order given.
 
     \b
     Examples:
@@ -583,19 +603,19 @@ def show(ctx: click.Context, node_ids: tuple[str, ...], as_json: bool) -> None:
       stratamem show 8f3c1e0a9b7d4c2e8f3c1e0a9b7d4c2e 0b1c2d3e4f5a6b7c8d9e0f1a2b3c4d5e
     """
     memory = open_memory(ctx)
-    hits = memory.nodes(node_ids)
-    missing = [i for i in node_ids if i not in {h.node_id for h in hits}]
+    hits = memory.nodes(node_id)
+    missing = [i for i in node_id if i not in {h.node_id for h in hits}]
     if not hits:
-        fail("no node with id " + ", ".join(repr(i) for i in dict.fromkeys(node_ids)))
+        fail("no node with id " + ", ".join(repr(i) for i in dict.fromkeys(node_id)))
     if as_json:
-        print_json(hits[0].to_dict() if len(node_ids) == 1 else [h.to_dict() for h in hits])
+        print_json(hits[0].to_dict() if len(node_id) == 1 else [h.to_dict() for h in hits])
         return
     for number, hit in enumerate(hits):
         if number:
             out.rule()
         _print_node_whole(hit)
-    for node_id in missing:
-        err.print(f"[yellow]no node with id {escape(node_id)}[/]")
+    for unknown in missing:
+        err.print(f"[yellow]no node with id {escape(unknown)}[/]")
 
 
 def _print_node_whole(hit: RetrievalHit) -> None:
@@ -620,28 +640,31 @@ def _print_node_whole(hit: RetrievalHit) -> None:
 @main.command()
 @click.argument("query")
 @click.option(
-    "--entity-kind",
-    "entity_kinds",
+    "--kinds",
+    "kinds",
     multiple=True,
-    help="Entity kind: person, email, handle, channel, tag, url, note, topic.",
+    metavar="KIND",
+    help="Only entities of this kind (repeatable): person, user, agent, email, handle, "
+    "channel, tag, url, topic.",
 )
-@older_name("--kind", "--entity-kind", "entity_kinds", multiple=True)
+@older_name("--entity-kind", "--kinds", "kinds", multiple=True)
+@older_name("--kind", "--kinds", "kinds", multiple=True)
 @click.option("--limit", type=limit_range(MAX_ENTITY_LIMIT), default=10, show_default=True)
 @json_option
 @click.pass_context
 @handle_errors
 def entities(
-    ctx: click.Context, query: str, entity_kinds: tuple[str, ...], limit: int, as_json: bool
+    ctx: click.Context, query: str, kinds: tuple[str, ...], limit: int, as_json: bool
 ) -> None:
     """Find entities by part of their name, with mention counts and who they go with.
 
     \b
     Examples:
       stratamem entities alice
-      stratamem entities redis --entity-kind topic
+      stratamem entities redis --kinds topic
     """
     memory = open_memory(ctx)
-    matches = memory.search_entities(query, kinds=entity_kinds, limit=limit)
+    matches = memory.search_entities(query, kinds=kinds, limit=limit)
     related = {m.canonical_id: memory.related(m.canonical_id, limit=3) for m in matches}
     if as_json:
         print_json(

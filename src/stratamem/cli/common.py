@@ -23,7 +23,7 @@ import traceback
 from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from pathlib import Path
-from typing import Any, NoReturn, TypeVar
+from typing import Any, Literal, NoReturn, TypeVar
 
 import click
 from rich.console import Console
@@ -48,7 +48,7 @@ from stratamem.tree.summarizers import get_summarizer
 from stratamem.types import SourceKind
 
 F = TypeVar("F", bound=Callable[..., Any])
-# What ``--kind`` takes, in every command that has it.
+# The source kinds, as ``--kinds`` (and ``add --kind``, a new source's) take them.
 SOURCE_KINDS = [k.value for k in SourceKind]
 # No automatic highlighting: its regular expressions take minutes over a long id or query
 # echoed back, and colour goes where the markup puts it. Soft wrap: a long line on stderr stays
@@ -261,15 +261,95 @@ def eval_store(dataset: Any, given: str | None) -> str | Path:
     return store_path(dataset, folder)
 
 
-def source_kinds_option(func: F) -> F:
-    """``--kind``, repeatable: only sources of these kinds."""
-    return click.option(
-        "--kind",
-        "kinds",
-        multiple=True,
-        type=click.Choice(SOURCE_KINDS),
-        help="Only sources of this kind (repeatable).",
-    )(func)
+def sources_option(*, older: bool = True) -> Callable[[F], F]:
+    """``--sources`` (repeatable): only these sources, as every operation names the filter;
+    with ``older``, ``--source`` is still taken as its older name."""
+
+    def decorator(func: F) -> F:
+        if older:
+            func = older_name("--source", "--sources", "sources", multiple=True)(func)
+        return click.option(
+            "--sources",
+            "sources",
+            multiple=True,
+            metavar="SOURCE",
+            help="Only this source, id or scope; slack:* is a prefix (repeatable).",
+        )(func)
+
+    return decorator
+
+
+def kinds_option(*, older: bool = True) -> Callable[[F], F]:
+    """``--kinds`` (repeatable): only sources of these kinds; with ``older``, ``--kind`` is
+    still taken as its older name."""
+    kinds = click.Choice(SOURCE_KINDS)
+
+    def decorator(func: F) -> F:
+        if older:
+            func = older_name("--kind", "--kinds", "kinds", multiple=True, type=kinds)(func)
+        return click.option(
+            "--kinds",
+            "kinds",
+            multiple=True,
+            type=kinds,
+            help="Only sources of this kind (repeatable).",
+        )(func)
+
+    return decorator
+
+
+# What ``--user``, ``--agent`` and ``--session`` say, by what the command does with them.
+IDENTITY_HELP = {
+    "read": "Only the memory of this {}.",
+    "write": "Write it to the memory of this {}.",
+    "find": "The item in the memory of this {} (where several sources hold its id).",
+}
+
+
+def identity_options(use: Literal["read", "write", "find"]) -> Callable[[F], F]:
+    """``--user``, ``--agent`` and ``--session``: whose memory a command reads (``read``),
+    writes to (``write``) or finds an item in (``find``); see ``docs/memory.md``."""
+    text = IDENTITY_HELP[use]
+
+    def decorator(func: F) -> F:
+        for name in ("session", "agent", "user"):
+            func = click.option(f"--{name}", name, metavar="ID", help=text.format(name))(func)
+        return func
+
+    return decorator
+
+
+def read_json(text: str, where: str) -> Any:
+    """A JSON value given on the command line: as text, ``@FILE`` for a file's, ``-`` for
+    standard input's; a usage error naming ``where`` when it is not JSON."""
+    source = text
+    if text == "-":
+        source = sys.stdin.read()
+    elif text.startswith("@"):
+        try:
+            with open(text[1:], encoding="utf-8") as file:
+                source = file.read()
+        except OSError as exc:
+            raise click.BadParameter(f"{text[1:]}: {exc.strerror}", param_hint=where) from None
+    try:
+        return json.loads(source)
+    except ValueError as exc:
+        raise click.BadParameter(f"not JSON: {exc}", param_hint=where) from None
+
+
+class JsonObject(click.ParamType):  # type: ignore[type-arg]  # generic from click 8.2 on
+    """A JSON object (as :func:`read_json` reads it), for an option such as ``--meta``."""
+
+    name = "JSON"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        if isinstance(value, dict):
+            return value
+        where = param.opts[0] if param is not None and param.opts else "value"
+        found = read_json(value, where)
+        if not isinstance(found, dict):
+            self.fail(f"must be a JSON object ({{...}}), got {type(found).__name__}", param, ctx)
+        return found
 
 
 def ingest_root_option(func: F) -> F:
@@ -429,6 +509,26 @@ def read_time(value: str, option: str | None = None) -> datetime:
         if is_time_text(value):
             raise
         raise click.BadParameter(str(exc), param_hint=option) from None
+
+
+class TimeText(click.ParamType):  # type: ignore[type-arg]  # generic from click 8.2 on
+    """A time option read as it is parsed (:func:`read_time`), so that an error names the
+    spelling given, an older name included: unreadable text is a usage error (exit code 2),
+    a time outside years 1–9999 an error (exit code 1)."""
+
+    name = "time"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        if isinstance(value, datetime):
+            return value
+        where = param.opts[0] if param is not None and param.opts else None
+        try:
+            return read_time(value, where)
+        except ValueError as exc:
+            raise click.ClickException(str(exc)) from None
+
+
+TIME = TimeText()
 
 
 def when(value: str | None, option: str | None = None) -> datetime | None:

@@ -1,6 +1,7 @@
 """Fact commands: fact add, list, search, history and retract (see ``docs/memory.md``).
 
-Every time option of these commands (``--from``, ``--to``, ``--as-of``, ``--known-at``) takes
+Every time option of these commands (``--valid-from``, ``--valid-to``, ``--as-of``,
+``--known-at``) takes
 the same forms, an ISO 8601 date or time or a span back from now (``24h``, ``7d``, ``2w``); a
 time it cannot read is a usage error naming the option."""
 
@@ -13,12 +14,16 @@ from rich.markup import escape
 from rich.table import Table
 
 from stratamem.cli.common import (
+    TIME,
     FiniteRange,
     handle_errors,
+    identity_options,
     json_option,
+    older_name,
     open_memory,
     out,
     print_json,
+    sources_option,
     when,
 )
 from stratamem.memory.remember import DEFAULT_SOURCE
@@ -85,8 +90,8 @@ def fact() -> None:
 
     \b
     Examples:
-      stratamem fact add 'person:carol diaz' leads on-call --from 2024-03-01
-      stratamem fact add topic:phoenix release_date 2024-04-05 --from 2024-03-20
+      stratamem fact add 'person:carol diaz' leads on-call --valid-from 2024-03-01
+      stratamem fact add topic:phoenix release_date 2024-04-05 --valid-from 2024-03-20
       stratamem fact list 'person:carol diaz'
       stratamem fact list --as-of 2024-03-10
       stratamem fact search 'who leads on-call' --as-of 30d
@@ -99,21 +104,25 @@ def fact() -> None:
 @click.argument("predicate")
 @click.argument("object")
 @click.option(
-    "--from",
-    "valid_from",
+    "--valid-from",
+    type=TIME,
     help="True from (ISO 8601 or a span back: 7d; default for a new value: the time of its "
     "evidence, else now).",
 )
-@click.option("--to", "valid_to", help="True until (default: until said otherwise).")
+@older_name("--from", "--valid-from", "valid_from", type=TIME)
+@click.option("--valid-to", type=TIME, help="True until (default: until said otherwise).")
+@older_name("--to", "--valid-to", "valid_to", type=TIME)
 @click.option("--evidence", multiple=True, help="A node id the fact rests on (repeatable).")
 @click.option(
     "--source",
-    help=f"The source a fact without evidence belongs to (default {DEFAULT_SOURCE}).",
+    help=f"The source a fact without evidence belongs to (default {DEFAULT_SOURCE}; with "
+    "--user: facts/user:<id>).",
 )
 @click.option("--confidence", type=FiniteRange(0, 1), default=1.0, show_default=True)
 @click.option(
     "--many", is_flag=True, help="The predicate holds many values: this one adds to the others."
 )
+@identity_options("write")
 @json_option
 @click.pass_context
 @handle_errors
@@ -122,29 +131,41 @@ def fact_add(
     subject: str,
     predicate: str,
     object: str,
-    valid_from: str | None,
-    valid_to: str | None,
+    valid_from: datetime | None,
+    valid_to: datetime | None,
     evidence: tuple[str, ...],
     source: str | None,
     confidence: float,
     many: bool,
+    user: str | None,
+    agent: str | None,
+    session: str | None,
     as_json: bool,
 ) -> None:
     """State that SUBJECT's PREDICATE is OBJECT. SUBJECT is an entity id (person:carol diaz,
-    topic:phoenix); OBJECT an entity id or any text. A new value closes the old one at --from
-    (by default the time of its evidence, else now) and keeps it in the history; the same
-    value again changes nothing."""
+    topic:phoenix); OBJECT an entity id or any text. A new value closes the old one at
+    --valid-from (by default the time of its evidence, else now) and keeps it in the history;
+    the same value again changes nothing.
+
+    \b
+    Examples:
+      stratamem fact add 'person:carol diaz' leads on-call --valid-from 2024-03-01
+      stratamem fact add user:maya prefers 'morning meetings' --user maya
+    """
     memory = open_memory(ctx)
     write = memory.facts.remember(
         subject,
         predicate,
         object,
-        valid_from=when(valid_from, "--from"),
-        valid_to=when(valid_to, "--to"),
+        valid_from=valid_from,
+        valid_to=valid_to,
         evidence=evidence,
         source=source,
         confidence=confidence,
         many=many,
+        user=user,
+        agent=agent,
+        session=session,
     )
     _report(write, as_json)
 
@@ -154,6 +175,7 @@ def fact_add(
 @click.option("--predicate", help="Only this predicate.")
 @click.option("--as-of", "as_of", help="True at this time (default: now).")
 @click.option("--known-at", help="As the store knew it at this time (default: now).")
+@identity_options("read")
 @click.option("--limit", type=click.IntRange(1, 100_000), default=100, show_default=True)
 @json_option
 @click.pass_context
@@ -164,11 +186,21 @@ def fact_list(
     predicate: str | None,
     as_of: str | None,
     known_at: str | None,
+    user: str | None,
+    agent: str | None,
+    session: str | None,
     limit: int,
     as_json: bool,
 ) -> None:
     """The facts true now (or --as-of a time, as known --known-at a time), of SUBJECT or of
-    everything."""
+    everything.
+
+    \b
+    Examples:
+      stratamem fact list 'person:carol diaz'
+      stratamem fact list --as-of 2024-03-10 --json
+      stratamem fact list --user maya
+    """
     memory = open_memory(ctx)
     found = memory.facts.recall(
         subject,
@@ -176,6 +208,9 @@ def fact_list(
         as_of=when(as_of, "--as-of"),
         known_at=when(known_at, "--known-at"),
         limit=limit,
+        user=user,
+        agent=agent,
+        session=session,
     )
     if as_json:
         print_json({"facts": [f.to_dict() for f in found]})
@@ -186,14 +221,10 @@ def fact_list(
 @fact.command("search")
 @click.argument("query")
 @click.option("--subject", help="Only facts of this entity (person:carol diaz).")
-@click.option(
-    "--source",
-    "sources",
-    multiple=True,
-    help="Only facts of this source, id or scope (repeatable).",
-)
+@sources_option()
 @click.option("--as-of", "as_of", help="True at this time (default: now).")
 @click.option("--known-at", help="As the store knew it at this time (default: now).")
+@identity_options("read")
 @click.option("--limit", type=click.IntRange(1, 1000), default=10, show_default=True)
 @json_option
 @click.pass_context
@@ -205,6 +236,9 @@ def fact_search(
     sources: tuple[str, ...],
     as_of: str | None,
     known_at: str | None,
+    user: str | None,
+    agent: str | None,
+    session: str | None,
     limit: int,
     as_json: bool,
 ) -> None:
@@ -226,6 +260,9 @@ def fact_search(
         as_of=when(as_of, "--as-of"),
         known_at=when(known_at, "--known-at"),
         limit=limit,
+        user=user,
+        agent=agent,
+        session=session,
     )
     if as_json:
         print_json(found.to_dict())
@@ -266,16 +303,37 @@ def _card(rank: int, hit: RetrievalHit) -> None:
 @click.argument("subject")
 @click.argument("predicate")
 @click.option("--known-at", help="As the store knew it at this time (ISO 8601 or a span: 7d).")
+@identity_options("read")
 @json_option
 @click.pass_context
 @handle_errors
 def fact_history(
-    ctx: click.Context, subject: str, predicate: str, known_at: str | None, as_json: bool
+    ctx: click.Context,
+    subject: str,
+    predicate: str,
+    known_at: str | None,
+    user: str | None,
+    agent: str | None,
+    session: str | None,
+    as_json: bool,
 ) -> None:
     """Every value SUBJECT's PREDICATE had, oldest first, with the rows since corrected or
-    replaced and when they stopped being believed."""
+    replaced and when they stopped being believed.
+
+    \b
+    Examples:
+      stratamem fact history topic:phoenix release_date
+      stratamem fact history user:maya prefers --user maya --json
+    """
     memory = open_memory(ctx)
-    found = memory.facts.history(subject, predicate, known_at=when(known_at, "--known-at"))
+    found = memory.facts.history(
+        subject,
+        predicate,
+        known_at=when(known_at, "--known-at"),
+        user=user,
+        agent=agent,
+        session=session,
+    )
     if as_json:
         print_json({"facts": [f.to_dict() for f in found]})
         return

@@ -12,9 +12,12 @@ from rich.table import Table
 
 from stratamem.cli.common import (
     SOURCE_KINDS,
+    JsonObject,
     fail,
     handle_errors,
+    identity_options,
     json_option,
+    older_name,
     open_memory,
     out,
     print_json,
@@ -23,6 +26,7 @@ from stratamem.cli.common import (
 from stratamem.ingest.items import DEFAULT_SOURCE, UNSET, ItemVersion, ItemWrite
 
 _KINDS = SOURCE_KINDS
+JSON_FORMS = "a JSON object, @FILE or - (standard input)"
 
 
 def _text(value: str | None) -> str | None:
@@ -70,7 +74,10 @@ def _report(write: ItemWrite, as_json: bool) -> None:
 )
 @click.option("--title", help="A title.")
 @click.option("--thread", help="The thread it belongs to.")
-@click.option("--tag", "tags", multiple=True, help="A tag (repeatable).")
+@click.option("--tags", "tags", multiple=True, metavar="TAG", help="A tag (repeatable).")
+@older_name("--tag", "--tags", "tags", multiple=True)
+@click.option("--meta", type=JsonObject(), help=f"Any other fields, kept with it: {JSON_FORMS}.")
+@identity_options("write")
 @json_option
 @click.pass_context
 @handle_errors
@@ -85,6 +92,10 @@ def add(
     title: str | None,
     thread: str | None,
     tags: tuple[str, ...],
+    meta: dict[str, Any] | None,
+    user: str | None,
+    agent: str | None,
+    session: str | None,
     as_json: bool,
 ) -> None:
     """Write one item to a source; search finds it as soon as this returns. TEXT "-" reads
@@ -94,6 +105,8 @@ def add(
     Examples:
       stratamem add "Carol leads on-call until Friday" --author dan
       stratamem add "release moved to April 5" --source notes:decisions --time 2024-03-20
+      stratamem add "prefers morning meetings" --user maya --tags preference
+      stratamem add "build 4812 failed" --meta '{"build": 4812, "branch": "main"}'
       git log -1 --format=%B | stratamem add - --source notes:commits --id abc123
     """
     memory = open_memory(ctx)
@@ -107,70 +120,108 @@ def add(
         title=title,
         thread=thread,
         tags=tags,
+        meta=meta,
+        user=user,
+        agent=agent,
+        session=session,
     )
     _report(write, as_json)
 
 
 @click.command()
-@click.argument("item_id")
+@click.argument("id")
 @click.option("--source", help="Source id or scope, when several hold this id.")
 @click.option("--text", help='The new text ("-" reads standard input).')
 @click.option("--author", help="The new author.")
 @click.option("--time", "when", help="The new time.")
 @click.option("--title", help="The new title.")
-@click.option("--tag", "tags", multiple=True, help="The new tags (repeatable; replace the old).")
+@click.option(
+    "--tags",
+    "tags",
+    multiple=True,
+    metavar="TAG",
+    help="The new tags (repeatable; replace the old).",
+)
+@older_name("--tag", "--tags", "tags", multiple=True)
+@click.option(
+    "--meta",
+    type=JsonObject(),
+    help=f"The new other fields (all of them: they replace the old): {JSON_FORMS}.",
+)
+@identity_options("find")
 @json_option
 @click.pass_context
 @handle_errors
 def edit(
     ctx: click.Context,
-    item_id: str,
+    id: str,
     source: str | None,
     text: str | None,
     author: str | None,
     when: str | None,
     title: str | None,
     tags: tuple[str, ...],
+    meta: dict[str, Any] | None,
+    user: str | None,
+    agent: str | None,
+    session: str | None,
     as_json: bool,
 ) -> None:
-    """Correct one item: the fields given change, the others stay.
+    """Correct one item: the fields given change, the others stay. ID is the item's id
+    (from add, or a message's: a Slack ts, a Message-ID).
 
     \b
     Examples:
       stratamem edit item_3f2a9c1b0d4e5f60 --text "Dan leads on-call until Friday"
       stratamem edit 1710147605.000200 --source "slack:#eng" --text "fixed typo"
+      stratamem edit item_3f2a9c1b0d4e5f60 --user maya --tags preference --tags meetings
     """
-    if all(v is None for v in (text, author, when, title)) and not tags:
-        fail("nothing to change: give --text, --author, --time, --title or --tag")
+    if all(v is None for v in (text, author, when, title, meta)) and not tags:
+        fail("nothing to change: give --text, --author, --time, --title, --tags or --meta")
     memory = open_memory(ctx)
     write = memory.items.edit(
-        item_id,
+        id,
         source=source,
         text=_text(text),
         author=UNSET if author is None else author,
         time=UNSET if when is None else _time(when),
         title=UNSET if title is None else title,
         tags=tags or None,
+        meta=meta,
+        user=user,
+        agent=agent,
+        session=session,
     )
     _report(write, as_json)
 
 
 @click.command()
-@click.argument("item_id")
+@click.argument("id")
 @click.option("--source", help="Source id or scope, when several hold this id.")
+@identity_options("find")
 @json_option
 @click.pass_context
 @handle_errors
-def rm(ctx: click.Context, item_id: str, source: str | None, as_json: bool) -> None:
-    """Delete one item: it leaves every index at once.
+def rm(
+    ctx: click.Context,
+    id: str,
+    source: str | None,
+    user: str | None,
+    agent: str | None,
+    session: str | None,
+    as_json: bool,
+) -> None:
+    """Delete one item by its ID: it leaves every index at once.
 
     \b
     Examples:
       stratamem rm item_3f2a9c1b0d4e5f60
       stratamem rm "<CAH+w=7a@mail.gmail.com>" --source mbox:lkml
+      stratamem rm item_3f2a9c1b0d4e5f60 --user maya
     """
     memory = open_memory(ctx)
-    _report(memory.items.rm(item_id, source=source), as_json)
+    found = memory.items.rm(id, source=source, user=user, agent=agent, session=session)
+    _report(found, as_json)
 
 
 def _stamp(value: Any) -> str:
@@ -178,22 +229,33 @@ def _stamp(value: Any) -> str:
 
 
 @click.command()
-@click.argument("item_id")
+@click.argument("id")
 @click.option("--source", help="Source id or scope, when several hold this id.")
+@identity_options("find")
 @json_option
 @click.pass_context
 @handle_errors
-def history(ctx: click.Context, item_id: str, source: str | None, as_json: bool) -> None:
-    """Every version of one item, oldest first: what opened it (added, edited, removed),
+def history(
+    ctx: click.Context,
+    id: str,
+    source: str | None,
+    user: str | None,
+    agent: str | None,
+    session: str | None,
+    as_json: bool,
+) -> None:
+    """Every version of the item ID, oldest first: what opened it (added, edited, removed),
     when the store held it, and its text.
 
     \b
     Examples:
       stratamem history item_3f2a9c1b0d4e5f60
-      stratamem history item_3f2a9c1b0d4e5f60 --json
+      stratamem history item_3f2a9c1b0d4e5f60 --user maya --json
     """
     memory = open_memory(ctx)
-    versions: list[ItemVersion] = memory.items.history(item_id, source=source)
+    versions: list[ItemVersion] = memory.items.history(
+        id, source=source, user=user, agent=agent, session=session
+    )
     if as_json:
         print_json({"versions": [v.to_dict() for v in versions]})
         return

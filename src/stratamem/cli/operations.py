@@ -8,14 +8,14 @@ and the MCP tool answer it; otherwise a readable rendering of the same."""
 from __future__ import annotations
 
 import json
-import sys
+import shlex
 from collections.abc import Callable
 from typing import Any
 
 import click
 from rich.markup import escape
 
-from stratamem.cli.common import handle_errors, open_memory, out, print_json
+from stratamem.cli.common import handle_errors, open_memory, out, print_json, read_json
 from stratamem.ops import MemoryContext, Operation, Param, call
 
 
@@ -56,7 +56,7 @@ def _arguments(op: Operation, given: dict[str, Any]) -> dict[str, Any]:
             items = [value] if param.type == "object" else list(value)
             parsed: list[Any] = []
             for item in items:
-                found = _json(item, option_name(param))
+                found = read_json(item, option_name(param))
                 if param.type == "objects" and isinstance(found, list):
                     parsed.extend(found)  # a JSON list given whole
                 else:
@@ -103,35 +103,32 @@ def command_for(op: Operation) -> click.Command:
     params.append(click.Option(["--json", "as_json"], is_flag=True, help="Print JSON for scripts."))
     help_text = op.description
     if op.example:
-        shown = " ".join(
-            (_shell(v) if p.required else f"{option_name(p)} {_shell(v)}")
-            for p in op.params
-            if (v := op.example.get(p.name)) is not None and not isinstance(v, list | dict)
-        )
-        help_text += f"\n\n\b\nExamples:\n  stratamem {op.name.replace('_', '-')} {shown}"
+        help_text += f"\n\n\b\nExamples:\n  {example(op)}"
     callback: Callable[..., Any] = run
     return click.Command(
         op.name.replace("_", "-"), params=params, callback=callback, help=help_text
     )
 
 
+def example(op: Operation) -> str:
+    """``op``'s example as a command line: the required parameters positional, the others
+    options, a list's items one by one, an object as JSON."""
+    words = ["stratamem", op.name.replace("_", "-")]
+    for param in op.params:
+        value = op.example.get(param.name)
+        if value is None:
+            continue
+        if param.type == "bool":
+            flag = option_name(param)
+            words.append(flag if value else f"--no-{flag[2:]}")
+            continue
+        items = value if param.type in ("strs", "objects") else [value]
+        for item in items:
+            words += [_shell(item)] if param.required else [option_name(param), _shell(item)]
+    return " ".join(words)
+
+
 def _shell(value: Any) -> str:
-    return f"'{value}'" if isinstance(value, str) else json.dumps(value)
-
-
-def _json(text: str, where: str) -> Any:
-    """A JSON value given on the command line: as text, ``@FILE`` for a file's, ``-`` for
-    standard input's."""
-    source = text
-    if text == "-":
-        source = sys.stdin.read()
-    elif text.startswith("@"):
-        try:
-            with open(text[1:], encoding="utf-8") as file:
-                source = file.read()
-        except OSError as exc:
-            raise click.BadParameter(f"{text[1:]}: {exc.strerror}", param_hint=where) from None
-    try:
-        return json.loads(source)
-    except ValueError as exc:
-        raise click.BadParameter(f"not JSON: {exc}", param_hint=where) from None
+    """A value as a shell word: text quoted where the shell needs it, other values as JSON."""
+    text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+    return shlex.quote(text)

@@ -16,18 +16,21 @@ from stratamem.cli.common import (
     SOURCE_KINDS,
     fail,
     handle_errors,
+    identity_options,
     json_option,
+    kinds_option,
     limit_range,
+    older_name,
     open_memory,
     out,
     print_json,
     read_time,
-    source_kinds_option,
+    sources_option,
     when,
 )
 from stratamem.retrieval.primitives import MAX_LIMIT
 from stratamem.tree.builder import SealReport
-from stratamem.types import Filters, NodeKind, QueryResponse, RetrievalHit, SourceKind, rfc3339
+from stratamem.types import NodeKind, QueryResponse, RetrievalHit, rfc3339
 
 
 @click.command()
@@ -122,10 +125,6 @@ def _span(hit: RetrievalHit) -> str:
     return f"{start:%Y-%m-%d %H:%M} → {end:%Y-%m-%d %H:%M}"
 
 
-def _filters(sources: tuple[str, ...], kinds: tuple[str, ...]) -> Filters:
-    return Filters(sources=sources, kinds=tuple(SourceKind(k) for k in kinds))
-
-
 def _print_response(response: QueryResponse, *, full: bool, empty: str) -> None:
     if not response.hits:
         out.print(f"[dim]{empty}[/]")
@@ -154,8 +153,9 @@ def _print_node(hit: RetrievalHit, *, full: bool) -> None:
 @click.command()
 @click.option("--since", default="24h", show_default=True, help="Start (2024-03-12, 24h, 7d).")
 @click.option("--until", help="End (default: now).")
-@click.option("--source", "sources_", multiple=True, help="Source id or scope (slack:* prefixes).")
-@source_kinds_option
+@sources_option()
+@kinds_option()
+@identity_options("read")
 @click.option(
     "--limit",
     type=limit_range(MAX_LIMIT),
@@ -170,8 +170,11 @@ def brief(
     ctx: click.Context,
     since: str,
     until: str | None,
-    sources_: tuple[str, ...],
+    sources: tuple[str, ...],
     kinds: tuple[str, ...],
+    user: str | None,
+    agent: str | None,
+    session: str | None,
     limit: int,
     as_json: bool,
 ) -> None:
@@ -181,12 +184,20 @@ def brief(
     \b
     Examples:
       stratamem brief --since 24h
-      stratamem brief --since 2024-03-11 --until 2024-03-12 --source "slack:#eng"
+      stratamem brief --since 2024-03-11 --until 2024-03-12 --sources "slack:#eng"
+      stratamem brief --since 7d --user maya
     """
     start = read_time(since, "--since")
     end = when(until, "--until") or datetime.now(UTC)
     response = open_memory(ctx).cover_window(
-        since=start, until=end, limit=limit, filters=_filters(sources_, kinds)
+        since=start,
+        until=end,
+        limit=limit,
+        sources=sources,
+        kinds=kinds,
+        user=user,
+        agent=agent,
+        session=session,
     )
     if as_json:
         print_json(response.to_dict())
@@ -198,15 +209,23 @@ def brief(
 @click.command()
 @click.option("--source", help="One source (id or scope).")
 @click.option(
-    "--kind",
-    metavar="[" + "|".join(SOURCE_KINDS) + "]",
-    help="Only sources of this kind.",
+    "--source-kind",
+    metavar="KIND|PLATFORM",
+    help="Only sources of this kind (" + ", ".join(SOURCE_KINDS) + ") or platform (slack, "
+    "mbox, markdown, …).",
 )
-@click.option("--platform", help="Only sources from this platform (slack, mbox, markdown, …).")
-@click.option("--days", type=DAYS, help="Only summaries overlapping the last N days.")
+# The older names: --kind a source kind (or, as older scripts wrote it, a platform) and
+# --platform a platform; a kind given beside a platform narrows through the filters.
+@click.option("--kind", "kind", hidden=True)
+@click.option("--platform", "platform", hidden=True)
+@click.option("--time-window-days", type=DAYS, help="Only summaries overlapping the last N days.")
+@older_name("--days", "--time-window-days", "time_window_days", type=DAYS)
 @click.option("--since", help="With --until: summaries of every source overlapping the window.")
 @click.option("--until", help="End of the --since window (default: now).")
 @click.option("--query", help="Rank by similarity to this text (needs embedded summaries).")
+@sources_option(older=False)
+@kinds_option(older=False)
+@identity_options("read")
 @click.option("--limit", type=limit_range(MAX_LIMIT), default=10, show_default=True)
 @json_option
 @click.pass_context
@@ -214,12 +233,18 @@ def brief(
 def summaries(
     ctx: click.Context,
     source: str | None,
+    source_kind: str | None,
     kind: str | None,
     platform: str | None,
-    days: float | None,
+    time_window_days: float | None,
     since: str | None,
     until: str | None,
     query: str | None,
+    sources: tuple[str, ...],
+    kinds: tuple[str, ...],
+    user: str | None,
+    agent: str | None,
+    session: str | None,
     limit: int,
     as_json: bool,
 ) -> None:
@@ -228,40 +253,66 @@ def summaries(
 
     \b
     Examples:
-      stratamem summaries --source "slack:#eng" --days 7
-      stratamem summaries --kind email --query "release schedule"
-      stratamem summaries --platform slack --days 30
+      stratamem summaries --source "slack:#eng" --time-window-days 7
+      stratamem summaries --source-kind email --query "release schedule"
+      stratamem summaries --source-kind slack --time-window-days 30
       stratamem summaries --since 2024-03-01 --until 2024-03-31
     """
-    kind, platform = _kind_and_platform(kind, platform)
-    # The API takes one word, a kind or a platform; a kind given beside a platform narrows
-    # through the filters.
-    source_kind = platform or kind
-    kinds = (SourceKind(kind),) if kind and platform else ()
+    picked, narrowed = _source_kind(source_kind, kind, platform)
+    kinds = (*kinds, *narrowed)
     memory = open_memory(ctx)
     if since is not None:
-        sources = (source,) if source else ()
         response = memory.query_global(
             since=read_time(since, "--since"),
             until=when(until, "--until") or datetime.now(UTC),
-            source_kind=source_kind,
+            source_kind=picked,
             query=query,
             limit=limit,
-            filters=Filters(sources=sources, kinds=kinds) if sources or kinds else None,
+            sources=(source, *sources) if source else sources,
+            kinds=kinds,
+            user=user,
+            agent=agent,
+            session=session,
         )
     else:
         response = memory.query_source(
             source,
-            source_kind=source_kind,
-            time_window_days=days,
+            source_kind=picked,
+            time_window_days=time_window_days,
             query=query,
             limit=limit,
-            filters=Filters(kinds=kinds) if kinds else None,
+            sources=sources,
+            kinds=kinds,
+            user=user,
+            agent=agent,
+            session=session,
         )
     if as_json:
         print_json(response.to_dict())
         return
     _print_response(response, full=False, empty="no summaries match")
+
+
+def _source_kind(
+    given: str | None, kind: str | None, platform: str | None
+) -> tuple[str | None, tuple[str, ...]]:
+    """``summaries``' --source-kind, with its older names --kind and --platform: the one word,
+    a source kind or a platform, the API takes, and the source kinds that narrow it further
+    (a kind given beside a platform)."""
+    kind, platform = _kind_and_platform(kind, platform)
+    if given is not None:
+        given = given.strip().lower()
+        older = kind if given in SOURCE_KINDS else platform
+        if older is not None and older != given:
+            raise click.UsageError(
+                "--kind and --platform are older names of --source-kind; give one of them",
+                ctx=click.get_current_context(silent=True),
+            )
+        if given in SOURCE_KINDS:
+            kind = given
+        else:
+            platform = given
+    return platform or kind, (kind,) if kind and platform else ()
 
 
 def _kind_and_platform(kind: str | None, platform: str | None) -> tuple[str | None, str | None]:
@@ -274,65 +325,83 @@ def _kind_and_platform(kind: str | None, platform: str | None) -> tuple[str | No
     if platform is not None and platform != kind:
         raise click.UsageError(
             f"--kind {kind!r} is not a source kind ({', '.join(SOURCE_KINDS)}); "
-            "a platform goes in --platform",
+            "a platform goes in --source-kind",
             ctx=click.get_current_context(silent=True),
         )
     return None, kind
 
 
 @click.command()
-@click.argument("entity")
+@click.argument("entity_id")
 @click.option("--since", help="Only nodes at or after this time.")
 @click.option("--until", help="Only nodes at or before this time.")
 @click.option("--query", help="Rank by similarity to this text.")
+@sources_option()
+@kinds_option()
+@identity_options("read")
 @click.option("--limit", type=limit_range(MAX_LIMIT), default=10, show_default=True)
 @json_option
 @click.pass_context
 @handle_errors
 def topic(
     ctx: click.Context,
-    entity: str,
+    entity_id: str,
     since: str | None,
     until: str | None,
     query: str | None,
+    sources: tuple[str, ...],
+    kinds: tuple[str, ...],
+    user: str | None,
+    agent: str | None,
+    session: str | None,
     limit: int,
     as_json: bool,
 ) -> None:
-    """Summaries and messages about one entity. ENTITY is a canonical id (topic:phoenix,
+    """Summaries and messages about one entity. ENTITY_ID is a canonical id (topic:phoenix,
     person:alice chen, email:alice@example.com) or a name to look it up by.
 
     \b
     Examples:
       stratamem topic topic:phoenix --since 90d
       stratamem topic alice --query "on-call handover"
+      stratamem topic topic:phoenix --kinds email
     """
     memory = open_memory(ctx)
-    entity_id = entity.strip()
+    found = entity_id.strip()
     note = ""
-    if entity_id and ":" not in entity_id:
-        matches = memory.search_entities(entity_id, limit=1)
+    if found and ":" not in found:
+        matches = memory.search_entities(found, limit=1)
         if matches:
-            entity_id = matches[0].canonical_id
-            note = f"{entity!r} is {entity_id}"
+            found = matches[0].canonical_id
+            note = f"{entity_id!r} is {found}"
     response = memory.query_topic(
-        entity_id,
+        found,
         since=when(since, "--since"),
         until=when(until, "--until"),
         query=query,
         limit=limit,
+        sources=sources,
+        kinds=kinds,
+        user=user,
+        agent=agent,
+        session=session,
     )
     if as_json:
-        print_json({"entity_id": entity_id, **response.to_dict()})
+        print_json({"entity_id": found, **response.to_dict()})
         return
     if note:
         out.print(f"[dim]{escape(note)}[/]")
-    _print_response(response, full=False, empty=f"nothing indexed under {entity_id!r}")
+    _print_response(response, full=False, empty=f"nothing indexed under {found!r}")
 
 
 @click.command()
 @click.argument("node_id")
-@click.option("--depth", type=DEPTH, default=1, show_default=True, help="Levels to descend.")
+@click.option("--max-depth", type=DEPTH, help="Levels to descend (default 1).")
+@older_name("--depth", "--max-depth", "max_depth", type=DEPTH)
 @click.option("--query", help="Rank the nodes found by similarity to this text.")
+@sources_option()
+@kinds_option()
+@identity_options("read")
 @click.option("--limit", type=limit_range(MAX_LIMIT), help="At most this many nodes.")
 @json_option
 @click.pass_context
@@ -340,24 +409,39 @@ def topic(
 def drill(
     ctx: click.Context,
     node_id: str,
-    depth: int,
+    max_depth: int | None,
     query: str | None,
+    sources: tuple[str, ...],
+    kinds: tuple[str, ...],
+    user: str | None,
+    agent: str | None,
+    session: str | None,
     limit: int | None,
     as_json: bool,
 ) -> None:
-    """Open a summary: its children (summaries or messages), --depth levels down.
+    """Open a summary: its children (summaries or messages), --max-depth levels down.
 
     \b
     Examples:
       stratamem drill sum_3f2a9c0d1e4b5a6c7d8e9f0a1b2c3d4e
-      stratamem drill sum_3f2a9c0d1e4b5a6c7d8e9f0a1b2c3d4e --depth 2 --query redis
+      stratamem drill sum_3f2a9c0d1e4b5a6c7d8e9f0a1b2c3d4e --max-depth 2 --query redis
     """
-    hits = open_memory(ctx).drill_down(node_id, max_depth=depth, query=query, limit=limit)
+    hits = open_memory(ctx).drill_down(
+        node_id,
+        max_depth=1 if max_depth is None else max_depth,
+        query=query,
+        limit=limit,
+        sources=sources,
+        kinds=kinds,
+        user=user,
+        agent=agent,
+        session=session,
+    )
     if as_json:
         print_json([h.to_dict() for h in hits])
         return
     if not hits:
-        out.print(f"[dim]{escape(node_id)} is not a summary you can open (or depth is 0)[/]")
+        out.print(f"[dim]{escape(node_id)} is not a summary you can open (or --max-depth is 0)[/]")
         return
     for hit in hits:
         _print_node(hit, full=False)

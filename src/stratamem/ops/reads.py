@@ -420,7 +420,6 @@ FETCH_LEAVES = Operation(
     run=_fetch_leaves,
     example={"ids": ["<a node_id>"]},
     query_param=None,
-    cli="show",
     python="fetch_leaves",
 )
 
