@@ -22,6 +22,7 @@ from stratamem.cli.common import (
     err,
     handle_errors,
     json_option,
+    older_name,
     open_memory,
     out,
     print_json,
@@ -244,11 +245,18 @@ def _source_dict(found: Source) -> dict[str, Any]:
 @click.command("access")
 @click.argument("source")
 @click.option(
-    "--set",
+    "--scopes",
     "replace",
     metavar="SCOPES",
     callback=lambda ctx, param, value: scope_labels(value),
     help="Replace its scopes (eng,team; '' leaves it to the owner alone).",
+)
+@older_name(
+    "--set",
+    "--scopes",
+    "replace",
+    metavar="SCOPES",
+    callback=lambda ctx, param, value: scope_labels(value),
 )
 @click.option(
     "--add",
@@ -285,7 +293,7 @@ def access_command(
     \b
     Examples:
       stratamem access "slack:#eng"
-      stratamem access "slack:#eng" --set eng,team
+      stratamem access "slack:#eng" --scopes eng,team
       stratamem access mbox:lkml --add eng --remove private --json
     """
     memory = open_memory(ctx)
