@@ -45,3 +45,48 @@ def test_a_principal_may_not_write_items(small: stratamem.Memory) -> None:
         ):
             with pytest.raises(AccessDenied, match="principal 'reader' may not write items"):
                 write()
+
+
+@pytest.mark.parametrize("round_", range(4))
+def test_an_edit_racing_a_removal_leaves_one_whole_history(
+    small: stratamem.Memory, store_location: str, round_: int
+) -> None:
+    """Two writers, each with its own connection, edit and remove one item at once: the
+    writes take turns, and whichever goes first, the history is whole — the edit then the
+    removal, or the removal with the edit refused as a missing item — and nothing is
+    half-written."""
+    import threading
+
+    write = small.items.add("Carol leads on-call until Friday", id=f"race{round_}")
+    outcomes: dict[str, str] = {}
+    start = threading.Barrier(2)
+
+    def edit() -> None:
+        with stratamem.open(store_location, embedder=None) as mine:
+            start.wait()
+            try:
+                mine.items.edit(write.id, text="Dan leads on-call until Friday")
+                outcomes["edit"] = "done"
+            except NotFoundError:
+                outcomes["edit"] = "missing"
+
+    def remove() -> None:
+        with stratamem.open(store_location, embedder=None) as mine:
+            start.wait()
+            mine.items.rm(write.id)
+            outcomes["rm"] = "done"
+
+    threads = [threading.Thread(target=edit), threading.Thread(target=remove)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    actions = [v.action for v in small.items.history(write.id)]
+    assert outcomes["rm"] == "done"
+    if outcomes["edit"] == "done":
+        assert actions == ["added", "edited", "removed"]
+    else:
+        assert actions == ["added", "removed"]
+    with pytest.raises(NotFoundError):
+        small.items.get(write.id)
+    assert small.search("leads on-call Friday", mode="keyword").hits == ()
