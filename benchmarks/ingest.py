@@ -44,7 +44,7 @@ def input_bytes(path: Path) -> int:
 def run_once(path: Path, kind: str | None) -> tuple[float, stratamem.IngestReport]:
     with tempfile.TemporaryDirectory() as tmp, stratamem.open(Path(tmp) / "bench.db") as mem:
         started = time.perf_counter()
-        report = mem.ingest(path, kind=kind, trees=False)
+        report = mem.ingest(path, format=kind, trees=False)
         return time.perf_counter() - started, report
 
 

@@ -83,7 +83,7 @@ def run_once(kind: str, text: str) -> tuple[float, float, int]:
         path = write_input(folder, kind, text)
         with stratamem.open(folder / "bench.db", embedder=None) as mem:
             started, cpu = time.perf_counter(), time.process_time()
-            report = mem.ingest(path, kind=kind, trees=False, parallel=False)
+            report = mem.ingest(path, format=kind, trees=False, parallel=False)
             return time.perf_counter() - started, time.process_time() - cpu, report.chunks
 
 

@@ -122,7 +122,9 @@ def test_the_readme_example_runs_on_the_example_workspace(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     readme = (ROOT / "README.md").read_text()
-    (code,) = re.findall(r"\nFrom Python[^\n]*\n\n```python\n(.*?)```", readme, re.DOTALL)
+    (code,) = re.findall(
+        r"\nFrom Python[^\n]*\n\n(?:<!--.*?-->\n)?```python\n(.*?)```", readme, re.DOTALL
+    )
     (tmp_path / "examples").symlink_to(ROOT / "examples")
     monkeypatch.chdir(tmp_path)
     # The hashing embedder in place of the bundled model: the same calls, in a second.
