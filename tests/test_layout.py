@@ -215,3 +215,7 @@ def _door_offenders(door: str) -> list[str]:
 
 def test_the_servers_import_only_the_api_layer() -> None:
     assert _door_offenders("stratamem.server") == []
+
+
+def test_the_cli_imports_only_the_api_layer() -> None:
+    assert _door_offenders("stratamem.cli") == []

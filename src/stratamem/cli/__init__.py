@@ -19,6 +19,15 @@ from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeEl
 from rich.table import Table
 
 from stratamem.api import Memory
+from stratamem.api.limits import MAX_ENTITY_LIMIT, MAX_SEARCH_LIMIT
+from stratamem.api.parts import known_connectors
+from stratamem.api.reports import (
+    ChunkingConfig,
+    EmbedProgress,
+    IngestProgress,
+    IngestReport,
+    SealProgress,
+)
 from stratamem.cli import access as access_commands
 from stratamem.cli import config as config_commands
 from stratamem.cli import consolidate as consolidate_commands
@@ -56,20 +65,12 @@ from stratamem.cli.operations import command_for
 from stratamem.cli.serve import serve
 from stratamem.cli.trees import COMMANDS, print_seal_report
 from stratamem.config import PROFILES
-from stratamem.embed.indexing import EmbedProgress
-from stratamem.entities.search import MAX_LIMIT as MAX_ENTITY_LIMIT
 from stratamem.errors import StoreFull
-from stratamem.ingest import registry
-from stratamem.ingest.chunking import ChunkingConfig
-from stratamem.ingest.pipeline import IngestReport
-from stratamem.ingest.pipeline import Progress as IngestProgress
 from stratamem.ops import OPERATIONS
-from stratamem.retrieval.hybrid import MAX_LIMIT as MAX_SEARCH_LIMIT
-from stratamem.tree.builder import SealProgress
 from stratamem.types import RetrievalHit, SearchResponse, rfc3339
 
 # The input formats ``ingest --format`` names: the registered connectors.
-FORMATS = [spec.name for spec in registry.known()]
+FORMATS = [spec.name for spec in known_connectors()]
 # ``eval --mode``; ``fts`` is the keyword mode's older name.
 EVAL_MODES = ["keyword", "vector", "hybrid", "hybrid+rerank", "all"]
 EVAL_MODE_ALIASES = {"fts": "keyword"}
@@ -839,10 +840,7 @@ def eval_command(
       stratamem eval ../shared/data/locomo --mode hybrid --mode keyword
       stratamem eval ../shared/data/cranfield --json
     """
-    from stratamem.eval.loading import load_dataset
-    from stratamem.eval.metrics import trec_eval
-    from stratamem.eval.report import write_report
-    from stratamem.eval.runner import BASELINES, MODES, evaluate
+    from stratamem.api.eval import BASELINES, MODES, evaluate, load_dataset, trec_eval, write_report
 
     trec_eval("stratamem eval")  # before the dataset is read and ingested
     data = load_dataset(dataset)
@@ -908,11 +906,8 @@ def tune_command(
       stratamem tune ../shared/data/scifact
       stratamem tune ../shared/data/locomo --metric recall_25
     """
-    from stratamem.eval.loading import load_dataset
-    from stratamem.eval.metrics import trec_eval
-    from stratamem.eval.report import write_report
-    from stratamem.eval.runner import tune
-    from stratamem.store.urls import shown_location
+    from stratamem.api.eval import load_dataset, trec_eval, tune, write_report
+    from stratamem.api.stores import shown_location
 
     trec_eval("stratamem tune")  # before the dataset is read and ingested
     data = load_dataset(dataset)

@@ -15,8 +15,9 @@ from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
-from stratamem.access.locks import PASSPHRASE_ENV, LockReport, keyring_place, passphrase_for
 from stratamem.api import Memory
+from stratamem.api.access import PASSPHRASE_ENV, keyring_place, parse_scopes, passphrase_for
+from stratamem.api.reports import LockReport
 from stratamem.cli.common import (
     ask_passphrase,
     err,
@@ -28,7 +29,6 @@ from stratamem.cli.common import (
     print_json,
 )
 from stratamem.errors import AccessDenied, LockError
-from stratamem.store.access import parse_scopes
 from stratamem.types import Principal, Source, rfc3339
 
 

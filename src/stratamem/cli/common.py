@@ -29,6 +29,7 @@ import click
 from rich.console import Console
 
 from stratamem.api import Memory
+from stratamem.api.parts import RERANKERS, Reranker, Summarizer, get_summarizer
 from stratamem.config import TUNED_KEY, Settings
 from stratamem.config import load as load_settings
 from stratamem.errors import (
@@ -40,11 +41,7 @@ from stratamem.errors import (
     WrongPassphrase,
     is_disk_full,
 )
-from stratamem.plugins import RERANKERS
-from stratamem.retrieval.rerank import Reranker
 from stratamem.timeparse import is_time_text, parse_when
-from stratamem.tree.summarizer import Summarizer
-from stratamem.tree.summarizers import get_summarizer
 from stratamem.types import SourceKind
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -252,8 +249,8 @@ def eval_store_options(func: F) -> F:
 def eval_store(dataset: Any, given: str | None) -> str | Path:
     """The dataset's store: the database a ``postgresql://`` URL names, or a file named by the
     dataset's contents in the folder given (the user cache by default)."""
-    from stratamem.eval.runner import store_path
-    from stratamem.store.urls import url_scheme
+    from stratamem.api.eval import store_path
+    from stratamem.api.stores import url_scheme
 
     if given is not None and url_scheme(given) is not None:
         return given

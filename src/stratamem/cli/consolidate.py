@@ -11,6 +11,8 @@ from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 from rich.table import Table
 
+from stratamem.api.records import Rollup
+from stratamem.api.reports import ConsolidationProgress, ConsolidationReport
 from stratamem.cli.common import (
     FiniteRange,
     err,
@@ -20,8 +22,6 @@ from stratamem.cli.common import (
     out,
     print_json,
 )
-from stratamem.memory.consolidate import ConsolidationProgress, ConsolidationReport
-from stratamem.store.rollups import Rollup
 
 
 def _summary(report: ConsolidationReport) -> str:

@@ -9,8 +9,8 @@ import time
 import click
 from rich.markup import escape
 
+from stratamem.api.stores import CopyProgress, copy_store
 from stratamem.cli.common import err, fail, handle_errors, json_option, out, print_json
-from stratamem.store.copy import CopyProgress, copy_store
 
 
 @click.command("copy")

@@ -6,6 +6,7 @@ import click
 from rich.markup import escape
 from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
+from stratamem.api.reports import ExtractProgress, ExtractReport
 from stratamem.cli.common import (
     FiniteRange,
     err,
@@ -16,7 +17,6 @@ from stratamem.cli.common import (
     out,
     print_json,
 )
-from stratamem.memory.extract import ExtractProgress, ExtractReport
 
 MAX_SHOWN = 20
 

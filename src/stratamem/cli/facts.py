@@ -13,6 +13,7 @@ import click
 from rich.markup import escape
 from rich.table import Table
 
+from stratamem.api.records import DEFAULT_FACT_SOURCE, Fact, FactWrite
 from stratamem.cli.common import (
     TIME,
     FiniteRange,
@@ -26,8 +27,6 @@ from stratamem.cli.common import (
     sources_option,
     when,
 )
-from stratamem.memory.remember import DEFAULT_SOURCE
-from stratamem.store.facts import Fact, FactWrite
 from stratamem.types import RetrievalHit
 
 
@@ -115,7 +114,7 @@ def fact() -> None:
 @click.option("--evidence", multiple=True, help="A node id the fact rests on (repeatable).")
 @click.option(
     "--source",
-    help=f"The source a fact without evidence belongs to (default {DEFAULT_SOURCE}; with "
+    help=f"The source a fact without evidence belongs to (default {DEFAULT_FACT_SOURCE}; with "
     "--user: facts/user:<id>).",
 )
 @click.option("--confidence", type=FiniteRange(0, 1), default=1.0, show_default=True)

@@ -10,6 +10,7 @@ import click
 from rich.markup import escape
 from rich.table import Table
 
+from stratamem.api.records import DEFAULT_ITEM_SOURCE, UNSET, ItemVersion, ItemWrite
 from stratamem.cli.common import (
     SOURCE_KINDS,
     JsonObject,
@@ -23,7 +24,6 @@ from stratamem.cli.common import (
     print_json,
     read_time,
 )
-from stratamem.ingest.items import DEFAULT_SOURCE, UNSET, ItemVersion, ItemWrite
 
 _KINDS = SOURCE_KINDS
 JSON_FORMS = "a JSON object, @FILE or - (standard input)"
@@ -56,7 +56,7 @@ def _report(write: ItemWrite, as_json: bool) -> None:
 @click.argument("text")
 @click.option(
     "--source",
-    default=DEFAULT_SOURCE,
+    default=DEFAULT_ITEM_SOURCE,
     show_default=True,
     help="Source id or scope (a new scope is made as a source).",
 )

@@ -9,6 +9,7 @@ from typing import Any
 
 import click
 
+from stratamem.api.access import is_loopback
 from stratamem.cli.common import (
     ask_passphrase,
     fail,
@@ -19,7 +20,6 @@ from stratamem.cli.common import (
 )
 from stratamem.errors import LockError, WrongPassphrase
 from stratamem.extras import require
-from stratamem.remote import is_loopback
 from stratamem.server.service import DEFAULT_READERS, Service
 
 DEFAULT_HOST = "127.0.0.1"
@@ -87,8 +87,8 @@ def serve(
         require(module, "server", "stratamem serve")
     import uvicorn
 
+    from stratamem.api.stores import shown_location
     from stratamem.server.http import create_app
-    from stratamem.store.urls import shown_location
 
     if ctx.obj.get("principal"):
         fail("serve reads as the principal each token names; drop --as")

@@ -10,6 +10,8 @@ from rich.markup import escape
 from rich.tree import Tree as RichTree
 
 from stratamem.api import Memory
+from stratamem.api.limits import MAX_PRIMITIVE_LIMIT
+from stratamem.api.reports import SealReport
 from stratamem.cli.common import (
     DAYS,
     DEPTH,
@@ -28,8 +30,6 @@ from stratamem.cli.common import (
     sources_option,
     when,
 )
-from stratamem.retrieval.primitives import MAX_LIMIT
-from stratamem.tree.builder import SealReport
 from stratamem.types import NodeKind, QueryResponse, RetrievalHit, rfc3339
 
 
@@ -40,7 +40,7 @@ from stratamem.types import NodeKind, QueryResponse, RetrievalHit, rfc3339
 )
 @click.option(
     "--children",
-    type=click.IntRange(1, MAX_LIMIT),
+    type=click.IntRange(1, MAX_PRIMITIVE_LIMIT),
     default=8,
     show_default=True,
     help="Children drawn per node.",
@@ -158,7 +158,7 @@ def _print_node(hit: RetrievalHit, *, full: bool) -> None:
 @identity_options("read")
 @click.option(
     "--limit",
-    type=limit_range(MAX_LIMIT),
+    type=limit_range(MAX_PRIMITIVE_LIMIT),
     default=200,
     show_default=True,
     help="At most this many nodes.",
@@ -226,7 +226,7 @@ def brief(
 @sources_option(older=False)
 @kinds_option(older=False)
 @identity_options("read")
-@click.option("--limit", type=limit_range(MAX_LIMIT), default=10, show_default=True)
+@click.option("--limit", type=limit_range(MAX_PRIMITIVE_LIMIT), default=10, show_default=True)
 @json_option
 @click.pass_context
 @handle_errors
@@ -339,7 +339,7 @@ def _kind_and_platform(kind: str | None, platform: str | None) -> tuple[str | No
 @sources_option()
 @kinds_option()
 @identity_options("read")
-@click.option("--limit", type=limit_range(MAX_LIMIT), default=10, show_default=True)
+@click.option("--limit", type=limit_range(MAX_PRIMITIVE_LIMIT), default=10, show_default=True)
 @json_option
 @click.pass_context
 @handle_errors
@@ -402,7 +402,7 @@ def topic(
 @sources_option()
 @kinds_option()
 @identity_options("read")
-@click.option("--limit", type=limit_range(MAX_LIMIT), help="At most this many nodes.")
+@click.option("--limit", type=limit_range(MAX_PRIMITIVE_LIMIT), help="At most this many nodes.")
 @json_option
 @click.pass_context
 @handle_errors

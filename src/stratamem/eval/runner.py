@@ -14,7 +14,7 @@ from dataclasses import dataclass, replace
 from datetime import datetime
 from pathlib import Path
 
-from stratamem.api import Memory
+from stratamem import Memory
 from stratamem.config import SearchConfig
 from stratamem.eval.datasets import HELDOUT, TUNE, Dataset, Doc, Query
 from stratamem.eval.report import Baseline, EvalResult, run_retriever

@@ -1,0 +1,18 @@
+"""What ``stratamem eval`` and ``stratamem tune`` use: datasets, the modes and baselines, runs,
+tuning and reports. Import it where an evaluation starts: it is not part of ``stratamem.api``."""
+
+from stratamem.eval.loading import load_dataset
+from stratamem.eval.metrics import trec_eval
+from stratamem.eval.report import write_report
+from stratamem.eval.runner import BASELINES, MODES, evaluate, store_path, tune
+
+__all__ = [
+    "BASELINES",
+    "MODES",
+    "evaluate",
+    "load_dataset",
+    "store_path",
+    "trec_eval",
+    "tune",
+    "write_report",
+]
