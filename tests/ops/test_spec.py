@@ -152,3 +152,12 @@ def test_the_reference_page_is_written_from_the_table() -> None:
         "docs/operations.md is behind the table: python -m stratamem.ops.reference > "
         "docs/operations.md"
     )
+
+
+def test_a_time_default_given_as_text_is_a_time_when_the_call_is_bound() -> None:
+    """``brief`` defaults to the last 24 hours: the default is read as a time at each call."""
+    from datetime import timedelta
+
+    bound = bind(OPERATIONS["brief"], {})
+    assert isinstance(bound["since"], datetime)
+    assert abs(datetime.now(UTC) - timedelta(hours=24) - bound["since"]) < timedelta(minutes=5)

@@ -181,6 +181,8 @@ def bind(op: Operation, args: Mapping[str, Any] | None) -> dict[str, Any]:
             raise InvalidArgument(f"{op.name}: {param.name!r} is required ({param.help})")
         else:
             default = param.default
+            if param.type == "time" and isinstance(default, str):
+                default = as_time(default, where=f"{op.name}: {param.name!r}")  # "24h": now
             out[param.name] = list(default) if isinstance(default, tuple) else default
     return out
 
