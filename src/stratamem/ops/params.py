@@ -53,6 +53,9 @@ FOR_USER = Param("user", "str", "For this user.", default=None, max_length=MAX_N
 FOR_AGENT = Param("agent", "str", "By this agent.", default=None, max_length=MAX_NAME)
 IN_SESSION = Param("session", "str", "In this session.", default=None, max_length=MAX_NAME)
 
+# The filters every read of nodes takes: which sources, of which kinds, whose memory.
+FILTERS = (SOURCES, KINDS_PARAM, USER, AGENT, SESSION)
+
 
 def when(name: str, help: str, *, required: bool = False, default: Any = None) -> Param:
     text = f"{help} ISO 8601 or a span back (7d)."
