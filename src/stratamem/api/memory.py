@@ -28,6 +28,7 @@ from stratamem.embed.base import Embedder
 from stratamem.embed.indexing import ACTIVE_MODEL, vector_status
 from stratamem.embed.registry import get_embedder
 from stratamem.errors import AccessDenied, StoreError, StratamemError
+from stratamem.ingest import confine
 from stratamem.ingest.chunking import ChunkingConfig
 from stratamem.ingest.model import Connector
 from stratamem.ingest.pipeline import Admit, IngestReport, ProgressCallback, ingest_path
@@ -259,22 +260,25 @@ class Memory(Reads):
         self._owner_only("ingest")
         at = when(now, "now")
         consolidation = consolidating.queue_after_ingest(self.store)
-        report = ingest_path(
-            self.store,
-            path,
-            kind=format,
-            scope=scope,
-            config=chunking,
-            progress=progress,
-            parallel=parallel,
-            connector=connector,
-            max_item_bytes=max_item_bytes,
-            sync=sync,
-            access=None if access is None else parse_scopes(access),
-            admit=admit,
-            embedder=self._write_embedder(),
-            now=at,
-        )
+        base = self.store.index_base()
+        # The store's own files are never read, whoever ingests (see ingest.confine).
+        with confine.keeping_out(None if base is None else confine.store_files(base)):
+            report = ingest_path(
+                self.store,
+                path,
+                kind=format,
+                scope=scope,
+                config=chunking,
+                progress=progress,
+                parallel=parallel,
+                connector=connector,
+                max_item_bytes=max_item_bytes,
+                sync=sync,
+                access=None if access is None else parse_scopes(access),
+                admit=admit,
+                embedder=self._write_embedder(),
+                now=at,
+            )
         if trees:
             try:
                 report.trees = self.trees.build(progress=tree_progress)

@@ -10,13 +10,17 @@ from __future__ import annotations
 
 import os
 import re
-import stat
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import IO, Any, Protocol, runtime_checkable
+
+from stratamem.ingest import confine
+from stratamem.ingest.confine import entries as entries
+from stratamem.ingest.confine import open_file
+from stratamem.ingest.confine import walk as walk
 
 # Record is defined beside the other value types (entity extraction reads it too) and
 # re-exported here, where connectors find everything they produce.
@@ -172,28 +176,17 @@ def clean_text(text: str) -> str:
 
 
 def open_regular(path: Path) -> IO[bytes]:
-    """Open a regular file for binary reading, or raise ``OSError`` naming what it is."""
-    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
-    try:
-        mode = os.fstat(fd).st_mode
-        if not stat.S_ISREG(mode):
-            raise OSError(f"{path}: not a regular file ({_file_type(mode)})")
-        if hasattr(os, "set_blocking"):
-            os.set_blocking(fd, True)
-        return os.fdopen(fd, "rb")
-    except BaseException:
-        os.close(fd)
-        raise
+    """Open a regular file for binary reading, or raise ``OSError`` naming what it is. Every
+    file a connector reads is opened here: under an ingest root through no link, and never
+    one of the store's own files (see :mod:`stratamem.ingest.confine`)."""
+    return os.fdopen(open_file(path), "rb")
 
 
 def irregular(path: Path) -> str | None:
-    """Why ``path`` is not read as a file ("not a regular file (a FIFO)"), or None for a
-    regular file and for one that cannot be examined (opening it will say why)."""
-    try:
-        mode = os.stat(path).st_mode
-    except (OSError, ValueError):
-        return None
-    return None if stat.S_ISREG(mode) else f"not a regular file ({_file_type(mode)})"
+    """Why ``path`` is not read as a file ("not a regular file (a FIFO)", or a link under an
+    ingest root), or None for a regular file and for one that cannot be examined (opening it
+    will say why)."""
+    return confine.irregular(path)
 
 
 def open_failure(path: str | Path, exc: OSError) -> str:
@@ -219,18 +212,6 @@ def read_item(path: Path, ctx: ReadContext, *, shown: str | None = None) -> byte
     if data is None:
         ctx.skip(name, "file", ctx.size_reason(size))
     return data
-
-
-def _file_type(mode: int) -> str:
-    if stat.S_ISFIFO(mode):
-        return "a FIFO"
-    if stat.S_ISSOCK(mode):
-        return "a socket"
-    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
-        return "a device"
-    if stat.S_ISDIR(mode):
-        return "a folder"
-    return "not a plain file"
 
 
 def read_capped(handle: IO[bytes], limit: int) -> bytes | None:

@@ -9,7 +9,6 @@ earlier ingest stored.
 
 from __future__ import annotations
 
-import os
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -23,7 +22,7 @@ from stratamem.errors import AccessDenied, IngestError, NotFoundError, StoreFull
 from stratamem.ingest import registry
 from stratamem.ingest.chunking import ChunkingConfig
 from stratamem.ingest.merge import Merge, Row, insert_rows
-from stratamem.ingest.model import DEFAULT_MAX_ITEM_BYTES, Connector, Problem
+from stratamem.ingest.model import DEFAULT_MAX_ITEM_BYTES, Connector, Problem, walk
 from stratamem.ingest.reader import (
     Event,
     StreamInfo,
@@ -335,7 +334,7 @@ def _why_nothing(path: Path, connector: str, problems: Sequence[Problem]) -> str
 
 def _visible_files(root: Path) -> Iterator[list[str]]:
     """The names of the visible files of each folder under ``root``."""
-    for _, folders, files in os.walk(root):
+    for _, folders, files in walk(root):
         folders[:] = [name for name in folders if not name.startswith(".")]
         yield [name for name in files if not name.startswith(".")]
 

@@ -7,10 +7,12 @@ reads (a hidden one answers as one that does not exist).
 
 from __future__ import annotations
 
+from contextlib import AbstractContextManager, nullcontext
 from typing import Any
 
 import stratamem.ops.params as p
 from stratamem.access import writes
+from stratamem.ingest import confine
 from stratamem.ops.context import Context, may_write
 from stratamem.ops.spec import Operation, Param
 
@@ -25,7 +27,11 @@ def _ingest(ctx: Context, a: dict[str, Any]) -> dict[str, Any]:
     def admit(before: Any, after: Any) -> tuple[str, ...] | None:
         return writes.admit_source(who, before, after, named=access is not None)
 
-    with ctx.writing() as owner:
+    # A principal's reads go from the roots' folders through no link (see ingest.confine).
+    reads: AbstractContextManager[None] = (
+        nullcontext() if who is None else confine.confined(ctx.ingest_roots)
+    )
+    with reads, ctx.writing() as owner:
         report = owner.ingest(
             target,
             format=a["format"],

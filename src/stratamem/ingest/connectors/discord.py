@@ -57,6 +57,7 @@ from stratamem.ingest.model import (
     open_regular,
     read_capped,
     utc_or_none,
+    walk,
 )
 from stratamem.ingest.registry import ConnectorSpec
 from stratamem.memory.structure_chat import Setting
@@ -117,11 +118,11 @@ def _looks_like_export(head: str, keys: tuple[str, ...] = ("guild", "channel", "
 
 def _candidates(folder: Path) -> list[Path]:
     """The JSON files under ``folder``, outside DiscordChatExporter's ``*_Files`` asset folders."""
-    return sorted(
-        p
-        for p in folder.rglob("*.json")
-        if p.is_file() and not any(part.endswith("_Files") for part in p.relative_to(folder).parts)
-    )
+    found: list[Path] = []
+    for top, folders, files in walk(folder):
+        folders[:] = [name for name in folders if not name.endswith("_Files")]
+        found.extend(Path(top, name) for name in files if name.endswith(".json"))
+    return sorted(found)
 
 
 def _is_export(path: Path) -> bool:

@@ -11,7 +11,6 @@ for reading. A message that fails is reported with its file (and ``<message-id>`
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -22,6 +21,7 @@ from stratamem.ingest.model import (
     Record,
     SourceStream,
     clean_text,
+    entries,
     irregular,
     open_failure,
 )
@@ -35,8 +35,9 @@ def _eml_files(path: Path, ctx: ReadContext) -> list[Path]:
     if path.is_file():
         return [path]
     found: list[Path] = []
-    for child in sorted(path.iterdir()):
-        if child.suffix.lower() != ".eml" or child.is_dir():
+    for entry in sorted(entries(path), key=lambda entry: entry.name):
+        child = entry.path
+        if child.suffix.lower() != ".eml" or entry.is_dir:
             continue
         not_regular = irregular(child)
         if not_regular is None:
@@ -86,7 +87,7 @@ def detect_eml(path: Path) -> int:
             return 90 if path.suffix.lower() == ".eml" else 0
         if not path.is_dir():
             return 0
-        names = [entry.name for entry in os.scandir(path) if entry.is_file()]
+        names = [entry.name for entry in entries(path) if entry.is_file]
     except OSError:
         return 0
     names = [name for name in names if not name.startswith(".")]

@@ -46,7 +46,6 @@ is parsed in time linear in its length. Any other failure of one line skips that
 from __future__ import annotations
 
 import itertools
-import os
 import re
 from collections import Counter
 from collections.abc import Callable, Iterator, Mapping
@@ -67,6 +66,7 @@ from stratamem.ingest.model import (
     open_failure,
     open_regular,
     to_utc,
+    walk,
 )
 from stratamem.ingest.registry import ConnectorSpec
 from stratamem.store.base import Store
@@ -217,7 +217,7 @@ def detect(path: Path) -> int:
 
 def _candidate_files(root: Path) -> list[Path]:
     found: list[Path] = []
-    for folder, dirnames, filenames in os.walk(root):
+    for folder, dirnames, filenames in walk(root):
         dirnames[:] = [d for d in dirnames if not d.startswith(".")]
         found.extend(
             Path(folder, name)

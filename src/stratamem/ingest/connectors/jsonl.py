@@ -49,9 +49,12 @@ from stratamem.ingest.model import (
     capped_lines,
     clean_text,
     describe_failure,
+    entries,
     from_epoch,
+    irregular,
     open_regular,
     utc_or_none,
+    walk,
 )
 from stratamem.ingest.registry import ConnectorSpec
 from stratamem.types import SourceKind
@@ -111,7 +114,7 @@ def detect(path: Path) -> int:
         return 90 if path.suffix.lower() in _SUFFIXES else 0
     if not path.is_dir():
         return 0
-    names = [entry.name for entry in os.scandir(path) if entry.is_file()]
+    names = [entry.name for entry in entries(path) if entry.is_file]
     jsonl = sum(Path(name).suffix.lower() in _SUFFIXES for name in names)
     return 50 if jsonl and jsonl > len(names) - jsonl else 0
 
@@ -120,14 +123,17 @@ def _jsonl_files(root: Path, ctx: ReadContext) -> list[Path]:
     """The JSONL files under ``root`` (hidden ones left out); a FIFO, device or socket with a
     JSONL name is reported and never opened."""
     found = []
-    for file in root.rglob("*"):
-        relative = file.relative_to(root)
-        if file.suffix.lower() not in _SUFFIXES or any(p.startswith(".") for p in relative.parts):
-            continue
-        if file.is_file():
-            found.append(file)
-        elif not file.is_dir():
-            ctx.skip(file, "file", "not a regular file")
+    for top, folders, files in walk(root):
+        folders[:] = [name for name in folders if not name.startswith(".")]
+        for name in files:
+            file = Path(top, name)
+            if file.suffix.lower() not in _SUFFIXES or name.startswith("."):
+                continue
+            reason = irregular(file)
+            if reason is None:
+                found.append(file)
+            else:
+                ctx.skip(file, "file", reason)
     return sorted(found, key=lambda file: file.relative_to(root).as_posix())
 
 

@@ -25,7 +25,6 @@ message that fails is reported with its file (and ``<message-id>`` when known).
 
 from __future__ import annotations
 
-import os
 import re
 from collections.abc import Iterator
 from pathlib import Path
@@ -45,8 +44,10 @@ from stratamem.ingest.model import (
     Record,
     SourceStream,
     clean_text,
+    entries,
     irregular,
     open_regular,
+    walk,
 )
 from stratamem.ingest.registry import ConnectorSpec
 from stratamem.types import SourceKind
@@ -78,7 +79,7 @@ def _maildir_files(root: Path, ctx: ReadContext) -> list[Path]:
     What is not a regular file is reported where a message would be, else passed over.
     """
     found: list[Path] = []
-    for dirpath, dirnames, filenames in os.walk(root):
+    for dirpath, dirnames, filenames in walk(root):
         here = Path(dirpath)
         is_box = _is_maildir(here)
         dirnames[:] = sorted(
@@ -113,7 +114,7 @@ def _maildirpp_folders(root: Path) -> list[str]:
     try:
         if not _is_maildir(root):
             return []
-        names = [entry.name for entry in os.scandir(root) if entry.name.startswith(".")]
+        names = [entry.name for entry in entries(root) if entry.name.startswith(".")]
         return sorted(name for name in names if _is_maildir(root / name))
     except OSError:  # the source reports it when its records are read
         return []
@@ -197,7 +198,7 @@ def detect_maildir(path: Path) -> int:
             return 0
         if _is_maildir(path):
             return 90
-        folders = [child for child in path.iterdir() if child.is_dir()]
+        folders = [entry.path for entry in entries(path) if entry.is_dir]
         folders = [child for child in folders if not child.name.startswith(".")]
         mailboxes = all(_is_maildir(child) for child in folders)
     except OSError:

@@ -28,7 +28,6 @@ A note that fails in any other way is reported and skipped; the other notes go o
 from __future__ import annotations
 
 import math
-import os
 import posixpath
 import re
 from collections import deque
@@ -55,6 +54,7 @@ from stratamem.ingest.model import (
     read_capped,
     read_item,
     utc_or_none,
+    walk,
 )
 from stratamem.ingest.registry import ConnectorSpec
 from stratamem.types import SourceKind, rfc3339
@@ -183,7 +183,7 @@ def _reads_as_records(file: Path) -> bool:
 
 def _walk(root: Path) -> Iterator[tuple[str, str]]:
     """(folder relative to root in POSIX form, file name) of the visible files under root."""
-    for folder, dirnames, filenames in os.walk(root):
+    for folder, dirnames, filenames in walk(root):
         dirnames[:] = [d for d in dirnames if not d.startswith(".") and d not in _SKIPPED_DIRS]
         rel = Path(folder).relative_to(root).as_posix()
         for name in filenames:

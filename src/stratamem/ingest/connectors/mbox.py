@@ -38,7 +38,6 @@ fails is reported as ``message 3 (line 120)``, with ``<message-id>`` when known.
 
 from __future__ import annotations
 
-import os
 import re
 from collections import Counter
 from collections.abc import Iterator
@@ -67,6 +66,7 @@ from stratamem.ingest.model import (
     irregular,
     open_failure,
     open_regular,
+    walk,
 )
 from stratamem.ingest.registry import ConnectorSpec
 from stratamem.types import SourceKind
@@ -431,7 +431,7 @@ def _mbox_folder_walk(
         if unreadable is not None:
             unreadable.append(exc)
 
-    for dirpath, dirnames, filenames in os.walk(root, onerror=failed):
+    for dirpath, dirnames, filenames in walk(root, onerror=failed):
         here = Path(dirpath)
         boxes = sorted(name for name in dirnames if _is_maildir(here / name))
         dirnames[:] = sorted(
@@ -616,7 +616,7 @@ def detect_mbox(path: Path) -> int:
             return _detect_mbox_folder(path)
         if not path.is_file():
             return 0
-        with path.open("rb") as handle:
+        with open_regular(path) as handle:
             head = handle.read(_SNIFF_BYTES + _FROM_LINE_LIMIT)
     except OSError:
         return 0

@@ -47,6 +47,7 @@ from stratamem.ingest.model import (
     Record,
     SourceStream,
     describe_failure,
+    entries,
     from_epoch,
     open_regular,
     read_capped,
@@ -251,10 +252,10 @@ def _folder_listing(root: Path, report: Callable[[str, str], None] | None = None
     """The export's files; what is not a regular file is listed all the same, so that
     reading it reports it. A conversation folder that cannot be listed is reported."""
     names: list[str] = []
-    for entry in root.iterdir():
-        if entry.is_dir():
+    for entry in entries(root):
+        if entry.is_dir:
             try:
-                names.extend(f"{entry.name}/{day.name}" for day in entry.iterdir())
+                names.extend(f"{entry.name}/{day.name}" for day in entries(entry.path))
             except OSError as exc:
                 if report is not None:
                     report(f"folder {entry.name}", f"cannot be read: {exc.strerror or exc}")
@@ -290,9 +291,13 @@ def detect(path: Path) -> int:
     try:
         if path.is_dir():
             names = _folder_listing(path)
-        elif path.suffix.lower() == ".zip" and path.is_file() and zipfile.is_zipfile(path):
-            with open_regular(path) as handle, zipfile.ZipFile(handle) as zf:
-                infos = zf.infolist()
+        elif path.suffix.lower() == ".zip" and path.is_file():
+            with open_regular(path) as handle:
+                if not zipfile.is_zipfile(handle):
+                    return 0
+                handle.seek(0)
+                with zipfile.ZipFile(handle) as zf:
+                    infos = zf.infolist()
             members = list(_safe_members(infos, lambda name, why: None))
             prefix = _zip_root(members)
             names = _listing(n[len(prefix) :] for n in members if n.startswith(prefix))
