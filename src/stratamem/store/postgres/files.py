@@ -15,6 +15,8 @@ import os
 import re
 from pathlib import Path
 
+from stratamem.store.modes import private_folder
+
 
 def index_dir() -> Path:
     given = os.environ.get("STRATAMEM_INDEX_DIR")
@@ -28,5 +30,5 @@ def index_base(store_id: str) -> Path:
     """``<index dir>/<store id>/store``: the files are ``store.bm25.idx`` and so on."""
     safe = re.sub(r"[^0-9A-Za-z_-]", "_", store_id) or "unknown"
     folder = index_dir() / safe
-    folder.mkdir(parents=True, exist_ok=True)
+    private_folder(folder)
     return folder / "store"

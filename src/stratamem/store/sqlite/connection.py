@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import TypeVar
 
 from stratamem.errors import StoreBusyError, StoreError, StoreFull, is_disk_full
+from stratamem.store.modes import private_file
 
 BATCH = 500
 BUSY_TIMEOUT_S = 60.0
@@ -41,8 +42,8 @@ def connect(path: str | Path, *, timeout: float = BUSY_TIMEOUT_S) -> sqlite3.Con
     """
     target = str(path)
     if target != ":memory:":
-        Path(target).expanduser().parent.mkdir(parents=True, exist_ok=True)
         target = str(Path(target).expanduser())
+        private_file(Path(target))
     try:
         conn = sqlite3.connect(
             target, timeout=timeout, isolation_level=None, check_same_thread=False
