@@ -34,11 +34,22 @@ _TOKEN = re.compile(r"stm_([0-9a-f]{12})_([A-Za-z0-9_-]{43})")
 _DUMMY_HASH = f"scrypt${SCRYPT_N}${SCRYPT_R}${SCRYPT_P}${'00' * 16}${'00' * 32}"
 
 
+# The name the server's log gives the owner; no principal may take it, nor one that reads as
+# it: the same letters in any case, with ``0`` for ``o`` or with ``_ . @ -`` among them.
+OWNER_NAME = "owner"
+_READS_AS = str.maketrans("0", "o", "_.@-")
+
+
 def check_name(name: str) -> str:
     if not _NAME.fullmatch(name):
         raise ValueError(
             f"bad principal name {name!r}: use letters, digits and _ . @ - (up to 64), "
             "starting with a letter or digit"
+        )
+    if name.lower().translate(_READS_AS) == OWNER_NAME:
+        raise ValueError(
+            f"bad principal name {name!r}: {OWNER_NAME!r} is reserved for the store's owner "
+            "(and so is any name that reads as it)"
         )
     return name
 
