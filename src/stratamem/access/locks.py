@@ -42,19 +42,42 @@ class LockReport:
     seconds: float
 
 
+def check_passphrase(passphrase: str, origin: str = "") -> str:
+    """``passphrase``, or ``ValueError`` where it is empty or only whitespace (a passphrase
+    of three spaces is no secret). ``origin`` says where it came from, for the message."""
+    if not passphrase.strip():
+        what = "empty" if not passphrase else "only whitespace"
+        where = f" ({origin})" if origin else ""
+        raise ValueError(f"the passphrase{where} is {what}: give a real one; nothing was done")
+    return passphrase
+
+
 def passphrase_for(source: Source, given: str | None) -> str:
     """The passphrase to use: ``given``, else ``STRATAMEM_PASSPHRASE``, else the OS keyring's
     entry for service ``stratamem`` and the source's scope, where the ``keyring`` package is
-    installed; :class:`LockError` when there is none."""
+    installed; :class:`LockError` when there is none, ``ValueError`` where the one found is
+    only whitespace."""
     if given:
-        return given
-    found = os.environ.get(PASSPHRASE_ENV) or _from_keyring(source.scope)
-    if found:
+        return check_passphrase(given)
+    found = stored_passphrase(source)
+    if found is not None:
         return found
     raise LockError(
         f"no passphrase for {source.scope!r}: give one, set {PASSPHRASE_ENV}, or store it in "
         f"{keyring_place(repr(source.scope))}"
     )
+
+
+def stored_passphrase(source: Source) -> str | None:
+    """``STRATAMEM_PASSPHRASE``, else the OS keyring's entry for the source's scope, else None;
+    ``ValueError`` where the one found is only whitespace."""
+    env = os.environ.get(PASSPHRASE_ENV)
+    if env:
+        return check_passphrase(env, PASSPHRASE_ENV)
+    found = _from_keyring(source.scope)
+    if found:
+        return check_passphrase(found, keyring_place(repr(source.scope)))
+    return None
 
 
 def keyring_place(user: str) -> str:
@@ -85,8 +108,7 @@ def _from_keyring(scope: str) -> str | None:
 def lock_source(store: Store, source_id: str, passphrase: str) -> LockReport:
     """Seal the source (by id or scope) under ``passphrase``; :class:`LockError` if it is
     locked already."""
-    if not passphrase:
-        raise ValueError("a passphrase cannot be empty")
+    check_passphrase(passphrase)
     started = time.perf_counter()
     source = store.resolve_source(source_id)
     if source.locked:
@@ -99,6 +121,7 @@ def lock_source(store: Store, source_id: str, passphrase: str) -> LockReport:
 def unlock_source(store: Store, source_id: str, passphrase: str) -> LockReport:
     """Restore the source (by id or scope) for good; :class:`LockError` if it is not locked,
     :class:`WrongPassphrase` (nothing changed) if ``passphrase`` does not open it."""
+    check_passphrase(passphrase)
     started = time.perf_counter()
     source = store.resolve_source(source_id)
     key = _key(store, source, passphrase)

@@ -16,7 +16,7 @@ from rich.table import Table
 from rich.text import Text
 
 from stratamem.api import Memory
-from stratamem.api.access import PASSPHRASE_ENV, keyring_place, parse_scopes, passphrase_for
+from stratamem.api.access import PASSPHRASE_ENV, keyring_place, parse_scopes, stored_passphrase
 from stratamem.api.reports import LockReport
 from stratamem.cli.common import (
     ask_passphrase,
@@ -28,7 +28,7 @@ from stratamem.cli.common import (
     out,
     print_json,
 )
-from stratamem.errors import AccessDenied, LockError
+from stratamem.errors import AccessDenied
 from stratamem.types import Principal, Source, rfc3339
 
 
@@ -315,17 +315,18 @@ def access_command(
 
 def passphrase(source: Source, *, file: Path | None = None, confirm: bool = False) -> str:
     """The passphrase to lock or unlock ``source`` with: the first line of ``file``, else
-    ``STRATAMEM_PASSPHRASE`` or the OS keyring's (:func:`passphrase_for`), else typed on a
+    ``STRATAMEM_PASSPHRASE`` or the OS keyring's (:func:`stored_passphrase`), else typed on a
     terminal (twice with ``confirm``), else :class:`LockError` saying how to give one."""
     if file is not None:
         lines = file.read_text(encoding="utf-8").splitlines()
-        if not lines or not lines[0]:
-            raise ValueError(f"{file}: the passphrase file's first line is empty")
+        if not lines or not lines[0].strip():
+            raise ValueError(
+                f"{file}: the passphrase file's first line is empty or only whitespace"
+            )
         return lines[0]
-    try:
-        return passphrase_for(source, None)
-    except LockError:
-        pass
+    found = stored_passphrase(source)
+    if found is not None:
+        return found
     keyring = keyring_place("the source's scope")
     return ask_passphrase(
         source.scope,

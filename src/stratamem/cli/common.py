@@ -29,6 +29,7 @@ import click
 from rich.console import Console
 
 from stratamem.api import Memory
+from stratamem.api.access import check_passphrase
 from stratamem.api.parts import RERANKERS, Reranker, Summarizer, get_summarizer
 from stratamem.config import TUNED_KEY, Settings
 from stratamem.config import load as load_settings
@@ -450,6 +451,7 @@ def ask_passphrase(what: str, *, confirm: bool = False, unasked: str = "") -> st
     if not interactive():
         raise LockError(unasked or f"no passphrase for {what}")
     given: str = click.prompt(f"passphrase for {what}", hide_input=True, err=True)
+    check_passphrase(given, "as typed")
     if confirm:
         again: str = click.prompt("the same passphrase again", hide_input=True, err=True)
         if again != given:
