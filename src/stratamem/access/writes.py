@@ -108,7 +108,9 @@ def require_readable(principal: Principal | None, source: Source) -> None:
 
 def check_path(path: str | Path, roots: Sequence[Path], *, owner: bool) -> Path:
     """``path`` resolved, when the writer may read it: anywhere for the owner, else only
-    under one of ``roots`` (resolved), with no link below it leading out."""
+    under one of ``roots`` (resolved), with no link below it leading out. A check before the
+    read, for a clear refusal; what makes a principal's read safe, whatever changes on disk
+    after it, is that the read itself is confined (see :mod:`stratamem.ingest.confine`)."""
     target = Path(path).expanduser()
     if owner:
         return target
