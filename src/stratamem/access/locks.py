@@ -52,13 +52,14 @@ def check_passphrase(passphrase: str, origin: str = "") -> str:
     return passphrase
 
 
-def passphrase_for(source: Source, given: str | None) -> str:
+def passphrase_for(source: Source, given: str | None, *, new: bool = True) -> str:
     """The passphrase to use: ``given``, else ``STRATAMEM_PASSPHRASE``, else the OS keyring's
     entry for service ``stratamem`` and the source's scope, where the ``keyring`` package is
     installed; :class:`LockError` when there is none, ``ValueError`` where the one found is
-    only whitespace."""
+    only whitespace. A passphrase given to open a lock made before blank ones were refused
+    (``new=False``) is taken as it is: the lock's check value decides."""
     if given:
-        return check_passphrase(given)
+        return check_passphrase(given) if new else given
     found = stored_passphrase(source)
     if found is not None:
         return found
@@ -120,8 +121,9 @@ def lock_source(store: Store, source_id: str, passphrase: str) -> LockReport:
 
 def unlock_source(store: Store, source_id: str, passphrase: str) -> LockReport:
     """Restore the source (by id or scope) for good; :class:`LockError` if it is not locked,
-    :class:`WrongPassphrase` (nothing changed) if ``passphrase`` does not open it."""
-    check_passphrase(passphrase)
+    :class:`WrongPassphrase` (nothing changed) if ``passphrase`` does not open it. A blank
+    passphrase is not refused here, so that a lock made with one before they were refused
+    can still be opened: the check value decides, as for any other."""
     started = time.perf_counter()
     source = store.resolve_source(source_id)
     key = _key(store, source, passphrase)

@@ -35,4 +35,6 @@ class Locks(Facet):
         from stratamem.access import locks
 
         found = self._store.resolve_source(source)
-        return locks.unlock_source(self._store, found.id, locks.passphrase_for(found, passphrase))
+        return locks.unlock_source(
+            self._store, found.id, locks.passphrase_for(found, passphrase, new=False)
+        )
