@@ -15,6 +15,7 @@ from __future__ import annotations
 import dataclasses
 import enum
 import itertools
+import json
 import math
 import os
 import re
@@ -698,18 +699,21 @@ def outcome(call: Callable[[], Any], path: str) -> Any:
         return Raised(type(exc).__name__, masked(str(exc), path))
 
 
-def plain(value: Any) -> Any:
-    """``value`` as JSON-like data, volatile fields left out (see :data:`VOLATILE`)."""
+def plain(value: Any, *, leave_out: frozenset[str] = VOLATILE) -> Any:
+    """``value`` as JSON-like data, the fields ``leave_out`` names left out (by default the
+    volatile ones: see :data:`VOLATILE`)."""
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         return {
-            f.name: plain(getattr(value, f.name))
+            f.name: plain(getattr(value, f.name), leave_out=leave_out)
             for f in dataclasses.fields(value)
-            if f.name not in VOLATILE
+            if f.name not in leave_out
         } | {"<type>": type(value).__name__}
     if isinstance(value, Mapping):
-        return {str(k): plain(v) for k, v in value.items() if k not in VOLATILE}
+        return {
+            str(k): plain(v, leave_out=leave_out) for k, v in value.items() if k not in leave_out
+        }
     if isinstance(value, list | tuple):
-        return [plain(v) for v in value]
+        return [plain(v, leave_out=leave_out) for v in value]
     if isinstance(value, enum.Enum):
         return value.value
     if isinstance(value, datetime):
@@ -1061,17 +1065,30 @@ def build_for_writes(location: str, specs: Sequence[SourceSpec], writer: Princip
         bare.trees.tree_builder.enqueue(scopes, force=True)
 
 
-# Fields a write's answer or a later read carries that say when it ran, not what it did.
+# Fields a write's answer or a later read carries that say when it ran, not what it did. (The
+# store's path and size are not among them: a principal is shown neither.)
 WHEN_FIELDS = frozenset(
-    {"seconds", "recorded_at", "closed_at", "expired_at", "updated_at", "submitted", "started"}
+    {
+        "seconds",
+        "recorded_at",
+        "closed_at",
+        "expired_at",
+        "updated_at",
+        "submitted",
+        "started",
+        "ingested_at",
+        "created_at",
+        "sealed_at",
+    }
 )
-_RANDOM_ID = re.compile(r"\b(?:item_[0-9a-f]{16}|fact_[0-9a-f]{24}|job_[0-9a-f]+)\b")
+_RANDOM_ID = re.compile(r"\b(?:item_[0-9a-f]{16}|fact_[0-9a-f]{24}|job-\d+-[0-9a-f]+)\b")
 
 
 def canonical(value: Any) -> Any:
     """``value`` as plain data (see :func:`plain`) with what is random by design taken out:
-    the fields of :data:`WHEN_FIELDS`, and ids made of a random number or the clock (a new
-    item's, a fact's), each put as ``<id N>`` in the order first met."""
+    the fields of :data:`WHEN_FIELDS` (and no other), and ids made of a random number or the
+    clock (a new item's, a fact's, a write job's), each put as ``<id N>`` in the order first
+    met."""
     names: dict[str, str] = {}
 
     def rename(found: re.Match[str]) -> str:
@@ -1086,4 +1103,11 @@ def canonical(value: Any) -> Any:
             return _RANDOM_ID.sub(rename, item)
         return item
 
-    return walk(plain(value))
+    return walk(plain(value, leave_out=WHEN_FIELDS))
+
+
+def folder_masked(value: Any, folder: Path) -> Any:
+    """``value`` as plain data (what :func:`canonical` leaves out left out) with ``folder`` put
+    as ``<folder>``: two stores' writes read files each of its own folder."""
+    text = json.dumps(plain(value, leave_out=WHEN_FIELDS), default=str)
+    return json.loads(text.replace(str(folder), "<folder>"))

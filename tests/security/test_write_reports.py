@@ -89,7 +89,7 @@ def ingest_in_both(
         with writing(places, stores, which, folder, TESS.name) as ctx:
             if embed_first:
                 ctx.service.owner_memory().indexes.embed()
-            out[which] = call(ctx, "ingest", {"path": str(path)})
+            out[which] = kit.folder_masked(call(ctx, "ingest", {"path": str(path)}), folder)
     return out
 
 
