@@ -15,6 +15,7 @@ from __future__ import annotations
 import dataclasses
 import enum
 import itertools
+import json
 import math
 import os
 import re
@@ -698,18 +699,21 @@ def outcome(call: Callable[[], Any], path: str) -> Any:
         return Raised(type(exc).__name__, masked(str(exc), path))
 
 
-def plain(value: Any) -> Any:
-    """``value`` as JSON-like data, volatile fields left out (see :data:`VOLATILE`)."""
+def plain(value: Any, *, leave_out: frozenset[str] = VOLATILE) -> Any:
+    """``value`` as JSON-like data, the fields ``leave_out`` names left out (by default the
+    volatile ones: see :data:`VOLATILE`)."""
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         return {
-            f.name: plain(getattr(value, f.name))
+            f.name: plain(getattr(value, f.name), leave_out=leave_out)
             for f in dataclasses.fields(value)
-            if f.name not in VOLATILE
+            if f.name not in leave_out
         } | {"<type>": type(value).__name__}
     if isinstance(value, Mapping):
-        return {str(k): plain(v) for k, v in value.items() if k not in VOLATILE}
+        return {
+            str(k): plain(v, leave_out=leave_out) for k, v in value.items() if k not in leave_out
+        }
     if isinstance(value, list | tuple):
-        return [plain(v) for v in value]
+        return [plain(v, leave_out=leave_out) for v in value]
     if isinstance(value, enum.Enum):
         return value.value
     if isinstance(value, datetime):
@@ -971,3 +975,139 @@ class CanaryWorld:
         for mem in self.opened.values():
             mem.close()
         self.owner.close()
+
+
+# -- writes: the same write on two stores ----------------------------------------------------------
+
+#: The texts a writer writes, which a hidden source and a locked one hold too: a write's report
+#: must not tell whether a text is held elsewhere (a vector reused from the embedding cache).
+ECHOED = (
+    "Zqechoalpha budget review for the quarterly ledger and the queue",
+    "Zqechobravo release plan: the SQLite queue ships on Friday",
+)
+ECHO = SourceSpec(
+    scopes=("echo-secret",),
+    kind="record",
+    access=("hr",),
+    canaries=("echo-secret",),
+    items=_items("echo", ECHOED, start=T0 + timedelta(hours=7)),
+)
+#: A hidden source whose seal the failing summarizer refuses (see :class:`FailingSummarizer`).
+BROKEN = SourceSpec(
+    scopes=("broken-seal",),
+    kind="record",
+    access=("legal",),
+    canaries=("zqbrokenseal",),
+    items=_items("brk", ["Zqbrokenseal minutes of the queue board"], start=T0),
+)
+MAYA = SourceSpec(
+    scopes=("maya-notes",),
+    kind="record",
+    access=("user:maya",),
+    canaries=(),
+    items=_items("maya", ["Maya prefers the SQLite queue and morning releases"], start=T0),
+)
+LOCKED_ECHO = SourceSpec(
+    scopes=("echo-vault",),
+    kind="record",
+    access=(*WIDE, "team", "user:maya"),
+    canaries=("echo-vault",),
+    items=_items("lecho", ECHOED, start=T0 + timedelta(hours=8)),
+)
+#: Every source of the store writes are made to, in the order they are written; the last is
+#: locked once built.
+WRITE_SPECS: tuple[SourceSpec, ...] = (ENG, TEAM, HR, LEGAL, MAYA, ECHO, BROKEN, LOCKED_ECHO)
+#: Who writes: a team writer and a user-scoped writer.
+WRITERS: tuple[PrincipalSpec, ...] = (
+    PrincipalSpec("tess", ("team",)),
+    PrincipalSpec("uma", ("user:maya",)),
+)
+#: What a writer's write left waiting, in the sources hidden from it, before the write: chunks
+#: with no vector, a seal job, and a seal that fails.
+PENDING_TEXTS = ("Zqpendingone payroll note", "Zqpendingtwo payroll note")
+
+
+class FailingSummarizer:
+    """The extractive summarizer, but for any input naming ``zqbrokenseal``, which it refuses:
+    a hidden source's seal that fails."""
+
+    name = "failing"
+
+    def __init__(self) -> None:
+        from stratamem.tree.extractive import ExtractiveSummarizer
+
+        self.inner = ExtractiveSummarizer()
+
+    def summarize(self, items: Sequence[Any], *, budget: int) -> str:
+        if any("zqbrokenseal" in str(getattr(i, "text", i)).lower() for i in items):
+            raise RuntimeError("the summarizer refuses broken-seal")
+        return self.inner.summarize(items, budget=budget)
+
+
+def build_for_writes(location: str, specs: Sequence[SourceSpec], writer: PrincipalSpec) -> None:
+    """A store of ``specs`` (built as :func:`build` does) that ``writer`` may write to; where
+    ``specs`` hold them, ``LOCKED_ECHO`` is then locked, and the hidden ``ECHO``, ``HR`` and
+    ``BROKEN`` are left with work waiting: chunks with no vector, seal jobs, one that fails."""
+    build(location, specs, [], quick_principals=True)
+    with open_memory(location) as mem:
+        fast_writes(mem)
+        found = Principal(writer.name, tuple(sorted(writer.scopes)), writer.sources, write=True)
+        mem.store.put_principal(PrincipalRow(found, f"quick-{writer.name}", "-"))
+        if LOCKED_ECHO in specs:
+            mem.locks.lock(LOCKED_ECHO.scopes[0], passphrase=PASSPHRASE)
+    scopes = [s.scopes[0] for s in (HR, ECHO, BROKEN) if s in specs]
+    if not scopes:
+        return
+    with stratamem.open(location, embedder=None, tree_config=TREES) as bare:
+        for scope in scopes:
+            for n, text in enumerate(PENDING_TEXTS):
+                bare.items.add(text, source=scope, id=f"pending{n}", time=T0)
+        bare.trees.tree_builder.enqueue(scopes, force=True)
+
+
+# Fields a write's answer or a later read carries that say when it ran, not what it did. (The
+# store's path and size are not among them: a principal is shown neither.)
+WHEN_FIELDS = frozenset(
+    {
+        "seconds",
+        "recorded_at",
+        "closed_at",
+        "expired_at",
+        "updated_at",
+        "submitted",
+        "started",
+        "ingested_at",
+        "created_at",
+        "sealed_at",
+    }
+)
+_RANDOM_ID = re.compile(r"\b(?:item_[0-9a-f]{16}|fact_[0-9a-f]{24}|job-\d+-[0-9a-f]+)\b")
+
+
+def canonical(value: Any) -> Any:
+    """``value`` as plain data (see :func:`plain`) with what is random by design taken out:
+    the fields of :data:`WHEN_FIELDS` (and no other), and ids made of a random number or the
+    clock (a new item's, a fact's, a write job's), each put as ``<id N>`` in the order first
+    met."""
+    names: dict[str, str] = {}
+
+    def rename(found: re.Match[str]) -> str:
+        return names.setdefault(found.group(0), f"<id {len(names)}>")
+
+    def walk(item: Any) -> Any:
+        if isinstance(item, dict):
+            return {k: walk(v) for k, v in item.items() if k not in WHEN_FIELDS}
+        if isinstance(item, list):
+            return [walk(v) for v in item]
+        if isinstance(item, str):
+            return _RANDOM_ID.sub(rename, item)
+        return item
+
+    return walk(plain(value, leave_out=WHEN_FIELDS))
+
+
+def folder_masked(value: Any, folder: Path) -> Any:
+    """``value`` as plain data (what :func:`canonical` leaves out left out) with ``folder`` put
+    as ``<folder>``: two stores' writes read files each of its own folder."""
+    text = json.dumps(plain(value, leave_out=WHEN_FIELDS), default=str)
+    return json.loads(text.replace(str(folder), "<folder>"))

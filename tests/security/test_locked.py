@@ -9,6 +9,7 @@ once locking works.
 
 from __future__ import annotations
 
+import json
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -165,3 +166,127 @@ def test_no_principal_lists_a_locked_source(locked_world) -> None:  # type: igno
     for spec in kit.PRINCIPALS:
         scopes = {s.scope for s in locked_world.read("full", spec.name).sources.list()}
         assert not scopes & {"vault", "vault-chat"}
+
+
+# -- what the locked source's own row, and the store's files, keep ---------------------------------
+
+# What only the locked channel's export says: its topic, its purpose, its member's id, name
+# and handle, and its one message.
+CHANNEL_CANARIES = (
+    "zqtopicmarker",
+    "zqpurposemarker",
+    "uzqxmember1",
+    "zqmemberquill",
+    "zqquillhandle",
+    "zqmessagemarker",
+)
+VAULT_ROOM = "slack:#vaultroom"
+# Every column of ``sources``, by what it holds: of the source's content (sealed, and blank
+# while it is locked: the value it then has), or not (its name, how it is read, by whom,
+# when). A column missing here fails the test below: say which it is.
+SEALED_COLUMNS = {"title": "", "location": "", "meta": "{}"}
+NOT_CONTENT = frozenset(
+    {"id", "scope", "kind", "platform", "access", "locked", "ingested_at", "created_by"}
+)
+
+
+def _slack_export(folder: Path) -> Path:
+    """A Slack export of one channel whose topic, purpose and member say the canaries."""
+    folder.mkdir(parents=True)
+    user = {"id": "UZQXMEMBER1", "name": "zqquillhandle", "real_name": "Zqmemberquill Vane"}
+    (folder / "users.json").write_text(json.dumps([{**user, "profile": user}]))
+    channel = {
+        "id": "CZQX0000001",
+        "name": "vaultroom",
+        "created": 1704067200,
+        "members": ["UZQXMEMBER1"],
+        "topic": {"value": "Zqtopicmarker numbers", "creator": "UZQXMEMBER1", "last_set": 1},
+        "purpose": {"value": "Zqpurposemarker talk", "creator": "UZQXMEMBER1", "last_set": 1},
+    }
+    (folder / "channels.json").write_text(json.dumps([channel]))
+    (folder / "vaultroom").mkdir()
+    message = {
+        "type": "message",
+        "text": "Zqmessagemarker: the vault ledger moves on Friday",
+        "user": "UZQXMEMBER1",
+        "ts": "1710151200.000000",
+    }
+    (folder / "vaultroom" / "2024-03-11.json").write_text(json.dumps([message]))
+    return folder
+
+
+def _source_columns(location: str) -> list[str]:
+    if kit.is_postgres(location):
+        rows = kit.read_rows(
+            location,
+            "SELECT column_name FROM information_schema.columns WHERE table_name = 'sources'"
+            " AND table_schema = current_schema() ORDER BY ordinal_position",
+        )
+    else:
+        rows = [(r[1],) for r in kit.read_rows(location, "PRAGMA table_info(sources)")]
+    return [str(r[0]) for r in rows]
+
+
+@pytest.fixture(scope="module")
+def channel_locked(places: kit.Places) -> Any:  # type: ignore[misc]
+    """A store with the canary channel ingested, embedded, sealed into trees and then locked;
+    and its row as it was before."""
+    here = places.within(places.folder / "channel-locked")
+    export = _slack_export(here.folder / "export")
+    location = here.new("store")
+    with kit.open_memory(location) as mem:
+        mem.ingest(export, now=kit.INGESTED_AT)
+        mem.indexes.embed()
+        mem.trees.flush()
+        before = kit.read_rows(
+            location, "SELECT title, location, meta FROM sources WHERE scope = ?", [VAULT_ROOM]
+        )
+        assert "zqtopicmarker" in str(before).lower()  # the canaries are there to be sealed
+        mem.locks.lock(VAULT_ROOM, passphrase=kit.PASSPHRASE)
+    return here, location, before
+
+
+def test_a_locked_source_keeps_nothing_of_its_content_in_its_row(channel_locked) -> None:  # type: ignore[no-untyped-def]
+    _, location, _ = channel_locked
+    columns = _source_columns(location)
+    unknown = [c for c in columns if c not in SEALED_COLUMNS and c not in NOT_CONTENT]
+    assert not unknown, f"sources has columns {unknown} this test cannot tell: sealed or not?"
+    names = ", ".join(columns)
+    ((*row,),) = kit.read_rows(
+        location, f"SELECT {names} FROM sources WHERE scope = ?", [VAULT_ROOM]
+    )
+    for column, value in zip(columns, row, strict=True):
+        text = str(value).lower()
+        assert not [c for c in CHANNEL_CANARIES if c in text], f"sources.{column}: {value!r}"
+        if column in SEALED_COLUMNS:
+            assert value == SEALED_COLUMNS[column], f"sources.{column}: {value!r}"
+    tally = kit.counts("locked sources, rows and files")
+    tally.routes.add("sources-row")
+    tally.compared += 1
+    tally.checks += len(columns) * len(CHANNEL_CANARIES)
+
+
+def test_a_locked_source_leaves_no_canary_in_the_store_nor_in_a_copy(channel_locked) -> None:  # type: ignore[no-untyped-def]
+    from stratamem.store.copy import copy_store
+
+    here, location, _ = channel_locked
+    assert kit.residue(location, CHANNEL_CANARIES) == {}
+    target = str(here.folder / "copy" / "store.db")
+    (here.folder / "copy").mkdir(exist_ok=True)
+    copy_store(location, target)
+    assert kit.residue(target, CHANNEL_CANARIES) == {}
+    tally = kit.counts("locked sources, rows and files")
+    tally.routes.update({"files", "copy"})
+    tally.compared += 2
+    tally.checks += 2 * len(CHANNEL_CANARIES)
+
+
+def test_unlocking_puts_the_sources_row_back(channel_locked, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    here, location, before = channel_locked
+    copy = here.within(tmp_path).copy(location, "unlocked")
+    with kit.open_memory(copy) as mem:
+        mem.locks.unlock(VAULT_ROOM, passphrase=kit.PASSPHRASE)
+    after = kit.read_rows(
+        copy, "SELECT title, location, meta FROM sources WHERE scope = ?", [VAULT_ROOM]
+    )
+    assert after == before

@@ -282,3 +282,19 @@ def test_an_unreaped_dead_process_counts_as_gone() -> None:
         assert not process_exists(proc.pid)
     finally:
         proc.wait()
+
+
+def test_a_claim_by_key_takes_that_job_only(store: Any) -> None:
+    store.jobs.enqueue("seal", "seal:a", {"tree_id": "a"})
+    store.jobs.enqueue("seal", "seal:b", {"tree_id": "b"})
+    assert store.jobs.claim(kind="seal", key="seal:nothing") is None
+    job = store.jobs.claim(kind="seal", key="seal:b")
+    assert job is not None
+    assert job.dedupe_key == "seal:b"
+    assert store.jobs.claim(kind="seal", key="seal:b") is None  # held by this claim now
+    assert store.jobs.held(kind="seal", keys=["seal:a"]) == []
+    assert [k for k, _ in store.jobs.held(kind="seal", keys=["seal:a", "seal:b"])] == ["seal:b"]
+    assert store.jobs.done(job)
+    left = store.jobs.claim(kind="seal")
+    assert left is not None
+    assert left.dedupe_key == "seal:a"

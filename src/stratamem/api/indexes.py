@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -28,10 +28,16 @@ class Indexes(Facet):
     """Embed, re-embed with another model, build the index files, choose the keyword
     tokenizer, keep tuned weights (the owner only, but for the reads)."""
 
-    def embed(self, *, progress: Callable[[EmbedProgress], None] | None = None) -> EmbedReport:
-        """Embed every chunk that has no vector yet with the configured model. Each batch
-        commits on its own: a disk that fills up keeps what was embedded before it
-        (:class:`~stratamem.errors.StoreFull` says how much, and how much is left)."""
+    def embed(
+        self,
+        *,
+        progress: Callable[[EmbedProgress], None] | None = None,
+        sources: Sequence[str] | None = None,
+    ) -> EmbedReport:
+        """Embed every chunk that has no vector yet with the configured model (of these
+        ``sources`` only, by id, where given). Each batch commits on its own: a disk that
+        fills up keeps what was embedded before it (:class:`~stratamem.errors.StoreFull`
+        says how much, and how much is left)."""
         self._owner_only("embed")
         embedder = self._memory._require_embedder()
         committed = EmbedProgress()  # as of the last batch committed
@@ -43,7 +49,7 @@ class Indexes(Facet):
 
         adopting = self._store.get_setting(ACTIVE_MODEL) is None
         try:
-            report = embed_pending(self._store, embedder, progress=track)
+            report = embed_pending(self._store, embedder, progress=track, sources=sources)
             if adopting:
                 # The facts written before the store had a model get the vectors those
                 # written after it get as they are written.
@@ -85,13 +91,16 @@ class Indexes(Facet):
             took["vectors"] = time.perf_counter() - start
         return took
 
-    def pending(self) -> int:
-        """How many chunks (of unlocked sources) have no vector of the configured embedder
-        yet; 0 without an embedder."""
+    def pending(self, *, sources: Sequence[str] | None = None) -> int:
+        """How many chunks (of unlocked sources; of these ``sources`` only, by id, where
+        given) have no vector of the configured embedder yet; 0 without an embedder."""
         embedder = self._memory.embedder
         if embedder is None:
             return 0
-        return self._store.count_pending_embeddings(embedder.spec.signature)
+        signature = embedder.spec.signature
+        if sources is None:
+            return self._store.count_pending_embeddings(signature)
+        return sum(self._store.count_pending_embeddings(signature, source=s) for s in set(sources))
 
     def set_keyword_tokenizer(self, name: str) -> bool:
         """Index every chunk's text again with the keyword tokenizer ``name``: ``stemmed``

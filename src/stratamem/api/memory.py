@@ -244,18 +244,19 @@ class Memory(Reads):
         and reported in the result, the others go on. ``parallel`` reads in a child process
         while this one writes (default: where fork exists and there are two or more CPUs).
         Then the changed sources' summary trees are sealed (``trees=False`` leaves that
-        queued for ``mem.trees.build``); the result's ``trees`` says what was sealed, and what
-        failed (a sealing that fails, the disk full say, leaves the sources written and the
-        seal jobs queued).
+        queued for ``mem.trees.build``; the seal jobs of other sources are left to it either
+        way); the result's ``trees`` says what was sealed, and what failed (a sealing that
+        fails, the disk full say, leaves the sources written and the seal jobs queued).
         ``max_item_bytes`` bounds one item (a file, a zip member, a line; default 64 MiB):
         larger ones are skipped and reported. ``access`` sets the access scopes of every
         source read (``eng,team``); by default a new source gets its kind's (chat ``team``,
         the rest ``private``) and an existing one keeps its own. ``admit`` sees each source
         before it is written and may refuse it (see :func:`~stratamem.ingest.pipeline.ingest_path`).
         ``now`` is the transaction time of the facts the sources' structure states (default:
-        the clock). ``embed=True`` embeds what waits for a vector afterwards (as
-        ``mem.indexes.embed``), where an embedder is configured; ``report.embedded`` says how
-        many.
+        the clock). ``embed=True`` embeds the chunks of the sources read that wait for a
+        vector afterwards (as ``mem.indexes.embed``), where an embedder is configured;
+        ``report.embedded`` says how many got one, those whose vector the model had made for
+        the same text already included. Both say nothing of any other source.
         """
         self._owner_only("ingest")
         at = when(now, "now")
@@ -279,9 +280,14 @@ class Memory(Reads):
                 embedder=self._write_embedder(),
                 now=at,
             )
+        # The work after the write is this ingest's own: the trees and chunks of the sources
+        # it wrote, whatever else waits. Its report then tells a principal writing through
+        # the owner's memory nothing of a source hidden from it (a seal job, a chunk that
+        # waits for a vector, a text embedded there already).
+        written = sorted({s.source_id for s in report.sources if s.error is None})
         if trees:
             try:
-                report.trees = self.trees.build(progress=tree_progress)
+                report.trees = self.trees.build(progress=tree_progress, sources=written)
             except StoreError as exc:
                 # The sources are committed whatever befalls the sealing after them (a full
                 # disk, a store kept busy): the report says they were written, and that the
@@ -289,8 +295,12 @@ class Memory(Reads):
                 log.warning("sealing the trees after ingest failed: %s", exc)
                 report.trees = SealReport(failed=[f"sealing stays queued: {exc}"])
         if embed:
-            waiting = self.embedder is not None and self.indexes.pending()
-            report.embedded = self.indexes.embed().embedded if waiting else 0
+            report.embedded = 0
+            if self.embedder is not None and self.indexes.pending(sources=written):
+                # A chunk whose vector the model made for the same text before counts too:
+                # whether a text is held elsewhere in the store is not this report's to say.
+                done = self.indexes.embed(sources=written)
+                report.embedded = done.embedded + done.cached
         self.facts._after_ingest(report)
         if consolidation:
             try:

@@ -29,10 +29,21 @@ class Trees(Facet):
             config=memory.tree_config,
         )
 
-    def build(self, *, progress: Callable[[SealProgress], None] | None = None) -> SealReport:
-        """Run the queued seal jobs (ingest queues one per changed source)."""
+    def build(
+        self,
+        *,
+        progress: Callable[[SealProgress], None] | None = None,
+        sources: Sequence[str] | None = None,
+    ) -> SealReport:
+        """Run the queued seal jobs (ingest queues one per changed source); of these
+        ``sources`` only (ids or scopes), where given, and then the report says nothing of
+        any other."""
         self._owner_only("seal trees")
-        return self.tree_builder.run_pending(progress=progress)
+        trees = None
+        if sources is not None:
+            found = (self._store.trees.of_source(self._store.resolve_source(s).id) for s in sources)
+            trees = [tree.id for tree in found if tree is not None]
+        return self.tree_builder.run_pending(progress=progress, trees=trees)
 
     def flush(
         self,

@@ -13,7 +13,7 @@ Vectors are float32 little-endian BLOBs of ``dim`` values, L2-normalised.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Iterator, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -21,7 +21,7 @@ import numpy as np
 from stratamem.embed.base import Embedder
 from stratamem.errors import ModelMismatchError as ModelMismatchError
 from stratamem.store.base import Store
-from stratamem.store.vectors import ChunkVector
+from stratamem.store.vectors import ChunkVector, PendingChunk
 from stratamem.types import Chunk
 
 ACTIVE_MODEL = "embed.model"
@@ -52,12 +52,15 @@ def embed_text(title: str, content: str) -> str:
     return content
 
 
+NO_VECTORS = "no vectors yet: run `stratamem embed`"
+
+
 def vector_status(store: Store, embedder: Embedder) -> str | None:
     """Why the vector leg cannot run for this embedder, or None when it can."""
     active = store.get_setting(ACTIVE_MODEL)
     signature = embedder.spec.signature
     if active is None:
-        return "no vectors yet: run `stratamem embed`"
+        return NO_VECTORS
     if active != signature:
         return (
             f"the store's vectors were made by {active}, the configured model is {signature}: "
@@ -87,8 +90,11 @@ def embed_pending(
     *,
     batch: int = 64,
     progress: Callable[[EmbedProgress], None] | None = None,
+    sources: Collection[str] | None = None,
 ) -> EmbedReport:
-    """Embed every chunk that has no vector for the active model (set it if none is)."""
+    """Embed every chunk that has no vector for the active model (set it if none is); of
+    these ``sources`` only (ids), where given. ``cached`` counts the chunks whose vector was
+    one the model had made for the same text already (of whatever chunk)."""
     signature = embedder.spec.signature
     with store.transaction():
         active = store.get_setting(ACTIVE_MODEL)
@@ -101,11 +107,15 @@ def embed_pending(
                 "`stratamem reindex` (it re-embeds every chunk)"
             )
     report = EmbedReport(model=signature)
-    state = EmbedProgress(total=store.count_pending_embeddings(signature), started=time.time())
+    wanted = None if sources is None else sorted(set(sources))
+    total = (
+        store.count_pending_embeddings(signature)
+        if wanted is None
+        else sum(store.count_pending_embeddings(signature, source=s) for s in wanted)
+    )
+    state = EmbedProgress(total=total, started=time.time())
     started = time.perf_counter()
-    after = 0  # each batch goes on from the last: no walk past the chunks already embedded
-    while rows := store.pending_embeddings(signature, batch, after=after):
-        after = rows[-1].rowid
+    for rows in _pending_batches(store, signature, batch, wanted):
         cached = store.cached_vectors(signature, [r.content_sha256 for r in rows])
         todo = [r for r in rows if r.content_sha256 not in cached]
         if todo:
@@ -142,6 +152,31 @@ def embed_pending(
     report.summaries = embed_summaries(store, embedder, batch=batch)
     report.seconds = time.perf_counter() - started
     return report
+
+
+def _pending_batches(
+    store: Store, signature: str, batch: int, sources: Sequence[str] | None
+) -> Iterator[list[PendingChunk]]:
+    """The chunks waiting for a vector of ``signature`` (of ``sources`` only, where given),
+    ``batch`` at a time, each read going on from the last: no walk past the chunks already
+    embedded."""
+    if sources is None:
+        after = 0
+        while rows := store.pending_embeddings(signature, batch, after=after):
+            after = rows[-1].rowid
+            yield rows
+        return
+    held: list[PendingChunk] = []
+    for source in sources:
+        after = 0
+        while rows := store.pending_embeddings(signature, batch, after=after, source=source):
+            after = rows[-1].rowid
+            held.extend(rows)
+            while len(held) >= batch:
+                yield held[:batch]
+                held = held[batch:]
+    if held:
+        yield held
 
 
 def embed_chunks(store: Store, embedder: Embedder, ids: Sequence[str]) -> int:

@@ -8,6 +8,7 @@ drops it.
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -38,7 +39,11 @@ class JobQueue(Protocol):
         self, kind: str, dedupe_key: str, payload: dict[str, Any] | None = None
     ) -> None: ...
 
-    def claim(self, *, lease_s: float = 600.0, kind: str | None = None) -> Job | None: ...
+    def claim(
+        self, *, lease_s: float = 600.0, kind: str | None = None, key: str | None = None
+    ) -> Job | None:
+        """Take the oldest ready job of ``kind`` (or any), or only the one keyed ``key``."""
+        ...
 
     def touch(self, job: Job) -> bool: ...
 
@@ -52,9 +57,11 @@ class JobQueue(Protocol):
         """How many jobs (of ``kind``, or all) there are in each status."""
         ...
 
-    def held(self, *, kind: str | None = None) -> list[tuple[str, str]]:
-        """(dedupe key, holder token) of the running jobs (of ``kind``, or all), oldest
-        first."""
+    def held(
+        self, *, kind: str | None = None, keys: Collection[str] | None = None
+    ) -> list[tuple[str, str]]:
+        """(dedupe key, holder token) of the running jobs (of ``kind``, or all; keyed among
+        ``keys``, where given), oldest first."""
         ...
 
     def failed(self) -> list[tuple[str, str]]: ...

@@ -110,12 +110,22 @@ class VectorMark(NamedTuple):
 
 
 class VectorStore(Protocol):
-    def pending_embeddings(self, model: str, limit: int, *, after: int = 0) -> list[PendingChunk]:
-        """Up to ``limit`` chunks of unlocked sources with no vector of ``model``, oldest
-        first, from the row key after ``after`` on (the last one a previous call returned)."""
+    def pending_embeddings(
+        self, model: str, limit: int, *, after: int = 0, source: str | None = None
+    ) -> list[PendingChunk]:
+        """Up to ``limit`` chunks of unlocked sources (of ``source`` only, by id, where
+        given) with no vector of ``model``, oldest first, from the row key after ``after`` on
+        (the last one a previous call returned)."""
         ...
 
-    def count_pending_embeddings(self, model: str) -> int: ...
+    def count_pending_embeddings(self, model: str, *, source: str | None = None) -> int:
+        """How many chunks the reader may see (of ``source`` only, where given) have no
+        vector of ``model``."""
+        ...
+
+    def has_vectors(self, model: str) -> bool:
+        """Whether any chunk the reader may see has a vector of ``model``."""
+        ...
 
     def cached_vectors(self, model: str, hashes: Sequence[str]) -> dict[str, bytes]:
         """Vectors ``model`` already made for these content hashes (of any chunk)."""

@@ -8,8 +8,8 @@ items it summarised; items appended meanwhile stay in the buffer for the next se
 climbs a level, up to ``max_depth``. Once the queue is done, the new summaries are embedded in
 batches.
 
-A process killed mid-job leaves its job running; the next run (an ingest, a flush, a build)
-takes it again at once when the dead holder ran on this host, or else once its lease has
+A process killed mid-job leaves its job running; the next run (a build, a flush, an ingest of
+its source) takes it again at once when the dead holder ran on this host, or else once its lease has
 expired. Since summary ids are a hash of their children and the plan depends only on what is
 committed, the taker finishes the same tree an uninterrupted run would have built. A builder
 whose job was taken from it (its lease ran out while it was stalled) stops at its next lease
@@ -22,7 +22,7 @@ import functools
 import logging
 import time
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
@@ -130,8 +130,10 @@ class TreeBuilder:
         *,
         lease_s: float = 600.0,
         progress: Callable[[SealProgress], None] | None = None,
+        trees: Collection[str] | None = None,
     ) -> SealReport:
-        """Run every ready seal job; a job that fails is retried later with backoff."""
+        """Run every ready seal job (of these ``trees`` only, by id, where given: the report
+        then says nothing of any other); a job that fails is retried later with backoff."""
         report = SealReport()
         state = SealProgress()
         started = time.perf_counter()
@@ -144,8 +146,9 @@ class TreeBuilder:
                 state.leaves = report.leaves
                 progress(state)
 
+        keys = None if trees is None else [seal_job_key(t) for t in sorted(set(trees))]
         try:
-            while (job := self.store.jobs.claim(lease_s=lease_s, kind=SEAL_KIND)) is not None:
+            for job in self._claims(lease_s, keys):
                 tree = self.store.trees.get(str(job.payload.get("tree_id", "")))
                 if tree is None:
                     self.store.jobs.done(job)
@@ -183,15 +186,28 @@ class TreeBuilder:
         finally:
             self._kinds = None
         self._embed_new_summaries()
-        report.held = self._held()
+        report.held = self._held(keys)
         report.seconds = time.perf_counter() - started
         return report
 
-    def _held(self) -> list[str]:
-        """The trees whose seal job is running under another claim now that this run is
-        done: what it left unsealed, whatever it sealed itself."""
+    def _claims(self, lease_s: float, keys: Sequence[str] | None) -> Iterator[Job]:
+        """The ready seal jobs, each claimed as the last one is done with: any, or those of
+        ``keys`` in turn (a key asked for again while it ran is taken again)."""
+        if keys is None:
+            while (job := self.store.jobs.claim(lease_s=lease_s, kind=SEAL_KIND)) is not None:
+                yield job
+            return
+        for key in keys:
+            while (
+                job := self.store.jobs.claim(lease_s=lease_s, kind=SEAL_KIND, key=key)
+            ) is not None:
+                yield job
+
+    def _held(self, keys: Sequence[str] | None) -> list[str]:
+        """The trees whose seal job (among ``keys``, where given) is running under another
+        claim now that this run is done: what it left unsealed, whatever it sealed itself."""
         held = []
-        for key, holder in self.store.jobs.held(kind=SEAL_KIND):
+        for key, holder in self.store.jobs.held(kind=SEAL_KIND, keys=keys):
             tree = self.store.trees.get(key.removeprefix(SEAL_JOB_PREFIX))
             who = "/".join(holder.split("/")[:2]) or "another run"
             held.append(f"{tree.scope if tree is not None else key} (held by {who})")

@@ -32,7 +32,7 @@ import numpy as np
 import numpy.typing as npt
 
 from stratamem.embed.base import Embedder
-from stratamem.embed.indexing import vector_status
+from stratamem.embed.indexing import ACTIVE_MODEL, NO_VECTORS, vector_status
 from stratamem.retrieval.index import vectors_file
 from stratamem.retrieval.index.file import rows_digest
 from stratamem.retrieval.index.saver import BackgroundSaver
@@ -83,7 +83,13 @@ class VectorLeg:
         return self.embedder.spec.signature
 
     def status(self) -> str | None:
-        """Why the leg cannot run, or None."""
+        """Why the leg cannot run for the store's reader, or None. It is told over what the
+        reader may see: where no chunk of it has a vector of the store's model, there are
+        no vectors yet, whatever the sources hidden from it hold (so that the leg's status
+        says nothing of them)."""
+        active = self.store.get_setting(ACTIVE_MODEL)
+        if active is not None and not self.store.has_vectors(active):
+            return NO_VECTORS
         return vector_status(self.store, self.embedder)
 
     def build(self) -> None:

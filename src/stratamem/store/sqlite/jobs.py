@@ -36,7 +36,7 @@ import secrets
 import socket
 import sqlite3
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any
@@ -164,16 +164,22 @@ class JobQueue:
                 (body, now, dedupe_key),
             )
 
-    def claim(self, *, lease_s: float = 600.0, kind: str | None = None) -> Job | None:
-        """Take the oldest ready job: pending and due, or running with its holder silent for
-        ``lease_s`` or its holder's process gone from this host."""
+    def claim(
+        self, *, lease_s: float = 600.0, kind: str | None = None, key: str | None = None
+    ) -> Job | None:
+        """Take the oldest ready job (of ``kind``; the one keyed ``key`` only, where given):
+        pending and due, or running with its holder silent for ``lease_s`` or its holder's
+        process gone from this host."""
         now = _now_ms()
         stale = now - int(lease_s * 1000)
         pid = os.getpid()
         holder = holder_token(pid, process_start(pid))
         with self._transaction():
             self._expire_orphans()
-            row = self._oldest_ready(now, stale, kind)
+            if key is None:
+                row = self._oldest_ready(now, stale, kind)
+            else:
+                row = self._ready_of(key, now, stale, kind)
             if row is None:
                 return None
             self.conn.execute(
@@ -223,6 +229,15 @@ class JobQueue:
             )
         ]
         return min((row for row in found if row is not None), key=lambda r: r["id"], default=None)
+
+    def _ready_of(self, key: str, now: int, stale: int, kind: str | None) -> Any:
+        """The row of the job keyed ``key`` where it is ready (see :meth:`_oldest_ready`)."""
+        return self.conn.execute(
+            """SELECT * FROM jobs WHERE dedupe_key = ? AND (? IS NULL OR kind = ?)
+                 AND ((status = 'pending' AND not_before <= ?)
+                      OR (status = 'running' AND leased_at <= ?))""",
+            (key, kind, kind, now, stale),
+        ).fetchone()
 
     def _expire_orphans(self) -> None:
         """End the leases of running jobs whose holder was a process of this host that is
@@ -288,9 +303,12 @@ class JobQueue:
             )
         }
 
-    def held(self, *, kind: str | None = None) -> list[tuple[str, str]]:
-        """(dedupe key, holder token) of the running jobs (of ``kind``, or all), oldest
-        first: work a claim now would not get while its holder lives."""
+    def held(
+        self, *, kind: str | None = None, keys: Collection[str] | None = None
+    ) -> list[tuple[str, str]]:
+        """(dedupe key, holder token) of the running jobs (of ``kind``, or all; keyed among
+        ``keys``, where given), oldest first: work a claim now would not get while its
+        holder lives."""
         return [
             (str(key), str(holder or ""))
             for key, holder in self.conn.execute(
@@ -298,6 +316,7 @@ class JobQueue:
                    WHERE status = 'running' AND (?1 IS NULL OR kind = ?1) ORDER BY id""",
                 (kind,),
             )
+            if keys is None or key in keys
         ]
 
     def failed(self) -> list[tuple[str, str]]:

@@ -1,19 +1,27 @@
 """Sealing a source into ``sealed`` and restoring it: the :class:`~stratamem.store.locks.LockStore`
 role of the SQLite store.
 
-Sealed format (version 1). The plaintext is a stream of JSON lines, compressed with zlib:
+Sealed format (version 2). The plaintext is a stream of JSON lines, compressed with zlib:
 
-- a header ``{"format": 1, "source_id": …}``;
+- a header ``{"format": 2, "source_id": …}``;
+- the source's own row, as a table ``sources`` of the columns :data:`SOURCE_COLUMNS` (what
+  the row holds that came from the source's content: its title, where it was read from, and
+  what its connector kept of it, such as a channel's topic, purpose and members);
 - for each table in :data:`_TABLES` order, ``{"table": name, "columns": [...]}`` then one
   JSON array per row, in the columns' order (a BLOB is ``{"b": "<base64>"}``; every other
   SQLite value is its JSON self, and Python writes floats back exactly);
 - an end line ``{"end": <rows>}``.
 
+Version 1 is version 2 without the ``sources`` table: a source sealed so kept its row's
+columns as they were, and is restored as it is.
+
 The compressed stream is cut into parts of :data:`PART_BYTES`; part ``i`` is the row
 ``sealed(source_id, i, nonce, data)``, ``data`` being what the caller's cipher made of it (see
 :mod:`stratamem.access.crypto`). ``locks.parts`` records how many there are.
 
-Rows keep every column, rowids included, so a restore puts back the very rows that were
+The locked source's row stays, with those columns blanked (:data:`SOURCE_COLUMNS`); its id,
+scope, kind, platform, access scopes and times stay readable to the owner. Rows of the other
+tables keep every column, rowids included, so a restore puts back the very rows that were
 sealed, and the full-text rows come back through the chunks' insert trigger. Two exceptions:
 a summary whose rowid another summary took meanwhile comes back under a new one (the source's
 summaries keep their order), and of the source's seal jobs only a pending or running one is
@@ -41,7 +49,12 @@ from stratamem.store.keyword import REMOVED_AT_KEY
 from stratamem.store.locks import Lock, PartCipher, SealCounts
 from stratamem.store.sqlite.connection import batches
 
-FORMAT = 1
+FORMAT = 2
+# The formats a restore reads: see the module's docstring.
+READABLE_FORMATS = (1, 2)
+# The columns of a source's row that hold what came from its content, sealed with the rest,
+# and what each is while the source is locked.
+SOURCE_COLUMNS: dict[str, str] = {"title": "", "location": "", "meta": "{}"}
 PART_BYTES = 4 << 20
 # Set by the transaction that seals a source (and before one that restores it), cleared once
 # the files are scrubbed (or the restore commits).
@@ -145,6 +158,12 @@ class LockTables:
                 )
 
             writer = _Writer(source_id, seal)
+            writer.table(
+                "sources",
+                self.conn.execute(
+                    f"SELECT {', '.join(SOURCE_COLUMNS)} FROM sources WHERE id = ?", (source_id,)
+                ),
+            )
             for table in _TABLES:
                 writer.table(table.name, self._rows(source_id, table, sealing=True))
             parts = writer.finish()
@@ -157,7 +176,11 @@ class LockTables:
             # What consolidation derived from the source goes with its plaintext: its facts'
             # scores went with the facts; its rollups go with their rows here.
             self.conn.execute("DELETE FROM rollup_sources WHERE source_id = ?", (source_id,))
-            self.conn.execute("UPDATE sources SET locked = 1 WHERE id = ?", (source_id,))
+            blanks = ", ".join(f"{column} = ?" for column in SOURCE_COLUMNS)
+            self.conn.execute(
+                f"UPDATE sources SET {blanks}, locked = 1 WHERE id = ?",
+                (*SOURCE_COLUMNS.values(), source_id),
+            )
             self.bump_generation()
             self.mark_removed()
         self.finish_scrub()
@@ -207,6 +230,9 @@ class LockTables:
                 self._remove(source_id)
                 reader = _Reader(source_id, self._parts(lock, cipher))
                 for table, columns, rows in reader.tables():
+                    if table == "sources":
+                        self._restore_source_row(source_id, columns, rows)
+                        continue
                     if "rowid" in columns:
                         columns, rows = self._free_rowids(table, columns, list(rows))
                     self.insert_restored(table, columns, rows)
@@ -232,6 +258,21 @@ class LockTables:
         for batch in _batched(rows):
             self.conn.executemany(sql, [[row[i] for i in keep] for row in batch])
 
+    def _restore_source_row(
+        self, source_id: str, columns: list[str], rows: Iterator[list[Any]]
+    ) -> None:
+        """Put back the columns of the source's own row that were sealed."""
+        if not set(columns) <= set(SOURCE_COLUMNS):
+            raise LockError(f"source {source_id}: sealed content is malformed: {columns!r}")
+        found = list(rows)
+        if len(found) != 1:
+            raise LockError(
+                f"source {source_id}: sealed content is malformed: {len(found)} source rows"
+            )
+        if columns:
+            sets = ", ".join(f"{column} = ?" for column in columns)
+            self.conn.execute(f"UPDATE sources SET {sets} WHERE id = ?", (*found[0], source_id))
+
     def _lock_to_restore(self, source_id: str) -> Lock:
         lock = self.lock_of(source_id)
         if lock is None or not self._locked(source_id):
@@ -239,7 +280,7 @@ class LockTables:
         (found,) = self.conn.execute(
             "SELECT format FROM locks WHERE source_id = ?", (source_id,)
         ).fetchone()
-        if found != FORMAT:
+        if found not in READABLE_FORMATS:
             raise LockError(f"source {source_id}: sealed in unknown format {found}")
         return lock
 
@@ -371,10 +412,10 @@ class _Reader:
 
     def tables(self) -> Iterator[tuple[str, list[str], Iterator[list[Any]]]]:
         header = self._next()
-        if header != {"format": FORMAT, "source_id": self.source_id}:
+        if header not in [{"format": f, "source_id": self.source_id} for f in READABLE_FORMATS]:
             raise self._bad(f"header {header!r}")
         line = self._next()
-        known = {t.name for t in _TABLES}
+        known = {"sources", *(t.name for t in _TABLES)}
         while isinstance(line, dict) and "table" in line:
             name, columns = line["table"], line["columns"]
             if name not in known or not all(

@@ -103,7 +103,7 @@ class SourceTables:
 
     def stats(self) -> dict[str, Any]:
         """Counts over what the reader may see (the owner: every unlocked source; locked
-        ones are counted in ``locked``)."""
+        ones are counted in ``locked``, and the store's ``path`` and ``bytes`` are shown)."""
         gate, params = gate_sql(self.visible_ids())
 
         def one(sql: str) -> Any:
@@ -112,8 +112,9 @@ class SourceTables:
         chunks = f"chunks c JOIN sources s ON s.id = c.source_id AND {gate}"
         mentions = f"entity_index e JOIN sources s ON s.id = e.source_id AND {gate}"
         edges = f"entity_edges x JOIN sources s ON s.id = x.source_id AND {gate}"
-        out = {
-            "path": self.path,
+        # Where the store lies is the owner's to know, as its size is.
+        out: dict[str, Any] = {} if self.principal_name is not None else {"path": self.path}
+        out |= {
             "sources": one(f"SELECT count(*) FROM sources s WHERE {gate}"),
             "chunks": one(f"SELECT count(*) FROM {chunks}"),
             "tokens": one(f"SELECT coalesce(sum(c.token_count), 0) FROM {chunks}"),

@@ -34,32 +34,54 @@ class VectorTables:
 
         def bump_generation(self, *, chunks: bool = True) -> None: ...
 
-    def pending_embeddings(self, model: str, limit: int, *, after: int = 0) -> list[PendingChunk]:
-        """Chunks of unlocked sources with no vector for ``model``, oldest (lowest rowid)
-        first."""
+    def pending_embeddings(
+        self, model: str, limit: int, *, after: int = 0, source: str | None = None
+    ) -> list[PendingChunk]:
+        """Chunks of unlocked sources (of ``source`` only, where given) with no vector for
+        ``model``, oldest (lowest rowid) first."""
         return [
             PendingChunk(*row)
             for row in self.conn.execute(
                 """SELECT c.rowid, c.id, c.source_id, c.title, c.content, c.content_sha256
                    FROM chunks c JOIN sources s ON s.id = c.source_id
-                   WHERE c.rowid > ? AND s.locked = 0 AND NOT EXISTS (
+                   WHERE c.rowid > ? AND s.locked = 0 AND (? IS NULL OR c.source_id = ?)
+                     AND NOT EXISTS (
                        SELECT 1 FROM embeddings e WHERE e.node_id = c.id AND e.model = ?)
                    ORDER BY c.rowid LIMIT ?""",
-                (after, model, limit),
+                (after, source, source, model, limit),
             )
         ]
 
-    def count_pending_embeddings(self, model: str) -> int:
-        """How many chunks the reader may see have no vector of ``model``."""
+    def count_pending_embeddings(self, model: str, *, source: str | None = None) -> int:
+        """How many chunks the reader may see (of ``source`` only, where given) have no
+        vector of ``model``."""
         gate, params = gate_sql(self.visible_ids())
         return int(
             self.conn.execute(
                 f"""SELECT count(*) FROM chunks c JOIN sources s ON s.id = c.source_id
-                   WHERE {gate} AND NOT EXISTS (
+                   WHERE {gate} AND (? IS NULL OR c.source_id = ?) AND NOT EXISTS (
                        SELECT 1 FROM embeddings e WHERE e.node_id = c.id AND e.model = ?)""",
-                (*params, model),
+                (*params, source, source, model),
             ).fetchone()[0]
         )
+
+    def has_vectors(self, model: str) -> bool:
+        """Whether any chunk the reader may see has a vector of ``model``: looked for source
+        by source among those it may see, so that what it may not see costs nothing."""
+        gate, params = gate_sql(self.visible_ids())
+
+        def read() -> bool:
+            return (
+                self.conn.execute(
+                    f"""SELECT 1 FROM sources s WHERE {gate} AND EXISTS (
+                           SELECT 1 FROM embeddings e
+                           WHERE e.source_id = s.id AND e.model = ?) LIMIT 1""",
+                    (*params, model),
+                ).fetchone()
+                is not None
+            )
+
+        return self._cached_read(("has vectors", model), read)
 
     def cached_vectors(self, model: str, hashes: Sequence[str]) -> dict[str, bytes]:
         """Vectors already made by ``model`` for these content hashes (any node)."""

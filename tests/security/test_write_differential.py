@@ -1,0 +1,269 @@
+"""The write path's differential test: a write a principal makes, and everything it reads after,
+are the same whatever the store holds that it may not see.
+
+For every operation a principal may call to write (the table's entries of access ``write``)
+and for two writers (one of a team scope, one of a user's), the same calls run through the
+operation table (``ops.table.call`` on a server's context, the code every door shares) against
+two stores: (a) one that also holds sources hidden from the writer — other scopes, a locked
+source, the very texts the writer writes (with vectors the embedding cache could hand out),
+chunks waiting for a vector, seal jobs waiting and one that fails — and (b) one built from only
+what the writer may read. The answers of the write, and of every read after it (search in each
+mode with its legs explained, sources, stats, brief, facts, the item's history), must be equal
+but for what is random by design (a new item's or fact's id, the clock: see
+``security_kit.canonical``), and none may show a canary of the hidden sources. One live HTTP
+server runs the same comparison for ingest.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+import security_kit as kit
+from security_kit import ECHOED, PrincipalSpec
+from serving import call_http, live
+
+from stratamem.ops.table import OPERATIONS, call
+from stratamem.server.http import create_app
+from stratamem.server.service import Service, ServiceContext
+from stratamem.store.sources import source_id_for
+from stratamem.testing import HashingEmbedder
+from suite import PATIENCE_S
+
+AT = "2024-03-02T10:00:00+00:00"
+WINDOW = {"since": "2000-01-01", "until": "2100-01-01"}
+Step = tuple[str, dict[str, Any]]
+
+
+def _identity(writer: PrincipalSpec) -> dict[str, Any]:
+    """Whose memory the writer writes: a user-scoped writer names its user."""
+    return {"user": "maya"} if "user:maya" in writer.scopes else {}
+
+
+def _add(writer: PrincipalSpec, text: str = ECHOED[0]) -> Step:
+    return ("add", {"text": text, "id": "w-item", "time": AT, **_identity(writer)})
+
+
+def _remember(writer: PrincipalSpec) -> Step:
+    args = {"subject": "topic:queue", "predicate": "status", "object": ECHOED[1]}
+    return ("remember", {**args, "valid_from": AT, **_identity(writer)})
+
+
+def _export(folder: Path) -> str:
+    """The writer's export under the ingest root: the texts hidden sources hold too."""
+    path = folder / "in" / "notes.jsonl"
+    lines = [
+        json.dumps({"id": f"n{n}", "text": text, "timestamp": 1_710_000_000 + n})
+        for n, text in enumerate(ECHOED)
+    ]
+    path.write_text("\n".join(lines) + "\n")
+    return str(path)
+
+
+# Each write as the calls it is made of: what it needs first, then the write itself. A later
+# step takes what an earlier one answered (``answers``), as a client would.
+Plan = Callable[[PrincipalSpec, Path, list[Any]], Step | None]
+
+
+def _then_forget(writer: PrincipalSpec, folder: Path, answers: list[Any]) -> Step | None:
+    report = answers[-1]
+    if not isinstance(report, dict) or not report.get("sources"):
+        return None
+    return ("forget", {"source": report["sources"][0]["scope"]})
+
+
+def _then_retract(writer: PrincipalSpec, folder: Path, answers: list[Any]) -> Step | None:
+    written = answers[-1]
+    if not isinstance(written, dict) or not written.get("recorded"):
+        return None
+    return ("retract", {"fact_id": written["recorded"][0]["id"]})
+
+
+WRITES: dict[str, list[Plan]] = {
+    "ingest": [lambda w, f, a: ("ingest", {"path": _export(f)})],
+    "add": [lambda w, f, a: _add(w)],
+    "edit": [
+        lambda w, f, a: _add(w),
+        lambda w, f, a: ("edit", {"id": "w-item", "text": ECHOED[1], **_identity(w)}),
+    ],
+    "rm": [
+        lambda w, f, a: _add(w),
+        lambda w, f, a: ("rm", {"id": "w-item", **_identity(w)}),
+    ],
+    "add_messages": [
+        lambda w, f, a: (
+            "add_messages",
+            {
+                "messages": [
+                    {"role": "user", "content": ECHOED[0], "time": AT, "id": "t1"},
+                    {"role": "assistant", "content": ECHOED[1], "time": AT, "id": "t2"},
+                ],
+                "user": "maya",
+                "session": "s1",
+            },
+        )
+    ],
+    "remember": [lambda w, f, a: _remember(w)],
+    "retract": [lambda w, f, a: _remember(w), _then_retract],
+    "forget": [lambda w, f, a: ("ingest", {"path": _export(f)}), _then_forget],
+}
+
+
+def reads_after(writer: PrincipalSpec) -> list[Step]:
+    """What the writer reads once it has written."""
+    whose = _identity(writer)
+    return [
+        ("search", {"query": ECHOED[0], "explain": True, "limit": 50}),
+        ("search", {"query": "queue budget ledger", "mode": "keyword", "limit": 50}),
+        ("search", {"query": ECHOED[1], "mode": "vector", "explain": True, "limit": 50}),
+        ("search", {"query": "queue", "budget": 1500, "explain": True}),
+        ("sources", {}),
+        ("stats", {}),
+        ("brief", {**WINDOW, "limit": 500}),
+        ("query_facts", {"query": "queue status", "limit": 50}),
+        ("recall", {"subject": "topic:queue", **whose}),
+        ("item_history", {"id": "w-item", **whose}),
+        ("query_source", {"limit": 100}),
+    ]
+
+
+def test_the_table_lists_every_write_here() -> None:
+    writes = {name for name, op in OPERATIONS.items() if op.access == "write"}
+    assert writes == set(WRITES), "a write operation the differential test does not make"
+
+
+@pytest.fixture(scope="module")
+def stores(places: kit.Places, tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
+    """Per writer, the store with hidden sources and the store of what it may read."""
+    here = places.within(tmp_path_factory.mktemp("differential"))
+    out = {}
+    for writer in kit.WRITERS:
+        unlocked = [s for s in kit.WRITE_SPECS if s is not kit.LOCKED_ECHO]
+        for which, specs in (
+            ("full", kit.WRITE_SPECS),
+            ("reduced", tuple(kit.visible_specs(writer, unlocked))),
+        ):
+            location = here.new(f"{which[0]}-{writer.name}")
+            kit.build_for_writes(location, specs, writer)
+            here.keep(location)
+            out[f"{which}/{writer.name}"] = location
+    return out
+
+
+def hidden_canaries(writer: PrincipalSpec) -> set[str]:
+    """What of the hidden sources the writer must never be shown: their canaries, scopes and
+    source ids, and the texts left waiting in them."""
+    unlocked = [s for s in kit.WRITE_SPECS if s is not kit.LOCKED_ECHO]
+    shown = kit.visible_specs(writer, unlocked)
+    out = {t.split()[0].lower() for t in kit.PENDING_TEXTS}
+    for spec in kit.WRITE_SPECS:
+        if spec in shown:
+            continue
+        out.update(c.lower() for c in spec.canaries)
+        out.update(spec.scopes)
+        out.update(source_id_for(scope) for scope in spec.scopes)
+    return out
+
+
+@contextmanager
+def service(location: str, folder: Path) -> Iterator[Service]:
+    (folder / "in").mkdir(parents=True, exist_ok=True)
+    with Service(
+        location,
+        embedder=HashingEmbedder(),
+        reranker=kit.OverlapReranker(),
+        summarizer=kit.FailingSummarizer(),
+        allow_writes=True,
+        ingest_roots=[folder / "in"],
+    ) as found:
+        yield found
+
+
+def write_and_read(
+    places: kit.Places, location: str, folder: Path, writer: PrincipalSpec, write: str
+) -> list[Any]:
+    """Every answer of ``write``'s calls and of the reads after it, on a copy of the store at
+    ``location``, as the writer (each answer plain data, an error as ``kit.Raised``)."""
+    copy = places.within(folder).copy(location, "store")
+    answers: list[Any] = []
+    with service(copy, folder) as served:
+        ctx = ServiceContext(served, writer.name)
+        for plan in WRITES[write]:
+            step = plan(writer, folder, answers)
+            if step is None:  # what it needed was refused: refused on both stores alike
+                answers.append(None)
+                continue
+            op, args = step
+            answers.append(kit.outcome(functools.partial(call, ctx, op, args), copy))
+        for op, args in reads_after(writer):
+            answers.append(kit.outcome(functools.partial(call, ctx, op, args), copy))
+    # Where the store lies is the owner's to know (an error naming it has it put as <db>).
+    shown = json.dumps(kit.plain(answers, leave_out=frozenset()), default=str)
+    assert kit.shown_as(copy) not in shown, f"{write} as {writer.name} shows the store's place"
+    return kit.folder_masked(answers, folder)
+
+
+@pytest.mark.parametrize("writer", kit.WRITERS, ids=lambda w: w.name)
+@pytest.mark.parametrize("write", sorted(WRITES))
+def test_a_write_and_what_is_read_after_it_are_the_same_without_hidden_sources(  # type: ignore[no-untyped-def]
+    places, stores, tmp_path: Path, write: str, writer: PrincipalSpec
+) -> None:
+    got = write_and_read(places, stores[f"full/{writer.name}"], tmp_path / "full", writer, write)
+    want = write_and_read(
+        places, stores[f"reduced/{writer.name}"], tmp_path / "reduced", writer, write
+    )
+    canaries = hidden_canaries(writer)
+    found = kit.leaked(got, canaries)
+    tally = kit.counts("write differential")
+    tally.routes.add(write)
+    tally.principals.add(writer.name)
+    tally.compared += 1
+    tally.checks += (len(canaries) + 1) * len(got)  # and the store's place
+    assert not found, f"{write} as {writer.name} shows hidden {found}"
+    kit.assert_same(kit.canonical(got), kit.canonical(want))
+
+
+# -- the same over HTTP ---------------------------------------------------------------------
+
+
+def _served_ingest(places: kit.Places, location: str, folder: Path, writer: PrincipalSpec) -> Any:
+    """The writer's ingest over a live HTTP server of a copy of the store, and its reads."""
+    copy = places.within(folder).copy(location, "store")
+    with kit.open_memory(copy) as owner:
+        owner.principals.remove(writer.name)
+        token = owner.principals.add(
+            writer.name, list(writer.scopes), sources=list(writer.sources), write=True
+        )
+    out = []
+    with service(copy, folder) as served, live(create_app(served, access_log=None)) as url:
+        headers = {"Authorization": f"Bearer {token}"}
+        with httpx.Client(base_url=url, headers=headers, timeout=PATIENCE_S) as client:
+            for op, args in [("ingest", {"path": _export(folder)}), *reads_after(writer)]:
+                response = call_http(client, op, args)
+                out.append((response.status_code, response.json()))
+    assert kit.shown_as(copy) not in json.dumps(out), "the store's place is shown"
+    return kit.folder_masked(out, folder)
+
+
+@pytest.mark.parametrize("writer", kit.WRITERS, ids=lambda w: w.name)
+def test_an_ingest_over_http_is_the_same_without_hidden_sources(  # type: ignore[no-untyped-def]
+    places, stores, tmp_path: Path, writer: PrincipalSpec
+) -> None:
+    got = _served_ingest(places, stores[f"full/{writer.name}"], tmp_path / "full", writer)
+    want = _served_ingest(places, stores[f"reduced/{writer.name}"], tmp_path / "reduced", writer)
+    assert got[0][0] == 200, got[0]
+    canaries = hidden_canaries(writer)
+    found = kit.leaked(got, canaries)
+    tally = kit.counts("write differential, live HTTP")
+    tally.routes.add("ingest")
+    tally.principals.add(writer.name)
+    tally.compared += 1
+    tally.checks += (len(canaries) + 1) * len(got)
+    assert not found, f"ingest over HTTP as {writer.name} shows hidden {found}"
+    kit.assert_same(kit.canonical(got), kit.canonical(want))
