@@ -146,6 +146,7 @@ def serve(
             click.echo(f"MCP: {url}/mcp", err=True)
         elif app.state.mcp_missing:
             click.echo(f"MCP: not served ({app.state.mcp_missing})", err=True)
+        click.echo(f"answers Host: {', '.join(Hosts(hosts).listed())}", err=True)
         if no_tokens:
             click.echo("no token needed: every call reads as the owner", err=True)
         else:

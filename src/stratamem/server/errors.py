@@ -22,26 +22,12 @@ from stratamem.errors import (
     StoreBusyError,
     StratamemError,
 )
+from stratamem.server.codes import STATUS_CODES
 from stratamem.server.echo import without_echo
 
 log = logging.getLogger("stratamem.server.http")
 
 T = TypeVar("T")
-
-STATUS_CODES = {
-    400: "bad_request",
-    401: "unauthorized",
-    403: "forbidden",
-    404: "not_found",
-    405: "method_not_allowed",
-    413: "too_large",
-    421: "misdirected",
-    422: "invalid_request",
-    429: "too_many_requests",
-    500: "internal_error",
-    503: "unavailable",
-    504: "timeout",
-}
 
 
 class _ApiError(Exception):

@@ -72,10 +72,10 @@ from stratamem.api import Memory
 from stratamem.errors import AccessDenied, MissingExtraError
 from stratamem.extras import require
 from stratamem.ops import OPERATIONS, Operation, Param, bind
+from stratamem.server.codes import STATUS_CODES
 from stratamem.server.echo import sent, without_echo
 from stratamem.server.edge import Guard
 from stratamem.server.errors import (
-    STATUS_CODES,
     _ApiError,
     add_error_handlers,
     answered,

@@ -36,6 +36,7 @@ from stratamem.api import Memory
 from stratamem.errors import AccessDenied, StratamemError
 from stratamem.ops import OPERATIONS, Operation, allowed, bind, operation, refuse, wire
 from stratamem.ops.reads import MAX_LIMIT
+from stratamem.server.codes import STATUS_CODES
 from stratamem.server.echo import sent, without_echo
 from stratamem.server.hosts import Hosts, refusal
 from stratamem.server.service import Service, ServiceContext
@@ -321,18 +322,9 @@ class MCPHTTPApp:
         await send({"type": "lifespan.shutdown.complete"})
 
 
-_CODES = {
-    400: "bad_request",
-    401: "unauthorized",
-    403: "forbidden",
-    421: "misdirected",
-    429: "too_many_requests",
-}
-
-
 async def _refuse(send: Send, status: int, message: str, *, retry_after: int = 0) -> None:
     """A JSON error as the HTTP API answers it: ``{"error": {"code", "message"}}``."""
-    code = _CODES.get(status, "error")
+    code = STATUS_CODES.get(status, "error")
     body = json.dumps({"error": {"code": code, "message": message}}).encode()
     headers = [
         (b"content-type", b"application/json"),
