@@ -83,7 +83,7 @@ from stratamem.server.errors import (
 )
 from stratamem.server.hosts import Hosts
 from stratamem.server.service import Service, ServiceContext
-from stratamem.server.tokens import TooManyTries
+from stratamem.server.tokens import _TooManyTries
 
 if TYPE_CHECKING:
     from stratamem.server.mcp import MCPHTTPApp
@@ -178,7 +178,7 @@ class _Calls:
         try:
             with anyio.fail_after(self.timeout_s):
                 principal = await self.service.tokens.principal(header, address)
-        except TooManyTries as exc:
+        except _TooManyTries as exc:
             headers = {"Retry-After": str(exc.retry_after)}
             raise _ApiError(429, str(exc), headers=headers) from None
         except AccessDenied as exc:

@@ -40,7 +40,7 @@ from stratamem.server.codes import STATUS_CODES
 from stratamem.server.echo import sent, without_echo
 from stratamem.server.hosts import Hosts, refusal
 from stratamem.server.service import Service, ServiceContext
-from stratamem.server.tokens import TooManyTries
+from stratamem.server.tokens import _TooManyTries
 from stratamem.types import Principal
 
 log = logging.getLogger(__name__)
@@ -290,7 +290,7 @@ class MCPHTTPApp:
         if self.tokens:
             try:
                 principal = await self._principal(scope)
-            except TooManyTries as exc:
+            except _TooManyTries as exc:
                 await _refuse(send, 429, str(exc), retry_after=exc.retry_after)
                 return
             except AccessDenied as exc:

@@ -42,7 +42,7 @@ NEEDED = "a bearer token is required: Authorization: Bearer <token>"
 T = TypeVar("T")
 
 
-class TooManyTries(AccessError):
+class _TooManyTries(AccessError):
     """An address has sent too many bad tokens lately; ``retry_after`` seconds to wait."""
 
     def __init__(self, retry_after: int) -> None:
@@ -82,7 +82,7 @@ class TokenChecks:
     async def principal(self, header: str | None, address: str) -> Principal:
         """The principal of an ``Authorization`` header sent from ``address``:
         :class:`AccessDenied` for a missing or bad token (one message for every bad one),
-        :class:`TooManyTries` for an address turned away."""
+        :class:`_TooManyTries` for an address turned away."""
         scheme, _, token = (header or "").partition(" ")
         token = token.strip()
         if scheme.lower() != "bearer" or not token:
@@ -100,7 +100,7 @@ class TokenChecks:
         return await asyncio.shield(asyncio.wrap_future(future))
 
     def _admit(self, address: str) -> None:
-        """Count a check for ``address``, or :class:`TooManyTries`."""
+        """Count a check for ``address``, or :class:`_TooManyTries`."""
         now = self._clock()
         with self._lock:
             failed = self._failed.get(address)
@@ -109,9 +109,9 @@ class TokenChecks:
             waiting = self._waiting.get(address, 0)
             if len(failed or ()) + waiting >= self.failures:
                 oldest = failed[0] if failed else now
-                raise TooManyTries(max(1, math.ceil(oldest + self.window_s - now)))
+                raise _TooManyTries(max(1, math.ceil(oldest + self.window_s - now)))
             if sum(self._waiting.values()) >= WAITING:
-                raise TooManyTries(1)
+                raise _TooManyTries(1)
             self._waiting[address] = waiting + 1
 
     def _hash(self, token: str, address: str) -> Principal:
