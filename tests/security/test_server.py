@@ -37,6 +37,7 @@ from stratamem.api import Memory
 from stratamem.errors import AccessDenied, NotFoundError, StratamemError
 from stratamem.ops import OPERATIONS, MemoryContext, wire
 from stratamem.retrieval.primitives import MAX_LIMIT
+from stratamem.server.echo import sent, without_echo
 from stratamem.server.mcp import one_line
 from stratamem.store.rollups import Rollup
 from stratamem.store.sources import source_id_for
@@ -241,8 +242,16 @@ def http_calls(refs: dict[str, Refs]) -> list[Http]:
     return [*_http_search(), *_http_primitives(refs), *_http_entities(refs), *_http_by_id(refs)]
 
 
-def _error(status: int, code: str, exc: Exception) -> tuple[int, Any]:
-    return status, {"error": {"code": code, "message": str(exc)}}
+def _error(
+    status: int, code: str, exc: Exception, name: str, args: Mapping[str, Any]
+) -> tuple[int, Any]:
+    return status, {"error": {"code": code, "message": _without_echo(str(exc), name, args)}}
+
+
+def _without_echo(message: str, name: str, args: Mapping[str, Any]) -> str:
+    """``message`` as a server answers it: without what the caller sent."""
+    known = {p.name for p in OPERATIONS[name].params}
+    return without_echo(message, sent(args, known=known))
 
 
 def expected_http(call: Http, mem: Memory) -> tuple[int, Any]:
@@ -251,11 +260,11 @@ def expected_http(call: Http, mem: Memory) -> tuple[int, Any]:
     try:
         value = call.read(mem)
     except NotFoundError as exc:
-        return _error(404, "not_found", exc)
+        return _error(404, "not_found", exc, call.route, call.args)
     except AccessDenied as exc:
-        return _error(403, "forbidden", exc)
+        return _error(403, "forbidden", exc, call.route, call.args)
     except ValueError as exc:
-        return _error(422, "invalid_request", exc)
+        return _error(422, "invalid_request", exc, call.route, call.args)
     return 200, _json(value)
 
 
@@ -583,7 +592,10 @@ def expected_mcp(call: Tool, mem: Memory) -> tuple[str, Any]:
     try:
         value = call.read(mem)
     except (StratamemError, ValueError) as exc:
-        return "error", one_line(str(exc) or type(exc).__name__)
+        message = str(exc) or type(exc).__name__
+        if call.tool != "resource":
+            message = _without_echo(message, call.tool, call.args)
+        return "error", one_line(message)
     return "ok", json.loads(json.dumps(value, ensure_ascii=False))
 
 

@@ -187,12 +187,12 @@ def test_every_operation_has_its_route_and_its_tool_with_the_tables_parameters(
 
 BAD: dict[str, list[tuple[str, dict[str, Any], str]]] = {
     "unknown name": [
-        ("query_topic", {"entity": "person:alice chen"}, "no parameter 'entity'"),
+        ("query_topic", {"entity": "person:alice chen"}, "no parameter <name>"),
         ("fetch_leaves", {"node_ids": [MISSING]}, "did you mean 'ids'?"),
         ("drill_down", {"node_id": MISSING, "depth": 2}, "did you mean 'max_depth'?"),
         ("query_source", {"days": 3}, "did you mean 'time_window_days'?"),
         ("search", {"qeury": "x"}, "did you mean 'query'?"),
-        ("search", {"query": "x", "surprise": True}, "no parameter 'surprise'"),
+        ("search", {"query": "x", "surprise": True}, "no parameter <name>"),
         ("add", {"txt": "a note"}, "did you mean 'text'"),
         ("rollups", {"subjects": "topic:x"}, "did you mean 'subject'?"),
     ],
@@ -205,22 +205,22 @@ BAD: dict[str, list[tuple[str, dict[str, Any], str]]] = {
         ("rollups", {"limit": "ten"}, "'limit' must be a whole number, got text"),
     ],
     "date off the calendar": [
-        ("search", {"query": "x", "since": "2024-02-30"}, "'since': cannot read '2024-02-30'"),
-        ("cover_window", {"since": "2024-02-30"}, "'since': cannot read '2024-02-30'"),
-        ("recall", {"as_of": "2024-13-01"}, "'as_of': cannot read '2024-13-01'"),
+        ("search", {"query": "x", "since": "2024-02-30"}, "'since' cannot be read as a time"),
+        ("cover_window", {"since": "2024-02-30"}, "'since' cannot be read as a time"),
+        ("recall", {"as_of": "2024-13-01"}, "'as_of' cannot be read as a time"),
         (
             "remember",
             {"subject": "topic:a", "predicate": "p", "object": "o", "valid_from": "2023-02-29"},
-            "'valid_from': cannot read '2023-02-29'",
+            "'valid_from' cannot be read as a time",
         ),
     ],
     "limit out of bounds": [
-        ("search", {"query": "x", "limit": 0}, "'limit' must be at least 1, got 0"),
-        ("search", {"query": "x", "limit": 1001}, "'limit' must be at most 1000, got 1001"),
-        ("search", {"query": "x", "budget": -1}, "'budget' must be at least 0, got -1"),
+        ("search", {"query": "x", "limit": 0}, "'limit' must be at least 1"),
+        ("search", {"query": "x", "limit": 1001}, "'limit' must be at most 1000"),
+        ("search", {"query": "x", "budget": -1}, "'budget' must be at least 0"),
         ("query_source", {"time_window_days": 0}, "'time_window_days' must be more than 0"),
-        ("recall", {"limit": 0}, "'limit' must be at least 1, got 0"),
-        ("rollups", {"limit": 0}, "'limit' must be at least 1, got 0"),
+        ("recall", {"limit": 0}, "'limit' must be at least 1"),
+        ("rollups", {"limit": 0}, "'limit' must be at least 1"),
     ],
     "missing required": [
         ("search", {}, "'query' is required"),
@@ -479,9 +479,10 @@ async def remember_find_edit_remove(door: Http | Mcp, word: str, scope: str) -> 
     assert (removed["id"], removed["action"]) == (item, "deleted")
     assert await found(second) == []
     gone = await door.refused("edit", {"id": item, "text": "again"})
-    assert gone == f"no item with id {item!r}"
+    # The id sent is not repeated back (stratamem.server.echo).
+    assert gone == "no item with id <id>"
     assert await door.refused("rm", {"id": item}) == gone
-    assert await door.refused("show", {"node_id": item}) == f"no node with id {item!r}"
+    assert await door.refused("show", {"node_id": item}) == "no node with id <node_id>"
     # What it said before stays readable: its last chunk reads as the closed version.
     closed = await door.ok("show", {"node_id": again["node_id"]})
     assert closed["text"] == f"Maya prefers the {second} plan"

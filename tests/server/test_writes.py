@@ -222,7 +222,10 @@ def test_a_path_outside_the_root_is_refused(
 ) -> None:
     path = where.format(root=store.root, outside=store.outside)
     message = error(ingest(api["writer"], path), 403, "forbidden")
-    assert message == f"{path}: outside the server's ingest roots"
+    # The path sent is not repeated back (see stratamem.server.echo), bar one too short to
+    # tell from the message's own words.
+    shown = path if len(path) < 3 else "<path>"
+    assert message == f"{shown}: outside the server's ingest roots"
     assert OUTSIDE_NEWS not in json.dumps(sources(api["owner"]))
 
 
@@ -230,9 +233,8 @@ def test_a_folder_with_a_link_out_is_refused_whole(
     api: dict[str, httpx.Client], store: Store
 ) -> None:
     message = error(ingest(api["writer"], store.root / "leaky"), 403, "forbidden")
-    assert (
-        message == f"{store.root / 'leaky' / 'secret.md'}: a link out of the server's ingest roots"
-    )
+    # The folder sent is not repeated back; the file under it that links out is named.
+    assert message == "<path>/secret.md: a link out of the server's ingest roots"
     assert "notes:leaky" not in sources(api["owner"])
     assert not found(api["owner"], OUTSIDE_NEWS)
 

@@ -56,6 +56,14 @@ DEFAULT_PORT = 8765
 @click.option(
     "--log-queries", is_flag=True, help="Put the query text in the access log (off by default)."
 )
+@click.option(
+    "--allowed-host",
+    "allowed_hosts",
+    multiple=True,
+    metavar="HOST",
+    help="A Host the server answers besides loopback and --host (repeatable): the name a "
+    "proxy or a client reaches it by, mem.example or mem.example:443.",
+)
 @click.pass_context
 @handle_errors
 def serve(
@@ -67,6 +75,7 @@ def serve(
     readers: int,
     no_tokens: bool,
     log_queries: bool,
+    allowed_hosts: tuple[str, ...],
 ) -> None:
     """Serve the store over HTTP: the JSON API under /v1 and MCP at /mcp.
 
@@ -74,11 +83,15 @@ def serve(
     prints one). A non-loopback address needs at least one principal, and --no-tokens
     needs a loopback address. API documentation is at /docs.
 
+    Every route answers only a Host it is reached by: localhost, 127.0.0.1, [::1], the
+    --host address (unless 0.0.0.0 or ::) and each --allowed-host; anything else gets 421,
+    so a web page cannot reach the server by rebinding its own name to this address.
+
     \b
     Examples:
       stratamem principal add my-agent --scopes team
       stratamem serve
-      stratamem serve --host 0.0.0.0 --port 9000
+      stratamem serve --host 0.0.0.0 --port 9000 --allowed-host mem.example
       stratamem serve --no-tokens --allow-writes
       stratamem serve --allow-writes --ingest-root ~/exports
       stratamem --unlock mbox:team serve
@@ -88,6 +101,7 @@ def serve(
     import uvicorn
 
     from stratamem.api.stores import shown_location
+    from stratamem.server.hosts import Hosts, bound_hosts
     from stratamem.server.http import create_app
 
     if ctx.obj.get("principal"):
@@ -100,6 +114,11 @@ def serve(
         )
     if ingest_roots and not allow_writes:
         fail("--ingest-root is for writes: add --allow-writes")
+    hosts = [*bound_hosts(host), *allowed_hosts]
+    try:
+        Hosts(hosts)
+    except ValueError as exc:
+        fail(str(exc))
     service = _open_service(
         ctx, readers=readers, allow_writes=allow_writes, ingest_roots=ingest_roots
     )
@@ -113,8 +132,7 @@ def serve(
             service,
             tokens_required=not no_tokens,
             log_queries=log_queries,
-            # Off loopback every call carries a token, which a rebinding page cannot send.
-            mcp_allowed_hosts=None if loopback else ["*"],
+            allowed_hosts=hosts,
         )
         click.echo("loading the indexes…", err=True)
         took = service.warm()
@@ -128,6 +146,7 @@ def serve(
             click.echo(f"MCP: {url}/mcp", err=True)
         elif app.state.mcp_missing:
             click.echo(f"MCP: not served ({app.state.mcp_missing})", err=True)
+        click.echo(f"answers Host: {', '.join(Hosts(hosts).listed())}", err=True)
         if no_tokens:
             click.echo("no token needed: every call reads as the owner", err=True)
         else:

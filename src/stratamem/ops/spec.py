@@ -4,7 +4,9 @@ are checked.
 An :class:`Operation` is declared once (see :mod:`stratamem.ops.table`); every door is built
 from it: the HTTP route and the MCP tool take its parameters under the same names, with the
 same limits, and the same :func:`bind` checks them, so a bad argument gets the same one-line
-error on every door. The JSON schema a door publishes is :meth:`Operation.schema`.
+error on every door. That error names the operation, the parameter and the rule, never the
+value given (a server must not hand a caller's text back). The JSON schema a door publishes
+is :meth:`Operation.schema`.
 
 Parameter types (:attr:`Param.type`):
 
@@ -47,6 +49,7 @@ class _Required:
 
 REQUIRED: Any = _Required()
 MAX_TEXT = 100_000
+TIME_FORMS = "2024-03-12, 2024-03-12T09:30, 24h, 7d or 2w"
 
 
 @dataclass(frozen=True, slots=True)
@@ -213,7 +216,7 @@ def _check(op: Operation, param: Param, value: Any) -> Any:
             raise InvalidArgument(f"{where} must be text, got {_shown(value)}")
         if param.choices and value not in param.choices:
             allowed = ", ".join(param.choices)
-            raise InvalidArgument(f"{where} must be one of {allowed}; got {value!r}")
+            raise InvalidArgument(f"{where} must be one of {allowed}")
         _text(where, value)
         _length(where, value, param)
         return value
@@ -229,7 +232,7 @@ def _check(op: Operation, param: Param, value: Any) -> Any:
         if isinstance(value, bool) or not isinstance(value, int | float):
             raise InvalidArgument(f"{where} must be a number, got {_shown(value)}")
         if not math.isfinite(value):
-            raise InvalidArgument(f"{where} must be a finite number, got {value!r}")
+            raise InvalidArgument(f"{where} must be a finite number")
         _bounds(where, value, param)
         return float(value)
     if kind == "bool":
@@ -247,7 +250,7 @@ def _check(op: Operation, param: Param, value: Any) -> Any:
                 raise InvalidArgument(f"{where} must hold texts only, got {_shown(item)}")
             if param.choices and item not in param.choices:
                 allowed = ", ".join(param.choices)
-                raise InvalidArgument(f"{where} must hold only {allowed}; got {item!r}")
+                raise InvalidArgument(f"{where} must hold only {allowed}")
             _text(where, item)
             _length(where, item, param)
         _items(where, items, param)
@@ -270,8 +273,8 @@ def as_time(value: Any, *, where: str) -> datetime:
         raise InvalidArgument(f"{where} must be a date or time as text, got {_shown(value)}")
     try:
         return parse_when(value)
-    except ValueError as exc:
-        raise InvalidArgument(f"{where}: {' '.join(str(exc).split())}") from None
+    except ValueError:
+        raise InvalidArgument(f"{where} cannot be read as a time; use {TIME_FORMS}") from None
 
 
 def _text(where: str, value: str) -> None:
@@ -304,19 +307,11 @@ def _items(where: str, items: Sequence[Any], param: Param) -> None:
 
 def _bounds(where: str, value: float, param: Param) -> None:
     if param.ge is not None and value < param.ge:
-        raise InvalidArgument(f"{where} must be at least {param.ge:g}, got {_number(value)}")
+        raise InvalidArgument(f"{where} must be at least {param.ge:g}")
     if param.gt is not None and value <= param.gt:
-        raise InvalidArgument(f"{where} must be more than {param.gt:g}, got {_number(value)}")
+        raise InvalidArgument(f"{where} must be more than {param.gt:g}")
     if param.le is not None and value > param.le:
-        raise InvalidArgument(f"{where} must be at most {param.le:g}, got {_number(value)}")
-
-
-def _number(value: float) -> str:
-    """A number as an error shows it; a whole number past a float's range (JSON allows any
-    number of digits) by its length."""
-    if isinstance(value, int) and abs(value) >= 10**16:
-        return f"a number of {len(str(abs(value)))} digits"
-    return f"{value:g}"
+        raise InvalidArgument(f"{where} must be at most {param.le:g}")
 
 
 def _shown(value: Any) -> str:

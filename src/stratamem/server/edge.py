@@ -1,6 +1,14 @@
-"""The edge of the HTTP API: a body over the size limit is refused (413) before it is read
-whole, and each request gets one line in the access log (without the query text unless the
-server logs queries)."""
+"""The edge of the HTTP API, one middleware (:class:`Guard`) in front of every route:
+
+- the ``Host`` a request names must be one the server answers (:class:`Hosts`: the loopback
+  names, the address it is bound to, and those it is told), else 421; a request sent from a
+  page (an ``Origin`` header) must come from one of them too, else 403. A page on another
+  site cannot then reach the server by rebinding its own name to 127.0.0.1;
+- two ``Authorization`` headers are refused (400): no door may read one and another the other;
+- a body over the size limit is refused (413) before it is read whole;
+- each request gets one line in the access log (without the query text unless the server
+  logs queries), every field escaped so that nothing a caller sends can start a line.
+"""
 
 from __future__ import annotations
 
@@ -11,6 +19,7 @@ from typing import Any
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from stratamem.server.errors import _ApiError, error_response
+from stratamem.server.hosts import Hosts, refusal
 
 
 class _TooLarge(Exception):
@@ -18,12 +27,21 @@ class _TooLarge(Exception):
 
 
 class Guard:
-    """Refuses a body over ``max_body_bytes`` (413) and logs one line per request."""
+    """Checks Host, Origin and ``Authorization`` (see the module), refuses a body over
+    ``max_body_bytes`` (413) and logs one line per request."""
 
-    def __init__(self, app: ASGIApp, *, max_body_bytes: int, access_log: logging.Logger | None):
+    def __init__(
+        self,
+        app: ASGIApp,
+        *,
+        max_body_bytes: int,
+        access_log: logging.Logger | None,
+        hosts: Hosts | None = None,
+    ):
         self.app = app
         self.max_body_bytes = max_body_bytes
         self.access_log = access_log
+        self.hosts = hosts if hosts is not None else Hosts()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -38,6 +56,11 @@ class Guard:
                 status = message["status"]
             await send(message)
 
+        refused = self.refused(scope)
+        if refused is not None:
+            await error_response(refused)(scope, receive, send)
+            self._log(scope, refused.status, started)
+            return
         try:
             body = await self._body(scope, receive)
         except _TooLarge:
@@ -52,6 +75,11 @@ class Guard:
             await self.app(scope, _replay(body, receive) if body is not None else receive, sending)
         finally:
             self._log(scope, status, started)
+
+    def refused(self, scope: Scope) -> _ApiError | None:
+        """Why a request is refused before anything reads it (see :func:`refusal`)."""
+        found = refusal(scope, self.hosts)
+        return None if found is None else _ApiError(*found)
 
     async def _body(self, scope: Scope, receive: Receive) -> list[Message] | None:
         """The request body read whole (None when the method has none), or :class:`_TooLarge`."""
@@ -80,16 +108,37 @@ class Guard:
         state = scope.get("state") or {}
         line = "%s %s %d %.1fms %s"
         args: list[Any] = [
-            scope["method"],
-            scope.get("root_path", "") + scope["path"],
+            printable(scope["method"]),
+            printable(scope.get("root_path", "") + scope["path"], spaces=True),
             status,
             (time.perf_counter() - started) * 1000,
-            state.get("principal", "-"),
+            printable(str(state.get("principal", "-")), spaces=True),
         ]
         if state.get("query"):
-            line += " query=%r"
+            line += " query=%r"  # repr escapes every character that is not printable
             args.append(state["query"])
         self.access_log.info(line, *args)
+
+
+def printable(text: str, *, spaces: bool = False) -> str:
+    """``text`` with every character that is not printable (CR, LF and every other control
+    character, the line and paragraph separators, format characters), and the backslash,
+    written as a Python escape (``\\n``, ``\\x1b``, ``\\u2028``); spaces too where
+    ``spaces``, so that a field cannot pass for several. A log line then stays one line, its
+    fields where they are."""
+    if text.isprintable() and "\\" not in text and not (spaces and " " in text):
+        return text
+    out = []
+    for char in text:
+        if char == "\\":
+            out.append("\\\\")
+        elif char == " ":
+            out.append("\\x20" if spaces else " ")
+        elif char.isprintable():
+            out.append(char)
+        else:
+            out.append(char.encode("unicode_escape").decode("ascii"))
+    return "".join(out)
 
 
 def _replay(messages: list[Message], receive: Receive) -> Receive:

@@ -7,7 +7,7 @@ goes to the server's log). Validation errors list each problem by place, never t
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any, TypeVar, cast
 
 from fastapi import FastAPI, Request
@@ -22,33 +22,39 @@ from stratamem.errors import (
     StoreBusyError,
     StratamemError,
 )
+from stratamem.server.codes import STATUS_CODES
+from stratamem.server.echo import without_echo
 
 log = logging.getLogger("stratamem.server.http")
 
 T = TypeVar("T")
 
-STATUS_CODES = {
-    400: "bad_request",
-    401: "unauthorized",
-    403: "forbidden",
-    404: "not_found",
-    405: "method_not_allowed",
-    413: "too_large",
-    422: "invalid_request",
-    500: "internal_error",
-    503: "unavailable",
-    504: "timeout",
-}
-
 
 class _ApiError(Exception):
     """An error answered as ``{"error": {"code", "message"}}`` with ``status``."""
 
-    def __init__(self, status: int, message: str, *, code: str | None = None) -> None:
+    def __init__(
+        self,
+        status: int,
+        message: str,
+        *,
+        code: str | None = None,
+        headers: dict[str, str] | None = None,
+    ) -> None:
         super().__init__(message)
         self.status = status
         self.code = code or STATUS_CODES.get(status, "error")
         self.message = message
+        self.headers = headers or {}
+
+    def without_echo(self, values: Mapping[str, str]) -> _ApiError:
+        """This error with nothing of ``values`` (what the caller sent) in its message."""
+        return _ApiError(
+            self.status,
+            without_echo(self.message, values),
+            code=self.code,
+            headers=self.headers,
+        )
 
 
 def error_body(code: str, message: str, **extra: Any) -> dict[str, Any]:
@@ -56,7 +62,8 @@ def error_body(code: str, message: str, **extra: Any) -> dict[str, Any]:
 
 
 def error_response(error: _ApiError, **extra: Any) -> JSONResponse:
-    headers = {"WWW-Authenticate": "Bearer"} if error.status == 401 else None
+    headers = {"WWW-Authenticate": "Bearer"} if error.status == 401 else {}
+    headers.update(error.headers)
     return JSONResponse(
         error_body(error.code, error.message, **extra), status_code=error.status, headers=headers
     )

@@ -25,15 +25,25 @@ without a token reads as the owner. The routes, all JSON:
 ``GET /v1/rollups``            profile cards of subjects (``?subject=``), built from facts
 ``POST /v1/facts``             state a fact; ``DELETE /v1/facts/{id}`` retracts one (writes)
 ``GET /healthz``               no token
+``GET /docs``                  the API's documentation (no token), from ``/openapi.json``
+``POST /mcp``                  the MCP server (streamable HTTP; see ``docs/mcp.md``)
 =============================  ===============================================================
+
+Every route, those without a token included, answers only a ``Host`` it is reached by: the
+loopback names, the address it is bound to and those it is given (``allowed_hosts``); else
+421. A request from a web page (an ``Origin`` header) must come from one of them, else 403.
+Two ``Authorization`` headers are refused (400). An address that sent too many bad tokens
+lately is answered 429 (see :mod:`stratamem.server.tokens`).
 
 Every error is ``{"error": {"code": ..., "message": ...}}`` with its status: 400
 ``bad_request`` (a body that cannot be read: cut short, not UTF-8, nested or numbered past
 what the parser takes), 401 ``unauthorized``, 403 ``forbidden``, 404 ``not_found`` (a node the
 caller may not read answers exactly as one that does not exist), 405 ``method_not_allowed``,
-413 ``too_large``, 422 ``invalid_request`` (one line naming the operation and the parameter,
-as every door says it), 500 ``internal_error`` (no traceback), 503 ``unavailable``, 504
-``timeout`` (see :mod:`stratamem.server.errors`).
+413 ``too_large``, 421 ``misdirected`` (a foreign ``Host``), 422 ``invalid_request`` (one line
+naming the operation and the parameter, as every door says it), 429 ``too_many_requests``
+(with ``Retry-After``), 500 ``internal_error`` (no traceback), 503 ``unavailable``, 504
+``timeout`` (see :mod:`stratamem.server.errors`). No error repeats a value the caller sent
+(see :mod:`stratamem.server.echo`).
 
 The store's calls are blocking: a read runs on one of the service's reader threads within a
 time limit; one past it is answered 504 at once (its thread runs to the end, since a thread
@@ -47,7 +57,7 @@ import asyncio
 import json
 import logging
 import re
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextlib import AsyncExitStack, asynccontextmanager
 from typing import TYPE_CHECKING, Annotated, Any, TypeVar, cast
 
@@ -62,15 +72,18 @@ from stratamem.api import Memory
 from stratamem.errors import AccessDenied, MissingExtraError
 from stratamem.extras import require
 from stratamem.ops import OPERATIONS, Operation, Param, bind
+from stratamem.server.codes import STATUS_CODES
+from stratamem.server.echo import sent, without_echo
 from stratamem.server.edge import Guard
 from stratamem.server.errors import (
-    STATUS_CODES,
     _ApiError,
     add_error_handlers,
     answered,
     api_error,
 )
+from stratamem.server.hosts import Hosts
 from stratamem.server.service import Service, ServiceContext
+from stratamem.server.tokens import _TooManyTries
 
 if TYPE_CHECKING:
     from stratamem.server.mcp import MCPHTTPApp
@@ -95,16 +108,18 @@ def create_app(
     access_log: logging.Logger | None = ACCESS_LOG,
     log_queries: bool = False,
     mount_mcp: bool = True,
-    mcp_allowed_hosts: Sequence[str] | None = None,
+    allowed_hosts: Sequence[str] = (),
 ) -> FastAPI:
     """The HTTP API over ``service``. ``tokens_required=False`` lets a call without a token
     read as the owner (bind such a server to loopback only). The write routes answer as the
     service allows (:attr:`Service.allow_writes`). ``access_log`` gets one line per request
     (method, path, status, milliseconds, principal), with the query text only when
-    ``log_queries``. The MCP
-    server is mounted at ``/mcp`` (unless ``mount_mcp`` is False), answering the ``Host`` values
-    in ``mcp_allowed_hosts`` (default: the loopback names, against DNS rebinding); without the
-    ``mcp`` extra it is not, and ``app.state.mcp_missing`` says what to install."""
+    ``log_queries``. Every route answers the loopback names and ``allowed_hosts`` as ``Host``
+    (``name`` on any port, ``name:port``; ``*``: any), against DNS rebinding, and pages of
+    those origins only. The MCP server is mounted at ``/mcp`` (unless ``mount_mcp`` is
+    False); without the ``mcp`` extra it is not, and ``app.state.mcp_missing`` says what to
+    install."""
+    hosts = Hosts(allowed_hosts)
     if max_body_bytes <= 0:
         raise ValueError(f"max_body_bytes must be > 0, got {max_body_bytes}")
     if timeout_s <= 0:
@@ -120,6 +135,9 @@ def create_app(
 
     app = FastAPI(
         lifespan=lifespan,
+        # What is served is documented: the API at /docs (and /openapi.json), no second copy.
+        redoc_url=None,
+        swagger_ui_oauth2_redirect_url=None,
         title="stratamem",
         summary="Retrieval and memory over one store, read as the principal a token names.",
         version="1",
@@ -130,9 +148,7 @@ def create_app(
     app.state.mcp_missing = None
     if mount_mcp:
         try:
-            mcp = _mcp_app(
-                service, tokens_required=tokens_required, allowed_hosts=mcp_allowed_hosts
-            )
+            mcp = _mcp_app(service, tokens_required=tokens_required)
         except MissingExtraError as missing:
             log.info("MCP is not mounted: %s", missing)
             app.state.mcp_missing = str(missing)
@@ -140,7 +156,7 @@ def create_app(
             app.router.routes.append(Route("/mcp", mcp))
             mounted.append(mcp)
     app.state.mcp = bool(mounted)
-    app.add_middleware(Guard, max_body_bytes=max_body_bytes, access_log=access_log)
+    app.add_middleware(Guard, max_body_bytes=max_body_bytes, access_log=access_log, hosts=hosts)
     return app
 
 
@@ -158,13 +174,17 @@ class _Calls:
         if header is None and not self.tokens_required:
             request.state.principal = "owner"
             return None
-        scheme, _, token = (header or "").partition(" ")
-        if scheme.lower() != "bearer" or not token.strip():
-            raise _ApiError(401, "a bearer token is required: Authorization: Bearer <token>")
+        address = request.client.host if request.client else "-"
         try:
-            principal = await self.in_thread(lambda: self.service.authenticate(token.strip()))
-        except AccessDenied:
-            raise _ApiError(401, "the token matches no principal") from None
+            with anyio.fail_after(self.timeout_s):
+                principal = await self.service.tokens.principal(header, address)
+        except _TooManyTries as exc:
+            headers = {"Retry-After": str(exc.retry_after)}
+            raise _ApiError(429, str(exc), headers=headers) from None
+        except AccessDenied as exc:
+            raise _ApiError(401, str(exc)) from None
+        except TimeoutError:
+            raise _ApiError(504, f"the request took longer than {self.timeout_s:g}s") from None
         request.state.principal = principal.name
         return principal.name
 
@@ -184,12 +204,16 @@ class _Calls:
             raise _ApiError(504, f"the request took longer than {self.timeout_s:g}s") from None
 
     async def write(
-        self, action: str, who: str | None, job: Callable[[], dict[str, Any]]
+        self,
+        action: str,
+        who: str | None,
+        job: Callable[[], dict[str, Any]],
+        said: Mapping[str, str],
     ) -> JSONResponse:
         """``job`` queued on the service's writer thread: its result when it ends within the
         time limit, else 202 with the job to ask about (it goes on either way, whether or not
-        the caller stays)."""
-        found = self.service.submit(action, who, job)
+        the caller stays). ``said``: what the caller sent, which its errors leave out."""
+        found = self.service.submit(action, who, job, sent=said)
         waiting = asyncio.wrap_future(found.future)
         done, _ = await asyncio.wait({waiting}, timeout=self.timeout_s)
         if not done:
@@ -231,15 +255,16 @@ def _add_routes(app: FastAPI, calls: _Calls, *, log_queries: bool) -> None:
         failed (with its error)."""
         found = calls.service.job(job_id, who)
         if found is None:
-            raise _ApiError(404, f"no job {job_id!r}")
+            raise _ApiError(404, "no job of that id (a job is found only by who started it)")
         out = found.to_dict()
         if found.state == "failed":
             error = api_error(cast(BaseException, found.future.exception()))
             status = error.status if isinstance(error, _ApiError) else 403
+            message = str(error.message if isinstance(error, _ApiError) else error)
             out["error"] = {
                 "code": STATUS_CODES.get(status, "error"),
                 "status": status,
-                "message": str(error.message if isinstance(error, _ApiError) else error),
+                "message": without_echo(message, found.sent),
             }
         return out
 
@@ -251,10 +276,23 @@ def _add_operation(app: FastAPI, calls: _Calls, op: Operation, *, log_queries: b
     method, path = op.route
     in_path = re.findall(r"{(\w+)}", path)
 
+    known = {p.name for p in op.params}
+
     async def endpoint(request: Request, who: Caller) -> Any:
         args = await _arguments(request, op, method)
         for name in in_path:
             args[name] = request.path_params[name]
+        said = sent(args, known=known)
+        try:
+            return await run(request, who, args, said)
+        except _ApiError as exc:
+            raise exc.without_echo(said) from None
+        except AccessDenied as exc:
+            raise _ApiError(403, str(exc)).without_echo(said) from None
+
+    async def run(
+        request: Request, who: str | None, args: dict[str, Any], said: Mapping[str, str]
+    ) -> Any:
         try:
             bound = bind(op, args)
         except ValueError as exc:
@@ -268,7 +306,7 @@ def _add_operation(app: FastAPI, calls: _Calls, op: Operation, *, log_queries: b
         if not service.allow_writes:
             raise _ApiError(403, "writes are off: start the server with --allow-writes")
         context = ServiceContext(service, who)
-        return await calls.write(op.name, who, lambda: op.run(context, bound))
+        return await calls.write(op.name, who, lambda: op.run(context, bound), said)
 
     body: dict[str, Any]
     if method == "POST":
@@ -363,12 +401,10 @@ def _typed(param: Param, values: list[str]) -> Any:
 # -- MCP ---------------------------------------------------------------------------------------
 
 
-def _mcp_app(
-    service: Service, *, tokens_required: bool, allowed_hosts: Sequence[str] | None
-) -> MCPHTTPApp:
-    """The MCP server's HTTP app over ``service``; :class:`MissingExtraError` without the
-    ``mcp`` extra."""
+def _mcp_app(service: Service, *, tokens_required: bool) -> MCPHTTPApp:
+    """The MCP server's HTTP app over ``service``, its Host and Origin checked by this app's
+    :class:`Guard`; :class:`MissingExtraError` without the ``mcp`` extra."""
     require("mcp", "mcp", "/mcp")
     from stratamem.server.mcp import mcp_http_app
 
-    return mcp_http_app(service, tokens=tokens_required, allowed_hosts=allowed_hosts)
+    return mcp_http_app(service, tokens=tokens_required, allowed_hosts=["*"])

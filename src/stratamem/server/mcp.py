@@ -26,17 +26,21 @@ from contextlib import asynccontextmanager
 from typing import Any, TypeVar
 
 from mcp.server.mcpserver import MCPServer
-from mcp.server.mcpserver.exceptions import ToolError
+from mcp.server.mcpserver.exceptions import ResourceError, ResourceNotFoundError, ToolError
 from mcp.server.transport_security import TransportSecuritySettings
 from mcp_types import CallToolResult, TextContent, ToolAnnotations
 from mcp_types import Tool as MCPTool
 from starlette.types import Receive, Scope, Send
 
 from stratamem.api import Memory
-from stratamem.errors import AccessError, StratamemError
-from stratamem.ops import Operation, allowed, bind, operation, refuse, wire
+from stratamem.errors import AccessDenied, StratamemError
+from stratamem.ops import OPERATIONS, Operation, allowed, bind, operation, refuse, wire
 from stratamem.ops.reads import MAX_LIMIT
+from stratamem.server.codes import STATUS_CODES
+from stratamem.server.echo import sent, without_echo
+from stratamem.server.hosts import Hosts, refusal
 from stratamem.server.service import Service, ServiceContext
+from stratamem.server.tokens import _TooManyTries
 from stratamem.types import Principal
 
 log = logging.getLogger(__name__)
@@ -44,7 +48,6 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 
 NAME = "stratamem"
-LOOPBACK_HOSTS = ("127.0.0.1", "127.0.0.1:*", "localhost", "localhost:*", "[::1]", "[::1]:*")
 
 INSTRUCTIONS = """\
 stratamem is a memory of conversations, mail, notes and what agents wrote into it. Start with
@@ -96,6 +99,18 @@ class _OperationServer(MCPServer):
         context = ServiceContext(self._service, name)
         return name, await self._service.read(lambda: context.principal)
 
+    async def read_resource(self, uri: Any, context: Any = None) -> Any:
+        """The SDK's, with the URI asked for left out of its errors (see
+        :mod:`stratamem.server.echo`)."""
+        try:
+            return await super().read_resource(uri, context)
+        except ResourceError as exc:
+            said = sent({"uri": str(uri)}, known={"uri"})
+            message = without_echo(str(exc), said)
+            if isinstance(exc, ResourceNotFoundError):
+                raise ResourceNotFoundError(message) from exc
+            raise ResourceError(message) from exc
+
     async def list_tools(self) -> list[MCPTool]:
         _, who = await self._who()
         return [tool_of(op) for op in allowed(who, writes=self._service.allow_writes)]
@@ -106,7 +121,12 @@ class _OperationServer(MCPServer):
         try:
             return _result(await self._call(name, arguments))
         except (StratamemError, ValueError) as exc:
-            raise ToolError(one_line(str(exc) or type(exc).__name__)) from exc
+            found = OPERATIONS.get(name)
+            if found is None:  # the tool's name is the caller's own text
+                said = sent(arguments, tool=name)
+            else:
+                said = sent(arguments, known={p.name for p in found.params})
+            raise ToolError(one_line(without_echo(str(exc) or type(exc).__name__, said))) from exc
 
     async def _call(self, name: str, arguments: dict[str, Any]) -> dict[str, Any]:
         service = self._service
@@ -117,7 +137,8 @@ class _OperationServer(MCPServer):
         context = ServiceContext(service, who_name)
         if op.reads:
             return await service.read(lambda: op.run(context, bound))
-        job = service.submit(name, who_name, lambda: op.run(context, bound))
+        said = sent(arguments, known={p.name for p in op.params})
+        job = service.submit(name, who_name, lambda: op.run(context, bound), sent=said)
         data = await asyncio.wrap_future(job.future)
         return {"job": job.id, **data}
 
@@ -136,7 +157,7 @@ def build_server(service: Service, principal: Callable[[], str | None]) -> MCPSe
         root.handlers[:] = handlers
         root.setLevel(level)
 
-    async def read(work: Callable[[Memory], T]) -> T:
+    async def read(work: Callable[[Memory], T], **given: str) -> T:
         context = ServiceContext(service, principal())
 
         def job() -> T:
@@ -146,7 +167,9 @@ def build_server(service: Service, principal: Callable[[], str | None]) -> MCPSe
         try:
             return await service.read(job)
         except (StratamemError, ValueError) as exc:
-            raise ToolError(one_line(str(exc) or type(exc).__name__)) from exc
+            # A ResourceError reaches the client with this message, and only this one.
+            message = without_echo(str(exc) or type(exc).__name__, sent(given))
+            raise ResourceError(one_line(message)) from exc
 
     _add_resources(server, read)
     return server
@@ -157,7 +180,7 @@ def _result(data: dict[str, Any]) -> CallToolResult:
     return CallToolResult(content=[TextContent(type="text", text=text)], structured_content=data)
 
 
-def _add_resources(server: MCPServer, read: Callable[[Callable[[Memory], Any]], Any]) -> None:
+def _add_resources(server: MCPServer, read: Callable[..., Any]) -> None:
     """Sources and nodes as resources, for clients that attach context by URI."""
 
     @server.resource(
@@ -182,7 +205,7 @@ def _add_resources(server: MCPServer, read: Callable[[Callable[[Memory], Any]], 
             tops = memory.query_source(found.id, limit=MAX_LIMIT)
             return {**found.to_dict(), "summaries": [wire.node(h) for h in tops.hits]}
 
-        return json.dumps(await read(work), ensure_ascii=False)
+        return json.dumps(await read(work, source_id=source_id), ensure_ascii=False)
 
     @server.resource(
         "stratamem://nodes/{node_id}",
@@ -191,7 +214,9 @@ def _add_resources(server: MCPServer, read: Callable[[Callable[[Memory], Any]], 
         mime_type="application/json",
     )
     async def node(node_id: str) -> str:
-        found = await read(lambda m: wire.node(m.get(node_id), whole=True, entities=True))
+        found = await read(
+            lambda m: wire.node(m.get(node_id), whole=True, entities=True), node_id=node_id
+        )
         return json.dumps(found, ensure_ascii=False)
 
 
@@ -210,10 +235,13 @@ _caller: contextvars.ContextVar[str | None] = contextvars.ContextVar("mcp_caller
 class MCPHTTPApp:
     """The MCP server as an ASGI app for the streamable HTTP transport.
 
-    Every request must carry ``Authorization: Bearer <token>`` naming a principal (see
-    :meth:`Service.authenticate`); a missing or bad token is answered 401 with a JSON error,
-    and the calls it carries read as that principal. Built with ``tokens=False`` (the owner
-    serving on loopback alone) no token is asked for and every call reads as the owner.
+    Every request must carry ``Authorization: Bearer <token>`` naming a principal (checked
+    as :mod:`stratamem.server.tokens` says); a missing or bad token is answered 401 with a
+    JSON error (429 for an address that sent too many bad ones lately), and the calls it
+    carries read as that principal. Built with ``tokens=False`` (the owner serving on
+    loopback alone) no token is asked for and every call reads as the owner. Each request
+    is first checked as :func:`~stratamem.server.hosts.refusal` says: its ``Host`` and
+    ``Origin`` one of ``allowed_hosts`` (and the loopback names), one ``Authorization``.
 
     The app answers on any path, so mount it where it should live (Starlette/FastAPI:
     ``Route("/mcp", app)``, which matches ``/mcp`` with no trailing-slash redirect). Its
@@ -233,12 +261,9 @@ class MCPHTTPApp:
         self.service = service
         self.tokens = tokens
         self.server = build_server(service, _caller.get)
-        hosts = list(allowed_hosts) if allowed_hosts is not None else list(LOOPBACK_HOSTS)
-        security = TransportSecuritySettings(
-            enable_dns_rebinding_protection="*" not in hosts,
-            allowed_hosts=hosts,
-            allowed_origins=[f"http://{h}" for h in hosts] + [f"https://{h}" for h in hosts],
-        )
+        self.hosts = Hosts(allowed_hosts or ())
+        # Host and Origin are checked here (refusal), against the list every route uses.
+        security = TransportSecuritySettings(enable_dns_rebinding_protection=False)
         # Builds the session manager; the Starlette app around it is not used.
         self.server.streamable_http_app(
             json_response=json_response, transport_security=security, host=""
@@ -257,12 +282,19 @@ class MCPHTTPApp:
             return
         if scope["type"] != "http":
             return
+        refused = refusal(scope, self.hosts)
+        if refused is not None:
+            await _refuse(send, *refused)
+            return
         principal: str | None = None
         if self.tokens:
             try:
                 principal = await self._principal(scope)
-            except AccessError as exc:
-                await _unauthorized(send, str(exc))
+            except _TooManyTries as exc:
+                await _refuse(send, 429, str(exc), retry_after=exc.retry_after)
+                return
+            except AccessDenied as exc:
+                await _refuse(send, 401, str(exc))
                 return
         reset = _caller.set(principal)
         try:
@@ -271,14 +303,12 @@ class MCPHTTPApp:
             _caller.reset(reset)
 
     async def _principal(self, scope: Scope) -> str:
-        header = ""
+        header = None
         for key, value in scope.get("headers", ()):
             if key == b"authorization":
                 header = value.decode("latin-1")
-        scheme, _, token = header.partition(" ")
-        if scheme.lower() != "bearer" or not token.strip():
-            raise AccessError("a bearer token is required (Authorization: Bearer <token>)")
-        found = await self.service.read(lambda: self.service.authenticate(token.strip()))
+        client = scope.get("client")
+        found = await self.service.tokens.principal(header, client[0] if client else "-")
         return found.name
 
     async def _serve_lifespan(self, receive: Receive, send: Send) -> None:
@@ -292,19 +322,19 @@ class MCPHTTPApp:
         await send({"type": "lifespan.shutdown.complete"})
 
 
-async def _unauthorized(send: Send, message: str) -> None:
-    body = json.dumps({"error": message}).encode()
-    await send(
-        {
-            "type": "http.response.start",
-            "status": 401,
-            "headers": [
-                (b"content-type", b"application/json"),
-                (b"content-length", str(len(body)).encode()),
-                (b"www-authenticate", b'Bearer realm="stratamem"'),
-            ],
-        }
-    )
+async def _refuse(send: Send, status: int, message: str, *, retry_after: int = 0) -> None:
+    """A JSON error as the HTTP API answers it: ``{"error": {"code", "message"}}``."""
+    code = STATUS_CODES.get(status, "error")
+    body = json.dumps({"error": {"code": code, "message": message}}).encode()
+    headers = [
+        (b"content-type", b"application/json"),
+        (b"content-length", str(len(body)).encode()),
+    ]
+    if status == 401:
+        headers.append((b"www-authenticate", b'Bearer realm="stratamem"'))
+    if retry_after:
+        headers.append((b"retry-after", str(retry_after).encode()))
+    await send({"type": "http.response.start", "status": status, "headers": headers})
     await send({"type": "http.response.body", "body": body})
 
 
@@ -319,8 +349,9 @@ def mcp_http_app(
 
     ``tokens``: ask every request for a bearer token and read as its principal (False: no
     token, every call as the owner; only for a server bound to loopback). ``allowed_hosts``:
-    the ``Host`` values accepted (``host:port``, ``host:*``; ``*`` turns the check off);
-    default the loopback names, which guards a local server against DNS rebinding.
+    the ``Host`` values accepted besides the loopback names (``name`` on any port,
+    ``name:port``; ``*`` turns the check off), which guards a local server against DNS
+    rebinding; an ``Origin``, when sent, must name one of them too.
     ``json_response``: answer each request with one JSON body instead of an event stream.
     """
     return MCPHTTPApp(

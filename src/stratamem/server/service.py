@@ -8,16 +8,25 @@ connection, so they run at the same time and never wait for a write (WAL on SQLi
 vector, entity postings) are built once and shared by every thread and every principal,
 each read gated for the principal it is made for. Writes (ingest, forget) run one at a time
 on a writer thread of their own, as jobs that go on to the end whether or not their caller
-waits (:class:`WriteJob`). A store opened with locked sources unlocked lives in one
-in-memory connection; there each principal gets a memory of its own, and its calls take turns.
+waits (:class:`WriteJob`), each known by a random id.
+
+A store served with locked sources unlocked is copied into memory, where they are decrypted
+(nothing of them reaches the disk); each principal gets a memory of its own there, and its
+calls take turns. Who may read what is not taken from that copy: every call first reads the
+principals, each source's access scopes and lock state from the store itself, and where they
+differ from what the copy was made with, the copies are made again from the store (with the
+same passphrases), so a principal removed, a source's scopes changed, a source locked,
+unlocked or forgotten there applies to the next call. A source whose passphrase no longer
+opens it fails every call (500) until the server is started again.
 
 Every memory shares one embedder, so the model is loaded once, and it embeds one batch at a
 time (:class:`OneAtATime`): the model already spreads one batch over every core, and
 concurrent searches running it side by side would only fight over them.
 
-Tokens are checked with a slow hash (see :mod:`stratamem.access.principals`); a token that
-checked out is remembered by its SHA-256 for :data:`TOKEN_TTL_S` seconds, and the stored hash
-is compared on every use, so a rotated or removed token stops working at once.
+Tokens are checked with a slow hash (see :mod:`stratamem.access.principals`), always against
+the store itself, off the reader threads and at a bounded rate (:mod:`stratamem.server.tokens`);
+a token that checked out is remembered by its SHA-256 for :data:`TOKEN_TTL_S` seconds, and
+the stored hash is compared on every use, so a rotated or removed token stops working at once.
 """
 
 from __future__ import annotations
@@ -25,8 +34,8 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import hashlib
-import itertools
 import os
+import secrets
 import threading
 import time
 from collections import OrderedDict
@@ -42,6 +51,8 @@ from stratamem.api import DEFAULT_EMBEDDER, Memory
 from stratamem.api.parts import Embedder, Reranker, Role, Summarizer, Vectors, get_embedder
 from stratamem.errors import AccessDenied, StratamemError
 from stratamem.ops.context import require_write
+from stratamem.server.echo import without_echo
+from stratamem.server.tokens import TokenChecks
 from stratamem.types import Principal
 
 TOKEN_TTL_S = 300.0
@@ -83,6 +94,8 @@ class WriteJob:
     future: Future[dict[str, Any]] = field(repr=False)
     started: datetime | None = None
     finished: datetime | None = None
+    # What its caller sent (text → parameter), which its error leaves out.
+    sent: Mapping[str, str] = field(default_factory=dict, repr=False)
 
     @property
     def state(self) -> Literal["queued", "running", "done", "failed"]:
@@ -103,7 +116,10 @@ class WriteJob:
             out["result"] = self.future.result()
         elif self.state == "failed":
             error = self.future.exception()
-            out["error"] = {"type": type(error).__name__, "message": str(error)}
+            out["error"] = {
+                "type": type(error).__name__,
+                "message": without_echo(str(error), self.sent),
+            }
         return out
 
 
@@ -152,21 +168,25 @@ class Service:
         self._summarizer = summarizer
         self._unlock = unlock
         self._lock = threading.Lock()
+        # With sources unlocked: a memory per principal over the copy in memory, and who may
+        # read what in the store when the copies were made.
         self._memories: dict[str | None, tuple[Memory, threading.Lock]] = {}
+        self._access: Access | None = None
         self._shared: Memory | None = None
         self._tokens: dict[str, tuple[str, str, float]] = {}  # sha256 → (name, hash, checked)
         self._jobs: OrderedDict[str, WriteJob] = OrderedDict()
-        self._job_ids = itertools.count(1)
         self._reads = ThreadPoolExecutor(readers, thread_name_prefix="stratamem-read")
         self._writes = ThreadPoolExecutor(1, thread_name_prefix="stratamem-write")
         self.readers = readers
+        self.tokens = TokenChecks(self.known_token, self.check_token, self.read)
         try:
-            if not unlock:
-                # Open (and migrate) the store now: a bad path fails at start.
-                self._shared = self._open(None, per_thread=True)
-            else:
+            # Open (and migrate) the store now: a bad path fails at start. With sources
+            # unlocked it is still what tokens, principals and access are read from.
+            self._shared = self._open(None, per_thread=True, unlock=None)
+            if unlock:
                 self.owner_memory()
         except BaseException:
+            self.tokens.close()
             self._reads.shutdown(wait=False)
             self._writes.shutdown(wait=False)
             raise
@@ -184,6 +204,7 @@ class Service:
                 job.future.cancel()  # only those not started: a running one goes on
         self._writes.shutdown(wait=True, cancel_futures=True)
         self._reads.shutdown(wait=True, cancel_futures=True)
+        self.tokens.close()
         with self._lock:
             memories, self._memories = list(self._memories.values()), {}
             shared, self._shared = self._shared, None
@@ -214,13 +235,23 @@ class Service:
         return await asyncio.wrap_future(self._reads.submit(context.run, job))
 
     def submit(
-        self, action: str, principal: str | None, job: Callable[[], dict[str, Any]]
+        self,
+        action: str,
+        principal: str | None,
+        job: Callable[[], dict[str, Any]],
+        *,
+        sent: Mapping[str, str] | None = None,
     ) -> WriteJob:
-        """Queue ``job`` for the writer thread; it runs to the end whoever waits for it."""
+        """Queue ``job`` for the writer thread; it runs to the end whoever waits for it.
+        ``sent``: what its caller sent (see :mod:`stratamem.server.echo`), which the job's
+        error, when asked about, leaves out."""
         future: Future[dict[str, Any]] = Future()
         with self._lock:
-            ident = f"job-{next(self._job_ids)}-{os.urandom(6).hex()}"
-            found = WriteJob(ident, action, principal, datetime.now(UTC), future)
+            # Random only: an id tells nothing of how many jobs anyone else started.
+            ident = f"job-{secrets.token_hex(16)}"
+            found = WriteJob(
+                ident, action, principal, datetime.now(UTC), future, sent=dict(sent or {})
+            )
 
             def run() -> None:
                 if not future.set_running_or_notify_cancel():
@@ -260,27 +291,51 @@ class Service:
 
     def authenticate(self, token: str) -> Principal:
         """The principal ``token`` belongs to; :class:`AccessDenied` (one message for every
-        kind of bad token) otherwise."""
-        key = hashlib.sha256(token.encode("utf-8", "surrogatepass")).hexdigest()
-        with self.reading(None) as owner:
-            cached = self._tokens.get(key)
-            if cached is not None and time.monotonic() - cached[2] < TOKEN_TTL_S:
-                name, hashed, _ = cached
-                row = owner.store.principal_row(name=name)
-                if row is not None and row.token_hash == hashed:
-                    return row.principal
-                self._tokens.pop(key, None)
-                raise AccessDenied("the token matches no principal")
+        kind of bad token) otherwise. A blocking call: the doors go through :attr:`tokens`."""
+        found = self.known_token(token)
+        return found if found is not None else self.check_token(token)
+
+    def known_token(self, token: str) -> Principal | None:
+        """The principal of a token that checked out lately, as the store has it now (no
+        slow hash); None for a token not remembered; :class:`AccessDenied` for one whose
+        principal was since removed or given another token."""
+        key = _token_key(token)
+        cached = self._tokens.get(key)
+        if cached is None or time.monotonic() - cached[2] >= TOKEN_TTL_S:
+            return None
+        name, hashed, _ = cached
+        with self._on_disk() as owner:
+            row = owner.store.principal_row(name=name)
+        if row is not None and row.token_hash == hashed:
+            return row.principal
+        self._tokens.pop(key, None)
+        raise AccessDenied("the token matches no principal")
+
+    def check_token(self, token: str) -> Principal:
+        """The principal ``token`` belongs to, checked with the slow hash against the store
+        (and remembered); :class:`AccessDenied` otherwise."""
+        with self._on_disk() as owner:
             principal = owner.principals.authenticate(token)
             row = owner.store.principal_row(name=principal.name)
-            if row is not None:
-                self._tokens[key] = (principal.name, row.token_hash, time.monotonic())
-            return principal
+        if row is not None:
+            self._tokens[_token_key(token)] = (principal.name, row.token_hash, time.monotonic())
+        return principal
+
+    @contextmanager
+    def _on_disk(self) -> Iterator[Memory]:
+        """The store itself (not a copy in memory), read as the owner on this thread."""
+        shared = self._shared
+        if shared is None:
+            raise StratamemError("the server is closed")
+        with cast(_PerThread, shared.store).reading_as(None):
+            yield shared
 
     # -- memories ------------------------------------------------------------------------------
 
     def owner_memory(self) -> Memory:
-        if self._shared is not None:
+        if not self._unlock:
+            if self._shared is None:
+                raise StratamemError("the server is closed")
             return self._shared
         return self._entry(None)[0]
 
@@ -289,7 +344,9 @@ class Service:
         """The memory, reading as ``principal`` (None: the owner) on this thread for the
         block; :class:`AccessDenied` if there is no such principal."""
         shared = self._shared
-        if shared is not None:
+        if shared is None:
+            raise StratamemError("the server is closed")
+        if not self._unlock:
             with cast(_PerThread, shared.store).reading_as(principal):
                 yield shared
             return
@@ -298,20 +355,44 @@ class Service:
             yield memory
 
     def _entry(self, principal: str | None) -> tuple[Memory, threading.Lock]:
+        """``principal``'s memory over the copy with sources unlocked, made again (every
+        principal's) where the store's principals or access differ from the copy's."""
+        now = self._access_now()
+        stale: list[tuple[Memory, threading.Lock]] = []
         with self._lock:
+            if now != self._access:
+                stale, self._memories = list(self._memories.values()), {}
+                self._access = now
             found = self._memories.get(principal)
             if found is None:
                 found = self._memories[principal] = (self._open(principal), threading.Lock())
-            return found
+        for memory, lock in stale:
+            with lock:
+                memory.close()
+        return found
 
-    def _open(self, principal: str | None, *, per_thread: bool = False) -> Memory:
+    def _access_now(self) -> Access:
+        """Who may read what, as the store itself has it now."""
+        with self._on_disk() as owner:
+            store = owner.store
+            principals = tuple((p.name, p.scopes, p.sources, p.write) for p in store.principals())
+            sources = tuple((s.id, s.scope, s.access, s.locked) for s in store.sources())
+        return principals, sources
+
+    def _open(
+        self,
+        principal: str | None,
+        *,
+        per_thread: bool = False,
+        unlock: Mapping[str, str] | Sequence[str] | Literal[False] | None = False,
+    ) -> Memory:
         return Memory(
             self.path,
             embedder=self._embedder,
             reranker=self._reranker,
             summarizer=self._summarizer,
             principal=principal,
-            unlock=self._unlock,
+            unlock=self._unlock if unlock is False else unlock,
             per_thread=per_thread,
         )
 
@@ -333,6 +414,18 @@ class Service:
         require_write(who)
         with self.reading(None) as memory:
             yield memory, who
+
+
+def _token_key(token: str) -> str:
+    return hashlib.sha256(token.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+# Who may read what: each principal (name, scopes, source globs, write) and each source (id,
+# scope, access scopes, locked).
+Access = tuple[
+    tuple[tuple[str, tuple[str, ...], tuple[str, ...], bool], ...],
+    tuple[tuple[str, str, tuple[str, ...], bool], ...],
+]
 
 
 class ServiceContext:
