@@ -503,6 +503,11 @@ MIGRATIONS: tuple[str, ...] = (
         FROM chunks c JOIN sources s ON s.id = c.source_id
         WHERE s.platform = 'memory' AND c.record_key IS NOT NULL;
     """,
+    # 15: who made each source: a principal's name, NULL for the store's owner. The sources
+    # made before count as the owner's.
+    """
+    ALTER TABLE sources ADD COLUMN created_by TEXT;
+    """,
 )
 
 SCHEMA_VERSION = len(MIGRATIONS)
