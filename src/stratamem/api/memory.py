@@ -231,6 +231,8 @@ class Memory(Reads):
         admit: Admit | None = None,
         now: When | None = None,
         embed: bool = False,
+        join: bool = False,
+        writer: str | None = None,
     ) -> IngestReport:
         """Read ``path`` with the detected (or named) connector into the store.
 
@@ -255,6 +257,10 @@ class Memory(Reads):
         the clock). ``embed=True`` embeds what waits for a vector afterwards (as
         ``mem.indexes.embed``), where an embedder is configured; ``report.embedded`` says how
         many.
+        A source a principal made (``bob/mail``: see ``Source.created_by``) takes nothing
+        unless ``join=True``: it fails in the report, the others go on. ``writer`` is the
+        principal the ingest is made for (a server's, after ``admit`` checks it): its new
+        sources go in its namespace (``<writer>/<scope>``) and are recorded as its.
         """
         self._owner_only("ingest")
         at = when(now, "now")
@@ -274,6 +280,8 @@ class Memory(Reads):
             admit=admit,
             embedder=self._write_embedder(),
             now=at,
+            writer=writer,
+            join=join,
         )
         if trees:
             try:
