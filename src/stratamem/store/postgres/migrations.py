@@ -377,7 +377,7 @@ INSERT INTO item_nodes (node_id, source_id, key, version, seq)
 
 # 5: who made each source, as SQLite's migration 15.
 _V5 = """
-ALTER TABLE sources ADD COLUMN created_by TEXT;
+ALTER TABLE sources ADD COLUMN IF NOT EXISTS created_by TEXT;
 """
 
 MIGRATIONS: tuple[str, ...] = (_postgres(_V1), _V2, _V3, _postgres(_V4), _postgres(_V5))
