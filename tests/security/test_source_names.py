@@ -171,7 +171,7 @@ def test_a_writers_new_sources_go_in_its_namespace_and_are_its_own(served: Serve
     listed = served.call(None, "sources", {})["sources"]
     assert {s["scope"]: s["created_by"] for s in listed}["w/memory"] == "w"
     # A principal is not told who made what.
-    assert all("created_by" not in s for s in served.call("w", "sources", {})["sources"])
+    assert all(s["created_by"] is None for s in served.call("w", "sources", {})["sources"])
 
 
 def test_a_writer_keeps_writing_its_sources_of_before(served: Served) -> None:

@@ -13,6 +13,7 @@ import json
 import sqlite3
 from collections.abc import Callable, Hashable, Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager
+from dataclasses import replace
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -103,7 +104,11 @@ class SourceTables:
         rows = self.conn.execute(
             f"SELECT s.*, {count} AS n FROM sources s {where} ORDER BY s.scope", params
         )
-        return [_source(row) for row in rows.fetchall()]
+        found = [_source(row) for row in rows.fetchall()]
+        if self.principal_name is not None:
+            # Who made a source is the owner's to know: a principal learns no other's name.
+            found = [replace(s, created_by=None) for s in found]
+        return found
 
     def stats(self) -> dict[str, Any]:
         """Counts over what the reader may see (the owner: every unlocked source; locked
