@@ -36,7 +36,7 @@ from pathlib import Path
 from stratamem.errors import AccessDenied, NotFoundError
 from stratamem.store.access import ANY_SCOPE, may_read, parse_scopes
 from stratamem.store.base import Store
-from stratamem.store.names import check_name, namespaced, normal_name
+from stratamem.store.names import check_name, looks_like_id, namespaced, normal_name
 from stratamem.types import Identity, Principal, Source, SourceKind
 
 # How many entries of a directory to check for links that lead out, before giving up.
@@ -224,6 +224,9 @@ def write_target(
     source of a name as the principal sees the store, None for none); else the source of that
     name in its namespace where it reads it. None: neither exists, and the write makes
     :func:`own_name` of ``asked`` (:func:`own_source`)."""
+    if looks_like_id(asked):
+        found = reads(asked)  # an id names one source, never a name of the namespace
+        return None if found is None else found.id
     name = normal_name(asked)
     for candidate in (name, own_name(principal, name)):
         found = reads(candidate)

@@ -247,7 +247,8 @@ def ingest_path(
     known = store.sources()
     # The reader derives the chunks of a source it reads only where the store holds none.
     held = frozenset(source.id for source in known if source.chunk_count)
-    writable = None if admit is None else _admits(admit)
+    # A writer's names: those of the sources it may write; any other goes in its namespace.
+    writable = None if admit is None or writer is None else _admits(admit)
     place = placer({s.scope for s in known if writable is None or writable(s)}, writer)
     events = _Lookahead(
         reader(
