@@ -198,8 +198,12 @@ class SourceTables:
         of a source another writer made (:class:`InvalidArgument` naming it)."""
         check_name(scope)
         key = name_key(scope)
-        for other, by in self.conn.execute("SELECT scope, created_by FROM sources").fetchall():
-            if by != created_by and name_key(other) == key:
+        # Only the other writers' names: the owner's many sources are never read for its own.
+        others = self.conn.execute(
+            "SELECT scope FROM sources WHERE coalesce(created_by, '') <> ?", (created_by or "",)
+        ).fetchall()
+        for (other,) in others:
+            if name_key(other) == key:
                 raise InvalidArgument(
                     f"source name {scope!r} is too close to an existing source {other!r}"
                 )
