@@ -52,6 +52,9 @@ class Source:
     locked: bool = False
     ingested_at: datetime | None = None
     chunk_count: int = 0
+    # The principal that made the source (its new sources are in its namespace, ``bob/…``);
+    # None for the store's owner, and for every source made before sources had owners.
+    created_by: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -64,6 +67,7 @@ class Source:
             "access": list(self.access),
             "locked": self.locked,
             "ingested_at": rfc3339(self.ingested_at),
+            "created_by": self.created_by,
         }
 
 

@@ -212,9 +212,13 @@ def test_a_users_source_is_readable_by_that_users_scope_and_the_owner() -> None:
     assert may_read(reader("agent:planner"), source)
     assert not may_read(reader("user:bob"), source)
     # The source rule still holds beside it: a principal writes what it reads after.
-    assert admit_source(reader("user:maya"), None, source, named=True) is None
+    both = reader("user:maya", "agent:planner")
+    assert admit_source(both, source, source, named=True) is None
     with pytest.raises(AccessDenied):
-        admit_source(reader("user:bob"), None, source, named=True)
+        admit_source(reader("user:bob"), source, source, named=True)
+    # Only a write for the user makes the source: an ingest named like it is refused.
+    with pytest.raises(AccessDenied, match="made only by a write for it"):
+        admit_source(both, None, source, named=True)
 
 
 def test_user_scopes_take_addresses() -> None:

@@ -5,7 +5,7 @@ Each principal adds a memory over HTTP and corrects it, and adds another over MC
 it. Checked for every principal, with the read rule written out again (``security_kit.sees``)
 as the oracle:
 
-- its items go to ``memory:<its name>``, made with its scopes; where its source globs would
+- its items go to ``<its name>/memory``, made with its scopes; where its source globs would
   leave that source out of its own reads the add is refused, on both doors alike, and nothing
   is left behind;
 - an item is read (searched, fetched, shown) by exactly the principals that source's scopes
@@ -74,7 +74,7 @@ def own_access(name: str) -> tuple[str, ...]:
 
 
 def sees_memory_of(reader: str, writer: str) -> bool:
-    return kit.sees(spec(reader), own_access(writer), f"memory:{writer}")
+    return kit.sees(spec(reader), own_access(writer), f"{writer}/memory")
 
 
 @dataclass
@@ -90,7 +90,7 @@ class Written:
 
     @property
     def scope(self) -> str:
-        return f"memory:{self.name}"
+        return f"{self.name}/memory"
 
 
 def reads_of(served: Served, name: str) -> list[Any]:
@@ -147,7 +147,7 @@ def written(items_served: Served, before: dict[str, list[Any]]) -> dict[str, Wri
             continue
         assert response.status_code == 200, response.text
         added = response.json()
-        assert (added["scope"], added["action"]) == (f"memory:{name}", "added")
+        assert (added["scope"], added["action"]) == (f"{name}/memory", "added")
         edited = call_http(
             client, "edit", {"id": added["id"], "text": f"{name} keeps the {second} plan note"}
         )
@@ -340,7 +340,7 @@ def test_editing_or_removing_a_hidden_item_answers_as_a_missing_one(  # type: ig
 
 def writes_own(name: str) -> bool:
     """Whether ``name`` may write to its own memory (it reads what it would make)."""
-    return kit.sees(spec(name), own_access(name), f"memory:{name}")
+    return kit.sees(spec(name), own_access(name), f"{name}/memory")
 
 
 # The principals that may read none of the memories written (their own add refused).

@@ -263,7 +263,9 @@ def test_sources_and_stats_are_scoped(api: dict[str, httpx.Client]) -> None:
         "access",
         "locked",
         "ingested_at",
+        "created_by",
     }
+    assert {s["created_by"] for s in bot} == {None}  # no one's name for a principal
     stats = {who: ok(api[who].get("/v1/stats")) for who in ("owner", "bot", "mailer")}
     assert stats["bot"] != stats["owner"] != stats["mailer"]
     assert "mbox" not in str(stats["bot"])

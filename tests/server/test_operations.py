@@ -282,7 +282,17 @@ def test_a_write_refused_says_why_alike_on_both_doors(doors: Doors) -> None:
                 assert error(call_http(client, name, args), 403, "forbidden") == message
     # Nothing was written: no source of the reader's own, no fact.
     sources = {s["scope"] for s in ok(doors.clients["owner"].get("/v1/sources"))["sources"]}
-    assert not {"memory:reader", "facts:reader", "facts:writer"} & sources
+    assert (
+        not {
+            "reader/memory",
+            "reader/facts:asserted",
+            "writer/facts:asserted",
+            "memory:reader",
+            "facts:reader",
+            "facts:writer",
+        }
+        & sources
+    )
     facts = ok(call_http(doors.clients["owner"], "recall", {"subject": "topic:a"}))
     assert facts == {"facts": []}
 
@@ -493,7 +503,7 @@ async def remember_find_edit_remove(door: Http | Mcp, word: str, scope: str) -> 
 
 @pytest.mark.parametrize("who", ["owner", "writer"])
 def test_an_agent_remembers_finds_edits_and_removes_over_http_alone(doors: Doors, who: str) -> None:
-    scope = "memory" if who == "owner" else f"memory:{who}"
+    scope = "memory" if who == "owner" else f"{who}/memory"
     door = Http(doors.clients[who])
     anyio.run(remember_find_edit_remove, door, f"zqhttp{who}", scope)
     owned = {s["scope"]: s for s in ok(doors.clients["owner"].get("/v1/sources"))["sources"]}
@@ -503,7 +513,7 @@ def test_an_agent_remembers_finds_edits_and_removes_over_http_alone(doors: Doors
 
 @pytest.mark.parametrize("who", ["owner", "writer"])
 def test_an_agent_remembers_finds_edits_and_removes_over_mcp_alone(doors: Doors, who: str) -> None:
-    scope = "memory" if who == "owner" else f"memory:{who}"
+    scope = "memory" if who == "owner" else f"{who}/memory"
 
     async def work(session: ClientSession) -> str:
         return await remember_find_edit_remove(Mcp(session), f"zqmcp{who}", scope)

@@ -222,11 +222,11 @@ def test_an_ingest_the_disk_fills_under_keeps_the_sources_written_and_says_where
     opened: list[str] = []
     original = pipeline._open_source
 
-    def open_source_on_a_filling_disk(store, info, result, access):  # type: ignore[no-untyped-def]
+    def open_source_on_a_filling_disk(store, info, result, *rest):  # type: ignore[no-untyped-def]
         opened.append(info.scope)
         if len(opened) == 2:
             fill(disk)
-        return original(store, info, result, access)
+        return original(store, info, result, *rest)
 
     monkeypatch.setattr(pipeline, "_open_source", open_source_on_a_filling_disk)
     result = CliRunner().invoke(

@@ -16,6 +16,7 @@ from stratamem.errors import NotFoundError, StratamemError
 from stratamem.retrieval.legs.keyword import index_file, sparse_index
 from stratamem.retrieval.legs.vector import VectorLeg, drop_other_vector_files
 from stratamem.store.base import Store
+from stratamem.store.names import looks_like_id
 from stratamem.timeparse import parse_when
 
 if TYPE_CHECKING:
@@ -68,9 +69,9 @@ def check_sources(store: Store, refs: Iterable[str]) -> None:
     if not wanted:
         return
     scopes = store.scopes()
-    known = set(scopes) | set(scopes.values())
+    names = set(scopes.values())
     for ref in wanted:
-        if ref in known:
+        if (ref in scopes) if looks_like_id(ref) else (ref in names):
             continue
         try:
             store.resolve_source(ref)  # the owner names a locked source, which it may see

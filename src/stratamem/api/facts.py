@@ -47,6 +47,7 @@ class Facts(Facet):
         user: str | None = None,
         agent: str | None = None,
         session: str | None = None,
+        join: bool = False,
     ) -> FactWrite:
         """State that ``subject``'s ``predicate`` is ``object`` from ``valid_from`` (None: as
         far back as known) until ``valid_to`` (None: until said otherwise). ``subject`` is an
@@ -58,7 +59,8 @@ class Facts(Facet):
         predicate holds many values at once (likes, observed), and a new one adds to the
         others. ``user``, ``agent`` and ``session`` put the fact in that identity's memory
         (``facts/user:maya``, or the evidence's source, which must be of it); the subject
-        may be ``user:maya`` too (see ``docs/memory.md``)."""
+        may be ``user:maya`` too (see ``docs/memory.md``). A source a principal made is
+        refused unless ``join=True``."""
         self._owner_only("remember facts")
         now_at = when(now, "now")
         said = remembering.statement(
@@ -81,6 +83,7 @@ class Facts(Facet):
             session=session,
             now=now_at,
             embedder=self._memory._write_embedder(),
+            join=join,
         )
 
     def retract(self, fact_id: str, *, now: When | None = None) -> FactWrite:

@@ -33,6 +33,7 @@ class Items(Facet):
         user: str | None = None,
         agent: str | None = None,
         session: str | None = None,
+        join: bool = False,
     ) -> ItemWrite:
         """Write one item (a memory, a message, a note) to ``source`` and return its id.
 
@@ -44,7 +45,9 @@ class Items(Facet):
         source (or ``kind``). ``user``, ``agent`` and ``session`` put the item in that
         identity's source of base ``source`` (``memory/user:maya``: see
         ``docs/memory.md``). The source's summary tree is queued to be sealed (see
-        ``mem.trees.build``).
+        ``mem.trees.build``). A source a principal made (``bob/notes``: see
+        ``Source.created_by``) is refused unless ``join=True``: its scopes are that
+        principal's choice.
         """
         self._owner_only("write items")
         return items.add_item(
@@ -63,6 +66,7 @@ class Items(Facet):
             agent=agent,
             session=session,
             embedder=self._memory._first_write_embedder(),
+            join=join,
         )
 
     def add_messages(

@@ -232,6 +232,8 @@ class Memory(Reads):
         admit: Admit | None = None,
         now: When | None = None,
         embed: bool = False,
+        join: bool = False,
+        writer: str | None = None,
     ) -> IngestReport:
         """Read ``path`` with the detected (or named) connector into the store.
 
@@ -257,6 +259,10 @@ class Memory(Reads):
         vector afterwards (as ``mem.indexes.embed``), where an embedder is configured;
         ``report.embedded`` says how many got one, those whose vector the model had made for
         the same text already included. Both say nothing of any other source.
+        A source a principal made (``bob/mail``: see ``Source.created_by``) takes nothing
+        unless ``join=True``: it fails in the report, the others go on. ``writer`` is the
+        principal the ingest is made for (a server's, after ``admit`` checks it): its new
+        sources go in its namespace (``<writer>/<scope>``) and are recorded as its.
         """
         self._owner_only("ingest")
         at = when(now, "now")
@@ -279,6 +285,8 @@ class Memory(Reads):
                 admit=admit,
                 embedder=self._write_embedder(),
                 now=at,
+                writer=writer,
+                join=join,
             )
         # The work after the write is this ingest's own: the trees and chunks of the sources
         # it wrote, whatever else waits. Its report then tells a principal writing through

@@ -47,6 +47,7 @@ from stratamem.cli.common import (
     fail,
     handle_errors,
     identity_options,
+    join_option,
     json_option,
     kinds_option,
     limit_range,
@@ -175,6 +176,7 @@ def main(
     help="Take each chat, mail or record source read as the whole truth: remove the records "
     "it lacks (by default they are kept, so a partial export never deletes).",
 )
+@join_option
 @click.option("--quiet", is_flag=True, help="No progress bar.")
 @click.option(
     "--allow-empty",
@@ -202,6 +204,7 @@ def ingest(
     embed_now: bool | None,
     trees: bool,
     sync: bool,
+    join: bool,
     quiet: bool,
     allow_empty: bool,
     max_item_bytes: int | None,
@@ -268,6 +271,7 @@ def ingest(
             sync=sync,
             access=access,
             trees=trees,
+            join=join,
         )
     failed = bool(report.sources) and len(report.failed) == len(report.sources)
     if as_json:
@@ -394,7 +398,10 @@ def sources(ctx: click.Context, as_json: bool) -> None:
         print_json([s.to_dict() for s in found])
         return
     table = Table()
-    for column in ("scope", "kind", "platform", "access", "chunks", "id"):
+    # Who made each source, where a principal made any: theirs are in their namespace.
+    makers = any(s.created_by for s in found)
+    columns = ("scope", "kind", "platform", "access", "chunks", "id")
+    for column in (*columns, "created by") if makers else columns:
         folded = column == "scope"  # folded, never cut: two long scopes must not read the same
         table.add_column(
             column,
@@ -410,6 +417,7 @@ def sources(ctx: click.Context, as_json: bool) -> None:
             cell(scopes_shown(s.access)),
             cell("[yellow]locked[/]" if s.locked else f"{s.chunk_count:,}"),
             s.id,
+            *([cell(escape(s.created_by or "(owner)"))] if makers else []),
         )
     out.print(table)
 

@@ -366,6 +366,16 @@ def json_option(func: F) -> F:
     return click.option("--json", "as_json", is_flag=True, help="Print JSON for scripts.")(func)
 
 
+def join_option(func: F) -> F:
+    """``--join``: the owner's write may go to a source a principal made."""
+    return click.option(
+        "--join",
+        is_flag=True,
+        help="Write to a source a principal made (its scopes are that principal's; by "
+        "default such a source is refused).",
+    )(func)
+
+
 def open_memory(ctx: click.Context) -> Memory:
     """The store the command works on, read as the global ``--as`` principal (if any), with
     the ``--unlock`` sources readable in this process. Their passphrase is

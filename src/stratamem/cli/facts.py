@@ -19,6 +19,7 @@ from stratamem.cli.common import (
     FiniteRange,
     handle_errors,
     identity_options,
+    join_option,
     json_option,
     older_name,
     open_memory,
@@ -122,6 +123,7 @@ def fact() -> None:
     "--many", is_flag=True, help="The predicate holds many values: this one adds to the others."
 )
 @identity_options("write")
+@join_option
 @json_option
 @click.pass_context
 @handle_errors
@@ -139,6 +141,7 @@ def fact_add(
     user: str | None,
     agent: str | None,
     session: str | None,
+    join: bool,
     as_json: bool,
 ) -> None:
     """State that SUBJECT's PREDICATE is OBJECT. SUBJECT is an entity id (person:carol diaz,
@@ -165,6 +168,7 @@ def fact_add(
         user=user,
         agent=agent,
         session=session,
+        join=join,
     )
     _report(write, as_json)
 

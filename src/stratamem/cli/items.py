@@ -17,6 +17,7 @@ from stratamem.cli.common import (
     fail,
     handle_errors,
     identity_options,
+    join_option,
     json_option,
     older_name,
     open_memory,
@@ -78,6 +79,7 @@ def _report(write: ItemWrite, as_json: bool) -> None:
 @older_name("--tag", "--tags", "tags", multiple=True)
 @click.option("--meta", type=JsonObject(), help=f"Any other fields, kept with it: {JSON_FORMS}.")
 @identity_options("write")
+@join_option
 @json_option
 @click.pass_context
 @handle_errors
@@ -96,6 +98,7 @@ def add(
     user: str | None,
     agent: str | None,
     session: str | None,
+    join: bool,
     as_json: bool,
 ) -> None:
     """Write one item to a source; search finds it as soon as this returns. TEXT "-" reads
@@ -124,6 +127,7 @@ def add(
         user=user,
         agent=agent,
         session=session,
+        join=join,
     )
     _report(write, as_json)
 

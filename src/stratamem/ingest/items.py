@@ -34,6 +34,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+from stratamem.access.writes import refuse_foreign
 from stratamem.embed.base import Embedder
 from stratamem.embed.indexing import adopt_model, embed_chunks
 from stratamem.errors import NotFoundError, StratamemError
@@ -46,6 +47,7 @@ from stratamem.memory.remember import embed_facts
 from stratamem.store.access import identity_access
 from stratamem.store.base import Store
 from stratamem.store.items import ItemAction
+from stratamem.store.names import normal_name
 from stratamem.store.records import StoredRecord, keyed
 from stratamem.store.sources import source_id_for
 from stratamem.timeparse import as_utc
@@ -127,10 +129,12 @@ def add_item(
     session: str | None = None,
     embedder: Embedder | None = None,
     config: ChunkingConfig | None = None,
+    join: bool = True,
 ) -> ItemWrite:
     """Add (or, under a key the source holds, replace) one item of ``source``. ``time``
     defaults to now; ``id`` to a new key. With ``user``, ``agent`` or ``session`` the item
-    goes to that identity's source of base ``source`` (``memory/user:maya``)."""
+    goes to that identity's source of base ``source`` (``memory/user:maya``). ``join=False``
+    refuses a source a principal made (see :func:`~stratamem.access.writes.refuse_foreign`)."""
     if not isinstance(text, str) or not text.strip():
         raise StratamemError("an item needs some text")
     key = clean_text(id) if id else f"item_{uuid.uuid4().hex[:16]}"
@@ -138,7 +142,7 @@ def add_item(
         raise StratamemError("an item's id cannot be blank")
     target = identity_scope(source, Identity.of(user=user, agent=agent, session=session))
     with store.transaction():
-        scope, source_kind = writable_source(store, target, kind)
+        scope, source_kind = writable_source(store, target, kind, join=join)
         record = Record(
             text=clean_text(text),
             ref=f"{scope}#{key}",
@@ -272,15 +276,20 @@ def find_item(
 
 
 def writable_source(
-    store: Store, source: str, kind: SourceKind | str | None
+    store: Store, source: str, kind: SourceKind | str | None, *, join: bool = True
 ) -> tuple[str, SourceKind]:
-    """The scope and kind of the source (by id or scope) items are written to, creating it
-    (``source`` its scope) when it does not exist."""
-    try:
-        existing = store.resolve_source(source)
-    except NotFoundError:
-        existing = None
+    """The scope and kind of the source (by id or scope: the name as given, else in NFC form)
+    items are written to, creating it (``source`` its scope, in NFC form) when it does not
+    exist; one a principal made only with ``join``."""
+    existing = None
+    for name in dict.fromkeys((source, normal_name(source))):
+        try:
+            existing = store.resolve_source(name)
+            break
+        except NotFoundError:
+            pass
     if existing is not None:
+        refuse_foreign(existing, join=join)
         if existing.locked:
             raise StratamemError(f"source {existing.scope!r} is locked: unlock it to write to it")
         if not merges(existing.kind):
@@ -295,7 +304,7 @@ def writable_source(
         return existing.scope, existing.kind
     if not source.strip():
         raise StratamemError("a source needs a name")
-    scope = source
+    scope = normal_name(source)
     new_kind = SourceKind(kind) if kind is not None else SourceKind.RECORD
     if not merges(new_kind):
         raise StratamemError("items are records, chat messages or mail, not documents")

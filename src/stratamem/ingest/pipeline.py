@@ -16,9 +16,10 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from stratamem.access.writes import refuse_foreign
 from stratamem.embed.base import Embedder
 from stratamem.embed.indexing import carry_vectors, vectors_by_text
-from stratamem.errors import AccessDenied, IngestError, NotFoundError, StoreFull
+from stratamem.errors import AccessDenied, IngestError, InvalidArgument, NotFoundError, StoreFull
 from stratamem.ingest import registry
 from stratamem.ingest.chunking import ChunkingConfig
 from stratamem.ingest.merge import Merge, Row, insert_rows
@@ -35,6 +36,7 @@ from stratamem.memory.structure_chat import Setting, write_channel_facts
 from stratamem.store.access import default_access, parse_scopes
 from stratamem.store.base import Store
 from stratamem.store.jobs import SEAL_KIND, seal_job_key
+from stratamem.store.names import placer
 from stratamem.store.sources import ChunkPlace, source_id_for
 from stratamem.types import Chunk, Source
 
@@ -191,6 +193,8 @@ def ingest_path(
     admit: Admit | None = None,
     embedder: Embedder | None = None,
     now: datetime | None = None,
+    writer: str | None = None,
+    join: bool = True,
 ) -> IngestReport:
     """Ingest ``path``. Chat, mail and record sources merge into what the store holds (see
     :mod:`stratamem.ingest.merge`); ``sync`` takes each source read as the whole truth and
@@ -206,7 +210,13 @@ def ingest_path(
     scopes to give it, or refuse it by raising :class:`~stratamem.errors.AccessDenied`: that
     source fails, the others go on. With ``embedder``, the facts read from the sources'
     structure are embedded as they are written, in their source's transaction. ``now`` is
-    the transaction time of those facts (default: the clock, when the ingest starts)."""
+    the transaction time of those facts (default: the clock, when the ingest starts).
+
+    ``writer`` is the principal the ingest writes for (None: the owner): a source the
+    connector names goes to the existing source of that name where ``admit`` lets it write
+    there, else to one of that name in the writer's namespace (``<writer>/<scope>``, see
+    :mod:`stratamem.store.names`), made as its own. ``join=False`` refuses (that source
+    fails, the others go on) a source a principal made."""
     scopes = None if access is None else parse_scopes(access)
     if max_item_bytes is None:
         max_item_bytes = DEFAULT_MAX_ITEM_BYTES
@@ -233,10 +243,22 @@ def ingest_path(
     if bound is not None:
         connector, use_process = bound, False
     reader = read_in_process if use_process else read_events
+    known = store.sources()
     # The reader derives the chunks of a source it reads only where the store holds none.
-    held = frozenset(source.id for source in store.sources() if source.chunk_count)
+    held = frozenset(source.id for source in known if source.chunk_count)
+    # A writer's names: those of the sources it may write; any other goes in its namespace.
+    writable = None if admit is None or writer is None else _admits(admit)
+    place = placer({s.scope for s in known if writable is None or writable(s)}, writer)
     events = _Lookahead(
-        reader(connector, path, scope, config, max_item_bytes=max_item_bytes, held=held)
+        reader(
+            connector,
+            path,
+            scope,
+            config,
+            max_item_bytes=max_item_bytes,
+            held=held,
+            rename=place,
+        )
     )
     # What this ingest read of each source so far, should it come again after other sources.
     read_before: dict[str, _ReadBefore] = {}
@@ -257,7 +279,7 @@ def ingest_path(
             before = read_before.setdefault(info.scope, _ReadBefore())
             write = _merge_stream if info.merge else _write_stream
             try:
-                given = scopes if admit is None else _admit(store, info, scopes, admit)
+                given = _admit(store, info, scopes, admit, join=join)
                 with store.transaction():
                     write(
                         store,
@@ -273,6 +295,7 @@ def ingest_path(
                         now,
                         embedder,
                         before,
+                        writer,
                     )
             except (_StreamFailed, AccessDenied) as exc:
                 result.error = str(exc)
@@ -353,11 +376,19 @@ def _admits(admit: Admit) -> Callable[[Source], bool]:
 
 
 def _admit(
-    store: Store, info: StreamInfo, access: tuple[str, ...] | None, admit: Admit
+    store: Store,
+    info: StreamInfo,
+    access: tuple[str, ...] | None,
+    admit: Admit | None,
+    *,
+    join: bool,
 ) -> tuple[str, ...] | None:
     """Show ``admit`` the source before and after the write: the scopes to write it with.
-    Refused, the source's events are still read (the reader streams every source in turn)
-    but nothing of it is written."""
+    Refused (by ``admit``, or without ``join`` where a principal made the source), the
+    source's events are still read (the reader streams every source in turn) but nothing of
+    it is written."""
+    if admit is None and join:
+        return access
     sid = source_id_for(info.scope)
     try:
         before: Source | None = store.resolve_source(sid)
@@ -374,7 +405,9 @@ def _admit(
         if access is not None
         else (before.access if before is not None else default_access(info.kind)),
     )
-    return admit(before, after) or access
+    if before is not None:
+        refuse_foreign(before, join=join)
+    return (None if admit is None else admit(before, after)) or access
 
 
 class _StreamFailed(Exception):
@@ -501,12 +534,13 @@ def _write_stream(
     now: datetime,
     embedder: Embedder | None,
     before: _ReadBefore,
+    writer: str | None,
 ) -> None:
     """Consume one document source's events inside the caller's transaction: its chunks
     replace those it held (a chunk of the same note and content is kept where it was), and
     its notes' front matter its structure facts (see :mod:`stratamem.memory.structure`),
     recorded at ``now``. Chunks ``before`` says this ingest produced are kept too."""
-    sid = _open_source(store, info, result, access)
+    sid = _open_source(store, info, result, access, writer)
     produced = set(before.produced)
     fresh: list[Chunk] = []
     notes: list[Note] = []
@@ -550,13 +584,14 @@ def _merge_stream(
     now: datetime,
     embedder: Embedder | None,
     before: _ReadBefore,
+    writer: str | None,
 ) -> None:
     """Consume one merging source's events inside the caller's transaction: its records are
     merged, then its chunks derived again where they changed, and what its structure says
     (a channel's topic and purpose) added to its structure facts (see
     :mod:`stratamem.memory.structure_chat`), recorded at ``now``. With ``sync``, the records
     neither these events nor ``before`` hold are removed."""
-    sid = _open_source(store, info, result, access)
+    sid = _open_source(store, info, result, access, writer)
     # A source that held nothing takes the chunks the reader derived as it read, when the
     # records came in canonical order with no key twice; otherwise they are derived here.
     empty = store.record_count(sid) == 0 and store.source_chunk_count(sid) == 0
@@ -612,20 +647,29 @@ def _merge_stream(
 
 
 def _open_source(
-    store: Store, info: StreamInfo, result: SourceResult, access: tuple[str, ...] | None
+    store: Store,
+    info: StreamInfo,
+    result: SourceResult,
+    access: tuple[str, ...] | None,
+    writer: str | None,
 ) -> str:
-    """Create or refresh the source row; a locked source takes nothing until unlocked."""
+    """Create (as ``writer``'s) or refresh the source row; a locked source takes nothing
+    until unlocked, and a name no new source may take nothing at all."""
     if store.is_locked(source_id_for(info.scope)):
         raise _StreamFailed(f"source {info.scope!r} is locked: unlock it to ingest into it")
-    sid = store.upsert_source(
-        scope=info.scope,
-        kind=info.kind,
-        platform=info.platform,
-        location=info.location,
-        title=info.title,
-        meta=info.meta,
-        access=access,
-    )
+    try:
+        sid = store.upsert_source(
+            scope=info.scope,
+            kind=info.kind,
+            platform=info.platform,
+            location=info.location,
+            title=info.title,
+            meta=info.meta,
+            access=access,
+            created_by=writer,
+        )
+    except InvalidArgument as exc:
+        raise _StreamFailed(f"{info.location}: {exc}") from exc
     result.source_id = sid
     return sid
 

@@ -85,10 +85,12 @@ def read_events(
     *,
     max_item_bytes: int = DEFAULT_MAX_ITEM_BYTES,
     held: frozenset[str] = frozenset(),
+    rename: Callable[[str], str] | None = None,
 ) -> Iterator[Event]:
     """The events of one ingest, read in this process. ``held``: the ids of the sources the
     store holds chunks of, whose chunks the reader does not derive (the writer derives them
-    where records changed)."""
+    where records changed). ``rename``: the scope a stream the connector names is written
+    under (see :func:`~stratamem.store.names.placer`), before any id is made of it."""
     problems: deque[Event] = deque()
     ctx = ReadContext(
         scope=scope,
@@ -110,8 +112,9 @@ def read_events(
             yield ("fatal", f"{clean_text(str(path))}: {describe_failure(exc)}")
             return
         yield from _drain(problems)
+        scope_read = clean_text(stream.scope)
         info = StreamInfo(
-            clean_text(stream.scope),
+            scope_read if rename is None else rename(scope_read),
             stream.kind,
             clean_text(stream.platform),
             clean_text(stream.location),
@@ -326,6 +329,7 @@ def read_in_process(
     *,
     max_item_bytes: int = DEFAULT_MAX_ITEM_BYTES,
     held: frozenset[str] = frozenset(),
+    rename: Callable[[str], str] | None = None,
 ) -> Iterator[Event]:
     """The same events, produced by a forked child while the caller writes.
 
@@ -336,7 +340,7 @@ def read_in_process(
     events: Any = context.Queue(maxsize=8)
     child = context.Process(
         target=_child,
-        args=(connector, path, scope, config, max_item_bytes, held, events, os.getpid()),
+        args=(connector, path, scope, config, max_item_bytes, held, rename, events, os.getpid()),
         daemon=True,
     )
     child.start()
@@ -367,6 +371,7 @@ def _child(
     config: ChunkingConfig | None,
     max_item_bytes: int,
     held: frozenset[str],
+    rename: Callable[[str], str] | None,
     events: Any,
     parent: int,
 ) -> None:
@@ -381,7 +386,7 @@ def _child(
 
     try:
         for event in read_events(
-            connector, path, scope, config, max_item_bytes=max_item_bytes, held=held
+            connector, path, scope, config, max_item_bytes=max_item_bytes, held=held, rename=rename
         ):
             send(event)
     except BaseException:

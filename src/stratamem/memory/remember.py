@@ -21,6 +21,7 @@ from datetime import UTC, datetime
 
 import numpy as np
 
+from stratamem.access.writes import refuse_foreign
 from stratamem.embed.base import Embedder
 from stratamem.errors import LockError, NotFoundError
 from stratamem.memory.facts import Statement, as_of, fact_text, reconcile, retract
@@ -107,11 +108,13 @@ def remember(
     session: str | None = None,
     now: datetime | None = None,
     embedder: Embedder | None = None,
+    join: bool = True,
 ) -> FactWrite:
     """Write ``said`` into its source's timeline, in one transaction; with ``embedder``, what
     each recorded row says is embedded in the same transaction (for :func:`search_facts`).
     ``user``, ``agent`` and ``session`` say whose memory holds the fact (``source`` is then
-    the base of the identity's source, ``facts`` by default)."""
+    the base of the identity's source, ``facts`` by default). ``join=False`` refuses a source
+    a principal made (see :func:`~stratamem.access.writes.refuse_foreign`)."""
     now = _utc(now or datetime.now(UTC), "now")
     assert now is not None
     whose = Identity.of(user=user, agent=agent, session=session)
@@ -120,6 +123,7 @@ def remember(
             home, evidenced = _identity_home(store, said.evidence, source, whose)
         else:
             home, evidenced = _home(store, said.evidence, source)
+        refuse_foreign(store.resolve_source(home), join=join)
         rows = store.fact_rows(home, said.subject, said.predicate)
         said = _starting(said, rows, evidenced or now)
         change = reconcile(rows, said, now, source=home)

@@ -1,8 +1,10 @@
 """The operations on facts: recall, history, query, rollups; remember and retract.
 
-A principal states facts only on evidence it can read, into a source it can read; one
-without evidence or source goes to its own ``facts:<name>``, made with its scopes. It
-retracts only a fact it can read.
+A principal states facts only on evidence it can read, into a source it can read (a name it
+reads, else that name in its namespace: ``<name>/<source>``); one without evidence or source
+goes to its own ``<name>/facts:asserted``, made with its scopes (or to its ``facts:<name>``
+where it has that one from before). It retracts only a fact it can read. The owner's facts go
+to a source a principal made only with ``join``.
 """
 
 from __future__ import annotations
@@ -13,8 +15,10 @@ import stratamem.ops.params as p
 import stratamem.ops.wire as wire
 from stratamem.access import writes
 from stratamem.errors import NotFoundError
+from stratamem.memory.remember import DEFAULT_SOURCE as DEFAULT_FACTS_SOURCE
 from stratamem.memory.remember import statement
 from stratamem.ops.context import Context, may_write
+from stratamem.ops.items import readable
 from stratamem.ops.spec import Operation, Param
 from stratamem.types import Identity
 
@@ -167,8 +171,16 @@ def _remember(ctx: Context, a: dict[str, Any]) -> dict[str, Any]:
             for ident in evidence:
                 if ident not in seen:
                     raise NotFoundError(f"no node with id {ident!r}")
-            if source is not None:
+            if source is not None and whose:
                 theirs.sources.get(source)
+            elif source is not None:
+                target = writes.write_target(who, source, lambda name: readable(theirs, name))
+                if target is None:
+                    raise NotFoundError(f"no source with id or scope {source!r}")
+                source = target
+            elif not evidence and not whose:
+                legacy = readable(theirs, f"facts:{who.name}")
+                source = None if legacy is None else legacy.id
         if not evidence and source is None and not whose:
             # Checked first, so that a bad statement leaves no empty source behind.
             statement(
@@ -178,7 +190,7 @@ def _remember(ctx: Context, a: dict[str, Any]) -> dict[str, Any]:
                 valid_from=a["valid_from"],
                 valid_to=a["valid_to"],
             )
-            source = f"facts:{who.name}"
+            source = writes.own_name(who, DEFAULT_FACTS_SOURCE)
             with ctx.writing() as owner:
                 writes.own_facts_source(owner.store, source, who)
     with ctx.writing() as owner:
@@ -190,6 +202,7 @@ def _remember(ctx: Context, a: dict[str, Any]) -> dict[str, Any]:
             valid_to=a["valid_to"],
             evidence=evidence,
             source=source,
+            join=a["join"] or who is not None,
             **p.identity(a),
         )
     return found.to_dict()
@@ -233,7 +246,7 @@ REMEMBER = Operation(
             "source",
             "str",
             "The source a fact without evidence goes to (default: facts:asserted; a "
-            "principal's: facts:<its name>; with a user: facts/user:<id>).",
+            "principal's: <its name>/facts:asserted; with a user: facts/user:<id>).",
             default=None,
             min_length=1,
             max_length=p.MAX_NAME,
@@ -241,6 +254,7 @@ REMEMBER = Operation(
         p.FOR_USER,
         p.FOR_AGENT,
         p.IN_SESSION,
+        p.JOIN,
     ),
     run=_remember,
     http=("POST", "/v1/facts"),

@@ -1,24 +1,29 @@
 """The operations on items, an agent's single memories: add, edit, rm, a conversation's
 turns (add_messages) and an item's history.
 
-The owner writes anywhere. A principal with the write permission writes only what it could
-read: an item to a source it reads, or by default to its own (``memory:<name>``, made with
-its scopes), or for a user or agent it holds the scope of; an edit or removal only of an item
-it reads (one in a source hidden from it answers as one that does not exist).
+The owner writes anywhere, but not to a source a principal made unless it passes ``join``. A
+principal with the write permission writes only what it could read: an item to a source it
+reads, or to one of that name in its namespace (``<name>/<source>``, made with its scopes; by
+default ``<name>/memory``, or ``memory:<name>`` where it has that one from before), or for a
+user or agent it holds the scope of; an edit or removal only of an item it reads (one in a
+source hidden from it answers as one that does not exist).
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import stratamem.ops.params as p
 from stratamem.access import writes
-from stratamem.errors import AccessDenied
+from stratamem.errors import AccessDenied, NotFoundError
 from stratamem.ingest.conversation import MAX_MESSAGES
 from stratamem.ingest.items import find_item
 from stratamem.ops.context import Context, may_write
 from stratamem.ops.spec import Operation, Param
-from stratamem.types import Identity
+from stratamem.types import Identity, Source
+
+if TYPE_CHECKING:
+    from stratamem.api import Memory
 
 DEFAULT_ITEM_SOURCE = "memory"
 MAX_TAGS = 50
@@ -26,22 +31,35 @@ KINDS = ("chat", "email", "record")
 
 
 def item_source(ctx: Context, source: str | None) -> str:
-    """The source an item goes to: the one named (a principal: one it reads, else its own
-    of that name) or the default — the owner's ``memory``, a principal's ``memory:<name>``."""
+    """The source an item goes to: the one named, or the default ``memory``; for a principal
+    one of that name it reads, else its own of that name (:func:`writes.write_target`), by
+    default its ``memory:<name>`` from before where it reads one."""
     who = ctx.principal
     if who is None:
         return source or DEFAULT_ITEM_SOURCE
-    scope = source or f"{DEFAULT_ITEM_SOURCE}:{who.name}"
     with ctx.reading() as theirs:
-        try:
-            found = theirs.sources.get(scope)
-        except Exception:
-            found = None
-    if found is not None:
-        return found.id
+        found = None
+        if source is None:
+            found = readable(theirs, f"{DEFAULT_ITEM_SOURCE}:{who.name}")
+        target = found.id if found is not None else None
+        if target is None:
+            target = writes.write_target(
+                who, source or DEFAULT_ITEM_SOURCE, lambda name: readable(theirs, name)
+            )
+    if target is not None:
+        return target
+    scope = writes.own_name(who, source or DEFAULT_ITEM_SOURCE)
     with ctx.writing() as owner:
         writes.own_source(owner.store, scope, who, platform="memory", title=f"Memory of {who.name}")
     return scope
+
+
+def readable(memory: Memory, name: str) -> Source | None:
+    """The source of ``name`` as ``memory`` reads the store, None for none (or one hidden)."""
+    try:
+        return memory.sources.get(name)
+    except NotFoundError:
+        return None
 
 
 def _add(ctx: Context, a: dict[str, Any]) -> dict[str, Any]:
@@ -65,6 +83,7 @@ def _add(ctx: Context, a: dict[str, Any]) -> dict[str, Any]:
             thread=a["thread"],
             tags=a["tags"],
             meta=a["meta"],
+            join=a["join"] or ctx.principal is not None,
             **p.identity(a),
         )
     return done.to_dict()
@@ -119,6 +138,7 @@ ADD = Operation(
         p.FOR_USER,
         p.FOR_AGENT,
         p.IN_SESSION,
+        p.JOIN,
     ),
     run=_add,
     example={"text": "Maya prefers morning meetings", "tags": ["preference"]},

@@ -52,6 +52,13 @@ SESSION = Param("session", "str", "Only this session.", default=None, max_length
 FOR_USER = Param("user", "str", "For this user.", default=None, max_length=MAX_NAME)
 FOR_AGENT = Param("agent", "str", "By this agent.", default=None, max_length=MAX_NAME)
 IN_SESSION = Param("session", "str", "In this session.", default=None, max_length=MAX_NAME)
+# On the owner's write: whether it may go to a source a principal made.
+JOIN = Param(
+    "join",
+    "bool",
+    "Write to a source a principal made (the owner's writes refuse one otherwise).",
+    default=False,
+)
 
 # The filters every read of nodes takes: which sources, of which kinds, whose memory.
 FILTERS = (SOURCES, KINDS_PARAM, USER, AGENT, SESSION)

@@ -1,7 +1,9 @@
 """The operations that read a path into the store or remove a source: ingest and forget.
 
-The owner ingests from anywhere; a principal with the write permission only under the
-server's ingest roots, into sources it reads. A forget removes only a source the caller
+The owner ingests from anywhere, into a source a principal made only with ``join``; a
+principal with the write permission only under the server's ingest roots, into sources it
+reads, and its new sources are made in its namespace (``<name>/<scope>``: the report names
+the scope each source was written under). A forget removes only a source the caller
 reads (a hidden one answers as one that does not exist).
 """
 
@@ -42,6 +44,8 @@ def _ingest(ctx: Context, a: dict[str, Any]) -> dict[str, Any]:
             trees=a["trees"],
             admit=admit,
             embed=a["embed"],
+            join=a["join"] or who is not None,
+            writer=None if who is None else who.name,
         )
         out: dict[str, Any] = report.to_dict()
         out.setdefault("embedded", 0)
@@ -83,6 +87,7 @@ INGEST = Operation(
             "Seal the summary trees of what changed (false: leave them queued).",
             default=True,
         ),
+        p.JOIN,
     ),
     run=_ingest,
     example={"path": "/data/slack-export.zip"},

@@ -20,6 +20,7 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 
 from stratamem.store.base import Store
+from stratamem.store.names import names_source
 from stratamem.timeparse import as_utc, days_before
 from stratamem.types import Filters, Identity, Source, SourceKind
 
@@ -96,7 +97,7 @@ def source_filters(
         since = days_before(until, days, name="time_window_days")
     sources = base.sources
     if source:
-        found = next((s for s in store.sources() if source in (s.id, s.scope)), None)
+        found = next((s for s in store.sources() if names_source(source, s.id, s.scope)), None)
         if found is None or (base.sources and not _admits(base, found)):
             return None
         sources = (found.id,)
@@ -140,7 +141,7 @@ def _admits(filters: Filters, source: Source) -> bool:
 def _admits_ref(filters: Filters, source_id: str, scope: str) -> bool:
     # A prefix compares as the store's SQL does: ASCII letters in any case.
     return any(
-        ref in (source_id, scope)
+        names_source(ref, source_id, scope)
         or (ref.endswith("*") and _ascii_lower(scope).startswith(_ascii_lower(ref[:-1])))
         for ref in filters.sources
     )

@@ -32,9 +32,13 @@ class SourceStore(Protocol):
         title: str = "",
         meta: dict[str, Any] | None = None,
         access: Sequence[str] | None = None,
+        created_by: str | None = None,
     ) -> str:
         """Create the source or refresh its descriptive fields; its lock is kept, and its
-        access scopes unless ``access`` is given (a new source gets its kind's default)."""
+        access scopes unless ``access`` is given (a new source gets its kind's default). A
+        new source records ``created_by`` (a principal's name; None: the owner) and must
+        have a name a new source may take (:mod:`stratamem.store.names`), else
+        :class:`~stratamem.errors.InvalidArgument`."""
         ...
 
     def sources(self) -> list[Source]:
@@ -46,7 +50,8 @@ class SourceStore(Protocol):
         ...
 
     def resolve_source(self, ref: str) -> Source:
-        """A source by id or scope; :class:`~stratamem.errors.NotFoundError` if none."""
+        """A source by id, where ``ref`` looks like one (and then by id alone), else by exact
+        scope; :class:`~stratamem.errors.NotFoundError` if none."""
         ...
 
     def delete_source(self, source_id: str) -> int:

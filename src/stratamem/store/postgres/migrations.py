@@ -375,7 +375,12 @@ INSERT INTO item_nodes (node_id, source_id, key, version, seq)
     ON CONFLICT DO NOTHING;
 """
 
-MIGRATIONS: tuple[str, ...] = (_postgres(_V1), _V2, _V3, _postgres(_V4))
+# 5: who made each source, as SQLite's migration 15.
+_V5 = """
+ALTER TABLE sources ADD COLUMN IF NOT EXISTS created_by TEXT;
+"""
+
+MIGRATIONS: tuple[str, ...] = (_postgres(_V1), _V2, _V3, _postgres(_V4), _postgres(_V5))
 SCHEMA_VERSION = len(MIGRATIONS)
 
 

@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from stratamem.store.base import to_ms
+from stratamem.store.names import looks_like_id
 from stratamem.types import Filters
 
 
@@ -80,9 +81,13 @@ def filter_sql(
                 # LIKE's ASCII-only case folding, without its limit on a pattern's length.
                 parts.append(f"lower(substr({source}.scope, 1, ?)) = lower(?)")
                 params.extend([len(ref) - 1, ref[:-1]])
+            elif looks_like_id(ref):
+                # By id alone: no source's name may stand in for another's id.
+                parts.append(f"{source}.id = ?")
+                params.append(ref)
             else:
-                parts.append(f"({source}.id = ? OR {source}.scope = ?)")
-                params.extend([ref, ref])
+                parts.append(f"{source}.scope = ?")
+                params.append(ref)
         clauses.append("(" + " OR ".join(parts) + ")")
     if filters.kinds:
         clauses.append(f"{source}.kind IN ({','.join('?' * len(filters.kinds))})")

@@ -7,6 +7,7 @@ list on an up-to-date file does nothing.
 
 from __future__ import annotations
 
+import re
 import sqlite3
 
 from stratamem.errors import SchemaError
@@ -503,6 +504,11 @@ MIGRATIONS: tuple[str, ...] = (
         FROM chunks c JOIN sources s ON s.id = c.source_id
         WHERE s.platform = 'memory' AND c.record_key IS NOT NULL;
     """,
+    # 15: who made each source: a principal's name, NULL for the store's owner. The sources
+    # made before count as the owner's.
+    """
+    ALTER TABLE sources ADD COLUMN created_by TEXT;
+    """,
 )
 
 SCHEMA_VERSION = len(MIGRATIONS)
@@ -525,7 +531,8 @@ def migrate(conn: sqlite3.Connection) -> int:
             if version < SCHEMA_VERSION:
                 version += 1
                 for statement in _statements(MIGRATIONS[version - 1]):
-                    conn.execute(statement)
+                    if not _column_there(conn, statement):
+                        conn.execute(statement)
                 conn.execute(f"PRAGMA user_version = {version}")
         except BaseException:
             conn.execute("ROLLBACK")
@@ -542,6 +549,19 @@ def _version(conn: sqlite3.Connection) -> int:
             f"({SCHEMA_VERSION}); upgrade stratamem"
         )
     return version
+
+
+_ADD_COLUMN = re.compile(r"ALTER TABLE (\w+) ADD COLUMN (\w+)", re.IGNORECASE)
+
+
+def _column_there(conn: sqlite3.Connection, statement: str) -> bool:
+    """Whether ``statement`` adds a column the table has already: SQLite's ``ADD COLUMN``
+    knows no ``IF NOT EXISTS``, and a migration run again must change nothing."""
+    found = _ADD_COLUMN.match(statement)
+    if found is None:
+        return False
+    table, column = found.groups()
+    return any(row[1] == column for row in conn.execute(f"PRAGMA table_info({table})"))
 
 
 def _statements(script: str) -> list[str]:

@@ -2,7 +2,9 @@
 ``ChunkStore`` roles).
 
 Ids: a source id is ``src_`` + the first 16 hex digits of sha256(scope); a chunk id is the
-first 32 hex digits of sha256(source id, seq, content).
+first 32 hex digits of sha256(source id, seq, content). Names: see
+:mod:`stratamem.store.names` (what a new source may be called; a reference that looks like an
+id names a source by id alone).
 """
 
 from __future__ import annotations
@@ -11,14 +13,16 @@ import json
 import sqlite3
 from collections.abc import Callable, Hashable, Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager
+from dataclasses import replace
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from stratamem.errors import NotFoundError, StoreFull, is_disk_full
+from stratamem.errors import InvalidArgument, NotFoundError, StoreFull, is_disk_full
 from stratamem.store.access import default_access, may_read
 from stratamem.store.base import from_ms, to_ms
 from stratamem.store.caches import LastFew
 from stratamem.store.jobs import SEAL_JOB_PREFIX, SEAL_KIND, seal_job_key
+from stratamem.store.names import check_name, looks_like_id, name_key
 from stratamem.store.sources import ChunkPlace, source_id_for
 from stratamem.store.sqlite.connection import batches
 from stratamem.store.sqlite.filters import gate_sql
@@ -88,18 +92,23 @@ class SourceTables:
     def _all_sources(
         self, *, counts: bool = True, only: Sequence[str] | None = None, ref: str | None = None
     ) -> list[Source]:
-        """Every source (``only`` these ids; ``ref``: the sources of that id or scope), with
-        its chunk count unless ``counts=False``."""
+        """Every source (``only`` these ids; ``ref``: the source of that id, where it looks
+        like one, else of that exact scope), with its chunk count unless ``counts=False``."""
         count = "(SELECT count(*) FROM chunks c WHERE c.source_id = s.id)" if counts else "0"
         where, params = "", []
         if only is not None:
             where, params = "WHERE s.id IN (SELECT value FROM json_each(?))", [json.dumps(only)]
         elif ref is not None:
-            where, params = "WHERE s.id = ? OR s.scope = ?", [ref, ref]
+            where = "WHERE s.id = ?" if looks_like_id(ref) else "WHERE s.scope = ?"
+            params = [ref]
         rows = self.conn.execute(
             f"SELECT s.*, {count} AS n FROM sources s {where} ORDER BY s.scope", params
         )
-        return [_source(row) for row in rows.fetchall()]
+        found = [_source(row) for row in rows.fetchall()]
+        if self.principal_name is not None:
+            # Who made a source is the owner's to know: a principal learns no other's name.
+            found = [replace(s, created_by=None) for s in found]
+        return found
 
     def stats(self) -> dict[str, Any]:
         """Counts over what the reader may see (the owner: every unlocked source; locked
@@ -149,15 +158,21 @@ class SourceTables:
         title: str = "",
         meta: dict[str, Any] | None = None,
         access: Sequence[str] | None = None,
+        created_by: str | None = None,
     ) -> str:
         """Create the source or refresh its descriptive fields; the lock is kept, and so is
-        its access unless ``access`` is given (a new source gets its kind's default)."""
+        its access unless ``access`` is given (a new source gets its kind's default). A new
+        source is recorded as made by ``created_by`` (a principal's name; None: the owner),
+        and its name must be one a new source may take (see :meth:`check_new_name`)."""
         sid = source_id_for(scope)
+        if self.conn.execute("SELECT 1 FROM sources WHERE id = ?", (sid,)).fetchone() is None:
+            self.check_new_name(scope, created_by)
         given = None if access is None else json.dumps(sorted(set(access)))
         self.conn.execute(
             """INSERT INTO sources
-                 (id, scope, kind, platform, location, title, meta, ingested_at, access)
-               VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
+                 (id, scope, kind, platform, location, title, meta, ingested_at, access,
+                  created_by)
+               VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
                ON CONFLICT(id) DO UPDATE SET kind = excluded.kind, platform = excluded.platform,
                  location = excluded.location, title = excluded.title, meta = excluded.meta,
                  ingested_at = excluded.ingested_at,
@@ -172,10 +187,27 @@ class SourceTables:
                 json.dumps(meta or {}, default=str),
                 to_ms(datetime.now(UTC)),
                 given or json.dumps(list(default_access(kind))),
+                created_by,
                 given,
             ),
         )
         return sid
+
+    def check_new_name(self, scope: str, created_by: str | None) -> None:
+        """Refuse ``scope`` as a new source's name: one that breaks a rule of
+        :func:`~stratamem.store.names.check_name`, or one too close to (reads like) the name
+        of a source another writer made (:class:`InvalidArgument` naming it)."""
+        check_name(scope)
+        key = name_key(scope)
+        # Only the other writers' names: the owner's many sources are never read for its own.
+        others = self.conn.execute(
+            "SELECT scope FROM sources WHERE coalesce(created_by, '') <> ?", (created_by or "",)
+        ).fetchall()
+        for (other,) in others:
+            if name_key(other) == key:
+                raise InvalidArgument(
+                    f"source name {scope!r} is too close to an existing source {other!r}"
+                )
 
     def is_locked(self, source_id: str) -> bool:
         """Whether the source exists and is locked (whoever reads)."""
@@ -198,8 +230,9 @@ class SourceTables:
         return self._all_sources(only=self.visible_ids() or [])
 
     def resolve_source(self, ref: str) -> Source:
-        """A source the reader may see, by id or exact scope (of two, the first by scope),
-        read alone: a lookup costs the same however many sources the store holds."""
+        """A source the reader may see, by id where ``ref`` looks like one (only by id: never
+        a source whose name is that text), else by exact scope; read alone, so a lookup costs
+        the same however many sources the store holds."""
         found = self._all_sources(ref=ref)
         if self.principal_name is not None:
             visible = set(self.visible_ids() or [])
@@ -497,4 +530,5 @@ def _source(row: sqlite3.Row) -> Source:
         locked=bool(row["locked"]),
         ingested_at=from_ms(row["ingested_at"]),
         chunk_count=row["n"],
+        created_by=row["created_by"],
     )

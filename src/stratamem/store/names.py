@@ -1,0 +1,111 @@
+"""Source names: what a new source may be called, and how a reference names a source.
+
+A source's name is its scope (``slack:#eng``, ``mbox:personal``); its id is ``src_`` and the
+first 16 hex digits of sha256(scope) (:func:`~stratamem.store.sources.source_id_for`). The two
+never overlap: no name may look like an id, and a reference that looks like an id
+(:func:`looks_like_id`) names a source by id alone, never by name, so that no name can stand
+in for another source's id.
+
+A new name (:func:`check_name`) is in NFC form (a door normalises what it is given first:
+:func:`normal_name`), has no space at either end (refused, not trimmed: a name that lands
+somewhere other than where it was asked to would surprise), no control character (C0, C1,
+DEL, the Unicode line and paragraph separators), and at most :data:`MAX_NAME` characters.
+Names stored before these rules are left as they are, and read as they are.
+
+Two names are *too close* when they read alike: the same after NFKC and case folding
+(:func:`name_key`: ``ｍｂｏｘ:personal``, ``MBOX:Personal`` and ``mbox:personal``). A store
+refuses a new name too close to a source another writer created.
+
+A principal's new sources live under its name (:func:`namespaced`): ``bob`` ingesting into
+``mbox:personal`` makes ``bob/mbox:personal``, unless it may write an existing source of the
+name asked, which is how the owner lends a name.
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from collections.abc import Callable, Collection
+
+from stratamem.errors import InvalidArgument
+
+MAX_NAME = 512
+
+_ID = re.compile(r"src_[0-9a-fA-F]{16}")
+# C0, DEL and C1 controls, and the line and paragraph separators (which split a line as
+# surely as a newline does in most viewers).
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
+
+
+def looks_like_id(ref: str) -> bool:
+    """Whether ``ref`` has the form of a source id (``src_`` + 16 hex digits, any case)."""
+    return _ID.fullmatch(ref) is not None
+
+
+def names_source(ref: str, source_id: str, scope: str) -> bool:
+    """Whether ``ref`` names the source of ``source_id`` and ``scope``: by id where it looks
+    like one (and then only by id), by exact name otherwise."""
+    return ref == source_id if looks_like_id(ref) else ref == scope
+
+
+def normal_name(name: str) -> str:
+    """``name`` in NFC form: what every write door does to a name it is given, before it
+    looks the source up."""
+    return unicodedata.normalize("NFC", name)
+
+
+def check_name(name: str) -> str:
+    """``name`` when it may name a new source, else :class:`InvalidArgument` (a
+    ``ValueError``) naming the rule it breaks."""
+    if not name:
+        raise InvalidArgument("a source needs a name")
+    if len(name) > MAX_NAME:
+        raise InvalidArgument(
+            f"source name {name[:40]!r}… is {len(name):,} characters long: at most {MAX_NAME}"
+        )
+    control = _CONTROL.search(name)
+    if control is not None:
+        raise InvalidArgument(
+            f"source name {name!r} holds a control character "
+            f"(U+{ord(control.group()):04X}): names are one line of printable text"
+        )
+    if name != name.strip():
+        raise InvalidArgument(f"source name {name!r} begins or ends with a space: name it without")
+    if looks_like_id(name):
+        raise InvalidArgument(
+            f"source name {name!r} looks like a source id (src_ and 16 hex digits): a name may not"
+        )
+    if normal_name(name) != name:
+        raise InvalidArgument(f"source name {name!r} is not in Unicode NFC form")
+    return name
+
+
+def name_key(name: str) -> str:
+    """What two names that read alike share: NFKC, case folded, NFKC again."""
+    return unicodedata.normalize("NFKC", unicodedata.normalize("NFKC", name).casefold())
+
+
+def namespaced(writer: str, name: str) -> str:
+    """``name`` in ``writer``'s namespace: ``writer/name`` (a name there already is kept)."""
+    return name if name.startswith(f"{writer}/") else f"{writer}/{name}"
+
+
+def placer(existing: Collection[str], writer: str | None) -> Callable[[str], str]:
+    """Where a write asked of name ``x`` goes: ``x`` itself where ``existing`` (the names the
+    writer may write) holds it, else its NFC form, put in ``writer``'s namespace (None: the
+    owner's writes, which have none). A name no source may take is left as asked, for the
+    store to refuse it with the rule it breaks."""
+
+    def place(name: str) -> str:
+        if name in existing:
+            return name
+        normal = normal_name(name)
+        if writer is None or normal in existing:
+            return normal
+        try:
+            check_name(normal)
+        except InvalidArgument:
+            return normal  # as asked, to be refused where the source would be made
+        return namespaced(writer, normal)
+
+    return place
