@@ -1081,7 +1081,7 @@ WHEN_FIELDS = frozenset(
         "sealed_at",
     }
 )
-_RANDOM_ID = re.compile(r"\b(?:item_[0-9a-f]{16}|fact_[0-9a-f]{24}|job-\d+-[0-9a-f]+)\b")
+_RANDOM_ID = re.compile(r"\b(?:item_[0-9a-f]{16}|fact_[0-9a-f]{24}|job-[0-9a-f]{32})\b")
 
 
 def canonical(value: Any) -> Any:
