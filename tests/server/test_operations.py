@@ -157,7 +157,7 @@ def test_every_operation_has_its_route_and_its_tool_with_the_tables_parameters(
     for op in OPERATIONS.values():
         names = [p.name for p in op.params]
         schema = wire_json(op.schema())
-        method, path = op.route
+        method, path = op.shown_route
         declared = document["paths"][path][method.lower()]
         if method == "POST":
             body = declared["requestBody"]["content"]["application/json"]["schema"]

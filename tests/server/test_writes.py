@@ -367,6 +367,15 @@ def test_a_writer_forgets_its_own_source(api: dict[str, httpx.Client], store: St
     error(api["writer"].delete(f"/v1/sources/{own}"), 404, "not_found")
 
 
+def test_a_writer_forgets_its_own_source_by_its_name_with_a_slash(
+    api: dict[str, httpx.Client], store: Store
+) -> None:
+    report = ok(ingest(api["writer"], store.root / "til"))
+    gone = ok(api["writer"].delete("/v1/sources/writer/notes:til"))
+    assert gone["removed"] == report["chunks"]
+    assert "writer/notes:til" not in sources(api["owner"])
+
+
 def test_a_writer_forgets_a_shared_source_it_reads_by_id(api: dict[str, httpx.Client]) -> None:
     # teamwriter reads slack:#eng (team): it may forget it; outsider reads it no more.
     eng = sources(api["teamwriter"])["slack:#eng"]

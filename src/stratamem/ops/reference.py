@@ -67,7 +67,7 @@ def _default(param: Param) -> str:
 
 
 def section(op: Operation) -> str:
-    method, path = op.route
+    method, path = op.shown_route
     lines = [f"## `{op.name}`", "", op.description, ""]
     lines.append(f"- Who: {WHO[op.access]}")
     lines.append(f"- HTTP: `{method} {path}` · MCP tool: `{op.name}`")

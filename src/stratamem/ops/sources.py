@@ -115,7 +115,7 @@ FORGET = Operation(
     description="Remove a source (by id or scope) and everything derived from it, for good.",
     params=(Param("source", "str", "A source id or scope.", min_length=1, max_length=p.MAX_NAME),),
     run=_forget,
-    http=("DELETE", "/v1/sources/{source}"),
+    http=("DELETE", "/v1/sources/{source:path}"),
     destructive=True,
     example={"source": "slack:#random"},
     query_param=None,

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import difflib
 import math
+import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -145,7 +146,14 @@ class Operation:
 
     @property
     def route(self) -> tuple[str, str]:
+        """The HTTP method and path as routed (a ``{source:path}`` takes slashes)."""
         return self.http or ("POST", f"/v1/{self.name}")
+
+    @property
+    def shown_route(self) -> tuple[str, str]:
+        """:attr:`route` as a reader (and the OpenAPI document) writes it: ``{source}``."""
+        method, path = self.route
+        return method, re.sub(r"{(\w+):\w+}", r"{\1}", path)
 
     def param(self, name: str) -> Param:
         for found in self.params:

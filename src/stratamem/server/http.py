@@ -274,7 +274,7 @@ def _add_operation(app: FastAPI, calls: _Calls, op: Operation, *, log_queries: b
     string (GET, DELETE) and the path, checked by the operation's own
     :func:`~stratamem.ops.spec.bind`; its answer the operation's JSON."""
     method, path = op.route
-    in_path = re.findall(r"{(\w+)}", path)
+    in_path = re.findall(r"{(\w+)(?::\w+)?}", path)
 
     known = {p.name for p in op.params}
 
