@@ -9,6 +9,8 @@ import multiprocessing
 import os
 import sqlite3
 import stat
+import subprocess
+import sys
 from collections.abc import Callable, Iterator
 from contextlib import closing
 from dataclasses import dataclass
@@ -133,6 +135,42 @@ def test_a_principal_cannot_ingest_the_stores_own_files_through_a_live_server(
     assert "SQLite format" not in text
     assert text.count(STORED) == 1  # the owner's own note, once
     assert owner_sources(place.db) == before
+
+
+def test_a_refused_ingest_of_the_store_keeps_the_servers_locks(place: Place) -> None:
+    # Closing any descriptor of the database drops every POSIX lock the process holds on it:
+    # a refusal made after opening the file would leave the server's SQLite unlocked, and the
+    # next process to close the store would delete the WAL under it, with its writes.
+    with Service(
+        place.db, embedder=HashingEmbedder(), allow_writes=True, ingest_roots=[place.root]
+    ) as service:
+        app = create_app(service, access_log=None)
+        with (
+            live(app) as url,
+            httpx.Client(
+                base_url=url,
+                headers={"Authorization": f"Bearer {place.token}"},
+                timeout=PATIENCE_S,
+            ) as client,
+        ):
+            added = client.post("/v1/add", json={"text": "written before the refusal"})
+            assert added.status_code == 200, added.text
+            for path in (place.db, Path(f"{place.db}-wal")):
+                refused = client.post("/v1/ingest", json={"path": str(path), "format": "markdown"})
+                assert refused.status_code in (200, 403, 422), refused.text
+                assert refused.status_code != 200 or refused.json()["chunks"] == 0
+            # Another process opens the store and closes it.
+            other = subprocess.run(
+                [sys.executable, "-m", "stratamem", "--db", str(place.db), "stats", "--json"],
+                capture_output=True,
+                text=True,
+                timeout=PATIENCE_S,
+            )
+            assert other.returncode == 0, other.stderr
+            assert Path(f"{place.db}-wal").exists(), "the WAL was removed under the live server"
+            added = client.post("/v1/add", json={"text": "written after the refusal zqafter"})
+            assert added.status_code == 200, added.text
+    assert "zqafter" in stored_text(place.db)
 
 
 def test_a_store_files_skip_says_why(place: Place) -> None:
@@ -399,6 +437,16 @@ def test_a_principal_cannot_be_named_as_the_owner(tmp_path: Path, name: str) -> 
         assert name in str(refused.value)
         assert [p.name for p in mem.principals.list()] == []
         assert mem.principals.add("owners-bot", "team")  # a name that only contains it
+
+
+@pytest.mark.parametrize("name", ["Bob", "BOB", "bOb"])
+def test_a_principal_cannot_take_a_name_that_reads_as_anothers(tmp_path: Path, name: str) -> None:
+    with stratamem.open(tmp_path / "s.db", embedder=None) as mem:
+        mem.principals.add("bob", "team")
+        with pytest.raises(ValueError, match="reads as") as refused:
+            mem.principals.add(name, "team")
+        assert "\n" not in str(refused.value)
+        assert [p.name for p in mem.principals.list()] == ["bob"]
 
 
 def test_the_cli_refuses_a_principal_named_owner(tmp_path: Path) -> None:

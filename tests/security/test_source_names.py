@@ -340,6 +340,10 @@ BAD_NAMES = {
     "line separator": ("no\u2028tes", "control character"),
     "C1": ("no\x85tes", "control character"),
     "too long": ("n" * 513, "at most 512"),
+    "dot-dot part": ("../memory", "'.' or '..' part"),
+    "dot part": ("notes/./x", "'.' or '..' part"),
+    "bidi override": ("no\u202etes", "invisible format character"),
+    "zero-width space": ("no\u200btes", "invisible format character"),
 }
 
 
@@ -384,3 +388,32 @@ def test_the_fullwidth_lookalike_of_an_owners_name_lands_in_the_namespace(
     served.owner().sources.set_access("mbox:personal", scopes=["team"])
     added = served.call("w", "add", {"text": "zqw", "source": "\uff4d\uff42\uff4f\uff58:personal"})
     assert added["scope"] == "w/\uff4d\uff42\uff4f\uff58:personal"
+
+
+# -- a session's memory ----------------------------------------------------------------------------
+
+
+def test_a_writer_cannot_write_a_sessions_memory_without_its_user(served: Served) -> None:
+    # A session alone names no user: its sources carry only ``private``, as the owner's
+    # memory does, so a principal holding no such scope must not write there.
+    owner = served.owner()
+    owner.items.add(f"{SECRET} launch code", session="s1", id="pref-1")
+    owner.facts.remember("person:maya", "title", f"{SECRET} title", session="s2")
+    before = scopes(served)
+    asked = [
+        ("add", {"text": "overwritten", "session": "s1", "id": "pref-1"}),
+        ("add", {"text": "zqnew", "session": "s9"}),
+        (
+            "remember",
+            {"subject": "person:maya", "predicate": "title", "object": "intern", "session": "s2"},
+        ),
+        ("add_messages", {"messages": [{"role": "user", "content": "zqturn"}], "session": "s3"}),
+    ]
+    for name, args in asked:
+        with pytest.raises(AccessDenied, match="user or an agent") as refused:
+            served.call("w", name, args)
+        assert SECRET not in str(refused.value)
+    assert scopes(served) == before
+    history = served.call(None, "item_history", {"id": "pref-1"})
+    assert len(history["versions"]) == 1
+    assert SECRET in json.dumps(served.call(None, "recall", {"session": "s2"}))

@@ -103,6 +103,12 @@ def add_principal(
         raise ValueError(f"principal {name!r} needs at least one scope")
     if store.get_principal(name) is not None:
         raise ValueError(f"a principal named {name!r} exists; remove it or rotate its token")
+    alike = [p.name for p in store.principals() if p.name.casefold() == name.casefold()]
+    if alike:
+        # Two names a log or a person reads as one (bob, Bob) would pass for each other.
+        raise ValueError(
+            f"a principal named {alike[0]!r} exists, which reads as {name!r}: choose another name"
+        )
     token, token_id, hashed = _new_token()
     now = datetime.now(UTC)
     principal = Principal(

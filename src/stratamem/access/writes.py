@@ -73,9 +73,17 @@ def check_access(principal: Principal | None, access: Sequence[str] | None) -> N
 
 def check_identity(principal: Principal | None, whose: Identity) -> None:
     """Refuse a write into ``whose`` memory by a principal that does not hold the scope of
-    each user and agent named (``user:maya``) or ``*``; the owner writes for anyone."""
+    each user and agent named (``user:maya``) or ``*``; the owner writes for anyone. A
+    session alone names nobody a principal could hold the scope of (its sources carry only
+    ``private``, as the owner's own memory does), so a principal writes a session's memory
+    only with the user or agent it belongs to."""
     if principal is None or ANY_SCOPE in principal.scopes:
         return
+    if whose and not whose.labels:
+        raise AccessDenied(
+            f"principal {principal.name!r} may write a session's memory only for a user or "
+            "an agent it holds: give user or agent as well"
+        )
     missing = [label for label in whose.labels if label not in principal.scopes]
     if missing:
         raise AccessDenied(

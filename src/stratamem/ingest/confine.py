@@ -137,11 +137,21 @@ def is_confined() -> bool:
 def open_file(path: str | Path) -> int:
     """A descriptor of the regular file at ``path``, open for reading (blocking), or
     ``OSError`` naming why not: not a regular file, a link under an ingest root, outside the
-    roots, or one of the store's own files."""
+    roots, or one of the store's own files.
+
+    One of the store's own files is recognised before it is opened (by ``stat``, which opens
+    nothing): closing any descriptor of a file drops every POSIX lock this process holds on
+    it, and SQLite's locks on the database are such locks. A file swapped for the store's
+    between that look and the open is recognised after it, and its descriptor is kept open
+    rather than closed, for the same reason."""
     roots = _ROOTS.get()
+    kept = _KEPT.get()
     folder: FileId | None = None
     name = ""
     if roots is None:
+        if kept:
+            folder, name = _real_place(path)
+            _refuse_store_file(kept, _stat(path, None, True), folder, name, path)
         fd = os.open(path, _FILE_FLAGS)
     else:
         parent, last = _parent(Path(path), roots)
@@ -149,26 +159,51 @@ def open_file(path: str | Path) -> int:
             if last is None:
                 raise IsADirectoryError(errno.EISDIR, "not a regular file (a folder)", str(path))
             name = last
-            fd = _open_at(parent, name, _FILE_FLAGS, path)
             folder = _id(os.fstat(parent))
+            if kept:
+                _refuse_store_file(kept, _stat(name, parent, False), folder, name, path)
+            fd = _open_at(parent, name, _FILE_FLAGS, path)
         finally:
             os.close(parent)
     try:
         found = os.fstat(fd)
+        if kept and any(files.holds(found, folder, name) for files in kept):
+            _HELD.append(fd)  # swapped in after the look: closing it would drop the locks
+            fd = -1
+            raise PermissionError(errno.EACCES, STORE_REASON, str(path))
         if not stat.S_ISREG(found.st_mode):
             raise OSError(f"{path}: not a regular file ({file_type(found.st_mode)})")
-        kept = _KEPT.get()
-        if kept:
-            if roots is None:
-                folder, name = _real_place(path)
-            if any(files.holds(found, folder, name) for files in kept):
-                raise PermissionError(errno.EACCES, STORE_REASON, str(path))
         if hasattr(os, "set_blocking"):
             os.set_blocking(fd, True)
         return fd
     except BaseException:
-        os.close(fd)
+        if fd >= 0:
+            os.close(fd)
         raise
+
+
+# Descriptors of the store's own files opened by a race (see :func:`open_file`): never closed.
+_HELD: list[int] = []
+
+
+def _stat(name: str | Path, parent: int | None, follow: bool) -> os.stat_result | None:
+    """What ``name`` is (in ``parent``, a folder's descriptor), without opening it; None
+    where it cannot be looked at (opening it will say why)."""
+    try:
+        return os.stat(name, dir_fd=parent, follow_symlinks=follow)
+    except (OSError, ValueError):
+        return None
+
+
+def _refuse_store_file(
+    kept: tuple[StoreFiles, ...],
+    found: os.stat_result | None,
+    folder: FileId | None,
+    name: str,
+    path: str | Path,
+) -> None:
+    if found is not None and any(files.holds(found, folder, name) for files in kept):
+        raise PermissionError(errno.EACCES, STORE_REASON, str(path))
 
 
 def _real_place(path: str | Path) -> tuple[FileId | None, str]:

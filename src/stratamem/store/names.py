@@ -9,7 +9,10 @@ in for another source's id.
 A new name (:func:`check_name`) is in NFC form (a door normalises what it is given first:
 :func:`normal_name`), has no space at either end (refused, not trimmed: a name that lands
 somewhere other than where it was asked to would surprise), no control character (C0, C1,
-DEL, the Unicode line and paragraph separators), and at most :data:`MAX_NAME` characters.
+DEL, the Unicode line and paragraph separators) nor invisible format character (the
+bidirectional overrides and isolates, zero-width spaces and joiners: Unicode's ``Cf``), no
+``.`` or ``..`` between slashes (a URL or a shell path would read ``bob/../memory`` as
+``memory``), and at most :data:`MAX_NAME` characters.
 Names stored before these rules are left as they are, and read as they are.
 
 Two names are *too close* when they read alike: the same after NFKC and case folding
@@ -68,6 +71,17 @@ def check_name(name: str) -> str:
         raise InvalidArgument(
             f"source name {name!r} holds a control character "
             f"(U+{ord(control.group()):04X}): names are one line of printable text"
+        )
+    invisible = next((c for c in name if unicodedata.category(c) == "Cf"), None)
+    if invisible is not None:
+        raise InvalidArgument(
+            f"source name {name!r} holds an invisible format character "
+            f"(U+{ord(invisible):04X}): names are text that reads as it is"
+        )
+    if any(part in (".", "..") for part in name.split("/")):
+        raise InvalidArgument(
+            f"source name {name!r} holds a '.' or '..' part between slashes: "
+            "a path or URL would read it as another name"
         )
     if name != name.strip():
         raise InvalidArgument(f"source name {name!r} begins or ends with a space: name it without")
