@@ -140,6 +140,28 @@ def test_every_route_answers_a_foreign_host_421_and_a_foreign_origin_403(small: 
                 assert answer.status_code == 200, (where, origin, answer.text)
 
 
+def test_every_documented_route_refuses_a_foreign_host_before_anything_else(
+    small: Small,
+) -> None:
+    # Every route the OpenAPI document lists, with every method, writes on and no tokens:
+    # a page reached through a rebound name gets 421 whatever it asks.
+    with (
+        served(small.path, tokens_required=False, allow_writes=True) as (url, _),
+        httpx.Client(base_url=url, timeout=PATIENCE_S) as client,
+    ):
+        document = client.get("/openapi.json").json()
+        asked = [("POST", "/mcp"), ("GET", "/docs"), ("GET", "/openapi.json")]
+        for path, methods in document["paths"].items():
+            concrete = re.sub(r"{\w+}", "x", path)
+            asked += [(method.upper(), concrete) for method in methods]
+        assert len(asked) > 30
+        before = client.get("/v1/sources").json()
+        for method, path in asked:
+            answer = client.request(method, path, json={}, headers={"Host": "evil.example"})
+            assert answer.status_code == 421, (method, path, answer.text)
+        assert client.get("/v1/sources").json() == before
+
+
 def test_an_allowed_host_lets_a_proxy_name_the_server(small: Small) -> None:
     with (
         served(small.path, tokens_required=False, allowed_hosts=["mem.example"]) as (
