@@ -181,11 +181,11 @@ def test_a_writer_ingests_under_the_root_for_its_own_scopes(
     assert report["embedded"] == report["chunks"] > 0
     assert sources(api["owner"])["writer/notes:research"]["access"] == ["research"]
     assert sources(api["writer"])["writer/notes:research"]["chunks"] == report["chunks"]
-    assert found(api["writer"], "queue") == {"writer/notes:research"}
+    # (Other tests of this module may have put the writer's other sources beside it.)
+    assert "writer/notes:research" in found(api["writer"], "queue")
     semantic = {"query": "background job queue", "mode": "vector", "limit": 5}
     hits = ok(api["reader"].post("/v1/search", json=semantic))["hits"]
-    assert hits
-    assert {h["source"] for h in hits} == {"writer/notes:research"}
+    assert "writer/notes:research" in {h["source"] for h in hits}
     # A principal without the scope sees nothing of it.
     assert "writer/notes:research" not in sources(api["outsider"])
     assert "writer/notes:research" not in found(api["outsider"], "queue")
@@ -683,12 +683,18 @@ def test_stdio_mcp_with_writes_allowed_ingests_under_its_root(
             )
             arguments = {"path": str(root / "til"), "embed": False}
             report = data(await session.call_tool("ingest", arguments))
-            assert [(s["scope"], s["error"]) for s in report["sources"]] == [("notes:til", None)]
+            assert [(s["scope"], s["error"]) for s in report["sources"]] == [
+                ("writer/notes:til", None)
+            ]
             assert report["chunks"] > 0
             listed = data(await session.call_tool("sources", {}))["sources"]
-            assert [s["scope"] for s in listed] == ["notes:til"]
+            assert [s["scope"] for s in listed] == ["writer/notes:til"]
 
     anyio.run(scenario)
     with stratamem.open(db, embedder=None) as memory:
         (written,) = memory.sources.list()
-    assert (written.scope, written.access) == ("notes:til", ("research",))
+    assert (written.scope, written.access, written.created_by) == (
+        "writer/notes:til",
+        ("research",),
+        "writer",
+    )
