@@ -187,7 +187,12 @@ def test_a_write_principal_writes_only_for_the_users_it_holds() -> None:
     check_identity(None, maya)  # the owner writes for anyone
     check_identity(reader("user:maya"), maya)
     check_identity(reader("*"), Identity.of(user="bob", agent="planner"))
-    check_identity(reader("team"), Identity.of(session="s1"))  # a session is no reader's
+    # A session is no reader's scope: alone it names no one the principal holds (its sources
+    # carry only private, as the owner's memory does); with its user, the user's rule holds.
+    with pytest.raises(AccessDenied, match="only for a user or an agent it holds"):
+        check_identity(reader("team"), Identity.of(session="s1"))
+    check_identity(reader("user:maya"), Identity.of(user="maya", session="s1"))
+    check_identity(reader("*"), Identity.of(session="s1"))
     with pytest.raises(AccessDenied, match="may not write the memory of user:maya"):
         check_identity(reader("private", "team"), maya)
     with pytest.raises(AccessDenied, match="of agent:planner: it holds no such scope"):
