@@ -376,7 +376,9 @@ class Service:
         with self._on_disk() as owner:
             store = owner.store
             principals = tuple((p.name, p.scopes, p.sources, p.write) for p in store.principals())
-            sources = tuple((s.id, s.scope, s.access, s.locked) for s in store.sources())
+            sources = tuple(
+                (s.id, s.scope, s.access, s.locked) for s in store.sources(counts=False)
+            )
         return principals, sources
 
     def _open(

@@ -41,8 +41,9 @@ class SourceStore(Protocol):
         :class:`~stratamem.errors.InvalidArgument`."""
         ...
 
-    def sources(self) -> list[Source]:
-        """The sources the reader may see (the owner: all, locked ones marked so)."""
+    def sources(self, *, counts: bool = True) -> list[Source]:
+        """The sources the reader may see (the owner: all, locked ones marked so), with their
+        chunk counts unless ``counts=False``."""
         ...
 
     def is_locked(self, source_id: str) -> bool:

@@ -222,12 +222,14 @@ class SourceTables:
                 (json.dumps(sorted(set(access))), source_id),
             )
 
-    def sources(self) -> list[Source]:
+    def sources(self, *, counts: bool = True) -> list[Source]:
         """The sources the reader may see; the owner also sees locked ones (marked so). Only
-        those are counted: a principal's listing costs nothing for what it may not see."""
+        those are counted: a principal's listing costs nothing for what it may not see.
+        ``counts=False`` leaves their chunk counts at 0, for a caller that needs only who
+        may read what."""
         if self.principal_name is None:
-            return self._all_sources()
-        return self._all_sources(only=self.visible_ids() or [])
+            return self._all_sources(counts=counts)
+        return self._all_sources(counts=counts, only=self.visible_ids() or [])
 
     def resolve_source(self, ref: str) -> Source:
         """A source the reader may see, by id where ``ref`` looks like one (only by id: never
