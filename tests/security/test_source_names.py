@@ -344,6 +344,7 @@ BAD_NAMES = {
     "dot part": ("notes/./x", "'.' or '..' part"),
     "bidi override": ("no\u202etes", "invisible format character"),
     "zero-width space": ("no\u200btes", "invisible format character"),
+    "no-break space": ("no\u00a0tes", "a space other than"),
 }
 
 

@@ -9,8 +9,9 @@ in for another source's id.
 A new name (:func:`check_name`) is in NFC form (a door normalises what it is given first:
 :func:`normal_name`), has no space at either end (refused, not trimmed: a name that lands
 somewhere other than where it was asked to would surprise), no control character (C0, C1,
-DEL, the Unicode line and paragraph separators) nor invisible format character (the
-bidirectional overrides and isolates, zero-width spaces and joiners: Unicode's ``Cf``), no
+DEL, the Unicode line and paragraph separators), no invisible format character (the
+bidirectional overrides and isolates, zero-width spaces and joiners: Unicode's ``Cf``) and no
+space but U+0020 (whatever ``str.isprintable`` refuses), no
 ``.`` or ``..`` between slashes (a URL or a shell path would read ``bob/../memory`` as
 ``memory``), and at most :data:`MAX_NAME` characters.
 Names stored before these rules are left as they are, and read as they are.
@@ -35,9 +36,6 @@ from stratamem.errors import InvalidArgument
 MAX_NAME = 512
 
 _ID = re.compile(r"src_[0-9a-fA-F]{16}")
-# C0, DEL and C1 controls, and the line and paragraph separators (which split a line as
-# surely as a newline does in most viewers).
-_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
 
 
 def looks_like_id(ref: str) -> bool:
@@ -66,25 +64,27 @@ def check_name(name: str) -> str:
         raise InvalidArgument(
             f"source name {name[:40]!r}… is {len(name):,} characters long: at most {MAX_NAME}"
         )
-    control = _CONTROL.search(name)
-    if control is not None:
+    if name != name.strip():
+        raise InvalidArgument(f"source name {name!r} begins or ends with a space: name it without")
+    odd = next((c for c in name if not c.isprintable()), None)
+    if odd is not None:
+        # Python's notion of printable, as the access log's escaping uses: no control
+        # character, no separator but the space, no invisible format character.
+        what = {
+            "Cf": "an invisible format character",
+            "Zs": "a space other than U+0020",
+            "Cn": "an unassigned character",
+            "Co": "a private-use character",
+        }.get(unicodedata.category(odd), "a control character")
         raise InvalidArgument(
-            f"source name {name!r} holds a control character "
-            f"(U+{ord(control.group()):04X}): names are one line of printable text"
-        )
-    invisible = next((c for c in name if unicodedata.category(c) == "Cf"), None)
-    if invisible is not None:
-        raise InvalidArgument(
-            f"source name {name!r} holds an invisible format character "
-            f"(U+{ord(invisible):04X}): names are text that reads as it is"
+            f"source name {name!r} holds {what} (U+{ord(odd):04X}): "
+            "names are one line of text that reads as it is"
         )
     if any(part in (".", "..") for part in name.split("/")):
         raise InvalidArgument(
             f"source name {name!r} holds a '.' or '..' part between slashes: "
             "a path or URL would read it as another name"
         )
-    if name != name.strip():
-        raise InvalidArgument(f"source name {name!r} begins or ends with a space: name it without")
     if looks_like_id(name):
         raise InvalidArgument(
             f"source name {name!r} looks like a source id (src_ and 16 hex digits): a name may not"
