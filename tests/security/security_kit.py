@@ -20,8 +20,8 @@ import math
 import os
 import re
 import sqlite3
-from collections.abc import Callable, Iterable, Mapping, Sequence
-from contextlib import closing
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from contextlib import closing, contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from fnmatch import fnmatchcase
@@ -1042,6 +1042,25 @@ class FailingSummarizer:
         if any("zqbrokenseal" in str(getattr(i, "text", i)).lower() for i in items):
             raise RuntimeError("the summarizer refuses broken-seal")
         return self.inner.summarize(items, budget=budget)
+
+
+@contextmanager
+def serve_for_writes(location: str, folder: Path) -> Iterator[Any]:
+    """A :class:`~stratamem.server.service.Service` over ``location`` for the write suites:
+    writes on, ingest root ``folder/in``, the hashing embedder, the overlap reranker and the
+    summarizer that fails on a broken seal."""
+    from stratamem.server.service import Service
+
+    (folder / "in").mkdir(parents=True, exist_ok=True)
+    with Service(
+        location,
+        embedder=HashingEmbedder(),
+        reranker=OverlapReranker(),
+        summarizer=FailingSummarizer(),
+        allow_writes=True,
+        ingest_roots=[folder / "in"],
+    ) as service:
+        yield service
 
 
 def build_for_writes(location: str, specs: Sequence[SourceSpec], writer: PrincipalSpec) -> None:

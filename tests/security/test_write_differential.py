@@ -18,8 +18,7 @@ from __future__ import annotations
 
 import functools
 import json
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -31,9 +30,8 @@ from serving import call_http, live
 
 from stratamem.ops.table import OPERATIONS, call
 from stratamem.server.http import create_app
-from stratamem.server.service import Service, ServiceContext
+from stratamem.server.service import ServiceContext
 from stratamem.store.sources import source_id_for
-from stratamem.testing import HashingEmbedder
 from suite import PATIENCE_S
 
 AT = "2024-03-02T10:00:00+00:00"
@@ -171,20 +169,6 @@ def hidden_canaries(writer: PrincipalSpec) -> set[str]:
     return out
 
 
-@contextmanager
-def service(location: str, folder: Path) -> Iterator[Service]:
-    (folder / "in").mkdir(parents=True, exist_ok=True)
-    with Service(
-        location,
-        embedder=HashingEmbedder(),
-        reranker=kit.OverlapReranker(),
-        summarizer=kit.FailingSummarizer(),
-        allow_writes=True,
-        ingest_roots=[folder / "in"],
-    ) as found:
-        yield found
-
-
 def write_and_read(
     places: kit.Places, location: str, folder: Path, writer: PrincipalSpec, write: str
 ) -> list[Any]:
@@ -192,7 +176,7 @@ def write_and_read(
     ``location``, as the writer (each answer plain data, an error as ``kit.Raised``)."""
     copy = places.within(folder).copy(location, "store")
     answers: list[Any] = []
-    with service(copy, folder) as served:
+    with kit.serve_for_writes(copy, folder) as served:
         ctx = ServiceContext(served, writer.name)
         for plan in WRITES[write]:
             step = plan(writer, folder, answers)
@@ -241,7 +225,10 @@ def _served_ingest(places: kit.Places, location: str, folder: Path, writer: Prin
             writer.name, list(writer.scopes), sources=list(writer.sources), write=True
         )
     out = []
-    with service(copy, folder) as served, live(create_app(served, access_log=None)) as url:
+    with (
+        kit.serve_for_writes(copy, folder) as served,
+        live(create_app(served, access_log=None)) as url,
+    ):
         headers = {"Authorization": f"Bearer {token}"}
         with httpx.Client(base_url=url, headers=headers, timeout=PATIENCE_S) as client:
             for op, args in [("ingest", {"path": _export(folder)}), *reads_after(writer)]:

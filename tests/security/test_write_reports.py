@@ -24,8 +24,7 @@ from security_kit import ECHOED, T0, PrincipalSpec
 
 import stratamem
 from stratamem.ops.table import call
-from stratamem.server.service import Service, ServiceContext
-from stratamem.testing import HashingEmbedder
+from stratamem.server.service import ServiceContext
 
 TESS = kit.WRITERS[0]
 
@@ -53,15 +52,7 @@ def writing(
 ) -> Iterator[ServiceContext]:
     """A copy of store ``which`` served (writes on, ingest root ``folder/in``), as ``who``."""
     location = places.within(folder).copy(stores[which], which)
-    (folder / "in").mkdir(parents=True, exist_ok=True)
-    with Service(
-        location,
-        embedder=HashingEmbedder(),
-        reranker=kit.OverlapReranker(),
-        summarizer=kit.FailingSummarizer(),
-        allow_writes=True,
-        ingest_roots=[folder / "in"],
-    ) as service:
+    with kit.serve_for_writes(location, folder) as service:
         yield ServiceContext(service, who)
 
 
