@@ -293,6 +293,27 @@ def test_token_checks_run_off_the_reader_pool_a_few_at_a_time(
     assert spy.most <= HASHERS
 
 
+def test_a_burst_with_a_good_token_not_yet_remembered_is_answered_whole(
+    small: Small, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # An agent firing more requests at once than the failure limit, with a good token the
+    # server has not checked yet: each is answered, and the token is hashed once.
+    from stratamem.server.tokens import FAILURES
+
+    spy = HashSpy(monkeypatch)
+    good = bearer(small.tokens["bea"])
+    with served(small.path) as (url, _):
+
+        def read(_: int) -> int:
+            with httpx.Client(base_url=url, timeout=PATIENCE_S) as client:
+                return client.get("/v1/sources", headers=good).status_code
+
+        with ThreadPoolExecutor(16) as pool:
+            statuses = list(pool.map(read, range(4 * FAILURES)))
+    assert statuses == [200] * (4 * FAILURES)
+    assert spy.calls == 1
+
+
 # -- job ids ------------------------------------------------------------------------------------
 
 

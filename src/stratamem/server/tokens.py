@@ -7,7 +7,9 @@ and hold up the reads of those with good ones. Here:
 - a token that checked out is remembered (:meth:`Service.known_token`), and such a token is
   answered before anything else, on the reader threads, without hashing;
 - any other runs its hash on a pool of its own of :data:`HASHERS` threads, never on the
-  reader threads, so reads go on while made-up tokens wait their turn;
+  reader threads, so reads go on while made-up tokens wait their turn; requests that bring
+  the same token while it is being checked wait for that one check (a client firing many
+  requests at once with a token not yet remembered costs one hash, and counts once);
 - an address whose tokens failed :data:`FAILURES` times within :data:`WINDOW_S` seconds
   (counting the checks it has waiting) is answered 429, with ``Retry-After``, before any
   hashing, until the oldest failure leaves the window; and no more than :data:`WAITING`
@@ -24,7 +26,7 @@ import threading
 import time
 from collections import deque
 from collections.abc import Awaitable, Callable
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import TypeVar
 
 from stratamem.errors import AccessDenied, AccessError
@@ -75,6 +77,7 @@ class TokenChecks:
         self._lock = threading.Lock()
         self._failed: dict[str, deque[float]] = {}
         self._waiting: dict[str, int] = {}
+        self._checking: dict[str, Future[Principal]] = {}
 
     def close(self) -> None:
         self._hashers.shutdown(wait=True, cancel_futures=True)
@@ -90,14 +93,34 @@ class TokenChecks:
         found = await self._read(lambda: self._known(token))
         if found is not None:
             return found
-        self._admit(address)
-        try:
-            future = self._hashers.submit(self._hash, token, address)
-        except RuntimeError:  # shut down
-            self._done(address)
-            raise AccessDenied("the server is shutting down") from None
+        with self._lock:
+            future = self._checking.get(token)
+        if future is None:
+            future = self._start(token, address)
         # Shielded: a caller that leaves does not take its check (and its count) with it.
         return await asyncio.shield(asyncio.wrap_future(future))
+
+    def _start(self, token: str, address: str) -> Future[Principal]:
+        """The check of ``token``: the one running, else a new one counted for ``address``."""
+        self._admit(address)
+        with self._lock:
+            running = self._checking.get(token)
+            if running is not None:  # begun meanwhile by another request
+                self._waiting_less(address)
+                return running
+            try:
+                future = self._hashers.submit(self._hash, token, address)
+            except RuntimeError:  # shut down
+                self._waiting_less(address)
+                raise AccessDenied("the server is shutting down") from None
+            self._checking[token] = future
+        future.add_done_callback(lambda _: self._forget_check(token, future))
+        return future
+
+    def _forget_check(self, token: str, future: Future[Principal]) -> None:
+        with self._lock:
+            if self._checking.get(token) is future:
+                del self._checking[token]
 
     def _admit(self, address: str) -> None:
         """Count a check for ``address``, or :class:`_TooManyTries`."""
@@ -130,11 +153,15 @@ class TokenChecks:
 
     def _done(self, address: str) -> None:
         with self._lock:
-            left = self._waiting.get(address, 1) - 1
-            if left > 0:
-                self._waiting[address] = left
-            else:
-                self._waiting.pop(address, None)
+            self._waiting_less(address)
+
+    def _waiting_less(self, address: str) -> None:
+        """One check fewer waiting for ``address`` (the lock held)."""
+        left = self._waiting.get(address, 1) - 1
+        if left > 0:
+            self._waiting[address] = left
+        else:
+            self._waiting.pop(address, None)
 
     def _forget_old(self) -> None:
         since = self._clock() - self.window_s
