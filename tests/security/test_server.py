@@ -697,6 +697,9 @@ def test_principals_reading_at_once_each_get_their_own_answers(  # type: ignore[
     http_jobs: list[tuple[str, Http, tuple[int, Any]]] = []
     mcp_jobs: dict[str, list[tuple[Tool, tuple[str, Any]]]] = {}
     for principal in PRINCIPALS:
+        # Worked out here, not in the threads below: the owner's memory it reads is one
+        # connection, which threads must not share.
+        world.hidden_from(principal)
         reduced = world.read("reduced", principal)
         chosen = rng.sample(http_calls, 50)
         http_jobs += [(principal, c, expected_http(c, reduced)) for c in chosen]
