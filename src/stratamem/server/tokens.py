@@ -141,7 +141,9 @@ class TokenChecks:
         """On a hasher thread: the token checked, a failure counted for ``address``; the
         count goes on whether or not the caller still waits."""
         try:
-            return self._check(token)
+            # A check of this token that ended between the caller's look at the remembered
+            # tokens and this one's start has remembered it: no second hash.
+            return self._known(token) or self._check(token)
         except AccessDenied:
             with self._lock:
                 self._failed.setdefault(address, deque()).append(self._clock())
