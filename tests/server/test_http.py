@@ -29,7 +29,7 @@ from stratamem.cli import main
 from stratamem.server.http import create_app
 from stratamem.server.service import Service
 from stratamem.testing import HashingEmbedder
-from suite import PATIENCE_S
+from suite import PATIENCE_S, examples
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "examples" / "workspace"
@@ -643,7 +643,7 @@ def test_generated_requests_never_get_a_server_error_or_an_undeclared_body(
         for mode in (GenerationMode.POSITIVE, GenerationMode.NEGATIVE):
 
             @settings(
-                max_examples=550,
+                max_examples=examples(550),
                 deadline=None,
                 database=None,
                 suppress_health_check=list(HealthCheck),
