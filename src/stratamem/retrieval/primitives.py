@@ -157,8 +157,8 @@ def query_topic(
 ) -> QueryResponse:
     """Summaries and leaves indexed under a canonical entity id (``topic:phoenix``,
     ``email:alice@example.com``) or any other id of its entity, the window applied before
-    the lookup cap of :data:`TOPIC_LOOKUP_CAP` newest nodes; then ranked by ``query`` when one is given. A blank
-    id gives an empty response."""
+    the lookup cap of :data:`TOPIC_LOOKUP_CAP` newest nodes; then ranked by ``query`` when one
+    is given. A blank id gives an empty response."""
     entity = entity_id.strip()
     if not entity:
         return QueryResponse.empty()
