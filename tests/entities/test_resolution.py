@@ -105,16 +105,12 @@ def test_discord_ids_and_user_names_name_the_nickname(
         "thorsten.hertel@example.com (Thorsten Hertel)",
     ],
 )
-def test_a_mail_sender_names_its_address(
-    store_location: str, tmp_path: Path, sender: str
-) -> None:
+def test_a_mail_sender_names_its_address(store_location: str, tmp_path: Path, sender: str) -> None:
     path = tmp_path / "team.mbox"
     path.write_text(MAIL.format(sender=sender, n=1))
     with stratamem.open(store_location, embedder=None) as memory:
         memory.ingest(path)
-        assert ("email:thorsten.hertel@example.com", "person:thorsten hertel") in _aliases(
-            memory
-        )
+        assert ("email:thorsten.hertel@example.com", "person:thorsten hertel") in _aliases(memory)
         people = [m.canonical_id for m in memory.search_entities("hertel")]
         assert people == ["person:thorsten hertel"]
 
@@ -167,7 +163,8 @@ def test_merge_split_and_undo_round_trip(memory: stratamem.Memory, tmp_path: Pat
     assert topic.hits  # the merged id reaches the chat message of its entity
 
     undone = memory.entities.split("person:m. patel", "person:maya patel")
-    assert undone.id == merged.id and undone.undone_at is not None
+    assert undone.id == merged.id
+    assert undone.undone_at is not None
     assert {m.canonical_id for m in memory.search_entities("patel")} == {
         "person:maya patel",
         "person:m. patel",
