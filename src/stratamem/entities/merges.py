@@ -17,6 +17,7 @@ through ``writer`` (the owner's store) in one transaction.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from stratamem.entities.resolve import MERGE, SPLIT
@@ -28,22 +29,22 @@ MAX_HISTORY = 1000
 
 
 def _ids(reader: Store, entity_a: str, entity_b: str) -> tuple[str, str]:
-    a, b = _clean(entity_a), _clean(entity_b)
+    a, b = _clean(entity_a, "entity_a"), _clean(entity_b, "entity_b")
     if a == b:
-        raise InvalidArgument(f"cannot merge or split {a!r} with itself")
+        raise InvalidArgument("entity_a and entity_b are the same id: nothing to merge or split")
     seen = reader.entities_seen([a, b])
-    for entity in (a, b):
+    for entity, name in ((a, "entity_a"), (b, "entity_b")):
         if entity not in seen:
-            raise NotFoundError(f"no entity {entity!r}")
+            raise NotFoundError(f"{name} names no entity")
     return a, b
 
 
-def _clean(entity: str) -> str:
+def _clean(entity: str, name: str = "entity") -> str:
+    """The id as the store keeps it (kind and value lowercased, spaces collapsed). Errors
+    name the argument, never echo its value (a server does not hand a caller's text back)."""
     kind, colon, value = entity.strip().partition(":")
     if not colon or not kind.strip() or not value.strip():
-        raise InvalidArgument(
-            f"{entity!r} is not an entity id (kind:value, such as person:carol diaz)"
-        )
+        raise InvalidArgument(f"{name} is not an entity id (kind:value, such as person:carol diaz)")
     return f"{kind.strip().lower()}:{' '.join(value.lower().split())}"
 
 
@@ -53,6 +54,71 @@ def _active(reader: Store, action: str, a: str, b: str) -> list[EntityDecision]:
         for d in reader.entity_decisions()
         if d.active and d.action == action and {d.entity_a, d.entity_b} == {a, b}
     ]
+
+
+@dataclass(frozen=True, slots=True)
+class Change:
+    """What a merge or a split checked as its caller reads the store comes to: a decision
+    to record (``record``: merge or split, of ``entity_a`` and ``entity_b``), or the
+    decisions to mark undone (``undo``)."""
+
+    record: str | None
+    entity_a: str
+    entity_b: str
+    undo: tuple[int, ...] = ()
+
+
+def plan_merge(reader: Store, entity_a: str, entity_b: str) -> Change:
+    """The change ``merge(entity_a, entity_b)`` makes, checked against ``reader``'s view."""
+    a, b = _ids(reader, entity_a, entity_b)
+    splits = _active(reader, SPLIT, a, b)
+    if splits:
+        return Change(None, a, b, tuple(d.id for d in splits))
+    resolution = reader.entity_resolution()
+    if resolution.joined(a, b):
+        back = _active(reader, MERGE, a, b)
+        if back:
+            raise InvalidArgument(
+                f"entity_a and entity_b are one entity already: merge #{back[0].id} merged one "
+                "into the other, and merging back would make a cycle (split them to undo it)"
+            )
+        raise InvalidArgument("entity_a and entity_b are one entity already")
+    return Change(MERGE, a, b)
+
+
+def plan_split(reader: Store, entity_a: str, entity_b: str) -> Change:
+    """The change ``split(entity_a, entity_b)`` makes, checked against ``reader``'s view."""
+    a, b = _ids(reader, entity_a, entity_b)
+    merges = _active(reader, MERGE, a, b)
+    if merges:
+        return Change(None, a, b, tuple(d.id for d in merges))
+    stated = {frozenset((alias, entity)) for alias, entity, _ in reader.alias_rows()}
+    if frozenset((a, b)) not in stated:
+        raise InvalidArgument(
+            "no merge or alias joins entity_a and entity_b directly: see the entity's "
+            "aliases and its merge history"
+        )
+    if _active(reader, SPLIT, a, b):
+        raise InvalidArgument("entity_a and entity_b are split already")
+    return Change(SPLIT, a, b)
+
+
+def apply(
+    writer: Store, change: Change, *, by: str | None = None, now: datetime | None = None
+) -> EntityDecision:
+    """Write ``change`` through ``writer`` in one transaction; returns the decision recorded,
+    or the first one undone."""
+    at = now or datetime.now(UTC)
+    with writer.transaction():
+        if change.record is not None:
+            decision_id = writer.record_entity_decision(
+                change.record, change.entity_a, change.entity_b, by=by, at=at
+            )
+        else:
+            for undone in change.undo:
+                writer.undo_entity_decision(undone, by=by, at=at)
+            decision_id = change.undo[0]
+    return _decision(writer, decision_id)
 
 
 def merge(
@@ -66,29 +132,7 @@ def merge(
 ) -> EntityDecision:
     """Record that ``entity_a`` is ``entity_b`` (see the module's docstring); returns the
     merge recorded, or the split undone."""
-    a, b = _ids(reader, entity_a, entity_b)
-    at = now or datetime.now(UTC)
-    splits = _active(reader, SPLIT, a, b)
-    if splits:
-        with writer.transaction():
-            for split in splits:
-                writer.undo_entity_decision(split.id, by=by, at=at)
-        return _decision(writer, splits[0].id)
-    resolution = reader.entity_resolution()
-    if resolution.joined(a, b):
-        back = _active(reader, MERGE, a, b)
-        if back:
-            raise InvalidArgument(
-                f"{a!r} and {b!r} are one entity already: {back[0].entity_a!r} was merged "
-                f"into {back[0].entity_b!r} (merge #{back[0].id}); merging back would make a "
-                "cycle (split them to undo it)"
-            )
-        raise InvalidArgument(
-            f"{a!r} and {b!r} are one entity already ({resolution.canonical(a)!r})"
-        )
-    with writer.transaction():
-        new_id = writer.record_entity_decision(MERGE, a, b, by=by, at=at)
-    return _decision(writer, new_id)
+    return apply(writer, plan_merge(reader, entity_a, entity_b), by=by, now=now)
 
 
 def split(
@@ -102,25 +146,7 @@ def split(
 ) -> EntityDecision:
     """Undo a merge between the two, or stop following the alias a source states between
     them (see the module's docstring); returns the merge undone or the split recorded."""
-    a, b = _ids(reader, entity_a, entity_b)
-    at = now or datetime.now(UTC)
-    merges = _active(reader, MERGE, a, b)
-    if merges:
-        with writer.transaction():
-            for done in merges:
-                writer.undo_entity_decision(done.id, by=by, at=at)
-        return _decision(writer, merges[0].id)
-    stated = {frozenset((alias, entity)) for alias, entity, _ in reader.alias_rows()}
-    if frozenset((a, b)) not in stated:
-        raise InvalidArgument(
-            f"no merge or alias joins {a!r} and {b!r} directly: see the entity's aliases "
-            "and its merge history"
-        )
-    if _active(reader, SPLIT, a, b):
-        raise InvalidArgument(f"{a!r} and {b!r} are split already")
-    with writer.transaction():
-        new_id = writer.record_entity_decision(SPLIT, a, b, by=by, at=at)
-    return _decision(writer, new_id)
+    return apply(writer, plan_split(reader, entity_a, entity_b), by=by, now=now)
 
 
 def history(reader: Store, *, entity: str | None = None, limit: int = 100) -> list[EntityDecision]:
@@ -130,7 +156,7 @@ def history(reader: Store, *, entity: str | None = None, limit: int = 100) -> li
     seen = reader.entities_seen([e for d in decisions for e in d.pair])
     found = [d for d in decisions if set(d.pair) <= seen]
     if entity is not None:
-        members = set(reader.entity_resolution().members(_clean(entity)))
+        members = set(reader.entity_resolution().members(_clean(entity, "entity")))
         found = [d for d in found if set(d.pair) & members]
     found.sort(key=lambda d: -d.id)
     return found[: max(1, min(limit, MAX_HISTORY))]

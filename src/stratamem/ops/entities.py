@@ -25,16 +25,24 @@ def _entity(name: str, help: str) -> Param:
 def _merge(ctx: Context, a: dict[str, Any]) -> dict[str, Any]:
     may_write(ctx)
     who = None if ctx.principal is None else ctx.principal.name
-    with ctx.reading() as theirs, ctx.writing() as owner:
-        done = merges.merge(theirs.store, owner.store, a["entity_a"], a["entity_b"], by=who)
+    # Checked as the caller reads the store, then written as the owner: two blocks, for a
+    # server's memory reads as one principal at a time.
+    with ctx.reading() as theirs:
+        change = merges.plan_merge(theirs.store, a["entity_a"], a["entity_b"])
+    with ctx.writing() as owner:
+        done = merges.apply(owner.store, change, by=who)
     return {"decision": done.to_dict()}
 
 
 def _split(ctx: Context, a: dict[str, Any]) -> dict[str, Any]:
     may_write(ctx)
     who = None if ctx.principal is None else ctx.principal.name
-    with ctx.reading() as theirs, ctx.writing() as owner:
-        done = merges.split(theirs.store, owner.store, a["entity_a"], a["entity_b"], by=who)
+    # Checked as the caller reads the store, then written as the owner: two blocks, for a
+    # server's memory reads as one principal at a time.
+    with ctx.reading() as theirs:
+        change = merges.plan_split(theirs.store, a["entity_a"], a["entity_b"])
+    with ctx.writing() as owner:
+        done = merges.apply(owner.store, change, by=who)
     return {"decision": done.to_dict()}
 
 
