@@ -182,7 +182,7 @@ def test_merge_split_and_undo_round_trip(memory: stratamem.Memory, tmp_path: Pat
         (2, "split", True),
         (1, "merge", True),
     ]
-    assert [d.id for d in memory.entities.history(entity="person:m. patel")] == [1]
+    assert [d.id for d in memory.entities.history(entity_id="person:m. patel")] == [1]
 
 
 def test_bad_merges_are_refused_and_change_nothing(

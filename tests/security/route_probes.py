@@ -203,7 +203,7 @@ def _entities(m: _Matrix, named: tuple[str, ...]) -> None:
         m.add("query_topic", f"{entity}:query", lambda x, r, e=entity: x.query_topic(
             e, query="queue zanzibarquux"))  # fmt: skip
         m.add("related", entity, lambda x, r, e=entity: x.related(e, limit=50))
-        m.add("entity_history", entity, lambda x, r, e=entity: x.entities.history(entity=e))
+        m.add("entity_history", entity, lambda x, r, e=entity: x.entities.history(entity_id=e))
     for name in named:
         # Every entity the source mentions, those it shares with others too.
         m.add("query_topic", f"of:{name}", lambda x, r, n=name: [

@@ -213,7 +213,7 @@ def _http_entities(refs: Mapping[str, Refs]) -> list[Http]:
         ]
     out.append(_post("entity_history", "all", {"limit": 1000}))
     for entity in (e for e in probes.ENTITIES if e):
-        out.append(_post("entity_history", entity, {"entity": entity}))
+        out.append(_post("entity_history", entity, {"entity_id": entity}))
     return out
 
 

@@ -28,7 +28,7 @@ class Entities(Facet):
         self._owner_only("split entities")
         return merges.split(self._store, self._store, entity_a, entity_b)
 
-    def history(self, *, entity: str | None = None, limit: int = 100) -> list[EntityDecision]:
-        """Merges and splits, newest first (undone ones too); with ``entity``, those of its
-        ids only."""
-        return merges.history(self._store, entity=entity, limit=limit)
+    def history(self, *, entity_id: str | None = None, limit: int = 100) -> list[EntityDecision]:
+        """Merges and splits, newest first (undone ones too); with ``entity_id``, those of
+        its entity's ids only."""
+        return merges.history(self._store, entity_id=entity_id, limit=limit)

@@ -28,6 +28,9 @@ class _SearchOrCommand(click.Group):
     """``entities QUERY`` runs the search; a first word that names a sub-command
     (``merge``, ``split``, ``history``) runs that instead."""
 
+    # Options after the query (``entities alice --json``), as a plain command takes them.
+    allow_interspersed_args = True
+
     def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
         if args and args[0] in self.commands:
             click.Command.parse_args(self, ctx, [])
@@ -152,22 +155,22 @@ def split(ctx: click.Context, entity_a: str, entity_b: str, as_json: bool) -> No
 
 
 @entities.command("history")
-@click.option("--entity", default=None, help="Only those of this entity's ids.")
+@click.option("--entity-id", "entity_id", default=None, help="Only those of this entity's ids.")
 @click.option("--limit", type=limit_range(MAX_HISTORY), default=100, show_default=True)
 @json_option
 @click.pass_context
 @handle_errors
-def history(ctx: click.Context, entity: str | None, limit: int, as_json: bool) -> None:
+def history(ctx: click.Context, entity_id: str | None, limit: int, as_json: bool) -> None:
     """The merges and splits recorded, newest first, undone ones too.
 
     \b
     Examples:
       stratamem entities history
-      stratamem entities history --entity 'person:maya patel'
+      stratamem entities history --entity-id 'person:maya patel'
     """
     args: dict[str, Any] = {"limit": limit}
-    if entity is not None:
-        args["entity"] = entity
+    if entity_id is not None:
+        args["entity_id"] = entity_id
     data = call(MemoryContext(open_memory(ctx)), "entity_history", args)
     if as_json:
         print_json(data)

@@ -149,14 +149,16 @@ def split(
     return apply(writer, plan_split(reader, entity_a, entity_b), by=by, now=now)
 
 
-def history(reader: Store, *, entity: str | None = None, limit: int = 100) -> list[EntityDecision]:
+def history(
+    reader: Store, *, entity_id: str | None = None, limit: int = 100
+) -> list[EntityDecision]:
     """The merges and splits recorded, newest first, undone ones too; only those whose two
-    ids the reader can see, and with ``entity``, only those of its entity's ids."""
+    ids the reader can see, and with ``entity_id``, only those of its entity's ids."""
     decisions = reader.entity_decisions()
     seen = reader.entities_seen([e for d in decisions for e in d.pair])
     found = [d for d in decisions if set(d.pair) <= seen]
-    if entity is not None:
-        members = set(reader.entity_resolution().members(_clean(entity, "entity")))
+    if entity_id is not None:
+        members = set(reader.entity_resolution().members(_clean(entity_id, "entity_id")))
         found = [d for d in found if set(d.pair) & members]
     found.sort(key=lambda d: -d.id)
     return found[: max(1, min(limit, MAX_HISTORY))]

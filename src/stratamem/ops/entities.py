@@ -48,7 +48,7 @@ def _split(ctx: Context, a: dict[str, Any]) -> dict[str, Any]:
 
 def _history(ctx: Context, a: dict[str, Any]) -> dict[str, Any]:
     with ctx.reading() as m:
-        found = merges.history(m.store, entity=a["entity"], limit=a["limit"])
+        found = merges.history(m.store, entity_id=a["entity_id"], limit=a["limit"])
         return {"decisions": [d.to_dict() for d in found]}
 
 
@@ -94,7 +94,7 @@ HISTORY = Operation(
     "too, with who made each and when.",
     params=(
         Param(
-            "entity",
+            "entity_id",
             "str",
             "Only those of this entity's ids.",
             default=None,
@@ -104,7 +104,7 @@ HISTORY = Operation(
         p.limit(100, merges.MAX_HISTORY),
     ),
     run=_history,
-    example={"entity": "person:maya patel"},
+    example={"entity_id": "person:maya patel"},
     query_param=None,
     cli="entities history",
     python="entities.history",
