@@ -18,7 +18,10 @@ A **duplicate group** is a reference person named by two or more candidates that
 different entities. *Before*: every id is its own entity (what the store had without
 resolution). *After*: ids are one entity when they resolve to the same canonical id
 (``store.entity_resolution()``, as the owner reads the store). ``extra entities`` is the sum
-over people of (entities naming them − 1).
+over people of (entities naming them − 1). The reference holds what the files state, as the
+connectors read it too: the count checks that every id those statements reach ends in one
+entity, end to end through ingest, extraction and resolution; not that the statements are
+right.
 
     python benchmarks/entity_duplicates.py [--data ../shared/data]
 
@@ -197,7 +200,10 @@ def markdown(report: dict[str, Any]) -> str:
         f"Run {report['when']} on {report['machine']['cpus_used']} CPUs "
         f"(load {report['machine']['load_start']}), commit {report['git']['head'][:12]}"
         f"{' (modified)' if report['git']['modified'] else ''}. See the script's docstring "
-        "for the definitions.",
+        "for the definitions. The reference is what the files state (From headers, Slack and "
+        "Discord profiles, people notes), read by the script's own parsers: the count checks "
+        "that every id those statements reach ends in one entity, not that the statements "
+        "are right.",
         "",
         "| workspace | people | candidate ids | groups before | groups after "
         "| extra entities before | extra entities after |",
