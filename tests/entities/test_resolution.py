@@ -254,3 +254,21 @@ def test_a_display_name_reaches_the_person_in_the_graph_leg(
     nodes, matched = graph_leg(memory.store, "what did maya say", Filters(), 10)
     assert "person:maya patel" in matched
     assert nodes
+
+
+def test_a_locked_source_states_nothing_until_unlocked(
+    memory: stratamem.Memory, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from stratamem.access import crypto
+
+    monkeypatch.setattr(crypto, "DEFAULT_KDF", crypto.Scrypt(n=2**10, r=8, p=1))
+    memory.ingest(_slack(tmp_path))
+    stated = memory.store.alias_rows()
+    memory.locks.lock("slack:#eng", passphrase="correct horse")
+    assert memory.store.alias_rows() == []
+    # Sealed with the source, not only hidden: no row of it is left in plain text.
+    rows = memory.store.conn.execute("SELECT count(*) FROM entity_aliases").fetchone()
+    assert rows[0] == 0
+    assert memory.search_entities("maya") == []
+    memory.locks.unlock("slack:#eng", passphrase="correct horse")
+    assert memory.store.alias_rows() == stated
