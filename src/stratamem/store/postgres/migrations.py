@@ -380,18 +380,19 @@ _V5 = """
 ALTER TABLE sources ADD COLUMN IF NOT EXISTS created_by TEXT;
 """
 
-# 6: entity aliases and recorded merges, as SQLite's migration 16.
+# 6: entity aliases and recorded merges, as SQLite's migration 16 (idempotent: a database set
+# back to an earlier version runs it again over the tables it made).
 _V6 = """
-CREATE TABLE entity_aliases (
+CREATE TABLE IF NOT EXISTS entity_aliases (
     alias     TEXT NOT NULL,
     entity_id TEXT NOT NULL,
     source_id TEXT NOT NULL REFERENCES sources(id) ON DELETE CASCADE,
     origin    TEXT NOT NULL,
     PRIMARY KEY (alias, entity_id, source_id)
 );
-CREATE INDEX entity_aliases_entity ON entity_aliases(entity_id);
-CREATE INDEX entity_aliases_source ON entity_aliases(source_id);
-CREATE TABLE entity_merges (
+CREATE INDEX IF NOT EXISTS entity_aliases_entity ON entity_aliases(entity_id);
+CREATE INDEX IF NOT EXISTS entity_aliases_source ON entity_aliases(source_id);
+CREATE TABLE IF NOT EXISTS entity_merges (
     id         INTEGER PRIMARY KEY,
     action     TEXT NOT NULL,
     entity_a   TEXT NOT NULL,
