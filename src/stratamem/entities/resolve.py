@@ -40,7 +40,6 @@ class Resolution:
 
     canonical_of: dict[str, str]
     members_of: dict[str, tuple[str, ...]]
-    origins: dict[frozenset[str], str]
 
     def canonical(self, entity_id: str) -> str:
         return self.canonical_of.get(entity_id, entity_id)
@@ -55,9 +54,6 @@ class Resolution:
     def matching(self, needle: str) -> list[str]:
         """Ids of a component of several that contain ``needle`` (lowercased)."""
         return sorted(e for e in self.canonical_of if needle in e.lower())
-
-
-EMPTY = Resolution({}, {}, {})
 
 
 def active_decisions(decisions: Iterable[EntityDecision]) -> list[EntityDecision]:
@@ -97,19 +93,16 @@ def build(
             parent[max(ra, rb)] = min(ra, rb)
 
     named: set[str] = set()
-    origins: dict[frozenset[str], str] = {}
-    for alias, entity, origin in aliases:
+    for alias, entity, _ in aliases:
         pair = frozenset((alias, entity))
         if len(pair) < 2 or pair in splits:
             continue
         union(alias, entity)
         named.add(entity)
-        origins.setdefault(pair, origin)
     merged_away = {d.entity_a for d in merges}
     targets = {d.entity_b for d in merges}
     for d in merges:
         union(d.entity_a, d.entity_b)
-        origins[frozenset((d.entity_a, d.entity_b))] = f"merge #{d.id}"
     groups: dict[str, list[str]] = {}
     for entity in parent:
         groups.setdefault(find(entity), []).append(entity)
@@ -132,4 +125,4 @@ def build(
         members_of[ordered[0]] = ordered
         for entity in ordered:
             canonical_of[entity] = ordered[0]
-    return Resolution(canonical_of, members_of, origins)
+    return Resolution(canonical_of, members_of)
