@@ -211,6 +211,9 @@ def _http_entities(refs: Mapping[str, Refs]) -> list[Http]:
             _post("search_entities", needle, {"query": needle, "limit": 100}),
             _post("search_entities", f"{needle}:handle", handles),
         ]
+    out.append(_post("entity_history", "all", {"limit": 1000}))
+    for entity in (e for e in probes.ENTITIES if e):
+        out.append(_post("entity_history", entity, {"entity_id": entity}))
     return out
 
 
@@ -521,6 +524,7 @@ def _mcp_tools(refs: Mapping[str, Refs]) -> list[Tool]:
         ask = _tool("query_topic", entity, {"entity_id": entity, "query": "queue"})
         out.append(replace(ask, named=(entity,)))  # the answer names the entity asked for
     out += [_tool("search_entities", q, {"query": q, "limit": 100}) for q in probes.NEEDLES]
+    out.append(_tool("entity_history", "all", {"limit": 1000}))
     for name in probes.NAMED:
         r = refs[name]
         both = [refs["eng"].leaf, r.leaf, r.summary, NOWHERE.leaf]

@@ -53,6 +53,17 @@ def _remember(writer: PrincipalSpec) -> Step:
     return ("remember", {**args, "valid_from": AT, **_identity(writer)})
 
 
+# Two ids a writer names itself (facts it states), and a pair with an id only hidden sources
+# name (an author of the HR source).
+SEEN_PAIR = {"entity_a": "topic:queue", "entity_b": "person:maya patel"}
+HIDDEN_PAIR = {"entity_a": "person:zorblat quimby", "entity_b": "topic:queue"}
+
+
+def _fact_of(subject: str, writer: PrincipalSpec) -> Step:
+    args = {"subject": subject, "predicate": "works_on", "object": "the queue"}
+    return ("remember", {**args, "valid_from": AT, **_identity(writer)})
+
+
 def _export(folder: Path) -> str:
     """The writer's export under the ingest root: the texts hidden sources hold too."""
     path = folder / "in" / "notes.jsonl"
@@ -110,6 +121,20 @@ WRITES: dict[str, list[Plan]] = {
     "remember": [lambda w, f, a: _remember(w)],
     "retract": [lambda w, f, a: _remember(w), _then_retract],
     "forget": [lambda w, f, a: ("ingest", {"path": _export(f)}), _then_forget],
+    "merge_entities": [
+        lambda w, f, a: _remember(w),
+        lambda w, f, a: _fact_of("person:maya patel", w),
+        # An id only hidden sources name answers as unknown, on both stores alike.
+        lambda w, f, a: ("merge_entities", {**HIDDEN_PAIR}),
+        lambda w, f, a: ("merge_entities", {**SEEN_PAIR}),
+    ],
+    "split_entities": [
+        lambda w, f, a: _remember(w),
+        lambda w, f, a: _fact_of("person:maya patel", w),
+        lambda w, f, a: ("merge_entities", {**SEEN_PAIR}),
+        lambda w, f, a: ("split_entities", {**HIDDEN_PAIR}),
+        lambda w, f, a: ("split_entities", {**SEEN_PAIR}),
+    ],
 }
 
 
@@ -128,6 +153,8 @@ def reads_after(writer: PrincipalSpec) -> list[Step]:
         ("recall", {"subject": "topic:queue", **whose}),
         ("item_history", {"id": "w-item", **whose}),
         ("query_source", {"limit": 100}),
+        ("search_entities", {"query": "a", "limit": 100}),
+        ("entity_history", {}),
     ]
 
 

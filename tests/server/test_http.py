@@ -335,7 +335,14 @@ def test_search_entities_and_query_topic(api: dict[str, httpx.Client]) -> None:
     people = ok(api["bot"].post("/v1/search_entities", json={"query": "alice", "limit": 3}))
     assert people["entities"], people
     entity = people["entities"][0]
-    assert set(entity) == {"canonical_id", "kind", "surface", "mention_count", "last_seen"}
+    assert set(entity) == {
+        "canonical_id",
+        "kind",
+        "surface",
+        "mention_count",
+        "last_seen",
+        "aliases",
+    }
     topic = ok(api["bot"].post("/v1/query_topic", json={"entity_id": entity["canonical_id"]}))
     assert topic["entity_id"] == entity["canonical_id"]
     assert topic["nodes"]

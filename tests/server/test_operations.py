@@ -374,6 +374,8 @@ def read_calls(store: Store) -> list[tuple[str, dict[str, Any]]]:
         ("rollups", {}),
         ("rollups", {"subject": "person:alice chen", "limit": 5}),
         ("item_history", {"id": MISSING}),
+        ("entity_history", {}),
+        ("entity_history", {"entity_id": "person:alice chen", "limit": 5}),
     ]
     assert {name for name, _ in calls} == READS, "a reading operation is not compared"
     return calls
