@@ -380,7 +380,23 @@ _V5 = """
 ALTER TABLE sources ADD COLUMN IF NOT EXISTS created_by TEXT;
 """
 
-MIGRATIONS: tuple[str, ...] = (_postgres(_V1), _V2, _V3, _postgres(_V4), _postgres(_V5))
+# 6: taken by another change in flight; a no-op here until it lands.
+_V6 = "SELECT 1;"
+
+# 7: why a model recorded a fact, as SQLite's migration 17.
+_V7 = """
+ALTER TABLE facts ADD COLUMN IF NOT EXISTS reason TEXT NOT NULL DEFAULT '';
+"""
+
+MIGRATIONS: tuple[str, ...] = (
+    _postgres(_V1),
+    _V2,
+    _V3,
+    _postgres(_V4),
+    _postgres(_V5),
+    _V6,
+    _V7,
+)
 SCHEMA_VERSION = len(MIGRATIONS)
 
 

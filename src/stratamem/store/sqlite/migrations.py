@@ -509,6 +509,13 @@ MIGRATIONS: tuple[str, ...] = (
     """
     ALTER TABLE sources ADD COLUMN created_by TEXT;
     """,
+    # 16: taken by another change in flight; a no-op here until it lands.
+    "SELECT 1;",
+    # 17: why a model recorded a fact (its decision's reason; see memory/decide.py), empty for
+    # every other fact.
+    """
+    ALTER TABLE facts ADD COLUMN reason TEXT NOT NULL DEFAULT '';
+    """,
 )
 
 SCHEMA_VERSION = len(MIGRATIONS)
