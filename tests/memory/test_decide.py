@@ -300,3 +300,33 @@ def test_a_decision_on_a_fact_of_a_locked_source_is_refused(
     assert "may not write" in skip.reason
     assert report.updated == 0
     assert memory.facts.recall("handle:carol", predicate="leads") == []  # sealed, unchanged
+
+
+def test_add_messages_with_extract_brings_the_user_s_facts_up_to_date(
+    memory: stratamem.Memory, server: FakeModelServer, model: Model
+) -> None:
+    def lives(prompt: str, ids: list[str]) -> list[dict[str, Any]]:
+        city = prompt.split("I live in ", 1)[1].split()[0]
+        shown = [k for k, v in held_facts(prompt).items() if v[:2] == ["user:maya", "lives_in"]]
+        if shown:
+            return [decision("update", ids, fact=shown[0], object=city, reason="she moved")]
+        return [decision("add", ids, subject="user:maya", predicate="lives_in", object=city)]
+
+    model.answer = lives
+    with pytest.raises(ValueError, match="no extraction endpoint"):
+        memory.items.add_messages([{"role": "user", "content": "x"}], user="maya", extract=True)
+    assert memory.sources.list() == []  # refused before anything was written
+    memory.facts.set_extraction(server.base_url, "m")
+    turn = {"role": "user", "content": "I live in paris", "time": T1.isoformat()}
+    first = memory.items.add_messages([turn], user="maya", session="s1", extract=True)
+    assert first.extracted is not None
+    assert first.extracted["added"] == 1
+    turn = {"role": "user", "content": "I live in berlin", "time": T2.isoformat()}
+    second = memory.items.add_messages([turn], user="maya", session="s2", extract=True)
+    assert second.to_dict()["extracted"]["updated"] == 1
+    (now,) = memory.facts.recall("user:maya", predicate="lives_in")
+    assert (now.object, now.valid_from, now.reason) == ("berlin", T2, "she moved")
+    closed = [f for f in history(memory, "user:maya", "lives_in") if f.valid_to is not None]
+    assert [(f.object, f.valid_to) for f in closed] == [("paris", T2)]
+    plain = memory.items.add_messages([turn], user="maya", session="s3")
+    assert "extracted" not in plain.to_dict()

@@ -3,9 +3,9 @@
 
 One store per module: ``notes:team`` (``team``) and ``notes:hr`` (``hr``), each with a note
 about @carol, and a fact about her resting on the hr note. Principals: ``bot`` (``team``, may
-write) and ``reader`` (``team``). The model, a scripted chat-completions server on 127.0.0.1,
-updates every fact it is shown, retracts the hidden hr fact by its id, and adds one fact per
-batch.
+write), ``reader`` (``team``) and ``maya`` (``user:maya``, may write). The model, a scripted
+chat-completions server on 127.0.0.1, updates every fact it is shown, retracts the hidden hr
+fact by its id, and adds one fact per batch.
 """
 
 from __future__ import annotations
@@ -86,6 +86,7 @@ def store(served_location: str, fake: FakeModelServer, model: Model) -> Store:
         tokens = {
             "bot": memory.principals.add("bot", "team", write=True),
             "reader": memory.principals.add("reader", "team"),
+            "maya": memory.principals.add("maya", "user:maya", write=True),
         }
         ids = {s.scope: s.id for s in memory.sources.list()}
     model.hidden = written.recorded[0].id
@@ -128,8 +129,8 @@ def test_http_a_principal_extracts_what_it_reads_and_never_touches_what_it_does_
     assert report["added"] == 1
     with stratamem.open(store.db, embedder=None) as owner:
         assert owner.facts.history("handle:carol", "salary") == salary_before
-        (wrote,) = owner.facts.recall("handle:carol", predicate="wrote")
-        assert wrote.source_id == store.ids["notes:team"]
+        wrote = owner.facts.recall("handle:carol", predicate="wrote")
+        assert store.ids["notes:team"] in {f.source_id for f in wrote}
 
 
 def test_http_a_principal_cannot_name_a_source_it_does_not_read(
@@ -183,3 +184,27 @@ def test_mcp_a_principal_extracts_as_a_job(
     assert "no source" in refused
     assert all(SECRET not in p for p in model.prompts[before:])
     assert SECRET not in json.dumps(done)
+
+
+def test_http_add_messages_with_extract_runs_as_the_principal(
+    api: dict[str, httpx.Client], store: Store, model: Model
+) -> None:
+    before = len(model.prompts)
+    body = {
+        "messages": [{"role": "user", "content": "@carol handed me the pager"}],
+        "user": "maya",
+        "session": "s1",
+        "extract": True,
+    }
+    done = ok(api["maya"].post("/v1/add_messages", json=body))
+    assert done["job"].startswith("job-")
+    assert done["added"] == 1
+    report = done["extracted"]
+    assert report["batches"] == 1
+    (prompt,) = model.prompts[before:]
+    assert "@carol handed me the pager" in prompt
+    assert SECRET not in prompt
+    assert SECRET not in json.dumps(done)
+    with stratamem.open(store.db, embedder=None) as owner:
+        wrote = owner.facts.recall("handle:carol", predicate="wrote")
+        assert done["source_id"] in {f.source_id for f in wrote}

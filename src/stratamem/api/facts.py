@@ -243,12 +243,7 @@ class Facts(Facet):
         self._owner_only("extract facts")
         if self._memory._unlocked:
             raise LockError("a memory opened with unlocked sources cannot extract facts")
-        chosen = (endpoint, model) if endpoint and model else extracting.configured(self._store)
-        if chosen is None:
-            raise ValueError(
-                "no extraction endpoint: give an endpoint and a model, or set them with "
-                "stratamem extract --enable --endpoint URL --model NAME"
-            )
+        chosen = (endpoint, model) if endpoint and model else self.extraction_required()
         config = extracting.ExtractConfig(
             endpoint=endpoint or chosen[0],
             model=model or chosen[1],
@@ -274,6 +269,19 @@ class Facts(Facet):
 
         self._owner_only("configure extraction")
         extracting.configure(self._store, endpoint, model)
+
+    def extraction_required(self) -> tuple[str, str]:
+        """The (endpoint, model) set by :meth:`set_extraction`; ``ValueError`` saying how to
+        set them when there are none."""
+        from stratamem.memory import extract as extracting
+
+        chosen = extracting.configured(self._store)
+        if chosen is None:
+            raise ValueError(
+                "no extraction endpoint: give an endpoint and a model, or set them with "
+                "stratamem extract --enable --endpoint URL --model NAME"
+            )
+        return chosen
 
     def extraction(self) -> tuple[str, str] | None:
         """The (endpoint, model) ingest extracts facts with, or None when it does not."""

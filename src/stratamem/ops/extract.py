@@ -41,21 +41,27 @@ class PrincipalReader:
         return fact.source_id in self.readable
 
 
-def _extract(ctx: Context, a: dict[str, Any]) -> dict[str, Any]:
+def run_extraction(
+    ctx: Context, sources: Sequence[str], *, redo: bool = False, batch_size: int = 8
+) -> dict[str, Any]:
+    """Extraction over ``sources`` (all the caller reads when none) as the caller: the owner,
+    or a principal (see the module docstring); the report as JSON."""
     may_write(ctx)
     if ctx.principal is None:
         with ctx.writing() as owner:
-            report = owner.facts.extract(a["sources"], redo=a["redo"], batch_size=a["batch_size"])
+            report = owner.facts.extract(sources, redo=redo, batch_size=batch_size)
         return report.to_dict()
     with ctx.reading() as theirs:
         readable = [s.id for s in theirs.sources.list() if not s.locked]
-        chosen = [theirs.sources.get(s).id for s in a["sources"]] or readable
+        chosen = [theirs.sources.get(s).id for s in sources] or readable
     reader = PrincipalReader(ctx, readable)
     with ctx.writing() as owner:
-        report = owner.facts.extract(
-            chosen, redo=a["redo"], batch_size=a["batch_size"], reader=reader
-        )
+        report = owner.facts.extract(chosen, redo=redo, batch_size=batch_size, reader=reader)
     return report.to_dict()
+
+
+def _extract(ctx: Context, a: dict[str, Any]) -> dict[str, Any]:
+    return run_extraction(ctx, a["sources"], redo=a["redo"], batch_size=a["batch_size"])
 
 
 EXTRACT = Operation(
