@@ -155,6 +155,8 @@ def _print_setting(setting: tuple[str, str] | None, as_json: bool) -> None:
 
 def _print_report(report: ExtractReport) -> None:
     out.print(
+        f"{report.added:,} added, {report.updated:,} updated, {report.retracted:,} retracted, "
+        f"{report.kept:,} kept; "
         f"{report.facts:,} facts ({report.recorded:,} rows recorded) from {report.chunks:,} "
         f"chunks of {report.sources:,} sources in {report.batches:,} batches, "
         f"{report.retries:,} retries, {report.seconds:.2f}s ({escape(report.model)} at "
