@@ -29,9 +29,9 @@ RECORDS = 4
 CHILD = """
 import os, signal, sys
 import stratamem
-from stratamem.memory import extract
+from stratamem.memory import decide
 
-real, calls = extract.remember, [0]
+real, calls = decide.remember, [0]
 
 def dying(*args, **kwargs):
     out = real(*args, **kwargs)
@@ -40,7 +40,7 @@ def dying(*args, **kwargs):
         os.kill(os.getpid(), signal.SIGKILL)
     return out
 
-extract.remember = dying
+decide.remember = dying
 with stratamem.open(sys.argv[1], embedder=None) as memory:
     memory.facts.extract(["notes:team"], endpoint=sys.argv[2], model="m", batch_size=1)
 """

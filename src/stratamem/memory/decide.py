@@ -42,13 +42,14 @@ has the rest skipped in one entry.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Any, Literal
 
 from stratamem.memory.facts import Change, Statement, fact_id
-from stratamem.memory.remember import entity_id, predicate_name, statement
+from stratamem.memory.remember import entity_id, predicate_name, remember, statement
+from stratamem.store.base import Store
 from stratamem.store.facts import Fact
 from stratamem.timeparse import as_utc
 from stratamem.types import Chunk
@@ -431,6 +432,49 @@ def close(
         reason=reason,
     )
     return Change(expire=[row.id], record=[copy])
+
+
+def apply(
+    store: Store,
+    decision: Decision,
+    *,
+    source_id: str,
+    now: datetime,
+    may_change: Callable[[Fact], bool],
+) -> list[Fact]:
+    """The rows one decision records, in the caller's transaction, ``source_id`` the batch's
+    source: the named fact closed (:func:`close`) and the new value remembered (its home the
+    evidence's source). :class:`SkipDecision` for one naming a fact ``may_change`` refuses
+    (another source the caller may not write, a locked one), or one changed since it was
+    shown."""
+    recorded: list[Fact] = []
+    named = decision.fact
+    if decision.action == "none":
+        return recorded
+    if named is not None and decision.at is not None:
+        label = decision.label or named.id
+        if not may_change(named):
+            raise SkipDecision(f"fact {label} lies in a source the caller may not write")
+        rows = store.fact_rows(named.source_id, named.subject, named.predicate)
+        current = next((r for r in rows if r.id == named.id), None)
+        if current is None or not current.believed:
+            raise SkipDecision(f"fact {label} changed since it was shown")
+        here = named.source_id == source_id
+        change = close(
+            current,
+            decision.at,
+            now,
+            len(rows),
+            # What another source says stays that source's: its row records only that a model
+            # closed it, not the words read elsewhere.
+            reason=decision.reason if here else "closed by a model reading another source",
+            evidence=decision.evidence if here else (),
+        )
+        store.write_facts(named.source_id, change.expire, change.record, now)
+        recorded.extend(change.record)
+    if decision.said is not None:
+        recorded.extend(remember(store, decision.said, now=now).recorded)
+    return recorded
 
 
 def _day(when: datetime) -> str:

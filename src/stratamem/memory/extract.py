@@ -70,7 +70,6 @@ from stratamem.errors import RequestFailed, StratamemError
 from stratamem.memory import decide
 from stratamem.memory.decide import DECISIONS_SCHEMA, Decision, Held, SkipDecision
 from stratamem.memory.facts import fact_text
-from stratamem.memory.remember import remember
 from stratamem.remote import JSONClient, openai_url
 from stratamem.store.base import Store
 from stratamem.store.facts import Fact
@@ -664,7 +663,15 @@ class Extractor:
             for index, decision in decisions:
                 try:
                     with self.store.transaction():  # a savepoint: a refused one leaves nothing
-                        recorded.extend(self._apply(decision, source, now))
+                        recorded.extend(
+                            decide.apply(
+                                self.store,
+                                decision,
+                                source_id=source.id,
+                                now=now,
+                                may_change=self.reader.may_change,
+                            )
+                        )
                 except (SkipDecision, StratamemError, ValueError) as exc:
                     report.skipped.append(Skipped(source.scope, str(exc), batch=number, item=index))
                     continue
@@ -691,38 +698,6 @@ class Extractor:
         report.recorded += len(recorded)
         self._embed(recorded)
         return witness
-
-    def _apply(self, decision: Decision, source: Source, now: datetime) -> list[Fact]:
-        """What one decision records, in the caller's transaction; :class:`SkipDecision` for
-        one naming a fact the caller may not change, or one changed since it was shown."""
-        recorded: list[Fact] = []
-        named = decision.fact
-        if decision.action == "none":
-            return recorded
-        if named is not None and decision.at is not None:
-            label = decision.label or named.id
-            if not self.reader.may_change(named):
-                raise SkipDecision(f"fact {label} lies in a source the caller may not write")
-            rows = self.store.fact_rows(named.source_id, named.subject, named.predicate)
-            current = next((r for r in rows if r.id == named.id), None)
-            if current is None or not current.believed:
-                raise SkipDecision(f"fact {label} changed since it was shown")
-            here = named.source_id == source.id
-            change = decide.close(
-                current,
-                decision.at,
-                now,
-                len(rows),
-                # What another source says stays that source's: its row records only that a
-                # model closed it, not the words read elsewhere.
-                reason=decision.reason if here else "closed by a model reading another source",
-                evidence=decision.evidence if here else (),
-            )
-            self.store.write_facts(named.source_id, change.expire, change.record, now)
-            recorded.extend(change.record)
-        if decision.said is not None:
-            recorded.extend(remember(self.store, decision.said, now=now).recorded)
-        return recorded
 
     def _embed(self, facts: Sequence[Fact]) -> None:
         """Vectors of the facts just recorded, in a transaction of their own: a fact without
