@@ -186,6 +186,18 @@ def bad_decisions(ids: list[str], hidden: str) -> list[tuple[Any, str]]:
     ]
 
 
+def test_the_subjects_past_the_cap_are_left_out_and_the_prompt_says_so(
+    memory: stratamem.Memory, server: FakeModelServer, model: Model
+) -> None:
+    handles = [f"@p{n:02d}" for n in range(decide.MAX_SUBJECTS + 3)]
+    memory.items.add(" ".join(handles), source=NOTES, id="n1", time=T1)
+    memory.facts.remember(f"handle:p{decide.MAX_SUBJECTS + 2:02d}", "leads", "x")
+    extract(memory, server)
+    (prompt,) = model.prompts
+    assert held_facts(prompt) == {}  # the one fact held is of a subject past the cap
+    assert "more subjects are mentioned; their facts are not shown" in prompt
+
+
 def test_bad_decisions_are_skipped_with_their_reasons_and_the_good_one_kept(
     memory: stratamem.Memory, server: FakeModelServer, model: Model
 ) -> None:

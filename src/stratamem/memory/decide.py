@@ -141,11 +141,12 @@ class SkipDecision(Exception):
 
 @dataclass(frozen=True, slots=True)
 class Held:
-    """The facts shown to the model for one batch, by label (``F1``…), and how many more
-    about its subjects were left out."""
+    """The facts shown to the model for one batch, by label (``F1``…), how many more about
+    its subjects were left out, and how many subjects it mentions past the cap."""
 
     facts: Mapping[str, Fact]
     left_out: int = 0
+    subjects_left_out: int = 0
 
     def named(self, label: Any) -> tuple[str, Fact]:
         """The fact a decision names by its label (``F1``, ``[F1]``) or its id, among those
@@ -162,11 +163,13 @@ class Held:
 
     def lines(self) -> str:
         """The facts as the prompt lists them, one a line."""
-        if not self.facts:
-            return "(none)"
-        out = [f"[{label}] {held_line(fact)}" for label, fact in self.facts.items()]
+        out = [f"[{label}] {held_line(fact)}" for label, fact in self.facts.items()] or ["(none)"]
         if self.left_out:
             out.append(f"({self.left_out} more facts about these subjects are not shown)")
+        if self.subjects_left_out:
+            out.append(
+                f"({self.subjects_left_out} more subjects are mentioned; their facts are not shown)"
+            )
         return "\n".join(out)
 
 
@@ -182,21 +185,24 @@ def held_line(fact: Fact) -> str:
     return " | ".join(parts)
 
 
-def choose_held(facts: Sequence[Fact], *, limit: int = MAX_HELD) -> Held:
+def choose_held(
+    facts: Sequence[Fact], *, limit: int = MAX_HELD, subjects_left_out: int = 0
+) -> Held:
     """The believed facts to show, the most recently recorded first, at most ``limit``,
     labelled ``F1``… in that order."""
     believed = {f.id: f for f in facts if f.believed}
     ordered = sorted(believed.values(), key=lambda f: (f.recorded_at, f.id), reverse=True)
     shown = ordered[:limit]
-    return Held({f"F{n}": f for n, f in enumerate(shown, start=1)}, len(ordered) - len(shown))
+    labelled = {f"F{n}": f for n, f in enumerate(shown, start=1)}
+    return Held(labelled, len(ordered) - len(shown), subjects_left_out)
 
 
 def mentioned_subjects(
-    mentions: Mapping[str, Sequence[str]], evidenced: Sequence[Fact], *, limit: int = MAX_SUBJECTS
+    mentions: Mapping[str, Sequence[str]], evidenced: Sequence[Fact]
 ) -> list[str]:
     """The subjects a batch mentions: the entity ids its chunks name (those of a kind a fact
-    may have) and the subjects of facts whose evidence is in it, first seen first, at most
-    ``limit``."""
+    may have) and the subjects of facts whose evidence is in it, first seen first (the caller
+    keeps the first :data:`MAX_SUBJECTS`)."""
     found: dict[str, None] = {}
     for fact in evidenced:
         found.setdefault(fact.subject)
@@ -206,7 +212,7 @@ def mentioned_subjects(
                 found.setdefault(entity_id(entity))
             except ValueError:
                 continue
-    return list(found)[:limit]
+    return list(found)
 
 
 # -- the answer --------------------------------------------------------------------------------

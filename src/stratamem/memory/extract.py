@@ -524,8 +524,12 @@ class Extractor:
         ids = [c.id for c in batch]
         inside = set(ids)
         mine = [f for f in evidenced if inside.intersection(f.evidence)]
-        subjects = decide.mentioned_subjects(self.store.mentions_of(ids), mine)
-        return decide.choose_held(self.reader.facts_about(subjects) if subjects else [])
+        found = decide.mentioned_subjects(self.store.mentions_of(ids), mine)
+        subjects = found[: decide.MAX_SUBJECTS]
+        return decide.choose_held(
+            self.reader.facts_about(subjects) if subjects else [],
+            subjects_left_out=len(found) - len(subjects),
+        )
 
     def batches(self, chunks: Sequence[Chunk]) -> list[list[Chunk]]:
         """``chunks`` in order, cut into batches of at most ``batch_size`` chunks and
