@@ -72,7 +72,9 @@ def extract(
     as_json: bool,
 ) -> None:
     """Extract facts from SOURCES (ids or scopes; all when none) with a model behind an
-    OpenAI-compatible chat-completions server, and write them as facts of origin "model".
+    OpenAI-compatible chat-completions server: it is shown the facts held about what each
+    batch mentions and decides to add, update, retract or keep each, with a reason; its
+    decisions are written as facts of origin "model", closing what changed.
 
     Each source is a durable job: a run that is stopped resumes where it stopped. Only chunks
     not extracted yet are sent; a locked source never is. The API key is read from
