@@ -797,6 +797,25 @@ def test_forget_answers_for_a_hidden_source_as_for_a_missing_one(  # type: ignor
     assert not wrong, "\n".join(wrong[:10])
 
 
+@pytest.mark.parametrize("principal", PRINCIPALS)
+def test_extract_answers_for_a_hidden_source_as_for_a_missing_one(  # type: ignore[no-untyped-def]
+    world, refs, served: Served, principal: str
+) -> None:
+    client = served.clients[principal]
+    canaries = world.hidden_from(principal).canaries
+    wrong: list[str] = []
+    for hidden, nowhere in hidden_cases(world, refs, principal):
+        for part in ("scope", "source_id"):
+            got = client.post("/v1/extract", json={"sources": [getattr(hidden, part)]})
+            want = client.post("/v1/extract", json={"sources": [getattr(nowhere, part)]})
+            _tally("writes", f"POST /v1/extract:{part}", principal, canaries)
+            if _seen(got, hidden) != _seen(want, nowhere):
+                wrong.append(f"http {part} {hidden.scope}: {got.text} != {want.text}")
+            if _scan(_as_nothing(got.text, hidden), canaries, refs, ()):
+                wrong.append(f"http {part} {hidden.scope} shows hidden: {got.text}")
+    assert not wrong, "\n".join(wrong[:10])
+
+
 def _outside(served: Served, world) -> dict[str, str]:  # type: ignore[no-untyped-def]
     """Paths outside the ingest root: some that exist, some that do not."""
     # The world's store on SQLite; on PostgreSQL, whose stores are no files, a fixture.

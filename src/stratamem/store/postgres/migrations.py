@@ -404,6 +404,11 @@ CREATE TABLE IF NOT EXISTS entity_merges (
 );
 """
 
+# 7: why a model recorded a fact, as SQLite's migration 17.
+_V7 = """
+ALTER TABLE facts ADD COLUMN IF NOT EXISTS reason TEXT NOT NULL DEFAULT '';
+"""
+
 MIGRATIONS: tuple[str, ...] = (
     _postgres(_V1),
     _V2,
@@ -411,6 +416,7 @@ MIGRATIONS: tuple[str, ...] = (
     _postgres(_V4),
     _postgres(_V5),
     _postgres(_V6),
+    _V7,
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 

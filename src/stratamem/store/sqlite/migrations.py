@@ -537,6 +537,11 @@ MIGRATIONS: tuple[str, ...] = (
         undone_at  INTEGER
     );
     """,
+    # 17: why a model recorded a fact (its decision's reason; see memory/decide.py), empty for
+    # every other fact.
+    """
+    ALTER TABLE facts ADD COLUMN reason TEXT NOT NULL DEFAULT '';
+    """,
 )
 
 SCHEMA_VERSION = len(MIGRATIONS)
