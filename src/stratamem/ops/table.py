@@ -18,8 +18,7 @@ from stratamem.ops.spec import Operation, bind
 from stratamem.types import Principal
 
 OPERATIONS: Mapping[str, Operation] = {
-    op.name: op
-    for op in (*READS, *ITEMS, *FACTS, *ENTITIES, *EXTRACTION, *SOURCE_WRITES, *OWNER)
+    op.name: op for op in (*READS, *ITEMS, *FACTS, *ENTITIES, *EXTRACTION, *SOURCE_WRITES, *OWNER)
 }
 
 
