@@ -61,8 +61,13 @@ _ALWAYS = np.iinfo(np.int64).min
 
 @dataclass(frozen=True, slots=True)
 class FactHit:
+    """A fact and its score; ``bm25`` and ``cosine`` are the raw signals it was fused from
+    (``cosine`` None where the fact has no vector or no embedder was given)."""
+
     fact: Fact
     score: float
+    bm25: float = 0.0
+    cosine: float | None = None
 
     def to_dict(self) -> dict[str, object]:
         return {**self.fact.to_dict(), "score": round(self.score, 6)}
@@ -165,7 +170,12 @@ def match_facts(
             ((by_id[fact], score) for fact, score in totals.items()),
             key=lambda pair: (-pair[1], pair[0].id),
         )
-    hits = tuple(FactHit(fact, score) for fact, score in ranked[: max(1, limit)])
+    raw_bm25 = {facts[row].id: value for row, value in lexical.items()}
+    raw_cosine = {facts[row].id: value for row, value in semantic.items()}
+    hits = tuple(
+        FactHit(fact, score, raw_bm25.get(fact.id, 0.0), raw_cosine.get(fact.id))
+        for fact, score in ranked[: max(1, limit)]
+    )
     return FactMatches(hits, len(ranked))
 
 
@@ -191,7 +201,7 @@ def rank(facts: Sequence[Fact], terms: Sequence[str], *, limit: int) -> list[Fac
             if f:
                 score += idf[term] * f * (K1 + 1) / (f + K1 * (1 - B + B * length / mean))
         if score > 0:
-            hits.append(FactHit(fact, score))
+            hits.append(FactHit(fact, score, score))
     hits.sort(key=lambda h: (-h.score, h.fact.id))
     return hits[: max(1, limit)]
 
