@@ -125,7 +125,8 @@ def reads_after(writer: PrincipalSpec) -> list[Step]:
         ("stats", {}),
         ("brief", {**WINDOW, "limit": 500}),
         ("query_facts", {"query": "queue status", "limit": 50}),
-        ("recall", {"subject": "topic:queue", **whose}),
+        ("recall_facts", {"subject": "topic:queue", **whose}),
+        ("recall", {"query": "queue status owner", "limit": 50, **whose}),
         ("item_history", {"id": "w-item", **whose}),
         ("query_source", {"limit": 100}),
     ]
