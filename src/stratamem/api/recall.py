@@ -5,10 +5,14 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+import numpy as np
+
 from stratamem.api._core import When, check_sources, when
 from stratamem.api.reads import Reads
 from stratamem.config import SearchConfig
+from stratamem.embed.base import Embedder, Role, Vectors
 from stratamem.memory import recall as recalling
+from stratamem.retrieval.legs.vector import VectorLeg
 from stratamem.types import Filters, RetrievalHit, SearchResponse, SourceKind
 
 __all__ = ["Recalls"]
@@ -92,7 +96,7 @@ class Recalls(Reads):
                     filters=filters,
                     as_of=valid_at,
                     limit=depth,
-                    embedder=self._query_embedder(query),
+                    embedder=self._fact_embedder(query),
                     prior=config.recall_fact_prior,
                 )
             merged = recalling.typed(
@@ -110,6 +114,31 @@ class Recalls(Reads):
             notes=found.notes,
         )
         return recalling.packed(response, budget) if budget is not None else response
+
+    def _fact_embedder(self, query: str) -> Embedder | None:
+        """The embedder the fact leg ranks by (None: BM25 alone), sharing the vector leg's
+        query vector where both are of one model."""
+        embedder = self._query_embedder(query)
+        vectors = self.vectors
+        if embedder is None or vectors is None:
+            return embedder
+        if vectors.embedder.spec.signature != embedder.spec.signature:
+            return embedder
+        return _SharedQuery(embedder, vectors)
+
+
+class _SharedQuery:
+    """The embedder as the fact leg uses it (one query), its vector taken from the vector
+    leg's cache of query vectors: a recall embeds its query once for both legs."""
+
+    def __init__(self, embedder: Embedder, vectors: VectorLeg) -> None:
+        self.spec = embedder.spec
+        self._vectors = vectors
+
+    def embed_batch(self, texts: Sequence[str], *, role: Role = "passage") -> Vectors:
+        if role != "query":
+            raise ValueError("the shared query embedder embeds queries only")
+        return np.stack([self._vectors.embed_query(text) for text in texts])
 
 
 def _ids(value: str | Sequence[str] | None) -> tuple[str, ...]:
