@@ -10,7 +10,8 @@ stands beside a chunk.
 
 **How facts are merged** (:class:`Fusion`, chosen on LoCoMo's tune half, see
 ``docs/search.md`` and ``benchmarks/results/locomo_recall.md``). Ranks, not raw scores, are
-fused, since a chunk's hybrid score and a fact's BM25/cosine are on no common scale::
+fused, since a chunk's hybrid score and a fact's BM25/cosine are on no common scale (by
+default ``lend`` with k = 10, w = 0.5)::
 
     chunk c at rank r_c:  s(c) = 1 / (k + r_c) + w · Σ_{facts f citing c} 1 / (k + r_f)
     fact f at rank r_f:   s(f) = w / (k + r_f) + max_{c in f's evidence} 1 / (k + r_c)
@@ -86,8 +87,9 @@ UNSCORED_PRIOR = 0.5
 class Fusion:
     """How the fact leg is merged with the chunk leg (see the module's docstring)."""
 
+    # The defaults: chosen on LoCoMo's tune half (benchmarks/results/locomo_recall.md).
     method: str = "lend"  # one of METHODS
-    k: int = 60
+    k: int = 10
     fact_weight: float = 0.5
     head: int = 0  # 0: no cap
     head_facts: int = 0
