@@ -62,6 +62,7 @@ class Recalls(Reads):
         store = self.store
         check_sources(store, sources)
         with store.read_snapshot():
+            known = store.sources(counts=False)
             chunks: Sequence[RetrievalHit] = ()
             found = SearchResponse(hits=(), total=0)
             if wanted & CHUNK_TYPES:
@@ -98,9 +99,12 @@ class Recalls(Reads):
                     limit=depth,
                     embedder=self._fact_embedder(query),
                     prior=config.recall_fact_prior,
+                    sources=known,
                 )
             merged = recalling.typed(
-                store, recalling.merge(chunks, facts, fusion=fusion or recalling.DEFAULT_FUSION)
+                store,
+                recalling.merge(chunks, facts, fusion=fusion or recalling.DEFAULT_FUSION),
+                known,
             )
             merged = [h for h in merged if h.explain["type"] in wanted]
         legs = dict(found.legs)

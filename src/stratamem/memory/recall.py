@@ -54,6 +54,7 @@ from stratamem.types import (
     RetrievalHit,
     ScoreBreakdown,
     SearchResponse,
+    Source,
     SourceKind,
 )
 
@@ -121,9 +122,13 @@ def hit_type(hit: RetrievalHit, kinds: dict[str, SourceKind], platforms: dict[st
     return CHUNK_TYPES.get(kind, "record") if kind is not None else "record"
 
 
-def typed(store: Store, hits: Sequence[RetrievalHit]) -> list[RetrievalHit]:
-    """``hits`` with their type in ``explain["type"]`` (copies: the hits are not changed)."""
-    sources = store.sources(counts=False)
+def typed(
+    store: Store, hits: Sequence[RetrievalHit], sources: Sequence[Source] | None = None
+) -> list[RetrievalHit]:
+    """``hits`` with their type in ``explain["type"]`` (copies: the hits are not changed);
+    ``sources``: the reader's, read here when not given."""
+    if sources is None:
+        sources = store.sources(counts=False)
     kinds = {s.id: s.kind for s in sources}
     platforms = {s.id: s.platform for s in sources}
     return [replace(h, explain={**h.explain, "type": hit_type(h, kinds, platforms)}) for h in hits]
@@ -138,11 +143,12 @@ def fact_leg(
     limit: int,
     embedder: Embedder | None,
     prior: float = 0.0,
+    sources: Sequence[Source] | None = None,
 ) -> tuple[list[RetrievalHit], int]:
     """The facts that best match ``query``, true at ``as_of`` (None: now), of the sources
     ``filters`` admit, with ``valid_from`` in its window, best first, at most ``limit``, as
     hits of kind ``fact`` (each with its raw ``bm25`` and ``cosine`` in ``explain``), and
-    how many facts matched in all."""
+    how many facts matched in all. ``sources``: the reader's, read here when not given."""
     homes = admitted_sources(store, filters)
     if homes is not None and not homes:
         return [], 0
@@ -162,7 +168,8 @@ def fact_leg(
     if prior > 0 and found:
         found = _with_prior(store, found, prior)
     kept = found[:limit]
-    hits = fact_hits(store, kept)
+    known = store.sources(counts=False) if sources is None else sources
+    hits = fact_hits(store, kept, scopes={s.id: s.scope for s in known})
     for hit, matched_hit in zip(hits, kept, strict=True):
         hit.explain["bm25"] = matched_hit.bm25  # the raw signals its score was fused from
         hit.explain["cosine"] = matched_hit.cosine
