@@ -349,7 +349,8 @@ class FactIndex:
         if not np.any(keep):
             return {}
         query_vector = np.asarray(embedder.embed_batch([query], role="query")[0], np.float32)
-        values = (matrix[keep] @ query_vector).astype(float)
+        # Every row's cosine, then the chosen ones: selecting the rows first would copy them.
+        values = (matrix @ query_vector)[keep].astype(float)
         return dict(zip(rows[keep].tolist(), values.tolist(), strict=True))
 
     def _model_vectors(self, store: Store, model: str) -> tuple[IntArray, npt.NDArray[np.float32]]:
