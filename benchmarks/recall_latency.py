@@ -4,7 +4,8 @@ The store is built as ``benchmarks/search_latency.py`` builds its own (SciFact's
 repeated over 20 sources through the real ingest, each copy's vector its original's plus
 noise; kept under ``--keep`` between runs), from a copy of the SciFact evaluation store.
 Facts are added to it once: one per ``--facts-every`` chunks
-(10 by default: 10,000 facts at 100k), each saying its chunk's first sentence
+(10 by default: 17,699 facts over the
+176,986 chunks that 100,000 documents make), each saying its chunk's first sentence
 (``topic:<the chunk's first word>`` ``says`` …) with the chunk as evidence and the chunk's
 vector as its own, written in one transaction through the fact store (``remember`` would
 embed each, which is not what is timed here).
