@@ -70,7 +70,8 @@ def test_every_setting_has_a_variable_and_the_summarizer_keeps_its_older_ones() 
     assert env_name("search.mmr_lambda") == "STRATAMEM_SEARCH_MMR_LAMBDA"
     for key, spec in KEYS.items():
         name = env_name(key)
-        value = "keyword=1" if key == "search.weights" else str(spec.default or "x")
+        default = "x" if spec.default in (None, "") else spec.default
+        value = "keyword=1" if key == "search.weights" else str(default)
         assert load({name: value}).origin(key) == f"env {name}"
     assert load({"STRATAMEM_SUMMARIZER": "llm"})["summarizer.name"] == "llm"
     assert load({"STRATAMEM_LLM_MODEL": "m"}).origin("summarizer.model") == (

@@ -83,8 +83,14 @@ class SearchConfig:
     rerank_top: int = 20
     rerank_timeout_s: float = 5.0
     weights: dict[str, float] = field(default_factory=dict)
+    # recall: β of the prior consolidation scores put on facts (0: off; docs/search.md)
+    recall_fact_prior: float = 0.0
 
     def __post_init__(self) -> None:
+        if not 0.0 <= self.recall_fact_prior <= 1.0:
+            raise ValueError(
+                f"recall_fact_prior must be within [0, 1], not {self.recall_fact_prior}"
+            )
         if self.mmr not in MMR_MODES:
             raise ValueError(f"mmr must be one of {', '.join(MMR_MODES)}, not {self.mmr!r}")
         if not 0.0 <= self.mmr_threshold <= 1.0:
@@ -263,6 +269,9 @@ KEYS: dict[str, Key] = {
     ),
     "search.pool": Key(_positive(int), 150, "candidates taken from each leg"),
     "search.rerank_top": Key(_positive(int), 20, "how many of the top the reranker reorders"),
+    "recall.fact_prior": Key(
+        _unit, 0.0, "recall: weight of facts' consolidation scores as a prior (0: off)"
+    ),
     "summarizer.name": Key(_choice("extractive", "llm"), "extractive", "who writes summaries"),
     "summarizer.base_url": Key(_text, "", "the llm summarizer's OpenAI-compatible server"),
     "summarizer.model": Key(_text, "", "the llm summarizer's chat model"),
@@ -331,6 +340,7 @@ class Settings:
             context_window=self["search.context_window"],
             rerank_top=self["search.rerank_top"],
             weights=dict(self["search.weights"]),
+            recall_fact_prior=self["recall.fact_prior"],
         )
 
     def tree_config(self) -> TreeConfig:

@@ -31,7 +31,6 @@ MOVED = {
     "item": "items.get",
     "remember": "facts.remember",
     "retract": "facts.retract",
-    "recall": "facts.recall",
     "set_extraction": "facts.set_extraction",
     "extraction": "facts.extraction",
     "consolidate_after_ingest": "facts.consolidate_after_ingest",

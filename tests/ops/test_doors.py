@@ -20,6 +20,7 @@ from stratamem.ops import OPERATIONS, Operation
 PYTHON_SHAPES = {
     # The JSON answer's options: Python returns the objects themselves.
     ("search", "explain"): "every hit carries its breakdown in Python",
+    ("recall", "explain"): "every hit carries its raw signals in Python",
 }
 CLI_SHAPES = {
     # A secret typed on a command line lands in the shell's history and in `ps`.

@@ -16,7 +16,7 @@ from security_kit import NOWHERE, T0, Refs
 from stratamem.api import Memory
 from stratamem.config import PROFILES, SearchConfig
 from stratamem.ingest.items import ItemVersion
-from stratamem.types import Filters, QueryResponse, RetrievalHit, rfc3339
+from stratamem.types import Filters, QueryResponse, RetrievalHit, SearchResponse, rfc3339
 
 Call = Callable[[Memory, Mapping[str, Refs]], Any]
 
@@ -316,6 +316,47 @@ def _facts(m: _Matrix, named: tuple[str, ...], queries: tuple[str, ...]) -> None
             "queue release", sources=[r[n].scope], limit=1000)), name)  # fmt: skip
 
 
+def _recalled(found: SearchResponse) -> dict[str, Any]:
+    """A recall's hits as :func:`_matched` takes facts: without what differs between two
+    stores built at different moments (a fact's id and ``recorded_at``) nor what follows from
+    it (a fact's place among facts of equal score, hence its merged score and rank), so the
+    hits are compared as a set, each with its raw signals."""
+    rows = []
+    for hit in found.hits:
+        explain = {k: v for k, v in hit.explain.items() if k not in ("recorded_at", "recall")}
+        fact = hit.node_kind.value == "fact"
+        rows.append(
+            ("" if fact else hit.node_id, hit.content, hit.source_id, hit.tree_scope,
+             rfc3339(hit.time_start), rfc3339(hit.time_end), hit.source_ref,
+             repr(sorted(explain.items())))
+        )  # fmt: skip
+    return {"total": found.total, "hits": sorted(rows)}
+
+
+def _recall(m: _Matrix, named: tuple[str, ...], queries: tuple[str, ...]) -> None:
+    """The one list of chunks and facts: every query, and filters naming sources, kinds,
+    windows and times for the facts."""
+    for n, query in enumerate(queries):
+        m.add("recall", f"{n}:{query[:30]}", lambda x, r, q=query: _recalled(x.recall(
+            q, limit=1000)))  # fmt: skip
+    for query in FEW:
+        m.add("recall", f"budget=300:{query}", lambda x, r, q=query: _recalled(x.recall(
+            q, limit=1000, budget=300)))  # fmt: skip
+        m.add("recall", f"facts:{query}", lambda x, r, q=query: _recalled(x.recall(
+            q, types=["fact"], limit=1000)))  # fmt: skip
+        for label, refs, uses in _source_filters(named):
+            m.add("recall", f"sources={label}:{query}", lambda x, r, q=query, s=refs: (
+                _recalled(x.recall(q, sources=s, limit=1000))), *uses)  # fmt: skip
+        for kind in ("record", "chat", "document", "email"):
+            m.add("recall", f"kind={kind}:{query}", lambda x, r, q=query, k=kind: _recalled(
+                x.recall(q, kinds=[k], limit=1000)))  # fmt: skip
+        for label, (since, until) in WINDOWS.items():
+            m.add("recall", f"window={label}:{query}", lambda x, r, q=query, s=since,
+                  u=until: _recalled(x.recall(q, since=s, until=u, limit=1000)))  # fmt: skip
+            m.add("recall", f"as_of={label}:{query}", lambda x, r, q=query, w=since: (
+                _recalled(x.recall(q, as_of=w, limit=1000))))  # fmt: skip
+
+
 def probes_for(named: tuple[str, ...], *, canaries: tuple[str, ...] = ()) -> list[Probe]:
     """The matrix, naming the sources ``named`` by id and querying ``canaries`` too."""
     m = _Matrix()
@@ -324,6 +365,7 @@ def probes_for(named: tuple[str, ...], *, canaries: tuple[str, ...] = ()) -> lis
     _entities(m, named)
     _by_id(m, named)
     _facts(m, named, (*QUERIES, *canaries))
+    _recall(m, named, (*QUERIES, *canaries))
     return m.probes
 
 

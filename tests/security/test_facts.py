@@ -370,6 +370,19 @@ def _probes() -> list[Probe]:
             Probe("query_facts-as_of+known_at", label, lambda m, k, t=label: m.facts.query(
                 "lead owner intern", as_of=VALID_TIMES["day2"], known_at=k[t], limit=3)),
         ]  # fmt: skip
+    # recall: the facts beside the chunks, in one list, at every time asked.
+    for query in queries:
+        out.append(Probe("recall-one-list", query, lambda m, k, q=query: m.recall(q, limit=50)))
+    for label, when in VALID_TIMES.items():
+        out.append(
+            Probe("recall-one-list-as_of", label, lambda m, k, w=when: m.recall(
+                "lead owner open closed intern", as_of=w, limit=50))
+        )  # fmt: skip
+    for scope in SCOPES:
+        out.append(
+            Probe("recall-one-list", f"source-{scope}", lambda m, k, s=scope: m.recall(
+                "lead owner team", sources=[s], limit=50), (scope, source_id_for(scope)))
+        )  # fmt: skip
     out += [
         Probe("query_facts", "shared-subject", lambda m, k: m.facts.query(
             "lead owner", subject=SHARED, limit=50)),

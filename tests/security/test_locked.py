@@ -56,8 +56,8 @@ PROBES = probes.probes_for(NAMED, canaries=CANARY_QUERIES)
 # sources' scopes.
 READERS = [OWNER, "ann", "cat"]
 # What the owner is told of a locked source it names: that it exists, and is locked (a facts
-# query, a search or a primitive filtered to one answers nothing, its text being sealed, where
-# the store without it answers that there is no such source).
+# query, a search, a recall or a primitive filtered to one answers nothing, its text being
+# sealed, where the store without it answers that there is no such source).
 OWNER_KNOWS = frozenset(
     {
         "source",
@@ -65,6 +65,7 @@ OWNER_KNOWS = frozenset(
         "item",
         "query_facts",
         "search",
+        "recall",
         "query_source",
         "query_global",
         "query_topic",

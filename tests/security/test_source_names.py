@@ -90,7 +90,7 @@ def reads(served: Served, who: str | None, word: str) -> bool:
     seen = [
         served.call(who, "search", {"query": word, "mode": "keyword", "limit": 50}),
         served.call(who, "sources", {}),
-        served.call(who, "recall", {}),
+        served.call(who, "recall_facts", {}),
     ]
     return word in json.dumps(seen)
 
@@ -416,4 +416,4 @@ def test_a_writer_cannot_write_a_sessions_memory_without_its_user(served: Served
     assert scopes(served) == before
     history = served.call(None, "item_history", {"id": "pref-1"})
     assert len(history["versions"]) == 1
-    assert SECRET in json.dumps(served.call(None, "recall", {"session": "s2"}))
+    assert SECRET in json.dumps(served.call(None, "recall_facts", {"session": "s2"}))

@@ -1,7 +1,7 @@
-"""Facts through a live server: ``POST /v1/recall``, ``/v1/fact_history``, ``/v1/query_facts``,
-``/v1/facts``, ``DELETE /v1/facts/{id}`` and ``GET /v1/rollups`` over httpx, and the
-``recall``, ``fact_history``, ``query_facts``, ``rollups``, ``remember`` and ``retract`` tools
-over MCP (streamable HTTP at ``/mcp``).
+"""Facts through a live server: ``POST /v1/recall_facts``, ``/v1/fact_history``,
+``/v1/query_facts``, ``/v1/facts``, ``DELETE /v1/facts/{id}`` and ``GET /v1/rollups`` over
+httpx, and the ``recall_facts``, ``fact_history``, ``query_facts``, ``rollups``, ``remember``
+and ``retract`` tools over MCP (streamable HTTP at ``/mcp``).
 
 One store per module: the Slack export (``team``) and the example notes (``private``), served
 with tokens required and writes allowed, and by a second app without tokens for the owner.
@@ -95,7 +95,7 @@ def remember(client: httpx.Client, **body: Any) -> httpx.Response:
 
 
 def recall(client: httpx.Client, **body: Any) -> list[dict[str, Any]]:
-    found = ok(client.post("/v1/recall", json=body))
+    found = ok(client.post("/v1/recall_facts", json=body))
     assert set(found) == {"facts"}
     return found["facts"]  # type: ignore[no-any-return]
 
@@ -220,8 +220,8 @@ def test_a_principal_recalls_only_the_facts_of_sources_it_reads(
         assert "person:carol diaz" not in {f["subject"] for f in seen}
     assert [f for f in recall(api["outsider"]) if f["source_id"] in team] == []
     # A subject and predicate only a hidden source speaks of answers as one nobody does.
-    hidden = api["bot"].post("/v1/recall", json={"subject": PHOENIX, "predicate": "codename"})
-    nobody = api["bot"].post("/v1/recall", json={"subject": PHOENIX, "predicate": "no_such"})
+    hidden = api["bot"].post("/v1/recall_facts", json={"subject": PHOENIX, "predicate": "codename"})
+    nobody = api["bot"].post("/v1/recall_facts", json={"subject": PHOENIX, "predicate": "no_such"})
     assert hidden.status_code == nobody.status_code == 200
     assert hidden.content == nobody.content == b'{"facts":[]}'
     for subject in ("person:carol diaz", "person:nobody at all"):
@@ -483,13 +483,13 @@ def test_writes_are_off_unless_allowed(store: Store, owned: dict[str, Any]) -> N
             "remember: 'evidence' must be a list of texts, got a number",
         ),
         ("/v1/facts", {"valid_from": "2024-02-30"}, "remember: 'valid_from' cannot be read"),
-        ("/v1/recall", {"subject": "carol"}, "is not an entity id"),
-        ("/v1/recall", {"limit": 0}, "recall: 'limit' must be at least 1"),
-        ("/v1/recall", {"as_of": "the day after"}, "cannot be read as a time"),
+        ("/v1/recall_facts", {"subject": "carol"}, "is not an entity id"),
+        ("/v1/recall_facts", {"limit": 0}, "recall_facts: 'limit' must be at least 1"),
+        ("/v1/recall_facts", {"as_of": "the day after"}, "cannot be read as a time"),
         (
-            "/v1/recall",
+            "/v1/recall_facts",
             {"subjects": []},
-            "recall: no parameter <name>: did you mean 'subject'?",
+            "recall_facts: no parameter <name>: did you mean 'subject'?",
         ),
         ("/v1/fact_history", {"predicate": None}, "fact_history: 'predicate' cannot be null"),
         ("/v1/fact_history", {"subject": "phoenix"}, "is not an entity id"),
@@ -499,7 +499,7 @@ def test_bad_bodies_are_422_and_change_nothing(
     api: dict[str, httpx.Client], route: str, body: dict[str, Any], words: str
 ) -> None:
     base = {"subject": "topic:bad", "predicate": "is", "object": "bad"}
-    if route == "/v1/recall":
+    if route == "/v1/recall_facts":
         base = {}
     elif route == "/v1/fact_history":
         base = {"subject": "topic:bad", "predicate": "is"}
@@ -618,17 +618,17 @@ def test_mcp_remember_and_retract_are_listed_only_where_writes_are_allowed(
                 return writable, reader, {t.name for t in (await session.list_tools()).tools}
 
     writable, reader, read_only = anyio.run(scenario)
-    assert {"recall", "fact_history", "remember", "retract"} <= set(writable)
+    assert {"recall_facts", "fact_history", "remember", "retract"} <= set(writable)
     # A principal without the write permission, and any on a server without writes, is
     # listed only what it may call.
     for listed in (reader, read_only):
-        assert {"recall", "fact_history", "query_facts", "rollups"} <= listed
+        assert {"recall_facts", "fact_history", "query_facts", "rollups"} <= listed
         assert not {"remember", "retract"} & listed
     assert writable["remember"].input_schema["required"] == ["subject", "predicate", "object"]
     assert writable["retract"].input_schema["required"] == ["fact_id"]
     assert writable["fact_history"].input_schema["required"] == ["subject", "predicate"]
-    assert writable["recall"].input_schema["required"] == []
-    assert writable["recall"].annotations.read_only_hint is True  # type: ignore[union-attr]
+    assert writable["recall_facts"].input_schema["required"] == []
+    assert writable["recall_facts"].annotations.read_only_hint is True  # type: ignore[union-attr]
     assert writable["remember"].annotations.read_only_hint is False  # type: ignore[union-attr]
 
 
@@ -651,7 +651,7 @@ def test_mcp_recall_and_fact_history_answer_as_the_http_api(
     async def scenario() -> None:
         async with connected(url, store.tokens["bot"]) as session:
             for ask, want in zip(asks, wanted, strict=True):
-                assert data(await session.call_tool("recall", ask)) == {"facts": want}, ask
+                assert data(await session.call_tool("recall_facts", ask)) == {"facts": want}, ask
             args = {"subject": PHOENIX, "predicate": "status"}
             got = data(await session.call_tool("fact_history", args))["facts"]
             assert got == timeline
@@ -661,7 +661,7 @@ def test_mcp_recall_and_fact_history_answer_as_the_http_api(
             hidden = await session.call_tool("fact_history", {**args, "predicate": "codename"})
             nobody = await session.call_tool("fact_history", {**args, "predicate": "nope"})
             assert data(hidden) == data(nobody) == {"facts": []}
-            message = tool_error(await session.call_tool("recall", {"subject": "phoenix"}))
+            message = tool_error(await session.call_tool("recall_facts", {"subject": "phoenix"}))
             assert "is not an entity id" in message
 
     assert any(wanted)

@@ -207,7 +207,7 @@ BAD: dict[str, list[tuple[str, dict[str, Any], str]]] = {
     "date off the calendar": [
         ("search", {"query": "x", "since": "2024-02-30"}, "'since' cannot be read as a time"),
         ("cover_window", {"since": "2024-02-30"}, "'since' cannot be read as a time"),
-        ("recall", {"as_of": "2024-13-01"}, "'as_of' cannot be read as a time"),
+        ("recall_facts", {"as_of": "2024-13-01"}, "'as_of' cannot be read as a time"),
         (
             "remember",
             {"subject": "topic:a", "predicate": "p", "object": "o", "valid_from": "2023-02-29"},
@@ -219,7 +219,7 @@ BAD: dict[str, list[tuple[str, dict[str, Any], str]]] = {
         ("search", {"query": "x", "limit": 1001}, "'limit' must be at most 1000"),
         ("search", {"query": "x", "budget": -1}, "'budget' must be at least 0"),
         ("query_source", {"time_window_days": 0}, "'time_window_days' must be more than 0"),
-        ("recall", {"limit": 0}, "'limit' must be at least 1"),
+        ("recall_facts", {"limit": 0}, "'limit' must be at least 1"),
         ("rollups", {"limit": 0}, "'limit' must be at least 1"),
     ],
     "missing required": [
@@ -293,7 +293,7 @@ def test_a_write_refused_says_why_alike_on_both_doors(doors: Doors) -> None:
         }
         & sources
     )
-    facts = ok(call_http(doors.clients["owner"], "recall", {"subject": "topic:a"}))
+    facts = ok(call_http(doors.clients["owner"], "recall_facts", {"subject": "topic:a"}))
     assert facts == {"facts": []}
 
 
@@ -347,6 +347,9 @@ def read_calls(store: Store) -> list[tuple[str, dict[str, Any]]]:
         ("search", {"query": "redis queue", "budget": 600}),
         ("search", {"query": "redis queue", "budget": 0, "limit": 3}),
         ("search", {"query": "redis queue", "budget": 1500, "explain": True}),
+        ("recall", {"query": "redis queue topic purpose", "explain": True}),
+        ("recall", {"query": "queue topic", "types": ["fact", "turn"], "budget": 600}),
+        ("recall", {"query": "queue", "kinds": ["email"], "as_of": "2024-03-01", **WINDOW}),
         ("query_source", {}),
         ("query_source", {"source": "slack:#eng", "query": "queue"}),
         ("query_source", {"source": "mbox:team"}),
@@ -366,8 +369,8 @@ def read_calls(store: Store) -> list[tuple[str, dict[str, Any]]]:
         ("show", {"node_id": MISSING}),
         ("sources", {}),
         ("stats", {}),
-        ("recall", {}),
-        ("recall", {"subject": "channel:slack:#eng"}),
+        ("recall_facts", {}),
+        ("recall_facts", {"subject": "channel:slack:#eng"}),
         ("fact_history", {"subject": "channel:slack:#eng", "predicate": "topic"}),
         ("query_facts", {"query": "topic purpose"}),
         ("query_facts", {"query": "topic", "sources": ["mbox:team"]}),

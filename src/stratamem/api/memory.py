@@ -1,6 +1,7 @@
 """The Python API: ``mem = stratamem.open(path)``, then ingest, search and inspect.
 
-A :class:`Memory` holds the reads an agent calls directly (:meth:`~Memory.search`, the seven
+A :class:`Memory` holds the reads an agent calls directly (:meth:`~Memory.search`,
+:meth:`~Memory.recall`, the seven
 primitives, :meth:`~Memory.get`, :meth:`~Memory.ingest`, :meth:`~Memory.stats`) and, as
 attributes, one facet per group of operations: ``mem.items``, ``mem.facts``, ``mem.sources``,
 ``mem.principals``, ``mem.locks``, ``mem.trees`` and ``mem.indexes`` (see ``docs/python.md``).
@@ -21,7 +22,7 @@ from stratamem.api.indexes import Indexes
 from stratamem.api.items import Items
 from stratamem.api.locks import Locks
 from stratamem.api.principals import Principals
-from stratamem.api.reads import Reads
+from stratamem.api.recall import Recalls
 from stratamem.api.sources import Sources
 from stratamem.api.trees import Trees
 from stratamem.config import SearchConfig, TreeConfig
@@ -63,7 +64,7 @@ FACETS: dict[str, type[Facet]] = {
 """The facets every :class:`Memory` has, by the attribute that holds each."""
 
 
-class Memory(Reads):
+class Memory(Recalls):
     """A store opened for ingest and retrieval. Use as a context manager or call :meth:`close`.
 
     ``per_thread=True`` (a SQLite file or a PostgreSQL database) gives each thread that calls

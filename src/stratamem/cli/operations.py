@@ -80,7 +80,8 @@ def render(data: dict[str, Any]) -> None:
 
 
 def _item(item: dict[str, Any]) -> None:
-    head = [str(item[k]) for k in ("node_id", "id", "source", "cite", "time") if item.get(k)]
+    keys = ("type", "node_id", "id", "source", "cite", "time")
+    head = [str(item[k]) for k in keys if item.get(k)]
     out.print(f"[bold]{escape(' · '.join(head))}[/]", highlight=False)
     text = item.get("text") or item.get("content") or item.get("object")
     if text:

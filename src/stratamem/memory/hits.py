@@ -19,7 +19,7 @@ and ``removed_at`` (None while the item stands). Removing an item retracts no fa
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from stratamem.memory.facts import fact_text
@@ -33,10 +33,13 @@ from stratamem.types import NodeKind, RetrievalHit, TreeKind, rfc3339
 REASON = "fact"
 
 
-def fact_hits(store: Store, found: Sequence[FactHit]) -> list[RetrievalHit]:
-    """``found`` as hits, in their order, with their sources and the citations of their
-    evidence read in one batch."""
-    scopes = {s.id: s.scope for s in store.sources()}
+def fact_hits(
+    store: Store, found: Sequence[FactHit], *, scopes: Mapping[str, str] | None = None
+) -> list[RetrievalHit]:
+    """``found`` as hits, in their order, with their sources (``scopes``: source id → scope,
+    read here when not given) and the citations of their evidence read in one batch."""
+    if scopes is None:
+        scopes = {s.id: s.scope for s in store.sources()}
     evidence = list(dict.fromkeys(node for hit in found for node in hit.fact.evidence))
     cites, items = evidence_cites(store, evidence)
     return [

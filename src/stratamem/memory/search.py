@@ -41,7 +41,6 @@ import numpy.typing as npt
 from stratamem.embed.base import Embedder
 from stratamem.memory.facts import fact_text
 from stratamem.memory.remember import entity_id
-from stratamem.retrieval.fusion import minmax
 from stratamem.retrieval.query import query_terms
 from stratamem.retrieval.scope import identity_sources
 from stratamem.store.base import Store
@@ -61,8 +60,13 @@ _ALWAYS = np.iinfo(np.int64).min
 
 @dataclass(frozen=True, slots=True)
 class FactHit:
+    """A fact and its score; ``bm25`` and ``cosine`` are the raw signals it was fused from
+    (``cosine`` None where the fact has no vector or no embedder was given)."""
+
     fact: Fact
     score: float
+    bm25: float = 0.0
+    cosine: float | None = None
 
     def to_dict(self) -> dict[str, object]:
         return {**self.fact.to_dict(), "score": round(self.score, 6)}
@@ -149,24 +153,48 @@ def match_facts(
             semantic = index.cosines(store, embedder, query, chosen)
     facts = index.facts
     if embedder is None:
-        ranked = sorted(
-            ((facts[row], score) for row, score in lexical.items()),
-            key=lambda pair: (-pair[1], pair[0].id),
-        )
+        ranked = sorted(lexical.items(), key=lambda pair: (-pair[1], facts[pair[0]].id))
+        count = len(ranked)
+        ranked = ranked[: max(1, limit)]
     else:
-        by_id: dict[str, Fact] = {}
-        totals: dict[str, float] = {}
+        # Each leg min-max scaled over its rows, halved and summed (as ``minmax`` and a sum
+        # over the legs would, in the same order: the same floats), in arrays: every fact
+        # with a vector has a cosine, so a leg may hold every row the reader may see.
+        total = np.zeros(len(facts), np.float64)
+        member = np.zeros(len(facts), np.bool_)
         for scores in (lexical, semantic):
-            named = {facts[row].id: value for row, value in scores.items()}
-            by_id.update((facts[row].id, facts[row]) for row in scores)
-            for fact, value in minmax(named).items():
-                totals[fact] = totals.get(fact, 0.0) + value / 2
-        ranked = sorted(
-            ((by_id[fact], score) for fact, score in totals.items()),
-            key=lambda pair: (-pair[1], pair[0].id),
-        )
-    hits = tuple(FactHit(fact, score) for fact, score in ranked[: max(1, limit)])
-    return FactMatches(hits, len(ranked))
+            if not scores:
+                continue
+            rows = np.fromiter(scores.keys(), np.int64, len(scores))
+            values = np.fromiter(scores.values(), np.float64, len(scores))
+            low, high = values.min(), values.max()
+            scaled = np.ones_like(values) if high == low else (values - low) / (high - low)
+            total[rows] += scaled / 2
+            member[rows] = True
+        chosen_rows = np.flatnonzero(member)
+        count = len(chosen_rows)
+        ranked = _best(facts, chosen_rows, total[chosen_rows], max(1, limit))
+    hits = tuple(
+        FactHit(facts[row], score, lexical.get(row, 0.0), semantic.get(row))
+        for row, score in ranked
+    )
+    return FactMatches(hits, count)
+
+
+def _best(
+    facts: Sequence[Fact], rows: IntArray, scores: npt.NDArray[np.float64], limit: int
+) -> list[tuple[int, float]]:
+    """The ``limit`` best (row, score) pairs, best first, ties by fact id: those at or above
+    the ``limit``-th best score are sorted, the rest never are."""
+    if len(rows) > limit:
+        cut = np.partition(scores, len(scores) - limit)[len(scores) - limit]
+        keep = scores >= cut
+        rows, scores = rows[keep], scores[keep]
+    pairs = sorted(
+        zip(rows.tolist(), scores.tolist(), strict=True),
+        key=lambda pair: (-pair[1], facts[pair[0]].id),
+    )
+    return pairs[:limit]
 
 
 def rank(facts: Sequence[Fact], terms: Sequence[str], *, limit: int) -> list[FactHit]:
@@ -191,7 +219,7 @@ def rank(facts: Sequence[Fact], terms: Sequence[str], *, limit: int) -> list[Fac
             if f:
                 score += idf[term] * f * (K1 + 1) / (f + K1 * (1 - B + B * length / mean))
         if score > 0:
-            hits.append(FactHit(fact, score))
+            hits.append(FactHit(fact, score, score))
     hits.sort(key=lambda h: (-h.score, h.fact.id))
     return hits[: max(1, limit)]
 
@@ -321,7 +349,8 @@ class FactIndex:
         if not np.any(keep):
             return {}
         query_vector = np.asarray(embedder.embed_batch([query], role="query")[0], np.float32)
-        values = (matrix[keep] @ query_vector).astype(float)
+        # Every row's cosine, then the chosen ones: selecting the rows first would copy them.
+        values = (matrix @ query_vector)[keep].astype(float)
         return dict(zip(rows[keep].tolist(), values.tolist(), strict=True))
 
     def _model_vectors(self, store: Store, model: str) -> tuple[IntArray, npt.NDArray[np.float32]]:

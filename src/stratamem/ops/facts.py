@@ -1,4 +1,4 @@
-"""The operations on facts: recall, history, query, rollups; remember and retract.
+"""The operations on facts: recall_facts, history, query, rollups; remember and retract.
 
 A principal states facts only on evidence it can read, into a source it can read (a name it
 reads, else that name in its namespace: ``<name>/<source>``); one without evidence or source
@@ -29,7 +29,7 @@ PREDICATE = Param(
 )
 
 
-def _recall(ctx: Context, a: dict[str, Any]) -> dict[str, Any]:
+def _recall_facts(ctx: Context, a: dict[str, Any]) -> dict[str, Any]:
     with ctx.reading() as m:
         found = m.facts.recall(
             a["subject"],
@@ -42,8 +42,8 @@ def _recall(ctx: Context, a: dict[str, Any]) -> dict[str, Any]:
         return {"facts": [wire.fact(f) for f in found]}
 
 
-RECALL = Operation(
-    name="recall",
+RECALL_FACTS = Operation(
+    name="recall_facts",
     group="facts",
     description="What is true about an entity (facts: subject, predicate, object, since "
     "when), as of now or of a time, with the evidence each rests on. Use for 'who leads "
@@ -58,7 +58,7 @@ RECALL = Operation(
         p.SESSION,
         p.limit(100, 10_000),
     ),
-    run=_recall,
+    run=_recall_facts,
     example={"subject": "person:carol diaz"},
     query_param=None,
     cli="fact list",
@@ -118,8 +118,8 @@ QUERY_FACTS = Operation(
     group="facts",
     description="The facts that best match a question (what each says, by its words and "
     "meaning), true now or `as_of` a time, as known `known_at` a time: each with its "
-    "validity, source, evidence (node ids, cited) and score. `recall` lists an entity's "
-    "facts without a query.",
+    "validity, source, evidence (node ids, cited) and score. `recall_facts` lists an "
+    "entity's facts without a query.",
     params=(
         p.query(required=True),
         p.SUBJECT,
@@ -285,7 +285,7 @@ RETRACT = Operation(
         Param(
             "fact_id",
             "str",
-            "A fact id from recall or query_facts.",
+            "A fact id from recall_facts or query_facts.",
             min_length=1,
             max_length=p.MAX_NAME,
         ),
@@ -299,4 +299,4 @@ RETRACT = Operation(
     python="facts.retract",
 )
 
-FACTS = (RECALL, FACT_HISTORY, QUERY_FACTS, ROLLUPS, REMEMBER, RETRACT)
+FACTS = (RECALL_FACTS, FACT_HISTORY, QUERY_FACTS, ROLLUPS, REMEMBER, RETRACT)

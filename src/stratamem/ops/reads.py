@@ -10,6 +10,7 @@ import stratamem.ops.wire as wire
 from stratamem.config import PROFILES
 from stratamem.entities.search import MAX_LIMIT as MAX_ENTITY_LIMIT
 from stratamem.errors import NotFoundError
+from stratamem.memory.recall import TYPES as RECALL_TYPES
 from stratamem.ops.context import Context
 from stratamem.ops.spec import Operation, Param
 from stratamem.retrieval.hybrid import MAX_LIMIT as MAX_SEARCH_LIMIT
@@ -79,6 +80,61 @@ SEARCH = Operation(
     example={"query": "why did we drop Redis?", "limit": 5},
     cli="search",
     python="search",
+)
+
+
+def _recall(ctx: Context, a: dict[str, Any]) -> dict[str, Any]:
+    with ctx.reading() as m:
+        found = m.recall(
+            a["query"],
+            types=a["types"],
+            sources=a["sources"],
+            kinds=a["kinds"],
+            since=a["since"],
+            until=a["until"],
+            as_of=a["as_of"],
+            limit=a["limit"],
+            **p.identity(a),
+        )
+        return wire.search(found, budget=a["budget"], explain=a["explain"])
+
+
+RECALL = Operation(
+    name="recall",
+    group="search",
+    description="One call for a question: the best turns, messages, documents, items and "
+    "facts true now (or `as_of` a time) in one ranked list, each with its `type`, text and "
+    "citation (`cite`; a fact cites its evidence). Prefer it to search when facts were "
+    "remembered. Give `budget` (tokens) to get the hits packed as cards that fit it.",
+    params=(
+        p.query(required=True),
+        Param(
+            "types",
+            "strs",
+            "Only these types (default all): turn, message, document, record, item, fact.",
+            default=(),
+            choices=RECALL_TYPES,
+            max_items=len(RECALL_TYPES),
+        ),
+        *p.FILTERS,
+        p.SINCE,
+        p.UNTIL,
+        p.AS_OF,
+        p.limit(10, MAX_SEARCH_LIMIT),
+        Param(
+            "budget",
+            "int",
+            "Pack the hits into cards so that the whole answer fits this many tokens "
+            "(0: every hit whole).",
+            default=None,
+            ge=0,
+            le=MAX_BUDGET,
+        ),
+        Param("explain", "bool", "Add each hit's raw scores.", default=False),
+    ),
+    run=_recall,
+    example={"query": "when is the atlas deadline", "limit": 5},
+    python="recall",
 )
 
 
@@ -451,6 +507,7 @@ STATS = Operation(
 
 READS = (
     SEARCH,
+    RECALL,
     QUERY_SOURCE,
     QUERY_GLOBAL,
     QUERY_TOPIC,

@@ -65,12 +65,26 @@ def node(hit: RetrievalHit, *, whole: bool = False, entities: bool = False) -> d
 
 def hit(found: RetrievalHit, *, explain: bool = False) -> dict[str, Any]:
     data = node(found)
+    kind = found.explain.get("type")  # a recall hit's: turn, document, item, fact, …
+    if kind:
+        data = {"type": kind, **data}
+    cites = [c for c in (found.explain.get("cites") or {}).values() if c]
+    if found.node_kind is NodeKind.FACT and len(cites) > 1:
+        data["cites"] = cites
     data["score"] = round(found.score, 4)
     reason = found.explain.get("reason")
     if reason:
         data["why"] = str(reason)
-    if explain and "breakdown" in found.explain:
-        data["breakdown"] = dict(found.explain["breakdown"])
+    if explain:
+        if "breakdown" in found.explain:
+            data["breakdown"] = dict(found.explain["breakdown"])
+        if found.node_kind is NodeKind.FACT and "bm25" in found.explain:
+            data["breakdown"] = {
+                "bm25": found.explain["bm25"],
+                "cosine": found.explain.get("cosine"),
+            }
+        if "recall" in found.explain:
+            data["recall"] = dict(found.explain["recall"])
     return data
 
 
@@ -105,6 +119,8 @@ def _breakdown(found: RetrievalHit) -> ScoreBreakdown:
 
 def _card(found: RetrievalHit, text: str, why: str, explain: bool) -> dict[str, Any]:
     out: dict[str, Any] = {"node_id": found.node_id}
+    if found.explain.get("type"):
+        out["type"] = found.explain["type"]
     if found.source_ref:
         out["cite"] = found.source_ref
     if not (found.source_ref or "").startswith(found.tree_scope):

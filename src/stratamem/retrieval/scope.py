@@ -24,7 +24,14 @@ from stratamem.store.names import names_source
 from stratamem.timeparse import as_utc, days_before
 from stratamem.types import Filters, Identity, Source, SourceKind
 
-__all__ = ["identity_sources", "kind_or_platform", "narrow_kinds", "resolve", "source_filters"]
+__all__ = [
+    "admitted_sources",
+    "identity_sources",
+    "kind_or_platform",
+    "narrow_kinds",
+    "resolve",
+    "source_filters",
+]
 
 
 def resolve(store: Store, filters: Filters | None) -> Filters | None:
@@ -63,6 +70,24 @@ def identity_sources(
         return None
     found = resolve(store, wanted)
     return set() if found is None else set(found.sources)
+
+
+def admitted_sources(store: Store, filters: Filters | None) -> set[str] | None:
+    """The ids of the sources the reader may see that ``filters`` admit (its sources, kinds,
+    users, agents and sessions); None when the filters name none of those (no narrowing).
+    For the reads that filter by source id themselves (facts)."""
+    if filters is None or not (filters.sources or filters.kinds or filters.names_identity):
+        return None
+    found = resolve(store, filters)
+    if found is None:
+        return set()
+    kinds = store.source_kinds()
+    return {
+        sid
+        for sid, scope in store.scopes().items()
+        if (not found.sources or _admits_ref(found, sid, scope))
+        and (not found.kinds or kinds.get(sid) in found.kinds)
+    }
 
 
 def _many(value: str | Sequence[str] | None) -> tuple[str, ...]:

@@ -1,0 +1,296 @@
+"""``recall``: one ranked list of the turns, messages, documents, items and facts that answer
+a question, each typed and cited.
+
+Two legs run: the hybrid search over chunks (:meth:`~stratamem.api.reads.Reads.search`, with
+the caller's filters) and the fact search (:func:`~stratamem.memory.search.match_facts`, over
+the facts true at ``as_of``, of the sources the same filters admit, whose ``valid_from`` lies
+in the ``since``/``until`` window). Each leg gives at most :func:`leg_depth` candidates.
+:func:`merge` puts them in one order; it is the one place a score decides where a fact
+stands beside a chunk.
+
+**How facts are merged** (:class:`Fusion`, chosen on LoCoMo's tune half, see
+``docs/search.md`` and ``benchmarks/results/locomo_recall.md``). Ranks, not raw scores, are
+fused, since a chunk's hybrid score and a fact's BM25/cosine are on no common scale (by
+default ``lend`` with k = 10, w = 0.5)::
+
+    chunk c at rank r_c:  s(c) = 1 / (k + r_c) + w · Σ_{facts f citing c} 1 / (k + r_f)
+    fact f at rank r_f:   s(f) = w / (k + r_f) + max_{c in f's evidence} 1 / (k + r_c)
+
+(``lend``: a fact lends its score to the chunks it cites, and stands right after the best of
+them, or where its own score puts it when none of them was found) or, with ``rrf``, weighted
+reciprocal rank fusion of the two lists (Cormack et al. 2009), the second terms left out; or,
+with ``parity``, each leg's own score (a chunk's hybrid score, a fact's fused BM25/cosine
+times ``w``): the method a calibrated relevance on one scale for both would drive.
+``head``/``head_facts`` cap how many facts stand in the first ``head`` places. Ties go to the
+chunk, then to the leg's own order.
+
+**Types** (:func:`hit_type`): ``fact``; ``item`` for a chunk of an item an agent wrote (a
+source of platform ``memory`` that is no chat); otherwise by the chunk's source kind:
+``turn`` (chat), ``message`` (email), ``document``, ``record``. Each hit's ``explain`` keeps
+its raw signals: a chunk's ``breakdown`` per leg, a fact's ``bm25`` and ``cosine``, and
+``recall`` (the leg, its rank there, the merged score).
+
+**Prior** (opt-in, :attr:`~stratamem.config.SearchConfig.recall_fact_prior` = β > 0): a
+fact's score is multiplied by ``(1 − β) + β · p`` before the fact leg is ranked, ``p`` its
+consolidation score (0.4 recency + 0.4 importance + 0.2 relevance, see
+:mod:`stratamem.memory.consolidate`; 0.5 for a fact not scored yet).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from datetime import datetime
+
+from stratamem.embed.base import Embedder
+from stratamem.memory.hits import fact_hits
+from stratamem.memory.search import MAX_FACTS, FactHit, match_facts
+from stratamem.retrieval.packing import pack
+from stratamem.retrieval.scope import admitted_sources
+from stratamem.store.base import Store
+from stratamem.types import (
+    Filters,
+    NodeKind,
+    RetrievalHit,
+    ScoreBreakdown,
+    SearchResponse,
+    Source,
+    SourceKind,
+)
+
+__all__ = [
+    "DEFAULT_FUSION",
+    "TYPES",
+    "Fusion",
+    "fact_leg",
+    "hit_type",
+    "leg_depth",
+    "merge",
+    "packed",
+    "typed",
+]
+
+TYPES = ("turn", "message", "document", "record", "item", "fact")
+CHUNK_TYPES = {
+    SourceKind.CHAT: "turn",
+    SourceKind.EMAIL: "message",
+    SourceKind.DOCUMENT: "document",
+    SourceKind.RECORD: "record",
+}
+ITEM_PLATFORM = "memory"
+MIN_DEPTH = 50
+METHODS = ("lend", "rrf", "parity")
+# A fact not scored by consolidation yet counts as middling under the prior.
+UNSCORED_PRIOR = 0.5
+
+
+@dataclass(frozen=True, slots=True)
+class Fusion:
+    """How the fact leg is merged with the chunk leg (see the module's docstring)."""
+
+    # The defaults: chosen on LoCoMo's tune half (benchmarks/results/locomo_recall.md).
+    method: str = "lend"  # one of METHODS
+    k: int = 10
+    fact_weight: float = 0.5
+    head: int = 0  # 0: no cap
+    head_facts: int = 0
+
+    def __post_init__(self) -> None:
+        if self.method not in METHODS:
+            raise ValueError(
+                f"recall fusion must be one of {', '.join(METHODS)}, not {self.method!r}"
+            )
+        if self.k < 1 or self.fact_weight < 0 or self.head < 0 or self.head_facts < 0:
+            raise ValueError("recall fusion needs k ≥ 1 and a weight and caps ≥ 0")
+
+
+DEFAULT_FUSION = Fusion()
+
+
+def leg_depth(limit: int) -> int:
+    """How many candidates each leg gives for a recall of ``limit`` hits."""
+    return max(limit, MIN_DEPTH)
+
+
+def hit_type(hit: RetrievalHit, kinds: dict[str, SourceKind], platforms: dict[str, str]) -> str:
+    """What ``hit`` is: ``fact``, ``item``, or by its source's kind (see the docstring)."""
+    if hit.node_kind is NodeKind.FACT:
+        return "fact"
+    kind = kinds.get(hit.source_id)
+    if kind is not SourceKind.CHAT and platforms.get(hit.source_id) == ITEM_PLATFORM:
+        return "item"
+    return CHUNK_TYPES.get(kind, "record") if kind is not None else "record"
+
+
+def typed(
+    store: Store, hits: Sequence[RetrievalHit], sources: Sequence[Source] | None = None
+) -> list[RetrievalHit]:
+    """``hits`` with their type in ``explain["type"]`` (copies: the hits are not changed);
+    ``sources``: the reader's, read here when not given."""
+    if sources is None:
+        sources = store.sources(counts=False)
+    kinds = {s.id: s.kind for s in sources}
+    platforms = {s.id: s.platform for s in sources}
+    return [replace(h, explain={**h.explain, "type": hit_type(h, kinds, platforms)}) for h in hits]
+
+
+def fact_leg(
+    store: Store,
+    query: str,
+    *,
+    filters: Filters,
+    as_of: datetime | None,
+    limit: int,
+    embedder: Embedder | None,
+    prior: float = 0.0,
+    sources: Sequence[Source] | None = None,
+) -> tuple[list[RetrievalHit], int]:
+    """The facts that best match ``query``, true at ``as_of`` (None: now), of the sources
+    ``filters`` admit, with ``valid_from`` in its window, best first, at most ``limit``, as
+    hits of kind ``fact`` (each with its raw ``bm25`` and ``cosine`` in ``explain``), and
+    how many facts matched in all. ``sources``: the reader's, read here when not given."""
+    homes = admitted_sources(store, filters)
+    if homes is not None and not homes:
+        return [], 0
+    windowed = filters.since is not None or filters.until is not None
+    matched = match_facts(
+        store,
+        query,
+        sources=sorted(homes) if homes is not None else (),
+        valid_at=as_of,
+        limit=(MAX_FACTS if windowed or prior > 0 else limit),
+        embedder=embedder,
+    )
+    found, total = matched.hits, matched.total
+    if windowed:
+        found = tuple(h for h in found if _in_window(h, filters))
+        total = len(found)
+    if prior > 0 and found:
+        found = _with_prior(store, found, prior)
+    kept = found[:limit]
+    known = store.sources(counts=False) if sources is None else sources
+    hits = fact_hits(store, kept, scopes={s.id: s.scope for s in known})
+    for hit, matched_hit in zip(hits, kept, strict=True):
+        hit.explain["bm25"] = matched_hit.bm25  # the raw signals its score was fused from
+        hit.explain["cosine"] = matched_hit.cosine
+    return hits, total
+
+
+def _in_window(hit: FactHit, filters: Filters) -> bool:
+    start = hit.fact.valid_from
+    if start is None:
+        return filters.since is None
+    if filters.since is not None and start < filters.since:
+        return False
+    return filters.until is None or start <= filters.until
+
+
+def _with_prior(store: Store, found: Sequence[FactHit], beta: float) -> tuple[FactHit, ...]:
+    scores = store.fact_scores([h.fact.id for h in found])
+    weighed = []
+    for h in found:
+        kept = scores.get(h.fact.id)
+        p = UNSCORED_PRIOR if kept is None else kept.score
+        weighed.append(replace(h, score=h.score * ((1 - beta) + beta * p)))
+    weighed.sort(key=lambda h: (-h.score, h.fact.id))
+    return tuple(weighed)
+
+
+def merge(
+    chunks: Sequence[RetrievalHit],
+    facts: Sequence[RetrievalHit],
+    *,
+    fusion: Fusion = DEFAULT_FUSION,
+) -> list[RetrievalHit]:
+    """The two legs (each best first) in one order, each hit's score the merged one and its
+    leg, rank and merged score in ``explain["recall"]``; see the module's docstring."""
+    k, w = fusion.k, fusion.fact_weight
+    base = {h.node_id: 1.0 / (k + r) for r, h in enumerate(chunks, 1)}
+    lent = dict.fromkeys(base, 0.0)
+    fact_score: list[float] = []
+    for r, fact in enumerate(facts, 1):
+        own = w / (k + r)
+        cited = [n for n in _evidence(fact) if n in base]
+        if fusion.method == "lend":
+            for node in cited:
+                lent[node] += own
+            own += max((base[n] for n in cited), default=0.0)
+        fact_score.append(own)
+    if fusion.method == "parity":  # the legs' own scores, a fact's weighted
+        base = {h.node_id: h.score for h in chunks}
+        fact_score = [w * h.score for h in facts]
+    scored: list[tuple[float, int, int, RetrievalHit, str, int]] = []
+    for r, h in enumerate(chunks, 1):
+        scored.append((base[h.node_id] + lent[h.node_id], 0, r, h, "chunks", r))
+    for r, h in enumerate(facts, 1):
+        scored.append((fact_score[r - 1], 1, r, h, "facts", r))
+    scored.sort(key=lambda s: (-s[0], s[1], s[2]))
+    order = _capped(scored, fusion) if fusion.head else scored
+    return [
+        replace(
+            h,
+            score=score,
+            explain={**h.explain, "recall": {"leg": leg, "rank": rank, "score": score}},
+        )
+        for score, _, _, h, leg, rank in order
+    ]
+
+
+def _capped(
+    scored: list[tuple[float, int, int, RetrievalHit, str, int]], fusion: Fusion
+) -> list[tuple[float, int, int, RetrievalHit, str, int]]:
+    """``scored`` with at most ``head_facts`` facts in the first ``head`` places; the others
+    move down to just after them, in order."""
+    head: list[tuple[float, int, int, RetrievalHit, str, int]] = []
+    held: list[tuple[float, int, int, RetrievalHit, str, int]] = []
+    rest: list[tuple[float, int, int, RetrievalHit, str, int]] = []
+    facts = 0
+    for entry in scored:
+        if len(head) < fusion.head:
+            if entry[1] == 1:
+                if facts >= fusion.head_facts:
+                    held.append(entry)
+                    continue
+                facts += 1
+            head.append(entry)
+        else:
+            rest.append(entry)
+    return head + held + rest
+
+
+def _evidence(fact: RetrievalHit) -> list[str]:
+    """The node ids a fact hit rests on, and the chunks its evidence items are now."""
+    found = list(fact.explain.get("evidence", ()))
+    for followed in fact.explain.get("evidence_items", {}).values():
+        found.extend(followed.get("nodes", ()))
+    return found
+
+
+def packed(response: SearchResponse, budget: int) -> SearchResponse:
+    """``response`` with its hits packed into ``budget`` tokens as cards, as search packs
+    its own (:func:`~stratamem.retrieval.packing.pack`)."""
+    from stratamem.embed.tokens import count_tokens, truncate_to_tokens
+
+    breakdowns = [
+        ScoreBreakdown(
+            **{
+                k: v
+                for k, v in (h.explain.get("breakdown") or {}).items()
+                if k in ScoreBreakdown.__dataclass_fields__
+            }
+        )
+        for h in response.hits
+    ]
+    cards, dropped = pack(
+        response.hits,
+        budget,
+        reasons=[str(h.explain.get("reason", "")) for h in response.hits],
+        breakdowns=breakdowns,
+        tier0=[bool(h.explain.get("tier0")) for h in response.hits],
+        count=count_tokens,
+        truncate=truncate_to_tokens,
+    )
+    notes = response.notes
+    if dropped:
+        notes += (f"{dropped} hit(s) did not fit the {budget}-token budget",)
+    return replace(response, cards=tuple(cards), budget=budget, notes=notes)
