@@ -236,8 +236,8 @@ class Facts(Facet):
         about what each batch mentions and answers with decisions (add, update, retract,
         none). ``reader`` is a caller other than the owner (a principal, on a server): the
         model is shown only the facts it reads, may change only those, and only the jobs of
-        ``sources`` run (none when none are named). The report says what was decided, written, skipped (with reasons)
-        and retried, and which jobs failed."""
+        ``sources`` run (none when none are named). The report says what was decided,
+        written, skipped (with reasons) and retried, and which jobs failed."""
         from stratamem.memory import extract as extracting
 
         self._owner_only("extract facts")
