@@ -32,11 +32,13 @@ LEAVE_OUT = {"made_at", "undone_at", "id"}
 def _served(location: str, *, hidden: bool) -> Iterator[httpx.Client]:
     """``location`` built (see the module docstring) and served live; a client as ``bot``."""
     token = _build(location, hidden=hidden)
-    with Service(location, embedder=None, allow_writes=True) as service:
-        with live(create_app(service, access_log=None)) as url:
-            headers = {"Authorization": f"Bearer {token}"}
-            with httpx.Client(base_url=url, headers=headers, timeout=PATIENCE_S) as client:
-                yield client
+    headers = {"Authorization": f"Bearer {token}"}
+    with (
+        Service(location, embedder=None, allow_writes=True) as service,
+        live(create_app(service, access_log=None)) as url,
+        httpx.Client(base_url=url, headers=headers, timeout=PATIENCE_S) as client,
+    ):
+        yield client
 
 
 def _build(location: str, *, hidden: bool) -> str:
