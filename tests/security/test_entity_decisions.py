@@ -76,10 +76,13 @@ def _seen(client: httpx.Client) -> dict[str, Any]:
 
 
 @pytest.fixture
-def pair(store_location: str, tmp_path: Path) -> Iterator[tuple[httpx.Client, httpx.Client]]:
-    if not store_location.endswith(".db"):
-        pytest.skip("the reduced store is a SQLite file beside the full one")
-    reduced = str(tmp_path / "reduced.db")
+def pair(
+    store_location: str, tmp_path: Path, request: pytest.FixtureRequest
+) -> Iterator[tuple[httpx.Client, httpx.Client]]:
+    if store_location.endswith(".db"):
+        reduced = str(tmp_path / "reduced.db")
+    else:
+        reduced = request.getfixturevalue("postgres_server").new_database()
     with _served(store_location, hidden=True) as full, _served(reduced, hidden=False) as less:
         yield full, less
 
