@@ -183,6 +183,10 @@ def bad_decisions(ids: list[str], hidden: str) -> list[tuple[Any, str]]:
             "keeps",
         ),
         ({**decision("add", ids), "note": 1}, "unknown keys"),
+        (
+            decision("add", ids, subject="handle:" + "c" * 10_000, predicate="p", object="x"),
+            "subject is longer than 500 characters",
+        ),
     ]
 
 
@@ -216,6 +220,7 @@ def test_bad_decisions_are_skipped_with_their_reasons_and_the_good_one_kept(
     for index, why in enumerate(expected):
         assert why in reasons[index], (index, reasons[index])
     text = json.dumps(report.to_dict())
+    assert "c" * 1000 not in text  # a reason never echoes a huge value
     assert "CANARY-91f2" not in text
     assert "salary" not in text
     assert report.added == 1

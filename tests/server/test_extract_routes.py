@@ -3,7 +3,8 @@
 
 One store per module: ``notes:team`` (``team``) and ``notes:hr`` (``hr``), each with a note
 about @carol, and a fact about her resting on the hr note. Principals: ``bot`` (``team``, may
-write), ``reader`` (``team``) and ``maya`` (``user:maya``, may write). The model, a scripted
+write), ``reader`` (``team``), ``maya`` (``user:maya``, may write) and ``ghost`` (a scope
+no source has, may write). The model, a scripted
 chat-completions server on 127.0.0.1, updates every fact it is shown, retracts the hidden hr
 fact by its id, and adds one fact per batch.
 """
@@ -87,6 +88,7 @@ def store(served_location: str, fake: FakeModelServer, model: Model) -> Store:
             "bot": memory.principals.add("bot", "team", write=True),
             "reader": memory.principals.add("reader", "team"),
             "maya": memory.principals.add("maya", "user:maya", write=True),
+            "ghost": memory.principals.add("ghost", "nothing", write=True),
         }
         ids = {s.scope: s.id for s in memory.sources.list()}
     model.hidden = written.recorded[0].id
@@ -141,6 +143,22 @@ def test_http_a_principal_cannot_name_a_source_it_does_not_read(
         found = api["bot"].post("/v1/extract", json={"sources": [name]})
         assert "no source" in error(found, 404, "not_found")
     assert model.prompts[before:] == []
+
+
+def test_http_a_principal_that_reads_no_source_extracts_nothing(
+    api: dict[str, httpx.Client], store: Store, model: Model
+) -> None:
+    with stratamem.open(store.db, embedder=None) as owner:
+        before_facts = owner.facts.recall("handle:carol")
+    before = len(model.prompts)
+    report = ok(api["ghost"].post("/v1/extract", json={"redo": True}))
+    assert model.prompts[before:] == []
+    assert report["sources"] == report["batches"] == report["facts"] == 0
+    text = json.dumps(report)
+    assert SECRET not in text
+    assert "notes:" not in text
+    with stratamem.open(store.db, embedder=None) as owner:
+        assert owner.facts.recall("handle:carol") == before_facts
 
 
 def test_http_a_principal_without_write_is_refused(

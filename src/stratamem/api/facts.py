@@ -236,8 +236,8 @@ class Facts(Facet):
         about what each batch mentions and answers with decisions (add, update, retract,
         none). ``reader`` is a caller other than the owner (a principal, on a server): the
         model is shown only the facts it reads, may change only those, and only the jobs of
-        ``sources`` run. The report says what was decided, written, skipped (with reasons)
-        and retried, and which jobs failed."""
+        ``sources`` run (none when none are named). The report says what was decided,
+        written, skipped (with reasons) and retried, and which jobs failed."""
         from stratamem.memory import extract as extracting
 
         self._owner_only("extract facts")
@@ -258,7 +258,12 @@ class Facts(Facet):
             embedder=self._memory._write_embedder(),
             reader=reader,
         ) as extractor:
-            queued = [] if pending else extractor.enqueue(sources, redo=redo)
+            # A caller other than the owner names the sources it reads: none named is none
+            # run, never every source of the store.
+            if pending or (reader is not None and not sources):
+                queued = []
+            else:
+                queued = extractor.enqueue(sources, redo=redo)
             only = None if reader is None else [s.id for s in queued]
             return extractor.run_pending(progress=progress, only=only)
 

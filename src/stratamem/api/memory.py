@@ -267,7 +267,9 @@ class Memory(Recalls):
         A source a principal made (``bob/mail``: see ``Source.created_by``) takes nothing
         unless ``join=True``: it fails in the report, the others go on. ``writer`` is the
         principal the ingest is made for (a server's, after ``admit`` checks it): its new
-        sources go in its namespace (``<writer>/<scope>``) and are recorded as its.
+        sources go in its namespace (``<writer>/<scope>``) and are recorded as its, and the
+        extraction that follows an owner's ingest (``facts.set_extraction``) is left to the
+        caller, which runs it as that principal.
         """
         self._owner_only("ingest")
         at = when(now, "now")
@@ -314,7 +316,10 @@ class Memory(Recalls):
                 # whether a text is held elsewhere in the store is not this report's to say.
                 done = self.indexes.embed(sources=written)
                 report.embedded = done.embedded + done.cached
-        self.facts._after_ingest(report)
+        if writer is None:
+            # A principal's ingest extracts as that principal, who reads less than the owner
+            # (the server's operation does it: see stratamem.ops.sources).
+            self.facts._after_ingest(report)
         if consolidation:
             try:
                 consolidating.run_job(self.store)

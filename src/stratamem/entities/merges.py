@@ -4,7 +4,9 @@ A merge or a split is a row (:class:`~stratamem.types.EntityDecision`) with who 
 when; nothing is deleted, and undoing one marks it undone, so the history stays listable.
 
 - ``merge(A, B)``: A is B (B the canonical id). Where a split keeps A and B apart, the split
-  is undone instead, and the alias it hid counts again.
+  is undone instead, and the alias it hid counts again; a split of an alias the caller does
+  not read is neither undone nor shown to it (the split says that some source states it),
+  and the merge is recorded.
 - ``split(A, B)``: undoes a merge between A and B (either way round); otherwise it records
   that the alias a source states between A and B is not to be followed.
 
@@ -68,10 +70,28 @@ class Change:
     undo: tuple[int, ...] = ()
 
 
+def _stated(reader: Store) -> set[frozenset[str]]:
+    """The pairs of ids an alias joins in the sources ``reader`` reads."""
+    return {frozenset((alias, entity)) for alias, entity, _ in reader.alias_rows()}
+
+
+def _counts_for(reader: Store, decision: EntityDecision, stated: set[frozenset[str]]) -> bool:
+    """Whether ``reader`` is told of ``decision`` (both of whose ids it sees): a merge, yes;
+    a split only where it reads the alias split (the owner always), for a split says that
+    some source states that alias."""
+    return (
+        decision.action != SPLIT
+        or reader.visible_ids() is None
+        or frozenset(decision.pair) in stated
+    )
+
+
 def plan_merge(reader: Store, entity_a: str, entity_b: str) -> Change:
-    """The change ``merge(entity_a, entity_b)`` makes, checked against ``reader``'s view."""
+    """The change ``merge(entity_a, entity_b)`` makes, checked against ``reader``'s view: a
+    split it is told of (see :func:`_counts_for`) is undone, else a merge recorded."""
     a, b = _ids(reader, entity_a, entity_b)
-    splits = _active(reader, SPLIT, a, b)
+    stated = _stated(reader)
+    splits = [d for d in _active(reader, SPLIT, a, b) if _counts_for(reader, d, stated)]
     if splits:
         return Change(None, a, b, tuple(d.id for d in splits))
     resolution = reader.entity_resolution()
@@ -92,8 +112,7 @@ def plan_split(reader: Store, entity_a: str, entity_b: str) -> Change:
     merges = _active(reader, MERGE, a, b)
     if merges:
         return Change(None, a, b, tuple(d.id for d in merges))
-    stated = {frozenset((alias, entity)) for alias, entity, _ in reader.alias_rows()}
-    if frozenset((a, b)) not in stated:
+    if frozenset((a, b)) not in _stated(reader):
         raise InvalidArgument(
             "no merge or alias joins entity_a and entity_b directly: see the entity's "
             "aliases and its merge history"
@@ -153,10 +172,12 @@ def history(
     reader: Store, *, entity_id: str | None = None, limit: int = 100
 ) -> list[EntityDecision]:
     """The merges and splits recorded, newest first, undone ones too; only those whose two
-    ids the reader can see, and with ``entity_id``, only those of its entity's ids."""
+    ids the reader can see (a split, whose alias it reads: see :func:`_counts_for`), and
+    with ``entity_id``, only those of its entity's ids."""
     decisions = reader.entity_decisions()
     seen = reader.entities_seen([e for d in decisions for e in d.pair])
-    found = [d for d in decisions if set(d.pair) <= seen]
+    stated = _stated(reader)
+    found = [d for d in decisions if set(d.pair) <= seen and _counts_for(reader, d, stated)]
     if entity_id is not None:
         members = set(reader.entity_resolution().members(_clean(entity_id, "entity_id")))
         found = [d for d in found if set(d.pair) & members]

@@ -30,8 +30,9 @@ The answer of earlier releases, ``{"facts": [...]}`` with the keys of
 :data:`~stratamem.memory.extract.ITEM_KEYS`, is still read: each item an ``add``.
 
 Refused, each as a skipped decision with its reason: a decision that is not an object, has
-unknown keys or an unknown action; an unknown subject kind; a predicate over
-:data:`MAX_PREDICATE` characters, an object over :data:`MAX_OBJECT`; a ``valid_from`` that is
+unknown keys or an unknown action; an unknown subject kind; a subject over
+:data:`MAX_SUBJECT` characters, a predicate over :data:`MAX_PREDICATE`, an object over
+:data:`MAX_OBJECT`; a ``valid_from`` that is
 not a date of the calendar; evidence outside the batch; an ``update`` or ``retract`` naming a
 fact that was not shown (whether or not it exists: the report says only that it was not
 shown, never what a hidden fact says), or one whose source the caller may not write, or one
@@ -71,6 +72,7 @@ DECISION_KEYS = (
 MAX_DECISIONS = 200
 MAX_SUBJECTS = 30
 MAX_HELD = 40
+MAX_SUBJECT = 500
 MAX_PREDICATE = 200
 MAX_OBJECT = 2000
 MAX_REASON = 500
@@ -327,6 +329,8 @@ def _statement(
     for name, value in (("subject", subject), ("predicate", predicate), ("object", item["object"])):
         if not isinstance(value, str) or not value.strip():
             raise SkipDecision(f"{name} must be non-empty text, not {_shown(value)}")
+    if len(subject) > MAX_SUBJECT:
+        raise SkipDecision(f"subject is longer than {MAX_SUBJECT} characters")
     if len(predicate) > MAX_PREDICATE:
         raise SkipDecision(f"predicate is longer than {MAX_PREDICATE} characters")
     if len(item["object"]) > MAX_OBJECT:

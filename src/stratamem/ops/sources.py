@@ -9,14 +9,20 @@ reads (a hidden one answers as one that does not exist).
 
 from __future__ import annotations
 
+import logging
+from collections.abc import Sequence
 from contextlib import AbstractContextManager, nullcontext
 from typing import Any
 
 import stratamem.ops.params as p
 from stratamem.access import writes
+from stratamem.errors import StratamemError
 from stratamem.ingest import confine
 from stratamem.ops.context import Context, may_write
+from stratamem.ops.extract import run_extraction
 from stratamem.ops.spec import Operation, Param
+
+log = logging.getLogger(__name__)
 
 
 def _ingest(ctx: Context, a: dict[str, Any]) -> dict[str, Any]:
@@ -49,7 +55,25 @@ def _ingest(ctx: Context, a: dict[str, Any]) -> dict[str, Any]:
         )
         out: dict[str, Any] = report.to_dict()
         out.setdefault("embedded", 0)
+    if who is not None:
+        _extract_after(ctx, [s.source_id for s in report.sources if s.error is None and s.added])
     return out
+
+
+def _extract_after(ctx: Context, changed: Sequence[str]) -> None:
+    """Where the store extracts after every ingest, a principal's ingest extracts as that
+    principal: the model is shown only the facts it reads and changes only those, whatever
+    the text it wrote asks of the model. A failure is logged and leaves the jobs queued, as
+    after the owner's ingest."""
+    if not changed:
+        return
+    with ctx.reading() as theirs:
+        if theirs.facts.extraction() is None:
+            return
+    try:
+        run_extraction(ctx, changed)
+    except (StratamemError, ValueError) as exc:
+        log.warning("extracting facts after ingest failed: %s", exc)
 
 
 INGEST = Operation(
