@@ -83,6 +83,9 @@ class SearchConfig:
     rerank_top: int = 20
     rerank_timeout_s: float = 5.0
     weights: dict[str, float] = field(default_factory=dict)
+    # The relevance calibration: "builtin" (the packaged one) or a file `stratamem
+    # calibrate` wrote (see stratamem.retrieval.relevance).
+    calibration: str = "builtin"
 
     def __post_init__(self) -> None:
         if self.mmr not in MMR_MODES:
@@ -263,6 +266,9 @@ KEYS: dict[str, Key] = {
     ),
     "search.pool": Key(_positive(int), 150, "candidates taken from each leg"),
     "search.rerank_top": Key(_positive(int), 20, "how many of the top the reranker reorders"),
+    "search.calibration": Key(
+        _text, "builtin", "relevance calibration: builtin, or a file `stratamem calibrate` wrote"
+    ),
     "summarizer.name": Key(_choice("extractive", "llm"), "extractive", "who writes summaries"),
     "summarizer.base_url": Key(_text, "", "the llm summarizer's OpenAI-compatible server"),
     "summarizer.model": Key(_text, "", "the llm summarizer's chat model"),
@@ -331,6 +337,7 @@ class Settings:
             context_window=self["search.context_window"],
             rerank_top=self["search.rerank_top"],
             weights=dict(self["search.weights"]),
+            calibration=self["search.calibration"],
         )
 
     def tree_config(self) -> TreeConfig:
