@@ -18,7 +18,6 @@ from stratamem.cli import main
 from stratamem.errors import InvalidArgument
 from stratamem.ops.context import MemoryContext as Context
 from stratamem.ops.table import call
-from stratamem.retrieval.relevance import Calibration
 from stratamem.testing import HashingEmbedder
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -1016,6 +1016,9 @@ def calibrate_command(
 ) -> None:
     """Fit the relevance calibration on the tune half of datasets' judged queries.
 
+    Needs the default embedder's vectors: the datasets are ingested and embedded into
+    stores of their own (as eval keeps them) the first time.
+
     Each tune query is searched as `stratamem eval` searches it, and again where nothing
     answers it (the next LoCoMo conversation; the next dataset given); every hit is a judged
     pair. Writes the models and the nothing_relevant threshold as JSON (see docs/search.md);
@@ -1042,8 +1045,8 @@ def calibrate_command(
             memory = stack.enter_context(Memory(location))
             stores.append((data, memory))
             observations = folder / "locomo10.json"
-            local = isinstance(location, Path)
-            if facts and fact_memory is None and observations.exists() and local:
+            wanted = facts and fact_memory is None and observations.exists()
+            if wanted and isinstance(location, Path):
                 err.print("[dim]writing LoCoMo's observations as facts (once)[/]")
                 copy = facts_store(data, location, observations)
                 fact_memory = stack.enter_context(Memory(copy))

@@ -37,7 +37,7 @@ from typing import Any
 from stratamem import Memory
 from stratamem.config import SearchConfig
 from stratamem.eval.datasets import Dataset, Query
-from stratamem.eval.runner import scope_of
+from stratamem.eval.runner import prepare, scope_of
 from stratamem.retrieval.relevance import MODELS, Calibration, fit_model
 
 K = 10
@@ -407,10 +407,13 @@ def fit_calibration(
     config: SearchConfig | None = None,
     progress: Callable[[str], None] | None = None,
 ) -> tuple[Calibration, Judging]:
-    """The calibration fitted on the ``tune`` halves of ``stores`` (see :func:`judge`), and
-    the judging it was fitted on."""
+    """The calibration fitted on the ``tune`` halves of ``stores`` (each prepared first: its
+    dataset ingested and embedded where it is not yet; see :func:`judge`), and the judging it
+    was fitted on."""
     from stratamem.eval.datasets import TUNE
 
+    for dataset, memory in stores:
+        prepare(memory, dataset, progress=progress)
     judging = judge(stores, TUNE, facts=facts, k=k, config=config, progress=progress)
     provisional = fit(judging.chunks, judging.facts, name=name, threshold=0.5, fitted_on={})
     answered = [_top(provisional, r) for rs in judging.own.values() for r in rs]

@@ -13,9 +13,15 @@ diversified and packed.
         penalises every similarity, "duplicates" only near-duplicates (cosine ≥
         ``mmr_threshold``), "auto" (the default) chat turns as "on" and everything else as
         "duplicates", "off" nothing; ``diversify=False`` turns it off for one search
+      → relevance: each hit's calibrated chance of being relevant, read from the legs' raw
+        signals (the cosine, BM25 over the query's Σ idf, the graph) by
+        :class:`~stratamem.retrieval.relevance.Calibration` (``SearchConfig.calibration``),
+        shown going down the list; ``min_relevance`` drops the hits below it and
+        ``nothing_relevant`` says whether any reached it (or the calibration's threshold)
       → hits, and cards packed into a token budget when one is given
 
-Every hit carries a :class:`ScoreBreakdown` and a one-line reason in ``explain``. A leg that
+Every hit carries a :class:`ScoreBreakdown`, a one-line reason and its raw ``signals`` in
+``explain``. A leg that
 cannot run (no vectors, a changed model, an embedding failure) is left out, its weight goes to
 the others, and ``SearchResponse.legs`` says why. Nothing here raises for a bad query.
 """
