@@ -1047,7 +1047,7 @@ def calibrate_command(
             observations = folder / "locomo10.json"
             wanted = facts and fact_memory is None and observations.exists()
             if wanted and isinstance(location, Path):
-                err.print("[dim]writing LoCoMo's observations as facts (once)[/]")
+                err.print("[dim]LoCoMo's observations as facts (written the first time)[/]")
                 copy = facts_store(data, location, observations)
                 fact_memory = stack.enter_context(Memory(copy))
         calibration, _ = fit_calibration(
