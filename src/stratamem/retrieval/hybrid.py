@@ -202,7 +202,8 @@ class HybridSearcher:
             if vectors:
                 head = _diversify(head, _relevance(head, candidates), vectors, in_chat, cfg)
         top = head[:limit]
-        signals = [_signals(key, raw, status, ceilings, candidates[key]) for key in top]
+        lowest = min(raw["vector"].values()) if raw.get("vector") else 0.0
+        signals = [_signals(key, raw, status, ceilings, lowest, candidates[key]) for key in top]
         relevance = decreasing([calibration.chunk(s) for s in signals])
         hits, breakdowns = _hits(top, chunks, candidates, scopes, entities, signals, relevance)
         kept, nothing = floor(hits, min_relevance, calibration.threshold)
@@ -439,15 +440,15 @@ def _signals(
     raw: dict[str, dict[str, float]],
     status: dict[str, str],
     ceilings: dict[str, float],
+    lowest: float,
     candidate: _Candidate,
 ) -> dict[str, float]:
     """A hit's raw signals for its relevance (see :mod:`~stratamem.retrieval.relevance`):
-    only those of legs that ran. A hit the vector leg did not return is given the lowest
-    cosine it returned; one the keyword leg did not return a BM25 of 0."""
+    only those of legs that ran. A hit the vector leg did not return is given the
+    ``lowest`` cosine it returned; one the keyword leg did not return a BM25 of 0."""
     cosine = None
     if status.get("vector", "").startswith("ok"):
-        nearest = raw.get("vector") or {}
-        cosine = nearest.get(key, min(nearest.values())) if nearest else 0.0
+        cosine = (raw.get("vector") or {}).get(key, lowest)
     bm25 = None
     if "keyword" in ceilings:
         bm25 = (raw.get("keyword") or {}).get(key, 0.0)
