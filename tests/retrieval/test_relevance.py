@@ -168,7 +168,7 @@ def test_a_fit_needs_both_labels() -> None:
         (lambda d: d.update(format=99), "not a calibration file"),
         (lambda d: d.update(threshold=2.0), "threshold must be within"),
         (lambda d: d["models"][0].pop("coef"), "lacks or misstates"),
-        (lambda d: d["models"][0].update(scale=[0.0, 1, 1, 1]), "positive number"),
+        (lambda d: d["models"][0]["scale"].__setitem__(0, 0.0), "positive number"),
         (lambda d: d["models"][0].update(kind="page"), "kind must be one of"),
     ],
 )
