@@ -94,12 +94,11 @@ def min_relevance_option(func: F) -> F:
 
 
 def nothing_relevant_line(nothing: bool, count: int) -> str | None:
-    """What a ranked list says plainly when nothing in it is likely to answer."""
-    if not nothing:
+    """What a ranked list of ``count`` hits says plainly when none is likely to answer (an
+    empty list says "no matches" itself)."""
+    if not nothing or not count:
         return None
-    if count:
-        return "nothing relevant: no hit is likely to answer this (the closest are below)"
-    return "nothing relevant: no hit is likely to answer this"
+    return "nothing relevant: no hit is likely to answer this (the closest are below)"
 
 
 def limit_range(maximum: int) -> click.IntRange:
