@@ -164,6 +164,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 
 def pytest_configure(config: pytest.Config) -> None:
+    # Read by :func:`examples` while the test modules are imported (in every xdist worker too).
+    _RUN_TIER[0] = tier(config)
     for name, what in (
         ("slow", "end-to-end tests on real data or subprocesses (tier all only)"),
         ("fuzz", "fuzzed inputs past the first of each kind (tier all only)"),
@@ -174,6 +176,20 @@ def pytest_configure(config: pytest.Config) -> None:
 
 def tier(config: pytest.Config) -> str:
     return str(config.getoption("tier"))
+
+
+# The share of a property test's examples the quick tier draws: the same properties on fewer
+# inputs, so that a contributor's run stays short; the full tier draws every example.
+QUICK_SHARE = 3
+_RUN_TIER = ["quick"]
+
+
+def examples(full: int) -> int:
+    """How many examples a property test draws in this run's tier: ``full`` in tier ``all``,
+    a third of it (at least 5) in the quick tier."""
+    if _RUN_TIER[0] == "all":
+        return full
+    return min(full, max(5, full // QUICK_SHARE))
 
 
 def sample_seed(config: pytest.Config) -> int:

@@ -140,6 +140,7 @@ def test_add_json(run: Run, db: str) -> None:
         "origin": "asserted",
         "source_id": source_id(db, "slack:#eng"),
         "single": True,
+        "reason": "",
     }
     same = ("--valid-from", "2024-03-01", "--valid-to", "2024-04-01T10:00Z", "--evidence", evidence)
     again = run("fact", "add", "topic:phoenix", "owner", "person:dan ng", *same, "--json")

@@ -13,7 +13,7 @@ import pytest
 from stratamem.embed.hashing import HashingEmbedder as Hashing
 from stratamem.errors import RequestFailed
 from stratamem.remote import JSONClient
-from stratamem.testing import FakeModelServer, HashingEmbedder, chat_completion
+from stratamem.testing import FakeModelServer, HashingEmbedder, chat_completion, held_facts
 from suite import PATIENCE_S
 
 
@@ -134,3 +134,18 @@ def test_closing_releases_held_answers_and_leaves_no_thread() -> None:
     assert answers == [b"late"]
     # No thread of its own is left; one another test's server had then may have ended since.
     assert set(threading.enumerate()) <= before
+
+
+def test_held_facts_reads_the_facts_an_extraction_prompt_shows() -> None:
+    from datetime import UTC, datetime
+
+    from stratamem.memory.decide import Held
+    from stratamem.store.facts import Fact
+
+    when = datetime(2024, 3, 1, tzinfo=UTC)
+    fact = Fact("fact_1", "handle:carol", "leads", "on-call", when, None, when, single=False)
+    prompt = f"Facts held now:\n\n{Held({'F1': fact}).lines()}\n\nRecords:\n\n[{'a' * 32}]\nx"
+    assert held_facts(prompt) == {
+        "F1": ["handle:carol", "leads", "on-call", "from 2024-03-01", "one of many"]
+    }
+    assert held_facts("Records:\n\n[F1 is not a label here]") == {}

@@ -26,6 +26,7 @@ from stratamem.tree.summarizer import Summarizer, SummaryItem
 from stratamem.types import (
     Card,
     Chunk,
+    EntityDecision,
     EntityMatch,
     Filters,
     NodeKind,
@@ -50,6 +51,7 @@ __all__ = [
     "ConfigError",
     "CopyReport",
     "Embedder",
+    "EntityDecision",
     "EntityMatch",
     "Filters",
     "IngestError",

@@ -53,9 +53,18 @@ __all__ = [
     "Reply",
     "Request",
     "chat_completion",
+    "held_facts",
 ]
 
 _WORDS = re.compile(r"\w+")
+_HELD = re.compile(r"^\[(F\d+)\] (.*)$", re.MULTILINE)
+
+
+def held_facts(prompt: str) -> dict[str, list[str]]:
+    """The facts an extraction prompt shows the model, by label: ``{"F1": [subject,
+    predicate, object, …]}`` (see :mod:`stratamem.memory.decide`), what a scripted model
+    decides on."""
+    return {label: line.split(" | ") for label, line in _HELD.findall(prompt)}
 
 
 @dataclass(frozen=True, slots=True)

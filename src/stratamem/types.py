@@ -441,11 +441,16 @@ class QueryResponse:
 
 @dataclass(frozen=True, slots=True)
 class EntityMatch:
+    """One entity: its canonical id, and the other ids that name it (``aliases``: a mail
+    address, a display name, a name a merge joined), whose mentions ``mention_count`` and
+    ``last_seen`` include."""
+
     canonical_id: str
     kind: str
     surface: str
     mention_count: int
     last_seen: datetime | None
+    aliases: tuple[str, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -454,6 +459,43 @@ class EntityMatch:
             "surface": self.surface,
             "mention_count": self.mention_count,
             "last_seen": rfc3339(self.last_seen),
+            "aliases": list(self.aliases),
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class EntityDecision:
+    """A merge (``entity_a`` is ``entity_b``, the canonical one) or a split (an alias a
+    source states between them is not followed) that someone recorded: who (``made_by``,
+    None: the store's owner) and when, and, once undone, by whom and when."""
+
+    id: int
+    action: str
+    entity_a: str
+    entity_b: str
+    made_by: str | None
+    made_at: datetime | None
+    undone_by: str | None = None
+    undone_at: datetime | None = None
+
+    @property
+    def active(self) -> bool:
+        return self.undone_at is None
+
+    @property
+    def pair(self) -> tuple[str, str]:
+        return (self.entity_a, self.entity_b)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "action": self.action,
+            "entity_a": self.entity_a,
+            "entity_b": self.entity_b,
+            "made_by": self.made_by,
+            "made_at": rfc3339(self.made_at),
+            "undone_by": self.undone_by,
+            "undone_at": rfc3339(self.undone_at),
         }
 
 

@@ -74,7 +74,16 @@ def memory(tmp_path: Path) -> Iterator[stratamem.Memory]:
 
 
 def test_every_facet_is_made_once(memory: stratamem.Memory) -> None:
-    assert set(FACETS) == {"items", "facts", "sources", "principals", "locks", "trees", "indexes"}
+    assert set(FACETS) == {
+        "items",
+        "entities",
+        "facts",
+        "sources",
+        "principals",
+        "locks",
+        "trees",
+        "indexes",
+    }
     for name, kind in FACETS.items():
         facet = getattr(memory, name)
         assert type(facet) is kind

@@ -25,6 +25,7 @@ from stratamem.ingest.chunking import ChunkingConfig
 from stratamem.ingest.model import ReadContext, SourceStream
 from stratamem.store.records import record_digest
 from stratamem.types import Record, SourceKind
+from suite import examples
 
 SCOPE = "test:exports"
 SCOPES = (SCOPE, "test:other")
@@ -72,7 +73,9 @@ QUERIES = ("queue", "sqlite redis", "incident", "phoenix rollout", "merge review
 KINDS = (SourceKind.CHAT, SourceKind.EMAIL, SourceKind.RECORD)
 # Each example empties the test's one store (see ``empty``) before it ingests.
 SETTINGS = settings(
-    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+    max_examples=examples(60),
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture],
 )
 Empty = Callable[[], str]
 # The tables whose rows a new store holds from the start (``keyword_stats``: its one row of

@@ -18,7 +18,7 @@ from memory_kit import is_postgres, rows
 import stratamem
 from stratamem.errors import AccessDenied, LockError
 from stratamem.memory.extract import (
-    FACTS_SCHEMA,
+    DECISIONS_SCHEMA,
     PROGRESS_PREFIX,
     SYSTEM_PROMPT,
     ExtractReport,
@@ -160,7 +160,7 @@ def test_facts_are_written_with_origin_model_on_the_cited_chunks(
     assert request["messages"][0]["content"] == SYSTEM_PROMPT
     assert request["response_format"] == {
         "type": "json_schema",
-        "json_schema": {"name": "facts", "strict": True, "schema": FACTS_SCHEMA},
+        "json_schema": {"name": "decisions", "strict": True, "schema": DECISIONS_SCHEMA},
     }
     assert server.requests[0].path == "/v1/chat/completions"
     assert "authorization" not in server.requests[0].headers  # no key given, none sent

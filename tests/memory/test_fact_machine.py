@@ -37,6 +37,7 @@ from stratamem.access import crypto
 from stratamem.errors import LockError, NotFoundError, WrongPassphrase
 from stratamem.store.facts import Fact
 from stratamem.store.sources import source_id_for
+from suite import examples
 
 # Transaction time starts here, an hour a step: after every valid date below and before the
 # clock this runs by, so that a value starting at its transaction time is true now.
@@ -531,10 +532,10 @@ def test_facts_through_statements_corrections_locks_and_forgets(
     monkeypatch.setattr(crypto, "DEFAULT_KDF", FAST_KDF)
     monkeypatch.setattr(Facts, "new_location", staticmethod(new_location), raising=False)
     # On PostgreSQL each example costs a database: the same steps, fewer examples.
-    examples = POSTGRES_EXAMPLES if locations.is_postgres(store_location) else 20
+    drawn = POSTGRES_EXAMPLES if locations.is_postgres(store_location) else examples(20)
     try:
         run_state_machine_as_test(
-            Facts, settings=settings(max_examples=examples, stateful_step_count=40, deadline=None)
+            Facts, settings=settings(max_examples=drawn, stateful_step_count=40, deadline=None)
         )
     finally:
         for location in made:

@@ -781,6 +781,7 @@ def test_a_store_from_before_facts_migrates(db: str) -> None:
         "confidence",
         "origin",
         "single",
+        "reason",
     ]
     indexes = {
         row[0] for row in table(db, "SELECT name FROM sqlite_master WHERE tbl_name = 'facts'")

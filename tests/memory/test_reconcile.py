@@ -19,6 +19,7 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 
 from stratamem.memory.facts import Change, Statement, as_of, history, reconcile, retract
 from stratamem.store.facts import ORIGINS, Fact
+from suite import examples
 
 Key = tuple[str, str]
 Span = tuple[datetime | None, datetime | None, str]
@@ -573,11 +574,13 @@ class Reconciling(RuleBasedStateMachine):
             self.world.check_as_of(known_at)
 
 
-Reconciling.TestCase.settings = settings(max_examples=300, stateful_step_count=60, deadline=None)
+Reconciling.TestCase.settings = settings(
+    max_examples=examples(300), stateful_step_count=60, deadline=None
+)
 test_reconciling = Reconciling.TestCase
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(st.lists(st.one_of(statements(), picks, waits), min_size=10, max_size=60))
 def test_no_value_is_lost_at_any_transaction_time(steps: list[Statement | int | timedelta]) -> None:
     world = World()

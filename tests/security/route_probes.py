@@ -203,12 +203,14 @@ def _entities(m: _Matrix, named: tuple[str, ...]) -> None:
         m.add("query_topic", f"{entity}:query", lambda x, r, e=entity: x.query_topic(
             e, query="queue zanzibarquux"))  # fmt: skip
         m.add("related", entity, lambda x, r, e=entity: x.related(e, limit=50))
+        m.add("entity_history", entity, lambda x, r, e=entity: x.entities.history(entity_id=e))
     for name in named:
         # Every entity the source mentions, those it shares with others too.
         m.add("query_topic", f"of:{name}", lambda x, r, n=name: [
             x.query_topic(e, limit=100) for e in r[n].entities], name)  # fmt: skip
         m.add("related", f"of:{name}", lambda x, r, n=name: [
             x.related(e, limit=100) for e in r[n].entities], name)  # fmt: skip
+    m.add("entity_history", "all", lambda x, r: x.entities.history(limit=1000))
     for needle in NEEDLES:
         m.add("search_entities", needle, lambda x, r, q=needle: x.search_entities(q, limit=100))
         m.add("search_entities", f"{needle}:handle", lambda x, r, q=needle: x.search_entities(

@@ -1095,6 +1095,8 @@ WHEN_FIELDS = frozenset(
         "seconds",
         "recorded_at",
         "closed_at",
+        "made_at",
+        "undone_at",
         "expired_at",
         "updated_at",
         "submitted",

@@ -14,6 +14,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from security_kit import T0, Item, PrincipalSpec, SourceSpec
 
+from suite import examples
+
 # Words that make every leg find something: plain words for BM25, names, handles, tags,
 # addresses and links for the graph, repeated across sources so that statistics are shared.
 VOCAB = (
@@ -88,7 +90,7 @@ queries = st.lists(st.sampled_from(QUERY_WORDS), min_size=1, max_size=3).map(" "
 
 # Examples by backend: each builds two stores, which on a server cost three times what a
 # file does.
-EXAMPLES = {"sqlite": 25, "postgresql": 10}
+EXAMPLES = {"sqlite": examples(25), "postgresql": examples(10)}
 
 
 def test_a_hidden_source_shapes_nothing(places: kit.Places) -> None:

@@ -211,6 +211,9 @@ def _http_entities(refs: Mapping[str, Refs]) -> list[Http]:
             _post("search_entities", needle, {"query": needle, "limit": 100}),
             _post("search_entities", f"{needle}:handle", handles),
         ]
+    out.append(_post("entity_history", "all", {"limit": 1000}))
+    for entity in (e for e in probes.ENTITIES if e):
+        out.append(_post("entity_history", entity, {"entity_id": entity}))
     return out
 
 
@@ -521,6 +524,7 @@ def _mcp_tools(refs: Mapping[str, Refs]) -> list[Tool]:
         ask = _tool("query_topic", entity, {"entity_id": entity, "query": "queue"})
         out.append(replace(ask, named=(entity,)))  # the answer names the entity asked for
     out += [_tool("search_entities", q, {"query": q, "limit": 100}) for q in probes.NEEDLES]
+    out.append(_tool("entity_history", "all", {"limit": 1000}))
     for name in probes.NAMED:
         r = refs[name]
         both = [refs["eng"].leaf, r.leaf, r.summary, NOWHERE.leaf]
@@ -790,6 +794,25 @@ def test_forget_answers_for_a_hidden_source_as_for_a_missing_one(  # type: ignor
     with served.service.reading(None) as owner:
         for hidden, _ in cases:
             assert owner.sources.get(hidden.scope).chunk_count > 0, f"{hidden.scope} was forgotten"
+    assert not wrong, "\n".join(wrong[:10])
+
+
+@pytest.mark.parametrize("principal", PRINCIPALS)
+def test_extract_answers_for_a_hidden_source_as_for_a_missing_one(  # type: ignore[no-untyped-def]
+    world, refs, served: Served, principal: str
+) -> None:
+    client = served.clients[principal]
+    canaries = world.hidden_from(principal).canaries
+    wrong: list[str] = []
+    for hidden, nowhere in hidden_cases(world, refs, principal):
+        for part in ("scope", "source_id"):
+            got = client.post("/v1/extract", json={"sources": [getattr(hidden, part)]})
+            want = client.post("/v1/extract", json={"sources": [getattr(nowhere, part)]})
+            _tally("writes", f"POST /v1/extract:{part}", principal, canaries)
+            if _seen(got, hidden) != _seen(want, nowhere):
+                wrong.append(f"http {part} {hidden.scope}: {got.text} != {want.text}")
+            if _scan(_as_nothing(got.text, hidden), canaries, refs, ()):
+                wrong.append(f"http {part} {hidden.scope} shows hidden: {got.text}")
     assert not wrong, "\n".join(wrong[:10])
 
 

@@ -11,7 +11,9 @@ what the writer may read. The answers of the write, and of every read after it (
 mode with its legs explained, sources, stats, brief, facts, the item's history), must be equal
 but for what is random by design (a new item's or fact's id, the clock: see
 ``security_kit.canonical``), and none may show a canary of the hidden sources. One live HTTP
-server runs the same comparison for ingest.
+server runs the same comparison for ingest. Extraction asks a scripted model
+(:func:`echo_model`) that updates every fact it is shown and retracts a fact by an id it was
+not shown: what a hidden source holds must change neither what it is shown nor what it does.
 """
 
 from __future__ import annotations
@@ -28,10 +30,12 @@ import security_kit as kit
 from security_kit import ECHOED, PrincipalSpec
 from serving import call_http, live
 
+from stratamem.memory.decide import DECISION_KEYS
 from stratamem.ops.table import OPERATIONS, call
 from stratamem.server.http import create_app
 from stratamem.server.service import ServiceContext
 from stratamem.store.sources import source_id_for
+from stratamem.testing import FakeModelServer, held_facts
 from suite import PATIENCE_S
 
 AT = "2024-03-02T10:00:00+00:00"
@@ -50,6 +54,17 @@ def _add(writer: PrincipalSpec, text: str = ECHOED[0]) -> Step:
 
 def _remember(writer: PrincipalSpec) -> Step:
     args = {"subject": "topic:queue", "predicate": "status", "object": ECHOED[1]}
+    return ("remember", {**args, "valid_from": AT, **_identity(writer)})
+
+
+# Two ids a writer names itself (facts it states), and a pair with an id only hidden sources
+# name (an author of the HR source).
+SEEN_PAIR = {"entity_a": "topic:queue", "entity_b": "person:maya patel"}
+HIDDEN_PAIR = {"entity_a": "person:zorblat quimby", "entity_b": "topic:queue"}
+
+
+def _fact_of(subject: str, writer: PrincipalSpec) -> Step:
+    args = {"subject": subject, "predicate": "works_on", "object": "the queue"}
     return ("remember", {**args, "valid_from": AT, **_identity(writer)})
 
 
@@ -110,7 +125,45 @@ WRITES: dict[str, list[Plan]] = {
     "remember": [lambda w, f, a: _remember(w)],
     "retract": [lambda w, f, a: _remember(w), _then_retract],
     "forget": [lambda w, f, a: ("ingest", {"path": _export(f)}), _then_forget],
+    "merge_entities": [
+        lambda w, f, a: _remember(w),
+        lambda w, f, a: _fact_of("person:maya patel", w),
+        # An id only hidden sources name answers as unknown, on both stores alike.
+        lambda w, f, a: ("merge_entities", {**HIDDEN_PAIR}),
+        lambda w, f, a: ("merge_entities", {**SEEN_PAIR}),
+    ],
+    "split_entities": [
+        lambda w, f, a: _remember(w),
+        lambda w, f, a: _fact_of("person:maya patel", w),
+        lambda w, f, a: ("merge_entities", {**SEEN_PAIR}),
+        lambda w, f, a: ("split_entities", {**HIDDEN_PAIR}),
+        lambda w, f, a: ("split_entities", {**SEEN_PAIR}),
+    ],
+    # Twice: the second run is shown what the first wrote, and updates it.
+    "extract": [
+        lambda w, f, a: _remember(w),
+        lambda w, f, a: ("extract", {"redo": True}),
+        lambda w, f, a: ("extract", {"redo": True}),
+    ],
 }
+
+
+def _decision(action: str, evidence: list[str], **given: Any) -> dict[str, Any]:
+    return dict.fromkeys(DECISION_KEYS) | {"action": action, "evidence": evidence} | given
+
+
+def echo_model(prompt: str) -> str:
+    """What the extraction model answers: each fact shown updated (in the order of what they
+    say, not of their labels), a fact retracted by an id it was not shown, and one fact added
+    on the batch."""
+    ids = [line[1:33] for line in prompt.split("Records:", 1)[1].splitlines() if line[:1] == "["]
+    shown = sorted(held_facts(prompt).items(), key=lambda item: item[1])
+    out = [
+        _decision("update", ids, fact=label, object=ECHOED[1], reason="echo") for label, _ in shown
+    ]
+    out.append(_decision("retract", ids, fact="fact_" + "0" * 24, reason="guess"))
+    out.append(_decision("add", ids, subject="topic:queue", predicate="status", object="echo"))
+    return json.dumps({"decisions": out})
 
 
 def reads_after(writer: PrincipalSpec) -> list[Step]:
@@ -128,6 +181,8 @@ def reads_after(writer: PrincipalSpec) -> list[Step]:
         ("recall", {"subject": "topic:queue", **whose}),
         ("item_history", {"id": "w-item", **whose}),
         ("query_source", {"limit": 100}),
+        ("search_entities", {"query": "a", "limit": 100}),
+        ("entity_history", {}),
     ]
 
 
@@ -154,6 +209,25 @@ def stores(places: kit.Places, tmp_path_factory: pytest.TempPathFactory) -> dict
     return out
 
 
+@functools.cache
+def _model() -> FakeModelServer:
+    return FakeModelServer(reply=echo_model).start()
+
+
+def model_url() -> str:
+    """The extraction model's base URL: one server for the module, so that both stores'
+    reports name the same endpoint."""
+    return _model().base_url
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _stop_model() -> Any:
+    yield
+    if _model.cache_info().currsize:
+        _model().close()
+        _model.cache_clear()
+
+
 def hidden_canaries(writer: PrincipalSpec) -> set[str]:
     """What of the hidden sources the writer must never be shown: their canaries, scopes and
     source ids, and the texts left waiting in them."""
@@ -176,6 +250,9 @@ def write_and_read(
     ``location``, as the writer (each answer plain data, an error as ``kit.Raised``)."""
     copy = places.within(folder).copy(location, "store")
     answers: list[Any] = []
+    if write == "extract":
+        with kit.open_memory(copy) as owner:
+            owner.facts.set_extraction(model_url(), "m")
     with kit.serve_for_writes(copy, folder) as served:
         ctx = ServiceContext(served, writer.name)
         for plan in WRITES[write]:

@@ -29,7 +29,7 @@ from stratamem.cli import main
 from stratamem.server.http import create_app
 from stratamem.server.service import Service
 from stratamem.testing import HashingEmbedder
-from suite import PATIENCE_S
+from suite import PATIENCE_S, examples
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "examples" / "workspace"
@@ -337,7 +337,14 @@ def test_search_entities_and_query_topic(api: dict[str, httpx.Client]) -> None:
     people = ok(api["bot"].post("/v1/search_entities", json={"query": "alice", "limit": 3}))
     assert people["entities"], people
     entity = people["entities"][0]
-    assert set(entity) == {"canonical_id", "kind", "surface", "mention_count", "last_seen"}
+    assert set(entity) == {
+        "canonical_id",
+        "kind",
+        "surface",
+        "mention_count",
+        "last_seen",
+        "aliases",
+    }
     topic = ok(api["bot"].post("/v1/query_topic", json={"entity_id": entity["canonical_id"]}))
     assert topic["entity_id"] == entity["canonical_id"]
     assert topic["nodes"]
@@ -645,7 +652,7 @@ def test_generated_requests_never_get_a_server_error_or_an_undeclared_body(
         for mode in (GenerationMode.POSITIVE, GenerationMode.NEGATIVE):
 
             @settings(
-                max_examples=550,
+                max_examples=examples(550),
                 deadline=None,
                 database=None,
                 suppress_health_check=list(HealthCheck),

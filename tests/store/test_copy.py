@@ -54,8 +54,9 @@ def _index_dir_of_the_test(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> N
 @pytest.fixture(scope="module")
 def built(tmp_path_factory: pytest.TempPathFactory) -> Built:
     """A SQLite store holding a row in every table: three sources ingested, embedded and
-    summarised, facts remembered and consolidated, a principal, a source locked, a seal job
-    pending, and a forgotten source's chunk rowids (never handed out again)."""
+    summarised, facts remembered and consolidated, entities merged, a principal, a source
+    locked, a seal job pending, and a forgotten source's chunk rowids (never handed out
+    again)."""
     folder = tmp_path_factory.mktemp("copy-source")
     db = folder / "source.db"
     fixtures = Path(__file__).resolve().parents[1] / "fixtures"
@@ -89,6 +90,8 @@ def built(tmp_path_factory: pytest.TempPathFactory) -> Built:
             mem.facts.remember("person:alice chen", "likes", "tea", many=True)
             mem.facts.remember("person:alice chen", "likes", "chess", many=True)
             mem.facts.consolidate(min_facts=1)
+            mem.facts.remember("person:a. chen", "likes", "tea")
+            mem.entities.merge("person:a. chen", "person:alice chen")
             token = mem.principals.add("reader", ["team"])
             mem.items.add("A late note on the deploy freeze", source="notes:late", author="Bob")
             mem.items.add("Gone soon", source="notes:gone")

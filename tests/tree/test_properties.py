@@ -18,6 +18,7 @@ from stratamem.tree.builder import TreeBuilder
 from stratamem.tree.extractive import ExtractiveSummarizer
 from stratamem.tree.summarizer import SummaryItem
 from stratamem.types import NodeKind
+from suite import examples
 
 histories = st.lists(
     st.lists(st.integers(min_value=0, max_value=6 * 24 * 60), min_size=1, max_size=40).map(sorted),
@@ -30,7 +31,7 @@ configs = st.builds(
     summary_fanout=st.integers(min_value=2, max_value=4),
     flush_age_days=st.floats(min_value=0.02, max_value=3.0),
 )
-SETTINGS = settings(max_examples=40, deadline=None)
+SETTINGS = settings(max_examples=examples(40), deadline=None)
 # On PostgreSQL an example costs a database or two: the same sealing, fewer examples.
 POSTGRES_EXAMPLES = 10
 EPOCH = datetime(2024, 3, 1, tzinfo=UTC)
@@ -38,7 +39,7 @@ Chat = Callable[..., str]
 Shape = Callable[[Store], set[Any]]
 
 
-def examples(fresh_stores: Any) -> settings:
+def settings_for(fresh_stores: Any) -> settings:
     """:data:`SETTINGS` for a test on the backend of ``fresh_stores``."""
     if fresh_stores.postgres:
         return settings(SETTINGS, max_examples=POSTGRES_EXAMPLES)
@@ -62,7 +63,7 @@ def _descendant_leaves(store: Store, summary_id: str) -> list[str]:
 def test_cover_window_covers_every_in_window_leaf_exactly_once(
     fresh_stores: Any, chat: Chat
 ) -> None:
-    @examples(fresh_stores)
+    @settings_for(fresh_stores)
     @given(chats=histories, config=configs, flush=st.booleans(), data=st.data())
     def check(chats: list[list[int]], config: TreeConfig, flush: bool, data: st.DataObject) -> None:
         store = _store(fresh_stores, chat, chats)
@@ -101,7 +102,7 @@ def test_cover_window_covers_every_in_window_leaf_exactly_once(
 def test_every_envelope_is_the_span_of_its_leaves_and_sealing_is_idempotent(
     fresh_stores: Any, chat: Chat, shape: Shape
 ) -> None:
-    @examples(fresh_stores)
+    @settings_for(fresh_stores)
     @given(chats=histories, config=configs, flush=st.booleans())
     def check(chats: list[list[int]], config: TreeConfig, flush: bool) -> None:
         store = _store(fresh_stores, chat, chats)
@@ -138,7 +139,7 @@ class _Crash(BaseException):
 def test_a_seal_interrupted_anywhere_resumes_to_the_same_tree(
     fresh_stores: Any, chat: Chat, shape: Shape
 ) -> None:
-    @examples(fresh_stores)
+    @settings_for(fresh_stores)
     @given(chats=histories, config=configs, crash_at=st.integers(min_value=1, max_value=12))
     # A crash while sealing level 2 leaves level 1 empty, yet level 3 is still due.
     @example(

@@ -20,7 +20,7 @@ from stratamem.types import QueryResponse
 
 if TYPE_CHECKING:
     from stratamem.ingest.pipeline import IngestReport
-    from stratamem.memory.extract import ExtractProgress, ExtractReport
+    from stratamem.memory.extract import ExtractProgress, ExtractReport, FactReader
 
 __all__ = ["Facts"]
 
@@ -241,6 +241,7 @@ class Facts(Facet):
         redo: bool = False,
         pending: bool = False,
         progress: Callable[[ExtractProgress], None] | None = None,
+        reader: FactReader | None = None,
     ) -> ExtractReport:
         """Ask a model behind an OpenAI-compatible ``endpoint`` what the chunks of ``sources``
         (ids or scopes; all when none) state, and write its answers as facts of origin
@@ -248,19 +249,18 @@ class Facts(Facet):
         ready one; ``pending`` only runs those already queued. Only chunks not extracted yet
         are sent (``redo``: all of them again); a locked source never is. ``endpoint`` and
         ``model`` default to those set by :meth:`set_extraction`; ``api_key`` to
-        ``STRATAMEM_EXTRACT_API_KEY``, else ``OPENAI_API_KEY``. The report says what was
-        written, skipped (with reasons) and retried, and which jobs failed."""
+        ``STRATAMEM_EXTRACT_API_KEY``, else ``OPENAI_API_KEY``. The model is shown the facts held
+        about what each batch mentions and answers with decisions (add, update, retract,
+        none). ``reader`` is a caller other than the owner (a principal, on a server): the
+        model is shown only the facts it reads, may change only those, and only the jobs of
+        ``sources`` run. The report says what was decided, written, skipped (with reasons)
+        and retried, and which jobs failed."""
         from stratamem.memory import extract as extracting
 
         self._owner_only("extract facts")
         if self._memory._unlocked:
             raise LockError("a memory opened with unlocked sources cannot extract facts")
-        chosen = (endpoint, model) if endpoint and model else extracting.configured(self._store)
-        if chosen is None:
-            raise ValueError(
-                "no extraction endpoint: give an endpoint and a model, or set them with "
-                "stratamem extract --enable --endpoint URL --model NAME"
-            )
+        chosen = (endpoint, model) if endpoint and model else self.extraction_required()
         config = extracting.ExtractConfig(
             endpoint=endpoint or chosen[0],
             model=model or chosen[1],
@@ -273,10 +273,11 @@ class Facts(Facet):
             config,
             api_key=api_key or extracting.api_key_from_environment(),
             embedder=self._memory._write_embedder(),
+            reader=reader,
         ) as extractor:
-            if not pending:
-                extractor.enqueue(sources, redo=redo)
-            return extractor.run_pending(progress=progress)
+            queued = [] if pending else extractor.enqueue(sources, redo=redo)
+            only = None if reader is None else [s.id for s in queued]
+            return extractor.run_pending(progress=progress, only=only)
 
     def set_extraction(self, endpoint: str | None, model: str | None = None) -> None:
         """Extract facts after every ingest, from the sources it changed, with ``model``
@@ -285,6 +286,19 @@ class Facts(Facet):
 
         self._owner_only("configure extraction")
         extracting.configure(self._store, endpoint, model)
+
+    def extraction_required(self) -> tuple[str, str]:
+        """The (endpoint, model) set by :meth:`set_extraction`; ``ValueError`` saying how to
+        set them when there are none."""
+        from stratamem.memory import extract as extracting
+
+        chosen = extracting.configured(self._store)
+        if chosen is None:
+            raise ValueError(
+                "no extraction endpoint: give an endpoint and a model, or set them with "
+                "stratamem extract --enable --endpoint URL --model NAME"
+            )
+        return chosen
 
     def extraction(self) -> tuple[str, str] | None:
         """The (endpoint, model) ingest extracts facts with, or None when it does not."""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
 from stratamem.api._core import Facet, When, when
@@ -77,6 +78,7 @@ class Items(Facet):
         agent: str | None = None,
         session: str | None = None,
         now: When | None = None,
+        extract: bool = False,
     ) -> MessagesWrite:
         """Write the turns of a conversation (``{"role", "content"}`` messages, with an
         optional ``name``, ``time`` and ``id``) to the chat source of ``user``, ``agent`` and
@@ -84,10 +86,13 @@ class Items(Facet):
         graph search at once, by the vector leg once embedded (right after the write, where
         the store's vectors are of the configured embedder's model or it holds nothing yet).
         A retried call changes nothing; a bad message is skipped and the report says why.
-        ``now`` is the time of turns given none (default: the clock). See
-        ``docs/memory.md``."""
+        ``now`` is the time of turns given none (default: the clock). ``extract``: then have
+        the configured model read the new turns and bring the facts up to date (see
+        :meth:`Facts.extract`; its report is ``extracted``). See ``docs/memory.md``."""
         self._owner_only("write messages")
-        return add_messages(
+        if extract:
+            self._memory.facts.extraction_required()
+        done = add_messages(
             self._store,
             messages,
             user=user,
@@ -96,6 +101,10 @@ class Items(Facet):
             now=when(now, "now"),
             embedder=self._memory._first_write_embedder(),
         )
+        if not extract:
+            return done
+        report = self._memory.facts.extract([done.source_id])
+        return replace(done, extracted=report.to_dict())
 
     def edit(
         self,

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from stratamem.api._core import Facet, When, when
+from stratamem.api.entities import Entities
 from stratamem.api.facts import Facts
 from stratamem.api.indexes import Indexes
 from stratamem.api.items import Items
@@ -50,6 +51,7 @@ DEFAULT_EMBEDDER = "minilm"
 log = logging.getLogger(__name__)
 
 FACETS: dict[str, type[Facet]] = {
+    "entities": Entities,
     "facts": Facts,
     "indexes": Indexes,
     "items": Items,
@@ -70,7 +72,8 @@ class Memory(Reads):
 
     Besides the reads it holds itself (:meth:`search`, the seven primitives, :meth:`get`,
     :meth:`nodes`, :meth:`related`, :meth:`stats`) and :meth:`ingest`, it has one facet per
-    group of operations: :attr:`items`, :attr:`facts`, :attr:`sources`, :attr:`principals`,
+    group of operations: :attr:`items`, :attr:`entities`, :attr:`facts`, :attr:`sources`,
+    :attr:`principals`,
     :attr:`locks`, :attr:`trees` and :attr:`indexes`. Every time argument takes a
     ``datetime`` or a string the command line reads (``2024-03-12``, ``7d``).
     """
@@ -124,6 +127,7 @@ class Memory(Reads):
         self.reranker = reranker
         self.config = config or self._tuned_config()
         self.items = Items(self)
+        self.entities = Entities(self)
         self.facts = Facts(self)
         self.sources = Sources(self)
         self.principals = Principals(self)

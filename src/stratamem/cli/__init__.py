@@ -19,7 +19,7 @@ from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeEl
 from rich.table import Table
 
 from stratamem.api import Memory
-from stratamem.api.limits import MAX_ENTITY_LIMIT, MAX_SEARCH_LIMIT
+from stratamem.api.limits import MAX_SEARCH_LIMIT
 from stratamem.api.parts import known_connectors
 from stratamem.api.reports import (
     ChunkingConfig,
@@ -32,6 +32,7 @@ from stratamem.cli import access as access_commands
 from stratamem.cli import config as config_commands
 from stratamem.cli import consolidate as consolidate_commands
 from stratamem.cli import copy as copy_commands
+from stratamem.cli import entities as entity_commands
 from stratamem.cli import extract as extract_commands
 from stratamem.cli import facts as fact_commands
 from stratamem.cli import items as item_commands
@@ -660,57 +661,6 @@ def _print_node_whole(hit: RetrievalHit) -> None:
 
 
 @main.command()
-@click.argument("query")
-@click.option(
-    "--kinds",
-    "kinds",
-    multiple=True,
-    metavar="KIND",
-    help="Only entities of this kind (repeatable): person, user, agent, email, handle, "
-    "channel, tag, url, topic.",
-)
-@older_name("--entity-kind", "--kinds", "kinds", multiple=True)
-@older_name("--kind", "--kinds", "kinds", multiple=True)
-@click.option("--limit", type=limit_range(MAX_ENTITY_LIMIT), default=10, show_default=True)
-@json_option
-@click.pass_context
-@handle_errors
-def entities(
-    ctx: click.Context, query: str, kinds: tuple[str, ...], limit: int, as_json: bool
-) -> None:
-    """Find entities by part of their name, with mention counts and who they go with.
-
-    \b
-    Examples:
-      stratamem entities alice
-      stratamem entities redis --kinds topic
-    """
-    memory = open_memory(ctx)
-    matches = memory.search_entities(query, kinds=kinds, limit=limit)
-    related = {m.canonical_id: memory.related(m.canonical_id, limit=3) for m in matches}
-    if as_json:
-        print_json(
-            [m.to_dict() | {"related": [e for e, _ in related[m.canonical_id]]} for m in matches]
-        )
-        return
-    if not matches:
-        out.print("no matching entities")
-        return
-    table = Table()
-    for column in ("entity", "kind", "mentions", "last seen", "often with"):
-        table.add_column(column)
-    for m in matches:
-        table.add_row(
-            m.canonical_id,
-            m.kind,
-            str(m.mention_count),
-            rfc3339(m.last_seen) or "",
-            ", ".join(e for e, _ in related[m.canonical_id]),
-        )
-    out.print(table)
-
-
-@main.command()
 @click.option("--quiet", is_flag=True, help="No progress bar.")
 @json_option
 @click.pass_context
@@ -1108,6 +1058,7 @@ for _command in (
     *extract_commands.COMMANDS,
     *consolidate_commands.COMMANDS,
     *copy_commands.COMMANDS,
+    *entity_commands.COMMANDS,
 ):
     main.add_command(_command)
 main.add_command(serve)

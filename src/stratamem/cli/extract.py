@@ -72,7 +72,9 @@ def extract(
     as_json: bool,
 ) -> None:
     """Extract facts from SOURCES (ids or scopes; all when none) with a model behind an
-    OpenAI-compatible chat-completions server, and write them as facts of origin "model".
+    OpenAI-compatible chat-completions server: it is shown the facts held about what each
+    batch mentions and decides to add, update, retract or keep each, with a reason; its
+    decisions are written as facts of origin "model", closing what changed.
 
     Each source is a durable job: a run that is stopped resumes where it stopped. Only chunks
     not extracted yet are sent; a locked source never is. The API key is read from
@@ -155,6 +157,8 @@ def _print_setting(setting: tuple[str, str] | None, as_json: bool) -> None:
 
 def _print_report(report: ExtractReport) -> None:
     out.print(
+        f"{report.added:,} added, {report.updated:,} updated, {report.retracted:,} retracted, "
+        f"{report.kept:,} kept; "
         f"{report.facts:,} facts ({report.recorded:,} rows recorded) from {report.chunks:,} "
         f"chunks of {report.sources:,} sources in {report.batches:,} batches, "
         f"{report.retries:,} retries, {report.seconds:.2f}s ({escape(report.model)} at "

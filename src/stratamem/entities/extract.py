@@ -140,6 +140,14 @@ def topic_mentions(
 def _person_or_address(out: _Collector, name: str | None, address: str | None) -> None:
     if address and _EMAIL.fullmatch(address.strip()):
         out.add("email", address)
+    if name and "@" in name and not _EMAIL.fullmatch(name.strip()):
+        # "Carol Diaz <carol@acme.io>" (a note's author): the person and the address apart.
+        found = _EMAIL.search(name)
+        if found is not None:
+            out.add("email", found.group(0))
+            name = " ".join(
+                (name[: found.start()] + " " + name[found.end() :]).strip(" <>()\"'").split()
+            )
     if name and not _EMAIL.fullmatch(name.strip()):
         out.add("person", name)
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from datetime import datetime
 
 from stratamem.store.base import Store
 from stratamem.types import EntityMatch
@@ -18,7 +19,13 @@ def search_entities(
 ) -> list[EntityMatch]:
     """Entities whose id or surface contains ``query``, case-insensitively.
 
-    Grouped by canonical id and ordered by mention count, then most recent mention. A blank
+    Each id found (in the entity index, among the aliases the reader's sources state, or as
+    the subject or entity object of a current fact) stands for its entity (see
+    :mod:`stratamem.entities.resolve`): one match per canonical id, counting the mentions
+    of every id of it (a fact naming it counts as a mention) and listing the others as
+    ``aliases``; ``kinds`` keeps an entity one of whose ids is of such a kind.
+
+    Ordered by mention count, then most recent mention, then id. A blank
     query matches nothing rather than the whole index; a query longer than
     :data:`MAX_QUERY_CHARS` is a ``ValueError``. ``limit`` 0 means the default (5) and is
     clamped to 100.
@@ -32,10 +39,78 @@ def search_entities(
             f"{len(needle):,}"
         )
     limit = DEFAULT_LIMIT if limit <= 0 else min(limit, MAX_LIMIT)
-    return store.search_entities(needle, tuple(kinds), limit)
+    resolution = store.entity_resolution()
+    pool = max(limit * _POOL_FACTOR, _MIN_POOL)
+    found = [m.canonical_id for m in store.search_entities(needle, tuple(kinds), pool)]
+    found += store.search_named_entities(needle, pool)
+    found += resolution.matching(needle)
+    groups: dict[str, tuple[str, ...]] = {}
+    for entity in found:
+        canonical = resolution.canonical(entity)
+        groups.setdefault(canonical, resolution.members(canonical))
+    every = sorted({m for members in groups.values() for m in members})
+    stats = {m.canonical_id: m for m in store.entity_stats(every)}
+    facts = store.fact_mentions(every)
+    wanted = set(kinds)
+    out: list[EntityMatch] = []
+    for canonical, members in groups.items():
+        if wanted and not any(_kind(m, stats) in wanted for m in members):
+            continue
+        counted = [stats[m] for m in members if m in stats]
+        mentions = sum(m.mention_count for m in counted) + sum(
+            facts[m][0] for m in members if m in facts
+        )
+        if not mentions:
+            continue
+        times = [m.last_seen for m in counted if m.last_seen is not None]
+        times += [t for m in members if m in facts and (t := facts[m][1]) is not None]
+        own = stats.get(canonical)
+        out.append(
+            EntityMatch(
+                canonical_id=canonical,
+                kind=_kind(canonical, stats),
+                surface=own.surface if own is not None else _surface(canonical),
+                mention_count=mentions,
+                last_seen=max(times) if times else None,
+                aliases=members[1:],
+            )
+        )
+    out.sort(key=lambda m: (-m.mention_count, -_stamp(m.last_seen), m.canonical_id))
+    return out[:limit]
+
+
+# Candidate ids read per result asked for (at least _MIN_POOL): several ids may make one entity.
+_POOL_FACTOR = 4
+_MIN_POOL = 50
+
+
+def _kind(entity_id: str, stats: dict[str, EntityMatch]) -> str:
+    found = stats.get(entity_id)
+    return found.kind if found is not None else entity_id.partition(":")[0]
+
+
+def _surface(entity_id: str) -> str:
+    return entity_id.partition(":")[2] or entity_id
+
+
+def _stamp(when: datetime | None) -> float:
+    return when.timestamp() if when is not None else float("-inf")
 
 
 def neighbours(store: Store, entity_id: str, *, limit: int = 10) -> list[tuple[str, float]]:
-    """Entities co-mentioned with ``entity_id``, strongest first, over unlocked sources;
-    ``limit`` is taken between 1 and :data:`MAX_NEIGHBOURS`."""
-    return store.neighbours(entity_id, min(max(1, limit), MAX_NEIGHBOURS))
+    """Entities co-mentioned with ``entity_id`` or any id of its entity (see
+    :mod:`stratamem.entities.resolve`), strongest first, each named by its canonical id,
+    over unlocked sources; ``limit`` is taken between 1 and :data:`MAX_NEIGHBOURS`."""
+    limit = min(max(1, limit), MAX_NEIGHBOURS)
+    resolution = store.entity_resolution()
+    members = resolution.members(entity_id)
+    if len(members) == 1 and not resolution.canonical_of:
+        return store.neighbours(entity_id, limit)
+    weights: dict[str, float] = {}
+    for member in members:
+        for other, weight in store.neighbours(member, limit + len(members)):
+            canonical = resolution.canonical(other)
+            if canonical not in members:
+                weights[canonical] = weights.get(canonical, 0.0) + weight
+    ranked = sorted(weights.items(), key=lambda item: (-item[1], item[0]))
+    return ranked[:limit]

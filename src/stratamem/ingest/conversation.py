@@ -94,6 +94,9 @@ class MessagesWrite:
     chunks_removed: int = 0
     embedded: int = 0
     notes: tuple[str, ...] = ()
+    # The report of the extraction run on the session's source after the write, as JSON
+    # (``extract=True``; see :mod:`stratamem.memory.extract`), else None.
+    extracted: Mapping[str, Any] | None = None
 
     @property
     def user(self) -> str | None:
@@ -121,7 +124,7 @@ class MessagesWrite:
             "chunks_removed": self.chunks_removed,
             "embedded": self.embedded,
             "notes": list(self.notes),
-        }
+        } | ({} if self.extracted is None else {"extracted": dict(self.extracted)})
 
 
 @dataclass(frozen=True, slots=True)

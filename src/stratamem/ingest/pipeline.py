@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 from stratamem.access.writes import refuse_foreign
 from stratamem.embed.base import Embedder
 from stratamem.embed.indexing import carry_vectors, vectors_by_text
+from stratamem.entities.aliases import Alias
 from stratamem.errors import AccessDenied, IngestError, InvalidArgument, NotFoundError, StoreFull
 from stratamem.ingest import registry
 from stratamem.ingest.chunking import ChunkingConfig
@@ -561,6 +562,11 @@ def _write_stream(
     result.removed = store.delete_chunks(sid, gone)
     result.chunks = len(produced)  # with what earlier parts of this ingest produced
     before.produced = produced
+    # A document source is read whole: what its notes say of who is who replaces what they
+    # said before (unless an earlier part of this ingest wrote some already).
+    store.add_aliases(
+        sid, [a.row() for note in notes for a in note.aliases], replace=not before.produced
+    )
     if notes:
         try:
             write_note_facts(store, sid, notes, now, embedder=embedder)
@@ -613,12 +619,17 @@ def _merge_stream(
     read = 0
     in_order = False
     settings: list[Setting] = []
+    # Who is who, as the records and the source's structure (a Slack profile) say (the
+    # reader sends it with the structure): added to what the source said before, as its
+    # records are.
+    aliases: set[tuple[str, str, str]] = set()
     for event in _group_events(info, events, result, report, counts):
         if event[0] == "end":
             if read == 0:
                 raise _StreamEmpty
             in_order = event[3]
-            settings = event[4]
+            settings = [x for x in event[4] if not isinstance(x, Alias)]
+            aliases.update(x.row() for x in event[4] if isinstance(x, Alias))
             break
         merge.add(event[1])
         read += len(event[1])
@@ -637,6 +648,7 @@ def _merge_stream(
     result.new, result.updated, result.duplicates = done.new, done.updated, done.duplicates
     result.records_removed = done.removed
     result.chunks = store.source_chunk_count(sid)
+    store.add_aliases(sid, aliases)
     if settings:
         try:
             write_channel_facts(store, sid, info.scope, settings, now, embedder=embedder)

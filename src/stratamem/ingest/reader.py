@@ -45,6 +45,7 @@ from itertools import islice
 from pathlib import Path
 from typing import Any
 
+from stratamem.entities.aliases import Alias, record_aliases
 from stratamem.entities.extract import record_mentions, topic_mentions
 from stratamem.errors import IngestError, StratamemError
 from stratamem.ingest.chunking import ChunkingConfig, Draft, chunk_records
@@ -185,7 +186,17 @@ def _record_events(
     :func:`derive_while_reading`); the ``end`` carries what ``structure`` says once the
     records are read."""
     order = ReadOrder(info.kind)
-    keyed_records = _keyed(records, ctx, info.location)
+    # What the records say of who is who (an author's address or id and name), sent with
+    # the structure: read here, where the records are at hand, not in the writer.
+    stated: dict[Alias, None] = {}
+
+    def noted(items: Iterable[Record]) -> Iterator[Record]:
+        for record in items:
+            for alias in record_aliases(record, info.platform):
+                stated.setdefault(alias)
+            yield record
+
+    keyed_records = _keyed(noted(records), ctx, info.location)
     if not derive:
         order.in_order = False  # nothing derived here to hold
         while batch := list(islice(keyed_records, BATCH * 4)):
@@ -204,6 +215,7 @@ def _record_events(
             yield from _drain(problems)
             yield ("records", read, *records.take(), derived)
     said = [] if structure is None else list(structure())
+    said += stated
     yield from _drain(problems)
     yield ("end", *records.take(), order.in_order, said)
 

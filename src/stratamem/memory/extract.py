@@ -1,24 +1,28 @@
 """Facts extracted by a model: a durable job that asks any OpenAI-compatible chat-completions
-server what a source's chunks state, and writes the answers as facts of origin ``model``.
+server what a source's chunks state, given the facts already held about what they mention,
+and applies its decisions (add, update, retract, none) as facts of origin ``model``.
 
 Wire format (OpenAI's "Create chat completion" with structured outputs): ``POST
 {base}/chat/completions`` with ``{"model", "messages": [system, user], "response_format":
-{"type": "json_schema", "json_schema": {"name": "facts", "strict": true, "schema":
-FACTS_SCHEMA}}, "temperature", "max_tokens"}``. The system message says what to extract
-(:data:`SYSTEM_PROMPT`); the user message lists the batch's chunks, each behind a label
+{"type": "json_schema", "json_schema": {"name": "decisions", "strict": true, "schema":
+DECISIONS_SCHEMA}}, "temperature", "max_tokens"}``. The system message says what to decide
+(:data:`SYSTEM_PROMPT`); the user message lists the facts held now about the subjects the
+batch mentions, each behind a label ``[F1]``, then the batch's chunks, each behind a label
 ``[node id | time | author | title]``. The answer is ``choices[0].message.content``: the JSON
-``{"facts": [{"subject", "predicate", "object", "valid_from", "many", "confidence",
-"evidence"}, ...]}``.
+``{"decisions": [...]}`` (see :mod:`stratamem.memory.decide` for the protocol, what is shown,
+and what is refused); the older ``{"facts": [...]}`` is read as adds.
 
-Validation. An item is kept only if it is an object with exactly the schema's keys; its
-subject is an entity id of a known kind (person, email, handle, channel, tag, url, topic);
-its predicate and object are non-empty text; ``valid_from`` is null or an ISO 8601 date or
-time (one without a zone is UTC); ``many`` is a boolean; ``confidence`` a finite number
-(clamped to [0, 1]); ``evidence`` a non-empty list of node ids of the batch. Any other item is
-skipped, with its reason in the report, and the rest are kept. A fact without a
-``valid_from`` holds from its earliest evidence's time. An answer that is not a completion,
-whose content is not JSON, or that has no ``facts`` list is asked again (``retries`` times,
-with backoff), then the batch is skipped with the reason, its chunks left for the next run.
+Validation. Each decision is checked on its own (:func:`~stratamem.memory.decide.
+check_decision`); one that breaks the protocol is skipped, with its reason in the report, and
+the rest are applied. A fact without a ``valid_from`` holds from its earliest evidence's
+time. An answer that is not a completion, whose content is not JSON (a truncated answer
+included), or that has no ``decisions`` list is asked again (``retries`` times, with
+backoff), then the batch is skipped with the reason, its chunks left for the next run.
+
+Who. A run reads the held facts through a :class:`FactReader`: the owner's reads every
+unlocked source; a principal's (:class:`~stratamem.ops.extract`) reads through its gate and
+changes only facts it may write, so the model is shown only facts the caller may read, and a
+decision naming any other is skipped without saying what it holds.
 
 Errors. Connection errors, timeouts, 408, 409, 429 and 5xx are retried with exponential
 backoff (``backoff · 2^attempt`` s, or the server's longer ``Retry-After``, at most
@@ -28,9 +32,10 @@ job for good at once, naming the endpoint. Either way the run stops: the endpoin
 failed, and the other jobs stay queued.
 
 Durability. Each source is one job (kind ``extract``, key ``extract:<source id>``) in the
-store's queue. Each batch is asked with no transaction open; then its facts (through
-:func:`~stratamem.memory.remember.remember`, evidence the chunks the model cited, so a fact's
-home is the chunk's source) and the source's progress (setting ``extract.done:<source id>``,
+store's queue. Each batch is asked with no transaction open; then its decisions (new values
+through :func:`~stratamem.memory.remember.remember`, evidence the chunks the model cited, so a
+fact's home is the chunk's source; closed ones through :func:`~stratamem.memory.decide.close`)
+and the source's progress (setting ``extract.done:<source id>``,
 the ids of the chunks already extracted) are written in one transaction. A process killed
 between batches leaves whole batches behind; the next run takes the job over and asks only
 for the chunks not yet done, so it ends where an uninterrupted run would have. A source
@@ -48,7 +53,6 @@ from __future__ import annotations
 
 import json
 import logging
-import math
 import os
 import re
 import time
@@ -56,20 +60,20 @@ import urllib.parse
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 
 from stratamem.embed.base import Embedder
 from stratamem.embed.tokens import estimate_tokens
 from stratamem.errors import RequestFailed, StratamemError
-from stratamem.memory.facts import Statement, fact_text
-from stratamem.memory.remember import entity_id, predicate_name, remember, statement
+from stratamem.memory import decide
+from stratamem.memory.decide import DECISIONS_SCHEMA, Decision, Held, SkipDecision
+from stratamem.memory.facts import fact_text
 from stratamem.remote import JSONClient, openai_url
 from stratamem.store.base import Store
 from stratamem.store.facts import Fact
 from stratamem.store.jobs import Job
-from stratamem.timeparse import as_utc
 from stratamem.types import Chunk, Source
 
 log = logging.getLogger(__name__)
@@ -84,26 +88,11 @@ API_KEY_VARIABLES = ("STRATAMEM_EXTRACT_API_KEY", "OPENAI_API_KEY")
 LEASE_S = 600.0
 _THINK = re.compile(r"<think>.*?(?:</think>|\Z)", re.DOTALL)
 _FENCE = re.compile(r"^```(?:json)?\s*(.*?)\s*```$", re.DOTALL)
-_ISO_DATE = re.compile(r"^\d{4}-\d{2}-\d{2}([T ].*)?$")
 ITEM_KEYS = ("subject", "predicate", "object", "valid_from", "many", "confidence", "evidence")
 
-SYSTEM_PROMPT = (
-    "You extract facts for a long-term memory from the records the user gives. A fact says "
-    "that a subject's predicate is an object, e.g. subject 'person:carol diaz', predicate "
-    "'leads', object 'on-call'. Write the subject as an entity id, kind:name, the kind one of "
-    "person, email, handle, channel, tag, url or topic (person:carol diaz, topic:phoenix, "
-    "channel:#eng); write the object as an entity id when it names one, else as short text. "
-    "The predicate is a short verb or noun phrase in lower case with words joined by "
-    "underscores (leads, works_on, release_date). Set valid_from to the ISO 8601 date or time "
-    "from which the fact holds only when the text says it, else null. Set many to true when "
-    "the predicate holds many values at once (likes, attended, member_of), false when a new "
-    "value replaces the old one (leads, status, lives_in). evidence lists the ids of the "
-    "records the fact rests on, copied exactly from the brackets that open each record. "
-    "confidence is how certain the text makes the fact, from 0 to 1. State only what the "
-    'records say; do not guess. Answer with JSON only, {"facts": [...]}, an empty list '
-    "when the records state no fact."
-)
+SYSTEM_PROMPT = decide.SYSTEM_PROMPT
 
+# The answer of earlier releases: a list of facts, each read as an add.
 FACTS_SCHEMA: dict[str, Any] = {
     "type": "object",
     "properties": {
@@ -227,6 +216,21 @@ class Skipped:
         }
 
 
+@dataclass(frozen=True, slots=True)
+class Decided:
+    """A decision applied: which batch and item of the answer it was, and what it did."""
+
+    source: str
+    batch: int
+    item: int
+    decision: Decision
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"source": self.source, "batch": self.batch, "item": self.item} | (
+            self.decision.to_dict()
+        )
+
+
 @dataclass(slots=True)
 class ExtractProgress:
     scope: str = ""
@@ -241,7 +245,9 @@ class ExtractReport:
     """What a run did: ``sources`` whose jobs finished, ``batches`` answered, ``chunks`` in
     them, ``facts`` accepted and written (``recorded``: the rows that changed the store; an
     accepted fact the store already held records none), ``skipped`` items, batches and
-    sources with their reasons, ``retries`` of requests, and the jobs ``failed``."""
+    sources with their reasons, ``retries`` of requests, and the jobs ``failed``. ``decided``
+    lists every decision applied (``none`` included) with the model's reason and evidence;
+    ``added``, ``updated``, ``retracted`` and ``kept`` count them by action."""
 
     endpoint: str = ""
     model: str = ""
@@ -250,6 +256,11 @@ class ExtractReport:
     chunks: int = 0
     facts: int = 0
     recorded: int = 0
+    added: int = 0
+    updated: int = 0
+    retracted: int = 0
+    kept: int = 0
+    decided: list[Decided] = field(default_factory=list)
     skipped: list[Skipped] = field(default_factory=list)
     failed: list[str] = field(default_factory=list)
     retries: int = 0
@@ -264,6 +275,11 @@ class ExtractReport:
             "chunks": self.chunks,
             "facts": self.facts,
             "recorded": self.recorded,
+            "added": self.added,
+            "updated": self.updated,
+            "retracted": self.retracted,
+            "kept": self.kept,
+            "decided": [d.to_dict() for d in self.decided],
             "skipped": [s.to_dict() for s in self.skipped],
             "failed": list(self.failed),
             "retries": self.retries,
@@ -273,10 +289,6 @@ class ExtractReport:
 
 class _Unparseable(Exception):
     """The answer as a whole cannot be read: ask again."""
-
-
-class _SkipItem(Exception):
-    """One item of an answer breaks the schema: leave it out."""
 
 
 class _JobFailed(Exception):
@@ -295,13 +307,45 @@ class _Locked(Exception):
     """The source was locked while its job ran: finish the job, sending nothing more."""
 
 
+# -- who reads ---------------------------------------------------------------------------------
+
+
+class FactReader(Protocol):
+    """The caller's view of the facts: what the model may be shown, and what it may change."""
+
+    def facts_about(self, subjects: Sequence[str]) -> list[Fact]:
+        """The believed facts of these subjects the caller may read."""
+        ...
+
+    def may_change(self, fact: Fact) -> bool:
+        """Whether the caller may close ``fact`` (it reads and may write its source)."""
+        ...
+
+
+class OwnerReader:
+    """The owner's view: every fact of an unlocked source."""
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+
+    def facts_about(self, subjects: Sequence[str]) -> list[Fact]:
+        out: list[Fact] = []
+        for subject in subjects:
+            out.extend(self.store.facts(subject=subject, believed_only=True, limit=1000))
+        return out
+
+    def may_change(self, fact: Fact) -> bool:
+        return not self.store.is_locked(fact.source_id)
+
+
 # -- the extractor -----------------------------------------------------------------------------
 
 
 class Extractor:
     """Runs the extraction jobs of one store against one endpoint. ``api_key`` is sent as a
     bearer token; this class never reads the environment. ``embedder`` embeds the facts
-    recorded (for :func:`~stratamem.memory.search.search_facts`), after each batch's commit."""
+    recorded (for :func:`~stratamem.memory.search.search_facts`), after each batch's commit.
+    ``reader`` is whose facts the model is shown and may change (default: the owner's)."""
 
     def __init__(
         self,
@@ -310,9 +354,11 @@ class Extractor:
         *,
         api_key: str | None = None,
         embedder: Embedder | None = None,
+        reader: FactReader | None = None,
         sleep: Callable[[float], None] = time.sleep,
     ) -> None:
         self.store = store
+        self.reader: FactReader = reader if reader is not None else OwnerReader(store)
         self.config = config
         self.url = config.url
         self.embedder = embedder
@@ -360,12 +406,15 @@ class Extractor:
         *,
         lease_s: float = LEASE_S,
         progress: Callable[[ExtractProgress], None] | None = None,
+        only: Sequence[str] | None = None,
     ) -> ExtractReport:
-        """Run every ready extraction job, until the queue is empty or the endpoint fails."""
+        """Run every ready extraction job (``only``: those of these source ids), until none
+        is left or the endpoint fails."""
         report = ExtractReport(endpoint=self.url, model=self.config.model)
         started = time.perf_counter()
+        keys = None if only is None else [extract_job_key(s) for s in dict.fromkeys(only)]
         try:
-            while (job := self.store.jobs.claim(lease_s=lease_s, kind=EXTRACT_KIND)) is not None:
+            while (job := self._claim(lease_s, keys)) is not None:
                 source_id = str(job.payload.get("source_id", ""))
                 source = next((s for s in self.store.sources() if s.id == source_id), None)
                 if source is None:  # forgotten since it was queued
@@ -398,6 +447,15 @@ class Extractor:
         finally:
             report.seconds = time.perf_counter() - started
         return report
+
+    def _claim(self, lease_s: float, keys: list[str] | None) -> Job | None:
+        if keys is None:
+            return self.store.jobs.claim(lease_s=lease_s, kind=EXTRACT_KIND)
+        while keys:  # each at most once a run: one not ready is done, failed or held
+            job = self.store.jobs.claim(lease_s=lease_s, kind=EXTRACT_KIND, key=keys.pop(0))
+            if job is not None:
+                return job
+        return None
 
     # -- one source ----------------------------------------------------------------------------
 
@@ -432,17 +490,19 @@ class Extractor:
         state = ExtractProgress(scope=source.scope, chunks_total=len(todo))
         if progress is not None:
             progress(state)
+        evidenced = self._evidenced(source.id)
         for number, batch in enumerate(self.batches(todo), start=1):
             if not self.store.jobs.touch(job):
                 raise _Stop("the job was taken over by another run")
             if self.store.is_locked(source.id):
                 raise _Locked
-            items, reason = self._ask(batch, report)
+            held = self.held(batch, evidenced)
+            items, reason = self._ask(batch, held, report)
             if items is None:
                 report.skipped.append(Skipped(source.scope, reason, batch=number))
                 continue
-            said = self._statements(items, batch, source.scope, number, report)
-            witness = self._write(source, batch, said, present, done, witness, number, report)
+            decisions = self._decisions(items, batch, held, source.scope, number, report)
+            witness = self._write(source, batch, decisions, present, done, witness, number, report)
             done |= {c.id for c in batch}
             report.batches += 1
             report.chunks += len(batch)
@@ -451,6 +511,25 @@ class Extractor:
             state.facts = report.facts
             if progress is not None:
                 progress(state)
+
+    def _evidenced(self, source_id: str) -> list[Fact]:
+        """The believed facts of the source that rest on evidence (their subjects are
+        mentioned by the batches holding it)."""
+        rows = self.store.facts(believed_only=True, limit=1_000_000_000)
+        return [f for f in rows if f.source_id == source_id and f.evidence]
+
+    def held(self, batch: Sequence[Chunk], evidenced: Sequence[Fact] = ()) -> Held:
+        """The facts shown to the model with ``batch``: the believed ones the reader may read
+        about the subjects the batch mentions (see :mod:`stratamem.memory.decide`)."""
+        ids = [c.id for c in batch]
+        inside = set(ids)
+        mine = [f for f in evidenced if inside.intersection(f.evidence)]
+        found = decide.mentioned_subjects(self.store.mentions_of(ids), mine)
+        subjects = found[: decide.MAX_SUBJECTS]
+        return decide.choose_held(
+            self.reader.facts_about(subjects) if subjects else [],
+            subjects_left_out=len(found) - len(subjects),
+        )
 
     def batches(self, chunks: Sequence[Chunk]) -> list[list[Chunk]]:
         """``chunks`` in order, cut into batches of at most ``batch_size`` chunks and
@@ -471,21 +550,23 @@ class Extractor:
             out.append(current)
         return out
 
-    def messages(self, batch: Sequence[Chunk]) -> list[dict[str, str]]:
-        """The chat messages sent for ``batch``: the instructions, then the chunks."""
+    def messages(self, batch: Sequence[Chunk], held: Held | None = None) -> list[dict[str, str]]:
+        """The chat messages sent for ``batch``: the instructions, then the facts held about
+        what it mentions and the chunks."""
         records = "\n\n".join(f"{_label(c)}\n{c.content.strip()}" for c in batch)
+        facts = (held or Held({})).lines()
         return [
             {"role": "system", "content": SYSTEM_PROMPT},
-            {"role": "user", "content": f"Records:\n\n{records}"},
+            {"role": "user", "content": f"Facts held now:\n\n{facts}\n\nRecords:\n\n{records}"},
         ]
 
-    def payload(self, batch: Sequence[Chunk]) -> dict[str, Any]:
+    def payload(self, batch: Sequence[Chunk], held: Held | None = None) -> dict[str, Any]:
         return {
             "model": self.config.model,
-            "messages": self.messages(batch),
+            "messages": self.messages(batch, held),
             "response_format": {
                 "type": "json_schema",
-                "json_schema": {"name": "facts", "strict": True, "schema": FACTS_SCHEMA},
+                "json_schema": {"name": "decisions", "strict": True, "schema": DECISIONS_SCHEMA},
             },
             "temperature": self.config.temperature,
             "max_tokens": self.config.max_tokens,
@@ -494,15 +575,17 @@ class Extractor:
 
     # -- asking --------------------------------------------------------------------------------
 
-    def _ask(self, batch: Sequence[Chunk], report: ExtractReport) -> tuple[list[Any] | None, str]:
-        """The answer's items, or (None, why) when no readable answer came."""
-        payload = self.payload(batch)
+    def _ask(
+        self, batch: Sequence[Chunk], held: Held, report: ExtractReport
+    ) -> tuple[list[Any] | None, str]:
+        """The answer's decisions, or (None, why) when no readable answer came."""
+        payload = self.payload(batch, held)
         cfg = self.config
         attempt = 0
         while True:
             try:
                 _, raw = self._client.post(payload)
-                return facts_of(raw), ""
+                return decisions_in(raw), ""
             except RequestFailed as failure:
                 if not failure.retry:
                     raise _JobFailed(self._refused(failure), final=True) from failure
@@ -531,22 +614,34 @@ class Extractor:
 
     # -- checking ------------------------------------------------------------------------------
 
-    def _statements(
+    def _decisions(
         self,
         items: Sequence[Any],
         batch: Sequence[Chunk],
+        held: Held,
         scope: str,
         number: int,
         report: ExtractReport,
-    ) -> list[tuple[int, Statement]]:
+    ) -> list[tuple[int, Decision]]:
         by_id = {c.id: c for c in batch}
-        said: list[tuple[int, Statement]] = []
-        for index, item in enumerate(items):
+        now = datetime.now(UTC)
+        out: list[tuple[int, Decision]] = []
+        for index, item in enumerate(items[: decide.MAX_DECISIONS]):
             try:
-                said.append((index, check_item(item, by_id)))
-            except _SkipItem as skip:
+                out.append((index, decide.check_decision(item, by_id, held, now=now)))
+            except SkipDecision as skip:
                 report.skipped.append(Skipped(scope, str(skip), batch=number, item=index))
-        return said
+        if len(items) > decide.MAX_DECISIONS:
+            report.skipped.append(
+                Skipped(
+                    scope,
+                    f"the answer holds {len(items)} decisions: only the first "
+                    f"{decide.MAX_DECISIONS} are read",
+                    batch=number,
+                    item=decide.MAX_DECISIONS,
+                )
+            )
+        return out
 
     # -- writing -------------------------------------------------------------------------------
 
@@ -554,36 +649,56 @@ class Extractor:
         self,
         source: Source,
         batch: Sequence[Chunk],
-        said: Sequence[tuple[int, Statement]],
+        decisions: Sequence[tuple[int, Decision]],
         present: set[str],
         done: set[str],
         witness: str | None,
         number: int,
         report: ExtractReport,
     ) -> str | None:
-        """The batch's facts and the source's progress, in one transaction; returns the
+        """The batch's decisions and the source's progress, in one transaction; returns the
         witness now recorded."""
         recorded: list[Fact] = []
-        accepted = 0
+        applied: list[Decided] = []
         with self.store.transaction():
             if self.store.is_locked(source.id):
                 raise _Locked
             now = datetime.now(UTC)
-            for index, statement_ in said:
+            for index, decision in decisions:
                 try:
-                    write = remember(self.store, statement_, now=now)
-                except (StratamemError, ValueError) as exc:
+                    with self.store.transaction():  # a savepoint: a refused one leaves nothing
+                        recorded.extend(
+                            decide.apply(
+                                self.store,
+                                decision,
+                                source_id=source.id,
+                                now=now,
+                                may_change=self.reader.may_change,
+                            )
+                        )
+                except (SkipDecision, StratamemError, ValueError) as exc:
                     report.skipped.append(Skipped(source.scope, str(exc), batch=number, item=index))
                     continue
-                accepted += 1
-                recorded.extend(write.recorded)
+                applied.append(Decided(source.scope, number, index, decision))
             if witness is None and recorded:
                 witness = recorded[0].id
             finished = sorted((done | {c.id for c in batch}) & present)
             self.store.set_setting(
                 PROGRESS_PREFIX + source.id, json.dumps({"chunks": finished, "witness": witness})
             )
-        report.facts += accepted
+        for found in applied:
+            action = found.decision.action
+            if action in ("add", "update"):
+                report.facts += 1
+            if action == "add":
+                report.added += 1
+            elif action == "update":
+                report.updated += 1
+            elif action == "retract":
+                report.retracted += 1
+            else:
+                report.kept += 1
+        report.decided.extend(applied)
         report.recorded += len(recorded)
         self._embed(recorded)
         return witness
@@ -628,9 +743,10 @@ class Extractor:
 # -- the answer ------------------------------------------------------------------------------
 
 
-def facts_of(raw: bytes) -> list[Any]:
-    """The ``facts`` list of a chat completion's content; :class:`_Unparseable` if the answer
-    is not a completion whose content is ``{"facts": [...]}``."""
+def decisions_in(raw: bytes) -> list[Any]:
+    """The decisions of a chat completion's content (``{"decisions": [...]}``, or the older
+    ``{"facts": [...]}`` read as adds); :class:`_Unparseable` if the answer is not a
+    completion whose content is one of those."""
     try:
         answer = json.loads(raw)
     except ValueError as exc:
@@ -656,75 +772,10 @@ def facts_of(raw: bytes) -> list[Any]:
         body = json.loads(text)
     except ValueError as exc:
         raise _Unparseable(f"the content is not JSON ({exc}): {text[:80]!r}") from exc
-    facts = body.get("facts") if isinstance(body, dict) else None
-    if not isinstance(facts, list):
-        raise _Unparseable("the content has no 'facts' list")
-    return facts
-
-
-def check_item(item: Any, batch: Mapping[str, Chunk]) -> Statement:
-    """The statement an answer's item makes, of origin ``model``; :class:`_SkipItem` with the
-    reason when it breaks the schema or cites a node outside ``batch``."""
-    if not isinstance(item, dict):
-        raise _SkipItem(f"not an object: {_shown(item)}")
-    missing = [k for k in ITEM_KEYS if k not in item]
-    if missing:
-        raise _SkipItem(f"missing {', '.join(missing)}")
-    extra = sorted(set(item) - set(ITEM_KEYS))
-    if extra:
-        raise _SkipItem(f"unknown keys {', '.join(extra)}")
-    for name in ("subject", "predicate", "object"):
-        if not isinstance(item[name], str) or not item[name].strip():
-            raise _SkipItem(f"{name} must be non-empty text, not {_shown(item[name])}")
-    try:
-        subject = entity_id(item["subject"])
-        predicate_name(item["predicate"])
-    except ValueError as exc:
-        raise _SkipItem(str(exc)) from None
-    evidence = item["evidence"]
-    if not isinstance(evidence, list) or not evidence:
-        raise _SkipItem(f"evidence must be a non-empty list of node ids, not {_shown(evidence)}")
-    for node in evidence:
-        if not isinstance(node, str) or node not in batch:
-            raise _SkipItem(f"evidence {_shown(node)} is not a record of this batch")
-    many = item["many"]
-    if not isinstance(many, bool):
-        raise _SkipItem(f"many must be true or false, not {_shown(many)}")
-    confidence = item["confidence"]
-    if (
-        isinstance(confidence, bool)
-        or not isinstance(confidence, int | float)
-        or not math.isfinite(confidence)
-    ):
-        raise _SkipItem(f"confidence must be a number, not {_shown(confidence)}")
-    valid_from = _date(item["valid_from"])
-    if valid_from is None:
-        times = [t for t in (batch[n].time_start for n in evidence) if t is not None]
-        valid_from = min(times) if times else None
-    try:
-        return statement(
-            subject,
-            item["predicate"],
-            item["object"],
-            valid_from=valid_from,
-            evidence=evidence,
-            confidence=min(1.0, max(0.0, float(confidence))),
-            origin="model",
-            many=many,
-        )
-    except ValueError as exc:
-        raise _SkipItem(str(exc)) from None
-
-
-def _date(value: Any) -> datetime | None:
-    if value is None:
-        return None
-    if not isinstance(value, str) or not _ISO_DATE.match(value.strip()):
-        raise _SkipItem(f"valid_from must be null or an ISO 8601 date or time, not {_shown(value)}")
-    try:
-        return as_utc(datetime.fromisoformat(value.strip().replace("Z", "+00:00")))
-    except ValueError:
-        raise _SkipItem(f"valid_from {_shown(value)} is not a date") from None
+    found = decide.decisions_of(body)
+    if found is None:
+        raise _Unparseable("the content has no 'decisions' list")
+    return found
 
 
 def _label(chunk: Chunk) -> str:

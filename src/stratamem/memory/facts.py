@@ -43,6 +43,7 @@ class Statement:
     origin: Origin = "asserted"
     object_is_entity: bool = False
     single: bool = True
+    reason: str = ""  # why a model said it (see memory/decide.py), kept on the row recorded
 
     def __post_init__(self) -> None:
         for name, article in (("subject", "a"), ("predicate", "a"), ("object", "an")):
@@ -167,6 +168,7 @@ def reconcile(
             origin=statement.origin,
             object_is_entity=statement.object_is_entity,
             single=statement.single,
+            reason=statement.reason,
         )
     )
     return change

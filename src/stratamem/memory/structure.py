@@ -38,6 +38,7 @@ from typing import Any
 import numpy as np
 
 from stratamem.embed.base import Embedder
+from stratamem.entities.aliases import Alias, note_aliases
 from stratamem.memory.facts import Change, Statement, fact_id, fact_text, reconcile
 from stratamem.memory.remember import entity_id, predicate_name, statement
 from stratamem.store.base import Store
@@ -80,6 +81,8 @@ class Note:
     doc: str
     statements: tuple[Statement, ...]
     readable: bool = True  # False: its front matter could not be read
+    # Who is who, as its front matter says (see stratamem.entities.aliases).
+    aliases: tuple[Alias, ...] = ()
 
 
 def note_of(record: Record, chunk_id: str) -> Note | None:
@@ -126,7 +129,13 @@ def note_of(record: Record, chunk_id: str) -> Note | None:
             if one.object not in objects:
                 objects.add(one.object)
                 said.append(one)
-    return Note(subject, None if when is None else ms(when), shown, tuple(said))
+    return Note(
+        subject,
+        None if when is None else ms(when),
+        shown,
+        tuple(said),
+        aliases=tuple(note_aliases(record)),
+    )
 
 
 def property_values(value: Any) -> tuple[list[str], bool]:

@@ -19,6 +19,7 @@ from stratamem.errors import AccessDenied, NotFoundError
 from stratamem.ingest.conversation import MAX_MESSAGES
 from stratamem.ingest.items import find_item
 from stratamem.ops.context import Context, may_write
+from stratamem.ops.extract import run_extraction
 from stratamem.ops.spec import Operation, Param
 from stratamem.types import Identity, Source
 
@@ -237,8 +238,12 @@ def _add_messages(ctx: Context, a: dict[str, Any]) -> dict[str, Any]:
             "it holds: name the user (or agent)"
         )
     with ctx.writing() as owner:
+        if a["extract"]:  # refused before anything is written
+            owner.facts.extraction_required()
         done = owner.items.add_messages(a["messages"], **p.identity(a))
-    return done.to_dict()
+    if not a["extract"]:
+        return done.to_dict()
+    return done.to_dict() | {"extracted": run_extraction(ctx, [done.source_id])}
 
 
 ADD_MESSAGES = Operation(
@@ -267,6 +272,13 @@ ADD_MESSAGES = Operation(
             "The session (one chat source each).",
             default=None,
             max_length=p.MAX_NAME,
+        ),
+        Param(
+            "extract",
+            "bool",
+            "Then have the configured model read the new turns and bring the facts up to "
+            "date (add, update, retract); its report is `extracted`.",
+            default=False,
         ),
     ),
     run=_add_messages,

@@ -7,6 +7,8 @@ from typing import Any
 
 from stratamem.errors import AccessDenied, InvalidArgument
 from stratamem.ops.context import Context, require_write
+from stratamem.ops.entities import ENTITIES
+from stratamem.ops.extract import EXTRACTION
 from stratamem.ops.facts import FACTS
 from stratamem.ops.items import ITEMS
 from stratamem.ops.owner import OWNER
@@ -16,7 +18,7 @@ from stratamem.ops.spec import Operation, bind
 from stratamem.types import Principal
 
 OPERATIONS: Mapping[str, Operation] = {
-    op.name: op for op in (*READS, *ITEMS, *FACTS, *SOURCE_WRITES, *OWNER)
+    op.name: op for op in (*READS, *ITEMS, *FACTS, *ENTITIES, *EXTRACTION, *SOURCE_WRITES, *OWNER)
 }
 
 

@@ -156,9 +156,9 @@ def query_topic(
     filters: Filters | None = None,
 ) -> QueryResponse:
     """Summaries and leaves indexed under a canonical entity id (``topic:phoenix``,
-    ``email:alice@example.com``), the window applied before the lookup cap of
-    :data:`TOPIC_LOOKUP_CAP` newest nodes; then ranked by ``query`` when one is given. A blank
-    id gives an empty response."""
+    ``email:alice@example.com``) or any other id of its entity, the window applied before
+    the lookup cap of :data:`TOPIC_LOOKUP_CAP` newest nodes; then ranked by ``query`` when one
+    is given. A blank id gives an empty response."""
     entity = entity_id.strip()
     if not entity:
         return QueryResponse.empty()
@@ -169,7 +169,9 @@ def query_topic(
     if base is None:
         return QueryResponse.empty()
     narrowed = Filters(sources=base.sources, kinds=base.kinds, since=since, until=until)
-    found, total = store.trees.topic_nodes(entity, narrowed, TOPIC_LOOKUP_CAP)
+    # Every id of the entity (its aliases, what merges joined: see entities.resolve).
+    members = store.entity_resolution().members(entity)
+    found, total = store.trees.topic_nodes(members, narrowed, TOPIC_LOOKUP_CAP)
     hits = nodes(store, found, filters=narrowed)
     hits = rerank(store, hits, query, embedder, evidence=evidence)
     return QueryResponse(hits=tuple(hits[: _limit(limit)]), total=total)

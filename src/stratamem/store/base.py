@@ -14,6 +14,7 @@ ItemVersionStore  ``items``: every version of each item, in transaction time
 KeywordStore      ``keyword``: the full-text index
 VectorStore       ``vectors``: embeddings per model and their row keys
 GraphStore        ``graph``: entities, co-mention edges, nodes by entity
+AliasStore        ``aliases``: entity aliases sources state, recorded merges
 FactStore         ``facts``: bitemporal facts, each owned by a source
 RollupStore       ``rollups``: fact scores and rollups, derived by consolidation
 TreeStore         ``trees``: summary trees, buffers, summaries (``store.trees``)
@@ -28,6 +29,7 @@ from __future__ import annotations
 from typing import Protocol, runtime_checkable
 
 from stratamem.store.access import AccessStore
+from stratamem.store.aliases import AliasStore
 from stratamem.store.facts import FactStore
 from stratamem.store.graph import GraphStore
 from stratamem.store.items import ItemVersionStore
@@ -55,6 +57,7 @@ class Store(
     KeywordStore,
     VectorStore,
     GraphStore,
+    AliasStore,
     LockStore,
     FactStore,
     RollupStore,

@@ -38,6 +38,9 @@ class Fact:
     object_is_entity: bool = False
     source_id: str = ""
     single: bool = True  # one value at a time; False: one of a set of values
+    # Why a model recorded the row: the reason its decision gave (see memory/decide.py);
+    # empty for a statement made by anyone else.
+    reason: str = ""
 
     @property
     def believed(self) -> bool:
@@ -70,6 +73,7 @@ class Fact:
             "origin": self.origin,
             "source_id": self.source_id,
             "single": self.single,
+            "reason": self.reason,
         }
 
 

@@ -90,8 +90,11 @@ class TreeSearch(Protocol):
         """Chunks by id that the filters admit; unknown ids are left out."""
         ...
 
-    def topic_nodes(self, entity_id: str, filters: Filters, cap: int) -> tuple[list[str], int]:
-        """Ids of the leaves and live summaries indexed under ``entity_id`` in the window,
+    def topic_nodes(
+        self, entity_id: str | Sequence[str], filters: Filters, cap: int
+    ) -> tuple[list[str], int]:
+        """Ids of the leaves and live summaries indexed under ``entity_id`` (or any of
+        several ids) in the window,
         newest end first (unknown ends last, then by id), at most ``cap``; and the count
         before that cap."""
         ...

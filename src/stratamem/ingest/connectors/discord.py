@@ -47,6 +47,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from stratamem.entities.aliases import Alias, profile_aliases
 from stratamem.errors import SourceFormatError
 from stratamem.ingest.model import (
     ReadContext,
@@ -262,12 +263,13 @@ class DiscordConnector:
 def _stream(header: _Header, channels: Mapping[str, str], ctx: ReadContext) -> SourceStream:
     guild, channel = header.guild_name, header.channel_name
     as_of: list[datetime] = []  # when the export saw the channel as its header says
+    people: dict[str, list[Alias]] = {}  # author id → who their author objects say they are
     return SourceStream(
         scope=ctx.scope_for(f"discord:{guild}/#{channel}", f"#{channel}"),
         kind=SourceKind.CHAT,
         platform="discord",
         location=str(header.file),
-        records=_records(header, channels, ctx, as_of),
+        records=_records(header, channels, ctx, as_of, people),
         title=f"#{channel}",
         meta={
             "guild": guild,
@@ -279,8 +281,11 @@ def _stream(header: _Header, channels: Mapping[str, str], ctx: ReadContext) -> S
             "topic": _str(header.channel.get("topic")),
         },
         structure=lambda: [
-            Setting("topic", render(_str(header.channel.get("topic")), {}, channels), at, True)
-            for at in as_of[-1:]
+            *(
+                Setting("topic", render(_str(header.channel.get("topic")), {}, channels), at, True)
+                for at in as_of[-1:]
+            ),
+            *(alias for person in sorted(people) for alias in people[person]),
         ],
     )
 
@@ -302,6 +307,7 @@ def _records(
     channels: Mapping[str, str],
     ctx: ReadContext,
     as_of: list[datetime] | None = None,
+    people: dict[str, list[Alias]] | None = None,
 ) -> Iterator[Record]:
     doc = _load(header.file, ctx)
     if doc is None:
@@ -326,6 +332,8 @@ def _records(
         record = None
         with ctx.item(header.file, where):
             record = _record(raw, where, header, channels, names, ctx)
+            if people is not None and record is not None:
+                _author_aliases(raw.get("author"), people)
             if record is not None and record.id is not None:
                 record = dataclasses.replace(record, reply_to=_reply_to(raw, channel_id))
         if record is not None and record.id is not None:
@@ -333,6 +341,26 @@ def _records(
     seen = _exported_at(shape, latest)
     if as_of is not None and seen is not None:
         as_of.append(seen)
+
+
+def _author_aliases(author: Any, people: dict[str, list[Alias]]) -> None:
+    """What an author object says of who they are: the id, the user name and any earlier
+    nickname name the person shown by this one's nickname (see entities.aliases)."""
+    person_id, shown = _person(author)
+    if not person_id or not shown or not isinstance(author, dict):
+        return
+    user_name = _str(author.get("name")).strip()
+    found = people.setdefault(person_id, [])
+    for alias in profile_aliases(
+        "discord",
+        person_id,
+        shown,
+        display=[user_name] if user_name else [],
+        handles=[user_name] if user_name else [],
+        origin="discord author",
+    ):
+        if alias not in found:
+            found.append(alias)
 
 
 def _reply_to(raw: Mapping[str, Any], channel_id: str) -> str | None:

@@ -41,6 +41,7 @@ from datetime import datetime, timedelta
 from pathlib import Path, PurePosixPath
 from typing import Any
 
+from stratamem.entities.aliases import Alias, profile_aliases
 from stratamem.errors import SourceFormatError
 from stratamem.ingest.model import (
     ReadContext,
@@ -324,7 +325,8 @@ class SlackConnector:
             )
         try:
             with tree.opener() as read:
-                users = _load_users(tree, read, ctx)
+                profiles: dict[str, list[Alias]] = {}
+                users = _load_users(tree, read, ctx, profiles)
                 conversations = _load_conversations(tree, read, ctx)
         except OSError as exc:  # the zip itself vanished or became unreadable
             raise SourceFormatError(str(path), "", f"cannot be read: {exc}") from None
@@ -341,7 +343,9 @@ class SlackConnector:
         for conv in [*conversations, *inferred]:
             if conv.folder not in days:
                 continue
-            yield _stream(tree, conv, sorted(days[conv.folder]), users, channel_names, ctx)
+            yield _stream(
+                tree, conv, sorted(days[conv.folder]), users, channel_names, ctx, profiles
+            )
 
 
 def _stream(
@@ -351,8 +355,23 @@ def _stream(
     users: Mapping[str, str],
     channels: Mapping[str, str],
     ctx: ReadContext,
+    profiles: Mapping[str, list[Alias]] | None = None,
 ) -> SourceStream:
     member_names = [users.get(m, m) for m in conv.members]
+    # Who wrote here, for what their users.json profiles say of them (see entities.aliases).
+    people: set[str] = set(conv.members)
+
+    def read_records() -> Iterator[Record]:
+        for record in _records(tree, conv, days, users, channels, ctx, notices):
+            if record.author_id:
+                people.add(record.author_id)
+            yield record
+
+    def said() -> list[Any]:
+        known = profiles or {}
+        stated = [a for user in sorted(people) for a in known.get(user, ())]
+        return [*_described(conv, users, channels), *notices, *stated]
+
     if conv.kind in ("dm", "mpim"):
         scope = ctx.scope_for(f"slack:dm:{conv.name}", f"dm:{conv.name}")
         title = "DM: " + ", ".join(member_names) if member_names else conv.name
@@ -365,7 +384,7 @@ def _stream(
         kind=SourceKind.CHAT,
         platform="slack",
         location=tree.label(conv.folder),
-        records=_records(tree, conv, days, users, channels, ctx, notices),
+        records=read_records(),
         title=title,
         meta={
             "channel_id": conv.id,
@@ -376,7 +395,7 @@ def _stream(
             "members": list(conv.members),
             "member_names": member_names,
         },
-        structure=lambda: [*_described(conv, users, channels), *notices],
+        structure=said,
     )
 
 
@@ -430,7 +449,15 @@ def _load_json(tree: _Tree, read: Reader, name: str, ctx: ReadContext) -> tuple[
     return False, None
 
 
-def _load_users(tree: _Tree, read: Reader, ctx: ReadContext) -> dict[str, str]:
+def _load_users(
+    tree: _Tree,
+    read: Reader,
+    ctx: ReadContext,
+    profiles: dict[str, list[Alias]] | None = None,
+) -> dict[str, str]:
+    """Each user id's name (see :func:`_person_name`); ``profiles`` gathers what each
+    profile says of who the user is (display name, user name, email: see
+    :func:`_profile_aliases`)."""
     if "users.json" not in tree.names:
         ctx.skip(str(tree.path), "users.json", "missing; user ids are not resolved to names")
         return {}
@@ -447,7 +474,27 @@ def _load_users(tree: _Tree, read: Reader, ctx: ReadContext) -> dict[str, str]:
                 name = _person_name(user)
                 if name:
                     users[user["id"]] = name
+                    if profiles is not None:
+                        profiles[user["id"]] = _profile_aliases(user, name)
     return users
+
+
+def _profile_aliases(user: Mapping[str, Any], name: str) -> list[Alias]:
+    profile = user.get("profile")
+    profile = profile if isinstance(profile, dict) else {}
+
+    def texts(*values: Any) -> list[str]:
+        return [v for v in values if isinstance(v, str) and v.strip()]
+
+    return profile_aliases(
+        "slack",
+        user["id"],
+        name,
+        display=texts(profile.get("display_name"), profile.get("real_name"), user.get("real_name")),
+        handles=texts(user.get("name")),
+        emails=texts(profile.get("email")),
+        origin="slack users.json",
+    )
 
 
 def _person_name(user: Mapping[str, Any]) -> str | None:

@@ -16,6 +16,9 @@ a node scores the BM25 sum over the entities it mentions: ``q · idf · (k1 + 1)
 the node mentions, ``avglen`` their mean over the candidates. Candidates are the
 :data:`POOL_FACTOR` × ``limit`` nodes with the highest summed ``q · idf``.
 
+Each candidate brings the other ids of its entity (:func:`with_aliases`: the aliases its
+sources state and the merges recorded), each weighed by its own frequency.
+
 Both read only what the reader may see: frequencies, edges and mentions come from the store's
 gated reads, so a hidden entity answers like an unknown one and an edge of a hidden source
 brings no neighbour.
@@ -69,6 +72,22 @@ def query_entity_candidates(query: str) -> list[str]:
     return list(found)
 
 
+def with_aliases(store: Store, candidates: list[str]) -> list[str]:
+    """``candidates`` with, after each, the other ids of its entity (see
+    :mod:`stratamem.entities.resolve`): a query naming ``maya`` finds the chunks that mention
+    ``person:maya patel`` or her address where a source says they are one."""
+    resolution = store.entity_resolution()
+    if not resolution.canonical_of:
+        return candidates
+    found: dict[str, None] = {}
+    for entity in candidates:
+        found.setdefault(entity)
+        if entity in resolution.canonical_of:
+            for member in resolution.members(entity):
+                found.setdefault(member)
+    return list(found)
+
+
 def entity_weights(store: Store, candidates: list[str], *, hub_fraction: float) -> dict[str, float]:
     """The idf weight of each candidate the store knows, hubs left out."""
     frequencies = store.entity_frequencies(candidates)
@@ -100,7 +119,8 @@ def graph_leg(
     names, never their neighbours."""
     if graph_mode not in GRAPH_MODES:
         raise ValueError(f"unknown graph_mode {graph_mode!r}; use {' or '.join(GRAPH_MODES)}")
-    weights = entity_weights(store, query_entity_candidates(query), hub_fraction=hub_fraction)
+    candidates = with_aliases(store, query_entity_candidates(query))
+    weights = entity_weights(store, candidates, hub_fraction=hub_fraction)
     if not weights:
         return {}, {}
     if graph_mode == "bm25":

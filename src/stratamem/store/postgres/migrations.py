@@ -380,7 +380,44 @@ _V5 = """
 ALTER TABLE sources ADD COLUMN IF NOT EXISTS created_by TEXT;
 """
 
-MIGRATIONS: tuple[str, ...] = (_postgres(_V1), _V2, _V3, _postgres(_V4), _postgres(_V5))
+# 6: entity aliases and recorded merges, as SQLite's migration 16 (idempotent: a database set
+# back to an earlier version runs it again over the tables it made).
+_V6 = """
+CREATE TABLE IF NOT EXISTS entity_aliases (
+    alias     TEXT NOT NULL,
+    entity_id TEXT NOT NULL,
+    source_id TEXT NOT NULL REFERENCES sources(id) ON DELETE CASCADE,
+    origin    TEXT NOT NULL,
+    PRIMARY KEY (alias, entity_id, source_id)
+);
+CREATE INDEX IF NOT EXISTS entity_aliases_entity ON entity_aliases(entity_id);
+CREATE INDEX IF NOT EXISTS entity_aliases_source ON entity_aliases(source_id);
+CREATE TABLE IF NOT EXISTS entity_merges (
+    id         INTEGER PRIMARY KEY,
+    action     TEXT NOT NULL,
+    entity_a   TEXT NOT NULL,
+    entity_b   TEXT NOT NULL,
+    made_by    TEXT,
+    made_at    INTEGER NOT NULL,
+    undone_by  TEXT,
+    undone_at  INTEGER
+);
+"""
+
+# 7: why a model recorded a fact, as SQLite's migration 17.
+_V7 = """
+ALTER TABLE facts ADD COLUMN IF NOT EXISTS reason TEXT NOT NULL DEFAULT '';
+"""
+
+MIGRATIONS: tuple[str, ...] = (
+    _postgres(_V1),
+    _V2,
+    _V3,
+    _postgres(_V4),
+    _postgres(_V5),
+    _postgres(_V6),
+    _V7,
+)
 SCHEMA_VERSION = len(MIGRATIONS)
 
 

@@ -32,6 +32,7 @@ from stratamem.store.postgres.derived import with_derived
 from stratamem.store.postgres.keyword import PgKeywordTables
 from stratamem.store.postgres.migrations import migrate, require_vector_extension
 from stratamem.store.postgres.vectors import PgVectorTables
+from stratamem.store.sqlite.aliases import AliasTables
 from stratamem.store.sqlite.connection import CHUNK_GENERATION_KEY, GENERATION_KEY
 from stratamem.store.sqlite.facts import FactTables
 from stratamem.store.sqlite.graph import GraphTables
@@ -64,6 +65,7 @@ class PostgresStore(
     ItemVersionTables,
     PgVectorTables,
     GraphTables,
+    AliasTables,
     PgKeywordTables,
     PrincipalTables,
     LockTables,

@@ -16,7 +16,8 @@ from stratamem.timeparse import from_ms, to_ms
 
 _COLUMNS = (
     "f.id, f.source_id, f.subject, f.predicate, f.object, f.object_is_entity, f.valid_from, "
-    "f.valid_to, f.recorded_at, f.expired_at, f.evidence, f.confidence, f.origin, f.single"
+    "f.valid_to, f.recorded_at, f.expired_at, f.evidence, f.confidence, f.origin, f.single, "
+    "f.reason"
 )
 
 
@@ -52,8 +53,8 @@ class FactTables:
         self.conn.executemany(
             """INSERT INTO facts (id, source_id, subject, predicate, object, object_is_entity,
                    valid_from, valid_to, recorded_at, expired_at, evidence, confidence, origin,
-                   single)
-               VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)""",
+                   single, reason)
+               VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)""",
             [
                 (
                     f.id,
@@ -70,6 +71,7 @@ class FactTables:
                     f.confidence,
                     f.origin,
                     int(f.single),
+                    f.reason,
                 )
                 for f in record
             ],
@@ -141,4 +143,5 @@ def _fact(row: sqlite3.Row) -> Fact:
         object_is_entity=bool(row["object_is_entity"]),
         source_id=row["source_id"],
         single=bool(row["single"]),
+        reason=row["reason"] or "",
     )

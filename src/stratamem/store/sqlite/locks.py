@@ -92,6 +92,7 @@ _TABLES: tuple[_Table, ...] = (
     _Table("chunks", order="rowid"),
     _Table("entity_index"),
     _Table("entity_edges"),
+    _Table("entity_aliases"),
     _Table("embeddings"),
     _Table("facts", order="rowid"),
     _Table("fact_vectors", where="fact_id IN (SELECT id FROM facts WHERE source_id = :source)"),

@@ -509,6 +509,39 @@ MIGRATIONS: tuple[str, ...] = (
     """
     ALTER TABLE sources ADD COLUMN created_by TEXT;
     """,
+    # 16: entity resolution (see entities/resolve.py). ``entity_aliases`` holds what a source
+    # states: ``alias`` and ``entity_id`` name one person (a mail From's address and name, a
+    # Slack profile's display name and real name), ``origin`` says where it was read; it goes
+    # with its source (forget) and is sealed with it (lock). ``entity_merges`` holds what a
+    # person decided: ``merge`` (entity_a is entity_b) or ``split`` (an alias a source stated
+    # is not to be followed), who and when; undoing one fills ``undone_by``/``undone_at``,
+    # so nothing is ever deleted and the history stays listable.
+    """
+    CREATE TABLE IF NOT EXISTS entity_aliases (
+        alias     TEXT NOT NULL,
+        entity_id TEXT NOT NULL,
+        source_id TEXT NOT NULL REFERENCES sources(id) ON DELETE CASCADE,
+        origin    TEXT NOT NULL,
+        PRIMARY KEY (alias, entity_id, source_id)
+    ) WITHOUT ROWID;
+    CREATE INDEX IF NOT EXISTS entity_aliases_entity ON entity_aliases(entity_id);
+    CREATE INDEX IF NOT EXISTS entity_aliases_source ON entity_aliases(source_id);
+    CREATE TABLE IF NOT EXISTS entity_merges (
+        id         INTEGER PRIMARY KEY,
+        action     TEXT NOT NULL,
+        entity_a   TEXT NOT NULL,
+        entity_b   TEXT NOT NULL,
+        made_by    TEXT,
+        made_at    INTEGER NOT NULL,
+        undone_by  TEXT,
+        undone_at  INTEGER
+    );
+    """,
+    # 17: why a model recorded a fact (its decision's reason; see memory/decide.py), empty for
+    # every other fact.
+    """
+    ALTER TABLE facts ADD COLUMN reason TEXT NOT NULL DEFAULT '';
+    """,
 )
 
 SCHEMA_VERSION = len(MIGRATIONS)

@@ -18,6 +18,7 @@ from typing import Any
 
 from stratamem.errors import StoreError
 from stratamem.store.caches import LastFew
+from stratamem.store.sqlite.aliases import AliasTables
 from stratamem.store.sqlite.connection import (
     CHUNK_GENERATION_KEY,
     GENERATION_KEY,
@@ -46,6 +47,7 @@ class SQLiteStore(
     ItemVersionTables,
     VectorTables,
     GraphTables,
+    AliasTables,
     KeywordTables,
     PrincipalTables,
     LockTables,

@@ -94,9 +94,13 @@ class TreeSearchTables:
                 out[row["id"]] = _tree_leaf(row)
         return out
 
-    def topic_nodes(self, entity_id: str, filters: Filters, cap: int) -> tuple[list[str], int]:
-        """Leaves and summaries indexed under ``entity_id`` in the window, newest first: their
-        ids capped at ``cap``, and the count before the cap."""
+    def topic_nodes(
+        self, entity_id: str | Sequence[str], filters: Filters, cap: int
+    ) -> tuple[list[str], int]:
+        """Leaves and summaries indexed under ``entity_id`` (or any of several ids) in the
+        window, newest first: their ids capped at ``cap``, and the count before the cap."""
+        ids = [entity_id] if isinstance(entity_id, str) else sorted(set(entity_id))
+        marks = ",".join("?" * len(ids))
         visible = self.store.visible_ids()
         leaf_where, leaf_params = filter_sql(filters, visible)
         sum_where, sum_params = filter_sql(filters, visible, chunk="sm")
@@ -106,23 +110,23 @@ class TreeSearchTables:
             SELECT c.id AS id, coalesce(c.ts_end, c.ts_start) AS ts
             FROM entity_index e JOIN chunks c ON c.id = e.node_id
             JOIN sources s ON s.id = c.source_id
-            WHERE e.entity_id = ? AND {leaf_mine} AND {leaf_where}
-            UNION ALL
+            WHERE e.entity_id IN ({marks}) AND {leaf_mine} AND {leaf_where}
+            UNION
             SELECT sm.id, sm.ts_end
             FROM summary_entities se JOIN summaries sm ON sm.id = se.summary_id
             JOIN sources s ON s.id = sm.source_id
-            WHERE se.entity_id = ? AND {sum_mine} AND {LIVE} AND {sum_where}"""
+            WHERE se.entity_id IN ({marks}) AND {sum_mine} AND {LIVE} AND {sum_where}"""
         params = (
-            entity_id,
+            *ids,
             *leaf_mine_params,
             *leaf_params,
-            entity_id,
+            *ids,
             *sum_mine_params,
             *sum_params,
         )
-        (total,) = self.conn.execute(f"SELECT count(*) FROM ({body})", params).fetchone()
+        (total,) = self.conn.execute(f"SELECT count(*) FROM ({body}) t", params).fetchone()
         rows = self.conn.execute(
-            f"SELECT id FROM ({body}) ORDER BY ts IS NULL, ts DESC, id LIMIT ?",
+            f"SELECT id FROM ({body}) t ORDER BY ts IS NULL, ts DESC, id LIMIT ?",
             (*params, cap),
         ).fetchall()
         return [str(row[0]) for row in rows], int(total)
