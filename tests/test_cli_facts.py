@@ -359,7 +359,8 @@ def test_search_prints_cards_with_validity_and_evidence(run: Run, db: str) -> No
 
     text = words(run("fact", "search", "who leads release"))
     assert text.startswith("1. slack:#eng · valid 2024-03-10 → now · asserted")
-    assert f"{CAROL} leads release {top['node_id']} · {cite} · score " in text
+    assert f"{CAROL} leads release {top['node_id']} · {cite} · relevance 0." in text
+    assert " · score " in text
     assert f"evidence: {eng} ({cite})" in text
     assert "2. facts:asserted · valid … → now · asserted person:dan ng owns the release" in text
 

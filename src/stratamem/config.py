@@ -85,6 +85,9 @@ class SearchConfig:
     weights: dict[str, float] = field(default_factory=dict)
     # recall: β of the prior consolidation scores put on facts (0: off; docs/search.md)
     recall_fact_prior: float = 0.0
+    # The relevance calibration: "builtin" (the packaged one) or a file `stratamem
+    # calibrate` wrote (see stratamem.retrieval.relevance).
+    calibration: str = "builtin"
 
     def __post_init__(self) -> None:
         if not 0.0 <= self.recall_fact_prior <= 1.0:
@@ -272,6 +275,9 @@ KEYS: dict[str, Key] = {
     "recall.fact_prior": Key(
         _unit, 0.0, "recall: weight of facts' consolidation scores as a prior (0: off)"
     ),
+    "search.calibration": Key(
+        _text, "builtin", "relevance calibration: builtin, or a file `stratamem calibrate` wrote"
+    ),
     "summarizer.name": Key(_choice("extractive", "llm"), "extractive", "who writes summaries"),
     "summarizer.base_url": Key(_text, "", "the llm summarizer's OpenAI-compatible server"),
     "summarizer.model": Key(_text, "", "the llm summarizer's chat model"),
@@ -341,6 +347,7 @@ class Settings:
             rerank_top=self["search.rerank_top"],
             weights=dict(self["search.weights"]),
             recall_fact_prior=self["recall.fact_prior"],
+            calibration=self["search.calibration"],
         )
 
     def tree_config(self) -> TreeConfig:

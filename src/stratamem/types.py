@@ -361,6 +361,9 @@ class RetrievalHit:
     title: str = ""
     snippet: str = ""
     explain: dict[str, Any] = field(default_factory=dict)
+    # The calibrated chance, in [0, 1], that the hit is relevant to the query, comparable
+    # across queries (see ``stratamem.retrieval.relevance``); None where nothing ranked it.
+    relevance: float | None = None
 
     @property
     def identity(self) -> Identity:
@@ -395,6 +398,7 @@ class RetrievalHit:
             "time_start": rfc3339(self.time_start),
             "time_end": rfc3339(self.time_end),
             "score": self.score,
+            "relevance": None if self.relevance is None else round(self.relevance, 4),
             "child_ids": list(self.child_ids),
             "source_ref": self.source_ref,
             "source_id": self.source_id,
@@ -412,6 +416,9 @@ class QueryResponse:
 
     hits: tuple[RetrievalHit, ...]
     total: int
+    # For a list ranked by relevance to a query: whether no hit reached the floor (see
+    # :attr:`SearchResponse.nothing_relevant`); None for a list that is not.
+    nothing_relevant: bool | None = None
 
     @property
     def truncated(self) -> bool:
@@ -422,11 +429,14 @@ class QueryResponse:
         return cls(hits=(), total=0)
 
     def to_dict(self) -> dict[str, Any]:
-        return {
+        out: dict[str, Any] = {
             "hits": [h.to_dict() for h in self.hits],
             "total": self.total,
             "truncated": self.truncated,
         }
+        if self.nothing_relevant is not None:
+            out["nothing_relevant"] = self.nothing_relevant
+        return out
 
 
 @dataclass(frozen=True, slots=True)
@@ -615,6 +625,9 @@ class SearchResponse:
     budget: int | None = None
     legs: dict[str, str] = field(default_factory=dict)
     notes: tuple[str, ...] = ()
+    # No hit's relevance reached the floor (``min_relevance``, else the calibration's
+    # default threshold): what is stored does not answer the query.
+    nothing_relevant: bool = False
 
     @property
     def truncated(self) -> bool:
@@ -625,6 +638,7 @@ class SearchResponse:
             "hits": [h.to_dict() for h in self.hits],
             "total": self.total,
             "truncated": self.truncated,
+            "nothing_relevant": self.nothing_relevant,
             "cards": [c.to_dict() for c in self.cards],
             "budget": self.budget,
             "legs": dict(self.legs),

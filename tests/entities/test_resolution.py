@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 import stratamem
-from stratamem.entities.resolve import build
 from stratamem.errors import InvalidArgument, NotFoundError
+from stratamem.store.resolution import build
 from stratamem.types import EntityDecision
 
 MAYA_USERS = [

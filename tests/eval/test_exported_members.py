@@ -4,7 +4,7 @@ import stratamem.eval
 
 
 def test_all_is_complete() -> None:
-    modules = {"beir", "datasets", "loading", "locomo", "metrics", "report", "runner"}
+    modules = {"beir", "calibrate", "datasets", "loading", "locomo", "metrics", "report", "runner"}
     public = {name for name in dir(stratamem.eval) if not name.startswith("_")}
     assert public - modules == set(stratamem.eval.__all__)
     assert len(stratamem.eval.__all__) == len(set(stratamem.eval.__all__))

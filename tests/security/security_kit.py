@@ -765,6 +765,10 @@ def reads(mem: Memory, query: str, entity: str, source: str) -> dict[str, Any]:
         "vector": lambda: mem.search(query, mode="vector"),
         "graph": lambda: mem.search(query, mode="graph"),
         "hybrid": lambda: mem.search(query),
+        # Relevance is read from the legs' raw signals (the keyword leg's Σ idf among them):
+        # the floor and nothing_relevant must come out as on a store of the visible alone.
+        "hybrid-floor": lambda: mem.search(query, min_relevance=0.2),
+        "keyword-floor": lambda: mem.search(query, mode="keyword", min_relevance=0.2),
         "hybrid-filtered": lambda: mem.search(query, sources=[source], **window),
         "keyword-filtered": lambda: mem.search(query, kinds=["chat"], mode="keyword", **window),
         "query_source": lambda: mem.query_source(query=query),

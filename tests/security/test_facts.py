@@ -358,6 +358,13 @@ def _probes() -> list[Probe]:
     queries += (*CANARY.values(), f"{fact_word('eng')} {fact_word('hr-secret')} lead")
     for query in queries:
         out.append(Probe("query_facts", query, lambda m, k, q=query: m.facts.query(q, limit=50)))
+        out.append(
+            Probe(
+                "query_facts-floor",
+                query,
+                lambda m, k, q=query: m.facts.query(q, limit=50, min_relevance=0.2),
+            )
+        )
     for label, when in VALID_TIMES.items():
         out.append(
             Probe("query_facts-as_of", label, lambda m, k, w=when: m.facts.query(

@@ -718,7 +718,7 @@ def test_mcp_remember_and_retract_as_a_writer(
 
 def query_facts(client: httpx.Client, query: str, **body: Any) -> dict[str, Any]:
     found = ok(client.post("/v1/query_facts", json={"query": query, **body}))
-    assert set(found) == {"facts", "total", "truncated"}
+    assert set(found) == {"facts", "total", "truncated", "nothing_relevant"}
     return found  # type: ignore[no-any-return]
 
 
@@ -810,8 +810,10 @@ def test_query_facts_answers_fact_hits_as_the_python_api(
         "evidence": [store.team_leaf],
         "cites": {store.team_leaf: leaf["cite"]},
         "score": hit["score"],
+        "relevance": hit["relevance"],
     }
     assert hit["score"] > 0
+    assert 0 < hit["relevance"] <= 1
     secret = query_facts(api["owner"], "quokka lantern codename")["facts"][0]
     assert (secret["object"], secret["source"]) == (SECRET_CODENAME, "notes:notes")
     # A source hidden from the caller answers as one that does not exist.

@@ -13,6 +13,7 @@ from stratamem.memory import consolidate as consolidating
 from stratamem.memory import remember as remembering
 from stratamem.memory.consolidate import ConsolidationProgress, ConsolidationReport
 from stratamem.memory.search import FactHit, search_facts
+from stratamem.retrieval.relevance import Calibration
 from stratamem.store.facts import Fact, FactWrite, Origin
 from stratamem.store.rollups import Rollup
 from stratamem.types import QueryResponse
@@ -151,11 +152,13 @@ class Facts(Facet):
         user: str | Sequence[str] | None = None,
         agent: str | Sequence[str] | None = None,
         session: str | Sequence[str] | None = None,
+        min_relevance: float | None = None,
     ) -> list[FactHit]:
         """The facts that best match ``query`` (BM25 over what each says), true at ``as_of``
         (None: now), of ``sources`` (ids or scopes; none: every source the reader may read;
         one that names no source it may see is a :class:`NotFoundError`), ranked among those
-        facts alone."""
+        facts alone. Each hit carries its ``relevance`` (0 to 1, comparable across
+        queries); ``min_relevance`` drops those below it."""
         valid_at = when(as_of, "as_of")
         check_sources(self._store, sources)
         return search_facts(
@@ -169,7 +172,12 @@ class Facts(Facet):
             user=user,
             agent=agent,
             session=session,
+            min_relevance=min_relevance,
+            calibration=self._calibration(),
         )
+
+    def _calibration(self) -> Calibration:
+        return Calibration.load(self._memory.config.calibration)
 
     def query(
         self,
@@ -183,12 +191,15 @@ class Facts(Facet):
         user: str | Sequence[str] | None = None,
         agent: str | Sequence[str] | None = None,
         session: str | Sequence[str] | None = None,
+        min_relevance: float | None = None,
     ) -> QueryResponse:
         """The facts that best match ``query``, ranked as :meth:`search` ranks them (true at
         ``as_of``, as known at ``known_at``; None: now), as hits of kind ``fact``: what the
         fact says, its validity as the time range, its source, and in ``explain`` its origin,
         confidence, transaction times and evidence with their citations (see
-        ``docs/memory.md``). ``total`` counts the facts that matched."""
+        ``docs/memory.md``). ``total`` counts the facts that matched. Each hit carries its
+        ``relevance``; ``min_relevance`` drops those below it and ``nothing_relevant`` says
+        whether any reached it (or the default threshold: see ``docs/search.md``)."""
         from stratamem.memory.hits import fact_hits
         from stratamem.memory.search import match_facts
 
@@ -208,8 +219,14 @@ class Facts(Facet):
                 user=user,
                 agent=agent,
                 session=session,
+                min_relevance=min_relevance,
+                calibration=self._calibration(),
             )
-            return QueryResponse(hits=tuple(fact_hits(store, found.hits)), total=found.total)
+            return QueryResponse(
+                hits=tuple(fact_hits(store, found.hits)),
+                total=found.total,
+                nothing_relevant=found.nothing_relevant,
+            )
 
     def extract(
         self,

@@ -19,6 +19,7 @@ from stratamem.retrieval import primitives
 from stratamem.retrieval.hybrid import HybridSearcher
 from stratamem.retrieval.legs.keyword import keyword_search
 from stratamem.retrieval.legs.vector import VectorLeg
+from stratamem.retrieval.relevance import Calibration, check_min_relevance, floor
 from stratamem.retrieval.rerank import Reranker
 from stratamem.retrieval.scope import resolve, source_filters
 from stratamem.retrieval.tree_hits import leaf_evidence
@@ -76,6 +77,7 @@ class Reads:
         user: str | Sequence[str] | None = None,
         agent: str | Sequence[str] | None = None,
         session: str | Sequence[str] | None = None,
+        min_relevance: float | None = None,
     ) -> SearchResponse:
         """The best evidence for ``query`` among the filtered sources.
 
@@ -86,7 +88,13 @@ class Reads:
         (leg → weight) override the profile's for this call. ``user``, ``agent`` and
         ``session`` (one id or several each) keep the memory of those users, agents and
         sessions (their items, turns and facts' sources: see ``docs/memory.md``).
+
+        Each hit carries ``relevance``, a calibrated chance in [0, 1] that it answers the
+        query, comparable across queries and going down the list; ``min_relevance`` drops
+        the hits below it, and ``nothing_relevant`` says that no hit reached it (or the
+        calibration's default threshold when none is given: see ``docs/search.md``).
         """
+        min_relevance = check_min_relevance(min_relevance)
         filters = Filters(
             sources=tuple(sources),
             kinds=tuple(SourceKind(k) for k in kinds),
@@ -98,9 +106,17 @@ class Reads:
         )
         check_sources(self.store, filters.sources)
         if mode == "keyword":
-            found = keyword_search(self.store, query, filters=filters, limit=limit)
+            calibration = Calibration.load((config or self.config).calibration)
+            found = keyword_search(
+                self.store, query, filters=filters, limit=limit, calibration=calibration
+            )
+            kept, nothing = floor(found.hits, min_relevance, calibration.threshold)
             return SearchResponse(
-                hits=found.hits, total=found.total, legs={"keyword": "ok"}, budget=budget
+                hits=tuple(kept),
+                total=found.total,
+                legs={"keyword": "ok"},
+                budget=budget,
+                nothing_relevant=nothing,
             )
         legs = {
             "hybrid": ("keyword", "vector", "graph"),
@@ -126,6 +142,7 @@ class Reads:
             legs=legs,
             rerank=rerank,
             diversify=diversify,
+            min_relevance=min_relevance,
         )
 
     @in_one_snapshot

@@ -52,6 +52,8 @@ from stratamem.cli.common import (
     json_option,
     kinds_option,
     limit_range,
+    min_relevance_option,
+    nothing_relevant_line,
     older_name,
     open_memory,
     out,
@@ -489,6 +491,7 @@ def _stat(value: Any) -> str:
 @click.option(
     "--budget", type=BUDGET, help="Pack the hits into this many tokens as cards (0: no limit)."
 )
+@min_relevance_option
 @click.option("--explain", is_flag=True, help="Show each hit's score breakdown and the legs.")
 @json_option
 @click.pass_context
@@ -508,10 +511,12 @@ def search(
     profile: str | None,
     weights: str | None,
     budget: int | None,
+    min_relevance: float | None,
     explain: bool,
     as_json: bool,
 ) -> None:
-    """Search the store; each hit says where it came from and why it ranks where it does.
+    """Search the store; each hit says where it came from, why it ranks where it does and
+    its relevance (0 to 1, comparable across queries).
 
     \b
     Examples:
@@ -520,6 +525,7 @@ def search(
       stratamem search postmortem --kinds email --json
       stratamem search "queue incident" --budget 800 --explain
       stratamem search "meeting times" --user maya
+      stratamem search "code samples python" --min-relevance 0.5
     """
     response = open_memory(ctx).search(
         query,
@@ -535,6 +541,7 @@ def search(
         profile=profile,
         weights=parse_weights(weights, "--weights") if weights else None,
         budget=budget,
+        min_relevance=min_relevance,
     )
     if as_json:
         print_json(response.to_dict())
@@ -550,6 +557,9 @@ def search(
                 out.print(f"[yellow]{leg} leg off: {escape(why)}[/]", highlight=False)
     for note in response.notes:
         out.print(f"[yellow]{escape(note)}[/]", highlight=False)
+    plainly = nothing_relevant_line(response.nothing_relevant, len(response.hits))
+    if plainly:
+        out.print(f"[yellow]{plainly}[/]", highlight=False)
     if response.cards:
         _print_cards(response)
     else:
@@ -562,7 +572,8 @@ def _print_cards(response: SearchResponse) -> None:
     out.print(f"[dim]{len(response.cards)} cards, {used} tokens {limit}[/]")
     for rank, card in enumerate(response.cards, 1):
         pinned = ", tier-0" if card.tier0 else ""
-        out.print(f"[bold]{rank}.[/] [dim]({card.form}, {card.tokens} tokens{pinned})[/]")
+        shown = "" if card.hit.relevance is None else f"relevance {card.hit.relevance:.2f}, "
+        out.print(f"[bold]{rank}.[/] [dim]({shown}{card.form}, {card.tokens} tokens{pinned})[/]")
         out.print(card.text, highlight=False, markup=False)
         out.print(f"   [dim]{escape(card.reason)}[/]", highlight=False)
 
@@ -587,8 +598,10 @@ def _print_hit(rank: int, hit: RetrievalHit, *, explain: bool = False) -> None:
     out.print("   " + " ".join(text.split()), highlight=False, markup=False)
     why = hit.explain.get("reason") or ", ".join(f"{k} {v}" for k, v in hit.explain.items())
     cite = escape(hit.source_ref or "")
+    relevance = "" if hit.relevance is None else f"relevance {hit.relevance:.2f} · "
     out.print(
-        f"   [dim]{hit.node_id} · {cite} · score {hit.score:.3f} ({escape(str(why))})[/]",
+        f"   [dim]{hit.node_id} · {cite} · {relevance}score {hit.score:.3f} "
+        f"({escape(str(why))})[/]",
         highlight=False,
     )
     breakdown = hit.explain.get("breakdown")
@@ -912,6 +925,107 @@ def tune_command(
     if save:
         out.print(f"saved the weights in {escape(saved_to)}", highlight=False)
     out.print(f"[dim]wrote {escape(str(md_path))} and {escape(str(json_path))}[/]")
+
+
+@main.command("calibrate")
+@click.argument(
+    "datasets",
+    nargs=-1,
+    required=True,
+    type=click.Path(exists=True, file_okay=False, path_type=Path),
+)
+@click.option(
+    "--output",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Where to write the calibration (default: the one shipped in the package).",
+)
+@click.option(
+    "--facts/--no-facts",
+    default=True,
+    show_default=True,
+    help="Fit the fact models on LoCoMo's observations written as facts (a copy of its store, "
+    "made the first time).",
+)
+@click.option("--name", help="The calibration's name (default: tuned-<date>).")
+@click.option(
+    "--store",
+    "store_dir",
+    help="Folder where the datasets' stores are kept between runs (default: the user cache).",
+)
+@json_option
+@click.pass_context
+@handle_errors
+def calibrate_command(
+    ctx: click.Context,
+    datasets: tuple[Path, ...],
+    output: Path | None,
+    facts: bool,
+    name: str | None,
+    store_dir: str | None,
+    as_json: bool,
+) -> None:
+    """Fit the relevance calibration on the tune half of datasets' judged queries.
+
+    Needs the default embedder's vectors: the datasets are ingested and embedded into
+    stores of their own (as eval keeps them) the first time.
+
+    Each tune query is searched as `stratamem eval` searches it, and again where nothing
+    answers it (the next LoCoMo conversation; the next dataset given); every hit is a judged
+    pair. Writes the models and the nothing_relevant threshold as JSON (see docs/search.md);
+    point search.calibration at a file written elsewhere.
+
+    \b
+    Examples:
+      stratamem calibrate ../shared/data/locomo ../shared/data/scifact ../shared/data/cranfield
+      stratamem calibrate ../shared/data/scifact --no-facts --output my-calibration.json
+    """
+    from contextlib import ExitStack
+    from datetime import UTC, datetime
+
+    from stratamem.api.eval import PACKAGED_CALIBRATION, facts_store, fit_calibration, load_dataset
+
+    config = settings(ctx).search_config()
+    target = output or PACKAGED_CALIBRATION
+    with ExitStack() as stack:
+        stores = []
+        fact_memory = None
+        for folder in datasets:
+            data = load_dataset(folder)
+            location = eval_store(data, store_dir)
+            memory = stack.enter_context(Memory(location))
+            stores.append((data, memory))
+            observations = folder / "locomo10.json"
+            wanted = facts and fact_memory is None and observations.exists()
+            if wanted and isinstance(location, Path):
+                err.print("[dim]LoCoMo's observations as facts (written the first time)[/]")
+                copy = facts_store(data, location, observations)
+                fact_memory = stack.enter_context(Memory(copy))
+        calibration, _ = fit_calibration(
+            stores,
+            facts=fact_memory,
+            name=name or f"tuned-{datetime.now(UTC):%Y-%m-%d}",
+            config=config,
+            progress=None if as_json else (lambda m: err.print(f"[dim]{escape(m)}[/]")),
+        )
+    target.parent.mkdir(parents=True, exist_ok=True)
+    calibration.save(target)
+    summary = {
+        "calibration": calibration.name,
+        "written_to": str(target),
+        "threshold": calibration.threshold,
+        "models": [m.name for m in calibration.models],
+        **calibration.fitted_on,
+    }
+    if as_json:
+        print_json(summary)
+        return
+    out.print(
+        f"calibration {escape(calibration.name)}: {len(calibration.models)} models on "
+        f"{summary['chunk_pairs']:,} chunk and {summary['fact_pairs']:,} fact pairs; "
+        f"nothing_relevant below {calibration.threshold}",
+        highlight=False,
+    )
+    out.print(f"[dim]wrote {escape(str(target))}[/]")
 
 
 @main.command()

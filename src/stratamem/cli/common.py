@@ -81,6 +81,24 @@ class FiniteRange(click.FloatRange):
 DEPTH = click.IntRange(0, MAX_DEPTH)
 BUDGET = click.IntRange(0, MAX_BUDGET)
 DAYS = FiniteRange(0, MAX_DAYS)
+RELEVANCE = FiniteRange(0, 1)
+
+
+def min_relevance_option(func: F) -> F:
+    """``--min-relevance``: leave out hits less likely than this to answer the query."""
+    return click.option(
+        "--min-relevance",
+        type=RELEVANCE,
+        help="Leave out hits whose relevance (0 to 1, comparable across queries) is below this.",
+    )(func)
+
+
+def nothing_relevant_line(nothing: bool, count: int) -> str | None:
+    """What a ranked list of ``count`` hits says plainly when none is likely to answer (an
+    empty list says "no matches" itself)."""
+    if not nothing or not count:
+        return None
+    return "nothing relevant: no hit is likely to answer this (the closest are below)"
 
 
 def limit_range(maximum: int) -> click.IntRange:

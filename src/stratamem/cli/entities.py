@@ -9,6 +9,7 @@ import click
 from rich.markup import escape
 from rich.table import Table
 
+from stratamem.api.limits import MAX_ENTITY_HISTORY as MAX_HISTORY
 from stratamem.api.limits import MAX_ENTITY_LIMIT
 from stratamem.cli.common import (
     handle_errors,
@@ -19,7 +20,6 @@ from stratamem.cli.common import (
     out,
     print_json,
 )
-from stratamem.entities.merges import MAX_HISTORY
 from stratamem.ops import MemoryContext, call
 from stratamem.types import rfc3339
 

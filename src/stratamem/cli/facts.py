@@ -21,6 +21,8 @@ from stratamem.cli.common import (
     identity_options,
     join_option,
     json_option,
+    min_relevance_option,
+    nothing_relevant_line,
     older_name,
     open_memory,
     out,
@@ -229,6 +231,7 @@ def fact_list(
 @click.option("--known-at", help="As the store knew it at this time (default: now).")
 @identity_options("read")
 @click.option("--limit", type=click.IntRange(1, 1000), default=10, show_default=True)
+@min_relevance_option
 @json_option
 @click.pass_context
 @handle_errors
@@ -243,6 +246,7 @@ def fact_search(
     agent: str | None,
     session: str | None,
     limit: int,
+    min_relevance: float | None,
     as_json: bool,
 ) -> None:
     """The facts that best match QUERY (what each says, by its words and, where the store
@@ -266,10 +270,14 @@ def fact_search(
         user=user,
         agent=agent,
         session=session,
+        min_relevance=min_relevance,
     )
     if as_json:
         print_json(found.to_dict())
         return
+    plainly = nothing_relevant_line(bool(found.nothing_relevant), len(found.hits))
+    if plainly:
+        out.print(f"[yellow]{plainly}[/]", highlight=False)
     if not found.hits:
         out.print("no facts match", highlight=False)
         return
@@ -291,6 +299,8 @@ def _card(rank: int, hit: RetrievalHit) -> None:
     said = f"{explain.get('subject')} {explain.get('predicate')} {explain.get('object')}"
     out.print("   " + " ".join(said.split()), highlight=False, markup=False)
     where = [hit.node_id, *([hit.source_ref] if hit.source_ref else [])]
+    if hit.relevance is not None:
+        where.append(f"relevance {hit.relevance:.2f}")
     where += [f"score {hit.score:.3f}", f"confidence {explain.get('confidence')}"]
     # Ids and citations are never wrapped inside: a script can cut them out of a line.
     out.print(f"   [dim]{escape(' · '.join(where))}[/]", highlight=False, soft_wrap=True)

@@ -3,7 +3,7 @@
 An :class:`Alias` says that two canonical ids name one entity: ``alias`` is another name of
 ``entity_id`` (the fuller, more canonical one), and ``origin`` says where the source said so.
 They are stored per source (``entity_aliases``) and followed at read time by
-:mod:`stratamem.entities.resolve`. Only what a source itself states is taken, never a guess
+:mod:`stratamem.store.resolution`. Only what a source itself states is taken, never a guess
 from similar names:
 
 =====================  ==============================================================

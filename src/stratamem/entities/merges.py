@@ -22,9 +22,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
-from stratamem.entities.resolve import MERGE, SPLIT
 from stratamem.errors import InvalidArgument, NotFoundError
 from stratamem.store.base import Store
+from stratamem.store.resolution import MERGE, SPLIT
 from stratamem.types import EntityDecision
 
 MAX_HISTORY = 1000

@@ -21,7 +21,7 @@ def search_entities(
 
     Each id found (in the entity index, among the aliases the reader's sources state, or as
     the subject or entity object of a current fact) stands for its entity (see
-    :mod:`stratamem.entities.resolve`): one match per canonical id, counting the mentions
+    :mod:`stratamem.store.resolution`): one match per canonical id, counting the mentions
     of every id of it (a fact naming it counts as a mention) and listing the others as
     ``aliases``; ``kinds`` keeps an entity one of whose ids is of such a kind.
 
@@ -99,7 +99,7 @@ def _stamp(when: datetime | None) -> float:
 
 def neighbours(store: Store, entity_id: str, *, limit: int = 10) -> list[tuple[str, float]]:
     """Entities co-mentioned with ``entity_id`` or any id of its entity (see
-    :mod:`stratamem.entities.resolve`), strongest first, each named by its canonical id,
+    :mod:`stratamem.store.resolution`), strongest first, each named by its canonical id,
     over unlocked sources; ``limit`` is taken between 1 and :data:`MAX_NEIGHBOURS`."""
     limit = min(max(1, limit), MAX_NEIGHBOURS)
     resolution = store.entity_resolution()

@@ -20,6 +20,7 @@ and ``removed_at`` (None while the item stands). Removing an item retracts no fa
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
 from stratamem.memory.facts import fact_text
@@ -43,7 +44,11 @@ def fact_hits(
     evidence = list(dict.fromkeys(node for hit in found for node in hit.fact.evidence))
     cites, items = evidence_cites(store, evidence)
     return [
-        fact_hit(h.fact, h.score, scopes.get(h.fact.source_id, ""), cites, items) for h in found
+        replace(
+            fact_hit(h.fact, h.score, scopes.get(h.fact.source_id, ""), cites, items),
+            relevance=h.relevance,
+        )
+        for h in found
     ]
 
 

@@ -31,7 +31,7 @@ import threading
 import weakref
 from collections import Counter
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -42,6 +42,12 @@ from stratamem.embed.base import Embedder
 from stratamem.memory.facts import fact_text
 from stratamem.memory.remember import entity_id
 from stratamem.retrieval.query import query_terms
+from stratamem.retrieval.relevance import (
+    Calibration,
+    check_min_relevance,
+    decreasing,
+    keyword_share,
+)
 from stratamem.retrieval.scope import identity_sources
 from stratamem.store.base import Store
 from stratamem.store.caches import LastFew
@@ -60,24 +66,41 @@ _ALWAYS = np.iinfo(np.int64).min
 
 @dataclass(frozen=True, slots=True)
 class FactHit:
-    """A fact and its score; ``bm25`` and ``cosine`` are the raw signals it was fused from
-    (``cosine`` None where the fact has no vector or no embedder was given)."""
+    """A fact and its fused score, with the raw signals it was ranked on: its ``bm25`` (0
+    where no word matched), the query's Σ idf over the facts ranked (``ceiling``, the scale
+    of that BM25), the ``cosine`` of its vector and the query's (None without one), and its
+    calibrated ``relevance`` (see :mod:`~stratamem.retrieval.relevance`)."""
 
     fact: Fact
     score: float
     bm25: float = 0.0
+    ceiling: float = 0.0
     cosine: float | None = None
+    relevance: float | None = None
+
+    def signals(self) -> dict[str, float]:
+        """The raw signals by name, as :meth:`Calibration.fact` reads them."""
+        out = {"keyword": keyword_share(self.bm25, self.ceiling), "fused": self.score}
+        if self.cosine is not None:
+            out["cosine"] = self.cosine
+        return out
 
     def to_dict(self) -> dict[str, object]:
-        return {**self.fact.to_dict(), "score": round(self.score, 6)}
+        out: dict[str, object] = {**self.fact.to_dict(), "score": round(self.score, 6)}
+        if self.relevance is not None:
+            out["relevance"] = round(self.relevance, 4)
+        return out
 
 
 @dataclass(frozen=True, slots=True)
 class FactMatches:
-    """The best ``hits`` and how many facts matched in all (before the limit)."""
+    """The best ``hits``, how many facts matched in all (before the limit and the floor),
+    and whether none reached the relevance floor (``min_relevance``, else the calibration's
+    threshold)."""
 
     hits: tuple[FactHit, ...]
     total: int
+    nothing_relevant: bool = False
 
 
 def search_facts(
@@ -94,6 +117,8 @@ def search_facts(
     user: str | Sequence[str] | None = None,
     agent: str | Sequence[str] | None = None,
     session: str | Sequence[str] | None = None,
+    min_relevance: float | None = None,
+    calibration: Calibration | None = None,
 ) -> list[FactHit]:
     """The ``limit`` facts that best match ``query`` (BM25, fused with vectors given an
     ``embedder``), of ``subject`` when given, of ``sources`` (ids or scopes; a hidden one is
@@ -114,6 +139,8 @@ def search_facts(
         user=user,
         agent=agent,
         session=session,
+        min_relevance=min_relevance,
+        calibration=calibration,
     )
     return list(found.hits)
 
@@ -132,11 +159,17 @@ def match_facts(
     user: str | Sequence[str] | None = None,
     agent: str | Sequence[str] | None = None,
     session: str | Sequence[str] | None = None,
+    min_relevance: float | None = None,
+    calibration: Calibration | None = None,
 ) -> FactMatches:
-    """:func:`search_facts` with the number of facts that matched before the limit."""
+    """:func:`search_facts` with the number of facts that matched before the limit. Each
+    hit carries its raw signals and its relevance under ``calibration`` (default: the
+    packaged one), going down the list; ``min_relevance`` drops those below it."""
+    min_relevance = check_min_relevance(min_relevance)
+    calibration = calibration or Calibration.load()
     terms = query_terms(query)
     if not terms:
-        return FactMatches((), 0)
+        return FactMatches((), 0, nothing_relevant=True)
     wanted_subject = None if subject is None else entity_id(subject)
     when = _utc(valid_at, "as_of") or datetime.now(UTC)
     known = _utc(known_at, "known_at")
@@ -148,6 +181,7 @@ def match_facts(
             homes = whose if homes is None else homes & whose
         chosen = index.select(subject=wanted_subject, sources=homes, valid_at=when, known_at=known)
         lexical = index.bm25(terms, chosen)
+        ceiling = index.idf_total(terms, chosen)
         semantic: dict[int, float] = {}
         if embedder is not None:
             semantic = index.cosines(store, embedder, query, chosen)
@@ -174,11 +208,17 @@ def match_facts(
         chosen_rows = np.flatnonzero(member)
         count = len(chosen_rows)
         ranked = _best(facts, chosen_rows, total[chosen_rows], max(1, limit))
-    hits = tuple(
-        FactHit(facts[row], score, lexical.get(row, 0.0), semantic.get(row))
+    hits = [
+        FactHit(facts[row], score, lexical.get(row, 0.0), ceiling, semantic.get(row))
         for row, score in ranked
-    )
-    return FactMatches(hits, count)
+    ]
+    shown = decreasing([calibration.fact(h.signals()) for h in hits])
+    hits = [replace(h, relevance=r) for h, r in zip(hits, shown, strict=True)]
+    bar = calibration.threshold if min_relevance is None else min_relevance
+    nothing = not any(r >= bar for r in shown)
+    if min_relevance is not None:
+        hits = [h for h in hits if (h.relevance or 0.0) >= min_relevance]
+    return FactMatches(tuple(hits), count, nothing_relevant=nothing)
 
 
 def _best(
@@ -338,6 +378,17 @@ class FactIndex:
             matched[docs] = True
         rows = np.flatnonzero(matched & (scores > 0))
         return dict(zip(rows.tolist(), scores[rows].tolist(), strict=True))
+
+    def idf_total(self, terms: Sequence[str], chosen: Mask) -> float:
+        """Σ idf over the query's words among the ``chosen`` rows, as :meth:`bm25` counts
+        it (a word found in none as found in none): the scale a fact's BM25 is read on."""
+        n = int(np.count_nonzero(chosen))
+        total = 0.0
+        for term in dict.fromkeys(terms):
+            found = self.postings.get(term)
+            having = 0 if found is None else int(np.count_nonzero(chosen[found[0]]))
+            total += max(math.log((n - having + 0.5) / (having + 0.5) + 1.0), 1e-6)
+        return total
 
     def cosines(
         self, store: Store, embedder: Embedder, query: str, chosen: Mask

@@ -104,12 +104,14 @@ def _query_facts(ctx: Context, a: dict[str, Any]) -> dict[str, Any]:
             as_of=a["as_of"],
             known_at=a["known_at"],
             limit=a["limit"],
+            min_relevance=a["min_relevance"],
             **p.identity(a),
         )
         return {
             "facts": [wire.fact_hit(h) for h in found.hits],
             "total": found.total,
             "truncated": found.truncated,
+            "nothing_relevant": bool(found.nothing_relevant),
         }
 
 
@@ -118,8 +120,9 @@ QUERY_FACTS = Operation(
     group="facts",
     description="The facts that best match a question (what each says, by its words and "
     "meaning), true now or `as_of` a time, as known `known_at` a time: each with its "
-    "validity, source, evidence (node ids, cited) and score. `recall_facts` lists an "
-    "entity's facts without a query.",
+    "validity, source, evidence (node ids, cited), score and `relevance` (0-1); "
+    "`nothing_relevant` is true when none is likely to answer. `recall_facts` lists an entity's "
+    "facts without a query.",
     params=(
         p.query(required=True),
         p.SUBJECT,
@@ -130,6 +133,7 @@ QUERY_FACTS = Operation(
         p.AGENT,
         p.SESSION,
         p.limit(10, MAX_FACT_LIMIT),
+        p.MIN_RELEVANCE,
     ),
     run=_query_facts,
     example={"query": "when is the release"},

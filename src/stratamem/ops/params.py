@@ -84,6 +84,15 @@ SUBJECT = Param(
     min_length=1,
     max_length=500,
 )
+MIN_RELEVANCE = Param(
+    "min_relevance",
+    "float",
+    "Leave out hits whose relevance (a calibrated chance, 0 to 1, that the hit answers the "
+    "query) is below this; nothing_relevant then says whether any reached it.",
+    default=None,
+    ge=0,
+    le=1,
+)
 AS_OF = when("as_of", "True at this time (default now).")
 KNOWN_AT = when("known_at", "As the memory knew it then (default now).")
 

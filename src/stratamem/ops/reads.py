@@ -33,6 +33,7 @@ def _search(ctx: Context, a: dict[str, Any]) -> dict[str, Any]:
             limit=a["limit"],
             mode=a["mode"],
             profile=a["profile"],
+            min_relevance=a["min_relevance"],
             **p.identity(a),
         )
         return wire.search(found, budget=a["budget"], explain=a["explain"])
@@ -42,7 +43,9 @@ SEARCH = Operation(
     name="search",
     group="search",
     description="Search everything for evidence about a question: hybrid keyword + semantic "
-    "+ entity search, each hit with its text, a citation (`cite`) and why it ranks there. "
+    "+ entity search, each hit with its text, a citation (`cite`), why it ranks there and "
+    "its `relevance` (0-1, comparable across questions); `nothing_relevant` is true when "
+    "no hit is likely to answer. "
     "Start here for any question. Give `budget` (tokens) to get the hits packed as cards "
     "whose whole answer fits it.",
     params=(
@@ -74,6 +77,7 @@ SEARCH = Operation(
             default=None,
             choices=tuple(sorted(PROFILES)),
         ),
+        p.MIN_RELEVANCE,
         Param("explain", "bool", "Add each hit's score per leg.", default=False),
     ),
     run=_search,

@@ -72,6 +72,8 @@ def hit(found: RetrievalHit, *, explain: bool = False) -> dict[str, Any]:
     if found.node_kind is NodeKind.FACT and len(cites) > 1:
         data["cites"] = cites
     data["score"] = round(found.score, 4)
+    if found.relevance is not None:
+        data["relevance"] = round(found.relevance, 3)
     reason = found.explain.get("reason")
     if reason:
         data["why"] = str(reason)
@@ -85,6 +87,8 @@ def hit(found: RetrievalHit, *, explain: bool = False) -> dict[str, Any]:
             }
         if "recall" in found.explain:
             data["recall"] = dict(found.explain["recall"])
+    if explain and "signals" in found.explain:
+        data["signals"] = dict(found.explain["signals"])
     return data
 
 
@@ -102,6 +106,7 @@ def search(response: SearchResponse, *, budget: int | None, explain: bool) -> di
     data = {"hits": [hit(h, explain=explain) for h in response.hits]} if budget is None else {}
     data["total"] = response.total
     data["truncated"] = response.truncated
+    data["nothing_relevant"] = response.nothing_relevant
     if response.notes:
         data["notes"] = list(response.notes)
     if response.legs and (explain or budget is None):
@@ -133,12 +138,16 @@ def _card(found: RetrievalHit, text: str, why: str, explain: bool) -> dict[str, 
     if found.title:
         out["title"] = found.title
     out["text"] = text
+    if found.relevance is not None:
+        out["relevance"] = round(found.relevance, 3)
     if found.explain.get("tier0"):
         out["tier0"] = True
     if explain:
         out["why"] = why
         if "breakdown" in found.explain:
             out["breakdown"] = dict(found.explain["breakdown"])
+        if "signals" in found.explain:
+            out["signals"] = dict(found.explain["signals"])
     return out
 
 
@@ -267,4 +276,6 @@ def fact_hit(found: RetrievalHit) -> dict[str, Any]:
     if explain["confidence"] != 1.0:
         out["confidence"] = explain["confidence"]
     out["score"] = round(found.score, 4)
+    if found.relevance is not None:
+        out["relevance"] = round(found.relevance, 3)
     return out

@@ -13,9 +13,15 @@ diversified and packed.
         penalises every similarity, "duplicates" only near-duplicates (cosine ≥
         ``mmr_threshold``), "auto" (the default) chat turns as "on" and everything else as
         "duplicates", "off" nothing; ``diversify=False`` turns it off for one search
+      → relevance: each hit's calibrated chance of being relevant, read from the legs' raw
+        signals (the cosine, BM25 over the query's Σ idf, the graph) by
+        :class:`~stratamem.retrieval.relevance.Calibration` (``SearchConfig.calibration``),
+        shown going down the list; ``min_relevance`` drops the hits below it and
+        ``nothing_relevant`` says whether any reached it (or the calibration's threshold)
       → hits, and cards packed into a token budget when one is given
 
-Every hit carries a :class:`ScoreBreakdown` and a one-line reason in ``explain``. A leg that
+Every hit carries a :class:`ScoreBreakdown`, a one-line reason and its raw ``signals`` in
+``explain``. A leg that
 cannot run (no vectors, a changed model, an embedding failure) is left out, its weight goes to
 the others, and ``SearchResponse.legs`` says why. Nothing here raises for a bad query.
 """
@@ -32,6 +38,13 @@ from stratamem.retrieval.legs import LEGS
 from stratamem.retrieval.legs.graph import idf_weights
 from stratamem.retrieval.legs.vector import Vector, VectorLeg
 from stratamem.retrieval.mmr import mmr
+from stratamem.retrieval.relevance import (
+    Calibration,
+    check_min_relevance,
+    chunk_features,
+    decreasing,
+    floor,
+)
 from stratamem.retrieval.rerank import Reranker, apply_rerank
 from stratamem.retrieval.scope import resolve
 from stratamem.retrieval.ties import TieOrder
@@ -94,11 +107,16 @@ class HybridSearcher:
         legs: Sequence[str] = ("keyword", "vector", "graph"),
         rerank: bool = True,
         diversify: bool = True,
+        min_relevance: float | None = None,
     ) -> SearchResponse:
         cfg = config or self.config
+        min_relevance = check_min_relevance(min_relevance)
+        calibration = Calibration.load(cfg.calibration)
         limit = 10 if limit <= 0 else min(limit, MAX_LIMIT)
         if not query.strip():
-            return SearchResponse(hits=(), total=0, notes=("empty query: nothing to match",))
+            return SearchResponse(
+                hits=(), total=0, notes=("empty query: nothing to match",), nothing_relevant=True
+            )
         resolved = resolve(self.store, filters or Filters())
         if resolved is None:
             return SearchResponse(
@@ -106,15 +124,18 @@ class HybridSearcher:
                 total=0,
                 budget=budget,
                 notes=("no source holds the memory of those users, agents or sessions",),
+                nothing_relevant=True,
             )
         filters = resolved
         status: dict[str, str] = {}
+        ceilings: dict[str, float] = {}
         notes: list[str] = []
         pool = max(cfg.pool, limit)
         # Everything the hits are made of is read in one read snapshot, so that a search sees
         # another process's commit whole or not at all; the reranker runs after it.
         with self.store.read_snapshot():
-            scores = self._legs(query, filters, pool, legs, cfg, status)
+            scores = self._legs(query, filters, pool, legs, cfg, status, ceilings)
+            raw = scores  # the legs' own scores, before the context shares them out
             lent: dict[str, dict[str, float]] = {}
             if cfg.context_share > 0 and cfg.context_window > 0:
                 scores, lent = self._in_context(scores, filters, cfg)
@@ -135,7 +156,12 @@ class HybridSearcher:
                         candidates[key].context += candidates[key].parts[name] * share
             if not candidates:
                 return SearchResponse(
-                    hits=(), total=0, budget=budget, legs=status, notes=tuple(notes)
+                    hits=(),
+                    total=0,
+                    budget=budget,
+                    legs=status,
+                    notes=tuple(notes),
+                    nothing_relevant=True,
                 )
             if cfg.expand_seeds > 0 and cfg.expand_damping > 0:
                 self._expand(candidates, filters, cfg, ties)
@@ -176,13 +202,20 @@ class HybridSearcher:
             if vectors:
                 head = _diversify(head, _relevance(head, candidates), vectors, in_chat, cfg)
         top = head[:limit]
-        hits, breakdowns = _hits(top, chunks, candidates, scopes, entities)
+        lowest = min(raw["vector"].values()) if raw.get("vector") else 0.0
+        signals = [_signals(key, raw, status, ceilings, lowest, candidates[key]) for key in top]
+        relevance = decreasing([calibration.chunk(s) for s in signals])
+        hits, breakdowns = _hits(top, chunks, candidates, scopes, entities, signals, relevance)
+        kept, nothing = floor(hits, min_relevance, calibration.threshold)
+        if len(kept) < len(hits):
+            breakdowns = breakdowns[: len(kept)]  # the floor keeps a head of the list
         response = SearchResponse(
-            hits=tuple(hits),
+            hits=tuple(kept),
             total=len(candidates),
             budget=budget,
             legs=status,
             notes=tuple(notes),
+            nothing_relevant=nothing,
         )
         if budget is not None:
             response = _with_cards(response, budget, breakdowns)
@@ -198,6 +231,7 @@ class HybridSearcher:
         legs: Sequence[str],
         cfg: SearchConfig,
         status: dict[str, str],
+        ceilings: dict[str, float],
     ) -> dict[str, dict[str, float]]:
         unknown = [name for name in legs if name not in LEGS]
         if unknown:
@@ -214,6 +248,8 @@ class HybridSearcher:
             status[name] = result.status
             if result.scores is not None:
                 scores[name] = result.scores
+            if result.ceiling is not None:
+                ceilings[name] = result.ceiling
         return scores
 
     def _in_context(
@@ -350,10 +386,12 @@ def _hits(
     candidates: dict[str, _Candidate],
     scopes: dict[str, str],
     entities: dict[str, list[str]],
+    signals: list[dict[str, float]],
+    relevance: list[float],
 ) -> tuple[list[RetrievalHit], list[ScoreBreakdown]]:
     hits = []
     breakdowns = []
-    for key in keys:
+    for key, signal, shown in zip(keys, signals, relevance, strict=True):
         chunk, candidate = chunks[key], candidates[key]
         breakdown = ScoreBreakdown(
             keyword=candidate.parts.get("keyword", 0.0),
@@ -389,10 +427,41 @@ def _hits(
                     "breakdown": breakdown.to_dict(),
                     "reason": reason(breakdown, candidate.via),
                     "tier0": candidate.tier0,
+                    "signals": {name: round(value, 6) for name, value in signal.items()},
                 },
+                relevance=shown,
             )
         )
     return hits, breakdowns
+
+
+def _signals(
+    key: str,
+    raw: dict[str, dict[str, float]],
+    status: dict[str, str],
+    ceilings: dict[str, float],
+    lowest: float,
+    candidate: _Candidate,
+) -> dict[str, float]:
+    """A hit's raw signals for its relevance (see :mod:`~stratamem.retrieval.relevance`):
+    only those of legs that ran. A hit the vector leg did not return is given the
+    ``lowest`` cosine it returned; one the keyword leg did not return a BM25 of 0."""
+    cosine = None
+    if status.get("vector", "").startswith("ok"):
+        cosine = (raw.get("vector") or {}).get(key, lowest)
+    bm25 = None
+    if "keyword" in ceilings:
+        bm25 = (raw.get("keyword") or {}).get(key, 0.0)
+    graph = None
+    if status.get("graph", "").startswith("ok"):
+        graph = (raw.get("graph") or {}).get(key, 0.0) > 0
+    return chunk_features(
+        cosine=cosine,
+        bm25=bm25,
+        ceiling=ceilings.get("keyword"),
+        graph=graph,
+        fused=candidate.final,
+    )
 
 
 def _rerank(

@@ -169,7 +169,7 @@ def query_topic(
     if base is None:
         return QueryResponse.empty()
     narrowed = Filters(sources=base.sources, kinds=base.kinds, since=since, until=until)
-    # Every id of the entity (its aliases, what merges joined: see entities.resolve).
+    # Every id of the entity (its aliases, what merges joined: see store.resolution).
     members = store.entity_resolution().members(entity)
     found, total = store.trees.topic_nodes(members, narrowed, TOPIC_LOOKUP_CAP)
     hits = nodes(store, found, filters=narrowed)

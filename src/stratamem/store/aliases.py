@@ -1,5 +1,5 @@
 """The entity-alias role: what sources state about who is who, and the merges and splits
-someone recorded (see :mod:`stratamem.entities.resolve`)."""
+someone recorded (see :mod:`stratamem.store.resolution`)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from collections.abc import Iterable, Sequence
 from datetime import datetime
 from typing import Protocol
 
-from stratamem.entities.resolve import Resolution
+from stratamem.store.resolution import Resolution
 from stratamem.types import EntityDecision, EntityMatch
 
 

@@ -40,6 +40,7 @@ query costs what an ungated one does.
 from __future__ import annotations
 
 import hashlib
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Final
@@ -260,6 +261,28 @@ class BM25Index:
             )
         value = np.log((n - hits + 0.5) / (hits + 0.5))
         return np.where(value <= 0.0, MIN_IDF, value)
+
+    def idf_total(
+        self,
+        phrases: Sequence[str],
+        *,
+        allow: npt.NDArray[np.bool_] | None = None,
+        base: npt.NDArray[np.bool_] | None = None,
+        scoped_idf: bool = True,
+    ) -> float:
+        """Σ idf over the query's tokens, counted as :meth:`ranked` counts them (a token
+        found in no document as found in none): what a document holding each once at the
+        mean length scores, the scale a BM25 score of this query is read on."""
+        if base is not None:
+            allow = base if allow is None else allow & base
+        scope = allow if scoped_idf else base
+        n = float(len(self.rowids) if scope is None else np.count_nonzero(scope))
+        known = [self.vocab[p] for p in phrases if p in self.vocab]
+        total = float(self.idf(known, allow=scope).sum()) if known else 0.0
+        missing = len(phrases) - len(known)
+        if missing:
+            total += missing * max(math.log((n + 0.5) / 0.5), MIN_IDF)
+        return total
 
     def scores(
         self,

@@ -23,7 +23,7 @@ from typing import Protocol
 from stratamem.config import SearchConfig
 from stratamem.errors import StratamemError
 from stratamem.retrieval.legs.graph import GRAPH_MODES, graph_leg
-from stratamem.retrieval.legs.keyword import keyword_leg
+from stratamem.retrieval.legs.keyword import keyword_leg_scored
 from stratamem.retrieval.legs.vector import VectorLeg
 from stratamem.store.base import Store
 from stratamem.types import Filters
@@ -37,8 +37,12 @@ _EMBEDDING_THREAD_LOCK = threading.Lock()
 
 @dataclass(frozen=True, slots=True)
 class LegResult:
+    """How the leg went, its scores, and (the keyword leg) the query's Σ idf, the scale its
+    scores are read on for a hit's relevance (None where the leg cannot say)."""
+
     status: str
     scores: dict[str, float] | None = None
+    ceiling: float | None = None
 
 
 Finish = Callable[[], LegResult]
@@ -66,8 +70,8 @@ class KeywordLeg:
         self.store = store
 
     def start(self, query: str, filters: Filters, k: int) -> Finish:
-        scores, status = keyword_leg(self.store, query, filters, k)
-        return _done(LegResult(status, scores))
+        scores, status, ceiling = keyword_leg_scored(self.store, query, filters, k)
+        return _done(LegResult(status, scores, ceiling))
 
 
 class GraphLeg:

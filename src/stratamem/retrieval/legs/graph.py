@@ -74,7 +74,7 @@ def query_entity_candidates(query: str) -> list[str]:
 
 def with_aliases(store: Store, candidates: list[str]) -> list[str]:
     """``candidates`` with, after each, the other ids of its entity (see
-    :mod:`stratamem.entities.resolve`): a query naming ``maya`` finds the chunks that mention
+    :mod:`stratamem.store.resolution`): a query naming ``maya`` finds the chunks that mention
     ``person:maya patel`` or her address where a source says they are one."""
     resolution = store.entity_resolution()
     if not resolution.canonical_of:

@@ -44,6 +44,7 @@ from __future__ import annotations
 import logging
 import threading
 import weakref
+from dataclasses import replace
 from pathlib import Path
 from typing import Final
 
@@ -56,11 +57,12 @@ from stratamem.retrieval.index.bm25 import BM25Index
 from stratamem.retrieval.index.file import Rejected, read_header
 from stratamem.retrieval.index.saver import BackgroundSaver
 from stratamem.retrieval.query import match_expression, query_terms
+from stratamem.retrieval.relevance import Calibration, decreasing, keyword_share
 from stratamem.retrieval.scope import resolve
 from stratamem.store.base import Store
 from stratamem.store.caches import LastFew
 from stratamem.store.keyword import REMOVED_AT_KEY, KeywordSchema, KeywordState
-from stratamem.types import Filters, QueryResponse
+from stratamem.types import Filters, QueryResponse, RetrievalHit
 
 PERSIST_MIN_DOCS: Final = 2000
 _log = logging.getLogger(__name__)
@@ -112,12 +114,30 @@ class SparseKeywordIndex:
         ranked, _ = found
         return {node: score for _, node, score in ranked}
 
+    def search_scored(
+        self, terms: list[str], filters: Filters, k: int
+    ) -> tuple[dict[str, float], float] | None:
+        """:meth:`search`, and the query's Σ idf over what it ranked (see
+        :meth:`~stratamem.retrieval.index.bm25.BM25Index.idf_total`)."""
+        found = self.rank_scored(terms, filters, k)
+        if found is None:
+            return None
+        ranked, _, ceiling = found
+        return {node: score for _, node, score in ranked}, ceiling
+
     def rank(
         self, terms: list[str], filters: Filters, k: int, *, scoped_idf: bool = True
     ) -> tuple[list[tuple[int, str, float]], int] | None:
         """((rowid, node id, score) of the ``k`` best admitted chunks, how many admitted
         chunks match), or None as for :meth:`search`. ``scoped_idf=False`` ranks exactly as
         the full-text index would, its idf over the whole store even under a filter."""
+        found = self.rank_scored(terms, filters, k, scoped_idf=scoped_idf)
+        return None if found is None else (found[0], found[1])
+
+    def rank_scored(
+        self, terms: list[str], filters: Filters, k: int, *, scoped_idf: bool = True
+    ) -> tuple[list[tuple[int, str, float]], int, float] | None:
+        """:meth:`rank`, and the query's Σ idf counted as its scores count it."""
         store = self._store()
         if store is None:
             self.note = "the store is closed"
@@ -158,11 +178,12 @@ class SparseKeywordIndex:
             positions, scores, total = index.ranked(
                 tokens, k, allow=allow, scoped_idf=scoped_idf, base=base
             )
+            ceiling = index.idf_total(tokens, allow=allow, base=base, scoped_idf=scoped_idf)
             ranked = [
                 (int(index.rowids[p]), index.ids[p], float(score))
                 for p, score in zip(positions.tolist(), scores.tolist(), strict=True)
             ]
-            return ranked, total
+            return ranked, total, ceiling
 
     def _gate_mask(self, index: BM25Index, allowed: list[int] | None) -> npt.NDArray[np.bool_]:
         """The access gate's mask over ``index``, kept while the store returns the same
@@ -453,21 +474,31 @@ def keyword_leg(
 ) -> tuple[dict[str, float] | None, str]:
     """(node id → BM25 score of the best ``k`` admitted chunks, status line) for the hybrid
     search; the scores are None when the query has no searchable word."""
+    scores, status, _ = keyword_leg_scored(store, query, filters, k)
+    return scores, status
+
+
+def keyword_leg_scored(
+    store: Store, query: str, filters: Filters, k: int
+) -> tuple[dict[str, float] | None, str, float | None]:
+    """:func:`keyword_leg` and the query's Σ idf, the scale its scores are read on (None
+    where the full-text query answered: it does not say)."""
     terms = query_terms(query)
     if not terms:
-        return None, "off: the query has no searchable words"
+        return None, "off: the query has no searchable words", None
     index = sparse_index(store)
     with store.read_snapshot():
-        found = index.search(terms, filters, k)
+        found = index.search_scored(terms, filters, k)
         if found is not None:
             note = f" ({index.note})" if index.note else ""
-            return found, f"ok: {len(found)} matches{note}"
+            return found[0], f"ok: {len(found[0])} matches{note}", found[1]
         if store.visible_ids() is not None:
             # FTS5 ranks with statistics over everything, the hidden sources too.
-            return None, f"off: {index.note}"
+            return None, f"off: {index.note}", None
         expression = match_expression(query) or ""
         hits, _ = store.fts_search(expression, filters, k, snippets=False, count=False)
-    return {h.node_id: h.score for h in hits}, f"ok: {len(hits)} matches (FTS5: {index.note})"
+    scores = {h.node_id: h.score for h in hits}
+    return scores, f"ok: {len(hits)} matches (FTS5: {index.note})", None
 
 
 # -- the keyword-only search mode ----------------------------------------------------------
@@ -483,11 +514,14 @@ def keyword_search(
     filters: Filters | None = None,
     limit: int = SEARCH_DEFAULT_LIMIT,
     snippets: bool = True,
+    calibration: Calibration | None = None,
 ) -> QueryResponse:
     """Leaves ranked by BM25 relevance (higher is better), with the pre-limit match count.
 
     ``limit`` 0 or less means the default (10); it is clamped to 1000. A query with no
-    searchable term (punctuation only) matches nothing.
+    searchable term (punctuation only) matches nothing. With a ``calibration`` each hit
+    carries its relevance, read from its BM25 over the query's Σ idf (none where the
+    full-text query answered instead of the sparse index).
     """
     if limit <= 0:
         limit = SEARCH_DEFAULT_LIMIT
@@ -504,14 +538,27 @@ def keyword_search(
     # the sparse index cannot.
     # One read snapshot: the rows the index ranks are the rows the hits are read from.
     with store.read_snapshot():
-        found = sparse_index(store).rank(query_terms(query), filters, limit, scoped_idf=False)
+        found = sparse_index(store).rank_scored(
+            query_terms(query), filters, limit, scoped_idf=False
+        )
         if found is not None:
-            ranked, total = found
+            ranked, total, ceiling = found
             pairs = [(r, s) for r, _, s in ranked]
             hits = store.keyword_hits(expression, pairs, snippets=snippets)
+            if calibration is not None:
+                hits = _with_relevance(hits, ceiling, calibration)
             return QueryResponse(hits=tuple(hits), total=total)
         if store.visible_ids() is not None:
             # FTS5 ranks with statistics over everything, the hidden sources too.
             return QueryResponse.empty()
         hits, total = store.fts_search(expression, filters, limit, snippets=snippets)
     return QueryResponse(hits=tuple(hits), total=total)
+
+
+def _with_relevance(
+    hits: list[RetrievalHit], ceiling: float, calibration: Calibration
+) -> list[RetrievalHit]:
+    shown = decreasing(
+        [calibration.chunk({"keyword": keyword_share(h.score, ceiling)}) for h in hits]
+    )
+    return [replace(h, relevance=r) for h, r in zip(hits, shown, strict=True)]

@@ -4,7 +4,7 @@ PostgreSQL store runs the same SQL.
 ``entity_aliases`` rows are what a source states (see :mod:`stratamem.entities.aliases`) and
 are read through the reader's gate, so an alias a hidden or locked source states joins
 nothing for that reader. ``entity_merges`` rows are what a person decided; they are read
-whole, and :mod:`stratamem.entities.resolve` applies each only for a reader that can see both
+whole, and :mod:`stratamem.store.resolution` applies each only for a reader that can see both
 of its entities.
 """
 
@@ -15,7 +15,7 @@ from collections.abc import Callable, Hashable, Iterable, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, TypeVar
 
-from stratamem.entities.resolve import MERGE, Resolution, build
+from stratamem.store.resolution import MERGE, Resolution, build
 from stratamem.store.sqlite.connection import batches
 from stratamem.store.sqlite.filters import gate_sql
 from stratamem.timeparse import from_ms, to_ms
@@ -73,7 +73,7 @@ class AliasTables:
         return self._cached_read("alias rows", read)
 
     def entity_resolution(self) -> Resolution:
-        """Which ids name one entity for this reader (see :mod:`stratamem.entities.resolve`);
+        """Which ids name one entity for this reader (see :mod:`stratamem.store.resolution`);
         kept until the store changes."""
 
         def read() -> Resolution:

@@ -509,7 +509,7 @@ MIGRATIONS: tuple[str, ...] = (
     """
     ALTER TABLE sources ADD COLUMN created_by TEXT;
     """,
-    # 16: entity resolution (see entities/resolve.py). ``entity_aliases`` holds what a source
+    # 16: entity resolution (see store/resolution.py). ``entity_aliases`` holds what a source
     # states: ``alias`` and ``entity_id`` name one person (a mail From's address and name, a
     # Slack profile's display name and real name), ``origin`` says where it was read; it goes
     # with its source (forget) and is sealed with it (lock). ``entity_merges`` holds what a
