@@ -580,7 +580,13 @@ def _print_cards(response: SearchResponse) -> None:
 
 def _print_hits(response: SearchResponse, *, explain: bool = False) -> None:
     if not response.hits:
-        out.print("no matches")
+        if response.total and response.nothing_relevant:
+            out.print(
+                f"nothing relevant: none of {response.total:,} candidates reached the relevance "
+                "floor"
+            )
+        else:
+            out.print("no matches")
         return
     for rank, hit in enumerate(response.hits, 1):
         _print_hit(rank, hit, explain=explain)
