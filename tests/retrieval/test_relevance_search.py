@@ -172,7 +172,8 @@ def test_the_cli_shows_relevance_and_says_plainly_when_nothing_is_relevant(
     assert as_json["hits"] == []
     assert as_json["nothing_relevant"] is True
     floored = _cli(memory, "search", MATCHING, "--min-relevance", "1")
-    assert "none of" in floored.output and "reached the relevance floor" in floored.output
+    assert "none of" in floored.output
+    assert "reached the relevance floor" in floored.output
     assert "no matches" in _cli(memory, "search", "zzqx", "--mode", "keyword").output
     facts = json.loads(_cli(memory, "fact", "search", "job queue", "--json").output)
     assert "nothing_relevant" in facts
