@@ -106,6 +106,7 @@ def test_no_module_but_errors_py_defines_a_public_exception() -> None:
         ("stratamem.remote", "RequestFailed"),
         ("stratamem.retrieval.index.file", "Rejected"),
         ("stratamem.store.trees", "SealRaced"),
+        ("stratamem.memory.decide", "SkipDecision"),
     ],
 )
 def test_the_old_import_locations_still_work(module: str, name: str) -> None:

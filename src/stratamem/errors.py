@@ -19,6 +19,7 @@
     ├── ModelMismatchError           the store's vectors were made by another model
     ├── Rejected                     an index file beside the store cannot be used
     ├── RequestFailed                a model server gave no usable answer
+    ├── SkipDecision                 one decision of a model's answer cannot be applied
     ├── RerankError                  a reranker could not score the texts
     ├── NotFoundError                a source or node id that does not exist
     ├── InvalidArgument              an argument with no such name, type or value (a ValueError)
@@ -189,6 +190,11 @@ class RerankError(StratamemError):
 
 class NotFoundError(StratamemError):
     """A source or node id that does not exist."""
+
+
+class SkipDecision(StratamemError):
+    """One decision in a model's answer cannot be applied (an unknown fact, a bad date, a
+    fact the caller may not change): it is left out with this reason, the others applied."""
 
 
 class InvalidArgument(StratamemError, ValueError):

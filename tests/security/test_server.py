@@ -240,9 +240,34 @@ def _http_by_id(refs: Mapping[str, Refs]) -> list[Http]:
     return out
 
 
+def _http_recall() -> list[Http]:
+    """``recall``: turns, documents, items and facts in one list, with each filter once."""
+    query = probes.FEW[1]
+    out = [_post("recall", f"{n}:{q[:30]}", {"query": q}) for n, q in enumerate(SOME)]
+    for q in probes.FEW:
+        out.append(_post("recall", f"budget=500:{q}", {"query": q, "budget": 500}))
+        out.append(_post("recall", f"explain:{q}", {"query": q, "explain": True, "limit": 50}))
+        out.append(_post("recall", f"facts:{q}", {"query": q, "types": ["fact"], "limit": 50}))
+    for label, sources, uses in probes._source_filters(probes.NAMED):
+        body = {"query": query, "sources": list(sources)}
+        out.append(_post("recall", f"sources={label}", body, *uses))
+    for kind in KINDS:
+        out.append(_post("recall", f"kind={kind}", {"query": query, "kinds": [kind]}))
+    for label, (a, b) in probes.WINDOWS.items():
+        body = {"query": query, "since": _iso(a), "until": _iso(b), "as_of": _iso(b)}
+        out.append(_post("recall", f"window={label}", body))
+    return out
+
+
 @pytest.fixture(scope="module")
 def http_calls(refs: dict[str, Refs]) -> list[Http]:
-    return [*_http_search(), *_http_primitives(refs), *_http_entities(refs), *_http_by_id(refs)]
+    return [
+        *_http_search(),
+        *_http_recall(),
+        *_http_primitives(refs),
+        *_http_entities(refs),
+        *_http_by_id(refs),
+    ]
 
 
 def _error(
@@ -503,6 +528,10 @@ def _mcp_tools(refs: Mapping[str, Refs]) -> list[Tool]:
         _tool("search", "budget=800", {"query": query, "budget": 800, "explain": True}),
         _tool("search", "budget=0", {"query": query, "budget": 0, "limit": 5}),
         _tool("search", "window", {"query": query, **WINDOW, "limit": 50}),
+        _tool("recall", "all", {"query": query, "limit": 50, "explain": True}),
+        _tool("recall", "budget", {"query": query, "budget": 300}),
+        _tool("recall", "facts", {"query": "owner role status", "types": ["fact"]}),
+        _tool("recall", "window", {"query": query, **WINDOW, "limit": 50}),
         _tool("sources", "all", {}),
         _tool("stats", "all", {}),
         _tool("query_source", "all", {"query": "queue"}),
@@ -1157,27 +1186,27 @@ def _fact_asks() -> list[tuple[str, str, dict[str, Any]]]:
     """(route or tool, name, arguments): recall with no subject, the shared subjects and each
     source's own, at many times; the history of each; a subject nobody speaks of; a bad one."""
     out: list[tuple[str, str, dict[str, Any]]] = [
-        ("recall", "all", {}),
-        ("recall", "limit=1", {"limit": 1}),
-        ("recall", "limit=4", {"limit": 4}),
-        ("recall", "status", {"predicate": "status"}),
-        ("recall", "role", {"predicate": "Role"}),
-        ("recall", "nobody", {"subject": NO_SUBJECT}),
-        ("recall", "bad", {"subject": "queue"}),
+        ("recall_facts", "all", {}),
+        ("recall_facts", "limit=1", {"limit": 1}),
+        ("recall_facts", "limit=4", {"limit": 4}),
+        ("recall_facts", "status", {"predicate": "status"}),
+        ("recall_facts", "role", {"predicate": "Role"}),
+        ("recall_facts", "nobody", {"subject": NO_SUBJECT}),
+        ("recall_facts", "bad", {"subject": "queue"}),
         ("fact_history", "nobody", {"subject": NO_SUBJECT, "predicate": "status"}),
         ("fact_history", "bad", {"subject": "queue", "predicate": "owner"}),
     ]
     times = _fact_times()
-    out += [("recall", f"all:{label}", args) for label, args in times.items()]
+    out += [("recall_facts", f"all:{label}", args) for label, args in times.items()]
     for subject, predicate in zip(SHARED, ("owner", "role"), strict=True):
         pair = {"subject": subject, "predicate": predicate}
         out += [
-            ("recall", subject, {"subject": subject}),
-            ("recall", f"{subject}:{predicate}", pair),
+            ("recall_facts", subject, {"subject": subject}),
+            ("recall_facts", f"{subject}:{predicate}", pair),
             ("fact_history", subject, pair),
         ]
         out += [
-            ("recall", f"{subject}:{label}", {"subject": subject, **args})
+            ("recall_facts", f"{subject}:{label}", {"subject": subject, **args})
             for label, args in times.items()
         ]
         out += [
@@ -1208,9 +1237,13 @@ def _fact_asks() -> list[tuple[str, str, dict[str, Any]]]:
             ("query_facts", f"own:{scope}", {"query": fact_word(scope), "subject": subject}),
             ("query_facts", f"source:{scope}", {"query": "owner role", "sources": [scope]}),
             ("rollups", f"own:{scope}", {"subject": subject}),
-            ("recall", f"own:{scope}", {"subject": subject}),
-            ("recall", f"own:{scope}:as_of=3h", {"subject": subject, **times["as_of=3h"]}),
-            ("recall", f"own:{scope}:as_of=8d", {**status, **times["as_of=8d:known_at=first"]}),
+            ("recall_facts", f"own:{scope}", {"subject": subject}),
+            ("recall_facts", f"own:{scope}:as_of=3h", {"subject": subject, **times["as_of=3h"]}),
+            (
+                "recall_facts",
+                f"own:{scope}:as_of=8d",
+                {**status, **times["as_of=8d:known_at=first"]},
+            ),
             ("fact_history", f"own:{scope}", status),
             ("fact_history", f"own:{scope}:known_at=first", {**status, **times["known_at=first"]}),
         ]
@@ -1234,7 +1267,7 @@ def test_facts_reach_a_principal_from_the_sources_it_reads_alone(  # type: ignor
     with fact_served.service.reading(None) as owner:
         homes = {f.source_id for f in owner.facts.recall(limit=10_000)}
     assert homes == {source_id_for(s) for s in FACT_SCOPES}
-    response = fact_served.clients[principal].post("/v1/recall", json={"limit": 10_000})
+    response = fact_served.clients[principal].post("/v1/recall_facts", json={"limit": 10_000})
     assert response.status_code == 200, response.text
     seen = {f["source_id"] for f in response.json()["facts"]}
     assert seen == {source_id_for(s) for s in fact_world.scopes[principal]}
@@ -1271,12 +1304,12 @@ def _hidden_fact_asks(
     for scope in sorted(set(FACT_SCOPES) - fact_world.scopes[principal]):
         subject = own_subject(scope)
         out += [
-            ("recall", scope, {"subject": subject}),
-            ("recall", f"{scope}:status", {"subject": subject, "predicate": "status"}),
+            ("recall_facts", scope, {"subject": subject}),
+            ("recall_facts", f"{scope}:status", {"subject": subject, "predicate": "status"}),
             ("query_facts", scope, {"query": f"{fact_word(scope)} first", "subject": subject}),
             ("rollups", scope, {"subject": subject}),
-            ("recall", f"{scope}:as_of", {"subject": subject, "as_of": "2024-03-03"}),
-            ("recall", f"{scope}:known_at", {"subject": subject, "known_at": "2024-06-02"}),
+            ("recall_facts", f"{scope}:as_of", {"subject": subject, "as_of": "2024-03-03"}),
+            ("recall_facts", f"{scope}:known_at", {"subject": subject, "known_at": "2024-06-02"}),
             ("fact_history", scope, {"subject": subject, "predicate": "status"}),
             (
                 "fact_history",

@@ -48,6 +48,7 @@ from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Any, Literal
 
+from stratamem.errors import SkipDecision
 from stratamem.memory.facts import Change, Statement, fact_id
 from stratamem.memory.remember import entity_id, predicate_name, remember, statement
 from stratamem.store.base import Store
@@ -135,10 +136,6 @@ _NEEDED: dict[str, tuple[str, ...]] = {
     "update": ("fact", "object", "evidence", "reason"),
     "retract": ("fact", "evidence", "reason"),
 }
-
-
-class SkipDecision(Exception):
-    """One decision cannot be applied: leave it out, with this reason."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -66,9 +66,9 @@ import numpy as np
 
 from stratamem.embed.base import Embedder
 from stratamem.embed.tokens import estimate_tokens
-from stratamem.errors import RequestFailed, StratamemError
+from stratamem.errors import RequestFailed, SkipDecision, StratamemError
 from stratamem.memory import decide
-from stratamem.memory.decide import DECISIONS_SCHEMA, Decision, Held, SkipDecision
+from stratamem.memory.decide import DECISIONS_SCHEMA, Decision, Held
 from stratamem.memory.facts import fact_text
 from stratamem.remote import JSONClient, openai_url
 from stratamem.store.base import Store
