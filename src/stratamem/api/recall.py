@@ -13,6 +13,7 @@ from stratamem.config import SearchConfig
 from stratamem.embed.base import Embedder, Role, Vectors
 from stratamem.memory import recall as recalling
 from stratamem.retrieval.legs.vector import VectorLeg
+from stratamem.retrieval.relevance import Calibration, check_min_relevance, floor
 from stratamem.types import Filters, RetrievalHit, SearchResponse, SourceKind
 
 __all__ = ["Recalls"]
@@ -40,6 +41,7 @@ class Recalls(Reads):
         user: str | Sequence[str] | None = None,
         agent: str | Sequence[str] | None = None,
         session: str | Sequence[str] | None = None,
+        min_relevance: float | None = None,
     ) -> SearchResponse:
         """The best turns, messages, documents, items and facts for ``query``, in one ranked
         list; each hit's ``explain["type"]`` says which (``types`` keeps only those named:
@@ -48,7 +50,14 @@ class Recalls(Reads):
         (None: now) of the sources the filters admit, whose ``valid_from`` lies between
         ``since`` and ``until``; a fact closed or retracted before ``as_of`` is not there.
         ``budget`` packs the hits into that many tokens as cards, as search does. ``fusion``
-        overrides how the two are merged (see ``docs/search.md``)."""
+        overrides how the two are merged (see ``docs/search.md``).
+
+        Each hit carries ``relevance``, the calibrated chance in [0, 1] that it answers the
+        query (a chunk's as search gives it, a fact's from its own BM25 and cosine), shown
+        going down the merged list; ``min_relevance`` drops the hits below it, and
+        ``nothing_relevant`` says that no hit reached it (or the calibration's default
+        threshold when none is given)."""
+        min_relevance = check_min_relevance(min_relevance)
         wanted = set(types) or set(recalling.TYPES)
         unknown = sorted(wanted - set(recalling.TYPES))
         if unknown:
@@ -56,6 +65,7 @@ class Recalls(Reads):
                 f"unknown recall type {unknown[0]!r}; use {', '.join(recalling.TYPES)}"
             )
         config = config or self.config
+        calibration = Calibration.load(config.calibration)
         depth = recalling.leg_depth(limit)
         start, end = when(since, "since"), when(until, "until")
         valid_at = when(as_of, "as_of")
@@ -100,6 +110,7 @@ class Recalls(Reads):
                     embedder=self._fact_embedder(query),
                     prior=config.recall_fact_prior,
                     sources=known,
+                    calibration=calibration,
                 )
             merged = recalling.typed(
                 store,
@@ -107,15 +118,18 @@ class Recalls(Reads):
                 known,
             )
             merged = [h for h in merged if h.explain["type"] in wanted]
+        shown = recalling.relevant(merged[:limit])
+        kept, nothing = floor(shown, min_relevance, calibration.threshold)
         legs = dict(found.legs)
         if "fact" in wanted:
             legs["facts"] = "ok"
         response = SearchResponse(
-            hits=tuple(merged[:limit]),
+            hits=tuple(kept),
             total=max(len(merged), found.total + matched),
             budget=budget,
             legs=legs,
             notes=found.notes,
+            nothing_relevant=nothing,
         )
         return recalling.packed(response, budget) if budget is not None else response
 

@@ -46,6 +46,7 @@ from stratamem.embed.base import Embedder
 from stratamem.memory.hits import fact_hits
 from stratamem.memory.search import MAX_FACTS, FactHit, match_facts
 from stratamem.retrieval.packing import pack
+from stratamem.retrieval.relevance import Calibration, decreasing
 from stratamem.retrieval.scope import admitted_sources
 from stratamem.store.base import Store
 from stratamem.types import (
@@ -67,6 +68,7 @@ __all__ = [
     "leg_depth",
     "merge",
     "packed",
+    "relevant",
     "typed",
 ]
 
@@ -144,11 +146,15 @@ def fact_leg(
     embedder: Embedder | None,
     prior: float = 0.0,
     sources: Sequence[Source] | None = None,
+    calibration: Calibration | None = None,
 ) -> tuple[list[RetrievalHit], int]:
     """The facts that best match ``query``, true at ``as_of`` (None: now), of the sources
     ``filters`` admit, with ``valid_from`` in its window, best first, at most ``limit``, as
     hits of kind ``fact`` (each with its raw ``bm25`` and ``cosine`` in ``explain``), and
-    how many facts matched in all. ``sources``: the reader's, read here when not given."""
+    how many facts matched in all. ``sources``: the reader's, read here when not given. Each
+    hit's ``relevance`` is its own under ``calibration`` (default: the packaged one), from
+    its raw signals, not yet shown going down any list (see :func:`relevant`)."""
+    calibration = calibration or Calibration.load()
     homes = admitted_sources(store, filters)
     if homes is not None and not homes:
         return [], 0
@@ -160,6 +166,7 @@ def fact_leg(
         valid_at=as_of,
         limit=(MAX_FACTS if windowed or prior > 0 else limit),
         embedder=embedder,
+        calibration=calibration,
     )
     found, total = matched.hits, matched.total
     if windowed:
@@ -169,7 +176,8 @@ def fact_leg(
         found = _with_prior(store, found, prior)
     kept = found[:limit]
     known = store.sources(counts=False) if sources is None else sources
-    hits = fact_hits(store, kept, scopes={s.id: s.scope for s in known})
+    own = [replace(h, relevance=calibration.fact(h.signals())) for h in kept]
+    hits = fact_hits(store, own, scopes={s.id: s.scope for s in known})
     for hit, matched_hit in zip(hits, kept, strict=True):
         hit.explain["bm25"] = matched_hit.bm25  # the raw signals its score was fused from
         hit.explain["cosine"] = matched_hit.cosine
@@ -234,6 +242,15 @@ def merge(
         )
         for score, _, _, h, leg, rank in order
     ]
+
+
+def relevant(hits: Sequence[RetrievalHit]) -> list[RetrievalHit]:
+    """``hits`` (merged, best first) with their relevance shown going down the list, as
+    search shows its own (:func:`~stratamem.retrieval.relevance.decreasing`): each hit shows
+    the lower of its own and that of every hit above it, so a fact ranked after a chunk never
+    shows more than the chunk claims. A hit without a relevance counts as 0."""
+    shown = decreasing([0.0 if h.relevance is None else h.relevance for h in hits])
+    return [replace(h, relevance=r) for h, r in zip(hits, shown, strict=True)]
 
 
 def _capped(
