@@ -12,6 +12,7 @@ from stratamem.api.reads import Reads
 from stratamem.config import SearchConfig
 from stratamem.embed.base import Embedder, Role, Vectors
 from stratamem.memory import recall as recalling
+from stratamem.memory.search import FactHit
 from stratamem.retrieval.legs.vector import VectorLeg
 from stratamem.retrieval.relevance import Calibration, check_min_relevance, floor
 from stratamem.types import Filters, RetrievalHit, SearchResponse, SourceKind
@@ -89,7 +90,7 @@ class Recalls(Reads):
                     session=session,
                 )
                 chunks = found.hits
-            facts: Sequence[RetrievalHit] = ()
+            facts: Sequence[FactHit] = ()
             matched = 0
             if "fact" in wanted and query.strip():
                 filters = Filters(
@@ -101,7 +102,7 @@ class Recalls(Reads):
                     agents=_ids(agent),
                     sessions=_ids(session),
                 )
-                facts, matched = recalling.fact_leg(
+                facts, matched = recalling.fact_matches(
                     store,
                     query,
                     filters=filters,
@@ -109,23 +110,25 @@ class Recalls(Reads):
                     limit=depth,
                     embedder=self._fact_embedder(query),
                     prior=config.recall_fact_prior,
-                    sources=known,
                     calibration=calibration,
                 )
-            merged = recalling.typed(
+            merged, count = recalling.recalled(
                 store,
-                recalling.merge(chunks, facts, fusion=fusion or recalling.DEFAULT_FUSION),
-                known,
+                chunks,
+                facts,
+                wanted=wanted,
+                limit=limit,
+                fusion=fusion or recalling.DEFAULT_FUSION,
+                sources=known,
             )
-            merged = [h for h in merged if h.explain["type"] in wanted]
-        shown = recalling.relevant(merged[:limit])
+        shown = recalling.relevant(merged)
         kept, nothing = floor(shown, min_relevance, calibration.threshold)
         legs = dict(found.legs)
         if "fact" in wanted:
             legs["facts"] = "ok"
         response = SearchResponse(
             hits=tuple(kept),
-            total=max(len(merged), found.total + matched),
+            total=max(count, found.total + matched),
             budget=budget,
             legs=legs,
             notes=found.notes,
