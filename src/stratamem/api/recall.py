@@ -46,7 +46,8 @@ class Recalls(Reads):
     ) -> SearchResponse:
         """The best turns, messages, documents, items and facts for ``query``, in one ranked
         list; each hit's ``explain["type"]`` says which (``types`` keeps only those named:
-        turn, message, document, record, item, fact; none: all). Chunks are found as
+        turn, message, document, record, item, fact; none: all; the chunks are searched
+        among the source kinds those types may come from). Chunks are found as
         :meth:`search` finds them, with the same filters; facts are those true at ``as_of``
         (None: now) of the sources the filters admit, whose ``valid_from`` lies between
         ``since`` and ``until``; a fact closed or retracted before ``as_of`` is not there.
@@ -76,11 +77,12 @@ class Recalls(Reads):
             known = store.sources(counts=False)
             chunks: Sequence[RetrievalHit] = ()
             found = SearchResponse(hits=(), total=0)
-            if wanted & CHUNK_TYPES:
+            searched = recalling.chunk_kinds(wanted, [SourceKind(k) for k in kinds])
+            if wanted & CHUNK_TYPES and searched is not None:
                 found = self.search(
                     query,
                     sources=sources,
-                    kinds=kinds,
+                    kinds=searched,
                     since=start,
                     until=end,
                     limit=depth,

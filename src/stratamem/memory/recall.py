@@ -64,7 +64,9 @@ from stratamem.types import (
 __all__ = [
     "DEFAULT_FUSION",
     "TYPES",
+    "TYPE_KINDS",
     "Fusion",
+    "chunk_kinds",
     "fact_leg",
     "fact_leg_hits",
     "fact_matches",
@@ -119,6 +121,30 @@ DEFAULT_FUSION = Fusion()
 def leg_depth(limit: int) -> int:
     """How many candidates each leg gives for a recall of ``limit`` hits."""
     return max(limit, MIN_DEPTH)
+
+
+# The source kinds a chunk of each type may come from (an item: any source but a chat).
+TYPE_KINDS = {
+    "turn": (SourceKind.CHAT,),
+    "message": (SourceKind.EMAIL,),
+    "document": (SourceKind.DOCUMENT,),
+    "record": (SourceKind.RECORD,),
+    "item": (SourceKind.EMAIL, SourceKind.DOCUMENT, SourceKind.RECORD),
+}
+
+
+def chunk_kinds(wanted: set[str], kinds: Sequence[SourceKind]) -> tuple[SourceKind, ...] | None:
+    """The source kinds the chunk leg searches for the ``wanted`` types within ``kinds``
+    (none: every kind), so that the leg's cut keeps only chunks that may be of those types
+    and a rare type is not crowded out of it: ``kinds`` itself when every chunk type is
+    wanted or the types admit every kind asked; None when no kind asked can hold one."""
+    types = wanted & set(TYPE_KINDS)
+    asked = tuple(kinds) or tuple(SourceKind)
+    allowed = {kind for name in types for kind in TYPE_KINDS[name]}
+    narrowed = tuple(kind for kind in asked if kind in allowed)
+    if not narrowed:
+        return None
+    return tuple(kinds) if narrowed == asked else narrowed
 
 
 def hit_type(hit: RetrievalHit, kinds: dict[str, SourceKind], platforms: dict[str, str]) -> str:
