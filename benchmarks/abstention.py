@@ -176,6 +176,15 @@ def main() -> None:
         report["embedder"] = embedder
         report["search"] = {"limit": 10, "mode": "hybrid", "config": "the store's default"}
         judging = judge(stores, TEST, facts=facts, progress=log)
+        recalls: tuple[list[Ranked], list[Ranked]] | None = None
+        if facts is not None:
+            locomo = stores[0][0]
+            queries = [q for q in locomo.queries_in(TEST) if locomo.qrels.get(q.id)]
+            log(f"locomo recall: {len(queries)} queries, twice")
+            recalls = (
+                recalled(facts, queries, own_sources(locomo)),
+                recalled(facts, queries, next_group_sources(locomo)),
+            )
     datasets = {d.name: d for d, _ in stores}
     results: dict[str, Any] = {}
     pairs_heldout: list[Pair] = []
@@ -206,10 +215,8 @@ def main() -> None:
                 + judged_facts([r for r in away if r.query in held], {})
             ),
         }
-        queries = [q for q in locomo.queries_in(TEST) if locomo.qrels.get(q.id)]
-        log(f"locomo recall: {len(queries)} queries, twice")
-        own = recalled(facts, queries, own_sources(locomo))
-        away = recalled(facts, queries, next_group_sources(locomo))
+    if recalls is not None:
+        own, away = recalls
         results["locomo recall"] = {
             "elsewhere": "the next conversation",
             "heldout": abstention(own, away, threshold, held),
