@@ -94,6 +94,7 @@ class Recalls(Reads):
                 chunks = found.hits
             facts: Sequence[FactHit] = ()
             matched = 0
+            noted: tuple[str, ...] = ()
             if "fact" in wanted and query.strip():
                 filters = Filters(
                     sources=tuple(sources),
@@ -104,7 +105,7 @@ class Recalls(Reads):
                     agents=_ids(agent),
                     sessions=_ids(session),
                 )
-                facts, matched = recalling.fact_matches(
+                facts, matched, noted = recalling.fact_matches(
                     store,
                     query,
                     filters=filters,
@@ -133,7 +134,7 @@ class Recalls(Reads):
             total=max(count, found.total + matched),
             budget=budget,
             legs=legs,
-            notes=found.notes,
+            notes=found.notes + noted,
             nothing_relevant=nothing,
         )
         return recalling.packed(response, budget) if budget is not None else response

@@ -187,7 +187,7 @@ def fact_leg(
     how many facts matched in all. ``sources``: the reader's, read here when not given. Each
     hit's ``relevance`` is its own under ``calibration`` (default: the packaged one), from
     its raw signals, not yet shown going down any list (see :func:`relevant`)."""
-    found, total = fact_matches(
+    found, total, _ = fact_matches(
         store,
         query,
         filters=filters,
@@ -210,13 +210,14 @@ def fact_matches(
     embedder: Embedder | None,
     prior: float = 0.0,
     calibration: Calibration | None = None,
-) -> tuple[list[FactHit], int]:
+) -> tuple[list[FactHit], int, tuple[str, ...]]:
     """:func:`fact_leg`'s facts before they are made hits (no citation read yet), each with
-    its own relevance, and how many matched in all."""
+    its own relevance, how many matched in all, and notes on what the ranking could not do
+    as asked (a fact vector of another size than the query's: BM25 alone for that fact)."""
     calibration = calibration or Calibration.load()
     homes = admitted_sources(store, filters)
     if homes is not None and not homes:
-        return [], 0
+        return [], 0, ()
     windowed = filters.since is not None or filters.until is not None
     ranking = rank_facts(
         store,
@@ -227,7 +228,7 @@ def fact_matches(
         embedder=embedder,
     )
     if ranking is None:
-        return [], 0
+        return [], 0, ()
     found: Sequence[FactHit] = ranking.hits(None if windowed or prior > 0 else limit)
     total = ranking.total
     if windowed:
@@ -235,7 +236,8 @@ def fact_matches(
         total = len(found)
     if prior > 0 and found:
         found = _with_prior(store, found, prior)
-    return [replace(h, relevance=calibration.fact(h.signals())) for h in found[:limit]], total
+    own = [replace(h, relevance=calibration.fact(h.signals())) for h in found[:limit]]
+    return own, total, ranking.notes
 
 
 def fact_leg_hits(

@@ -101,6 +101,8 @@ class FactMatches:
     hits: tuple[FactHit, ...]
     total: int
     nothing_relevant: bool = False
+    # What the ranking could not do as asked (a fact vector of another size than the query's).
+    notes: tuple[str, ...] = ()
 
 
 def search_facts(
@@ -191,7 +193,7 @@ def match_facts(
     nothing = not any(r >= bar for r in shown)
     if min_relevance is not None:
         hits = [h for h in hits if (h.relevance or 0.0) >= min_relevance]
-    return FactMatches(tuple(hits), count, nothing_relevant=nothing)
+    return FactMatches(tuple(hits), count, nothing_relevant=nothing, notes=ranking.notes)
 
 
 def rank_facts(
@@ -292,6 +294,7 @@ class FactRanking:
     cosine: FloatArray
     ceiling: float
     total: int
+    notes: tuple[str, ...] = ()
 
     def __len__(self) -> int:
         return len(self.rows)
@@ -330,7 +333,9 @@ class FactIndex:
     expired_at: IntArray
     subjects: dict[str, IntArray]
     sources: dict[str, IntArray]
-    _vectors: dict[str, tuple[IntArray, npt.NDArray[np.float32]]] = field(default_factory=dict)
+    _vectors: dict[tuple[str, int], tuple[IntArray, npt.NDArray[np.float32], IntArray]] = field(
+        default_factory=dict
+    )
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     @classmethod
@@ -413,8 +418,16 @@ class FactIndex:
         ceiling = self.idf_total(terms, chosen)
         semantic_rows = np.zeros(0, np.int64)
         semantic = np.zeros(0, np.float64)
+        notes: tuple[str, ...] = ()
         if embedder is not None:
-            semantic_rows, semantic = self.cosine_scores(store, embedder, query, chosen)
+            semantic_rows, semantic, skipped = self.cosine_scores_noted(
+                store, embedder, query, chosen
+            )
+            if skipped:
+                notes = (
+                    f"{skipped} fact vector(s) of {embedder.spec.signature} are not of the "
+                    f"query's size ({embedder.spec.dim}): those facts are ranked by BM25 alone",
+                )
         size = len(self.facts)
         if embedder is None:
             candidates, fused = lexical_rows, lexical
@@ -444,6 +457,7 @@ class FactIndex:
             cosine=cosine[rows],
             ceiling=ceiling,
             total=len(candidates),
+            notes=notes,
         )
 
     def bm25(self, terms: Sequence[str], chosen: Mask) -> dict[int, float]:
@@ -503,29 +517,52 @@ class FactIndex:
         """The ``chosen`` rows that have a vector of ``embedder``'s model, in order, and the
         cosines of the query and their vectors; the query is embedded only when some row
         has one."""
-        rows, matrix = self._model_vectors(store, embedder.spec.signature)
+        rows, values, _ = self.cosine_scores_noted(store, embedder, query, chosen)
+        return rows, values
+
+    def cosine_scores_noted(
+        self, store: Store, embedder: Embedder, query: str, chosen: Mask
+    ) -> tuple[IntArray, FloatArray, int]:
+        """:meth:`cosine_scores`, and how many of the ``chosen`` rows have a vector of the
+        model of another size than the query's: those are left out (ranked by BM25 alone),
+        as if they had none."""
+        dim = embedder.spec.dim
+        rows, matrix, odd = self._model_vectors(store, embedder.spec.signature, dim)
+        skipped = int(np.count_nonzero(chosen[odd])) if len(odd) else 0
         keep = chosen[rows]
         if not np.any(keep):
-            return np.zeros(0, np.int64), np.zeros(0, np.float64)
+            return np.zeros(0, np.int64), np.zeros(0, np.float64), skipped
         query_vector = np.asarray(embedder.embed_batch([query], role="query")[0], np.float32)
+        if query_vector.shape != (matrix.shape[1],):
+            return np.zeros(0, np.int64), np.zeros(0, np.float64), skipped + int(keep.sum())
         # Every row's cosine, then the chosen ones: selecting the rows first would copy them.
         values = (matrix @ query_vector)[keep].astype(np.float64)
-        return rows[keep], values
+        return rows[keep], values, skipped
 
-    def _model_vectors(self, store: Store, model: str) -> tuple[IntArray, npt.NDArray[np.float32]]:
-        """The rows that have a vector of ``model`` and those vectors (read once)."""
+    def _model_vectors(
+        self, store: Store, model: str, dim: int
+    ) -> tuple[IntArray, npt.NDArray[np.float32], IntArray]:
+        """The rows that have a vector of ``model`` of ``dim`` numbers, those vectors, and
+        the rows whose vector of ``model`` has another size (read once)."""
         with self._lock:
-            found = self._vectors.get(model)
+            found = self._vectors.get((model, dim))
             if found is None:
                 stored = store.fact_vectors(model, [f.id for f in self.facts])
-                positions = [i for i, f in enumerate(self.facts) if f.id in stored]
+                size = dim * 4  # float32
+                positions: list[int] = []
+                odd: list[int] = []
+                for i, f in enumerate(self.facts):
+                    blob = stored.get(f.id)
+                    if blob is not None:
+                        (positions if len(blob) == size else odd).append(i)
                 if positions:
                     matrix = np.stack(
                         [np.frombuffer(stored[self.facts[i].id], dtype="<f4") for i in positions]
                     ).astype(np.float32, copy=False)
                 else:
-                    matrix = np.zeros((0, 0), np.float32)
-                found = self._vectors[model] = (np.asarray(positions, np.int64), matrix)
+                    matrix = np.zeros((0, dim), np.float32)
+                found = (np.asarray(positions, np.int64), matrix, np.asarray(odd, np.int64))
+                self._vectors[(model, dim)] = found
             return found
 
 
