@@ -12,6 +12,9 @@ and where nothing answers it.
 * **LoCoMo facts**: the observations written as facts (as ``benchmarks/locomo_facts.py``
   writes them, in a copy of the turn store), each question's fact search
   (``Memory.facts.search``) in its own conversation and in the next.
+* **LoCoMo recall**: the same store, each question's ``Memory.recall`` (limit 10: turns and
+  facts in one list, each hit's relevance shown going down it) in its own conversation and
+  in the next.
 
 Scored: the AUROC of the top hit's relevance (0 for no hit) telling the two apart (Mann-
 Whitney, ties a half); the precision and recall of ``nothing_relevant`` at the calibration's
@@ -53,9 +56,11 @@ from stratamem.eval.calibrate import (
     judge,
     judged,
     judged_facts,
+    next_group_sources,
+    own_sources,
     reliability,
 )
-from stratamem.eval.datasets import HELDOUT, TEST, Dataset
+from stratamem.eval.datasets import HELDOUT, TEST, Dataset, Query
 from stratamem.eval.loading import load_dataset
 from stratamem.eval.runner import prepare, store_path
 from stratamem.retrieval.relevance import Calibration
@@ -89,6 +94,25 @@ def abstention(
         "mean_top_where_answer_is": round(sum(here) / len(here), 4) if here else None,
         "mean_top_where_nothing_is": round(sum(there) / len(there), 4) if there else None,
     }
+
+
+def recalled(
+    memory: Memory, queries: Sequence[Query], sources: Any, *, k: int = 10
+) -> list[Ranked]:
+    """Each question's recall (turns and facts in one list) within ``sources(query)``: the
+    relevance each hit shows, for the top."""
+    out = []
+    for query in queries:
+        found = memory.recall(query.text, sources=sources(query), limit=k)
+        out.append(
+            Ranked(
+                query.id,
+                tuple(h.source_ref or h.node_id for h in found.hits),
+                tuple({} for _ in found.hits),
+                tuple(h.relevance or 0.0 for h in found.hits),
+            )
+        )
+    return out
 
 
 def quality(pairs: Sequence[Pair]) -> dict[str, Any]:
@@ -152,6 +176,15 @@ def main() -> None:
         report["embedder"] = embedder
         report["search"] = {"limit": 10, "mode": "hybrid", "config": "the store's default"}
         judging = judge(stores, TEST, facts=facts, progress=log)
+        recalls: tuple[list[Ranked], list[Ranked]] | None = None
+        if facts is not None:
+            locomo = stores[0][0]
+            queries = [q for q in locomo.queries_in(TEST) if locomo.qrels.get(q.id)]
+            log(f"locomo recall: {len(queries)} queries, twice")
+            recalls = (
+                recalled(facts, queries, own_sources(locomo)),
+                recalled(facts, queries, next_group_sources(locomo)),
+            )
     datasets = {d.name: d for d, _ in stores}
     results: dict[str, Any] = {}
     pairs_heldout: list[Pair] = []
@@ -181,6 +214,13 @@ def main() -> None:
                 judged_facts([r for r in own if r.query in held], locomo.qrels)
                 + judged_facts([r for r in away if r.query in held], {})
             ),
+        }
+    if recalls is not None:
+        own, away = recalls
+        results["locomo recall"] = {
+            "elsewhere": "the next conversation",
+            "heldout": abstention(own, away, threshold, held),
+            "all": abstention(own, away, threshold, None),
         }
     report["results"] = results
     report["calibration_heldout_chunks"] = quality(pairs_heldout)
@@ -229,6 +269,8 @@ def render(report: dict[str, Any]) -> str:
         "|---|---:|---:|---:|---:|",
     ]
     for name, found in report["results"].items():
+        if "calibration_heldout" not in found:
+            continue  # recall: its hits are the turns' and the facts', judged above
         q = found["calibration_heldout"]
         lines.append(
             f"| {name} | {q['pairs']} | {q['relevant']} | {q['brier']:.4f} | {q['ece']:.4f} |"

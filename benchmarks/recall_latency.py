@@ -10,10 +10,11 @@ Facts are added to it once: one per ``--facts-every`` chunks
 vector as its own, written in one transaction through the fact store (``remember`` would
 embed each, which is not what is timed here).
 
-Queries are SciFact's 300 test claims. For each, ``Memory.search(q, limit=10)`` and
-``Memory.recall(q, limit=10)`` run back to back, which goes first alternating by query, each
-with the query cache cleared (every query embedded anew). One warm-up call of each first
-(the reader's fact index is built then).
+Queries are SciFact's 300 test claims. For each, ``Memory.search(q, limit=10)``,
+``Memory.recall(q, limit=10)`` and ``Memory.search(q, limit=50)`` (the depth of recall's
+chunk leg, :func:`~stratamem.memory.recall.leg_depth`) run back to back, which goes first
+rotating by query, each with the query cache cleared (every query embedded anew). One
+warm-up call of search and of recall first (the reader's fact index is built then).
 
     python benchmarks/recall_latency.py [--size 100000] [--keep DIR]
 
@@ -40,6 +41,7 @@ from run_info import git_state, machine
 from search_latency import CACHE, DATA, build, open_store, summary
 from stratamem.eval import load_dataset
 from stratamem.eval.runner import prepare, store_path
+from stratamem.memory.recall import leg_depth
 from stratamem.store.facts import Fact
 from stratamem.store.vectors import unpack_vectors
 
@@ -124,14 +126,18 @@ def measure(path: Path, queries: list[str]) -> dict[str, Any]:
         t0 = time.perf_counter()
         mem.recall("warm up the index and caches")
         warm_recall = time.perf_counter() - t0
-        timings: dict[str, list[float]] = {"search": [], "recall": []}
+        names = ("search", "recall", "search_deep")
+        timings: dict[str, list[float]] = {name: [] for name in names}
         kinds: dict[str, int] = {}
         for n, query in enumerate(queries):
-            for name in ("search", "recall") if n % 2 else ("recall", "search"):
+            for name in names[n % 3 :] + names[: n % 3]:
                 if mem.vectors is not None:
                     mem.vectors._queries.clear()
                 t0 = time.perf_counter()
-                found = getattr(mem, name)(query, limit=10)
+                if name == "search_deep":  # the chunk leg recall runs: search at its depth
+                    found = mem.search(query, limit=leg_depth(10))
+                else:
+                    found = getattr(mem, name)(query, limit=10)
                 timings[name].append((time.perf_counter() - t0) * 1000)
                 if name == "recall":
                     for hit in found.hits:
@@ -144,6 +150,10 @@ def measure(path: Path, queries: list[str]) -> dict[str, Any]:
         "ratio_p50": round(out["recall"]["p50_ms"] / out["search"]["p50_ms"], 2),
         "ratio_p95": round(out["recall"]["p95_ms"] / out["search"]["p95_ms"], 2),
         "ratio_per_query_median": round(float(np.median(ratio)), 2),
+        "ratio_p50_to_search_deep": round(
+            out["recall"]["p50_ms"] / out["search_deep"]["p50_ms"], 2
+        ),
+        "ratio_p50_search_deep": round(out["search_deep"]["p50_ms"] / out["search"]["p50_ms"], 2),
         "warm_up_s": {"search": round(warm_search, 2), "recall": round(warm_recall, 2)},
         "recall_hit_types": kinds,
         "chunks": chunks,
@@ -196,19 +206,28 @@ def markdown(r: dict[str, Any]) -> str:
         + f" Run time {r['wall_s']} s.",
         "",
         f"{r['chunks']:,} chunks, {r['facts']:,} facts; {r['search']['queries']} SciFact "
-        "claims, each searched and recalled back to back (limit 10), which first alternating "
-        "by query, the query embedded anew each time. See the script's docstring.",
+        "claims, each searched (limit 10 and limit 50) and recalled (limit 10) back to back, "
+        "which first rotating by query, the query embedded anew each time. See the script's "
+        "docstring.",
         "",
         "| call | p50 (ms) | p95 (ms) | mean (ms) |",
         "| --- | ---: | ---: | ---: |",
     ]
-    for name in ("search", "recall"):
+    shown = {
+        "search": "`search` (limit 10)",
+        "search_deep": f"`search` (limit {leg_depth(10)}: recall's chunk leg)",
+        "recall": "`recall` (limit 10)",
+    }
+    for name in ("search", "search_deep", "recall"):
         s = r[name]
-        lines.append(f"| `{name}` | {s['p50_ms']} | {s['p95_ms']} | {s['mean_ms']} |")
+        lines.append(f"| {shown[name]} | {s['p50_ms']} | {s['p95_ms']} | {s['mean_ms']} |")
     lines += [
         "",
         f"recall / search: **{r['ratio_p50']}× at p50, {r['ratio_p95']}× at p95** (the "
         f"median of the per-query ratios: {r['ratio_per_query_median']}×; target ≤ 1.3×). "
+        f"Search at recall's chunk depth alone is {r['ratio_p50_search_deep']}× search at "
+        f"p50; recall is {r['ratio_p50_to_search_deep']}× that at p50 (the fact leg, the "
+        "merge and the hits). "
         f"First call: search {r['warm_up_s']['search']} s, recall {r['warm_up_s']['recall']} s "
         "(the reader's fact index is read then). Types among recall's hits: "
         + ", ".join(f"{k} {v}" for k, v in sorted(r["recall_hit_types"].items()))

@@ -13,10 +13,11 @@ import pytest
 import stratamem
 from stratamem.embed.tokens import count_tokens
 from stratamem.errors import InvalidArgument, NotFoundError
+from stratamem.memory import recall as recalling
 from stratamem.ops import MemoryContext, call
 from stratamem.ops.wire import dumps
 from stratamem.testing import HashingEmbedder
-from stratamem.types import NodeKind, SearchResponse
+from stratamem.types import Filters, NodeKind, SearchResponse
 
 QUESTION = "when is the atlas deadline"
 T = datetime(2024, 4, 1, tzinfo=UTC)
@@ -160,3 +161,38 @@ def test_a_principal_sees_no_hidden_fact_or_chunk_through_recall(
     finally:
         mem.principals.remove("reader")
         mem.sources.set_access(notes.scope, scopes=list(notes.access))
+
+
+@pytest.mark.parametrize(
+    "fusion",
+    [
+        recalling.DEFAULT_FUSION,
+        recalling.Fusion("rrf", 60, 1.0),
+        recalling.Fusion("parity", 10, 0.5),
+        recalling.Fusion("lend", 10, 0.5, head=3, head_facts=1),
+    ],
+)
+@pytest.mark.parametrize("types", [(), ("fact",), ("turn", "fact"), ("document",)])
+def test_recall_makes_hits_of_only_the_facts_it_keeps_yet_gives_the_full_merge(
+    world: World, fusion: recalling.Fusion, types: tuple[str, ...]
+) -> None:
+    """The facts are placed by their evidence alone and made hits only where they stand in
+    the first ``limit``: the same hits as merging every fact hit, typing and cutting."""
+    store = world.memory.store
+    wanted = set(types) or set(recalling.TYPES)
+    sources = store.sources(counts=False)
+    chunks = world.memory.search(QUESTION, limit=50).hits
+    facts, _, _ = recalling.fact_matches(
+        store, QUESTION, filters=Filters(), as_of=None, limit=50, embedder=None
+    )
+    assert facts
+    merged = recalling.typed(
+        store, recalling.merge(chunks, recalling.fact_leg_hits(store, facts), fusion=fusion)
+    )
+    every = [h for h in merged if h.explain["type"] in wanted]
+    for limit in (1, 3, 100):
+        found, count = recalling.recalled(
+            store, chunks, facts, wanted=wanted, limit=limit, fusion=fusion, sources=sources
+        )
+        assert found == every[:limit]
+        assert count == len(every)

@@ -330,7 +330,7 @@ def _recalled(found: SearchResponse) -> dict[str, Any]:
              rfc3339(hit.time_start), rfc3339(hit.time_end), hit.source_ref,
              repr(sorted(explain.items())))
         )  # fmt: skip
-    return {"total": found.total, "hits": sorted(rows)}
+    return {"total": found.total, "hits": sorted(rows), "nothing": found.nothing_relevant}
 
 
 def _recall(m: _Matrix, named: tuple[str, ...], queries: tuple[str, ...]) -> None:
@@ -344,6 +344,12 @@ def _recall(m: _Matrix, named: tuple[str, ...], queries: tuple[str, ...]) -> Non
             q, limit=1000, budget=300)))  # fmt: skip
         m.add("recall", f"facts:{query}", lambda x, r, q=query: _recalled(x.recall(
             q, types=["fact"], limit=1000)))  # fmt: skip
+        # A fact's relevance is read from its BM25 share (the Σ idf over the facts ranked):
+        # the floor and nothing_relevant must come out as on a store of the visible alone.
+        m.add("recall", f"floor=0.2:{query}", lambda x, r, q=query: _recalled(x.recall(
+            q, limit=1000, min_relevance=0.2)))  # fmt: skip
+        m.add("recall", f"facts-floor=0.2:{query}", lambda x, r, q=query: _recalled(x.recall(
+            q, types=["fact"], limit=1000, min_relevance=0.2)))  # fmt: skip
         for label, refs, uses in _source_filters(named):
             m.add("recall", f"sources={label}:{query}", lambda x, r, q=query, s=refs: (
                 _recalled(x.recall(q, sources=s, limit=1000))), *uses)  # fmt: skip

@@ -12,7 +12,9 @@ from stratamem.api.reads import Reads
 from stratamem.config import SearchConfig
 from stratamem.embed.base import Embedder, Role, Vectors
 from stratamem.memory import recall as recalling
+from stratamem.memory.search import FactHit
 from stratamem.retrieval.legs.vector import VectorLeg
+from stratamem.retrieval.relevance import Calibration, check_min_relevance, floor
 from stratamem.types import Filters, RetrievalHit, SearchResponse, SourceKind
 
 __all__ = ["Recalls"]
@@ -40,15 +42,24 @@ class Recalls(Reads):
         user: str | Sequence[str] | None = None,
         agent: str | Sequence[str] | None = None,
         session: str | Sequence[str] | None = None,
+        min_relevance: float | None = None,
     ) -> SearchResponse:
         """The best turns, messages, documents, items and facts for ``query``, in one ranked
         list; each hit's ``explain["type"]`` says which (``types`` keeps only those named:
-        turn, message, document, record, item, fact; none: all). Chunks are found as
+        turn, message, document, record, item, fact; none: all; the chunks are searched
+        among the source kinds those types may come from). Chunks are found as
         :meth:`search` finds them, with the same filters; facts are those true at ``as_of``
         (None: now) of the sources the filters admit, whose ``valid_from`` lies between
         ``since`` and ``until``; a fact closed or retracted before ``as_of`` is not there.
         ``budget`` packs the hits into that many tokens as cards, as search does. ``fusion``
-        overrides how the two are merged (see ``docs/search.md``)."""
+        overrides how the two are merged (see ``docs/search.md``).
+
+        Each hit carries ``relevance``, the calibrated chance in [0, 1] that it answers the
+        query (a chunk's as search gives it, a fact's from its own BM25 and cosine), shown
+        going down the merged list; ``min_relevance`` drops the hits below it, and
+        ``nothing_relevant`` says that no hit reached it (or the calibration's default
+        threshold when none is given)."""
+        min_relevance = check_min_relevance(min_relevance)
         wanted = set(types) or set(recalling.TYPES)
         unknown = sorted(wanted - set(recalling.TYPES))
         if unknown:
@@ -56,6 +67,7 @@ class Recalls(Reads):
                 f"unknown recall type {unknown[0]!r}; use {', '.join(recalling.TYPES)}"
             )
         config = config or self.config
+        calibration = Calibration.load(config.calibration)
         depth = recalling.leg_depth(limit)
         start, end = when(since, "since"), when(until, "until")
         valid_at = when(as_of, "as_of")
@@ -65,11 +77,12 @@ class Recalls(Reads):
             known = store.sources(counts=False)
             chunks: Sequence[RetrievalHit] = ()
             found = SearchResponse(hits=(), total=0)
-            if wanted & CHUNK_TYPES:
+            searched = recalling.chunk_kinds(wanted, [SourceKind(k) for k in kinds])
+            if wanted & CHUNK_TYPES and searched is not None:
                 found = self.search(
                     query,
                     sources=sources,
-                    kinds=kinds,
+                    kinds=searched,
                     since=start,
                     until=end,
                     limit=depth,
@@ -79,8 +92,9 @@ class Recalls(Reads):
                     session=session,
                 )
                 chunks = found.hits
-            facts: Sequence[RetrievalHit] = ()
+            facts: Sequence[FactHit] = ()
             matched = 0
+            noted: tuple[str, ...] = ()
             if "fact" in wanted and query.strip():
                 filters = Filters(
                     sources=tuple(sources),
@@ -91,7 +105,7 @@ class Recalls(Reads):
                     agents=_ids(agent),
                     sessions=_ids(session),
                 )
-                facts, matched = recalling.fact_leg(
+                facts, matched, noted = recalling.fact_matches(
                     store,
                     query,
                     filters=filters,
@@ -99,23 +113,29 @@ class Recalls(Reads):
                     limit=depth,
                     embedder=self._fact_embedder(query),
                     prior=config.recall_fact_prior,
-                    sources=known,
+                    calibration=calibration,
                 )
-            merged = recalling.typed(
+            merged, count = recalling.recalled(
                 store,
-                recalling.merge(chunks, facts, fusion=fusion or recalling.DEFAULT_FUSION),
-                known,
+                chunks,
+                facts,
+                wanted=wanted,
+                limit=limit,
+                fusion=fusion or recalling.DEFAULT_FUSION,
+                sources=known,
             )
-            merged = [h for h in merged if h.explain["type"] in wanted]
+        shown = recalling.relevant(merged)
+        kept, nothing = floor(shown, min_relevance, calibration.threshold)
         legs = dict(found.legs)
         if "fact" in wanted:
             legs["facts"] = "ok"
         response = SearchResponse(
-            hits=tuple(merged[:limit]),
-            total=max(len(merged), found.total + matched),
+            hits=tuple(kept),
+            total=max(count, found.total + matched),
             budget=budget,
             legs=legs,
-            notes=found.notes,
+            notes=found.notes + noted,
+            nothing_relevant=nothing,
         )
         return recalling.packed(response, budget) if budget is not None else response
 

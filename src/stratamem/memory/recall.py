@@ -44,8 +44,11 @@ from datetime import datetime
 
 from stratamem.embed.base import Embedder
 from stratamem.memory.hits import fact_hits
-from stratamem.memory.search import MAX_FACTS, FactHit, match_facts
+from stratamem.memory.search import MAX_FACTS, FactHit, rank_facts
+from stratamem.retrieval import primitives
+from stratamem.retrieval.item_nodes import item_refs
 from stratamem.retrieval.packing import pack
+from stratamem.retrieval.relevance import Calibration, decreasing
 from stratamem.retrieval.scope import admitted_sources
 from stratamem.store.base import Store
 from stratamem.types import (
@@ -61,12 +64,20 @@ from stratamem.types import (
 __all__ = [
     "DEFAULT_FUSION",
     "TYPES",
+    "TYPE_KINDS",
     "Fusion",
+    "chunk_kinds",
     "fact_leg",
+    "fact_leg_hits",
+    "fact_matches",
+    "followed_evidence",
     "hit_type",
     "leg_depth",
     "merge",
+    "order",
     "packed",
+    "recalled",
+    "relevant",
     "typed",
 ]
 
@@ -112,6 +123,30 @@ def leg_depth(limit: int) -> int:
     return max(limit, MIN_DEPTH)
 
 
+# The source kinds a chunk of each type may come from (an item: any source but a chat).
+TYPE_KINDS = {
+    "turn": (SourceKind.CHAT,),
+    "message": (SourceKind.EMAIL,),
+    "document": (SourceKind.DOCUMENT,),
+    "record": (SourceKind.RECORD,),
+    "item": (SourceKind.EMAIL, SourceKind.DOCUMENT, SourceKind.RECORD),
+}
+
+
+def chunk_kinds(wanted: set[str], kinds: Sequence[SourceKind]) -> tuple[SourceKind, ...] | None:
+    """The source kinds the chunk leg searches for the ``wanted`` types within ``kinds``
+    (none: every kind), so that the leg's cut keeps only chunks that may be of those types
+    and a rare type is not crowded out of it: ``kinds`` itself when every chunk type is
+    wanted or the types admit every kind asked; None when no kind asked can hold one."""
+    types = wanted & set(TYPE_KINDS)
+    asked = tuple(kinds) or tuple(SourceKind)
+    allowed = {kind for name in types for kind in TYPE_KINDS[name]}
+    narrowed = tuple(kind for kind in asked if kind in allowed)
+    if not narrowed:
+        return None
+    return tuple(kinds) if narrowed == asked else narrowed
+
+
 def hit_type(hit: RetrievalHit, kinds: dict[str, SourceKind], platforms: dict[str, str]) -> str:
     """What ``hit`` is: ``fact``, ``item``, or by its source's kind (see the docstring)."""
     if hit.node_kind is NodeKind.FACT:
@@ -144,16 +179,47 @@ def fact_leg(
     embedder: Embedder | None,
     prior: float = 0.0,
     sources: Sequence[Source] | None = None,
+    calibration: Calibration | None = None,
 ) -> tuple[list[RetrievalHit], int]:
     """The facts that best match ``query``, true at ``as_of`` (None: now), of the sources
     ``filters`` admit, with ``valid_from`` in its window, best first, at most ``limit``, as
     hits of kind ``fact`` (each with its raw ``bm25`` and ``cosine`` in ``explain``), and
-    how many facts matched in all. ``sources``: the reader's, read here when not given."""
+    how many facts matched in all. ``sources``: the reader's, read here when not given. Each
+    hit's ``relevance`` is its own under ``calibration`` (default: the packaged one), from
+    its raw signals, not yet shown going down any list (see :func:`relevant`)."""
+    found, total, _ = fact_matches(
+        store,
+        query,
+        filters=filters,
+        as_of=as_of,
+        limit=limit,
+        embedder=embedder,
+        prior=prior,
+        calibration=calibration,
+    )
+    return fact_leg_hits(store, found, sources), total
+
+
+def fact_matches(
+    store: Store,
+    query: str,
+    *,
+    filters: Filters,
+    as_of: datetime | None,
+    limit: int,
+    embedder: Embedder | None,
+    prior: float = 0.0,
+    calibration: Calibration | None = None,
+) -> tuple[list[FactHit], int, tuple[str, ...]]:
+    """:func:`fact_leg`'s facts before they are made hits (no citation read yet), each with
+    its own relevance, how many matched in all, and notes on what the ranking could not do
+    as asked (a fact vector of another size than the query's: BM25 alone for that fact)."""
+    calibration = calibration or Calibration.load()
     homes = admitted_sources(store, filters)
     if homes is not None and not homes:
-        return [], 0
+        return [], 0, ()
     windowed = filters.since is not None or filters.until is not None
-    matched = match_facts(
+    ranking = rank_facts(
         store,
         query,
         sources=sorted(homes) if homes is not None else (),
@@ -161,19 +227,30 @@ def fact_leg(
         limit=(MAX_FACTS if windowed or prior > 0 else limit),
         embedder=embedder,
     )
-    found, total = matched.hits, matched.total
+    if ranking is None:
+        return [], 0, ()
+    found: Sequence[FactHit] = ranking.hits(None if windowed or prior > 0 else limit)
+    total = ranking.total
     if windowed:
         found = tuple(h for h in found if _in_window(h, filters))
         total = len(found)
     if prior > 0 and found:
         found = _with_prior(store, found, prior)
-    kept = found[:limit]
+    own = [replace(h, relevance=calibration.fact(h.signals())) for h in found[:limit]]
+    return own, total, ranking.notes
+
+
+def fact_leg_hits(
+    store: Store, found: Sequence[FactHit], sources: Sequence[Source] | None = None
+) -> list[RetrievalHit]:
+    """``found`` as hits of kind ``fact``, their evidence cited, each with its raw ``bm25``
+    and ``cosine`` in ``explain``. ``sources``: the reader's, read here when not given."""
     known = store.sources(counts=False) if sources is None else sources
-    hits = fact_hits(store, kept, scopes={s.id: s.scope for s in known})
-    for hit, matched_hit in zip(hits, kept, strict=True):
+    hits = fact_hits(store, found, scopes={s.id: s.scope for s in known})
+    for hit, matched_hit in zip(hits, found, strict=True):
         hit.explain["bm25"] = matched_hit.bm25  # the raw signals its score was fused from
         hit.explain["cosine"] = matched_hit.cosine
-    return hits, total
+    return hits
 
 
 def _in_window(hit: FactHit, filters: Filters) -> bool:
@@ -204,13 +281,31 @@ def merge(
 ) -> list[RetrievalHit]:
     """The two legs (each best first) in one order, each hit's score the merged one and its
     leg, rank and merged score in ``explain["recall"]``; see the module's docstring."""
+    placed = order(chunks, [_evidence(f) for f in facts], [f.score for f in facts], fusion=fusion)
+    return [
+        _placed(chunks[rank - 1] if leg == "chunks" else facts[rank - 1], score, leg, rank)
+        for score, leg, rank in placed
+    ]
+
+
+def order(
+    chunks: Sequence[RetrievalHit],
+    evidence: Sequence[Sequence[str]],
+    fact_scores: Sequence[float],
+    *,
+    fusion: Fusion = DEFAULT_FUSION,
+) -> list[tuple[float, str, int]]:
+    """Where :func:`merge` puts each hit, best first: (merged score, leg, rank in its leg),
+    from the chunks and, for each fact in its leg's order, the node ids it rests on
+    (``evidence``) and its own score: what the merge reads of a fact, so that a fact need
+    not be made a hit, its evidence cited, to be placed."""
     k, w = fusion.k, fusion.fact_weight
     base = {h.node_id: 1.0 / (k + r) for r, h in enumerate(chunks, 1)}
     lent = dict.fromkeys(base, 0.0)
     fact_score: list[float] = []
-    for r, fact in enumerate(facts, 1):
+    for r, nodes in enumerate(evidence, 1):
         own = w / (k + r)
-        cited = [n for n in _evidence(fact) if n in base]
+        cited = [n for n in nodes if n in base]
         if fusion.method == "lend":
             for node in cited:
                 lent[node] += own
@@ -218,32 +313,105 @@ def merge(
         fact_score.append(own)
     if fusion.method == "parity":  # the legs' own scores, a fact's weighted
         base = {h.node_id: h.score for h in chunks}
-        fact_score = [w * h.score for h in facts]
-    scored: list[tuple[float, int, int, RetrievalHit, str, int]] = []
+        fact_score = [w * score for score in fact_scores]
+    scored: list[_Entry] = []
     for r, h in enumerate(chunks, 1):
-        scored.append((base[h.node_id] + lent[h.node_id], 0, r, h, "chunks", r))
-    for r, h in enumerate(facts, 1):
-        scored.append((fact_score[r - 1], 1, r, h, "facts", r))
+        scored.append((base[h.node_id] + lent[h.node_id], 0, r, "chunks"))
+    for r in range(1, len(evidence) + 1):
+        scored.append((fact_score[r - 1], 1, r, "facts"))
     scored.sort(key=lambda s: (-s[0], s[1], s[2]))
-    order = _capped(scored, fusion) if fusion.head else scored
-    return [
-        replace(
-            h,
-            score=score,
-            explain={**h.explain, "recall": {"leg": leg, "rank": rank, "score": score}},
-        )
-        for score, _, _, h, leg, rank in order
+    placed = _capped(scored, fusion) if fusion.head else scored
+    return [(score, leg, rank) for score, _, rank, leg in placed]
+
+
+_Entry = tuple[float, int, int, str]
+
+
+def _placed(hit: RetrievalHit, score: float, leg: str, rank: int, **more: str) -> RetrievalHit:
+    explain = {**hit.explain, "recall": {"leg": leg, "rank": rank, "score": score}, **more}
+    return replace(hit, score=score, explain=explain)
+
+
+def recalled(
+    store: Store,
+    chunks: Sequence[RetrievalHit],
+    facts: Sequence[FactHit],
+    *,
+    wanted: set[str],
+    limit: int,
+    fusion: Fusion = DEFAULT_FUSION,
+    sources: Sequence[Source],
+) -> tuple[list[RetrievalHit], int]:
+    """The first ``limit`` hits of the two legs merged (:func:`merge`) and typed
+    (:func:`typed`), of the ``wanted`` types, and how many of those types the merge holds
+    in all: the same hits as merging the facts made hits (:func:`fact_leg_hits`), typing
+    and cutting, but only the facts that stand among the first ``limit`` are made hits,
+    their evidence cited. ``sources``: the reader's."""
+    evidence = followed_evidence(store, facts, {h.node_id for h in chunks})
+    placed = order(chunks, evidence, [f.score for f in facts], fusion=fusion)
+    kinds = {s.id: s.kind for s in sources}
+    platforms = {s.id: s.platform for s in sources}
+    chosen: list[tuple[float, str, int, str]] = []
+    count = 0
+    for score, leg, rank in placed:
+        kind = "fact" if leg == "facts" else hit_type(chunks[rank - 1], kinds, platforms)
+        if kind not in wanted:
+            continue
+        count += 1
+        if len(chosen) < limit:
+            chosen.append((score, leg, rank, kind))
+    ranks = [rank for _, leg, rank, _ in chosen if leg == "facts"]
+    made = dict(
+        zip(ranks, fact_leg_hits(store, [facts[r - 1] for r in ranks], sources), strict=True)
+    )
+    hits = [
+        _placed(chunks[rank - 1] if leg == "chunks" else made[rank], score, leg, rank, type=kind)
+        for score, leg, rank, kind in chosen
     ]
+    return hits, count
 
 
-def _capped(
-    scored: list[tuple[float, int, int, RetrievalHit, str, int]], fusion: Fusion
-) -> list[tuple[float, int, int, RetrievalHit, str, int]]:
+def followed_evidence(
+    store: Store, facts: Sequence[FactHit], standing: set[str]
+) -> list[list[str]]:
+    """The node ids each fact rests on, as :func:`merge` reads them off its hit: its
+    evidence, and where a piece of it no longer stands, the chunks the item it names is
+    derived into now (see :mod:`stratamem.memory.hits`). ``standing``: node ids known to
+    stand (the chunk leg's hits); the others are looked up, the items first, since only an
+    id that names an item can add a node."""
+    others = list(dict.fromkeys(e for f in facts for e in f.fact.evidence if e not in standing))
+    refs = item_refs(store, others) if others else {}
+    if refs:
+        found = primitives.nodes(store, list(refs), items=False)
+        standing = standing | {n.node_id for n in found}
+    out = []
+    for hit in facts:
+        nodes = list(hit.fact.evidence)
+        for node in hit.fact.evidence:
+            if node in standing or node not in refs:
+                continue
+            ref = next((r for r in refs[node] if r.now.source_id == hit.fact.source_id), None)
+            if ref is not None:
+                nodes.extend(ref.nodes)
+        out.append(nodes)
+    return out
+
+
+def relevant(hits: Sequence[RetrievalHit]) -> list[RetrievalHit]:
+    """``hits`` (merged, best first) with their relevance shown going down the list, as
+    search shows its own (:func:`~stratamem.retrieval.relevance.decreasing`): each hit shows
+    the lower of its own and that of every hit above it, so a fact ranked after a chunk never
+    shows more than the chunk claims. A hit without a relevance counts as 0."""
+    shown = decreasing([0.0 if h.relevance is None else h.relevance for h in hits])
+    return [replace(h, relevance=r) for h, r in zip(hits, shown, strict=True)]
+
+
+def _capped(scored: list[_Entry], fusion: Fusion) -> list[_Entry]:
     """``scored`` with at most ``head_facts`` facts in the first ``head`` places; the others
     move down to just after them, in order."""
-    head: list[tuple[float, int, int, RetrievalHit, str, int]] = []
-    held: list[tuple[float, int, int, RetrievalHit, str, int]] = []
-    rest: list[tuple[float, int, int, RetrievalHit, str, int]] = []
+    head: list[_Entry] = []
+    held: list[_Entry] = []
+    rest: list[_Entry] = []
     facts = 0
     for entry in scored:
         if len(head) < fusion.head:

@@ -101,6 +101,8 @@ class FactMatches:
     hits: tuple[FactHit, ...]
     total: int
     nothing_relevant: bool = False
+    # What the ranking could not do as asked (a fact vector of another size than the query's).
+    notes: tuple[str, ...] = ()
 
 
 def search_facts(
@@ -167,9 +169,53 @@ def match_facts(
     packaged one), going down the list; ``min_relevance`` drops those below it."""
     min_relevance = check_min_relevance(min_relevance)
     calibration = calibration or Calibration.load()
+    ranking = rank_facts(
+        store,
+        query,
+        subject=subject,
+        sources=sources,
+        valid_at=valid_at,
+        known_at=known_at,
+        limit=limit,
+        embedder=embedder,
+        cached=cached,
+        user=user,
+        agent=agent,
+        session=session,
+    )
+    if ranking is None:
+        return FactMatches((), 0, nothing_relevant=True)
+    hits = ranking.hits()
+    count = ranking.total
+    shown = decreasing([calibration.fact(h.signals()) for h in hits])
+    hits = [replace(h, relevance=r) for h, r in zip(hits, shown, strict=True)]
+    bar = calibration.threshold if min_relevance is None else min_relevance
+    nothing = not any(r >= bar for r in shown)
+    if min_relevance is not None:
+        hits = [h for h in hits if (h.relevance or 0.0) >= min_relevance]
+    return FactMatches(tuple(hits), count, nothing_relevant=nothing, notes=ranking.notes)
+
+
+def rank_facts(
+    store: Store,
+    query: str,
+    *,
+    subject: str | None = None,
+    sources: Sequence[str] = (),
+    valid_at: datetime | None = None,
+    known_at: datetime | None = None,
+    limit: int = 10,
+    embedder: Embedder | None = None,
+    cached: bool = True,
+    user: str | Sequence[str] | None = None,
+    agent: str | Sequence[str] | None = None,
+    session: str | Sequence[str] | None = None,
+) -> FactRanking | None:
+    """The ranking :func:`match_facts` reads its hits from, in arrays, before any relevance
+    (None: the query has no word to match)."""
     terms = query_terms(query)
     if not terms:
-        return FactMatches((), 0, nothing_relevant=True)
+        return None
     wanted_subject = None if subject is None else entity_id(subject)
     when = _utc(valid_at, "as_of") or datetime.now(UTC)
     known = _utc(known_at, "known_at")
@@ -180,45 +226,7 @@ def match_facts(
         if whose is not None:
             homes = whose if homes is None else homes & whose
         chosen = index.select(subject=wanted_subject, sources=homes, valid_at=when, known_at=known)
-        lexical = index.bm25(terms, chosen)
-        ceiling = index.idf_total(terms, chosen)
-        semantic: dict[int, float] = {}
-        if embedder is not None:
-            semantic = index.cosines(store, embedder, query, chosen)
-    facts = index.facts
-    if embedder is None:
-        ranked = sorted(lexical.items(), key=lambda pair: (-pair[1], facts[pair[0]].id))
-        count = len(ranked)
-        ranked = ranked[: max(1, limit)]
-    else:
-        # Each leg min-max scaled over its rows, halved and summed (as ``minmax`` and a sum
-        # over the legs would, in the same order: the same floats), in arrays: every fact
-        # with a vector has a cosine, so a leg may hold every row the reader may see.
-        total = np.zeros(len(facts), np.float64)
-        member = np.zeros(len(facts), np.bool_)
-        for scores in (lexical, semantic):
-            if not scores:
-                continue
-            rows = np.fromiter(scores.keys(), np.int64, len(scores))
-            values = np.fromiter(scores.values(), np.float64, len(scores))
-            low, high = values.min(), values.max()
-            scaled = np.ones_like(values) if high == low else (values - low) / (high - low)
-            total[rows] += scaled / 2
-            member[rows] = True
-        chosen_rows = np.flatnonzero(member)
-        count = len(chosen_rows)
-        ranked = _best(facts, chosen_rows, total[chosen_rows], max(1, limit))
-    hits = [
-        FactHit(facts[row], score, lexical.get(row, 0.0), ceiling, semantic.get(row))
-        for row, score in ranked
-    ]
-    shown = decreasing([calibration.fact(h.signals()) for h in hits])
-    hits = [replace(h, relevance=r) for h, r in zip(hits, shown, strict=True)]
-    bar = calibration.threshold if min_relevance is None else min_relevance
-    nothing = not any(r >= bar for r in shown)
-    if min_relevance is not None:
-        hits = [h for h in hits if (h.relevance or 0.0) >= min_relevance]
-    return FactMatches(tuple(hits), count, nothing_relevant=nothing)
+        return index.rank(store, terms, chosen, query=query, embedder=embedder, limit=limit)
 
 
 def _best(
@@ -268,7 +276,45 @@ def rank(facts: Sequence[Fact], terms: Sequence[str], *, limit: int) -> list[Fac
 
 
 IntArray = npt.NDArray[np.int64]
+FloatArray = npt.NDArray[np.float64]
 Mask = npt.NDArray[np.bool_]
+
+
+@dataclass(frozen=True, slots=True)
+class FactRanking:
+    """The best rows of a :class:`FactIndex` for a query, kept in arrays: their positions
+    (best first, ties by fact id), fused scores, raw BM25 (0 where no word matched) and
+    cosines (NaN without a vector), the query's Σ idf (``ceiling``) and how many rows
+    matched in all. :meth:`hits` makes them :class:`FactHit` objects, as many as asked."""
+
+    facts: Sequence[Fact]
+    rows: IntArray
+    scores: FloatArray
+    bm25: FloatArray
+    cosine: FloatArray
+    ceiling: float
+    total: int
+    notes: tuple[str, ...] = ()
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+    def hits(self, limit: int | None = None) -> list[FactHit]:
+        """The first ``limit`` (None: all) as hits, without a relevance yet."""
+        end = len(self.rows) if limit is None else min(limit, len(self.rows))
+        out = []
+        for i in range(end):
+            cosine = float(self.cosine[i])
+            out.append(
+                FactHit(
+                    self.facts[int(self.rows[i])],
+                    float(self.scores[i]),
+                    float(self.bm25[i]),
+                    self.ceiling,
+                    None if math.isnan(cosine) else cosine,
+                )
+            )
+        return out
 
 
 @dataclass(slots=True)
@@ -287,7 +333,9 @@ class FactIndex:
     expired_at: IntArray
     subjects: dict[str, IntArray]
     sources: dict[str, IntArray]
-    _vectors: dict[str, tuple[IntArray, npt.NDArray[np.float32]]] = field(default_factory=dict)
+    _vectors: dict[tuple[str, int], tuple[IntArray, npt.NDArray[np.float32], IntArray]] = field(
+        default_factory=dict
+    )
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     @classmethod
@@ -352,13 +400,79 @@ class FactIndex:
             mask[rows] = True
         return mask
 
+    def rank(
+        self,
+        store: Store,
+        terms: Sequence[str],
+        chosen: Mask,
+        *,
+        query: str,
+        embedder: Embedder | None,
+        limit: int,
+    ) -> FactRanking:
+        """The ``limit`` best of the ``chosen`` rows for ``terms`` (at least one): by BM25
+        alone without an ``embedder``, else each leg (BM25, and the cosine of the rows with
+        a vector of its model) min-max scaled over its rows, halved and summed. Scores stay
+        in arrays until the best are taken; only those are sorted (ties by fact id)."""
+        lexical_rows, lexical = self.bm25_scores(terms, chosen)
+        ceiling = self.idf_total(terms, chosen)
+        semantic_rows = np.zeros(0, np.int64)
+        semantic = np.zeros(0, np.float64)
+        notes: tuple[str, ...] = ()
+        if embedder is not None:
+            semantic_rows, semantic, skipped = self.cosine_scores_noted(
+                store, embedder, query, chosen
+            )
+            if skipped:
+                notes = (
+                    f"{skipped} fact vector(s) of {embedder.spec.signature} are not of the "
+                    f"query's size ({embedder.spec.dim}): those facts are ranked by BM25 alone",
+                )
+        size = len(self.facts)
+        if embedder is None:
+            candidates, fused = lexical_rows, lexical
+        else:
+            total = np.zeros(size, np.float64)
+            member = np.zeros(size, np.bool_)
+            for rows, values in ((lexical_rows, lexical), (semantic_rows, semantic)):
+                if not len(rows):
+                    continue
+                low, high = values.min(), values.max()
+                scaled = np.ones_like(values) if high == low else (values - low) / (high - low)
+                total[rows] += scaled / 2
+                member[rows] = True
+            candidates = np.flatnonzero(member)
+            fused = total[candidates]
+        best = _best(self.facts, candidates, fused, max(1, limit))
+        rows = np.fromiter((row for row, _ in best), np.int64, len(best))
+        raw = np.zeros(size, np.float64)
+        raw[lexical_rows] = lexical
+        cosine = np.full(size, np.nan, np.float64)
+        cosine[semantic_rows] = semantic
+        return FactRanking(
+            facts=self.facts,
+            rows=rows,
+            scores=np.fromiter((score for _, score in best), np.float64, len(best)),
+            bm25=raw[rows],
+            cosine=cosine[rows],
+            ceiling=ceiling,
+            total=len(candidates),
+            notes=notes,
+        )
+
     def bm25(self, terms: Sequence[str], chosen: Mask) -> dict[int, float]:
-        """Row → BM25 score for ``terms`` over the ``chosen`` rows, whose statistics alone
-        count; rows matching no term are left out. The arithmetic is :func:`rank`'s, in the
-        same order, so the scores are the same floats."""
+        """Row → BM25 score for ``terms`` over the ``chosen`` rows (see
+        :meth:`bm25_scores`)."""
+        rows, scores = self.bm25_scores(terms, chosen)
+        return dict(zip(rows.tolist(), scores.tolist(), strict=True))
+
+    def bm25_scores(self, terms: Sequence[str], chosen: Mask) -> tuple[IntArray, FloatArray]:
+        """The rows matching some of ``terms`` among the ``chosen`` rows, in order, and their
+        BM25 scores, the statistics those of the ``chosen`` rows alone. The arithmetic is
+        :func:`rank`'s, in the same order, so the scores are the same floats."""
         n = int(np.count_nonzero(chosen))
         if not n:
-            return {}
+            return np.zeros(0, np.int64), np.zeros(0, np.float64)
         mean = int(self.lengths[chosen].sum()) / n or 1.0
         scores = np.zeros(len(self.facts), np.float64)
         matched = np.zeros(len(self.facts), np.bool_)
@@ -377,7 +491,7 @@ class FactIndex:
             scores[docs] += idf * freqs * (K1 + 1) / (freqs + K1 * (1 - B + B * length / mean))
             matched[docs] = True
         rows = np.flatnonzero(matched & (scores > 0))
-        return dict(zip(rows.tolist(), scores[rows].tolist(), strict=True))
+        return rows, scores[rows]
 
     def idf_total(self, terms: Sequence[str], chosen: Mask) -> float:
         """Σ idf over the query's words among the ``chosen`` rows, as :meth:`bm25` counts
@@ -393,31 +507,62 @@ class FactIndex:
     def cosines(
         self, store: Store, embedder: Embedder, query: str, chosen: Mask
     ) -> dict[int, float]:
-        """Row → cosine of the query and the row's vector of ``embedder``'s model, for the
-        ``chosen`` rows that have one; the query is embedded only when some row does."""
-        rows, matrix = self._model_vectors(store, embedder.spec.signature)
+        """Row → cosine of the query and the row's vector (see :meth:`cosine_scores`)."""
+        rows, values = self.cosine_scores(store, embedder, query, chosen)
+        return dict(zip(rows.tolist(), values.tolist(), strict=True))
+
+    def cosine_scores(
+        self, store: Store, embedder: Embedder, query: str, chosen: Mask
+    ) -> tuple[IntArray, FloatArray]:
+        """The ``chosen`` rows that have a vector of ``embedder``'s model, in order, and the
+        cosines of the query and their vectors; the query is embedded only when some row
+        has one."""
+        rows, values, _ = self.cosine_scores_noted(store, embedder, query, chosen)
+        return rows, values
+
+    def cosine_scores_noted(
+        self, store: Store, embedder: Embedder, query: str, chosen: Mask
+    ) -> tuple[IntArray, FloatArray, int]:
+        """:meth:`cosine_scores`, and how many of the ``chosen`` rows have a vector of the
+        model of another size than the query's: those are left out (ranked by BM25 alone),
+        as if they had none."""
+        dim = embedder.spec.dim
+        rows, matrix, odd = self._model_vectors(store, embedder.spec.signature, dim)
+        skipped = int(np.count_nonzero(chosen[odd])) if len(odd) else 0
         keep = chosen[rows]
         if not np.any(keep):
-            return {}
+            return np.zeros(0, np.int64), np.zeros(0, np.float64), skipped
         query_vector = np.asarray(embedder.embed_batch([query], role="query")[0], np.float32)
+        if query_vector.shape != (matrix.shape[1],):
+            return np.zeros(0, np.int64), np.zeros(0, np.float64), skipped + int(keep.sum())
         # Every row's cosine, then the chosen ones: selecting the rows first would copy them.
-        values = (matrix @ query_vector)[keep].astype(float)
-        return dict(zip(rows[keep].tolist(), values.tolist(), strict=True))
+        values = (matrix @ query_vector)[keep].astype(np.float64)
+        return rows[keep], values, skipped
 
-    def _model_vectors(self, store: Store, model: str) -> tuple[IntArray, npt.NDArray[np.float32]]:
-        """The rows that have a vector of ``model`` and those vectors (read once)."""
+    def _model_vectors(
+        self, store: Store, model: str, dim: int
+    ) -> tuple[IntArray, npt.NDArray[np.float32], IntArray]:
+        """The rows that have a vector of ``model`` of ``dim`` numbers, those vectors, and
+        the rows whose vector of ``model`` has another size (read once)."""
         with self._lock:
-            found = self._vectors.get(model)
+            found = self._vectors.get((model, dim))
             if found is None:
                 stored = store.fact_vectors(model, [f.id for f in self.facts])
-                positions = [i for i, f in enumerate(self.facts) if f.id in stored]
+                size = dim * 4  # float32
+                positions: list[int] = []
+                odd: list[int] = []
+                for i, f in enumerate(self.facts):
+                    blob = stored.get(f.id)
+                    if blob is not None:
+                        (positions if len(blob) == size else odd).append(i)
                 if positions:
                     matrix = np.stack(
                         [np.frombuffer(stored[self.facts[i].id], dtype="<f4") for i in positions]
                     ).astype(np.float32, copy=False)
                 else:
-                    matrix = np.zeros((0, 0), np.float32)
-                found = self._vectors[model] = (np.asarray(positions, np.int64), matrix)
+                    matrix = np.zeros((0, dim), np.float32)
+                found = (np.asarray(positions, np.int64), matrix, np.asarray(odd, np.int64))
+                self._vectors[(model, dim)] = found
             return found
 
 

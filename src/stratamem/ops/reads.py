@@ -98,6 +98,7 @@ def _recall(ctx: Context, a: dict[str, Any]) -> dict[str, Any]:
             until=a["until"],
             as_of=a["as_of"],
             limit=a["limit"],
+            min_relevance=a["min_relevance"],
             **p.identity(a),
         )
         return wire.search(found, budget=a["budget"], explain=a["explain"])
@@ -108,8 +109,10 @@ RECALL = Operation(
     group="search",
     description="One call for a question: the best turns, messages, documents, items and "
     "facts true now (or `as_of` a time) in one ranked list, each with its `type`, text and "
-    "citation (`cite`; a fact cites its evidence). Prefer it to search when facts were "
-    "remembered. Give `budget` (tokens) to get the hits packed as cards that fit it.",
+    "citation (`cite`; a fact cites its evidence) and its `relevance` (0-1, comparable "
+    "across questions); `nothing_relevant` is true when no hit is likely to answer. Prefer "
+    "it to search when facts were remembered. Give `budget` (tokens) to get the hits packed "
+    "as cards that fit it.",
     params=(
         p.query(required=True),
         Param(
@@ -134,6 +137,7 @@ RECALL = Operation(
             ge=0,
             le=MAX_BUDGET,
         ),
+        p.MIN_RELEVANCE,
         Param("explain", "bool", "Add each hit's raw scores.", default=False),
     ),
     run=_recall,
