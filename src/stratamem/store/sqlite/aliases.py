@@ -24,6 +24,33 @@ from stratamem.types import EntityDecision, EntityMatch
 T = TypeVar("T")
 
 
+# The ids source ``:source`` names (a chunk's mention, an alias, a fact's subject or entity
+# object) that no other unlocked source names.
+_NAMED_ALONE = """
+    SELECT entity_id FROM entity_index WHERE source_id = :source
+    UNION SELECT alias FROM entity_aliases WHERE source_id = :source
+    UNION SELECT entity_id FROM entity_aliases WHERE source_id = :source
+    UNION SELECT subject FROM facts WHERE source_id = :source
+    UNION SELECT object FROM facts WHERE source_id = :source AND object_is_entity = 1
+    EXCEPT SELECT e.entity_id FROM entity_index e
+        JOIN sources s ON s.id = e.source_id WHERE s.id <> :source AND s.locked = 0
+    EXCEPT SELECT a.alias FROM entity_aliases a
+        JOIN sources s ON s.id = a.source_id WHERE s.id <> :source AND s.locked = 0
+    EXCEPT SELECT a.entity_id FROM entity_aliases a
+        JOIN sources s ON s.id = a.source_id WHERE s.id <> :source AND s.locked = 0
+    EXCEPT SELECT f.subject FROM facts f
+        JOIN sources s ON s.id = f.source_id WHERE s.id <> :source AND s.locked = 0
+    EXCEPT SELECT f.object FROM facts f
+        JOIN sources s ON s.id = f.source_id
+        WHERE s.id <> :source AND s.locked = 0 AND f.object_is_entity = 1"""
+
+DECISIONS_OF_SOURCE = f"entity_a IN ({_NAMED_ALONE}) OR entity_b IN ({_NAMED_ALONE})"
+"""The ``entity_merges`` rows that belong to source ``:source`` (a named parameter): those
+naming an id no other unlocked source names. They are sealed with it when it is locked and
+put back when it is unlocked, and removed when it is forgotten, so an id only a locked or
+forgotten source named does not stay in plain text in a decision."""
+
+
 class AliasTables:
     """The aliases half of the store."""
 
