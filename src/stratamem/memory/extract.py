@@ -22,7 +22,11 @@ backoff), then the batch is skipped with the reason, its chunks left for the nex
 Who. A run reads the held facts through a :class:`FactReader`: the owner's reads every
 unlocked source; a principal's (:class:`~stratamem.ops.extract`) reads through its gate and
 changes only facts it may write, so the model is shown only facts the caller may read, and a
-decision naming any other is skipped without saying what it holds.
+decision naming any other is skipped without saying what it holds. Whoever runs it, a batch
+of source S is shown only the facts of sources every principal reading S also reads
+(:func:`~stratamem.store.access.read_no_wider`). A job keeps the name of the principal that
+queued it (``principal`` in its payload) and runs with that principal's view whoever runs the
+queue; it is dropped when that principal is gone, may no longer write, or no longer reads S.
 
 Errors. Connection errors, timeouts, 408, 409, 429 and 5xx are retried with exponential
 backoff (``backoff · 2^attempt`` s, or the server's longer ``Retry-After``, at most
