@@ -69,7 +69,7 @@ def test_a_principals_ingest_extracts_as_that_principal(tmp_path: Path) -> None:
             done = bot.post("/v1/ingest", json={"path": str(root / "notes")})
             assert done.status_code == 200, done.text
             assert SECRET not in done.text
-            seen = bot.post("/v1/recall", json={"subject": "handle:carol"})
+            seen = bot.post("/v1/recall_facts", json={"subject": "handle:carol"})
             assert seen.status_code == 200, seen.text
             assert SECRET not in seen.text
     assert model.prompts, "the store extracts after every ingest"
