@@ -179,10 +179,10 @@ def test_merge_split_and_undo_round_trip(memory: stratamem.Memory, tmp_path: Pat
 
     history = memory.entities.history()
     assert [(d.id, d.action, d.undone_at is not None) for d in history] == [
-        (2, "split", True),
-        (1, "merge", True),
+        (split.id, "split", True),
+        (merged.id, "merge", True),
     ]
-    assert [d.id for d in memory.entities.history(entity_id="person:m. patel")] == [1]
+    assert [d.id for d in memory.entities.history(entity_id="person:m. patel")] == [merged.id]
 
 
 def test_bad_merges_are_refused_and_change_nothing(
@@ -272,3 +272,81 @@ def test_a_locked_source_states_nothing_until_unlocked(
     assert memory.search_entities("maya") == []
     memory.locks.unlock("slack:#eng", passphrase="correct horse")
     assert memory.store.alias_rows() == stated
+
+
+def test_decision_ids_do_not_count_the_decisions(memory: stratamem.Memory, tmp_path: Path) -> None:
+    """A reader who sees some decisions cannot tell from their ids how many it does not."""
+    memory.ingest(_slack(tmp_path))
+    memory.facts.remember("person:m. patel", "owns", "the release")
+    made = [
+        memory.entities.merge("person:m. patel", "person:maya patel"),
+        memory.entities.split("person:maya", "person:maya patel"),
+        memory.entities.merge("person:maya", "person:maya patel"),
+    ]
+    ids = sorted({d.id for d in made})
+    assert len(ids) == 2  # the last merge undid the split
+    assert ids[0] != 1
+    assert ids[1] - ids[0] != 1
+
+
+def test_a_principal_sees_who_decided_only_as_you_the_owner_or_another(
+    memory: stratamem.Memory, tmp_path: Path, store_location: str
+) -> None:
+    memory.ingest(_slack(tmp_path), access=["team"])
+    memory.items.add("who owns what", source="notes")
+    memory.facts.remember("person:m. patel", "owns", "the release", source="notes")
+    memory.facts.remember("person:dan", "owns", "the pager", source="notes")
+    memory.facts.remember("person:dan okafor", "owns", "the pager", source="notes")
+    memory.sources.set_access("notes", scopes="team")
+    memory.principals.add("bot", "team", write=True)
+    memory.principals.add("zqothername", "team", write=True)
+    memory.entities.split("person:maya", "person:maya patel")
+    with stratamem.open(store_location, embedder=None, principal="zqothername") as other:
+        from stratamem.entities import merges
+
+        merges.merge(other.store, memory.store, "person:dan", "person:dan okafor", by="zqothername")
+    with stratamem.open(store_location, embedder=None, principal="bot") as bot:
+        merges.merge(bot.store, memory.store, "person:m. patel", "person:maya patel", by="bot")
+        seen = {d.pair: (d.made_by, d.undone_by) for d in bot.entities.history()}
+    assert seen == {
+        ("person:maya", "person:maya patel"): ("owner", None),
+        ("person:dan", "person:dan okafor"): ("another principal", None),
+        ("person:m. patel", "person:maya patel"): ("you", None),
+    }
+    names = {d.pair: d.made_by for d in memory.entities.history()}
+    assert names[("person:dan", "person:dan okafor")] == "zqothername"
+    assert names[("person:maya", "person:maya patel")] is None
+
+
+def test_two_writers_at_once_record_two_decisions(store_location: str) -> None:
+    """Two processes' stores merging at once (threads, each with its own store) both commit,
+    each decision with an id of its own."""
+    import threading
+
+    with stratamem.open(store_location, embedder=None) as owner:
+        for subject in ("person:a", "person:b", "person:c", "person:d"):
+            owner.facts.remember(subject, "x", "1")
+    start = threading.Barrier(2)
+    made: dict[str, int] = {}
+    failed: list[BaseException] = []
+
+    def write(a: str, b: str) -> None:
+        try:
+            with stratamem.open(store_location, embedder=None) as mine:
+                start.wait(timeout=30)
+                made[a] = mine.entities.merge(a, b).id
+        except BaseException as exc:
+            failed.append(exc)
+
+    threads = [
+        threading.Thread(target=write, args=("person:a", "person:b")),
+        threading.Thread(target=write, args=("person:c", "person:d")),
+    ]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=60)
+    assert not failed, failed
+    assert len(set(made.values())) == 2
+    with stratamem.open(store_location, embedder=None) as owner:
+        assert {d.id for d in owner.entities.history()} == set(made.values())

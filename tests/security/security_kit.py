@@ -1113,7 +1113,7 @@ def canonical(value: Any) -> Any:
     """``value`` as plain data (see :func:`plain`) with what is random by design taken out:
     the fields of :data:`WHEN_FIELDS` (and no other), and ids made of a random number or the
     clock (a new item's, a fact's, a write job's), each put as ``<id N>`` in the order first
-    met."""
+    met; an entity decision's id, a random number, likewise."""
     names: dict[str, str] = {}
 
     def rename(found: re.Match[str]) -> str:
@@ -1121,6 +1121,10 @@ def canonical(value: Any) -> Any:
 
     def walk(item: Any) -> Any:
         if isinstance(item, dict):
+            if "entity_a" in item and isinstance(item.get("id"), int):
+                item = item | {
+                    "id": names.setdefault(f"decision {item['id']}", f"<id {len(names)}>")
+                }
             return {k: walk(v) for k, v in item.items() if k not in WHEN_FIELDS}
         if isinstance(item, list):
             return [walk(v) for v in item]

@@ -17,6 +17,7 @@ from typing import Any
 
 import httpx
 import pytest
+import security_kit as kit
 from serving import live
 
 import stratamem
@@ -109,3 +110,42 @@ def test_a_principals_merge_over_a_split_of_a_hidden_alias_is_a_merge(
     with stratamem.open(store_location, embedder=None) as owner:
         actions = {(d.action, d.active) for d in owner.entities.history()}
     assert actions == {("split", True), ("merge", True)}
+
+
+SECRET_A, SECRET_B = "person:zqmergeleft", "person:zqmergeright"
+
+
+def _decided(location: str) -> set[tuple[str, str]]:
+    with stratamem.open(location, embedder=None) as owner:
+        return {d.pair for d in owner.entities.history()}
+
+
+def test_a_lock_seals_and_a_forget_removes_decisions_naming_what_only_that_source_names(
+    store_location: str,
+) -> None:
+    """A merge of two ids only ``notes:vault`` names is sealed with it (its ids leave the
+    store's plain text) and comes back on unlock; a forget removes it. A merge of ids another
+    source also names stays as it is."""
+    with stratamem.open(store_location, embedder=None) as owner:
+        owner.items.add("left met right", source="notes:vault", id="v1")
+        owner.facts.remember(SECRET_A, "met", SECRET_B, source="notes:vault")
+        owner.facts.remember(SECRET_B, "knows", "ann", source="notes:vault")
+        owner.items.add("ann reviewed the plan", source="notes:team", id="t1")
+        owner.facts.remember(A, "reviewed", "the plan", source="notes:team")
+        owner.facts.remember(B, "leads", "the plan", source="notes:vault")
+        owner.facts.remember(B, "leads", "the plan", source="notes:team")
+        owner.entities.merge(SECRET_A, SECRET_B)
+        owner.entities.merge(A, B)
+    both = {(SECRET_A, SECRET_B), (A, B)}
+    assert _decided(store_location) == both
+    with stratamem.open(store_location, embedder=None) as owner:
+        owner.locks.lock("notes:vault", passphrase="pass phrase")
+    assert kit.residue(store_location, ["zqmergeleft", "zqmergeright"]) == {}
+    assert _decided(store_location) == {(A, B)}
+    with stratamem.open(store_location, embedder=None) as owner:
+        owner.locks.unlock("notes:vault", passphrase="pass phrase")
+    assert _decided(store_location) == both
+    with stratamem.open(store_location, embedder=None) as owner:
+        owner.sources.forget("notes:vault")
+    assert kit.residue(store_location, ["zqmergeleft", "zqmergeright"]) == {}
+    assert _decided(store_location) == {(A, B)}

@@ -1,7 +1,10 @@
 """Merging and splitting entities by hand: what resolution from the sources cannot infer.
 
 A merge or a split is a row (:class:`~stratamem.types.EntityDecision`) with who made it and
-when; nothing is deleted, and undoing one marks it undone, so the history stays listable.
+when, under a random id; undoing one marks it undone, so the history stays listable (a
+decision naming an id only one source names goes with that source when it is locked or
+forgotten). A principal is told who made one only as ``you``, ``owner`` or ``another
+principal`` (:func:`as_seen_by`).
 
 - ``merge(A, B)``: A is B (B the canonical id). Where a split keeps A and B apart, the split
   is undone instead, and the alias it hid counts again; a split of an alias the caller does
@@ -19,7 +22,7 @@ through ``writer`` (the owner's store) in one transaction.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 
 from stratamem.errors import InvalidArgument, NotFoundError
@@ -181,8 +184,30 @@ def history(
     if entity_id is not None:
         members = set(reader.entity_resolution().members(_clean(entity_id, "entity_id")))
         found = [d for d in found if set(d.pair) & members]
-    found.sort(key=lambda d: -d.id)
-    return found[: max(1, min(limit, MAX_HISTORY))]
+    found.sort(key=lambda d: (d.made_at is not None, d.made_at, d.id), reverse=True)
+    principal = reader.principal()
+    name = None if principal is None else principal.name
+    return [as_seen_by(d, name) for d in found[: max(1, min(limit, MAX_HISTORY))]]
+
+
+YOU, OWNER, ANOTHER = "you", "owner", "another principal"
+
+
+def as_seen_by(decision: EntityDecision, principal: str | None) -> EntityDecision:
+    """``decision`` as ``principal`` is told of it (None: the owner, who sees every name):
+    who made and undid it only as ``you``, ``owner`` or ``another principal``, so a
+    principal learns no other principal's name."""
+    if principal is None:
+        return decision
+
+    def who(name: str | None) -> str:
+        return OWNER if name is None else YOU if name == principal else ANOTHER
+
+    return replace(
+        decision,
+        made_by=who(decision.made_by),
+        undone_by=None if decision.undone_at is None else who(decision.undone_by),
+    )
 
 
 def _decision(store: Store, decision_id: int) -> EntityDecision:

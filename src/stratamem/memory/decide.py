@@ -6,7 +6,9 @@ subjects the batch mentions (the entities its chunks name, and the subjects of f
 evidence lies in the batch), at most :data:`MAX_SUBJECTS` subjects and :data:`MAX_HELD` facts
 (the most recently recorded first; a line says how many more were left out). Each behind a
 label the model cites, ``[F1] person:carol diaz | leads | on-call | from 2024-03-01``. Only
-facts the caller may read are shown (a principal's gate; a locked source's facts never).
+facts the caller may read are shown (a principal's gate; a locked source's facts never),
+and of those only the facts of sources that every principal reading the batch's source also
+reads (:func:`~stratamem.store.access.read_no_wider`): what the model writes lands there.
 
 The answer (:data:`DECISIONS_SCHEMA`): ``{"decisions": [{"action", "fact", "subject",
 "predicate", "object", "valid_from", "many", "confidence", "evidence", "reason"}, ...]}``:

@@ -22,7 +22,11 @@ backoff), then the batch is skipped with the reason, its chunks left for the nex
 Who. A run reads the held facts through a :class:`FactReader`: the owner's reads every
 unlocked source; a principal's (:class:`~stratamem.ops.extract`) reads through its gate and
 changes only facts it may write, so the model is shown only facts the caller may read, and a
-decision naming any other is skipped without saying what it holds.
+decision naming any other is skipped without saying what it holds. Whoever runs it, a batch
+of source S is shown only the facts of sources every principal reading S also reads
+(:func:`~stratamem.store.access.read_no_wider`). A job keeps the name of the principal that
+queued it (``principal`` in its payload) and runs with that principal's view whoever runs the
+queue; it is dropped when that principal is gone, may no longer write, or no longer reads S.
 
 Errors. Connection errors, timeouts, 408, 409, 429 and 5xx are retried with exponential
 backoff (``backoff · 2^attempt`` s, or the server's longer ``Retry-After``, at most
@@ -57,7 +61,7 @@ import os
 import re
 import time
 import urllib.parse
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Protocol
@@ -71,10 +75,11 @@ from stratamem.memory import decide
 from stratamem.memory.decide import DECISIONS_SCHEMA, Decision, Held
 from stratamem.memory.facts import fact_text
 from stratamem.remote import JSONClient, openai_url
+from stratamem.store import access
 from stratamem.store.base import Store
 from stratamem.store.facts import Fact
 from stratamem.store.jobs import Job
-from stratamem.types import Chunk, Source
+from stratamem.types import Chunk, Principal, Source
 
 log = logging.getLogger(__name__)
 
@@ -311,7 +316,11 @@ class _Locked(Exception):
 
 
 class FactReader(Protocol):
-    """The caller's view of the facts: what the model may be shown, and what it may change."""
+    """The caller's view of the facts: what the model may be shown, and what it may change.
+    ``principal``: the caller's name (None: the owner), kept with the jobs it queues."""
+
+    @property
+    def principal(self) -> str | None: ...
 
     def facts_about(self, subjects: Sequence[str]) -> list[Fact]:
         """The believed facts of these subjects the caller may read."""
@@ -325,6 +334,8 @@ class FactReader(Protocol):
 class OwnerReader:
     """The owner's view: every fact of an unlocked source."""
 
+    principal: str | None = None
+
     def __init__(self, store: Store) -> None:
         self.store = store
 
@@ -336,6 +347,27 @@ class OwnerReader:
 
     def may_change(self, fact: Fact) -> bool:
         return not self.store.is_locked(fact.source_id)
+
+
+class StoredPrincipalReader:
+    """A principal's view read from the owner's store, for a job it queued that runs later:
+    the facts of the unlocked sources it reads now."""
+
+    def __init__(self, store: Store, principal: Principal) -> None:
+        self.store = store
+        self.principal = principal.name
+        self.readable = frozenset(
+            s.id for s in store.sources(counts=False) if access.may_read(principal, s)
+        )
+
+    def facts_about(self, subjects: Sequence[str]) -> list[Fact]:
+        out: list[Fact] = []
+        for subject in subjects:
+            out.extend(self.store.facts(subject=subject, believed_only=True, limit=1000))
+        return [f for f in out if f.source_id in self.readable]
+
+    def may_change(self, fact: Fact) -> bool:
+        return fact.source_id in self.readable and not self.store.is_locked(fact.source_id)
 
 
 # -- the extractor -----------------------------------------------------------------------------
@@ -392,14 +424,30 @@ class Extractor:
             chosen = list({s.id: s for s in map(self.store.resolve_source, sources)}.values())
         else:
             chosen = self.store.sources()
+        payload: dict[str, Any] = {}
+        if self.reader.principal is not None:
+            # The job runs as whoever queued it, however late and whoever runs the queue.
+            payload["principal"] = self.reader.principal
         for source in chosen:
             with self.store.transaction():
                 if redo:
                     self.store.set_setting(PROGRESS_PREFIX + source.id, "")
                 self.store.jobs.enqueue(
-                    EXTRACT_KIND, extract_job_key(source.id), {"source_id": source.id}
+                    EXTRACT_KIND, extract_job_key(source.id), {"source_id": source.id} | payload
                 )
         return chosen
+
+    def _job_reader(self, job: Job, source: Source) -> FactReader | None:
+        """Whose view a job runs with: the principal that queued it (None when that
+        principal is gone, may no longer write, or no longer reads the source), else the
+        owner's."""
+        name = job.payload.get("principal")
+        if not isinstance(name, str) or not name or name == self.reader.principal:
+            return self.reader
+        principal = self.store.get_principal(name)
+        if principal is None or not principal.write or not access.may_read(principal, source):
+            return None
+        return StoredPrincipalReader(self.store, principal)
 
     def run_pending(
         self,
@@ -420,8 +468,15 @@ class Extractor:
                 if source is None:  # forgotten since it was queued
                     self.store.jobs.done(job)
                     continue
+                reader = self._job_reader(job, source)
+                if reader is None:
+                    self.store.jobs.done(job)
+                    report.skipped.append(
+                        Skipped(source.scope, "the principal that queued it no longer may")
+                    )
+                    continue
                 try:
-                    self._run_job(job, source, report, progress)
+                    self._run_job(job, source, report, progress, reader)
                 except _Stop as stop:
                     log.warning("extracting %s: %s", source.scope, stop)
                     continue
@@ -465,9 +520,10 @@ class Extractor:
         source: Source,
         report: ExtractReport,
         progress: Callable[[ExtractProgress], None] | None,
+        reader: FactReader,
     ) -> None:
         try:
-            self._extract(job, source, report, progress)
+            self._extract(job, source, report, progress, reader)
         except _Locked:
             report.skipped.append(
                 Skipped(source.scope, "the source is locked: nothing of it is sent to a model")
@@ -479,6 +535,7 @@ class Extractor:
         source: Source,
         report: ExtractReport,
         progress: Callable[[ExtractProgress], None] | None,
+        reader: FactReader,
     ) -> None:
         if source.locked or self.store.is_locked(source.id):
             raise _Locked
@@ -496,13 +553,15 @@ class Extractor:
                 raise _Stop("the job was taken over by another run")
             if self.store.is_locked(source.id):
                 raise _Locked
-            held = self.held(batch, evidenced)
+            held = self.held(batch, evidenced, within=self._shareable(source.id), reader=reader)
             items, reason = self._ask(batch, held, report)
             if items is None:
                 report.skipped.append(Skipped(source.scope, reason, batch=number))
                 continue
             decisions = self._decisions(items, batch, held, source.scope, number, report)
-            witness = self._write(source, batch, decisions, present, done, witness, number, report)
+            witness = self._write(
+                source, batch, decisions, present, done, witness, number, report, reader
+            )
             done |= {c.id for c in batch}
             report.batches += 1
             report.chunks += len(batch)
@@ -518,18 +577,39 @@ class Extractor:
         rows = self.store.facts(believed_only=True, limit=1_000_000_000)
         return [f for f in rows if f.source_id == source_id and f.evidence]
 
-    def held(self, batch: Sequence[Chunk], evidenced: Sequence[Fact] = ()) -> Held:
+    def _shareable(self, source_id: str) -> frozenset[str]:
+        """The sources whose facts a batch of ``source_id`` may be shown: those every
+        principal reading it also reads (see :func:`~stratamem.store.access.read_no_wider`),
+        as the store stands now."""
+        sources = self.store.sources(counts=False)
+        target = next((s for s in sources if s.id == source_id), None)
+        if target is None:
+            return frozenset()
+        if self.store.is_locked(source_id):
+            return frozenset()
+        return access.read_no_wider(self.store.principals(), sources, target)
+
+    def held(
+        self,
+        batch: Sequence[Chunk],
+        evidenced: Sequence[Fact] = (),
+        *,
+        within: Collection[str] | None = None,
+        reader: FactReader | None = None,
+    ) -> Held:
         """The facts shown to the model with ``batch``: the believed ones the reader may read
-        about the subjects the batch mentions (see :mod:`stratamem.memory.decide`)."""
+        about the subjects the batch mentions (see :mod:`stratamem.memory.decide`), of the
+        sources ``within`` only, where given; ``reader``: whose view (default: the
+        extractor's)."""
         ids = [c.id for c in batch]
         inside = set(ids)
         mine = [f for f in evidenced if inside.intersection(f.evidence)]
         found = decide.mentioned_subjects(self.store.mentions_of(ids), mine)
         subjects = found[: decide.MAX_SUBJECTS]
-        return decide.choose_held(
-            self.reader.facts_about(subjects) if subjects else [],
-            subjects_left_out=len(found) - len(subjects),
-        )
+        facts = (reader or self.reader).facts_about(subjects) if subjects else []
+        if within is not None:
+            facts = [f for f in facts if f.source_id in within]
+        return decide.choose_held(facts, subjects_left_out=len(found) - len(subjects))
 
     def batches(self, chunks: Sequence[Chunk]) -> list[list[Chunk]]:
         """``chunks`` in order, cut into batches of at most ``batch_size`` chunks and
@@ -655,6 +735,7 @@ class Extractor:
         witness: str | None,
         number: int,
         report: ExtractReport,
+        reader: FactReader,
     ) -> str | None:
         """The batch's decisions and the source's progress, in one transaction; returns the
         witness now recorded."""
@@ -673,7 +754,7 @@ class Extractor:
                                 decision,
                                 source_id=source.id,
                                 now=now,
-                                may_change=self.reader.may_change,
+                                may_change=reader.may_change,
                             )
                         )
                 except (SkipDecision, StratamemError, ValueError) as exc:

@@ -31,7 +31,7 @@ def _merge(ctx: Context, a: dict[str, Any]) -> dict[str, Any]:
         change = merges.plan_merge(theirs.store, a["entity_a"], a["entity_b"])
     with ctx.writing() as owner:
         done = merges.apply(owner.store, change, by=who)
-    return {"decision": done.to_dict()}
+    return {"decision": merges.as_seen_by(done, who).to_dict()}
 
 
 def _split(ctx: Context, a: dict[str, Any]) -> dict[str, Any]:
@@ -43,7 +43,7 @@ def _split(ctx: Context, a: dict[str, Any]) -> dict[str, Any]:
         change = merges.plan_split(theirs.store, a["entity_a"], a["entity_b"])
     with ctx.writing() as owner:
         done = merges.apply(owner.store, change, by=who)
-    return {"decision": done.to_dict()}
+    return {"decision": merges.as_seen_by(done, who).to_dict()}
 
 
 def _history(ctx: Context, a: dict[str, Any]) -> dict[str, Any]:

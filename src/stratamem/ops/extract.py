@@ -29,6 +29,7 @@ class PrincipalReader:
     def __init__(self, ctx: Context, readable: Sequence[str]) -> None:
         self.ctx = ctx
         self.readable = frozenset(readable)
+        self.principal = None if ctx.principal is None else ctx.principal.name
 
     def facts_about(self, subjects: Sequence[str]) -> list[Fact]:
         out: list[Fact] = []

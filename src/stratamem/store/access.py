@@ -46,6 +46,21 @@ def visible(principal: Principal | None, sources: Iterable[Source]) -> list[Sour
     return [s for s in sources if may_read(principal, s)]
 
 
+def read_no_wider(
+    principals: Iterable[Principal], sources: Iterable[Source], target: Source
+) -> frozenset[str]:
+    """The ids of the sources every principal reading ``target`` also reads (``target``
+    itself included while it is not locked): what a writer into ``target`` may be shown
+    without carrying a value to a principal that could not read it. A locked source is never
+    among them. Computed from the principals and scopes of now: a principal added later
+    with other scopes is not foreseen."""
+    every = list(sources)
+    if target.locked:
+        return frozenset()
+    readers = [p for p in principals if may_read(p, target)]
+    return frozenset(s.id for s in every if not s.locked and all(may_read(p, s) for p in readers))
+
+
 _SCOPE = re.compile(r"[a-z0-9][a-z0-9_.@:-]{0,63}")
 
 # What a source is given when its ingest names no scopes: a channel export is shared by a

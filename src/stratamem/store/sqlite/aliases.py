@@ -10,6 +10,7 @@ of its entities.
 
 from __future__ import annotations
 
+import secrets
 import sqlite3
 from collections.abc import Callable, Hashable, Iterable, Sequence
 from datetime import datetime
@@ -22,6 +23,36 @@ from stratamem.timeparse import from_ms, to_ms
 from stratamem.types import EntityDecision, EntityMatch
 
 T = TypeVar("T")
+
+
+DECISION_ID_BITS = 31
+"""A decision's id is drawn at random from 1 to 2**31 - 1 (PostgreSQL's ``INTEGER``)."""
+
+# The ids source ``:source`` names (a chunk's mention, an alias, a fact's subject or entity
+# object) that no other unlocked source names.
+_NAMED_ALONE = """
+    SELECT entity_id FROM entity_index WHERE source_id = :source
+    UNION SELECT alias FROM entity_aliases WHERE source_id = :source
+    UNION SELECT entity_id FROM entity_aliases WHERE source_id = :source
+    UNION SELECT subject FROM facts WHERE source_id = :source
+    UNION SELECT object FROM facts WHERE source_id = :source AND object_is_entity = 1
+    EXCEPT SELECT e.entity_id FROM entity_index e
+        JOIN sources s ON s.id = e.source_id WHERE s.id <> :source AND s.locked = 0
+    EXCEPT SELECT a.alias FROM entity_aliases a
+        JOIN sources s ON s.id = a.source_id WHERE s.id <> :source AND s.locked = 0
+    EXCEPT SELECT a.entity_id FROM entity_aliases a
+        JOIN sources s ON s.id = a.source_id WHERE s.id <> :source AND s.locked = 0
+    EXCEPT SELECT f.subject FROM facts f
+        JOIN sources s ON s.id = f.source_id WHERE s.id <> :source AND s.locked = 0
+    EXCEPT SELECT f.object FROM facts f
+        JOIN sources s ON s.id = f.source_id
+        WHERE s.id <> :source AND s.locked = 0 AND f.object_is_entity = 1"""
+
+DECISIONS_OF_SOURCE = f"entity_a IN ({_NAMED_ALONE}) OR entity_b IN ({_NAMED_ALONE})"
+"""The ``entity_merges`` rows that belong to source ``:source`` (a named parameter): those
+naming an id no other unlocked source names. They are sealed with it when it is locked and
+put back when it is unlocked, and removed when it is forgotten, so an id only a locked or
+forgotten source named does not stay in plain text in a decision."""
 
 
 class AliasTables:
@@ -89,7 +120,7 @@ class AliasTables:
         def read() -> list[EntityDecision]:
             rows = self.conn.execute(
                 """SELECT id, action, entity_a, entity_b, made_by, made_at, undone_by,
-                          undone_at FROM entity_merges ORDER BY id"""
+                          undone_at FROM entity_merges ORDER BY made_at, id"""
             ).fetchall()
             return [
                 EntityDecision(
@@ -110,15 +141,21 @@ class AliasTables:
     def record_entity_decision(
         self, action: str, entity_a: str, entity_b: str, *, by: str | None, at: datetime
     ) -> int:
-        """Record a merge or a split (in the caller's transaction); returns its id."""
-        row = self.conn.execute("SELECT coalesce(max(id), 0) + 1 FROM entity_merges").fetchone()
-        new_id = int(row[0])
-        self.conn.execute(
-            """INSERT INTO entity_merges (id, action, entity_a, entity_b, made_by, made_at)
-               VALUES (?, ?, ?, ?, ?, ?)""",
-            (new_id, action, entity_a, entity_b, by, to_ms(at)),
-        )
-        return new_id
+        """Record a merge or a split (in the caller's transaction); returns its id, a random
+        number (see :data:`DECISION_ID_BITS`), so ids neither count the decisions a reader
+        cannot see nor collide between two writers. ``made_at`` is kept after every
+        decision recorded before it, so the history's order is the order they were made."""
+        (last,) = self.conn.execute("SELECT max(made_at) FROM entity_merges").fetchone()
+        made_at = max(to_ms(at) or 0, 0 if last is None else int(last) + 1)
+        while True:
+            new_id = secrets.randbelow(2**DECISION_ID_BITS - 1) + 1
+            done = self.conn.execute(
+                """INSERT INTO entity_merges (id, action, entity_a, entity_b, made_by, made_at)
+                   VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING""",
+                (new_id, action, entity_a, entity_b, by, made_at),
+            )
+            if done.rowcount == 1:
+                return new_id
 
     def undo_entity_decision(self, decision_id: int, *, by: str | None, at: datetime) -> None:
         """Mark a merge or a split undone (it stays in the history)."""

@@ -47,6 +47,7 @@ from stratamem.store.base import to_ms
 from stratamem.store.jobs import SEAL_JOB_PREFIX
 from stratamem.store.keyword import REMOVED_AT_KEY
 from stratamem.store.locks import Lock, PartCipher, SealCounts
+from stratamem.store.sqlite.aliases import DECISIONS_OF_SOURCE
 from stratamem.store.sqlite.connection import batches
 
 FORMAT = 2
@@ -104,6 +105,8 @@ _TABLES: tuple[_Table, ...] = (
         columns="kind, dedupe_key, payload, 'pending' AS status, created_at, updated_at",
         only="status IN ('pending', 'running')",
     ),
+    # Last, so removed first, while the rows that say which ids the source names are there.
+    _Table("entity_merges", where=DECISIONS_OF_SOURCE),
 )
 _COUNTED = ("chunks", "summaries", "records")
 

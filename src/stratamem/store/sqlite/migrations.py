@@ -515,7 +515,8 @@ MIGRATIONS: tuple[str, ...] = (
     # with its source (forget) and is sealed with it (lock). ``entity_merges`` holds what a
     # person decided: ``merge`` (entity_a is entity_b) or ``split`` (an alias a source stated
     # is not to be followed), who and when; undoing one fills ``undone_by``/``undone_at``,
-    # so nothing is ever deleted and the history stays listable.
+    # so the history stays listable. Its ids are random (store/sqlite/aliases.py), and the
+    # rows naming an id only one source names go with that source (lock, forget).
     """
     CREATE TABLE IF NOT EXISTS entity_aliases (
         alias     TEXT NOT NULL,

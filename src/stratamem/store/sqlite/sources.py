@@ -24,6 +24,7 @@ from stratamem.store.caches import LastFew
 from stratamem.store.jobs import SEAL_JOB_PREFIX, SEAL_KIND, seal_job_key
 from stratamem.store.names import check_name, looks_like_id, name_key
 from stratamem.store.sources import ChunkPlace, source_id_for
+from stratamem.store.sqlite.aliases import DECISIONS_OF_SOURCE
 from stratamem.store.sqlite.connection import batches
 from stratamem.store.sqlite.filters import gate_sql
 from stratamem.types import Chunk, Mention, Principal, Source, SourceKind
@@ -257,6 +258,9 @@ class SourceTables:
                 """DELETE FROM jobs WHERE dedupe_key IN (
                        SELECT ? || id FROM trees WHERE source_id = ?)""",
                 (SEAL_JOB_PREFIX, source_id),
+            )
+            self.conn.execute(
+                f"DELETE FROM entity_merges WHERE {DECISIONS_OF_SOURCE}", {"source": source_id}
             )
             # Trees, summaries, their entities and vectors go with the source (foreign keys).
             self.conn.execute("DELETE FROM sources WHERE id = ?", (source_id,))
