@@ -20,22 +20,32 @@ from stratamem.types import NodeKind, rfc3339
 
 MAX_BUDGET = 1_000_000
 MAX_DEPTH = 32
+BUDGET = Param(
+    "budget",
+    "int",
+    "Pack the hits into cards so that the whole answer fits this many tokens (0: every hit whole).",
+    default=None,
+    ge=0,
+    le=MAX_BUDGET,
+)
+
+
+def _ranked(a: dict[str, Any]) -> dict[str, Any]:
+    """The arguments ``search`` and ``recall`` share: filters, limit and relevance floor."""
+    return {
+        "sources": a["sources"],
+        "kinds": a["kinds"],
+        "since": a["since"],
+        "until": a["until"],
+        "limit": a["limit"],
+        "min_relevance": a["min_relevance"],
+        **p.identity(a),
+    }
 
 
 def _search(ctx: Context, a: dict[str, Any]) -> dict[str, Any]:
     with ctx.reading() as m:
-        found = m.search(
-            a["query"],
-            sources=a["sources"],
-            kinds=a["kinds"],
-            since=a["since"],
-            until=a["until"],
-            limit=a["limit"],
-            mode=a["mode"],
-            profile=a["profile"],
-            min_relevance=a["min_relevance"],
-            **p.identity(a),
-        )
+        found = m.search(a["query"], mode=a["mode"], profile=a["profile"], **_ranked(a))
         return wire.search(found, budget=a["budget"], explain=a["explain"])
 
 
@@ -54,15 +64,7 @@ SEARCH = Operation(
         p.SINCE,
         p.UNTIL,
         p.limit(10, MAX_SEARCH_LIMIT),
-        Param(
-            "budget",
-            "int",
-            "Pack the hits into cards so that the whole answer fits this many tokens "
-            "(0: every hit whole).",
-            default=None,
-            ge=0,
-            le=MAX_BUDGET,
-        ),
+        BUDGET,
         Param(
             "mode",
             "str",
@@ -89,18 +91,7 @@ SEARCH = Operation(
 
 def _recall(ctx: Context, a: dict[str, Any]) -> dict[str, Any]:
     with ctx.reading() as m:
-        found = m.recall(
-            a["query"],
-            types=a["types"],
-            sources=a["sources"],
-            kinds=a["kinds"],
-            since=a["since"],
-            until=a["until"],
-            as_of=a["as_of"],
-            limit=a["limit"],
-            min_relevance=a["min_relevance"],
-            **p.identity(a),
-        )
+        found = m.recall(a["query"], types=a["types"], as_of=a["as_of"], **_ranked(a))
         return wire.search(found, budget=a["budget"], explain=a["explain"])
 
 
@@ -128,15 +119,7 @@ RECALL = Operation(
         p.UNTIL,
         p.AS_OF,
         p.limit(10, MAX_SEARCH_LIMIT),
-        Param(
-            "budget",
-            "int",
-            "Pack the hits into cards so that the whole answer fits this many tokens "
-            "(0: every hit whole).",
-            default=None,
-            ge=0,
-            le=MAX_BUDGET,
-        ),
+        BUDGET,
         p.MIN_RELEVANCE,
         Param("explain", "bool", "Add each hit's raw scores.", default=False),
     ),
