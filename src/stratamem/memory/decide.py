@@ -51,7 +51,7 @@ from datetime import UTC, datetime
 from typing import Any, Literal
 
 from stratamem.errors import SkipDecision
-from stratamem.memory.facts import Change, Statement, fact_id
+from stratamem.memory.facts import Change, Statement, recorded_again
 from stratamem.memory.remember import entity_id, predicate_name, remember, statement
 from stratamem.store.base import Store
 from stratamem.store.facts import Fact
@@ -421,22 +421,8 @@ def close(
         return Change()
     if row.valid_from is not None and row.valid_from >= at:
         return Change(expire=[row.id])
-    said = Statement(
-        row.subject,
-        row.predicate,
-        row.object,
-        evidence=row.evidence,
-        confidence=row.confidence,
-        origin=row.origin,
-        object_is_entity=row.object_is_entity,
-        single=row.single,
-    )
     copy = replace(
-        row,
-        id=fact_id(said, row.valid_from, at, now, serial, row.source_id),
-        valid_to=at,
-        recorded_at=now,
-        expired_at=None,
+        recorded_again(row, row.valid_from, at, now, serial, row.source_id),
         evidence=tuple(dict.fromkeys((*row.evidence, *evidence))),
         reason=reason,
     )

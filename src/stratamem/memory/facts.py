@@ -148,11 +148,11 @@ def reconcile(
         change.expire.append(row.id)
         if _start_key(row.valid_from) < _start_key(start):
             change.record.append(
-                _again(row, row.valid_from, start, now, serial + len(change.record), source)
+                recorded_again(row, row.valid_from, start, now, serial + len(change.record), source)
             )
         if end is not None and (row.valid_to is None or row.valid_to > end):
             change.record.append(
-                _again(row, end, row.valid_to, now, serial + len(change.record), source)
+                recorded_again(row, end, row.valid_to, now, serial + len(change.record), source)
             )
     change.record.append(
         Fact(
@@ -251,7 +251,7 @@ def _covers(rows: Sequence[Fact], value: str, start: datetime | None, end: datet
     return last is None or (end is not None and last >= end)
 
 
-def _again(
+def recorded_again(
     row: Fact,
     start: datetime | None,
     end: datetime | None,
