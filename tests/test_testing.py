@@ -13,7 +13,13 @@ import pytest
 from stratamem.embed.hashing import HashingEmbedder as Hashing
 from stratamem.errors import RequestFailed
 from stratamem.remote import JSONClient
-from stratamem.testing import FakeModelServer, HashingEmbedder, chat_completion, held_facts
+from stratamem.testing import (
+    FakeModelServer,
+    HashingEmbedder,
+    chat_completion,
+    held_facts,
+    record_ids,
+)
 from suite import PATIENCE_S
 
 
@@ -149,3 +155,5 @@ def test_held_facts_reads_the_facts_an_extraction_prompt_shows() -> None:
         "F1": ["handle:carol", "leads", "on-call", "from 2024-03-01", "one of many"]
     }
     assert held_facts("Records:\n\n[F1 is not a label here]") == {}
+    assert record_ids(prompt) == ["a" * 32]
+    assert record_ids(f"[{'b' * 32}]\nRecords:\n[{'c' * 32} | time]\nnot a label") == ["c" * 32]

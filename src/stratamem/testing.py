@@ -54,6 +54,7 @@ __all__ = [
     "Request",
     "chat_completion",
     "held_facts",
+    "record_ids",
 ]
 
 _WORDS = re.compile(r"\w+")
@@ -65,6 +66,13 @@ def held_facts(prompt: str) -> dict[str, list[str]]:
     predicate, object, …]}`` (see :mod:`stratamem.memory.decide`), what a scripted model
     decides on."""
     return {label: line.split(" | ") for label, line in _HELD.findall(prompt)}
+
+
+def record_ids(prompt: str) -> list[str]:
+    """The node ids of the records an extraction prompt lists, in order (each record's label
+    opens with its id: see :mod:`stratamem.memory.extract`), what a scripted model cites."""
+    records = prompt.split("Records:", 1)[1]
+    return [line[1:33] for line in records.splitlines() if line.startswith("[")]
 
 
 @dataclass(frozen=True, slots=True)

@@ -16,7 +16,7 @@ import stratamem
 from stratamem.memory import decide
 from stratamem.memory.extract import ExtractConfig, Extractor
 from stratamem.store.facts import Fact
-from stratamem.testing import FakeModelServer, chat_completion, held_facts
+from stratamem.testing import FakeModelServer, chat_completion, held_facts, record_ids
 
 T1 = datetime(2024, 3, 1, 9, 0, tzinfo=UTC)
 T2 = datetime(2024, 4, 1, 9, 0, tzinfo=UTC)
@@ -33,8 +33,7 @@ def decision(action: str, evidence: list[str], **given: Any) -> dict[str, Any]:
 
 def nodes(prompt: str) -> list[str]:
     """The node ids of a prompt's records, in order."""
-    records = prompt.split("Records:", 1)[1]
-    return [line[1:33] for line in records.splitlines() if line.startswith("[")]
+    return record_ids(prompt)
 
 
 class Model:

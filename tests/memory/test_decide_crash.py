@@ -17,7 +17,7 @@ import pytest
 import stratamem
 from stratamem.memory import decide
 from stratamem.memory.extract import PROGRESS_PREFIX
-from stratamem.testing import FakeModelServer, held_facts
+from stratamem.testing import FakeModelServer, held_facts, record_ids
 from suite import PATIENCE_S
 
 NOTES = "notes:team"
@@ -49,7 +49,7 @@ with stratamem.open(sys.argv[1], embedder=None) as memory:
 def leads(prompt: str) -> str:
     """Carol leads what the record says: an update of the value shown, else an add."""
     records = prompt.split("Records:", 1)[1]
-    (node,) = [line[1:33] for line in records.splitlines() if line.startswith("[")]
+    (node,) = record_ids(prompt)
     value = records.rsplit("leads ", 1)[1].split()[0]
     base = dict.fromkeys(decide.DECISION_KEYS) | {"evidence": [node], "reason": "said so"}
     shown = [k for k, v in held_facts(prompt).items() if v[:2] == ["handle:carol", "leads"]]

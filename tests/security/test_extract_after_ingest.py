@@ -20,7 +20,7 @@ import stratamem
 from stratamem.memory import decide
 from stratamem.server.http import create_app
 from stratamem.server.service import Service
-from stratamem.testing import FakeModelServer, held_facts
+from stratamem.testing import FakeModelServer, held_facts, record_ids
 from suite import PATIENCE_S
 
 SECRET = "CANARY-salary-41c9"
@@ -32,8 +32,7 @@ class Model:
 
     def __call__(self, prompt: str) -> str:
         self.prompts.append(prompt)
-        records = prompt.split("Records:", 1)[1]
-        ids = [line[1:33] for line in records.splitlines() if line.startswith("[")]
+        ids = record_ids(prompt)
 
         def one(action: str, **given: str) -> dict[str, object]:
             return dict.fromkeys(decide.DECISION_KEYS) | {"action": action, "evidence": ids} | given

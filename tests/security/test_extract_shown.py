@@ -22,7 +22,7 @@ import stratamem
 from stratamem.memory import decide
 from stratamem.ops.extract import run_extraction
 from stratamem.server.service import Service, ServiceContext
-from stratamem.testing import FakeModelServer, held_facts
+from stratamem.testing import FakeModelServer, held_facts, record_ids
 
 SECRET = "CANARY-salary-77e1"
 DESK = "desk-4b"
@@ -34,8 +34,7 @@ class Model:
 
     def __call__(self, prompt: str) -> str:
         self.prompts.append(prompt)
-        records = prompt.split("Records:", 1)[1]
-        ids = [line[1:33] for line in records.splitlines() if line.startswith("[")]
+        ids = record_ids(prompt)
 
         def one(action: str, **given: str) -> dict[str, object]:
             return dict.fromkeys(decide.DECISION_KEYS) | {"action": action, "evidence": ids} | given

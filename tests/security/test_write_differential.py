@@ -35,7 +35,7 @@ from stratamem.ops.table import OPERATIONS, call
 from stratamem.server.http import create_app
 from stratamem.server.service import ServiceContext
 from stratamem.store.sources import source_id_for
-from stratamem.testing import FakeModelServer, held_facts
+from stratamem.testing import FakeModelServer, held_facts, record_ids
 from suite import PATIENCE_S
 
 AT = "2024-03-02T10:00:00+00:00"
@@ -156,7 +156,7 @@ def echo_model(prompt: str) -> str:
     """What the extraction model answers: each fact shown updated (in the order of what they
     say, not of their labels), a fact retracted by an id it was not shown, and one fact added
     on the batch."""
-    ids = [line[1:33] for line in prompt.split("Records:", 1)[1].splitlines() if line[:1] == "["]
+    ids = record_ids(prompt)
     shown = sorted(held_facts(prompt).items(), key=lambda item: item[1])
     out = [
         _decision("update", ids, fact=label, object=ECHOED[1], reason="echo") for label, _ in shown
