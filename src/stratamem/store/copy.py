@@ -19,8 +19,8 @@ missing SQLite file for the copy and removes it again when the copy fails.
 
 What differs between the backends:
 
-- What a backend derives from a row, it derives again. On SQLite the chunks' insert trigger
-  indexes them in FTS5; on PostgreSQL each chunk's token counts (``terms_content``,
+- What a backend derives from a row, it derives again. On SQLite each batch of chunks is
+  indexed in FTS5 once written; on PostgreSQL each chunk's token counts (``terms_content``,
   ``terms_title``) are counted with the destination's tokenizer, which the ``keyword_stats``
   triggers sum, and each vector is written out again for pgvector (see
   ``store/postgres/derived.py``; between two PostgreSQL stores the vectors' column is kept).
@@ -53,6 +53,7 @@ from chunks spread over the store) rank the same chunks with the same BM25 score
 
 from __future__ import annotations
 
+import json
 import math
 import re
 import sqlite3
@@ -545,6 +546,14 @@ def _writer(
 
         def each(rows: list[tuple[Any, ...]]) -> None:
             dst.conn.executemany(sql, rows)
+            if table == "chunks":
+                rowids = [row[columns.index("rowid")] for row in rows]
+                dst.conn.execute(
+                    """INSERT INTO chunks_fts(rowid, content, title)
+                       SELECT rowid, content, title FROM chunks
+                       WHERE rowid IN (SELECT value FROM json_each(?))""",
+                    (json.dumps(rowids),),
+                )
 
         return each
 

@@ -22,10 +22,10 @@ The compressed stream is cut into parts of :data:`PART_BYTES`; part ``i`` is the
 The locked source's row stays, with those columns blanked (:data:`SOURCE_COLUMNS`); its id,
 scope, kind, platform, access scopes and times stay readable to the owner. Rows of the other
 tables keep every column, rowids included, so a restore puts back the very rows that were
-sealed, and the full-text rows come back through the chunks' insert trigger. Two exceptions:
-a summary whose rowid another summary took meanwhile comes back under a new one (the source's
-summaries keep their order), and of the source's seal jobs only a pending or running one is
-kept, and comes back pending. Sealing removes the rows in reverse table order; deleting chunks
+sealed, and the full-text rows are written again for the source's chunks once they are
+back. Two exceptions: a summary whose rowid another summary took meanwhile comes back under a
+new one (the source's summaries keep their order), and of the source's seal jobs only a
+pending or running one is kept, and comes back pending. Sealing removes the rows in reverse table order; deleting chunks
 fires the full-text delete trigger.
 """
 
@@ -49,6 +49,7 @@ from stratamem.store.keyword import REMOVED_AT_KEY
 from stratamem.store.locks import Lock, PartCipher, SealCounts
 from stratamem.store.sqlite.aliases import DECISIONS_OF_SOURCE
 from stratamem.store.sqlite.connection import batches
+from stratamem.store.sqlite.sources import FTS_INDEX
 
 FORMAT = 2
 # The formats a restore reads: see the module's docstring.
@@ -261,6 +262,12 @@ class LockTables:
         sql = f"INSERT INTO {table} ({names}) VALUES ({', '.join('?' * len(keep))})"
         for batch in _batched(rows):
             self.conn.executemany(sql, [[row[i] for i in keep] for row in batch])
+            if table == "chunks":
+                at = columns.index("id")
+                self.conn.execute(
+                    FTS_INDEX + "id IN (SELECT value FROM json_each(?))",
+                    (json.dumps([row[at] for row in batch]),),
+                )
 
     def _restore_source_row(
         self, source_id: str, columns: list[str], rows: Iterator[list[Any]]

@@ -31,6 +31,11 @@ from stratamem.types import Chunk, Mention, Principal, Source, SourceKind
 
 T = TypeVar("T")
 
+FTS_INDEX = """INSERT INTO chunks_fts(rowid, content, title)
+    SELECT rowid, content, title FROM chunks WHERE """
+"""Indexes in FTS5 the chunks a condition appended to it selects: every write of chunks ends
+with it (there is no insert trigger)."""
+
 if TYPE_CHECKING:
     from stratamem.store.sqlite.jobs import JobQueue
     from stratamem.store.sqlite.trees import TreeTables
@@ -306,6 +311,9 @@ class SourceTables:
         return found
 
     def insert_chunks(self, chunks: Iterable[Chunk]) -> None:
+        """Store new chunks and index them in FTS5 in one statement over their rowids (which
+        ``AUTOINCREMENT`` hands out above every rowid the table ever held)."""
+        (top,) = self.conn.execute("SELECT coalesce(max(rowid), 0) FROM chunks").fetchone()
         self.conn.executemany(
             """INSERT INTO chunks (id, source_id, seq, content, title, token_count, author,
                  ts_start, ts_end, tags, source_ref, thread, doc_id, version, content_sha256,
@@ -313,6 +321,7 @@ class SourceTables:
                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)""",
             map(_chunk_row, chunks),
         )
+        self.conn.execute(FTS_INDEX + "rowid > ?", (top,))
 
     def insert_mentions(self, mentions: Iterable[tuple[Chunk, Iterable[Mention]]]) -> None:
         self.conn.executemany(
