@@ -25,8 +25,8 @@ tables keep every column, rowids included, so a restore puts back the very rows 
 sealed, and the full-text rows are written again for the source's chunks once they are
 back. Two exceptions: a summary whose rowid another summary took meanwhile comes back under a
 new one (the source's summaries keep their order), and of the source's seal jobs only a
-pending or running one is kept, and comes back pending. Sealing removes the rows in reverse table order; deleting chunks
-fires the full-text delete trigger.
+pending or running one is kept, and comes back pending. Sealing removes the rows in reverse
+table order; deleting chunks fires the full-text delete trigger.
 """
 
 from __future__ import annotations
