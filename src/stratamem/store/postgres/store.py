@@ -43,9 +43,9 @@ from stratamem.store.sqlite.postings import COUNTED_MENTIONS, EntityPostings
 from stratamem.store.sqlite.principals import PrincipalTables
 from stratamem.store.sqlite.records import RecordTables
 from stratamem.store.sqlite.rollups import RollupTables
-from stratamem.store.sqlite.sources import SourceTables, _chunk_row
+from stratamem.store.sqlite.sources import SourceTables, _chunk_row, _mention_rows
 from stratamem.store.sqlite.trees import TreeTables
-from stratamem.types import Chunk
+from stratamem.types import Chunk, Mention
 
 # Tables whose rows hold a source's text: vacuumed after a forget.
 _TEXT_TABLES = (
@@ -57,6 +57,14 @@ _TEXT_TABLES = (
     "sealed",
     "embeddings",
 )
+
+# In the order of ``_chunk_row`` and ``_mention_rows``; the chunks' token counts last.
+_CHUNK_COLUMNS = (
+    *("id", "source_id", "seq", "content", "title", "token_count", "author", "ts_start"),
+    *("ts_end", "tags", "source_ref", "thread", "doc_id", "version", "content_sha256"),
+    *("record_key", "meta", "terms_content", "terms_title"),
+)
+_MENTION_COLUMNS = ("entity_id", "node_id", "kind", "surface", "source_id", "ts")
 
 
 class PostgresStore(
@@ -225,15 +233,23 @@ class PostgresStore(
     # -- what differs from SQLite ---------------------------------------------------------------
 
     def insert_chunks(self, chunks: Iterable[Chunk]) -> None:
+        """Store new chunks with one ``COPY``, their token counts computed here."""
         batch = list(chunks)
         counts = self.term_counts(batch)
-        self.conn.executemany(
-            """INSERT INTO chunks (id, source_id, seq, content, title, token_count, author,
-                 ts_start, ts_end, tags, source_ref, thread, doc_id, version, content_sha256,
-                 record_key, meta, terms_content, terms_title)
-               VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)""",
-            [(*_chunk_row(c), a, b) for c, (a, b) in zip(batch, counts, strict=True)],
+        self.conn.copy_rows(
+            "chunks",
+            _CHUNK_COLUMNS,
+            ((*_chunk_row(c), a, b) for c, (a, b) in zip(batch, counts, strict=True)),
         )
+
+    def insert_mentions(self, mentions: Iterable[tuple[Chunk, Iterable[Mention]]]) -> None:
+        """Store the entity mentions of new chunks with one ``COPY``: a mention named twice
+        in a chunk is written once (the first), as SQLite's ``INSERT OR IGNORE`` keeps it;
+        the chunks are new, so no stored row shares a key with them."""
+        rows: dict[tuple[str, str, str], tuple[Any, ...]] = {}
+        for row in _mention_rows(mentions):
+            rows.setdefault((row[0], row[4], row[1]), row)
+        self.conn.copy_rows("entity_index", _MENTION_COLUMNS, rows.values())
 
     def insert_restored(self, table: str, columns: list[str], rows: Iterator[list[Any]]) -> None:
         """Put sealed rows back as this store writes them: columns the table lacks left out,
