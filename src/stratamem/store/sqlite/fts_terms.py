@@ -103,9 +103,10 @@ def replace_fts_table(conn: sqlite3.Connection, name: str) -> bool:
 
     Runs in the caller's write transaction: ``chunks_fts`` is dropped and created anew with
     its rank (the column weights) kept, and ``rebuild`` reads ``chunks`` again. The chunks'
-    triggers name the table, not its definition, and carry on; a locked source has no rows in
-    ``chunks`` (its content is only in ``sealed``), so none of it reaches the new index, and
-    its rows come back through the insert trigger when it is unlocked.
+    delete and update triggers and the writes that index new chunks name the table, not its
+    definition, and carry on; a locked source has no rows in ``chunks`` (its content is only
+    in ``sealed``), so none of it reaches the new index, and its rows are indexed again when
+    it is unlocked.
     """
     if name not in TOKENIZERS:
         raise ValueError(f"unknown tokenizer {name!r}; known: {', '.join(TOKENIZERS)}")
