@@ -246,6 +246,10 @@ def render(runs: dict[str, Any]) -> str:
                     f"LanceDB with the vectors as float16: {half} MB "
                     f"(stratamem {ours['disk_mb'] / half:.2f}× that)."
                 )
+        load = run.get("machine", {}).get("load_start")
+        if load:
+            end = run["machine"]["load_end"]
+            lines.append(f"Load (1 min) {load[0]} at the start, {end[0]} at the end.")
         if "bare_fts5" in ours:
             ingest = ours["seconds"]["ingest and trees"]
             bare = ours["bare_fts5"]["seconds"]
