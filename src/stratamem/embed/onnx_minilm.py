@@ -10,11 +10,15 @@ A sentence vector is the mean of the token vectors over the attention mask, L2-n
 (Reimers & Gurevych, "Sentence-BERT", 2019; the model's ``1_Pooling`` config). Against a
 float32 forward pass of the original weights the cosine is ≥ 0.999 per sentence.
 
-The fast variant (:class:`FastMiniLMEmbedder`) quantises the matrix products to int8 per output
-channel with ``onnxruntime.quantization.quantize_dynamic``, once, into a cache directory. On two
-cores it embeds ~1.8× more passages per second at a cosine of ~0.995 to the default (see
-``benchmarks/results/embed_speed.md``). Its vectors carry their own model name, so they are
-never compared with the default's.
+With the ``onnx`` package installed, each layer's attention runs as one fused onnxruntime
+kernel (:mod:`stratamem.embed.onnx_graph`), the same vectors to ~1e-7, ~1.1–1.15× faster.
+
+The fast variant (:class:`FastMiniLMEmbedder`) quantises the matrix products of the fused graph
+to int8 per output channel with ``onnxruntime.quantization.quantize_dynamic`` (the attention's
+packed projections included), once, into a cache directory. On two cores it embeds ~2× the
+default's passages per second at a cosine of ~0.995 to it (see
+``benchmarks/results/embed_speed.md`` and ``embed_eval.md``). Its vectors carry their own model
+name, so they are never compared with the default's.
 """
 
 from __future__ import annotations
