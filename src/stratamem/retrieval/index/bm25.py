@@ -195,17 +195,23 @@ class BM25Index:
     # -- query -----------------------------------------------------------------------------
 
     def _gains(
-        self, doc: DocArray, freq: FreqArray, base: npt.NDArray[np.bool_] | None
+        self,
+        doc: DocArray,
+        freq: FreqArray,
+        base: npt.NDArray[np.bool_] | None,
+        k1: float = K1,
     ) -> FreqArray:
         """f · (k1 + 1) / (f + k1 · (1 - b + b · |d| / avgdl)) of these postings (``doc``,
         ``freq``, the query's): everything of the score but the idf, avgdl the mean over the
         documents ``base`` admits (every one when None). Computed per query from each
         document's norm, which is kept (by the gate's value under one), so that new
-        documents cost the norms of the documents, not a pass over every posting."""
+        documents cost the norms of the documents, not a pass over every posting. Another
+        ``k1`` than FTS5's scales the kept norms."""
         wide = freq.astype(np.float64)
-        gain: FreqArray = (wide * (K1 + 1.0) / (wide + self._norms_of(base)[doc])).astype(
-            np.float32
-        )
+        norms = self._norms_of(base)[doc]
+        if k1 != K1:
+            norms = norms * (k1 / K1)
+        gain: FreqArray = (wide * (k1 + 1.0) / (wide + norms)).astype(np.float32)
         return gain
 
     def _norms_of(self, base: npt.NDArray[np.bool_] | None) -> npt.NDArray[np.float64]:
@@ -269,17 +275,24 @@ class BM25Index:
         allow: npt.NDArray[np.bool_] | None = None,
         base: npt.NDArray[np.bool_] | None = None,
         scoped_idf: bool = True,
+        weights: Sequence[float] | None = None,
     ) -> float:
-        """Σ idf over the query's tokens, counted as :meth:`ranked` counts them (a token
-        found in no document as found in none): what a document holding each once at the
-        mean length scores, the scale a BM25 score of this query is read on."""
+        """Σ idf over the query's tokens (each times its weight, 1 when ``weights`` is None),
+        counted as :meth:`ranked` counts them (a token found in no document as found in
+        none): what a document holding each once at the mean length scores, the scale a BM25
+        score of this query is read on."""
         if base is not None:
             allow = base if allow is None else allow & base
         scope = allow if scoped_idf else base
         n = float(len(self.rowids) if scope is None else np.count_nonzero(scope))
-        known = [self.vocab[p] for p in phrases if p in self.vocab]
-        total = float(self.idf(known, allow=scope).sum()) if known else 0.0
-        missing = len(phrases) - len(known)
+        weight = [1.0] * len(phrases) if weights is None else list(weights)
+        pairs = zip(phrases, weight, strict=True)
+        known = [(self.vocab[p], w) for p, w in pairs if p in self.vocab]
+        total = 0.0
+        if known:
+            ids, ws = zip(*known, strict=True)
+            total = float((self.idf(ids, allow=scope) * np.asarray(ws)).sum())
+        missing = sum(w for p, w in zip(phrases, weight, strict=True) if p not in self.vocab)
         if missing:
             total += missing * max(math.log((n + 0.5) / 0.5), MIN_IDF)
         return total
@@ -290,22 +303,31 @@ class BM25Index:
         *,
         allow: npt.NDArray[np.bool_] | None = None,
         base: npt.NDArray[np.bool_] | None = None,
+        weights: Sequence[float] | None = None,
+        k1: float = K1,
     ) -> Scores:
         """The BM25 score of every document for a query of single-token phrases (0 where
         none matches), the idf counted over the documents ``allow`` admits and avgdl over
-        those ``base`` admits (all when None)."""
-        known = [self.vocab[p] for p in phrases if p in self.vocab]
+        those ``base`` admits (all when None); each phrase's part times its weight in
+        ``weights`` (1 when None); ``k1`` FTS5's unless given."""
+        weight = [1.0] * len(phrases) if weights is None else list(weights)
+        given = zip(phrases, weight, strict=True)
+        pairs = [(self.vocab[p], w) for p, w in given if p in self.vocab]
         scores = np.zeros(len(self.rowids), np.float64)
-        if not known:
+        if not pairs:
             return scores
+        known = [t for t, _ in pairs]
         found = self._postings(np.asarray(known, dtype=np.int64))
         lengths = np.asarray([len(doc) for doc, _ in found], dtype=np.int64)
         if not lengths.sum():
             return scores
         doc = np.concatenate([doc for doc, _ in found])
         freq = np.concatenate([freq for _, freq in found])
-        gain = self._gains(doc, freq, base)
-        value = np.repeat(self.idf(known, allow=allow), lengths) * gain
+        gain = self._gains(doc, freq, base, k1)
+        idf = self.idf(known, allow=allow)
+        if weights is not None:
+            idf = idf * np.asarray([w for _, w in pairs], dtype=np.float64)
+        value = np.repeat(idf, lengths) * gain
         summed: Scores = np.bincount(doc, weights=value, minlength=len(self.rowids)).astype(
             np.float64, copy=False
         )
@@ -328,13 +350,18 @@ class BM25Index:
         allow: npt.NDArray[np.bool_] | None = None,
         scoped_idf: bool = True,
         base: npt.NDArray[np.bool_] | None = None,
+        weights: Sequence[float] | None = None,
+        k1: float = K1,
     ) -> tuple[IntArray, Scores, int]:
         """:meth:`top`, and how many admitted documents match at all. ``scoped_idf=False``
         keeps the idf of the whole index (of what ``base`` admits, when given) under a
-        filter, as FTS5 does. ``base`` is the access gate, of which ``allow`` is a part."""
+        filter, as FTS5 does. ``base`` is the access gate, of which ``allow`` is a part.
+        ``weights`` and ``k1`` as for :meth:`scores`."""
         if base is not None:
             allow = base if allow is None else allow & base
-        scores = self.scores(phrases, allow=allow if scoped_idf else base, base=base)
+        scores = self.scores(
+            phrases, allow=allow if scoped_idf else base, base=base, weights=weights, k1=k1
+        )
         matched = np.flatnonzero(scores > 0.0)
         if allow is not None:
             matched = matched[allow[matched]]
