@@ -220,9 +220,15 @@ class SparseKeywordIndex:
             ceiling = index.idf_total(
                 tokens, allow=allow, base=base, scoped_idf=scoped_idf, weights=weights
             )
+            ids = index.ids
             ranked = [
-                (int(index.rowids[p]), index.ids[p], float(score))
-                for p, score in zip(positions.tolist(), scores.tolist(), strict=True)
+                (rowid, ids[p], score)
+                for rowid, p, score in zip(
+                    index.rowids[positions].tolist(),
+                    positions.tolist(),
+                    scores.tolist(),
+                    strict=True,
+                )
             ]
             return ranked, total, ceiling
 
