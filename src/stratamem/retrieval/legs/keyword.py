@@ -77,6 +77,8 @@ MAX_SCORED_TOKENS: Final = 96
 # a passage's terms saturate later in a document: BM25's k1 for it (FTS5's is 1.2).
 LONG_QUERY_TOKENS: Final = 16
 LONG_QUERY_K1: Final = 3.0
+# The words of a passage its snippets mark (its rarest).
+SNIPPET_TOKENS: Final = 8
 _log = logging.getLogger(__name__)
 
 # What a search survives by falling back to the full-text query: the store cannot back the
@@ -232,18 +234,18 @@ class SparseKeywordIndex:
             ]
             return ranked, total, ceiling
 
-    def scored_terms(self, terms: Sequence[str], counts: Sequence[int] | None) -> list[str]:
-        """The terms of a query that :meth:`rank_scored` scores a token of: all of them but
-        in a query of more than ``MAX_SCORED_TOKENS`` terms (see :func:`query_tokens`)."""
+    def snippet_terms(self, terms: Sequence[str], counts: Sequence[int] | None) -> list[str]:
+        """The terms a snippet of a passage marks: those of its ``SNIPPET_TOKENS`` rarest
+        scored tokens (all of a keyword query's terms)."""
         store = self._store()
-        if store is None or len(terms) <= MAX_SCORED_TOKENS:
+        if store is None or len(terms) <= SNIPPET_TOKENS:
             return list(terms)
         with self._lock:
             index = self._index
             if index is None:
                 return list(terms)
             phrases = store.keyword_phrases(terms)
-            tokens, _, _ = query_tokens(index, phrases, counts)
+            tokens, _, _ = query_tokens(index, phrases, counts, limit=SNIPPET_TOKENS)
         kept = set(tokens)
         return [t for t, p in zip(terms, phrases, strict=True) if kept.intersection(p)]
 
@@ -435,7 +437,11 @@ class SparseKeywordIndex:
 
 
 def query_tokens(
-    index: BM25Index, phrases: Sequence[Sequence[str]], counts: Sequence[int] | None
+    index: BM25Index,
+    phrases: Sequence[Sequence[str]],
+    counts: Sequence[int] | None,
+    *,
+    limit: int | None = None,
 ) -> tuple[list[str], list[float], bool]:
     """The distinct tokens a query scores, each one's weight, and whether the query is a
     passage (more than ``LONG_QUERY_TOKENS`` tokens) rather than keywords.
@@ -444,10 +450,10 @@ def query_tokens(
     and "flow" are one stem named twice), as FTS5 weighs the OR of those terms. A passage
     weighs it by :func:`~stratamem.retrieval.query.term_weight` of how often the passage
     says it (``counts``, per term; 1 each when None): its subject, said again and again,
-    outweighs what it mentions once. Past ``MAX_SCORED_TOKENS`` tokens, only that many are
-    scored, those of highest idf over the whole index (ties by their order in the query): in
-    a paragraph the rare words carry the ranking, and each common one costs a walk over long
-    postings for almost no score.
+    outweighs what it mentions once. Past ``limit`` tokens (``MAX_SCORED_TOKENS`` unless
+    given), only that many are scored, those of highest idf over the whole index (ties by
+    their order in the query): in a paragraph the rare words carry the ranking, and each
+    common one costs a walk over long postings for almost no score.
     """
     named: dict[str, int] = {}
     said: dict[str, int] = {}
@@ -457,13 +463,14 @@ def query_tokens(
             named[token] = named.get(token, 0) + 1
             said[token] = said.get(token, 0) + count
     tokens = list(said)
-    if len(tokens) > MAX_SCORED_TOKENS:
+    limit = MAX_SCORED_TOKENS if limit is None else limit
+    if len(tokens) > limit:
         known = [t for t in tokens if t in index.vocab]
         idf = index.idf([index.vocab[t] for t in known]) if known else np.empty(0)
         rarity = dict(zip(known, idf.tolist(), strict=True))
         # A token in no document scores nothing, whatever it weighs.
         order = sorted(range(len(tokens)), key=lambda i: (-rarity.get(tokens[i], -1.0), i))
-        tokens = [tokens[i] for i in sorted(order[:MAX_SCORED_TOKENS])]
+        tokens = [tokens[i] for i in sorted(order[:limit])]
     if len(said) <= LONG_QUERY_TOKENS:
         return tokens, [float(named[t]) for t in tokens], False
     return tokens, [term_weight(said[t]) for t in tokens], True
@@ -643,10 +650,10 @@ def keyword_search(
         if found is not None:
             ranked, total, ceiling = found
             pairs = [(r, s) for r, _, s in ranked]
-            if snippets and len(terms) > MAX_SCORED_TOKENS:
-                # A snippet marks the words that were scored; FTS5 would otherwise walk every
-                # match of every common word of a long query to find them.
-                expression = match_terms(index.scored_terms(terms, counts))
+            if snippets and len(terms) > SNIPPET_TOKENS:
+                # A passage's snippet marks its rarest words: FTS5 would otherwise walk every
+                # match of each of its words (0.8 s a Cranfield passage; 0.2 s for 16 words).
+                expression = match_terms(index.snippet_terms(terms, counts))
             hits = store.keyword_hits(expression, pairs, snippets=snippets)
             if calibration is not None:
                 hits = _with_relevance(hits, ceiling, calibration)
