@@ -130,3 +130,15 @@ def test_query_tokens_count_stems_and_mark_passages() -> None:
     tokens, weights, passage = query_tokens(index, many, [3, 1, *[1] * leg.LONG_QUERY_TOKENS])
     assert passage
     assert weights[:2] == pytest.approx([3 * 9 / 11, 1.0])
+
+
+def test_a_passages_snippet_marks_its_rarest_words(
+    memory: stratamem.Memory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(leg, "SNIPPET_TOKENS", 1)
+    found = keyword_search(memory.store, f"heat turbine {FILLER}", limit=1)
+    assert found.hits[0].content == DOCS["turbine"]
+    assert "[turbine]" in found.hits[0].snippet
+    assert "[heat]" not in found.hits[0].snippet
+    keywords = keyword_search(memory.store, "heat turbine", limit=1)
+    assert "[heat]" in keywords.hits[0].snippet

@@ -238,7 +238,7 @@ class SparseKeywordIndex:
         """The terms a snippet of a passage marks: those of its ``SNIPPET_TOKENS`` rarest
         scored tokens (all of a keyword query's terms)."""
         store = self._store()
-        if store is None or len(terms) <= SNIPPET_TOKENS:
+        if store is None or len(terms) <= LONG_QUERY_TOKENS:
             return list(terms)
         with self._lock:
             index = self._index
@@ -650,7 +650,7 @@ def keyword_search(
         if found is not None:
             ranked, total, ceiling = found
             pairs = [(r, s) for r, _, s in ranked]
-            if snippets and len(terms) > SNIPPET_TOKENS:
+            if snippets and len(terms) > LONG_QUERY_TOKENS:
                 # A passage's snippet marks its rarest words: FTS5 would otherwise walk every
                 # match of each of its words (0.8 s a Cranfield passage; 0.2 s for 16 words).
                 expression = match_terms(index.snippet_terms(terms, counts))
