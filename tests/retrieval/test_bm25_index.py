@@ -766,3 +766,27 @@ def test_an_empty_store_matches_nothing(store_location: str) -> None:
     with stratamem.open(store_location, embedder=None) as mem:
         assert sparse(mem).search(["anything"], Filters(), 10) == {}
         assert keyword_leg(mem.store, "anything", Filters(), 10) == ({}, "ok: 0 matches")
+
+
+def test_the_top_of_many_matches_is_every_best_document_ties_by_rowid() -> None:
+    # Enough matches that the cut is first taken on a sample of them; scores repeat (ties).
+    rng = np.random.default_rng(3)
+    n = 4000
+    index = BM25Index(("content",), (1.0,))
+    doc = np.concatenate([np.arange(n), np.flatnonzero(rng.random(n) < 0.1)])
+    term = np.concatenate([np.zeros(n, np.int64), np.ones(len(doc) - n, np.int64)])
+    postings = Postings(
+        terms=["a", "b"],
+        term=term,
+        doc=doc,
+        freq=rng.integers(1, 4, len(doc)).astype(np.float64),
+        lengths=rng.integers(1, 6, (n, 1)),
+    )
+    index.append(np.arange(1, n + 1), [str(i) for i in range(n)], postings)
+    for k in (1, 10, 100):
+        scores = index.scores(["a", "b"])
+        expected = sorted(range(n), key=lambda i: (-scores[i], i))[:k]
+        positions, values, total = index.ranked(["a", "b"], k)
+        assert positions.tolist() == expected
+        assert values.tolist() == scores[expected].tolist()
+        assert total == n

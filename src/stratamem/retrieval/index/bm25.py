@@ -55,6 +55,8 @@ from stratamem.store.keyword import Postings as Postings
 K1: Final = 1.2
 B: Final = 0.75
 MIN_IDF: Final = 1e-6
+# The top k of many matches is cut at the k-th best of every SAMPLE_STEP-th document first.
+SAMPLE_STEP: Final = 4
 # Access gates whose length norms are kept (one per principal reading the index).
 GATES_KEPT: Final = 16
 
@@ -363,10 +365,10 @@ class BM25Index:
         scores = self.scores(
             phrases, allow=allow if scoped_idf else base, base=base, weights=weights, k1=k1
         )
-        matched = np.flatnonzero(scores > 0.0)
         if allow is not None:
-            matched = matched[allow[matched]]
-        total = len(matched)
+            scores[~allow] = 0.0
+        total = int(np.count_nonzero(scores))
+        matched = np.flatnonzero(scores >= _floor(scores, k, total))
         values = scores[matched]
         if k < len(matched):
             kth = np.partition(values, len(values) - k)[len(values) - k]
@@ -374,6 +376,22 @@ class BM25Index:
             matched, values = matched[keep], values[keep]
         order = np.lexsort((matched, -values))[:k]
         return matched[order], values[order], total
+
+
+def _floor(scores: Scores, k: int, total: int) -> float:
+    """A score no higher than the ``k``-th best of ``scores`` (which are ≥ 0, ``total`` of
+    them above 0), and above 0: the cut before the top ``k`` is taken. The ``k``-th best of
+    any ``k`` or more documents is no higher than the ``k``-th best of all, so that of every
+    fourth document bounds it; among a hundred thousand matches it leaves a few hundred,
+    where taking the ``k``-th best of them all would partition them all."""
+    smallest = float(np.nextafter(0.0, 1.0))
+    if k <= 0 or total <= SAMPLE_STEP * k:
+        return smallest
+    sample = scores[::SAMPLE_STEP]
+    if len(sample) <= k:
+        return smallest
+    bound = float(np.partition(sample, len(sample) - k)[len(sample) - k])
+    return max(bound, smallest)
 
 
 def _length_norms(
