@@ -34,7 +34,8 @@ interleaved query by query; p50/p95 in ms and their ratio.
 
     python benchmarks/keyword_long.py [--data ../shared/data] [--store DIR] [--speed 100000]
 
-Writes ``benchmarks/results/keyword_long.md`` and ``.json``. Needs the bench extra.
+Writes ``benchmarks/results/keyword_long.md`` and ``.json`` (``keyword_long_speed.*`` for a
+run with ``--no-quality``). Needs the bench extra.
 """
 
 from __future__ import annotations
@@ -45,7 +46,6 @@ import os
 import shutil
 import sqlite3
 import statistics
-import sys
 import tempfile
 import time
 from collections.abc import Callable
@@ -61,7 +61,7 @@ import Stemmer
 from run_info import clock, dataset_table, git_state, machine, write_results
 from stratamem.api import Memory
 from stratamem.cli.common import cache_dir_from_environment
-from stratamem.eval.datasets import HELDOUT, TEST, TUNE, Dataset, Doc, Query, hash_split
+from stratamem.eval.datasets import HELDOUT, TEST, TUNE, Dataset, Query, hash_split
 from stratamem.eval.loading import load_dataset
 from stratamem.eval.metrics import evaluate_per_query, mean_scores, run_from_ranking
 from stratamem.eval.report import run_retriever
@@ -70,6 +70,7 @@ from stratamem.eval.runner import StoreRetriever, prepare, store_path
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results"
 K = 100
+POOL = 100  # what the hybrid search takes from the keyword leg (SearchConfig.pool)
 BEIR_SHOWN = (("ndcg_cut_10", "nDCG@10"), ("recall_10", "R@10"))
 LOCOMO_SHOWN = (("R@10", "R@10"), ("R@25", "R@25"))
 REFERENCES: dict[str, dict[str, Any]] = {
@@ -236,9 +237,7 @@ def quality(data: Path, cache: Path, scratch: Path, say: Callable[[str], None]) 
         with Memory(copy) as memory:
             for label, dataset in sets:
                 long = label != name
-                retrievers: dict[str, Any] = {
-                    "keyword": StoreRetriever(memory, dataset, "keyword")
-                }
+                retrievers: dict[str, Any] = {"keyword": StoreRetriever(memory, dataset, "keyword")}
                 for ref, options in REFERENCES.items():
                     retrievers[ref] = Bm25sRetriever(dataset, **options)
                 runs = []
@@ -267,10 +266,23 @@ def quality(data: Path, cache: Path, scratch: Path, say: Callable[[str], None]) 
 # -- speed ---------------------------------------------------------------------------------------
 
 
-def speed(data: Path, size: int, scratch: Path, say: Callable[[str], None]) -> dict[str, Any]:
-    sys.path.insert(0, str(ROOT / "benchmarks"))
-    from search_latency import build
+def build(path: Path, size: int, texts: list[tuple[str, str]]) -> None:
+    """``size`` chunks: SciFact's abstracts repeated over 20 sources, as ``search_latency.py``
+    lays them out, ingested without vectors (the keyword leg reads none)."""
+    if path.exists():
+        return
+    source = path.with_suffix(".jsonl")
+    with source.open("w") as fh:
+        for i in range(size):
+            title, text = texts[i % len(texts)]
+            row = {"id": str(i), "title": title, "text": text, "source": f"s{i % 20:02d}"}
+            fh.write(json.dumps({**row, "kind": "document"}) + "\n")
+    with Memory(path, embedder=None) as memory:
+        memory.ingest(source)
+    source.unlink()
 
+
+def speed(data: Path, size: int, folder: Path, say: Callable[[str], None]) -> dict[str, Any]:
     from stratamem.retrieval.legs.keyword import keyword_leg
     from stratamem.types import Filters
 
@@ -281,33 +293,33 @@ def speed(data: Path, size: int, scratch: Path, say: Callable[[str], None]) -> d
         "SciFact claims": [q.text for q in scifact.queries_in()],
         "Cranfield documents": [q.text for q in long.queries[:300]],
     }
-    path = scratch / f"keyword-{size}.db"
-    say(f"speed: building {size:,} chunks")
-    build(path, size, texts, np.zeros((len(texts), 384), np.float32))
+    path = folder / f"keyword-{size}.db"
+    say(f"speed: {size:,} chunks")
+    build(path, size, texts)
     stemmer = Stemmer.Stemmer("english")
     with Memory(path, embedder=None) as memory:
         store = memory.store
-        rows = store.conn.execute("SELECT title, content FROM chunks ORDER BY rowid").fetchall()
-        corpus = [f"{t or ''} {c}".strip() for t, c in rows]
+        rows = store.conn.execute("SELECT title, content FROM chunks ORDER BY rowid")
+        corpus = [f"{t or ''} {c}".strip() for t, c in rows.fetchall()]
         say("speed: bm25s index")
         model = bm25s.BM25()
         model.index(
             bm25s.tokenize(corpus, stopwords="en", stemmer=stemmer, show_progress=False),
             show_progress=False,
         )
-        keyword_leg(store, "warm up", Filters(), 100)
+        keyword_leg(store, "warm up", Filters(), POOL)
         out: dict[str, Any] = {"chunks": len(corpus)}
         for label, texts_ in queries.items():
             ours, theirs = [], []
             for text in texts_:
                 started = time.perf_counter()
-                keyword_leg(store, text, Filters(), 100)
+                keyword_leg(store, text, Filters(), POOL)
                 ours.append((time.perf_counter() - started) * 1000)
                 started = time.perf_counter()
                 tokens = bm25s.tokenize(
                     text, stopwords="en", stemmer=stemmer, show_progress=False, return_ids=False
                 )
-                model.retrieve(tokens, k=100, show_progress=False, n_threads=1)
+                model.retrieve(tokens, k=POOL, show_progress=False, n_threads=1)
                 theirs.append((time.perf_counter() - started) * 1000)
             out[label] = {"keyword leg": summary(ours), "bm25s (Snowball)": summary(theirs)}
             say(f"speed: {label}: {out[label]}")
@@ -350,8 +362,7 @@ def markdown(report: dict[str, Any]) -> str:
                 f"{data['docs']:,} documents; {counts[TEST]:,} queries "
                 f"({counts[TUNE]:,} tune, {counts[HELDOUT]:,} held out).",
                 "",
-                "| run | nDCG@10 tune | nDCG@10 held out | nDCG@10 all | R@10 held out "
-                "| seconds |",
+                "| run | nDCG@10 tune | nDCG@10 held out | nDCG@10 all | R@10 held out | seconds |",
                 "| --- | ---: | ---: | ---: | ---: | ---: |",
             ]
             for run in data["runs"]:
@@ -398,29 +409,35 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=RESULTS)
     parser.add_argument("--speed", type=int, default=0, help="chunks for the speed run")
     parser.add_argument("--no-quality", action="store_true")
+    parser.add_argument("--keep", type=Path, help="where the speed run's store is kept")
     args = parser.parse_args()
     cache = args.store or cache_dir_from_environment() / "eval"
     load_start = os.getloadavg()
+    code = git_state()  # the code the run imports, not what the tree holds when it ends
     started = time.perf_counter()
     stamp = datetime.now(UTC).replace(microsecond=0).isoformat()
     say = clock()
     scratch = Path(tempfile.mkdtemp(prefix="stratamem-keyword-long-"))
     try:
         datasets = [] if args.no_quality else quality(args.data, cache, scratch, say)
-        timing = speed(args.data, args.speed, scratch, say) if args.speed else None
+        timing = None
+        if args.speed:
+            timing = speed(args.data, args.speed, args.keep or scratch, say)
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
     report = {
         "started": stamp,
         "seconds": round(time.perf_counter() - started, 1),
         "machine": machine(load_start, os.getloadavg()),
-        "git": git_state(),
+        "git": code,
         "bm25s": bm25s.__version__,
         "pystemmer": metadata.version("PyStemmer"),
         "datasets": datasets,
         "speed": timing,
     }
-    write_results(args.out, "keyword_long", report, markdown(report))
+    # A speed run alone is its own report: the quality figures' header is not its header.
+    name = "keyword_long_speed" if args.no_quality else "keyword_long"
+    write_results(args.out, name, report, markdown(report))
 
 
 if __name__ == "__main__":
