@@ -27,10 +27,11 @@ LoCoMo:
 
 Speed (``--speed N``): the keyword leg (``keyword_leg``, as the hybrid search calls it, pool
 100) and bm25s (Snowball, stopwords; its index built beforehand, tokenizing and stemming the
-query each time) over the same N chunks (SciFact's abstracts repeated over 20 sources, the
-corpus builder of ``search_latency.py``, without vectors), the same queries (SciFact's 300
-claims, then 300 Cranfield documents as long queries), one query at a time, the two
-interleaved query by query; p50/p95 in ms and their ratio.
+query each time) over the same chunks: N documents, SciFact's abstracts repeated over 20
+sources as ``search_latency.py`` lays them out, ingested without vectors (a long abstract is
+several chunks: 100,000 documents are 176,986 chunks), each system ranking every chunk; the
+same queries (SciFact's 300 claims, then 300 Cranfield documents as long queries), one query
+at a time, the two interleaved query by query; p50/p95 in ms and their ratio.
 
     python benchmarks/keyword_long.py [--data ../shared/data] [--store DIR] [--speed 100000]
 
