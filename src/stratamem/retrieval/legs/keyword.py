@@ -638,9 +638,11 @@ def keyword_search(
     if resolved is None:
         return QueryResponse.empty()
     filters = resolved
-    # The sparse index ranks as the full-text index does (its idf over the whole store),
-    # without it scoring every match of every OR-ed word; the full-text query answers where
-    # the sparse index cannot.
+    # The sparse index ranks as the full-text index does, without it scoring every match of
+    # every OR-ed word, except that under a filter a word weighs by its rarity among what the
+    # filter admits (as in the hybrid leg: a conversation's speaker names are rare in the
+    # store and common in it) and a passage is read as one (see query_tokens); the
+    # full-text query answers where the sparse index cannot.
     # One read snapshot: the rows the index ranks are the rows the hits are read from.
     with store.read_snapshot():
         weighted = weighted_terms(query)
