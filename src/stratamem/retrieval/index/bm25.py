@@ -34,7 +34,9 @@ N, n(q) and avgdl are all counted over what the gate admits and nothing else: a 
 scores are exactly those of an index that never held the documents it may not see. Ungated
 and unfiltered, the scores are FTS5's. The gate's length norms (its own avgdl) are kept as
 the whole index's are, for as long as the documents and the gate stay the same, so a gated
-query costs what an ungated one does.
+query costs what an ungated one does. A caller may also weigh each query phrase
+(``weights``: its part of the sum times the weight) and give another ``k1`` (the kept norms
+scaled by k1 / 1.2); the keyword leg does both for a passage, never for keywords.
 """
 
 from __future__ import annotations
