@@ -261,6 +261,21 @@ def test_the_keyword_role_reads_terms_and_statistics(store_location: str, tmp_pa
             assert store.keyword_state() == state
 
 
+def test_a_query_of_more_new_words_than_the_phrase_cache_holds_reads_them_all(
+    store_location: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from stratamem.store.postgres import keyword as postgres_keyword
+    from stratamem.store.sqlite import fts_terms
+
+    monkeypatch.setattr(fts_terms, "_QUERY_CACHE", 3)
+    monkeypatch.setattr(postgres_keyword, "_PHRASES_KEPT", 3)
+    with _ingest(store_location, tmp_path, ["running cats"]) as mem:
+        store = mem.store
+        assert store.keyword_phrases(["running", "cats"]) == [("run",), ("cat",)]
+        words = ["running", "dogs", "birds", "fishes", "cats"]
+        assert store.keyword_phrases(words) == [("run",), ("dog",), ("bird",), ("fish",), ("cat",)]
+
+
 def test_the_source_lists_a_search_reads_follow_other_connections(store_location: str) -> None:
     with open_store(store_location) as reader, open_store(store_location) as writer:
         with writer.transaction():

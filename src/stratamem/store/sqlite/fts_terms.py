@@ -346,6 +346,10 @@ class FtsTerms:
             for term in terms:
                 self._phrases.move_to_end(term)
                 out.append(self._phrases[term])
+            # Evicted only now: a query of more new words than the cache holds would
+            # otherwise lose the first of its own before they are read.
+            while len(self._phrases) > _QUERY_CACHE:
+                self._phrases.popitem(last=False)
             return out
 
     def _tokenize(self, missing: list[str]) -> None:
@@ -365,8 +369,6 @@ class FtsTerms:
             self._clear(conn)
         for i, term in enumerate(missing, start=1):
             self._phrases[term] = tuple(found.get(i, ()))
-        while len(self._phrases) > _QUERY_CACHE:
-            self._phrases.popitem(last=False)
 
     def _clear(self, conn: sqlite3.Connection | None = None) -> None:
         conn = conn or self.conn
