@@ -329,6 +329,7 @@ class HybridSearcher:
             sorted({e for found in mentions.values() for e in found})
         )
         chunk_total = self.store.chunk_count() if frequencies else 0
+        weighted: list[tuple[str, dict[str, float], float]] = []
         for seed in seeds:
             weights = idf_weights(
                 {e: frequencies[e] for e in mentions.get(seed, []) if e in frequencies},
@@ -336,11 +337,13 @@ class HybridSearcher:
                 hub_fraction=cfg.hub_fraction,
             )
             total = sum(weights.values())
-            if not total:
-                continue
-            shared = self.store.nodes_by_entities(
-                weights, filters, cfg.expand_per_seed, exclude=seeds
-            )
+            if total:
+                weighted.append((seed, weights, total))
+        # Every seed's entity-sharing chunks in one read.
+        found = self.store.nodes_by_entities_many(
+            [weights for _, weights, _ in weighted], filters, cfg.expand_per_seed, exclude=seeds
+        )
+        for (seed, _, total), shared in zip(weighted, found, strict=True):
             for node, overlap in shared.items():
                 strength = overlap / total
                 reach(node, candidates[seed].final * cfg.expand_damping * strength, seed)
