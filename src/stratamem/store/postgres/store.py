@@ -143,11 +143,12 @@ class PostgresStore(
         if self.conn.in_transaction:
             yield
             return
-        self.conn.command(b"BEGIN ISOLATION LEVEL REPEATABLE READ")
+        # The snapshot, its write state and the store's settings come back with the BEGIN, in
+        # one round trip: inside, nothing is written, so they hold until it ends, which
+        # spares a search a dozen round trips.
+        cursor = self.conn.command(_BEGIN_READ)
         self._reading = True
-        # Inside, the snapshot is fixed and nothing is written: the settings and the write
-        # state read once hold until it ends, which spares a search a dozen round trips.
-        self._memo = {}
+        self._memo = _snapshot_memo(cursor, self.conn.total_changes)
         try:
             yield
         finally:
@@ -171,6 +172,8 @@ class PostgresStore(
         if memo is not None and ("setting", key) in memo:
             found: str | None = memo[("setting", key)]
             return found
+        if memo is not None and _PREFETCHED in memo and ":" not in key:
+            return None  # read with the snapshot's BEGIN: the store has no such setting
         row = self.conn.execute("SELECT value FROM settings WHERE key = ?", (key,)).fetchone()
         value = None if row is None else str(row[0])
         if memo is not None:
@@ -214,9 +217,7 @@ class PostgresStore(
             held: tuple[int, int] = memo["state"]
             return held
         row = self.conn.command(b"SELECT pg_current_snapshot()::text").fetchone()
-        snapshot = str(row[0]) if row else ""
-        digest = int.from_bytes(hashlib.blake2b(snapshot.encode(), digest_size=8).digest())
-        state = (digest, self.conn.total_changes)
+        state = (_state_digest(str(row[0]) if row else ""), self.conn.total_changes)
         if memo is not None:
             memo["state"] = state
         return state
@@ -284,6 +285,34 @@ class PostgresStore(
         """What the database takes on the server."""
         row = self.conn.execute("SELECT pg_database_size(current_database())").fetchone()
         return int(row[0]) if row is not None else 0
+
+
+# A read snapshot's BEGIN, and what it reads: the server's snapshot (the write state) and the
+# settings, but those keyed per source (``extract.done:<source>``), which are many and which
+# searches do not read.
+_BEGIN_READ = (
+    b"BEGIN ISOLATION LEVEL REPEATABLE READ;"
+    b" SELECT pg_current_snapshot()::text, NULL, NULL"
+    b" UNION ALL SELECT NULL, key, value FROM settings WHERE strpos(key, ':') = 0"
+)
+_PREFETCHED = "settings read"
+
+
+def _snapshot_memo(cursor: psycopg.Cursor[Any], changes: int) -> dict[Any, Any]:
+    """What a read snapshot's BEGIN (``_BEGIN_READ``) read, as :meth:`PostgresStore.write_state`
+    and :meth:`~PostgresStore.get_setting` keep it."""
+    memo: dict[Any, Any] = {_PREFETCHED: True}
+    cursor.nextset()
+    for snapshot, key, value in cursor.fetchall():
+        if snapshot is not None:
+            memo["state"] = (_state_digest(str(snapshot)), changes)
+        else:
+            memo[("setting", str(key))] = None if value is None else str(value)
+    return memo
+
+
+def _state_digest(snapshot: str) -> int:
+    return int.from_bytes(hashlib.blake2b(snapshot.encode(), digest_size=8).digest())
 
 
 def open_postgres(location: str) -> PostgresStore:
