@@ -49,6 +49,7 @@ def main() -> None:
     parser.add_argument("--documents", type=int, default=5650)
     parser.add_argument("--profile", type=int, default=0)
     parser.add_argument("--dump", type=Path)
+    parser.add_argument("--sort", default="tottime", help="cProfile order: tottime, cumtime")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="reader-") as tmp:
         if args.corpus == "scifact":
@@ -69,7 +70,7 @@ def main() -> None:
             if event[0] == "rows":
                 chunks += len(event[1])
             elif event[0] == "records":
-                chunks += len(event[5])
+                chunks += len(event[4])
             if dump:
                 dump.write(describe(event) + "\n")
         if profiler:
@@ -79,7 +80,7 @@ def main() -> None:
             dump.close()
     print(f"{args.corpus}: {chunks:,} chunks in {seconds:.2f} s, {chunks / seconds:,.0f} chunks/s")
     if profiler:
-        pstats.Stats(profiler).sort_stats("tottime").print_stats(args.profile)
+        pstats.Stats(profiler).sort_stats(args.sort).print_stats(args.profile)
 
 
 if __name__ == "__main__":
