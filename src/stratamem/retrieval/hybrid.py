@@ -601,7 +601,7 @@ def reason(breakdown: ScoreBreakdown, via: str = "") -> str:
 def _with_cards(
     response: SearchResponse, budget: int, breakdowns: list[ScoreBreakdown]
 ) -> SearchResponse:
-    from stratamem.embed.tokens import count_tokens, truncate_to_tokens
+    from stratamem.retrieval import pieces
     from stratamem.retrieval.packing import pack
 
     cards, dropped = pack(
@@ -610,8 +610,10 @@ def _with_cards(
         reasons=[str(h.explain.get("reason", "")) for h in response.hits],
         breakdowns=breakdowns,
         tier0=[bool(h.explain.get("tier0")) for h in response.hits],
-        count=count_tokens,
-        truncate=truncate_to_tokens,
+        count=pieces.count,
+        truncate=pieces.truncate,
+        count_batch=pieces.count_batch,
+        at_least=pieces.at_least,
     )
     notes = response.notes
     if dropped:

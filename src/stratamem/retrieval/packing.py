@@ -21,6 +21,7 @@ from collections.abc import Callable, Sequence
 from stratamem.types import Card, RetrievalHit, ScoreBreakdown, rfc3339
 
 Counter = Callable[[str], int]
+BatchCounter = Callable[[Sequence[str]], list[int]]
 Truncator = Callable[[str, int], str]
 TIER0_SHARE = 0.25
 
@@ -43,9 +44,16 @@ def pack(
     tier0: Sequence[bool] = (),
     tier0_share: float = TIER0_SHARE,
     min_compact: int = 24,
+    count_batch: BatchCounter | None = None,
+    at_least: Counter | None = None,
 ) -> tuple[list[Card], int]:
     """(cards in rank order, how many hits did not fit even as a line). ``tier0`` marks the
-    tier-0 hits (none when empty); ``budget`` 0 means no limit."""
+    tier-0 hits (none when empty); ``budget`` 0 means no limit.
+
+    Two optional helpers make it cheaper without changing what it returns: ``count_batch``
+    counts many texts at once (each as ``count`` would), and ``at_least`` gives a lower
+    bound on ``count`` that is cheap to take, so that a text surely over what it may spend is
+    not counted at all."""
     if budget < 0:
         raise ValueError("budget must be 0 (no limit) or a positive number of tokens")
     if not 0.0 <= tier0_share <= 1.0:
@@ -53,8 +61,12 @@ def pack(
     marks = list(tier0) if tier0 else [False] * len(hits)
     if len(marks) != len(hits):
         raise ValueError("tier0 must mark every hit")
+
+    def counts(texts: list[str]) -> list[int]:
+        return count_batch(texts) if count_batch is not None else [count(t) for t in texts]
+
     heads = [header(h) for h in hits]
-    line_costs = [count(h) + 1 for h in heads]
+    line_costs = [pieces + 1 for pieces in counts(heads)]
 
     def card(index: int, text: str, tokens: int, form: str) -> Card:
         return Card(
@@ -68,8 +80,9 @@ def pack(
         )
 
     if budget == 0:
+        bodies = counts([h.content for h in hits])
         return [
-            card(i, f"{heads[i]}\n{h.content}", line_costs[i] + count(h.content), "full")
+            card(i, f"{heads[i]}\n{h.content}", line_costs[i] + bodies[i], "full")
             for i, h in enumerate(hits)
         ], 0
 
@@ -100,11 +113,12 @@ def pack(
         pool = min(remaining, reserve_left) if in_reserve else remaining
         left = (len(first) if in_reserve else len(order)) - position
         body = hits[index].content
-        body_cost = count(body)
+        # Whole when it fits what is left and, unless it is the last, its fair share or what
+        # leaves every later text its least.
+        most = pool if left == 1 else min(pool, max(pool // left, pool - min_compact * (left - 1)))
+        body_cost = -1 if at_least is not None and at_least(body) > most else count(body)
         text, form, tokens, spent = heads[index], "line", line_costs[index], 0
-        if body_cost <= pool and (
-            body_cost <= pool // left or left == 1 or body_cost <= pool - min_compact * (left - 1)
-        ):
+        if 0 <= body_cost <= most:
             text, form, spent = f"{heads[index]}\n{body}", "full", body_cost
         else:
             share = max(min_compact, pool // left)
