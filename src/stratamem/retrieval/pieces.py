@@ -111,6 +111,12 @@ def count_batch(texts: Sequence[str]) -> list[int]:
     return [found[text] for text in texts]
 
 
+def forget() -> None:
+    """Drop every remembered count."""
+    with _lock:
+        _counted.clear()
+
+
 def _remember(counts: dict[str, int]) -> None:
     with _lock:
         for text, pieces in counts.items():
