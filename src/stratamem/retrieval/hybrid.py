@@ -168,8 +168,9 @@ class HybridSearcher:
             if cfg.expand_seeds > 0 and cfg.expand_damping > 0:
                 self._expand(candidates, filters, turns, cfg, ties)
             finals = {k: c.final for k, c in candidates.items()}
-            ties.cover(finals)
-            head = fusion.top(finals, max(limit * 4, cfg.rerank_top, 40), tie=ties.key)
+            wanted = max(limit * 4, cfg.rerank_top, 40)
+            ties.cover(finals, top=wanted)
+            head = fusion.top(finals, wanted, tie=ties.key)
             chunks = {c.id: c for c in self.store.chunks(head)}
             ties.learn(chunks.values())
             head = [key for key in head if key in chunks]
@@ -310,7 +311,7 @@ class HybridSearcher:
         ties: TieOrder,
     ) -> None:
         finals = {k: c.final for k, c in candidates.items()}
-        ties.cover(finals)
+        ties.cover(finals, top=cfg.expand_seeds)
         seeds = fusion.top(finals, cfg.expand_seeds, tie=ties.key)
         reached: dict[str, tuple[float, str]] = {}
 
