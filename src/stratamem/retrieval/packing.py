@@ -116,7 +116,9 @@ def pack(
         # Whole when it fits what is left and, unless it is the last, its fair share or what
         # leaves every later text its least.
         most = pool if left == 1 else min(pool, max(pool // left, pool - min_compact * (left - 1)))
-        body_cost = -1 if at_least is not None and at_least(body) > most else count(body)
+        # A bound never exceeds the text's length, so only a longer text can be over by it.
+        over = at_least is not None and len(body) > most and at_least(body) > most
+        body_cost = -1 if over else count(body)
         text, form, tokens, spent = heads[index], "line", line_costs[index], 0
         if 0 <= body_cost <= most:
             text, form, spent = f"{heads[index]}\n{body}", "full", body_cost
