@@ -7,8 +7,8 @@ test claims over its 5,183 abstracts; LoCoMo's questions over its conversations'
 - ``exact``: as packing counted before: every header and text counted on its own with
   :func:`~stratamem.embed.tokens.count_tokens`, every cut made by
   :func:`~stratamem.embed.tokens.truncate_to_tokens` over the whole text;
-- ``cheaper``: :mod:`stratamem.retrieval.pieces` (counts remembered across searches, headers
-  counted in one call, cuts tokenizing only the prefix they need, a lower bound that skips
+- ``cheaper``: :mod:`stratamem.retrieval.pieces` (counts remembered across searches,
+  counted once, cuts tokenizing only the prefix they need, a lower bound that skips
   counting a text surely over its share). ``cheaper, nothing remembered`` forgets the
   remembered counts before each packing: the cost for hits never seen before.
 
@@ -65,7 +65,6 @@ def packed(response: SearchResponse, budget: int, way: str) -> tuple[list[Card],
         budget,
         count=pieces.count,
         truncate=pieces.truncate,
-        count_batch=pieces.count_batch,
         at_least=pieces.at_least,
         **common,
     )

@@ -36,8 +36,7 @@ TEXTS = [
 
 def test_counts_are_the_tokenizers() -> None:
     assert [pieces.count(t) for t in TEXTS] == [count_tokens(t) for t in TEXTS]
-    assert pieces.count_batch(TEXTS + TEXTS[:3]) == [count_tokens(t) for t in TEXTS + TEXTS[:3]]
-    assert pieces.count_batch([]) == []
+    assert [pieces.count(t) for t in TEXTS] == [count_tokens(t) for t in TEXTS]  # remembered
 
 
 @pytest.mark.parametrize("text", TEXTS)
@@ -91,7 +90,7 @@ def hit(index: int, content: str) -> RetrievalHit:
 
 def packed(hits: list[RetrievalHit], budget: int, tier0: list[bool], fast: bool) -> tuple:
     helpers = (
-        {"count_batch": pieces.count_batch, "at_least": pieces.at_least}
+        {"at_least": pieces.at_least}
         if fast
         else {"count": count_tokens, "truncate": truncate_to_tokens}
     )

@@ -180,7 +180,6 @@ def fit_cards(
             tier0=tier0[:count],
             count=pieces.count,
             truncate=pieces.truncate,
-            count_batch=pieces.count_batch,
             at_least=pieces.at_least,
         )
         wire = []
@@ -204,7 +203,7 @@ def fit_cards(
         return key(found) > key(than)
 
     best = _measured({**envelope, "cards": [], "budget": budget, "left_out": len(hits)})
-    heads = [n + 1 for n in pieces.count_batch([header(h) for h in hits])]
+    heads = [pieces.count(header(h)) + 1 for h in hits]
     fields = [
         count_tokens(dumps(_card(h, "", r, explain))) + 1
         for h, r in zip(hits, reasons, strict=True)

@@ -613,7 +613,6 @@ def _with_cards(
         tier0=[bool(h.explain.get("tier0")) for h in response.hits],
         count=pieces.count,
         truncate=pieces.truncate,
-        count_batch=pieces.count_batch,
         at_least=pieces.at_least,
     )
     notes = response.notes

@@ -21,7 +21,6 @@ from collections.abc import Callable, Sequence
 from stratamem.types import Card, RetrievalHit, ScoreBreakdown, rfc3339
 
 Counter = Callable[[str], int]
-BatchCounter = Callable[[Sequence[str]], list[int]]
 Truncator = Callable[[str, int], str]
 TIER0_SHARE = 0.25
 
@@ -44,16 +43,14 @@ def pack(
     tier0: Sequence[bool] = (),
     tier0_share: float = TIER0_SHARE,
     min_compact: int = 24,
-    count_batch: BatchCounter | None = None,
     at_least: Counter | None = None,
 ) -> tuple[list[Card], int]:
     """(cards in rank order, how many hits did not fit even as a line). ``tier0`` marks the
     tier-0 hits (none when empty); ``budget`` 0 means no limit.
 
-    Two optional helpers make it cheaper without changing what it returns: ``count_batch``
-    counts many texts at once (each as ``count`` would), and ``at_least`` gives a lower
-    bound on ``count`` that is cheap to take, so that a text surely over what it may spend is
-    not counted at all."""
+    ``at_least``, when given, is a lower bound on ``count`` that is cheap to take: a text
+    that it shows to be over what the text may spend is not counted at all, and nothing else
+    changes."""
     if budget < 0:
         raise ValueError("budget must be 0 (no limit) or a positive number of tokens")
     if not 0.0 <= tier0_share <= 1.0:
@@ -61,12 +58,8 @@ def pack(
     marks = list(tier0) if tier0 else [False] * len(hits)
     if len(marks) != len(hits):
         raise ValueError("tier0 must mark every hit")
-
-    def counts(texts: list[str]) -> list[int]:
-        return count_batch(texts) if count_batch is not None else [count(t) for t in texts]
-
     heads = [header(h) for h in hits]
-    line_costs = [pieces + 1 for pieces in counts(heads)]
+    line_costs = [count(h) + 1 for h in heads]
 
     def card(index: int, text: str, tokens: int, form: str) -> Card:
         return Card(
@@ -80,9 +73,8 @@ def pack(
         )
 
     if budget == 0:
-        bodies = counts([h.content for h in hits])
         return [
-            card(i, f"{heads[i]}\n{h.content}", line_costs[i] + bodies[i], "full")
+            card(i, f"{heads[i]}\n{h.content}", line_costs[i] + count(h.content), "full")
             for i, h in enumerate(hits)
         ], 0
 

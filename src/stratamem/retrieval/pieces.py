@@ -5,7 +5,8 @@
 Three things make them cheaper:
 
 - counts are remembered across searches (a least-recently-used cache of ``CACHED`` texts), so
-  the hits an agent keeps finding are tokenized once;
+  the hits an agent keeps finding are tokenized once (a batch call was tried for the headers:
+  on two loaded cores the tokenizer's thread pool made it slower than one call per text);
 - a cut of ``n`` pieces tokenizes only a prefix of the text that surely holds ``n + 1`` of
   them, not the whole text;
 - :meth:`WordPieces.at_least` is a lower bound on the count that needs no tokenizer, so that
@@ -24,7 +25,6 @@ from __future__ import annotations
 
 import re
 from collections import OrderedDict
-from collections.abc import Sequence
 from functools import cache
 from threading import Lock
 from typing import TYPE_CHECKING
@@ -32,7 +32,6 @@ from typing import TYPE_CHECKING
 from stratamem.embed.base import MissingDependencyError
 from stratamem.embed.tokens import (
     count_tokens,
-    count_tokens_batch,
     load_minilm_tokenizer,
     truncate_to_tokens,
 )
@@ -92,23 +91,6 @@ def count(text: str) -> int:
     pieces = count_tokens(text)
     _remember({text: pieces})
     return pieces
-
-
-def count_batch(texts: Sequence[str]) -> list[int]:
-    """:func:`count` of each text; those not remembered are tokenized in one call."""
-    found: dict[str, int] = {}
-    with _lock:
-        for text in texts:
-            pieces = _counted.get(text)
-            if pieces is not None:
-                _counted.move_to_end(text)
-                found[text] = pieces
-    missing = [text for text in dict.fromkeys(texts) if text not in found]
-    if missing:
-        counted = dict(zip(missing, count_tokens_batch(missing), strict=True))
-        _remember(counted)
-        found.update(counted)
-    return [found[text] for text in texts]
 
 
 def forget() -> None:
