@@ -12,7 +12,10 @@ total (two chunks of the same text at the same place of two sources). A node the
 no chunk for sorts by its id alone, before the chunks of its score.
 
 The keys are read from the store only for candidates that share their score with another,
-once each: a search whose scores all differ reads none.
+once each: a search whose scores all differ reads none. Where a ranking keeps only its first
+``n`` (the head of the fused scores, the expansion's seeds, the graph leg's limit), only those
+that score at least the ``n``-th highest score are read: on a corpus that repeats each text
+~20 times, about 4 keys a search instead of about 200.
 """
 
 from __future__ import annotations
