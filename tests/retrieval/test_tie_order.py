@@ -3,6 +3,7 @@ two folders of different names (so under other source ids, and other chunk ids) 
 
 from __future__ import annotations
 
+import random
 from pathlib import Path
 
 import pytest
@@ -10,6 +11,7 @@ import pytest
 import stratamem
 from conftest import Locations
 from stratamem.retrieval import fusion
+from stratamem.retrieval.ties import TieOrder
 from stratamem.testing import HashingEmbedder
 
 WORDS = ("amber", "birch", "cedar", "delta", "ember", "fjord", "grove", "heron", "indigo")
@@ -79,3 +81,34 @@ def test_fusion_breaks_ties_by_the_key_given() -> None:
     legs = {"keyword": {"a": 1.0, "b": 1.0}}
     parts = fusion.rrf(legs, tie=flipped.__getitem__)
     assert parts["b"]["keyword"] > parts["a"]["keyword"]
+
+
+class KeyStore:
+    """Only what :class:`TieOrder` reads: content keys, each as its id reversed."""
+
+    def __init__(self) -> None:
+        self.read: list[str] = []
+
+    def content_keys(self, nodes: list[str]) -> dict[str, tuple[str, int]]:
+        self.read += nodes
+        return {node: (node[::-1], 0) for node in nodes if not node.startswith("x")}
+
+
+@pytest.mark.parametrize("n", [0, 1, 2, 3, 5, 8, 13, 40, 200])
+@pytest.mark.parametrize("seed", range(6))
+def test_covering_only_the_top_orders_the_top_alike(n: int, seed: int) -> None:
+    """Keys read only for the nodes that can reach the first ``n`` give the same first ``n``
+    as keys read for every tied node, and fewer keys are read."""
+    rng = random.Random(seed)
+    scores = {
+        f"{'x' if rng.random() < 0.1 else 'n'}{i:03d}": float(rng.randint(0, 12))
+        for i in range(120)
+    }
+    whole, few = KeyStore(), KeyStore()
+    every, top = TieOrder(whole), TieOrder(few)  # type: ignore[arg-type]
+    every.cover(scores)
+    top.cover(scores, top=n)
+    assert fusion.top(scores, n, tie=top.key) == fusion.top(scores, n, tie=every.key)
+    assert set(few.read) <= set(whole.read)
+    if n < 40:
+        assert len(few.read) < len(whole.read)

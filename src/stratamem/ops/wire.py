@@ -17,7 +17,8 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from stratamem.embed.tokens import count_tokens, truncate_to_tokens
+from stratamem.embed.tokens import count_tokens
+from stratamem.retrieval import pieces
 from stratamem.retrieval.packing import header, pack
 from stratamem.types import (
     NodeKind,
@@ -177,8 +178,9 @@ def fit_cards(
             reasons=reasons[:count],
             breakdowns=breakdowns[:count],
             tier0=tier0[:count],
-            count=count_tokens,
-            truncate=truncate_to_tokens,
+            count=pieces.count,
+            truncate=pieces.truncate,
+            at_least=pieces.at_least,
         )
         wire = []
         for card in cards:
@@ -201,7 +203,7 @@ def fit_cards(
         return key(found) > key(than)
 
     best = _measured({**envelope, "cards": [], "budget": budget, "left_out": len(hits)})
-    heads = [count_tokens(header(h)) + 1 for h in hits]
+    heads = [pieces.count(header(h)) + 1 for h in hits]
     fields = [
         count_tokens(dumps(_card(h, "", r, explain))) + 1
         for h, r in zip(hits, reasons, strict=True)

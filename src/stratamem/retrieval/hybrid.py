@@ -168,8 +168,9 @@ class HybridSearcher:
             if cfg.expand_seeds > 0 and cfg.expand_damping > 0:
                 self._expand(candidates, filters, turns, cfg, ties)
             finals = {k: c.final for k, c in candidates.items()}
-            ties.cover(finals)
-            head = fusion.top(finals, max(limit * 4, cfg.rerank_top, 40), tie=ties.key)
+            wanted = max(limit * 4, cfg.rerank_top, 40)
+            ties.cover(finals, top=wanted)
+            head = fusion.top(finals, wanted, tie=ties.key)
             chunks = {c.id: c for c in self.store.chunks(head)}
             ties.learn(chunks.values())
             head = [key for key in head if key in chunks]
@@ -310,7 +311,7 @@ class HybridSearcher:
         ties: TieOrder,
     ) -> None:
         finals = {k: c.final for k, c in candidates.items()}
-        ties.cover(finals)
+        ties.cover(finals, top=cfg.expand_seeds)
         seeds = fusion.top(finals, cfg.expand_seeds, tie=ties.key)
         reached: dict[str, tuple[float, str]] = {}
 
@@ -601,7 +602,7 @@ def reason(breakdown: ScoreBreakdown, via: str = "") -> str:
 def _with_cards(
     response: SearchResponse, budget: int, breakdowns: list[ScoreBreakdown]
 ) -> SearchResponse:
-    from stratamem.embed.tokens import count_tokens, truncate_to_tokens
+    from stratamem.retrieval import pieces
     from stratamem.retrieval.packing import pack
 
     cards, dropped = pack(
@@ -610,8 +611,9 @@ def _with_cards(
         reasons=[str(h.explain.get("reason", "")) for h in response.hits],
         breakdowns=breakdowns,
         tier0=[bool(h.explain.get("tier0")) for h in response.hits],
-        count=count_tokens,
-        truncate=truncate_to_tokens,
+        count=pieces.count,
+        truncate=pieces.truncate,
+        at_least=pieces.at_least,
     )
     notes = response.notes
     if dropped:

@@ -43,9 +43,14 @@ def pack(
     tier0: Sequence[bool] = (),
     tier0_share: float = TIER0_SHARE,
     min_compact: int = 24,
+    at_least: Counter | None = None,
 ) -> tuple[list[Card], int]:
     """(cards in rank order, how many hits did not fit even as a line). ``tier0`` marks the
-    tier-0 hits (none when empty); ``budget`` 0 means no limit."""
+    tier-0 hits (none when empty); ``budget`` 0 means no limit.
+
+    ``at_least``, when given, is a lower bound on ``count`` that is cheap to take: a text
+    that it shows to be over what the text may spend is not counted at all, and nothing else
+    changes."""
     if budget < 0:
         raise ValueError("budget must be 0 (no limit) or a positive number of tokens")
     if not 0.0 <= tier0_share <= 1.0:
@@ -100,11 +105,14 @@ def pack(
         pool = min(remaining, reserve_left) if in_reserve else remaining
         left = (len(first) if in_reserve else len(order)) - position
         body = hits[index].content
-        body_cost = count(body)
+        # Whole when it fits what is left and, unless it is the last, its fair share or what
+        # leaves every later text its least.
+        most = pool if left == 1 else min(pool, max(pool // left, pool - min_compact * (left - 1)))
+        # A bound never exceeds the text's length, so only a longer text can be over by it.
+        over = at_least is not None and len(body) > most and at_least(body) > most
+        body_cost = -1 if over else count(body)
         text, form, tokens, spent = heads[index], "line", line_costs[index], 0
-        if body_cost <= pool and (
-            body_cost <= pool // left or left == 1 or body_cost <= pool - min_compact * (left - 1)
-        ):
+        if 0 <= body_cost <= most:
             text, form, spent = f"{heads[index]}\n{body}", "full", body_cost
         else:
             share = max(min_compact, pool // left)

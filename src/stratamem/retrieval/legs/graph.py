@@ -186,6 +186,6 @@ def graph_bm25(
         saturation = (BM25_K1 + 1.0) / (1.0 + norm)
         scores[node] = saturation * sum(terms.get(e, 0.0) for e in mentions.get(node, ()))
     ties = TieOrder(store)
-    ties.cover(scores)
+    ties.cover(scores, top=limit)
     ranked = sorted(scores.items(), key=lambda item: (-item[1], ties.key(item[0])))[:limit]
     return {node: score for node, score in ranked if score > 0}
