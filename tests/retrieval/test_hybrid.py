@@ -380,7 +380,9 @@ def test_the_entity_postings_follow_every_change_to_the_store(
     node = next(iter(ranked))
     # A write on this connection.
     store.conn.execute(
-        "DELETE FROM entity_index WHERE entity_id = ? AND node_id = ?", (entity, node)
+        f"DELETE FROM entity_index"
+        f" WHERE entity_id = {store.dialect.p} AND node_id = {store.dialect.p}",
+        (entity, node),
     )
     assert store.entity_frequencies([entity])[entity] == before - 1
     assert node not in store.nodes_by_entities({entity: 1.0}, Filters(), 1000)
@@ -409,14 +411,16 @@ def test_the_entity_postings_follow_every_change_to_the_store(
 
     # Read inside a transaction that is then rolled back.
     with contextlib.suppress(RuntimeError), store.transaction():
-        store.conn.execute("DELETE FROM entity_index WHERE entity_id = ?", (entity,))
+        store.conn.execute(
+            f"DELETE FROM entity_index WHERE entity_id = {store.dialect.p}", (entity,)
+        )
         assert store.entity_frequencies([entity]) == {}
         raise RuntimeError("roll back")
     assert store.entity_frequencies([entity])[entity] == before
     agrees()
     chunks = store.chunk_count()
     with contextlib.suppress(RuntimeError), store.transaction():
-        store.conn.execute("DELETE FROM chunks WHERE id = ?", (node,))
+        store.conn.execute(f"DELETE FROM chunks WHERE id = {store.dialect.p}", (node,))
         assert store.chunk_count() == chunks - 1
         raise RuntimeError("roll back")
     assert store.chunk_count() == chunks

@@ -66,6 +66,7 @@ from typing import Any, Final, Protocol, cast
 from stratamem.errors import StoreError
 from stratamem.extras import require
 from stratamem.store.base import Store
+from stratamem.store.dialect import Dialect
 from stratamem.types import Filters
 
 BATCH: Final = 1000
@@ -135,6 +136,7 @@ class _Backend(Store, Protocol):
 
     name: str
     conn: Any
+    dialect: Dialect
 
 
 @dataclass(frozen=True, slots=True)
@@ -399,7 +401,7 @@ def _probe_queries(src: _Backend, chunks: int) -> list[tuple[str, ...]]:
     words: list[str] = []
     for i in range(min(_PROBES, chunks)):
         row = src.conn.execute(
-            "SELECT content FROM chunks ORDER BY rowid LIMIT 1 OFFSET ?",
+            f"SELECT content FROM chunks ORDER BY rowid LIMIT 1 OFFSET {src.dialect.p}",
             (chunks * i // _PROBES,),
         ).fetchone()
         found = _WORD.findall(str(row[0])) if row else []
@@ -444,7 +446,9 @@ def _copy_settings(dst: _Backend, settings: dict[str, str]) -> int:
         if key in _GENERATIONS and key in before:
             rows[i] = (key, str(max(int(value), int(before[key]) + 1)))
     if rows:
-        dst.conn.executemany("INSERT INTO settings (key, value) VALUES (?, ?)", rows)
+        dst.conn.executemany(
+            f"INSERT INTO settings (key, value) VALUES ({dst.dialect.marks(2)})", rows
+        )
     return len(rows)
 
 
@@ -509,15 +513,16 @@ def _read_batches(
     store: _Backend, table: _Table, columns: list[str]
 ) -> Iterator[list[tuple[Any, ...]]]:
     """The rows of ``table`` (these ``columns``) in key order, :data:`BATCH` at a time."""
+    d = store.dialect
     select = ", ".join(columns)
     order = ", ".join(table.key)
     at = [columns.index(k) for k in table.key]
     if len(table.key) == 1:
-        after = f"{table.key[0]} > ?"
+        after = f"{table.key[0]} > {d.p}"
     else:
-        after = f"({order}) > ({', '.join('?' * len(table.key))})"
-    first = f"SELECT {select} FROM {table.name} ORDER BY {order} LIMIT ?"
-    rest = f"SELECT {select} FROM {table.name} WHERE {after} ORDER BY {order} LIMIT ?"
+        after = f"({order}) > ({d.marks(len(table.key))})"
+    first = f"SELECT {select} FROM {table.name} ORDER BY {order} LIMIT {d.p}"
+    rest = f"SELECT {select} FROM {table.name} WHERE {after} ORDER BY {order} LIMIT {d.p}"
     last: tuple[Any, ...] | None = None
     while True:
         if last is None:
@@ -541,7 +546,7 @@ def _writer(
     the store (see ``store/postgres/connection.py``)."""
     names = ", ".join(columns)
     if dst.name == "sqlite":
-        sql = f"INSERT INTO {table} ({names}) VALUES ({', '.join('?' * len(columns))})"
+        sql = f"INSERT INTO {table} ({names}) VALUES ({dst.dialect.marks(len(columns))})"
 
         def each(rows: list[tuple[Any, ...]]) -> None:
             dst.conn.executemany(sql, rows)
@@ -575,7 +580,7 @@ def _high_water(store: _Backend, table: str, column: str) -> int:
         found = row.fetchone()
     else:
         found = store.conn.execute(
-            "SELECT pg_sequence_last_value(CAST(pg_get_serial_sequence(?, ?) AS regclass))",
+            "SELECT pg_sequence_last_value(CAST(pg_get_serial_sequence(%s, %s) AS regclass))",
             (table, column),
         ).fetchone()
     return int(found[0] or 0) if found else 0
@@ -586,8 +591,8 @@ def _move_identities(dst: _Backend, high: dict[str, int]) -> None:
         if dst.name == "postgresql":
             # Called at the highest key (the next is one above), or not yet called at 1.
             dst.conn.execute(
-                f"""SELECT setval(pg_get_serial_sequence(?, ?), greatest(top, 1), top > 0)
-                    FROM (SELECT greatest(coalesce(max({column}), 0), ?) AS top FROM {table}) t""",
+                f"""SELECT setval(pg_get_serial_sequence(%s, %s), greatest(top, 1), top > 0)
+                    FROM (SELECT greatest(coalesce(max({column}), 0), %s) AS top FROM {table}) t""",
                 (table, column, high[table]),
             )
             continue

@@ -29,6 +29,7 @@ from stratamem.errors import StoreError
 from stratamem.store.caches import LastFew
 from stratamem.store.postgres.connection import PgConnection, atomic, connect, redact
 from stratamem.store.postgres.derived import with_derived
+from stratamem.store.postgres.dialect import POSTGRES
 from stratamem.store.postgres.keyword import PgKeywordTables
 from stratamem.store.postgres.migrations import migrate, require_vector_extension
 from stratamem.store.postgres.vectors import PgVectorTables
@@ -75,6 +76,7 @@ class PostgresStore(
     """Owns one connection to the server; use as a context manager or call :meth:`close`."""
 
     name = "postgresql"
+    dialect = POSTGRES
     conn: PgConnection  # type: ignore[assignment]
 
     def __init__(self, location: str) -> None:
@@ -98,7 +100,7 @@ class PostgresStore(
                     " ON CONFLICT DO NOTHING"
                 )
         self.trees = TreeTables(self)  # type: ignore[arg-type]
-        self.jobs = JobQueue(self.conn, lambda: atomic(self.conn))  # type: ignore[arg-type]
+        self.jobs = JobQueue(self.conn, lambda: atomic(self.conn), self.dialect)  # type: ignore[arg-type]
         self.postings = EntityPostings(
             lambda: self.conn,  # type: ignore[arg-type, return-value]
             state=self.write_state,
@@ -106,6 +108,7 @@ class PostgresStore(
             snapshot=self.read_snapshot,
             writing=self.in_transaction,
             count_sql=COUNTED_MENTIONS,
+            dialect=self.dialect,
         )
         self._counters = CommittedCounters(self.location, self.path)
         self._index_base: str | None = None
@@ -163,7 +166,7 @@ class PostgresStore(
         if memo is not None and ("setting", key) in memo:
             found: str | None = memo[("setting", key)]
             return found
-        row = self.conn.execute("SELECT value FROM settings WHERE key = ?", (key,)).fetchone()
+        row = self.conn.execute("SELECT value FROM settings WHERE key = %s", (key,)).fetchone()
         value = None if row is None else str(row[0])
         if memo is not None:
             memo[("setting", key)] = value
@@ -171,7 +174,7 @@ class PostgresStore(
 
     def set_setting(self, key: str, value: str) -> None:
         self.conn.execute(
-            "INSERT INTO settings (key, value) VALUES (?, ?) "
+            "INSERT INTO settings (key, value) VALUES (%s, %s) "
             "ON CONFLICT (key) DO UPDATE SET value = excluded.value",
             (key, value),
         )
@@ -179,7 +182,7 @@ class PostgresStore(
     def bump_generation(self, *, chunks: bool = True) -> None:
         keys = (GENERATION_KEY, CHUNK_GENERATION_KEY) if chunks else (GENERATION_KEY,)
         self.conn.executemany(
-            "INSERT INTO settings (key, value) VALUES (?, '1') ON CONFLICT (key) "
+            "INSERT INTO settings (key, value) VALUES (%s, '1') ON CONFLICT (key) "
             "DO UPDATE SET value = CAST(CAST(settings.value AS BIGINT) + 1 AS TEXT)",
             [(key,) for key in keys],
         )
@@ -231,7 +234,8 @@ class PostgresStore(
             """INSERT INTO chunks (id, source_id, seq, content, title, token_count, author,
                  ts_start, ts_end, tags, source_ref, thread, doc_id, version, content_sha256,
                  record_key, meta, terms_content, terms_title)
-               VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)""",
+               VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s,
+                       %s, %s, %s, %s, %s, %s, %s, %s, %s)""",
             [(*_chunk_row(c), a, b) for c, (a, b) in zip(batch, counts, strict=True)],
         )
 
@@ -248,10 +252,10 @@ class PostgresStore(
             self.conn.executemany(sql, with_derived(self, table, known, batch)[2])
         if "rowid" in known:
             self.conn.execute(
-                f"""SELECT setval(pg_get_serial_sequence(?, 'rowid'), greatest(
+                f"""SELECT setval(pg_get_serial_sequence(%s, 'rowid'), greatest(
                        (SELECT coalesce(max(rowid), 1) FROM {table}),
                        coalesce(pg_sequence_last_value(
-                           CAST(pg_get_serial_sequence(?, 'rowid') AS regclass)), 1)))""",
+                           CAST(pg_get_serial_sequence(%s, 'rowid') AS regclass)), 1)))""",
                 (table, table),
             )
 
@@ -298,7 +302,7 @@ class CommittedCounters:
                 self._conn = connect(self._location, application="stratamem-state")
             found: dict[str, str] = dict(
                 self._conn.execute(
-                    "SELECT key, value FROM settings WHERE key IN (?, ?)",
+                    "SELECT key, value FROM settings WHERE key IN (%s, %s)",
                     (GENERATION_KEY, CHUNK_GENERATION_KEY),
                 ).fetchall()
             )

@@ -65,6 +65,7 @@ class PerThreadPostgresStore:
             writing=lambda: self._mine().in_transaction(),
             reader=self._reader,
             count_sql=COUNTED_MENTIONS,
+            dialect=PostgresStore.dialect,
         )
         first = self._mine()  # connects (and migrates) now: a bad URL fails here
         first.read_as(principal)

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from stratamem.errors import KeywordIndexUnavailable
 from stratamem.store.base import from_ms
+from stratamem.store.dialect import Dialect
 from stratamem.store.keyword import KeywordRows, KeywordSchema, KeywordState
 from stratamem.store.sqlite.filters import gate_sql
 from stratamem.store.sqlite.fts_terms import (
@@ -32,6 +33,7 @@ class KeywordTables:
     """The keyword half of :class:`~stratamem.store.sqlite.store.SQLiteStore`."""
 
     conn: sqlite3.Connection
+    dialect: Dialect
 
     if TYPE_CHECKING:
 
@@ -169,7 +171,7 @@ class KeywordTables:
             return []
         rowids = [r[0] for r in ranked]
         marks = ",".join("?" * len(rowids))
-        gate, params = gate_sql(self.visible_ids(), probe=True)
+        gate, params = gate_sql(self.dialect, self.visible_ids(), probe=True)
         rows = {
             row["rowid"]: row
             for row in self.conn.execute(

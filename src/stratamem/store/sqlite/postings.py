@@ -35,6 +35,7 @@ import numpy as np
 import numpy.typing as npt
 
 from stratamem.store.caches import LastFew
+from stratamem.store.dialect import Dialect
 
 Codes = npt.NDArray[np.int32]
 
@@ -54,8 +55,10 @@ class EntityPostings:
         writing: Callable[[], bool],
         reader: Callable[[], object] = lambda: None,
         count_sql: str = "SELECT count(*) FROM entity_index",
+        dialect: Dialect,
     ) -> None:
         self._conn = conn
+        self.dialect = dialect
         self._count_sql = count_sql  # how many mentions the store holds (one row, one value)
         self._state = state
         self._generation = generation
@@ -168,6 +171,7 @@ class EntityPostings:
     # -- keeping current -------------------------------------------------------------------
 
     def _current(self) -> None:
+        d = self.dialect
         reader = self._reader()
         if self._loaded and self._keys.get(reader) == self._state():
             return
@@ -186,8 +190,8 @@ class EntityPostings:
             elif top > read_top:
                 self._add(
                     conn.execute(
-                        """SELECT e.entity_id, e.node_id, e.source_id FROM chunks c
-                           JOIN entity_index e ON e.node_id = c.id WHERE c.rowid > ?""",
+                        f"""SELECT e.entity_id, e.node_id, e.source_id FROM chunks c
+                           JOIN entity_index e ON e.node_id = c.id WHERE c.rowid > {d.p}""",
                         (read_top,),
                     )
                 )

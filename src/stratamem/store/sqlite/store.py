@@ -25,6 +25,7 @@ from stratamem.store.sqlite.connection import (
     atomic,
     connect,
 )
+from stratamem.store.sqlite.dialect import SQLITE
 from stratamem.store.sqlite.facts import FactTables
 from stratamem.store.sqlite.graph import GraphTables
 from stratamem.store.sqlite.items import ItemVersionTables
@@ -57,6 +58,7 @@ class SQLiteStore(
     """Owns one connection; use as a context manager or call :meth:`close`."""
 
     name = "sqlite"
+    dialect = SQLITE
 
     def __init__(self, path: str | Path) -> None:
         self.path = str(path)
@@ -77,7 +79,7 @@ class SQLiteStore(
                     "VALUES ('store.id', lower(hex(randomblob(16))))"
                 )
         self.trees = TreeTables(self)
-        self.jobs = JobQueue(self.conn)
+        self.jobs = JobQueue(self.conn, lambda: atomic(self.conn), self.dialect)
         self.postings = EntityPostings(
             lambda: self.conn,
             state=self.write_state,
@@ -85,6 +87,7 @@ class SQLiteStore(
             snapshot=self.read_snapshot,
             writing=self.in_transaction,
             count_sql=COUNTED_MENTIONS,
+            dialect=self.dialect,
         )
         self.finish_scrub()
 

@@ -56,6 +56,7 @@ class PerThreadStore:
             writing=lambda: self._mine().in_transaction(),
             reader=self._reader,
             count_sql=COUNTED_MENTIONS,
+            dialect=SQLiteStore.dialect,
         )
         first = self._mine()  # opens (and migrates) the file now: a bad path fails here
         first.read_as(principal)

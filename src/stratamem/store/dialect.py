@@ -1,0 +1,94 @@
+"""What the two SQL engines spell differently, for the table classes that write their SQL once.
+
+The tables (:mod:`stratamem.store.tables`) build each statement from ``self.dialect`` where the
+engines differ, and from plain SQL everywhere else: SQLite (3.35 or later) and PostgreSQL
+share ``ON CONFLICT … DO NOTHING`` / ``DO UPDATE``, ``RETURNING``, ``excluded.col`` and the rest.
+Nothing rewrites a statement after it is built.
+
+==========================  =========================  ==========================================
+what                        SQLite                     PostgreSQL
+==========================  =========================  ==========================================
+:attr:`~Dialect.p`          ``?``                      ``%s`` (psycopg's; a literal ``%`` is
+                                                       :attr:`~Dialect.percent`, ``%%``)
+:meth:`~Dialect.named`      ``:name``                  ``%(name)s``
+:attr:`~Dialect.json_rows`  ``json_each(?)``           ``json_array_elements_text(CAST(%s AS
+                                                       json))``: one row per item, as ``value``
+:attr:`~Dialect.is_`        ``IS``                     ``IS NOT DISTINCT FROM`` (null-safe ``=``)
+:attr:`~Dialect.is_not`     ``IS NOT``                 ``IS DISTINCT FROM``
+:attr:`~Dialect.strpos`     ``instr``                  ``strpos`` (``(text, part)``, 1-based)
+:meth:`~Dialect.group_array`  ``json_group_array(x)``  ``coalesce(CAST(json_agg(x) AS TEXT),
+                                                       '[]')``
+:attr:`~Dialect.hint`       ``+`` (keeps an index      nothing
+                            from driving a read)
+:attr:`~Dialect.blob`       ``BLOB``                   ``BYTEA``
+:attr:`~Dialect.rowid_key`  ``INTEGER PRIMARY KEY``    ``BIGSERIAL PRIMARY KEY``
+:meth:`~Dialect.upsert`     ``INSERT OR REPLACE``      ``ON CONFLICT (key) DO UPDATE SET …``
+                            (a new rowid)              (the row keeps its key)
+==========================  =========================  ==========================================
+
+The concrete dialects are :class:`~stratamem.store.sqlite.dialect.SqliteDialect` and
+:class:`~stratamem.store.postgres.dialect.PostgresDialect`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from typing import ClassVar, TypeVar
+
+T = TypeVar("T")
+# Ids bound in one ``IN (…)`` list at most: under SQLite's limit on bound parameters.
+BATCH = 500
+
+
+class Dialect:
+    """The pieces of SQL that differ between the engines; everything else is written once."""
+
+    name: ClassVar[str]
+    # One positional parameter.
+    p: ClassVar[str]
+    # A literal ``%`` in a statement.
+    percent: ClassVar[str]
+    # A table of the items of one parameter holding a JSON array (text), in a column ``value``.
+    json_rows: ClassVar[str]
+    # Null-safe comparison operators.
+    is_: ClassVar[str]
+    is_not: ClassVar[str]
+    # The function giving the 1-based place of ``part`` in ``text`` (0 where absent).
+    strpos: ClassVar[str]
+    # Put before a column so that no index on it drives the read (SQLite's planner hint).
+    hint: ClassVar[str]
+    # Column types.
+    blob: ClassVar[str]
+    rowid_key: ClassVar[str]
+
+    def marks(self, n: int) -> str:
+        """``n`` positional parameters, comma-separated."""
+        return ", ".join([self.p] * n)
+
+    def named(self, name: str) -> str:
+        """The parameter ``name``, bound from a dict."""
+        raise NotImplementedError
+
+    def group_array(self, expr: str) -> str:
+        """The values of ``expr`` over a group, as a JSON array's text (``'[]'`` for none)."""
+        raise NotImplementedError
+
+    def upsert(
+        self,
+        table: str,
+        columns: Sequence[str],
+        *,
+        key: Sequence[str],
+        values: str | None = None,
+    ) -> str:
+        """Insert a row of ``columns`` into ``table`` (``values``: the row's ``VALUES (…)`` or
+        ``SELECT …``; by default one parameter per column), or replace the row that has the
+        same ``key`` (the table's primary key)."""
+        raise NotImplementedError
+
+    def batches(self, values: Sequence[T]) -> Iterator[tuple[list[T], str]]:
+        """``values`` in slices of :data:`BATCH`, each with its list of placeholders, so an
+        ``IN (…)`` query never passes SQLite's limit on bound parameters."""
+        for start in range(0, len(values), BATCH):
+            part = list(values[start : start + BATCH])
+            yield part, self.marks(len(part))
