@@ -14,7 +14,7 @@ from click.testing import CliRunner
 
 import stratamem
 from stratamem.cli import main
-from stratamem.store.sqlite.jobs import HOST, holder_token, process_start
+from stratamem.store.tables.jobs import HOST, holder_token, process_start
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples" / "workspace"
 

@@ -19,7 +19,7 @@ from stratamem.embed.base import ModelSpec
 from stratamem.retrieval.rerank import HTTPReranker
 from stratamem.store.base import Store
 from stratamem.store.postgres.connection import atomic, connect
-from stratamem.store.sqlite.filters import filter_sql
+from stratamem.store.tables.filters import filter_sql
 from stratamem.testing import FakeModelServer, HashingEmbedder
 from stratamem.types import Filters, SourceKind
 from suite import PATIENCE_S

@@ -12,7 +12,9 @@ from typing import Any
 import pytest
 
 from stratamem.plugins import open_store
-from stratamem.store.sqlite.jobs import (
+from stratamem.store.sqlite.migrations import MIGRATIONS
+from stratamem.store.sqlite.store import SQLiteStore
+from stratamem.store.tables.jobs import (
     HOST,
     boot_id,
     holder_alive,
@@ -20,8 +22,6 @@ from stratamem.store.sqlite.jobs import (
     process_exists,
     process_start,
 )
-from stratamem.store.sqlite.migrations import MIGRATIONS
-from stratamem.store.sqlite.store import SQLiteStore
 
 
 @pytest.fixture

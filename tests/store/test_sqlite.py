@@ -183,7 +183,7 @@ def test_a_full_text_index_that_cannot_back_bm25_is_unavailable(tmp_path: Path) 
 
 @pytest.mark.parametrize("children", [1, 3, 50, 500])
 def test_a_seal_claims_its_children_by_id_however_many(tmp_path: Path, children: int) -> None:
-    from stratamem.store.sqlite.trees import claim_sql
+    from stratamem.store.tables.trees import claim_sql
 
     with SQLiteStore(tmp_path / "s.db") as store:
         marks = store.dialect.marks(children)
@@ -200,7 +200,7 @@ def test_a_seal_claims_its_children_by_id_however_many(tmp_path: Path, children:
 
 @pytest.mark.parametrize("expired", [1, 50, 500])
 def test_facts_to_expire_are_found_by_id(tmp_path: Path, expired: int) -> None:
-    from stratamem.store.sqlite.facts import expire_facts_sql
+    from stratamem.store.tables.facts import expire_facts_sql
 
     with SQLiteStore(tmp_path / "s.db") as store:
         marks = store.dialect.marks(expired)

@@ -16,7 +16,7 @@ import pytest
 import stratamem
 from stratamem.config import TreeConfig
 from stratamem.plugins import open_store
-from stratamem.store.sqlite.jobs import HOST
+from stratamem.store.tables.jobs import HOST
 from stratamem.tree import builder as builder_module
 from stratamem.tree.builder import TreeBuilder
 from stratamem.tree.extractive import ExtractiveSummarizer

@@ -32,12 +32,53 @@ The concrete dialects are :class:`~stratamem.store.sqlite.dialect.SqliteDialect`
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
-from typing import ClassVar, TypeVar
+from collections.abc import Iterable, Iterator, Sequence
+from typing import Any, ClassVar, Protocol, TypeVar
 
 T = TypeVar("T")
 # Ids bound in one ``IN (…)`` list at most: under SQLite's limit on bound parameters.
 BATCH = 500
+
+
+class Row(Protocol):
+    """A row read by position or by column name (``sqlite3.Row``, or the PostgreSQL
+    connection's ``Row``)."""
+
+    def __getitem__(self, key: Any, /) -> Any: ...
+
+    def __len__(self) -> int: ...
+
+
+class Cursor(Protocol):
+    """What the tables read of a statement run."""
+
+    @property
+    def rowcount(self) -> int: ...
+
+    @property
+    def description(self) -> Any: ...
+
+    def fetchone(self) -> Any: ...
+
+    def fetchall(self) -> list[Any]: ...
+
+    def fetchmany(self, size: int = ..., /) -> list[Any]: ...
+
+    def __iter__(self) -> Iterator[Any]: ...
+
+
+class Connection(Protocol):
+    """What the tables use of a connection: SQLite's, or the PostgreSQL connection."""
+
+    @property
+    def in_transaction(self) -> bool: ...
+
+    @property
+    def total_changes(self) -> int: ...
+
+    def execute(self, sql: str, parameters: Any = (), /) -> Cursor: ...
+
+    def executemany(self, sql: str, parameters: Iterable[Any], /) -> Cursor: ...
 
 
 class Dialect:
@@ -60,6 +101,9 @@ class Dialect:
     # Column types.
     blob: ClassVar[str]
     rowid_key: ClassVar[str]
+    # What the driver raises where the database cannot do something now (a file that is
+    # read-only, locked by another process, a server gone): a scrub that meets one is retried.
+    operational_errors: ClassVar[tuple[type[Exception], ...]]
 
     def marks(self, n: int) -> str:
         """``n`` positional parameters, comma-separated."""

@@ -31,8 +31,8 @@ from psycopg import pq
 from psycopg.adapt import Dumper, Loader
 from psycopg.rows import RowMaker
 
-from stratamem.errors import StoreBusyError, StoreError, StoreFull, is_disk_full
-from stratamem.store.sqlite.connection import WRITE_WAIT_S, full_error
+from stratamem.errors import StoreBusyError, StoreError, StoreFull, full_error, is_disk_full
+from stratamem.store.settings import WRITE_WAIT_S
 
 T = TypeVar("T")
 # The advisory lock every write transaction of a store holds (pg_advisory_xact_lock's key).

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+import psycopg
+
 from stratamem.store.dialect import Dialect
 
 
@@ -19,6 +21,7 @@ class PostgresDialect(Dialect):
     hint = ""
     blob = "BYTEA"
     rowid_key = "BIGSERIAL PRIMARY KEY"
+    operational_errors = (psycopg.OperationalError,)
 
     def named(self, name: str) -> str:
         return f"%({name})s"

@@ -35,10 +35,10 @@ import numpy as np
 
 from stratamem.errors import KeywordIndexUnavailable
 from stratamem.store.keyword import IntArray, KeywordRows, KeywordSchema, KeywordState, Postings
-from stratamem.store.sqlite.connection import CHUNK_GENERATION_KEY
-from stratamem.store.sqlite.filters import filter_sql, gate_sql
+from stratamem.store.settings import CHUNK_GENERATION_KEY
 from stratamem.store.sqlite.fts_terms import TOKENIZERS, read_postings, tokenizer_name
 from stratamem.store.sqlite.keyword import KeywordTables
+from stratamem.store.tables.filters import filter_sql, gate_sql
 from stratamem.types import Chunk, Filters, RetrievalHit
 
 if TYPE_CHECKING:

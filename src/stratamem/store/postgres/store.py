@@ -33,19 +33,19 @@ from stratamem.store.postgres.dialect import POSTGRES
 from stratamem.store.postgres.keyword import PgKeywordTables
 from stratamem.store.postgres.migrations import migrate, require_vector_extension
 from stratamem.store.postgres.vectors import PgVectorTables
-from stratamem.store.sqlite.aliases import AliasTables
-from stratamem.store.sqlite.connection import CHUNK_GENERATION_KEY, GENERATION_KEY
-from stratamem.store.sqlite.facts import FactTables
-from stratamem.store.sqlite.graph import GraphTables
-from stratamem.store.sqlite.items import ItemVersionTables
-from stratamem.store.sqlite.jobs import JobQueue
-from stratamem.store.sqlite.locks import LockTables, table_columns
-from stratamem.store.sqlite.postings import COUNTED_MENTIONS, EntityPostings
-from stratamem.store.sqlite.principals import PrincipalTables
-from stratamem.store.sqlite.records import RecordTables
-from stratamem.store.sqlite.rollups import RollupTables
-from stratamem.store.sqlite.sources import SourceTables, _chunk_row
-from stratamem.store.sqlite.trees import TreeTables
+from stratamem.store.settings import CHUNK_GENERATION_KEY, GENERATION_KEY
+from stratamem.store.tables.aliases import AliasTables
+from stratamem.store.tables.facts import FactTables
+from stratamem.store.tables.graph import GraphTables
+from stratamem.store.tables.items import ItemVersionTables
+from stratamem.store.tables.jobs import JobQueue
+from stratamem.store.tables.locks import LockTables, table_columns
+from stratamem.store.tables.postings import COUNTED_MENTIONS, EntityPostings
+from stratamem.store.tables.principals import PrincipalTables
+from stratamem.store.tables.records import RecordTables
+from stratamem.store.tables.rollups import RollupTables
+from stratamem.store.tables.sources import SourceTables, _chunk_row
+from stratamem.store.tables.trees import TreeTables
 from stratamem.types import Chunk
 
 # Tables whose rows hold a source's text: vacuumed after a forget.
@@ -99,10 +99,10 @@ class PostgresStore(
                     "INSERT INTO settings (key, value) VALUES ('store.id', md5(random()::text))"
                     " ON CONFLICT DO NOTHING"
                 )
-        self.trees = TreeTables(self)  # type: ignore[arg-type]
-        self.jobs = JobQueue(self.conn, lambda: atomic(self.conn), self.dialect)  # type: ignore[arg-type]
+        self.trees = TreeTables(self)
+        self.jobs = JobQueue(self.conn, lambda: atomic(self.conn), self.dialect)
         self.postings = EntityPostings(
-            lambda: self.conn,  # type: ignore[arg-type, return-value]
+            lambda: self.conn,
             state=self.write_state,
             generation=self.chunk_generation,
             snapshot=self.read_snapshot,

@@ -36,8 +36,8 @@ from psycopg.types import TypeInfo
 
 from stratamem.errors import StoreError
 from stratamem.store.postgres.dialect import POSTGRES
-from stratamem.store.sqlite.filters import filter_sql
-from stratamem.store.sqlite.vectors import VectorTables
+from stratamem.store.tables.filters import filter_sql
+from stratamem.store.tables.vectors import VectorTables
 from stratamem.store.vectors import ChunkVector, VectorMark, packed_rows, unpack_vectors
 from stratamem.types import Filters
 
@@ -96,7 +96,7 @@ def index_name(model: str) -> str:
 class PgVectorTables(VectorTables):
     """The vectors half of :class:`~stratamem.store.postgres.store.PostgresStore`."""
 
-    conn: PgConnection  # type: ignore[assignment]
+    conn: PgConnection
     _indexed_models: set[str]
 
     if TYPE_CHECKING:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sqlite3
 from collections.abc import Sequence
 
 from stratamem.store.dialect import Dialect
@@ -18,6 +19,7 @@ class SqliteDialect(Dialect):
     hint = "+"
     blob = "BLOB"
     rowid_key = "INTEGER PRIMARY KEY"
+    operational_errors = (sqlite3.OperationalError,)
 
     def named(self, name: str) -> str:
         return f":{name}"

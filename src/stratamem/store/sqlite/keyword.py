@@ -16,7 +16,6 @@ from stratamem.errors import KeywordIndexUnavailable
 from stratamem.store.base import from_ms
 from stratamem.store.dialect import Dialect
 from stratamem.store.keyword import KeywordRows, KeywordSchema, KeywordState
-from stratamem.store.sqlite.filters import gate_sql
 from stratamem.store.sqlite.fts_terms import (
     FtsTerms,
     chunk_rows,
@@ -26,6 +25,7 @@ from stratamem.store.sqlite.fts_terms import (
     tokenizer_name,
     unavailable_on_error,
 )
+from stratamem.store.tables.filters import gate_sql
 from stratamem.types import Filters, NodeKind, RetrievalHit, TreeKind
 
 

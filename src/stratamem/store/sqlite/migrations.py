@@ -275,7 +275,7 @@ MIGRATIONS: tuple[str, ...] = (
     # ``sources`` row; its content lives only in ``sealed`` (AES-256-GCM parts under a key derived
     # from a passphrase with ``locks.kdf``; ``locks.check_value`` tells a wrong passphrase;
     # ``locks.format`` is the sealed format and ``locks.parts`` how many parts it has, see
-    # store/sqlite/locks.py).
+    # store/tables/locks.py).
     """
     UPDATE sources SET access = CASE WHEN kind = 'chat' THEN '["team"]' ELSE '["private"]' END
     WHERE access = '[]';
@@ -515,7 +515,7 @@ MIGRATIONS: tuple[str, ...] = (
     # with its source (forget) and is sealed with it (lock). ``entity_merges`` holds what a
     # person decided: ``merge`` (entity_a is entity_b) or ``split`` (an alias a source stated
     # is not to be followed), who and when; undoing one fills ``undone_by``/``undone_at``,
-    # so the history stays listable. Its ids are random (store/sqlite/aliases.py), and the
+    # so the history stays listable. Its ids are random (store/tables/aliases.py), and the
     # rows naming an id only one source names go with that source (lock, forget).
     """
     CREATE TABLE IF NOT EXISTS entity_aliases (

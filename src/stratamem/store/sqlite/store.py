@@ -18,28 +18,24 @@ from typing import Any
 
 from stratamem.errors import StoreError
 from stratamem.store.caches import LastFew
-from stratamem.store.sqlite.aliases import AliasTables
-from stratamem.store.sqlite.connection import (
-    CHUNK_GENERATION_KEY,
-    GENERATION_KEY,
-    atomic,
-    connect,
-)
+from stratamem.store.settings import CHUNK_GENERATION_KEY, GENERATION_KEY
+from stratamem.store.sqlite.connection import atomic, connect
 from stratamem.store.sqlite.dialect import SQLITE
-from stratamem.store.sqlite.facts import FactTables
-from stratamem.store.sqlite.graph import GraphTables
-from stratamem.store.sqlite.items import ItemVersionTables
-from stratamem.store.sqlite.jobs import JobQueue
 from stratamem.store.sqlite.keyword import KeywordTables
-from stratamem.store.sqlite.locks import LockTables
 from stratamem.store.sqlite.migrations import migrate
-from stratamem.store.sqlite.postings import COUNTED_MENTIONS, EntityPostings
-from stratamem.store.sqlite.principals import PrincipalTables
-from stratamem.store.sqlite.records import RecordTables
-from stratamem.store.sqlite.rollups import RollupTables
-from stratamem.store.sqlite.sources import SourceTables
-from stratamem.store.sqlite.trees import TreeTables
-from stratamem.store.sqlite.vectors import VectorTables
+from stratamem.store.tables.aliases import AliasTables
+from stratamem.store.tables.facts import FactTables
+from stratamem.store.tables.graph import GraphTables
+from stratamem.store.tables.items import ItemVersionTables
+from stratamem.store.tables.jobs import JobQueue
+from stratamem.store.tables.locks import LockTables
+from stratamem.store.tables.postings import COUNTED_MENTIONS, EntityPostings
+from stratamem.store.tables.principals import PrincipalTables
+from stratamem.store.tables.records import RecordTables
+from stratamem.store.tables.rollups import RollupTables
+from stratamem.store.tables.sources import SourceTables
+from stratamem.store.tables.trees import TreeTables
+from stratamem.store.tables.vectors import VectorTables
 
 
 class SQLiteStore(
@@ -59,6 +55,7 @@ class SQLiteStore(
 
     name = "sqlite"
     dialect = SQLITE
+    conn: sqlite3.Connection
 
     def __init__(self, path: str | Path) -> None:
         self.path = str(path)

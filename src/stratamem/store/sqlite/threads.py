@@ -25,8 +25,8 @@ from pathlib import Path
 from typing import Any
 
 from stratamem.errors import StoreError
-from stratamem.store.sqlite.postings import COUNTED_MENTIONS, EntityPostings
 from stratamem.store.sqlite.store import SQLiteStore
+from stratamem.store.tables.postings import COUNTED_MENTIONS, EntityPostings
 
 
 class PerThreadStore:

@@ -34,14 +34,13 @@ import json
 import os
 import secrets
 import socket
-import sqlite3
 import time
 from collections.abc import Callable, Collection
 from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any
 
-from stratamem.store.dialect import Dialect
+from stratamem.store.dialect import Connection, Dialect
 from stratamem.store.jobs import Job
 
 HOST = socket.gethostname()
@@ -120,7 +119,7 @@ class JobQueue:
 
     def __init__(
         self,
-        conn: sqlite3.Connection,
+        conn: Connection,
         transaction: Callable[[], AbstractContextManager[Any]],
         dialect: Dialect,
     ) -> None:

@@ -11,14 +11,13 @@ of its entities.
 from __future__ import annotations
 
 import secrets
-import sqlite3
 from collections.abc import Callable, Hashable, Iterable, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, TypeVar
 
-from stratamem.store.dialect import Dialect
+from stratamem.store.dialect import Connection, Dialect
 from stratamem.store.resolution import MERGE, Resolution, build
-from stratamem.store.sqlite.filters import gate_sql
+from stratamem.store.tables.filters import gate_sql
 from stratamem.timeparse import from_ms, to_ms
 from stratamem.types import EntityDecision, EntityMatch
 
@@ -64,7 +63,7 @@ def decisions_of_source(d: Dialect) -> str:
 class AliasTables:
     """The aliases half of the store."""
 
-    conn: sqlite3.Connection
+    conn: Connection
     dialect: Dialect
 
     if TYPE_CHECKING:

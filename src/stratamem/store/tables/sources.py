@@ -10,7 +10,6 @@ id names a source by id alone).
 from __future__ import annotations
 
 import json
-import sqlite3
 from collections.abc import Callable, Hashable, Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import replace
@@ -21,26 +20,26 @@ from stratamem.errors import InvalidArgument, NotFoundError, StoreFull, is_disk_
 from stratamem.store.access import default_access, may_read
 from stratamem.store.base import from_ms, to_ms
 from stratamem.store.caches import LastFew
-from stratamem.store.dialect import Dialect
+from stratamem.store.dialect import Connection, Dialect, Row
 from stratamem.store.jobs import SEAL_JOB_PREFIX, SEAL_KIND, seal_job_key
 from stratamem.store.names import check_name, looks_like_id, name_key
 from stratamem.store.sources import ChunkPlace, source_id_for
-from stratamem.store.sqlite.aliases import decisions_of_source
-from stratamem.store.sqlite.filters import gate_sql
+from stratamem.store.tables.aliases import decisions_of_source
+from stratamem.store.tables.filters import gate_sql
 from stratamem.types import Chunk, Mention, Principal, Source, SourceKind
 
 T = TypeVar("T")
 
 if TYPE_CHECKING:
-    from stratamem.store.sqlite.jobs import JobQueue
-    from stratamem.store.sqlite.trees import TreeTables
+    from stratamem.store.tables.jobs import JobQueue
+    from stratamem.store.tables.trees import TreeTables
 
 
 class SourceTables:
     """The sources half of :class:`~stratamem.store.sqlite.store.SQLiteStore`, and the gate:
     which sources the store's reader (``principal``; None for the owner) may see."""
 
-    conn: sqlite3.Connection
+    conn: Connection
     dialect: Dialect
     principal_name: str | None
     _reads_cache: LastFew[tuple[tuple[int, int], Any]]
@@ -49,7 +48,7 @@ class SourceTables:
         trees: TreeTables
         jobs: JobQueue
 
-        def transaction(self) -> AbstractContextManager[sqlite3.Connection]: ...
+        def transaction(self) -> AbstractContextManager[Connection]: ...
 
         def bump_generation(self, *, chunks: bool = True) -> None: ...
 
@@ -276,9 +275,10 @@ class SourceTables:
             self.conn.execute(f"DELETE FROM sources WHERE id = {d.p}", (source_id,))
             self.bump_generation()
             self.mark_removed()
+        retried: tuple[type[Exception], ...] = (*self.dialect.operational_errors, StoreFull)
         try:
             self.finish_scrub(strict=True)
-        except (sqlite3.OperationalError, StoreFull) as exc:
+        except retried as exc:
             if not is_disk_full(exc):
                 raise
             cause = exc.__cause__ if isinstance(exc, StoreFull) else exc
@@ -526,7 +526,7 @@ def _mention_rows(
             yield (m.entity_id, node, m.kind, m.surface, source, ts)
 
 
-def chunk_from_row(row: sqlite3.Row) -> Chunk:
+def chunk_from_row(row: Row) -> Chunk:
     return Chunk(
         id=row["id"],
         source_id=row["source_id"],
@@ -548,7 +548,7 @@ def chunk_from_row(row: sqlite3.Row) -> Chunk:
     )
 
 
-def _source(row: sqlite3.Row) -> Source:
+def _source(row: Row) -> Source:
     return Source(
         id=row["id"],
         scope=row["scope"],

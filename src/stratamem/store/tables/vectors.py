@@ -5,12 +5,11 @@ A chunk's row key is its ``chunks.rowid``; the in-process vector index is addres
 
 from __future__ import annotations
 
-import sqlite3
 from collections.abc import Callable, Hashable, Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING, TypeVar
 
-from stratamem.store.dialect import Dialect
-from stratamem.store.sqlite.filters import filter_sql, gate_sql
+from stratamem.store.dialect import Connection, Dialect
+from stratamem.store.tables.filters import filter_sql, gate_sql
 from stratamem.store.vectors import ChunkVector, PendingChunk, VectorMark, packed_rows
 from stratamem.types import Filters
 
@@ -20,7 +19,7 @@ T = TypeVar("T")
 class VectorTables:
     """The vectors half of :class:`~stratamem.store.sqlite.store.SQLiteStore`."""
 
-    conn: sqlite3.Connection
+    conn: Connection
     dialect: Dialect
 
     if TYPE_CHECKING:

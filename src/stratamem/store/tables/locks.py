@@ -34,7 +34,6 @@ from __future__ import annotations
 import base64
 import json
 import logging
-import sqlite3
 import zlib
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager
@@ -44,11 +43,11 @@ from typing import TYPE_CHECKING, Any
 
 from stratamem.errors import LockError, StoreError, StoreFull
 from stratamem.store.base import to_ms
-from stratamem.store.dialect import Dialect
+from stratamem.store.dialect import Connection, Cursor, Dialect
 from stratamem.store.jobs import SEAL_JOB_PREFIX
 from stratamem.store.keyword import REMOVED_AT_KEY
 from stratamem.store.locks import Lock, PartCipher, SealCounts
-from stratamem.store.sqlite.aliases import DECISIONS_OF_SOURCE
+from stratamem.store.tables.aliases import DECISIONS_OF_SOURCE
 
 FORMAT = 2
 # The formats a restore reads: see the module's docstring.
@@ -119,12 +118,12 @@ _COUNTED = ("chunks", "summaries", "records")
 class LockTables:
     """The locks half of :class:`~stratamem.store.sqlite.store.SQLiteStore`."""
 
-    conn: sqlite3.Connection
+    conn: Connection
     dialect: Dialect
 
     if TYPE_CHECKING:
 
-        def transaction(self) -> AbstractContextManager[sqlite3.Connection]: ...
+        def transaction(self) -> AbstractContextManager[Connection]: ...
 
         def bump_generation(self, *, chunks: bool = True) -> None: ...
 
@@ -219,11 +218,12 @@ class LockTables:
         d = self.dialect
         if self.conn.in_transaction or self.get_setting(SCRUB_PENDING) is None:
             return
+        retried: tuple[type[Exception], ...] = (*self.dialect.operational_errors, StoreFull)
         try:
             self.scrub()
             with self.transaction():
                 self.conn.execute(f"DELETE FROM settings WHERE key = {d.p}", (SCRUB_PENDING,))
-        except (sqlite3.OperationalError, StoreFull) as exc:
+        except retried as exc:
             if strict:
                 raise
             _log.warning("the store could not be scrubbed, will retry at the next open: %s", exc)
@@ -319,7 +319,7 @@ class LockTables:
             raise LockError(f"no source with id {source_id!r}")
         return bool(row[0])
 
-    def _rows(self, source_id: str, table: _Table, *, sealing: bool) -> sqlite3.Cursor:
+    def _rows(self, source_id: str, table: _Table, *, sealing: bool) -> Cursor:
         d = self.dialect
         where = f"({table.rows(d)}) AND {table.only}" if sealing and table.only else table.rows(d)
         order = f" ORDER BY {table.order}" if table.order else ""
@@ -388,7 +388,7 @@ class _Writer:
         self._counts = dict.fromkeys(_COUNTED, 0)
         self._line({"format": FORMAT, "source_id": source_id})
 
-    def table(self, name: str, cursor: sqlite3.Cursor) -> None:
+    def table(self, name: str, cursor: Cursor) -> None:
         columns = [d[0] for d in cursor.description]
         self._line({"table": name, "columns": columns})
         for row in cursor:

@@ -25,7 +25,6 @@ plus what was committed since, which the caller's own gated reads then find or l
 from __future__ import annotations
 
 import heapq
-import sqlite3
 import threading
 from array import array
 from collections.abc import Callable, Collection, Iterable, Sequence
@@ -35,7 +34,7 @@ import numpy as np
 import numpy.typing as npt
 
 from stratamem.store.caches import LastFew
-from stratamem.store.dialect import Dialect
+from stratamem.store.dialect import Connection, Dialect
 
 Codes = npt.NDArray[np.int32]
 
@@ -47,7 +46,7 @@ COUNTED_MENTIONS = "SELECT n FROM row_counts WHERE name = 'entity_index'"
 class EntityPostings:
     def __init__(
         self,
-        conn: Callable[[], sqlite3.Connection],
+        conn: Callable[[], Connection],
         *,
         state: Callable[[], tuple[int, int]],
         generation: Callable[[], int],

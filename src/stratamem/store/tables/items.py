@@ -5,21 +5,20 @@ key, version) in ``item_versions``, the record as it was in ``body`` (compressed
 from __future__ import annotations
 
 import json
-import sqlite3
 from collections.abc import Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from stratamem.store.dialect import Dialect
+from stratamem.store.dialect import Connection, Dialect
 from stratamem.store.items import ItemAction, ItemVersion, item_version
-from stratamem.store.sqlite.filters import gate_sql
+from stratamem.store.tables.filters import gate_sql
 from stratamem.timeparse import from_ms, to_ms
 
 
 class ItemVersionTables:
     """The item versions half of :class:`~stratamem.store.sqlite.store.SQLiteStore`."""
 
-    conn: sqlite3.Connection
+    conn: Connection
     dialect: Dialect
 
     if TYPE_CHECKING:

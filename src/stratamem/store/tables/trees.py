@@ -12,20 +12,15 @@ from __future__ import annotations
 
 import hashlib
 import json
-import sqlite3
 from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING
 
 from stratamem.store.base import from_ms, to_ms
-from stratamem.store.dialect import Dialect
-from stratamem.store.sqlite.filters import gate_sql
-from stratamem.store.sqlite.tree_search import TreeSearchTables, summary_from_row
+from stratamem.store.dialect import Connection, Dialect, Row
+from stratamem.store.tables.filters import gate_sql
+from stratamem.store.tables.tree_search import TreeHost, TreeSearchTables, summary_from_row
 from stratamem.store.trees import BufferItem, SealRaced, tree_id_for
 from stratamem.types import SummaryNode, Tree, TreeKind
-
-if TYPE_CHECKING:
-    from stratamem.store.sqlite.store import SQLiteStore
 
 
 # A seal claims its children by id. The unary ``+`` keeps SQLite from reading the claim through
@@ -43,11 +38,11 @@ def claim_sql(d: Dialect, level: int, marks: str) -> str:
 class TreeTables(TreeSearchTables):
     """The tree half of :class:`SQLiteStore`; reached as ``store.trees``."""
 
-    def __init__(self, store: SQLiteStore) -> None:
+    def __init__(self, store: TreeHost) -> None:
         self.store = store
 
     @property
-    def conn(self) -> sqlite3.Connection:
+    def conn(self) -> Connection:
         return self.store.conn
 
     @property
@@ -413,7 +408,7 @@ class TreeTables(TreeSearchTables):
         }
 
 
-def _buffer_item(row: sqlite3.Row) -> BufferItem:
+def _buffer_item(row: Row) -> BufferItem:
     return BufferItem(
         id=row[0],
         tokens=int(row[1]),
@@ -423,7 +418,7 @@ def _buffer_item(row: sqlite3.Row) -> BufferItem:
     )
 
 
-def _tree(row: sqlite3.Row) -> Tree:
+def _tree(row: Row) -> Tree:
     return Tree(
         id=row["id"],
         kind=TreeKind(row["kind"]),

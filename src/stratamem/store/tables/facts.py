@@ -4,14 +4,13 @@ gate of the source that owns it."""
 from __future__ import annotations
 
 import json
-import sqlite3
 from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, cast
 
-from stratamem.store.dialect import Dialect
+from stratamem.store.dialect import Connection, Dialect, Row
 from stratamem.store.facts import FACTS_LIMIT, Fact, Origin
-from stratamem.store.sqlite.filters import gate_sql
+from stratamem.store.tables.filters import gate_sql
 from stratamem.timeparse import from_ms, to_ms
 
 _COLUMNS = (
@@ -31,7 +30,7 @@ def expire_facts_sql(d: Dialect, marks: str) -> str:
 class FactTables:
     """The facts half of :class:`~stratamem.store.sqlite.store.SQLiteStore`."""
 
-    conn: sqlite3.Connection
+    conn: Connection
     dialect: Dialect
 
     if TYPE_CHECKING:
@@ -134,7 +133,7 @@ class FactTables:
         return found
 
 
-def _fact(row: sqlite3.Row) -> Fact:
+def _fact(row: Row) -> Fact:
     return Fact(
         id=row["id"],
         subject=row["subject"],

@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import sqlite3
 from collections.abc import Callable, Hashable, Sequence
 from typing import TYPE_CHECKING, TypeVar
 
 from stratamem.store.base import from_ms
-from stratamem.store.dialect import Dialect
-from stratamem.store.sqlite.filters import filter_sql, gate_sql, of_visible_sql
-from stratamem.store.sqlite.postings import EntityPostings
+from stratamem.store.dialect import Connection, Dialect
+from stratamem.store.tables.filters import filter_sql, gate_sql, of_visible_sql
+from stratamem.store.tables.postings import EntityPostings
 from stratamem.types import EntityMatch, Filters
 
 MAX_EDGE_NODE_ENTITIES = 24
@@ -20,7 +19,7 @@ T = TypeVar("T")
 class GraphTables:
     """The graph half of :class:`~stratamem.store.sqlite.store.SQLiteStore`."""
 
-    conn: sqlite3.Connection
+    conn: Connection
     dialect: Dialect
     postings: EntityPostings
 

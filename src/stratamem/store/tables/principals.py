@@ -4,26 +4,25 @@ slow hash of each one's token."""
 from __future__ import annotations
 
 import json
-import sqlite3
 from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING
 
 from stratamem.errors import AccessDenied
 from stratamem.store.access import PrincipalRow
 from stratamem.store.base import from_ms, to_ms
-from stratamem.store.dialect import Dialect
+from stratamem.store.dialect import Connection, Dialect, Row
 from stratamem.types import Principal
 
 
 class PrincipalTables:
     """The principals half of :class:`~stratamem.store.sqlite.store.SQLiteStore`."""
 
-    conn: sqlite3.Connection
+    conn: Connection
     dialect: Dialect
     principal_name: str | None
     if TYPE_CHECKING:
 
-        def transaction(self) -> AbstractContextManager[sqlite3.Connection]: ...
+        def transaction(self) -> AbstractContextManager[Connection]: ...
 
     def read_as(self, principal: str | None) -> None:
         if principal is not None and self.get_principal(principal) is None:
@@ -88,7 +87,7 @@ class PrincipalTables:
         return cursor.rowcount > 0
 
 
-def _principal(row: sqlite3.Row) -> Principal:
+def _principal(row: Row) -> Principal:
     return Principal(
         name=row["name"],
         scopes=tuple(json.loads(row["scopes"])),

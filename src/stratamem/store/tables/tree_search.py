@@ -11,20 +11,16 @@ version that a newer live version superseded, is never returned.
 from __future__ import annotations
 
 import json
-import sqlite3
 from collections.abc import Sequence
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from stratamem.store.base import from_ms, to_ms
-from stratamem.store.dialect import Dialect
-from stratamem.store.sqlite.filters import filter_sql, of_visible_sql, trees_sql
-from stratamem.store.sqlite.sources import chunk_from_row
+from stratamem.store.dialect import Connection, Dialect, Row
+from stratamem.store.tables.filters import filter_sql, of_visible_sql, trees_sql
+from stratamem.store.tables.sources import chunk_from_row
 from stratamem.store.trees import TreeLeaf, TreeSummary
 from stratamem.types import Filters, SummaryNode, TreeKind
-
-if TYPE_CHECKING:
-    from stratamem.store.sqlite.store import SQLiteStore
 
 LIVE = """sm.deleted = 0 AND (sm.doc_id IS NULL OR sm.version = (
     SELECT max(v.version) FROM summaries v
@@ -42,14 +38,26 @@ _LEAF_FROM = """FROM chunks c JOIN sources s ON s.id = c.source_id
     LEFT JOIN trees t ON t.source_id = c.source_id AND t.kind = 'source'"""
 
 
+class TreeHost(Protocol):
+    """What the tree tables use of the store they belong to."""
+
+    @property
+    def conn(self) -> Connection: ...
+
+    @property
+    def dialect(self) -> Dialect: ...
+
+    def visible_ids(self) -> list[str] | None: ...
+
+
 class TreeSearchTables:
     """The reads of the tree primitives, over the connection of ``store.trees``."""
 
     if TYPE_CHECKING:
-        store: SQLiteStore
+        store: TreeHost
 
         @property
-        def conn(self) -> sqlite3.Connection: ...
+        def conn(self) -> Connection: ...
 
         @property
         def dialect(self) -> Dialect: ...
@@ -177,7 +185,7 @@ class TreeSearchTables:
         )
 
 
-def summary_from_row(row: sqlite3.Row) -> SummaryNode:
+def summary_from_row(row: Row) -> SummaryNode:
     return SummaryNode(
         id=row["id"],
         tree_id=row["tree_id"],
@@ -200,12 +208,12 @@ def summary_from_row(row: sqlite3.Row) -> SummaryNode:
     )
 
 
-def _tree_summary(row: sqlite3.Row) -> TreeSummary:
+def _tree_summary(row: Row) -> TreeSummary:
     """A summaries row joined with its tree's ``scope`` and ``tree_kind``."""
     return TreeSummary(summary_from_row(row), row["scope"], TreeKind(row["tree_kind"]))
 
 
-def _tree_leaf(row: sqlite3.Row) -> TreeLeaf:
+def _tree_leaf(row: Row) -> TreeLeaf:
     """A chunks row joined with its source's ``scope`` and its ``tree_id`` (empty while
     unsealed)."""
     return TreeLeaf(chunk_from_row(row), row["scope"], row["tree_id"])

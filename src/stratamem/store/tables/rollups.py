@@ -8,22 +8,21 @@ source removes them by cascade, locking one deletes its rows in the sealing tran
 from __future__ import annotations
 
 import json
-import sqlite3
 from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from stratamem.errors import StoreError
-from stratamem.store.dialect import Dialect
+from stratamem.store.dialect import Connection, Dialect, Row
 from stratamem.store.rollups import ROLLUPS_LIMIT, FactScore, Rollup
-from stratamem.store.sqlite.filters import gate_sql
+from stratamem.store.tables.filters import gate_sql
 from stratamem.timeparse import to_ms
 
 
 class RollupTables:
     """The rollups half of :class:`~stratamem.store.sqlite.store.SQLiteStore`."""
 
-    conn: sqlite3.Connection
+    conn: Connection
     dialect: Dialect
 
     if TYPE_CHECKING:
@@ -141,7 +140,7 @@ class RollupTables:
         return [_rollup(row) for row in rows]
 
 
-def _rollup(row: sqlite3.Row | tuple[Any, ...]) -> Rollup:
+def _rollup(row: Row | tuple[Any, ...]) -> Rollup:
     return Rollup(
         id=row[0],
         subject=row[1],

@@ -4,14 +4,13 @@ record itself as compressed JSON in ``body``."""
 from __future__ import annotations
 
 import json
-import sqlite3
 from collections.abc import Iterable, Iterator, Sequence
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
-from stratamem.store.dialect import Dialect
+from stratamem.store.dialect import Connection, Dialect
 from stratamem.store.records import RecordRow, RecordState, StoredRecord, decode_record
-from stratamem.store.sqlite.filters import gate_sql
+from stratamem.store.tables.filters import gate_sql
 from stratamem.timeparse import to_ms
 
 _READ = 500
@@ -20,7 +19,7 @@ _READ = 500
 class RecordTables:
     """The records half of :class:`~stratamem.store.sqlite.store.SQLiteStore`."""
 
-    conn: sqlite3.Connection
+    conn: Connection
     dialect: Dialect
 
     if TYPE_CHECKING:
