@@ -146,9 +146,15 @@ def test_upper_layers_speak_only_to_the_store_protocols(layer: str) -> None:
     assert offenders == []
 
 
-# The SQL both backends share: written against the dialect, so it names no driver and neither
-# backend's modules (each backend's store puts these together with what differs).
-SHARED = ("stratamem.store.tables", "stratamem.store.dialect")
+# The SQL both backends share, and the copy between them: written against the dialect and the
+# stores' methods, so they name no driver and neither backend's modules (each backend's store
+# puts the tables together with what differs; ``copy`` opens a store by its URL).
+SHARED = (
+    "stratamem.store.tables",
+    "stratamem.store.dialect",
+    "stratamem.store.copy",
+    "stratamem.store.migrations",
+)
 BACKENDS = ("stratamem.store.sqlite", "stratamem.store.postgres")
 
 

@@ -55,16 +55,14 @@ from __future__ import annotations
 
 import math
 import re
-import sqlite3
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final, Protocol, cast
 
 from stratamem.errors import StoreError
-from stratamem.extras import require
 from stratamem.store.base import Store
 from stratamem.store.dialect import Dialect
 from stratamem.types import Filters
@@ -132,11 +130,28 @@ _WORD = re.compile(r"[^\W\d_]{4,}")
 
 
 class _Backend(Store, Protocol):
-    """A store of one of :data:`_BACKENDS`: its tables are spoken to in SQL."""
+    """A store of one of :data:`_BACKENDS`: its tables are spoken to in SQL (built from its
+    dialect), and what differs between the backends is asked of the store."""
 
     name: str
     conn: Any
     dialect: Dialect
+
+    def schema_versions(self) -> tuple[int, int]: ...
+
+    def derived_columns(self, table: str) -> tuple[str, ...]: ...
+
+    def with_derived(
+        self, table: str, columns: Sequence[str], rows: Iterable[Sequence[Any]]
+    ) -> tuple[list[str], list[tuple[Any, ...]]]: ...
+
+    def row_writer(
+        self, table: str, columns: Sequence[str]
+    ) -> Callable[[list[tuple[Any, ...]]], None]: ...
+
+    def row_key_high_water(self, table: str, column: str) -> int: ...
+
+    def move_row_key(self, table: str, column: str, high: int) -> None: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -268,7 +283,7 @@ def _copy(
             totals = {t.name: _count(src, t.name) for t in TABLES}
             settings = _settings(src)
             tokenizer = src.keyword_tokenizer()
-            high = {table: _high_water(src, table, column) for table, column in _IDENTITIES}
+            high = {t: src.row_key_high_water(t, column) for t, column in _IDENTITIES}
             copied: dict[str, int] = {}
             queries = 0
             step = "writing the destination"
@@ -316,11 +331,7 @@ def _same_place(a: str, b: str, backend: str) -> bool:
 
 
 def _driver_errors(*stores: _Backend) -> tuple[type[BaseException], ...]:
-    errors: list[type[BaseException]] = [sqlite3.Error]
-    if any(s.name == "postgresql" for s in stores):
-        psycopg = require("psycopg", "postgres", "copying a postgresql:// store")
-        errors.append(psycopg.Error)
-    return tuple(errors)
+    return tuple(error for store in stores for error in store.dialect.errors)
 
 
 # -- checks ---------------------------------------------------------------------------------
@@ -329,18 +340,10 @@ def _driver_errors(*stores: _Backend) -> tuple[type[BaseException], ...]:
 def _check_schema(store: _Backend) -> None:
     """The store's schema is this version's (opening one migrates it, so this holds but for
     a store another process opened with an older stratamem meanwhile)."""
-    if store.name == "sqlite":
-        from stratamem.store.sqlite.migrations import SCHEMA_VERSION
-
-        found = int(store.conn.execute("PRAGMA user_version").fetchone()[0])
-    else:
-        from stratamem.store.postgres.migrations import SCHEMA_VERSION
-
-        row = store.conn.execute("SELECT max(version) FROM stratamem_schema").fetchone()
-        found = int(row[0] or 0) if row else 0
-    if found != SCHEMA_VERSION:
+    found, latest = store.schema_versions()
+    if found != latest:
         raise StoreError(
-            f"{store.path}: schema version {found}, not this stratamem's {SCHEMA_VERSION}; "
+            f"{store.path}: schema version {found}, not this stratamem's {latest}; "
             "open it with this version first"
         )
 
@@ -467,10 +470,8 @@ def _copy_table(
     started: float,
     progress: Callable[[CopyProgress], None] | None,
 ) -> int:
-    from stratamem.store.postgres.derived import derived_columns, with_derived
-
     have, want = _columns(src, table), _columns(dst, table)
-    computed = derived_columns(table.name)
+    computed = {*src.derived_columns(table.name), *dst.derived_columns(table.name)}
     # Between two PostgreSQL stores derived columns come along, and are kept where portable.
     along = src.name == dst.name == "postgresql"
     columns = [c for c in have if c in want and (along or c not in computed)]
@@ -483,8 +484,8 @@ def _copy_table(
     derive = any(c in want for c in computed)
     names = list(columns)
     if derive:
-        names = with_derived(dst, table.name, columns, [])[0]
-    write = _writer(dst, table.name, names)
+        names = dst.with_derived(table.name, columns, [])[0]
+    write = dst.row_writer(table.name, names)
     # PostgreSQL's text cannot hold NUL, and keeps U+0001 in its place; the records' sort
     # keys, the one text written with NUL (its lowest separator), get theirs back on SQLite.
     nul = None
@@ -497,7 +498,7 @@ def _copy_table(
         if nul is not None:
             rows = [(*r[:nul], str(r[nul]).replace("\x01", "\x00"), *r[nul + 1 :]) for r in rows]
         if derive:
-            _, _, rows = with_derived(dst, table.name, columns, rows)
+            _, rows = dst.with_derived(table.name, columns, rows)
         write(rows)
         copied += len(rows)
         if progress is not None:
@@ -537,80 +538,9 @@ def _read_batches(
         last = tuple(rows[-1][i] for i in at)
 
 
-def _writer(
-    dst: _Backend, table: str, columns: list[str]
-) -> Callable[[list[tuple[Any, ...]]], None]:
-    """Inserts rows of ``columns`` into ``table``: SQLite takes them one statement each
-    (prepared once); PostgreSQL a batch per ``COPY``, so its statement triggers run once per
-    batch. PostgreSQL's text cannot hold NUL: U+0001 takes its place, as in every write of
-    the store (see ``store/postgres/connection.py``)."""
-    names = ", ".join(columns)
-    if dst.name == "sqlite":
-        sql = f"INSERT INTO {table} ({names}) VALUES ({dst.dialect.marks(len(columns))})"
-
-        def each(rows: list[tuple[Any, ...]]) -> None:
-            dst.conn.executemany(sql, rows)
-
-        return each
-
-    statement = f"COPY {table} ({names}) FROM STDIN".encode()
-
-    def write(rows: list[tuple[Any, ...]]) -> None:
-        with dst.conn.raw.cursor() as cursor, cursor.copy(statement) as pipe:
-            for row in rows:
-                pipe.write_row([_no_nul(v) for v in row])
-        dst.conn.total_changes += len(rows)  # what the store's caches are keyed on
-
-    return write
-
-
-def _no_nul(value: Any) -> Any:
-    if isinstance(value, str) and "\x00" in value:
-        return value.replace("\x00", "\x01")
-    return value
-
-
 # -- row key counters -----------------------------------------------------------------------
-
-
-def _high_water(store: _Backend, table: str, column: str) -> int:
-    """The highest key the table's counter has handed out (0 where it keeps none)."""
-    if store.name == "sqlite":
-        row = store.conn.execute("SELECT seq FROM sqlite_sequence WHERE name = ?", (table,))
-        found = row.fetchone()
-    else:
-        found = store.conn.execute(
-            "SELECT pg_sequence_last_value(CAST(pg_get_serial_sequence(%s, %s) AS regclass))",
-            (table, column),
-        ).fetchone()
-    return int(found[0] or 0) if found else 0
 
 
 def _move_identities(dst: _Backend, high: dict[str, int]) -> None:
     for table, column in _IDENTITIES:
-        if dst.name == "postgresql":
-            # Called at the highest key (the next is one above), or not yet called at 1.
-            dst.conn.execute(
-                f"""SELECT setval(pg_get_serial_sequence(%s, %s), greatest(top, 1), top > 0)
-                    FROM (SELECT greatest(coalesce(max({column}), 0), %s) AS top FROM {table}) t""",
-                (table, column, high[table]),
-            )
-            continue
-        autoincrement = dst.conn.execute(
-            "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ? "
-            "AND sql LIKE '%AUTOINCREMENT%'",
-            (table,),
-        ).fetchone()
-        if autoincrement is None or not high[table]:
-            continue
-        row = dst.conn.execute(
-            "SELECT seq FROM sqlite_sequence WHERE name = ?", (table,)
-        ).fetchone()
-        if row is None:
-            dst.conn.execute(
-                "INSERT INTO sqlite_sequence (name, seq) VALUES (?, ?)", (table, high[table])
-            )
-        elif int(row[0]) < high[table]:
-            dst.conn.execute(
-                "UPDATE sqlite_sequence SET seq = ? WHERE name = ?", (high[table], table)
-            )
+        dst.move_row_key(table, column, high[table])

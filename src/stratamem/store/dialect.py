@@ -104,6 +104,8 @@ class Dialect:
     # What the driver raises where the database cannot do something now (a file that is
     # read-only, locked by another process, a server gone): a scrub that meets one is retried.
     operational_errors: ClassVar[tuple[type[Exception], ...]]
+    # Every error the driver raises.
+    errors: ClassVar[tuple[type[Exception], ...]]
 
     def marks(self, n: int) -> str:
         """``n`` positional parameters, comma-separated."""

@@ -22,6 +22,7 @@ class PostgresDialect(Dialect):
     blob = "BYTEA"
     rowid_key = "BIGSERIAL PRIMARY KEY"
     operational_errors = (psycopg.OperationalError,)
+    errors = (psycopg.Error,)
 
     def named(self, name: str) -> str:
         return f"%({name})s"

@@ -28,6 +28,7 @@ import psycopg
 from stratamem.errors import StoreError
 from stratamem.store.caches import LastFew
 from stratamem.store.postgres.connection import PgConnection, atomic, connect, redact
+from stratamem.store.postgres.copying import PgCopyRows
 from stratamem.store.postgres.derived import with_derived
 from stratamem.store.postgres.dialect import POSTGRES
 from stratamem.store.postgres.keyword import PgKeywordTables
@@ -61,6 +62,7 @@ _TEXT_TABLES = (
 
 
 class PostgresStore(
+    PgCopyRows,
     SourceTables,
     RecordTables,
     ItemVersionTables,

@@ -20,6 +20,7 @@ class SqliteDialect(Dialect):
     blob = "BLOB"
     rowid_key = "INTEGER PRIMARY KEY"
     operational_errors = (sqlite3.OperationalError,)
+    errors = (sqlite3.Error,)
 
     def named(self, name: str) -> str:
         return f":{name}"

@@ -20,6 +20,7 @@ from stratamem.errors import StoreError
 from stratamem.store.caches import LastFew
 from stratamem.store.settings import CHUNK_GENERATION_KEY, GENERATION_KEY
 from stratamem.store.sqlite.connection import atomic, connect
+from stratamem.store.sqlite.copying import SqliteCopyRows
 from stratamem.store.sqlite.dialect import SQLITE
 from stratamem.store.sqlite.keyword import KeywordTables
 from stratamem.store.sqlite.migrations import migrate
@@ -39,6 +40,7 @@ from stratamem.store.tables.vectors import VectorTables
 
 
 class SQLiteStore(
+    SqliteCopyRows,
     SourceTables,
     RecordTables,
     ItemVersionTables,
