@@ -16,17 +16,18 @@ what                        SQLite                     PostgreSQL
 :attr:`~Dialect.is_`        ``IS``                     ``IS NOT DISTINCT FROM`` (null-safe ``=``)
 :attr:`~Dialect.is_not`     ``IS NOT``                 ``IS DISTINCT FROM``
 :attr:`~Dialect.strpos`     ``instr``                  ``strpos`` (``(text, part)``, 1-based)
-:meth:`~Dialect.group_array`  ``json_group_array(x)``  ``coalesce(CAST(json_agg(x) AS TEXT),
-                                                       '[]')``
+:meth:`~Dialect.group_ar…` ``json_group_array(x)``    ``coalesce(CAST(json_agg(x) AS TEXT),
+                                                       '[]')`` (:meth:`~Dialect.group_array`)
 :attr:`~Dialect.hint`       ``+`` (keeps an index      nothing
                             from driving a read)
-:attr:`~Dialect.blob`       ``BLOB``                   ``BYTEA``
-:attr:`~Dialect.rowid_key`  ``INTEGER PRIMARY KEY``    ``BIGSERIAL PRIMARY KEY``
 :meth:`~Dialect.upsert`     ``INSERT OR REPLACE``      ``ON CONFLICT (key) DO UPDATE SET …``
                             (a new rowid)              (the row keeps its key)
 ==========================  =========================  ==========================================
 
-The concrete dialects are :class:`~stratamem.store.sqlite.dialect.SqliteDialect` and
+A dialect also names its driver's errors (:attr:`~Dialect.errors`, and the
+:attr:`~Dialect.operational_errors` a scrub retries later), and :class:`Connection` is what the
+tables use of either backend's connection. The concrete dialects are
+:class:`~stratamem.store.sqlite.dialect.SqliteDialect` and
 :class:`~stratamem.store.postgres.dialect.PostgresDialect`.
 """
 
@@ -98,9 +99,6 @@ class Dialect:
     strpos: ClassVar[str]
     # Put before a column so that no index on it drives the read (SQLite's planner hint).
     hint: ClassVar[str]
-    # Column types.
-    blob: ClassVar[str]
-    rowid_key: ClassVar[str]
     # What the driver raises where the database cannot do something now (a file that is
     # read-only, locked by another process, a server gone): a scrub that meets one is retried.
     operational_errors: ClassVar[tuple[type[Exception], ...]]

@@ -19,8 +19,6 @@ class PostgresDialect(Dialect):
     is_not = "IS DISTINCT FROM"
     strpos = "strpos"
     hint = ""
-    blob = "BYTEA"
-    rowid_key = "BIGSERIAL PRIMARY KEY"
     operational_errors = (psycopg.OperationalError,)
     errors = (psycopg.Error,)
 

@@ -28,17 +28,18 @@ import sqlite3
 import threading
 from collections import OrderedDict
 from collections.abc import Iterable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from typing import TYPE_CHECKING, Final
 
 import numpy as np
 
 from stratamem.errors import KeywordIndexUnavailable
+from stratamem.store.dialect import Dialect
 from stratamem.store.keyword import IntArray, KeywordRows, KeywordSchema, KeywordState, Postings
 from stratamem.store.settings import CHUNK_GENERATION_KEY
 from stratamem.store.sqlite.fts_terms import TOKENIZERS, read_postings, tokenizer_name
-from stratamem.store.sqlite.keyword import KeywordTables
 from stratamem.store.tables.filters import filter_sql, gate_sql
+from stratamem.store.tables.hits import keyword_hit
 from stratamem.types import Chunk, Filters, RetrievalHit
 
 if TYPE_CHECKING:
@@ -168,13 +169,26 @@ def merge(parts: Sequence[tuple[IntArray, Postings]]) -> tuple[IntArray, Posting
     )
 
 
-class PgKeywordTables(KeywordTables):
+class PgKeywordTables:
     """The keyword half of :class:`~stratamem.store.postgres.store.PostgresStore`."""
 
-    conn: PgConnection  # type: ignore[assignment]
+    conn: PgConnection
+    dialect: Dialect
     _tokenizer: Tokenizer | None = None
 
     if TYPE_CHECKING:
+
+        def visible_ids(self) -> list[str] | None: ...
+
+        def allowed_rowids(self, filters: Filters) -> list[int] | None: ...
+
+        def mentions_of(self, node_ids: Sequence[str]) -> dict[str, list[str]]: ...
+
+        def in_transaction(self) -> bool: ...
+
+        def transaction(self) -> AbstractContextManager[PgConnection]: ...
+
+        def read_snapshot(self) -> AbstractContextManager[None]: ...
 
         def get_setting(self, key: str) -> str | None: ...
 
@@ -357,8 +371,6 @@ class PgKeywordTables(KeywordTables):
     ) -> list[RetrievalHit]:
         if not ranked:
             return []
-        from stratamem.store.sqlite.keyword import _hit
-
         rowids = [int(r[0]) for r in ranked]
         gate, params = gate_sql(self.dialect, self.visible_ids(), probe=True)
         rows = {
@@ -389,7 +401,7 @@ class PgKeywordTables(KeywordTables):
         )
         entities = self.mentions_of([rows[rowid]["id"] for _, _, rowid in order])
         return [
-            _hit(rows[rowid], entities[node], score, snips.get(rowid, ""))  # type: ignore[arg-type]
+            keyword_hit(rows[rowid], entities[node], score, snips.get(rowid, ""))
             for score, node, rowid in order
         ]
 

@@ -79,7 +79,7 @@ class PostgresStore(
 
     name = "postgresql"
     dialect = POSTGRES
-    conn: PgConnection  # type: ignore[assignment]
+    conn: PgConnection
 
     def __init__(self, location: str) -> None:
         self.location = location
@@ -125,7 +125,7 @@ class PostgresStore(
         self._counters.close()
         self.conn.close()
 
-    def transaction(self) -> AbstractContextManager[PgConnection]:  # type: ignore[override]
+    def transaction(self) -> AbstractContextManager[PgConnection]:
         if self._reading:
             raise StoreError(f"{self.path}: a write cannot start inside a read snapshot")
         return atomic(self.conn)

@@ -17,8 +17,6 @@ class SqliteDialect(Dialect):
     is_not = "IS NOT"
     strpos = "instr"
     hint = "+"
-    blob = "BLOB"
-    rowid_key = "INTEGER PRIMARY KEY"
     operational_errors = (sqlite3.OperationalError,)
     errors = (sqlite3.Error,)
 
