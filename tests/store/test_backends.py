@@ -293,3 +293,15 @@ def test_the_source_lists_a_search_reads_follow_other_connections(store_location
         assert reader.scopes() == {notes: "vault:notes"}  # what it read there was not kept
         writer.conn.execute(f"UPDATE sources SET locked = 0 WHERE id = {writer.dialect.p}", (chat,))
         assert reader.scopes() == {chat: "slack:#eng", notes: "vault:notes"}
+
+
+def test_an_items_versions_are_read_by_key_within_one_source(store_location: str) -> None:
+    with stratamem.open(store_location) as mem:
+        mem.items.add("carol carries the pager", source="notes:team", id="t1")
+        mem.items.add("dave carries the pager", source="notes:ops", id="t1")
+        store = mem.store
+        team = store.resolve_source("notes:team")
+        (version,) = store.item_versions(["t1"], source_id=team.id)
+        assert (version.source_id, version.text) == (team.id, "carol carries the pager")
+        assert len(version.nodes) == 1
+        assert len(store.item_versions(["t1"])) == 2

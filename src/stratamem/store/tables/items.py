@@ -53,7 +53,7 @@ class ItemVersionTables:
                 JOIN item_nodes n ON n.source_id = v.source_id AND n.key = v.key
                      AND n.version = v.version
                 WHERE v.key IN (SELECT value FROM {d.json_rows})
-                {"AND v.source_id = ?" if source_id is not None else ""}
+                {f"AND v.source_id = {d.p}" if source_id is not None else ""}
                 ORDER BY n.source_id, n.key, n.version, n.seq""",
             [json.dumps(list(keys)), *([source_id] if source_id is not None else [])],
         ):

@@ -270,7 +270,7 @@ class LockTables:
         have = {*table_columns(self.conn, table), "rowid"}
         keep = [i for i, c in enumerate(columns) if c in have]
         names = ", ".join(f'"{columns[i]}"' for i in keep)
-        sql = f"INSERT INTO {table} ({names}) VALUES ({', '.join('?' * len(keep))})"
+        sql = f"INSERT INTO {table} ({names}) VALUES ({self.dialect.marks(len(keep))})"
         for batch in _batched(rows):
             self.conn.executemany(sql, [[row[i] for i in keep] for row in batch])
 
