@@ -309,7 +309,7 @@ def _nodes_by_entities_in_sql(
     limit: int,
     exclude: list[str],
 ) -> list[tuple[str, float]]:
-    where, params = filter_sql(filters, store.visible_ids())
+    where, params = filter_sql(store.dialect, filters, store.visible_ids())
     values = ",".join("(?, ?)" for _ in weights)
     skip = f"AND e.node_id NOT IN ({','.join('?' * len(exclude))})" if exclude else ""
     return [
