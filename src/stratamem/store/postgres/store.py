@@ -1,7 +1,8 @@
 """The PostgreSQL store: one database that many processes, on many machines, share.
 
-It is the SQLite store's tables put together over a PostgreSQL connection
-(:class:`~stratamem.store.postgres.connection.PgConnection` runs their SQL), with what differs
+It is the shared tables (:mod:`stratamem.store.tables`, their SQL built from
+:class:`~stratamem.store.postgres.dialect.PostgresDialect`) put together over a PostgreSQL
+connection (:class:`~stratamem.store.postgres.connection.PgConnection`), with what differs
 between the engines here: the connection, transactions and read snapshots, the settings'
 counters, what keys caches of the database's contents (:meth:`PostgresStore.write_state`),
 scrubbing, and the keyword role (``keyword``), whose BM25 keeps the SQLite store's numbers.

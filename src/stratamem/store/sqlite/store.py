@@ -1,10 +1,12 @@
 """The default store: one SQLite file holding sources, chunks, FTS5, vectors, the entity
 graph and the summary trees.
 
-The class is its roles put together, one module each: ``sources`` (sources, chunks,
-mentions, and the reader's gate), ``records``, ``items`` (item versions), ``vectors``,
-``graph``, ``keyword`` (FTS5), ``principals``, ``locks`` (sealed sources), ``trees`` and
-``jobs``; this module holds the connection, transactions, settings and the store's identity.
+The class is its roles put together, one module each: the shared tables
+(:mod:`stratamem.store.tables`: ``sources`` (sources, chunks, mentions, and the reader's
+gate), ``records``, ``items`` (item versions), ``vectors``, ``graph``, ``principals``,
+``locks`` (sealed sources), ``trees`` and ``jobs``), their SQL built from
+:class:`~stratamem.store.sqlite.dialect.SqliteDialect`, and SQLite's own ``keyword`` (FTS5);
+this module holds the connection, transactions, settings and the store's identity.
 On-disk format: see ``migrations.py``.
 """
 

@@ -1,4 +1,4 @@
-"""Entity aliases and recorded merges in the SQLite store (the ``AliasStore`` role); the
+"""Entity aliases and recorded merges in the store (the ``AliasStore`` role); the
 PostgreSQL store runs the same SQL.
 
 ``entity_aliases`` rows are what a source states (see :mod:`stratamem.entities.aliases`) and

@@ -1,4 +1,4 @@
-"""Facts in the SQLite store (the ``FactStore`` role): one row per fact, read through the
+"""Facts in the store (the ``FactStore`` role): one row per fact, read through the
 gate of the source that owns it."""
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ def expire_facts_sql(d: Dialect, marks: str) -> str:
 
 
 class FactTables:
-    """The facts half of :class:`~stratamem.store.sqlite.store.SQLiteStore`."""
+    """The facts half of a store (SQLite\'s or PostgreSQL\'s)."""
 
     conn: Connection
     dialect: Dialect

@@ -1,4 +1,4 @@
-"""Entities and their co-mention graph in the SQLite store (the ``GraphStore`` role)."""
+"""Entities and their co-mention graph in the store (the ``GraphStore`` role)."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ T = TypeVar("T")
 
 
 class GraphTables:
-    """The graph half of :class:`~stratamem.store.sqlite.store.SQLiteStore`."""
+    """The graph half of a store (SQLite\'s or PostgreSQL\'s)."""
 
     conn: Connection
     dialect: Dialect

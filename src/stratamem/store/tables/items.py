@@ -1,4 +1,4 @@
-"""Item versions in the SQLite store (the ``ItemVersionStore`` role): one row per (source,
+"""Item versions in the store (the ``ItemVersionStore`` role): one row per (source,
 key, version) in ``item_versions``, the record as it was in ``body`` (compressed JSON, as
 ``records`` keeps it), and the chunk ids each version was derived into in ``item_nodes``."""
 
@@ -16,7 +16,7 @@ from stratamem.timeparse import from_ms, to_ms
 
 
 class ItemVersionTables:
-    """The item versions half of :class:`~stratamem.store.sqlite.store.SQLiteStore`."""
+    """The item versions half of a store (SQLite\'s or PostgreSQL\'s)."""
 
     conn: Connection
     dialect: Dialect

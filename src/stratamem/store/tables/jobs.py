@@ -1,4 +1,4 @@
-"""A durable job queue in the SQLite file: work that must survive a crash (sealing trees); the
+"""A durable job queue in the store: work that must survive a crash (sealing trees); the
 :class:`~stratamem.store.jobs.JobQueue` role, reached as ``store.jobs``.
 
 A job is keyed by ``dedupe_key``: enqueueing a key that is already pending does nothing but

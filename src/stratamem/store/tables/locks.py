@@ -1,5 +1,5 @@
 """Sealing a source into ``sealed`` and restoring it: the :class:`~stratamem.store.locks.LockStore`
-role of the SQLite store.
+role of the store.
 
 Sealed format (version 2). The plaintext is a stream of JSON lines, compressed with zlib:
 
@@ -116,7 +116,7 @@ _COUNTED = ("chunks", "summaries", "records")
 
 
 class LockTables:
-    """The locks half of :class:`~stratamem.store.sqlite.store.SQLiteStore`."""
+    """The locks half of a store (SQLite\'s or PostgreSQL\'s)."""
 
     conn: Connection
     dialect: Dialect

@@ -1,4 +1,4 @@
-"""Principals in the SQLite store (the ``AccessStore`` role): who may read what, and the
+"""Principals in the store (the ``AccessStore`` role): who may read what, and the
 slow hash of each one's token."""
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from stratamem.types import Principal
 
 
 class PrincipalTables:
-    """The principals half of :class:`~stratamem.store.sqlite.store.SQLiteStore`."""
+    """The principals half of a store (SQLite\'s or PostgreSQL\'s)."""
 
     conn: Connection
     dialect: Dialect

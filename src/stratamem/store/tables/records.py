@@ -1,4 +1,4 @@
-"""Records in the SQLite store (the ``RecordStore`` role): one row per (source, key), the
+"""Records in the store (the ``RecordStore`` role): one row per (source, key), the
 record itself as compressed JSON in ``body``."""
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ _READ = 500
 
 
 class RecordTables:
-    """The records half of :class:`~stratamem.store.sqlite.store.SQLiteStore`."""
+    """The records half of a store (SQLite\'s or PostgreSQL\'s)."""
 
     conn: Connection
     dialect: Dialect

@@ -1,4 +1,4 @@
-"""Fact scores and rollups in the SQLite store (the ``RollupStore`` role).
+"""Fact scores and rollups in the store (the ``RollupStore`` role).
 
 A rollup is read only when every source it names passes the reader's gate, and
 ``rollup_sources`` removes its rollup when any of its rows goes (a trigger): forgetting a
@@ -20,7 +20,7 @@ from stratamem.timeparse import to_ms
 
 
 class RollupTables:
-    """The rollups half of :class:`~stratamem.store.sqlite.store.SQLiteStore`."""
+    """The rollups half of a store (SQLite\'s or PostgreSQL\'s)."""
 
     conn: Connection
     dialect: Dialect

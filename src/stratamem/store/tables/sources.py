@@ -1,4 +1,4 @@
-"""Sources, chunks and entity mentions in the SQLite store (the ``SourceStore`` and
+"""Sources, chunks and entity mentions in the store (the ``SourceStore`` and
 ``ChunkStore`` roles).
 
 Ids: a source id is ``src_`` + the first 16 hex digits of sha256(scope); a chunk id is the
@@ -36,7 +36,7 @@ if TYPE_CHECKING:
 
 
 class SourceTables:
-    """The sources half of :class:`~stratamem.store.sqlite.store.SQLiteStore`, and the gate:
+    """The sources half of a store (SQLite\'s or PostgreSQL\'s), and the gate:
     which sources the store's reader (``principal``; None for the owner) may see."""
 
     conn: Connection

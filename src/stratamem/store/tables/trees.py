@@ -1,4 +1,4 @@
-"""Summary-tree tables of the SQLite store: trees, sealed summaries, their entities and vectors
+"""Summary-tree tables of the store: trees, sealed summaries, their entities and vectors
 (the :class:`~stratamem.store.trees.TreeStore` role, reached as ``store.trees``).
 
 A tree's level-L buffer is the set of its level-L items without a parent: chunks whose
@@ -36,7 +36,7 @@ def claim_sql(d: Dialect, level: int, marks: str) -> str:
 
 
 class TreeTables(TreeSearchTables):
-    """The tree half of :class:`SQLiteStore`; reached as ``store.trees``."""
+    """The tree half of a store; reached as ``store.trees``."""
 
     def __init__(self, store: TreeHost) -> None:
         self.store = store

@@ -1,4 +1,4 @@
-"""Chunk embeddings per model signature in the SQLite store (the ``VectorStore`` role).
+"""Chunk embeddings per model signature in the store (the ``VectorStore`` role).
 
 A chunk's row key is its ``chunks.rowid``; the in-process vector index is addressed by it.
 """
@@ -17,7 +17,7 @@ T = TypeVar("T")
 
 
 class VectorTables:
-    """The vectors half of :class:`~stratamem.store.sqlite.store.SQLiteStore`."""
+    """The vectors half of a store (SQLite\'s or PostgreSQL\'s)."""
 
     conn: Connection
     dialect: Dialect
