@@ -139,6 +139,22 @@ class SQLiteStore(
         finally:
             self.conn.execute("PRAGMA synchronous = FULL")
 
+    def scrub(self) -> None:
+        """Leave no copy of deleted text in the files. ``secure_delete`` (set on connect)
+        zeroes a deleted row where it lies, but not the stale copies B-tree rebalancing
+        leaves in a page's free space, and FTS5 keeps a deleted row's tokens in its old
+        segments until they are merged. So: ``optimize`` merges every segment into one,
+        ``VACUUM`` rewrites every page from the live rows, and a ``TRUNCATE`` checkpoint
+        empties the WAL. VACUUM rewrites the whole file (it costs time and transient disk
+        in proportion to the store), which is why only a forget calls this. A no-op inside
+        an open transaction; a checkpoint a reader blocks completes on a later one."""
+        if self.conn.in_transaction:
+            return
+        with self.transaction():
+            self.conn.execute("INSERT INTO chunks_fts(chunks_fts) VALUES ('optimize')")
+        self.conn.execute("VACUUM")
+        self.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
+
     def get_setting(self, key: str) -> str | None:
         row = self.conn.execute("SELECT value FROM settings WHERE key = ?", (key,)).fetchone()
         return None if row is None else str(row[0])
