@@ -268,7 +268,8 @@ def twins(
                 table: [
                     r[0]
                     for r in conn.execute(
-                        f"SELECT id FROM {table} WHERE source_id = ?", (SECRET_ID,)
+                        f"SELECT id FROM {table} WHERE source_id = {locked.store.dialect.p}",
+                        (SECRET_ID,),
                     )
                 ]
                 for table in ("chunks", "summaries", "trees")

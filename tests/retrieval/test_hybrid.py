@@ -388,10 +388,11 @@ def test_the_entity_postings_follow_every_change_to_the_store(
     assert node not in store.nodes_by_entities({entity: 1.0}, Filters(), 1000)
     # A commit by another connection to the same database.
     other = connect(location(mem)) if store.name == "postgresql" else sqlite3.connect(store.path)
+    p = store.dialect.p
     with contextlib.closing(other), atomic(other) if store.name == "postgresql" else other:
         other.execute(
-            """INSERT INTO entity_index (entity_id, node_id, kind, surface, source_id)
-               SELECT ?, id, 'topic', 'x', source_id FROM chunks WHERE id = ?""",
+            f"""INSERT INTO entity_index (entity_id, node_id, kind, surface, source_id)
+               SELECT {p}, id, 'topic', 'x', source_id FROM chunks WHERE id = {p}""",
             (entity, node),
         )
     assert store.entity_frequencies([entity])[entity] == before

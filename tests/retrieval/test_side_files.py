@@ -415,7 +415,7 @@ def test_another_process_s_new_vectors_are_added_without_reading_every_key(
             # index cannot tell; a write as the store does it takes a new key.)
             row = writer.store.conn.execute(
                 "SELECT node_id, model, source_id, dim, vector, content_sha256 FROM embeddings"
-                " WHERE node_id = ?",
+                f" WHERE node_id = {writer.store.dialect.p}",
                 (node,),
             ).fetchone()
             with writer.store.transaction():

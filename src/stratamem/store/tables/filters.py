@@ -25,7 +25,7 @@ def gate_sql(
     lets SQLite start from the visible sources."""
     if visible is None:
         return f"{source}.locked = 0", []
-    column = f"+{source}.id" if probe else f"{source}.id"
+    column = f"{d.hint}{source}.id" if probe else f"{source}.id"
     return (
         f"{source}.locked = 0 AND {column} IN (SELECT value FROM {d.json_rows})",
         [json.dumps(list(visible))],
