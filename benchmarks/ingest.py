@@ -7,7 +7,11 @@ Ingests the `til` Markdown notes, the LKML Maildir and the Ubuntu IRC logs from
 Summary trees are left queued (``trees=False``): their cost is measured on its own by
 ``benchmarks/tree_build.py``, and an ingest that builds them costs the sum of the two.
 
-    python benchmarks/ingest.py [--repeat 3]
+    python benchmarks/ingest.py [--repeat 3] [--compare /tmp/wt-base]
+
+``--compare`` names a checkout whose ``src`` holds other code (e.g. ``git worktree add
+/tmp/wt-base 8cd52d7``): every run is then a process of its own, this checkout's code and
+that one's in turn, and both are reported (chunks/s and the ratio of the medians).
 """
 
 from __future__ import annotations
@@ -17,10 +21,13 @@ import json
 import os
 import platform
 import statistics
+import subprocess
+import sys
 import tempfile
 import time
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import stratamem
 
@@ -48,10 +55,89 @@ def run_once(path: Path, kind: str | None) -> tuple[float, stratamem.IngestRepor
         return time.perf_counter() - started, report
 
 
+def run_in_process(src: Path, path: Path, kind: str | None) -> tuple[float, int]:
+    """(seconds, chunks) of one ingest run by the code under ``src``, in a process of its own."""
+    done = subprocess.run(
+        [sys.executable, __file__, "--child", str(path), kind or ""],
+        env={**os.environ, "PYTHONPATH": str(src)},
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    seconds, chunks = done.stdout.split()[-2:]
+    return float(seconds), int(chunks)
+
+
+def compare(args: argparse.Namespace) -> None:
+    """This checkout's code and ``args.compare``'s, run in turn on every corpus."""
+    load_start = os.getloadavg()
+    variants = {"new": ROOT / "src", "old": args.compare / "src"}
+    rows = []
+    for name, path, kind in CORPORA:
+        times: dict[str, list[float]] = {v: [] for v in variants}
+        chunks: dict[str, int] = {}
+        for r in range(args.repeat):
+            for variant in list(variants)[:: 1 if r % 2 == 0 else -1]:
+                seconds, chunks[variant] = run_in_process(variants[variant], path, kind)
+                times[variant].append(seconds)
+        row: dict[str, Any] = {"corpus": name}
+        for variant in variants:
+            median = statistics.median(times[variant])
+            row[variant] = {
+                "chunks": chunks[variant],
+                "seconds": round(median, 3),
+                "chunks_per_s": round(chunks[variant] / median),
+                "runs_s": [round(t, 3) for t in times[variant]],
+            }
+        row["old_over_new"] = round(
+            statistics.median(times["old"]) / statistics.median(times["new"]), 2
+        )
+        rows.append(row)
+        print(json.dumps(row), flush=True)
+    from run_info import git_state, machine
+
+    result = {
+        "benchmark": "ingest without embeddings, this code beside another checkout",
+        "command": f"python benchmarks/ingest.py --repeat {args.repeat} --compare {args.compare}",
+        "date": datetime.now(UTC).isoformat(timespec="seconds"),
+        "machine": machine(load_start, os.getloadavg()),
+        "code": git_state(),
+        "corpora": rows,
+    }
+    (RESULTS / "ingest_compare.json").write_text(json.dumps(result, indent=2) + "\n")
+    m = result["machine"]
+    lines = [
+        "# Ingest throughput (no embeddings): this code beside another checkout",
+        "",
+        f"`{result['command']}` on {result['date']}, {m['cpus']} CPUs, load (1 min) "
+        f"{m['load_start'][0]} at the start, {m['load_end'][0]} at the end. Each run a new "
+        f"store in a process of its own, the two codes in turn; medians of {args.repeat}.",
+        "",
+        "| corpus | chunks | old s | new s | old chunks/s | new chunks/s | old ÷ new time |",
+        "| --- | ---: | ---: | ---: | ---: | ---: | ---: |",
+    ]
+    for row in rows:
+        old, new = row["old"], row["new"]
+        lines.append(
+            f"| {row['corpus']} | {new['chunks']:,} | {old['seconds']} | {new['seconds']} "
+            f"| {old['chunks_per_s']:,} | {new['chunks_per_s']:,} | {row['old_over_new']} |"
+        )
+    (RESULTS / "ingest_compare.md").write_text("\n".join(lines) + "\n")
+    print("\n".join(lines))
+
+
 def main() -> None:
+    if len(sys.argv) == 4 and sys.argv[1] == "--child":
+        seconds, report = run_once(Path(sys.argv[2]), sys.argv[3] or None)
+        print(seconds, report.chunks)
+        return
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=3, help="runs per corpus; the median counts")
+    parser.add_argument("--compare", type=Path, help="a checkout holding the code to compare")
     args = parser.parse_args()
+    if args.compare:
+        compare(args)
+        return
     if not DATA.is_dir():
         raise SystemExit(f"{DATA} is missing: the benchmark needs the shared evaluation data")
     rows = []

@@ -13,15 +13,48 @@ from stratamem.embed import MissingDependencyError, ModelFileError, ModelSpec, t
 from stratamem.embed.onnx_minilm import (
     FAST_SPEC,
     MINILM_SPEC,
+    UNFUSED_FAST_SPEC,
     FastMiniLMEmbedder,
     MiniLMEmbedder,
     pinned_model,
 )
+from stratamem.errors import ModelMismatchError
+from stratamem.testing import HashingEmbedder
 
 
 def test_spec() -> None:
     assert MiniLMEmbedder().spec == ModelSpec("all-MiniLM-L6-v2", 384)
-    assert MINILM_SPEC.signature != FAST_SPEC.signature
+    # Fusing the attention keeps the default's vectors (to ~1e-6), hence its name.
+    assert MiniLMEmbedder(fused=False).spec == MiniLMEmbedder().spec
+    assert FastMiniLMEmbedder().spec == FAST_SPEC
+    assert FastMiniLMEmbedder(fused=False).spec == UNFUSED_FAST_SPEC
+    signatures = {MINILM_SPEC.signature, FAST_SPEC.signature, UNFUSED_FAST_SPEC.signature}
+    assert len(signatures) == 3
+
+
+@pytest.mark.parametrize(
+    ("first", "second"),
+    [(UNFUSED_FAST_SPEC, FAST_SPEC), (FAST_SPEC, UNFUSED_FAST_SPEC), (MINILM_SPEC, FAST_SPEC)],
+    ids=["int8pc-then-int8fa", "int8fa-then-int8pc", "default-then-int8fa"],
+)
+def test_a_store_embedded_with_one_variant_refuses_another(
+    tmp_path: Path, first: ModelSpec, second: ModelSpec
+) -> None:
+    """The int8 variants' vectors differ from each other's and the default's: a store keeps
+    the signature it was embedded with until ``reindex``."""
+    import stratamem
+
+    notes = tmp_path / "notes"
+    notes.mkdir()
+    (notes / "a.md").write_text("# Redis\n\nWe dropped Redis from the stack in March.\n")
+    store = tmp_path / "store.db"
+    with stratamem.open(store, embedder=HashingEmbedder(spec=first)) as memory:
+        memory.ingest(notes, trees=False)
+        assert memory.indexes.embed().embedded > 0
+    with stratamem.open(store, embedder=HashingEmbedder(spec=second)) as memory:
+        with pytest.raises(ModelMismatchError, match=rf"{first.name}.*reindex"):
+            memory.indexes.embed()
+        assert memory.indexes.reindex().embedded > 0
 
 
 def test_loads_lazily() -> None:

@@ -40,7 +40,9 @@ def test_minilm_factories_are_lazy() -> None:
     assert isinstance(get_embedder("minilm", batch_size=8), MiniLMEmbedder)
     fast = get_embedder("minilm-fast", cache_dir="/nonexistent/cache")
     assert isinstance(fast, FastMiniLMEmbedder)
-    assert fast.spec.name == "all-MiniLM-L6-v2-int8pc"
+    assert fast.spec.name == "all-MiniLM-L6-v2-int8fa"
+    earlier = get_embedder("minilm-fast", cache_dir="/nonexistent/cache", fused=False)
+    assert earlier.spec.name == "all-MiniLM-L6-v2-int8pc"  # what stores made before hold
 
 
 @pytest.fixture

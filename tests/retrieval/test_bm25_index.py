@@ -220,20 +220,29 @@ def test_ranking_and_scores_agree_with_fts5(workspace: stratamem.Memory, query: 
     ids=["all", "slack", "email", "since"],
 )
 @pytest.mark.parametrize("query", ["why did we drop Redis for the SQLite queue?", "release"])
-def test_keyword_mode_answers_as_the_fts5_query_does(
+def test_keyword_mode_ranks_as_fts5_and_under_a_filter_as_the_leg(
     workspace: stratamem.Memory, filters: Filters, query: str
 ) -> None:
     expression = match_expression(query)
     assert expression is not None
     # The sparse index answers (this compares it with FTS5, not FTS5 with itself).
-    assert sparse_index(workspace.store).rank(query_terms(query), filters, 5) is not None
+    ranked = sparse_index(workspace.store).rank(query_terms(query), filters, 5)
+    assert ranked is not None
     fast = keyword_search(workspace.store, query, filters=filters, limit=5)
     hits, total = workspace.store.fts_search(expression, filters, 5)
+    assert fast.total == total
+    assert fast.hits
+    if filters != Filters():
+        # Under a filter keyword mode weighs a word by how rare it is among what the filter
+        # admits (FTS5 counts the whole store): the hybrid leg's ranking, with FTS5's matches.
+        assert [h.node_id for h in fast.hits] == [node for _, node, _ in ranked[0]]
+        assert [h.score for h in fast.hits] == pytest.approx([s for _, _, s in ranked[0]])
+        matched = workspace.store.fts_search(expression, filters, 1000)[0]
+        assert {h.node_id for h in fast.hits} <= {h.node_id for h in matched}
+        return
     assert [h.node_id for h in fast.hits] == [h.node_id for h in hits]
     assert [h.score for h in fast.hits] == pytest.approx([h.score for h in hits], rel=1e-6)
     assert [h.snippet for h in fast.hits] == [h.snippet for h in hits]
-    assert fast.total == total
-    assert fast.hits
 
 
 def keyword_answers(mem: stratamem.Memory) -> list[tuple[object, ...]]:
@@ -757,3 +766,27 @@ def test_an_empty_store_matches_nothing(store_location: str) -> None:
     with stratamem.open(store_location, embedder=None) as mem:
         assert sparse(mem).search(["anything"], Filters(), 10) == {}
         assert keyword_leg(mem.store, "anything", Filters(), 10) == ({}, "ok: 0 matches")
+
+
+def test_the_top_of_many_matches_is_every_best_document_ties_by_rowid() -> None:
+    # Enough matches that the cut is first taken on a sample of them; scores repeat (ties).
+    rng = np.random.default_rng(3)
+    n = 4000
+    index = BM25Index(("content",), (1.0,))
+    doc = np.concatenate([np.arange(n), np.flatnonzero(rng.random(n) < 0.1)])
+    term = np.concatenate([np.zeros(n, np.int64), np.ones(len(doc) - n, np.int64)])
+    postings = Postings(
+        terms=["a", "b"],
+        term=term,
+        doc=doc,
+        freq=rng.integers(1, 4, len(doc)).astype(np.float64),
+        lengths=rng.integers(1, 6, (n, 1)),
+    )
+    index.append(np.arange(1, n + 1), [str(i) for i in range(n)], postings)
+    for k in (1, 10, 100):
+        scores = index.scores(["a", "b"])
+        expected = sorted(range(n), key=lambda i: (-scores[i], i))[:k]
+        positions, values, total = index.ranked(["a", "b"], k)
+        assert positions.tolist() == expected
+        assert values.tolist() == scores[expected].tolist()
+        assert total == n

@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from stratamem.retrieval.query import match_expression, query_terms
+from stratamem.retrieval.query import match_expression, query_terms, term_weight, weighted_terms
 
 
 def test_terms_drop_stopwords_and_duplicates() -> None:
@@ -36,3 +36,18 @@ def test_no_user_text_breaks_fts_syntax(text: str) -> None:
     expression = match_expression(text)
     if expression is not None:
         conn.execute("SELECT * FROM t WHERE t MATCH ?", (expression,)).fetchall()
+
+
+def test_weighted_terms_count_repeats_and_drop_stopwords() -> None:
+    assert weighted_terms("The pump, the PUMP and the valve") == [("pump", 2), ("valve", 1)]
+
+
+def test_weighted_terms_of_a_stopword_query_keep_its_words() -> None:
+    assert weighted_terms("the the") == [("the", 2)]
+
+
+def test_term_weight_saturates() -> None:
+    assert term_weight(1) == 1.0
+    assert term_weight(0) == 0.0
+    assert term_weight(2) == pytest.approx(2 * 9 / 10)
+    assert 1.0 < term_weight(4) < term_weight(40) < 9.0

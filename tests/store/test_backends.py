@@ -262,6 +262,21 @@ def test_the_keyword_role_reads_terms_and_statistics(store_location: str, tmp_pa
             assert store.keyword_state() == state
 
 
+def test_a_query_of_more_new_words_than_the_phrase_cache_holds_reads_them_all(
+    store_location: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from stratamem.store.postgres import keyword as postgres_keyword
+    from stratamem.store.sqlite import fts_terms
+
+    monkeypatch.setattr(fts_terms, "_QUERY_CACHE", 3)
+    monkeypatch.setattr(postgres_keyword, "_PHRASES_KEPT", 3)
+    with _ingest(store_location, tmp_path, ["running cats"]) as mem:
+        store = mem.store
+        assert store.keyword_phrases(["running", "cats"]) == [("run",), ("cat",)]
+        words = ["running", "dogs", "birds", "fishes", "cats"]
+        assert store.keyword_phrases(words) == [("run",), ("dog",), ("bird",), ("fish",), ("cat",)]
+
+
 def test_the_source_lists_a_search_reads_follow_other_connections(store_location: str) -> None:
     with open_store(store_location) as reader, open_store(store_location) as writer:
         with writer.transaction():
@@ -305,3 +320,71 @@ def test_an_items_versions_are_read_by_key_within_one_source(store_location: str
         assert (version.source_id, version.text) == (team.id, "carol carries the pager")
         assert len(version.nodes) == 1
         assert len(store.item_versions(["t1"])) == 2
+
+
+def test_a_bulk_write_of_chunks_keeps_every_field_and_each_mention_once(
+    store_location: str,
+) -> None:
+    """Chunks and their mentions written in bulk (one statement, or one COPY) read back as
+    written, text that needs escaping included; a mention named twice in a chunk is kept
+    once; the chunks are found by keyword at once; a failed write leaves nothing."""
+    from datetime import UTC, datetime
+
+    from stratamem.types import Chunk, Mention
+
+    when = datetime(2024, 3, 1, 12, 30, tzinfo=UTC)
+    awkward = 'tab\there, a back\\slash, "quotes", a newline\nand \\N that is not NULL'
+    with open_store(store_location) as store:
+        with store.transaction():
+            sid = store.upsert_source(
+                scope="bulk", kind=SourceKind.DOCUMENT, platform="files", location="/b"
+            )
+            chunks = [
+                Chunk(
+                    id=f"c{i}",
+                    source_id=sid,
+                    seq=i,
+                    content=f"zebra number {i}: {awkward}",
+                    token_count=9,
+                    time_start=when if i % 2 else None,
+                    time_end=when if i % 2 else None,
+                    author=None if i % 2 else "Ann",
+                    title=awkward if i == 0 else "",
+                    tags=("x", "y") if i == 1 else (),
+                    meta={"part": i} if i else {},
+                )
+                for i in range(3)
+            ]
+            store.trees.ensure(sid, "bulk")
+            store.insert_chunks(chunks)
+            twice = Mention("person:ann", "person", "Ann")
+            store.insert_mentions(
+                [(c, [twice, twice, Mention("topic:zebra", "topic", "zebra")]) for c in chunks]
+            )
+        assert store.chunks(["c2", "c0", "c1"]) == [chunks[2], chunks[0], chunks[1]]
+        assert [c.meta for c in store.chunks(["c0", "c1"])] == [{}, {"part": 1}]
+        assert store.mentions_of(["c0", "c1"]) == {
+            "c0": ["person:ann", "topic:zebra"],
+            "c1": ["person:ann", "topic:zebra"],
+        }
+        hits, _ = store.fts_search('"zebra"', Filters(), 10, snippets=False, count=False)
+        assert len(hits) == 3
+        okapi = Chunk(
+            id="c9",
+            source_id=sid,
+            seq=9,
+            content="okapi",
+            token_count=1,
+            time_start=None,
+            time_end=None,
+        )
+
+        def write_with_a_taken_id() -> None:
+            with store.transaction():
+                store.insert_chunks([okapi])
+                store.insert_chunks([chunks[0]])
+
+        with pytest.raises(Exception, match=r"(?i)unique|duplicate"):
+            write_with_a_taken_id()
+        assert store.chunks(["c9"]) == []
+        assert store.fts_search('"okapi"', Filters(), 10, snippets=False, count=False)[0] == []

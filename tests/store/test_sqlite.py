@@ -254,3 +254,49 @@ def test_items_written_before_versions_were_kept_get_their_record_as_version_one
         )
         assert version.recorded_at.isoformat() == "2024-06-01T12:00:00+00:00"
         assert store.item_node_versions(["c_mem", "c_chat"]) == {"c_mem": ("s_mem", "item_1", 1)}
+
+
+def test_chunks_are_indexed_by_their_write_not_a_trigger(tmp_path: Path) -> None:
+    """A store from before keeps the full-text rows its insert trigger wrote; once migrated,
+    the trigger is gone and each write of chunks indexes exactly the chunks it wrote."""
+    from dataclasses import replace
+
+    from stratamem.types import Chunk
+
+    path = tmp_path / "v17.db"
+    conn = database_at_version(path, 17)
+    conn.execute(
+        "INSERT INTO sources (id, scope, kind, platform, location, ingested_at)"
+        " VALUES ('s1', 'notes', 'document', 'files', '/n', 0)"
+    )
+    conn.execute(
+        "INSERT INTO chunks (id, source_id, seq, content, token_count, content_sha256)"
+        " VALUES ('old', 's1', 0, 'an older walrus', 3, 'x')"
+    )
+    conn.commit()
+    conn.close()
+    base = Chunk(
+        id="", source_id="s1", seq=0, content="", token_count=2, time_start=None, time_end=None
+    )
+    with SQLiteStore(path) as store:
+        triggers = {
+            row[0]
+            for row in store.conn.execute(
+                "SELECT name FROM sqlite_master WHERE type = 'trigger' AND tbl_name = 'chunks'"
+            )
+        }
+        assert triggers == {"chunks_fts_delete", "chunks_fts_update"}
+        with store.transaction():
+            store.insert_chunks(
+                replace(base, id=f"new{i}", seq=i + 1, content=f"a newer walrus {i}")
+                for i in range(3)
+            )
+        with store.transaction():
+            store.insert_chunks([replace(base, id="last", seq=9, content="one more walrus")])
+        found = store.conn.execute(
+            "SELECT c.id FROM chunks_fts f JOIN chunks c ON c.rowid = f.rowid"
+            " WHERE chunks_fts MATCH 'walrus' ORDER BY c.rowid"
+        ).fetchall()
+        assert [r[0] for r in found] == ["old", "new0", "new1", "new2", "last"]
+        # Every chunk indexed once, from its own text: FTS5 checks its index against them.
+        store.conn.execute("INSERT INTO chunks_fts(chunks_fts, rank) VALUES ('integrity-check', 1)")

@@ -63,7 +63,7 @@ from stratamem.store.records import StoredRecord, keyed
 from stratamem.store.sources import source_id_for
 from stratamem.types import Chunk, Record, SourceKind
 
-BATCH = 64
+BATCH = 512
 Event = tuple[Any, ...]
 
 

@@ -28,6 +28,7 @@ the others, and ``SearchResponse.legs`` says why. Nothing here raises for a bad 
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
@@ -137,8 +138,9 @@ class HybridSearcher:
             scores = self._legs(query, filters, pool, legs, cfg, status, ceilings)
             raw = scores  # the legs' own scores, before the context shares them out
             lent: dict[str, dict[str, float]] = {}
+            turns = _Turns(self.store, filters)
             if cfg.context_share > 0 and cfg.context_window > 0:
-                scores, lent = self._in_context(scores, filters, cfg)
+                scores, lent = self._in_context(scores, turns, cfg)
             weights = cfg.leg_weights()
             if weights.get("freshness", 0.0) > 0:
                 scores["freshness"] = self._freshness(scores, cfg)
@@ -164,11 +166,12 @@ class HybridSearcher:
                     nothing_relevant=True,
                 )
             if cfg.expand_seeds > 0 and cfg.expand_damping > 0:
-                self._expand(candidates, filters, cfg, ties)
+                self._expand(candidates, filters, turns, cfg, ties)
             finals = {k: c.final for k, c in candidates.items()}
             ties.cover(finals)
             head = fusion.top(finals, max(limit * 4, cfg.rerank_top, 40), tie=ties.key)
             chunks = {c.id: c for c in self.store.chunks(head)}
+            ties.learn(chunks.values())
             head = [key for key in head if key in chunks]
             for key in head:
                 if set(chunks[key].tags) & set(cfg.tier0_tags):
@@ -253,7 +256,7 @@ class HybridSearcher:
         return scores
 
     def _in_context(
-        self, scores: dict[str, dict[str, float]], filters: Filters, cfg: SearchConfig
+        self, scores: dict[str, dict[str, float]], turns: _Turns, cfg: SearchConfig
     ) -> tuple[dict[str, dict[str, float]], dict[str, dict[str, float]]]:
         """Chat turns read in their conversation. A turn is often found only through the one
         before it (an answer through its question), and a run of matching turns says more
@@ -265,13 +268,11 @@ class HybridSearcher:
         context reorders a conversation's turns, it does not lift them over the documents
         they compete with. Candidates outside chats keep their scores; a store without chats
         is left as it was."""
-        if SourceKind.CHAT not in self.store.source_kinds().values() or (
-            filters.kinds and SourceKind.CHAT not in filters.kinds
-        ):
+        if not turns.chat:
             return scores, {}
         names = [name for name in CONTEXT_LEGS if scores.get(name)]
         keys = sorted({key for name in names for key in scores[name]})
-        around = self.store.neighbour_chunks(keys, filters, window=cfg.context_window)
+        around = turns.around(keys, cfg.context_window)
         if not any(around.values()):
             return scores, {}
         spread = dict(scores)
@@ -304,6 +305,7 @@ class HybridSearcher:
         self,
         candidates: dict[str, _Candidate],
         filters: Filters,
+        turns: _Turns,
         cfg: SearchConfig,
         ties: TieOrder,
     ) -> None:
@@ -316,7 +318,7 @@ class HybridSearcher:
             if value > reached.get(node, (0.0, ""))[0]:
                 reached[node] = (value, seed)
 
-        around = self.store.neighbour_chunks(seeds, filters, window=cfg.expand_window)
+        around = turns.around(seeds, cfg.expand_window)
         for seed, neighbours in around.items():
             for node, distance in neighbours:
                 # Each step further from the seed damps what it passes on again.
@@ -327,6 +329,7 @@ class HybridSearcher:
             sorted({e for found in mentions.values() for e in found})
         )
         chunk_total = self.store.chunk_count() if frequencies else 0
+        weighted: list[tuple[str, dict[str, float], float]] = []
         for seed in seeds:
             weights = idf_weights(
                 {e: frequencies[e] for e in mentions.get(seed, []) if e in frequencies},
@@ -334,11 +337,13 @@ class HybridSearcher:
                 hub_fraction=cfg.hub_fraction,
             )
             total = sum(weights.values())
-            if not total:
-                continue
-            shared = self.store.nodes_by_entities(
-                weights, filters, cfg.expand_per_seed, exclude=seeds
-            )
+            if total:
+                weighted.append((seed, weights, total))
+        # Every seed's entity-sharing chunks in one read.
+        found = self.store.nodes_by_entities_many(
+            [weights for _, weights, _ in weighted], filters, cfg.expand_per_seed, exclude=seeds
+        )
+        for (seed, _, total), shared in zip(weighted, found, strict=True):
             for node, overlap in shared.items():
                 strength = overlap / total
                 reach(node, candidates[seed].final * cfg.expand_damping * strength, seed)
@@ -349,6 +354,41 @@ class HybridSearcher:
 
 
 CONTEXT_LEGS = ("keyword", "vector")
+
+
+class _Turns:
+    """The turns around chat chunks (:meth:`Store.neighbour_chunks`), read once per search:
+    the chat context reads them for every keyword and vector candidate, and the expansion's
+    seeds are mostly among those. Where no chat source can match the filters there are none,
+    and nothing is read."""
+
+    def __init__(self, store: Store, filters: Filters) -> None:
+        self.store, self.filters = store, filters
+        self._read: dict[str, list[tuple[str, int]]] = {}
+        self._window = -1  # how far around each chunk ``_read`` holds
+
+    @functools.cached_property
+    def chat(self) -> bool:
+        """Whether a chat source the reader may see can match the filters."""
+        kinds = self.filters.kinds
+        if kinds and SourceKind.CHAT not in kinds:
+            return False
+        return SourceKind.CHAT in self.store.source_kinds().values()
+
+    def around(self, keys: Sequence[str], window: int) -> dict[str, list[tuple[str, int]]]:
+        """Each key's turns up to ``window`` places away, in their order in the source;
+        keys read before at a window as wide are not read again."""
+        if not self.chat:
+            return {key: [] for key in keys}
+        if window > self._window:
+            self._read, self._window = {}, window
+        missing = [key for key in keys if key not in self._read]
+        if missing:
+            found = self.store.neighbour_chunks(missing, self.filters, window=self._window)
+            self._read.update(found)
+        return {
+            key: [(node, d) for node, d in self._read.get(key, ()) if d <= window] for key in keys
+        }
 
 
 def _spread(

@@ -18,9 +18,10 @@ once each: a search whose scores all differ reads none.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 
 from stratamem.store.base import Store
+from stratamem.types import Chunk
 
 TieKey = tuple[str, int, str]
 
@@ -42,6 +43,13 @@ class TieOrder:
         """(content digest, place in its source, id); see the module's docstring."""
         found = self._keys.get(node)
         return ("", -1, node) if found is None else (found[0], found[1], node)
+
+    def learn(self, chunks: Iterable[Chunk]) -> None:
+        """Take the keys of chunks read for another purpose: a later :meth:`cover` does not
+        read them again."""
+        for chunk in chunks:
+            self._keys[chunk.id] = (chunk.content_sha256, chunk.seq)
+            self._asked.add(chunk.id)
 
     def cover(self, *scores: Mapping[str, float]) -> None:
         """Read the keys of the nodes of each of ``scores`` that share their score with

@@ -19,8 +19,8 @@ missing SQLite file for the copy and removes it again when the copy fails.
 
 What differs between the backends:
 
-- What a backend derives from a row, it derives again. On SQLite the chunks' insert trigger
-  indexes them in FTS5; on PostgreSQL each chunk's token counts (``terms_content``,
+- What a backend derives from a row, it derives again. On SQLite each batch of chunks is
+  indexed in FTS5 once written; on PostgreSQL each chunk's token counts (``terms_content``,
   ``terms_title``) are counted with the destination's tokenizer, which the ``keyword_stats``
   triggers sum, and each vector is written out again for pgvector (see
   ``store/postgres/derived.py``; between two PostgreSQL stores the vectors' column is kept).

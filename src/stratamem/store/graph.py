@@ -30,6 +30,17 @@ class GraphStore(Protocol):
         exclude: Sequence[str] = (),
     ) -> dict[str, float]: ...
 
+    def nodes_by_entities_many(
+        self,
+        weights: Sequence[dict[str, float]],
+        filters: Filters,
+        limit: int,
+        *,
+        exclude: Sequence[str] = (),
+    ) -> list[dict[str, float]]:
+        """:meth:`nodes_by_entities` of each of ``weights``, in one read."""
+        ...
+
     def neighbour_chunks(
         self, node_ids: Sequence[str], filters: Filters, *, window: int = 1
     ) -> dict[str, list[tuple[str, int]]]: ...

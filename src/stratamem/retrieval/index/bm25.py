@@ -34,7 +34,9 @@ N, n(q) and avgdl are all counted over what the gate admits and nothing else: a 
 scores are exactly those of an index that never held the documents it may not see. Ungated
 and unfiltered, the scores are FTS5's. The gate's length norms (its own avgdl) are kept as
 the whole index's are, for as long as the documents and the gate stay the same, so a gated
-query costs what an ungated one does.
+query costs what an ungated one does. A caller may also weigh each query phrase
+(``weights``: its part of the sum times the weight) and give another ``k1`` (the kept norms
+scaled by k1 / 1.2); the keyword leg does both for a passage, never for keywords.
 """
 
 from __future__ import annotations
@@ -55,6 +57,8 @@ from stratamem.store.keyword import Postings as Postings
 K1: Final = 1.2
 B: Final = 0.75
 MIN_IDF: Final = 1e-6
+# The top k of many matches is cut at the k-th best of every SAMPLE_STEP-th document first.
+SAMPLE_STEP: Final = 4
 # Access gates whose length norms are kept (one per principal reading the index).
 GATES_KEPT: Final = 16
 
@@ -195,17 +199,23 @@ class BM25Index:
     # -- query -----------------------------------------------------------------------------
 
     def _gains(
-        self, doc: DocArray, freq: FreqArray, base: npt.NDArray[np.bool_] | None
+        self,
+        doc: DocArray,
+        freq: FreqArray,
+        base: npt.NDArray[np.bool_] | None,
+        k1: float = K1,
     ) -> FreqArray:
         """f · (k1 + 1) / (f + k1 · (1 - b + b · |d| / avgdl)) of these postings (``doc``,
         ``freq``, the query's): everything of the score but the idf, avgdl the mean over the
         documents ``base`` admits (every one when None). Computed per query from each
         document's norm, which is kept (by the gate's value under one), so that new
-        documents cost the norms of the documents, not a pass over every posting."""
+        documents cost the norms of the documents, not a pass over every posting. Another
+        ``k1`` than FTS5's scales the kept norms."""
         wide = freq.astype(np.float64)
-        gain: FreqArray = (wide * (K1 + 1.0) / (wide + self._norms_of(base)[doc])).astype(
-            np.float32
-        )
+        norms = self._norms_of(base)[doc]
+        if k1 != K1:
+            norms = norms * (k1 / K1)
+        gain: FreqArray = (wide * (k1 + 1.0) / (wide + norms)).astype(np.float32)
         return gain
 
     def _norms_of(self, base: npt.NDArray[np.bool_] | None) -> npt.NDArray[np.float64]:
@@ -252,7 +262,8 @@ class BM25Index:
             n = float(len(self.rowids))
             hits = np.zeros(len(ids), np.float64)
             for indptr, _, _ in self._sets():
-                hits += np.diff(indptr)[ids]
+                # Only the query's terms: a diff of the whole vocabulary costs more than the rest.
+                hits += indptr[ids + 1] - indptr[ids]
         else:
             n = float(np.count_nonzero(allow))
             hits = np.asarray(
@@ -269,17 +280,24 @@ class BM25Index:
         allow: npt.NDArray[np.bool_] | None = None,
         base: npt.NDArray[np.bool_] | None = None,
         scoped_idf: bool = True,
+        weights: Sequence[float] | None = None,
     ) -> float:
-        """Σ idf over the query's tokens, counted as :meth:`ranked` counts them (a token
-        found in no document as found in none): what a document holding each once at the
-        mean length scores, the scale a BM25 score of this query is read on."""
+        """Σ idf over the query's tokens (each times its weight, 1 when ``weights`` is None),
+        counted as :meth:`ranked` counts them (a token found in no document as found in
+        none): what a document holding each once at the mean length scores, the scale a BM25
+        score of this query is read on."""
         if base is not None:
             allow = base if allow is None else allow & base
         scope = allow if scoped_idf else base
         n = float(len(self.rowids) if scope is None else np.count_nonzero(scope))
-        known = [self.vocab[p] for p in phrases if p in self.vocab]
-        total = float(self.idf(known, allow=scope).sum()) if known else 0.0
-        missing = len(phrases) - len(known)
+        weight = [1.0] * len(phrases) if weights is None else list(weights)
+        pairs = zip(phrases, weight, strict=True)
+        known = [(self.vocab[p], w) for p, w in pairs if p in self.vocab]
+        total = 0.0
+        if known:
+            ids, ws = zip(*known, strict=True)
+            total = float((self.idf(ids, allow=scope) * np.asarray(ws)).sum())
+        missing = sum(w for p, w in zip(phrases, weight, strict=True) if p not in self.vocab)
         if missing:
             total += missing * max(math.log((n + 0.5) / 0.5), MIN_IDF)
         return total
@@ -290,22 +308,31 @@ class BM25Index:
         *,
         allow: npt.NDArray[np.bool_] | None = None,
         base: npt.NDArray[np.bool_] | None = None,
+        weights: Sequence[float] | None = None,
+        k1: float = K1,
     ) -> Scores:
         """The BM25 score of every document for a query of single-token phrases (0 where
         none matches), the idf counted over the documents ``allow`` admits and avgdl over
-        those ``base`` admits (all when None)."""
-        known = [self.vocab[p] for p in phrases if p in self.vocab]
+        those ``base`` admits (all when None); each phrase's part times its weight in
+        ``weights`` (1 when None); ``k1`` FTS5's unless given."""
+        weight = [1.0] * len(phrases) if weights is None else list(weights)
+        given = zip(phrases, weight, strict=True)
+        pairs = [(self.vocab[p], w) for p, w in given if p in self.vocab]
         scores = np.zeros(len(self.rowids), np.float64)
-        if not known:
+        if not pairs:
             return scores
+        known = [t for t, _ in pairs]
         found = self._postings(np.asarray(known, dtype=np.int64))
         lengths = np.asarray([len(doc) for doc, _ in found], dtype=np.int64)
         if not lengths.sum():
             return scores
         doc = np.concatenate([doc for doc, _ in found])
         freq = np.concatenate([freq for _, freq in found])
-        gain = self._gains(doc, freq, base)
-        value = np.repeat(self.idf(known, allow=allow), lengths) * gain
+        gain = self._gains(doc, freq, base, k1)
+        idf = self.idf(known, allow=allow)
+        if weights is not None:
+            idf = idf * np.asarray([w for _, w in pairs], dtype=np.float64)
+        value = np.repeat(idf, lengths) * gain
         summed: Scores = np.bincount(doc, weights=value, minlength=len(self.rowids)).astype(
             np.float64, copy=False
         )
@@ -328,17 +355,22 @@ class BM25Index:
         allow: npt.NDArray[np.bool_] | None = None,
         scoped_idf: bool = True,
         base: npt.NDArray[np.bool_] | None = None,
+        weights: Sequence[float] | None = None,
+        k1: float = K1,
     ) -> tuple[IntArray, Scores, int]:
         """:meth:`top`, and how many admitted documents match at all. ``scoped_idf=False``
         keeps the idf of the whole index (of what ``base`` admits, when given) under a
-        filter, as FTS5 does. ``base`` is the access gate, of which ``allow`` is a part."""
+        filter, as FTS5 does. ``base`` is the access gate, of which ``allow`` is a part.
+        ``weights`` and ``k1`` as for :meth:`scores`."""
         if base is not None:
             allow = base if allow is None else allow & base
-        scores = self.scores(phrases, allow=allow if scoped_idf else base, base=base)
-        matched = np.flatnonzero(scores > 0.0)
+        scores = self.scores(
+            phrases, allow=allow if scoped_idf else base, base=base, weights=weights, k1=k1
+        )
         if allow is not None:
-            matched = matched[allow[matched]]
-        total = len(matched)
+            scores[~allow] = 0.0
+        total = int(np.count_nonzero(scores))
+        matched = np.flatnonzero(scores >= _floor(scores, k, total))
         values = scores[matched]
         if k < len(matched):
             kth = np.partition(values, len(values) - k)[len(values) - k]
@@ -346,6 +378,22 @@ class BM25Index:
             matched, values = matched[keep], values[keep]
         order = np.lexsort((matched, -values))[:k]
         return matched[order], values[order], total
+
+
+def _floor(scores: Scores, k: int, total: int) -> float:
+    """A score no higher than the ``k``-th best of ``scores`` (which are ≥ 0, ``total`` of
+    them above 0), and above 0: the cut before the top ``k`` is taken. The ``k``-th best of
+    any ``k`` or more documents is no higher than the ``k``-th best of all, so that of every
+    fourth document bounds it; among a hundred thousand matches it leaves a few hundred,
+    where taking the ``k``-th best of them all would partition them all."""
+    smallest = float(np.nextafter(0.0, 1.0))
+    if k <= 0 or total <= SAMPLE_STEP * k:
+        return smallest
+    sample = scores[::SAMPLE_STEP]
+    if len(sample) <= k:
+        return smallest
+    bound = float(np.partition(sample, len(sample) - k)[len(sample) - k])
+    return max(bound, smallest)
 
 
 def _length_norms(

@@ -44,6 +44,7 @@ from __future__ import annotations
 import logging
 import threading
 import weakref
+from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Final
@@ -53,10 +54,15 @@ import numpy.typing as npt
 
 from stratamem.errors import KeywordIndexUnavailable
 from stratamem.retrieval.index import bm25_file
-from stratamem.retrieval.index.bm25 import BM25Index
+from stratamem.retrieval.index.bm25 import K1, BM25Index
 from stratamem.retrieval.index.file import Rejected, read_header
 from stratamem.retrieval.index.saver import BackgroundSaver
-from stratamem.retrieval.query import match_expression, query_terms
+from stratamem.retrieval.query import (
+    match_expression,
+    match_terms,
+    term_weight,
+    weighted_terms,
+)
 from stratamem.retrieval.relevance import Calibration, decreasing, keyword_share
 from stratamem.retrieval.scope import resolve
 from stratamem.store.base import Store
@@ -65,6 +71,14 @@ from stratamem.store.keyword import REMOVED_AT_KEY, KeywordSchema, KeywordState
 from stratamem.types import Filters, QueryResponse, RetrievalHit
 
 PERSIST_MIN_DOCS: Final = 2000
+# The most query tokens scored: a longer query (a pasted paragraph) keeps its rarest ones.
+MAX_SCORED_TOKENS: Final = 96
+# A query of more distinct tokens than this is a passage, not keywords (see query_tokens);
+# a passage's terms saturate later in a document: BM25's k1 for it (FTS5's is 1.2).
+LONG_QUERY_TOKENS: Final = 16
+LONG_QUERY_K1: Final = 3.0
+# The words of a passage its snippets mark (its rarest).
+SNIPPET_TOKENS: Final = 8
 _log = logging.getLogger(__name__)
 
 # What a search survives by falling back to the full-text query: the store cannot back the
@@ -105,39 +119,65 @@ class SparseKeywordIndex:
             return None
         return Path(f"{store.index_base()}.bm25.idx")
 
-    def search(self, terms: list[str], filters: Filters, k: int) -> dict[str, float] | None:
+    def search(
+        self,
+        terms: Sequence[str],
+        filters: Filters,
+        k: int,
+        *,
+        counts: Sequence[int] | None = None,
+    ) -> dict[str, float] | None:
         """node id → BM25 score of the ``k`` best admitted chunks, or None (with ``note``
-        saying why) where the sparse index cannot answer and the full-text query must."""
-        found = self.rank(terms, filters, k)
+        saying why) where the sparse index cannot answer and the full-text query must.
+        ``counts``: how often the query says each term (once each when None)."""
+        found = self.rank(terms, filters, k, counts=counts)
         if found is None:
             return None
         ranked, _ = found
         return {node: score for _, node, score in ranked}
 
     def search_scored(
-        self, terms: list[str], filters: Filters, k: int
+        self,
+        terms: Sequence[str],
+        filters: Filters,
+        k: int,
+        *,
+        counts: Sequence[int] | None = None,
     ) -> tuple[dict[str, float], float] | None:
         """:meth:`search`, and the query's Σ idf over what it ranked (see
         :meth:`~stratamem.retrieval.index.bm25.BM25Index.idf_total`)."""
-        found = self.rank_scored(terms, filters, k)
+        found = self.rank_scored(terms, filters, k, counts=counts)
         if found is None:
             return None
         ranked, _, ceiling = found
         return {node: score for _, node, score in ranked}, ceiling
 
     def rank(
-        self, terms: list[str], filters: Filters, k: int, *, scoped_idf: bool = True
+        self,
+        terms: Sequence[str],
+        filters: Filters,
+        k: int,
+        *,
+        scoped_idf: bool = True,
+        counts: Sequence[int] | None = None,
     ) -> tuple[list[tuple[int, str, float]], int] | None:
         """((rowid, node id, score) of the ``k`` best admitted chunks, how many admitted
         chunks match), or None as for :meth:`search`. ``scoped_idf=False`` ranks exactly as
         the full-text index would, its idf over the whole store even under a filter."""
-        found = self.rank_scored(terms, filters, k, scoped_idf=scoped_idf)
+        found = self.rank_scored(terms, filters, k, scoped_idf=scoped_idf, counts=counts)
         return None if found is None else (found[0], found[1])
 
     def rank_scored(
-        self, terms: list[str], filters: Filters, k: int, *, scoped_idf: bool = True
+        self,
+        terms: Sequence[str],
+        filters: Filters,
+        k: int,
+        *,
+        scoped_idf: bool = True,
+        counts: Sequence[int] | None = None,
     ) -> tuple[list[tuple[int, str, float]], int, float] | None:
-        """:meth:`rank`, and the query's Σ idf counted as its scores count it."""
+        """:meth:`rank`, and the query's Σ idf counted as its scores count it (each token's
+        times its weight: see :func:`query_tokens`)."""
         store = self._store()
         if store is None:
             self.note = "the store is closed"
@@ -169,21 +209,45 @@ class SparseKeywordIndex:
                 # FTS5's statistics count what the principal may not see: the phrase is
                 # scored as its words, here, where only what it may see counts.
                 self.note = "a phrase scored as its words"
-            tokens = [t for p in phrases for t in p]
+            tokens, weights, passage = query_tokens(index, phrases, counts)
             base = None
             if gated:
                 base = self._gate_mask(index, store.allowed_rowids(Filters()))
             allow = None if filters == Filters() else _mask(index, store.allowed_rowids(filters))
             # Scored under the lock: a sync on another thread changes the arrays in place.
+            k1 = LONG_QUERY_K1 if passage else K1
             positions, scores, total = index.ranked(
-                tokens, k, allow=allow, scoped_idf=scoped_idf, base=base
+                tokens, k, allow=allow, scoped_idf=scoped_idf, base=base, weights=weights, k1=k1
             )
-            ceiling = index.idf_total(tokens, allow=allow, base=base, scoped_idf=scoped_idf)
+            ceiling = index.idf_total(
+                tokens, allow=allow, base=base, scoped_idf=scoped_idf, weights=weights
+            )
+            ids = index.ids
             ranked = [
-                (int(index.rowids[p]), index.ids[p], float(score))
-                for p, score in zip(positions.tolist(), scores.tolist(), strict=True)
+                (rowid, ids[p], score)
+                for rowid, p, score in zip(
+                    index.rowids[positions].tolist(),
+                    positions.tolist(),
+                    scores.tolist(),
+                    strict=True,
+                )
             ]
             return ranked, total, ceiling
+
+    def snippet_terms(self, terms: Sequence[str], counts: Sequence[int] | None) -> list[str]:
+        """The terms a snippet of a passage marks: those of its ``SNIPPET_TOKENS`` rarest
+        scored tokens (all of a keyword query's terms)."""
+        store = self._store()
+        if store is None or len(terms) <= LONG_QUERY_TOKENS:
+            return list(terms)
+        with self._lock:
+            index = self._index
+            if index is None:
+                return list(terms)
+            phrases = store.keyword_phrases(terms)
+            tokens, _, _ = query_tokens(index, phrases, counts, limit=SNIPPET_TOKENS)
+        kept = set(tokens)
+        return [t for t, p in zip(terms, phrases, strict=True) if kept.intersection(p)]
 
     def _gate_mask(self, index: BM25Index, allowed: list[int] | None) -> npt.NDArray[np.bool_]:
         """The access gate's mask over ``index``, kept while the store returns the same
@@ -372,6 +436,46 @@ class SparseKeywordIndex:
         self.saver.flush()
 
 
+def query_tokens(
+    index: BM25Index,
+    phrases: Sequence[Sequence[str]],
+    counts: Sequence[int] | None,
+    *,
+    limit: int | None = None,
+) -> tuple[list[str], list[float], bool]:
+    """The distinct tokens a query scores, each one's weight, and whether the query is a
+    passage (more than ``LONG_QUERY_TOKENS`` tokens) rather than keywords.
+
+    A keyword query weighs a token by the number of its distinct terms that make it ("flows"
+    and "flow" are one stem named twice), as FTS5 weighs the OR of those terms. A passage
+    weighs it by :func:`~stratamem.retrieval.query.term_weight` of how often the passage
+    says it (``counts``, per term; 1 each when None): its subject, said again and again,
+    outweighs what it mentions once. Past ``limit`` tokens (``MAX_SCORED_TOKENS`` unless
+    given), only that many are scored, those of highest idf over the whole index (ties by
+    their order in the query): in a paragraph the rare words carry the ranking, and each
+    common one costs a walk over long postings for almost no score.
+    """
+    named: dict[str, int] = {}
+    said: dict[str, int] = {}
+    for i, phrase in enumerate(phrases):
+        count = 1 if counts is None else counts[i]
+        for token in phrase:
+            named[token] = named.get(token, 0) + 1
+            said[token] = said.get(token, 0) + count
+    tokens = list(said)
+    limit = MAX_SCORED_TOKENS if limit is None else limit
+    if len(tokens) > limit:
+        known = [t for t in tokens if t in index.vocab]
+        idf = index.idf([index.vocab[t] for t in known]) if known else np.empty(0)
+        rarity = dict(zip(known, idf.tolist(), strict=True))
+        # A token in no document scores nothing, whatever it weighs.
+        order = sorted(range(len(tokens)), key=lambda i: (-rarity.get(tokens[i], -1.0), i))
+        tokens = [tokens[i] for i in sorted(order[:limit])]
+    if len(said) <= LONG_QUERY_TOKENS:
+        return tokens, [float(named[t]) for t in tokens], False
+    return tokens, [term_weight(said[t]) for t in tokens], True
+
+
 def _unremoved(store: Store, generation: int) -> bool:
     """Whether no chunk was removed since ``generation`` (a lock or a forget in another
     process bumps it): only then may a copy of the index made at it be written to disk."""
@@ -483,12 +587,13 @@ def keyword_leg_scored(
 ) -> tuple[dict[str, float] | None, str, float | None]:
     """:func:`keyword_leg` and the query's Σ idf, the scale its scores are read on (None
     where the full-text query answered: it does not say)."""
-    terms = query_terms(query)
-    if not terms:
+    weighted = weighted_terms(query)
+    if not weighted:
         return None, "off: the query has no searchable words", None
+    terms = [t for t, _ in weighted]
     index = sparse_index(store)
     with store.read_snapshot():
-        found = index.search_scored(terms, filters, k)
+        found = index.search_scored(terms, filters, k, counts=[n for _, n in weighted])
         if found is not None:
             note = f" ({index.note})" if index.note else ""
             return found[0], f"ok: {len(found[0])} matches{note}", found[1]
@@ -533,17 +638,24 @@ def keyword_search(
     if resolved is None:
         return QueryResponse.empty()
     filters = resolved
-    # The sparse index ranks as the full-text index does (its idf over the whole store),
-    # without it scoring every match of every OR-ed word; the full-text query answers where
-    # the sparse index cannot.
+    # The sparse index ranks as the full-text index does, without it scoring every match of
+    # every OR-ed word, except that under a filter a word weighs by its rarity among what the
+    # filter admits (as in the hybrid leg: a conversation's speaker names are rare in the
+    # store and common in it) and a passage is read as one (see query_tokens); the
+    # full-text query answers where the sparse index cannot.
     # One read snapshot: the rows the index ranks are the rows the hits are read from.
     with store.read_snapshot():
-        found = sparse_index(store).rank_scored(
-            query_terms(query), filters, limit, scoped_idf=False
-        )
+        weighted = weighted_terms(query)
+        terms, counts = [t for t, _ in weighted], [n for _, n in weighted]
+        index = sparse_index(store)
+        found = index.rank_scored(terms, filters, limit, counts=counts)
         if found is not None:
             ranked, total, ceiling = found
             pairs = [(r, s) for r, _, s in ranked]
+            if snippets and len(terms) > LONG_QUERY_TOKENS:
+                # A passage's snippet marks its rarest words: FTS5 would otherwise walk every
+                # match of each of its words (0.8 s a Cranfield passage; 0.2 s for 16 words).
+                expression = match_terms(index.snippet_terms(terms, counts))
             hits = store.keyword_hits(expression, pairs, snippets=snippets)
             if calibration is not None:
                 hits = _with_relevance(hits, ceiling, calibration)

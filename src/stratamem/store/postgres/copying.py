@@ -36,13 +36,9 @@ class PgCopyRows:
     ) -> Callable[[list[tuple[Any, ...]]], None]:
         """Inserts rows of ``columns`` into ``table``, a batch per ``COPY``. PostgreSQL's text
         cannot hold NUL: U+0001 takes its place, as in every write of the store."""
-        statement = f"COPY {table} ({', '.join(columns)}) FROM STDIN".encode()
 
         def write(rows: list[tuple[Any, ...]]) -> None:
-            with self.conn.raw.cursor() as cursor, cursor.copy(statement) as pipe:
-                for row in rows:
-                    pipe.write_row([_no_nul(v) for v in row])
-            self.conn.total_changes += len(rows)  # what the store's caches are keyed on
+            self.conn.copy_rows(table, columns, rows)
 
         return write
 
@@ -62,9 +58,3 @@ class PgCopyRows:
                 FROM (SELECT greatest(coalesce(max({column}), 0), %s) AS top FROM {table}) t""",
             (table, column, high),
         )
-
-
-def _no_nul(value: Any) -> Any:
-    if isinstance(value, str) and "\x00" in value:
-        return value.replace("\x00", "\x01")
-    return value

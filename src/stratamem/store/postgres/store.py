@@ -46,9 +46,9 @@ from stratamem.store.tables.postings import COUNTED_MENTIONS, EntityPostings
 from stratamem.store.tables.principals import PrincipalTables
 from stratamem.store.tables.records import RecordTables
 from stratamem.store.tables.rollups import RollupTables
-from stratamem.store.tables.sources import SourceTables, _chunk_row
+from stratamem.store.tables.sources import SourceTables, _chunk_row, _mention_rows
 from stratamem.store.tables.trees import TreeTables
-from stratamem.types import Chunk
+from stratamem.types import Chunk, Mention
 
 # Tables whose rows hold a source's text: vacuumed after a forget.
 _TEXT_TABLES = (
@@ -60,6 +60,14 @@ _TEXT_TABLES = (
     "sealed",
     "embeddings",
 )
+
+# In the order of ``_chunk_row`` and ``_mention_rows``; the chunks' token counts last.
+_CHUNK_COLUMNS = (
+    *("id", "source_id", "seq", "content", "title", "token_count", "author", "ts_start"),
+    *("ts_end", "tags", "source_ref", "thread", "doc_id", "version", "content_sha256"),
+    *("record_key", "meta", "terms_content", "terms_title"),
+)
+_MENTION_COLUMNS = ("entity_id", "node_id", "kind", "surface", "source_id", "ts")
 
 
 class PostgresStore(
@@ -141,11 +149,12 @@ class PostgresStore(
         if self.conn.in_transaction:
             yield
             return
-        self.conn.command(b"BEGIN ISOLATION LEVEL REPEATABLE READ")
+        # The snapshot, its write state and the store's settings come back with the BEGIN, in
+        # one round trip: inside, nothing is written, so they hold until it ends, which
+        # spares a search a dozen round trips.
+        cursor = self.conn.command(_BEGIN_READ)
         self._reading = True
-        # Inside, the snapshot is fixed and nothing is written: the settings and the write
-        # state read once hold until it ends, which spares a search a dozen round trips.
-        self._memo = {}
+        self._memo = _snapshot_memo(cursor, self.conn.total_changes)
         try:
             yield
         finally:
@@ -169,6 +178,8 @@ class PostgresStore(
         if memo is not None and ("setting", key) in memo:
             found: str | None = memo[("setting", key)]
             return found
+        if memo is not None and _PREFETCHED in memo and ":" not in key:
+            return None  # read with the snapshot's BEGIN: the store has no such setting
         row = self.conn.execute("SELECT value FROM settings WHERE key = %s", (key,)).fetchone()
         value = None if row is None else str(row[0])
         if memo is not None:
@@ -212,9 +223,7 @@ class PostgresStore(
             held: tuple[int, int] = memo["state"]
             return held
         row = self.conn.command(b"SELECT pg_current_snapshot()::text").fetchone()
-        snapshot = str(row[0]) if row else ""
-        digest = int.from_bytes(hashlib.blake2b(snapshot.encode(), digest_size=8).digest())
-        state = (digest, self.conn.total_changes)
+        state = (_state_digest(str(row[0]) if row else ""), self.conn.total_changes)
         if memo is not None:
             memo["state"] = state
         return state
@@ -231,16 +240,23 @@ class PostgresStore(
     # -- what differs from SQLite ---------------------------------------------------------------
 
     def insert_chunks(self, chunks: Iterable[Chunk]) -> None:
+        """Store new chunks with one ``COPY``, their token counts computed here."""
         batch = list(chunks)
         counts = self.term_counts(batch)
-        self.conn.executemany(
-            """INSERT INTO chunks (id, source_id, seq, content, title, token_count, author,
-                 ts_start, ts_end, tags, source_ref, thread, doc_id, version, content_sha256,
-                 record_key, meta, terms_content, terms_title)
-               VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s,
-                       %s, %s, %s, %s, %s, %s, %s, %s, %s)""",
-            [(*_chunk_row(c), a, b) for c, (a, b) in zip(batch, counts, strict=True)],
+        self.conn.copy_rows(
+            "chunks",
+            _CHUNK_COLUMNS,
+            ((*_chunk_row(c), a, b) for c, (a, b) in zip(batch, counts, strict=True)),
         )
+
+    def insert_mentions(self, mentions: Iterable[tuple[Chunk, Iterable[Mention]]]) -> None:
+        """Store the entity mentions of new chunks with one ``COPY``: a mention named twice
+        in a chunk is written once (the first), as SQLite's ``INSERT OR IGNORE`` keeps it;
+        the chunks are new, so no stored row shares a key with them."""
+        rows: dict[tuple[str, str, str], tuple[Any, ...]] = {}
+        for row in _mention_rows(mentions):
+            rows.setdefault((row[0], row[4], row[1]), row)
+        self.conn.copy_rows("entity_index", _MENTION_COLUMNS, rows.values())
 
     def insert_restored(self, table: str, columns: list[str], rows: Iterator[list[Any]]) -> None:
         """Put sealed rows back as this store writes them: columns the table lacks left out,
@@ -275,6 +291,34 @@ class PostgresStore(
         """What the database takes on the server."""
         row = self.conn.execute("SELECT pg_database_size(current_database())").fetchone()
         return int(row[0]) if row is not None else 0
+
+
+# A read snapshot's BEGIN, and what it reads: the server's snapshot (the write state) and the
+# settings, but those keyed per source (``extract.done:<source>``), which are many and which
+# searches do not read.
+_BEGIN_READ = (
+    b"BEGIN ISOLATION LEVEL REPEATABLE READ;"
+    b" SELECT pg_current_snapshot()::text, NULL, NULL"
+    b" UNION ALL SELECT NULL, key, value FROM settings WHERE strpos(key, ':') = 0"
+)
+_PREFETCHED = "settings read"
+
+
+def _snapshot_memo(cursor: psycopg.Cursor[Any], changes: int) -> dict[Any, Any]:
+    """What a read snapshot's BEGIN (``_BEGIN_READ``) read, as :meth:`PostgresStore.write_state`
+    and :meth:`~PostgresStore.get_setting` keep it."""
+    memo: dict[Any, Any] = {_PREFETCHED: True}
+    cursor.nextset()
+    for snapshot, key, value in cursor.fetchall():
+        if snapshot is not None:
+            memo["state"] = (_state_digest(str(snapshot)), changes)
+        else:
+            memo[("setting", str(key))] = None if value is None else str(value)
+    return memo
+
+
+def _state_digest(snapshot: str) -> int:
+    return int.from_bytes(hashlib.blake2b(snapshot.encode(), digest_size=8).digest())
 
 
 def open_postgres(location: str) -> PostgresStore:

@@ -205,9 +205,11 @@ class PgVectorTables(VectorTables):
                   WHERE e.model = '{model.replace("'", "''")}' AND {where}
                   ORDER BY d LIMIT %s"""
         with self.read_snapshot():
-            raw = self.conn.raw
-            raw.execute(f"SET LOCAL hnsw.ef_search = {max(EF_SEARCH, k)}".encode())
-            raw.execute(b"SET LOCAL hnsw.iterative_scan = relaxed_order")
+            # Both settings in one round trip.
+            self.conn.command(
+                f"SET LOCAL hnsw.ef_search = {max(EF_SEARCH, k)};"
+                " SET LOCAL hnsw.iterative_scan = relaxed_order".encode()
+            )
             rows = self.conn.execute(sql, (literal, *params, k)).fetchall()
         # relaxed_order may hand rows back slightly out of order: sort them again.
         return {str(node): 1.0 - float(d) for node, d in sorted(rows, key=lambda r: r[1])}

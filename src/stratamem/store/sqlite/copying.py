@@ -1,13 +1,15 @@
 """What ``store/copy.py`` needs of a SQLite store beyond its tables: rows written as they
-are (the FTS5 triggers index the chunks), the schema version, and the row key counters
+are (and the chunks indexed in FTS5), the schema version, and the row key counters
 (``AUTOINCREMENT``'s ``sqlite_sequence``)."""
 
 from __future__ import annotations
 
+import json
 import sqlite3
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
+from stratamem.store.sqlite.keyword import FTS_INDEX
 from stratamem.store.sqlite.migrations import SCHEMA_VERSION, SqliteSchema
 
 
@@ -32,11 +34,18 @@ class SqliteCopyRows:
     def row_writer(
         self, table: str, columns: Sequence[str]
     ) -> Callable[[list[tuple[Any, ...]]], None]:
-        """Inserts rows of ``columns`` into ``table``, one prepared statement each."""
+        """Inserts rows of ``columns`` into ``table``, one prepared statement each (new chunks
+        are then indexed in FTS5, as every write of chunks is)."""
         sql = f"INSERT INTO {table} ({', '.join(columns)}) VALUES ({', '.join('?' * len(columns))})"
 
         def write(rows: list[tuple[Any, ...]]) -> None:
             self.conn.executemany(sql, rows)
+            if table == "chunks":  # indexed in FTS5 by the statement that writes them
+                at = list(columns).index("rowid")
+                self.conn.execute(
+                    FTS_INDEX + "rowid IN (SELECT value FROM json_each(?))",
+                    (json.dumps([row[at] for row in rows]),),
+                )
 
         return write
 

@@ -103,9 +103,10 @@ def replace_fts_table(conn: sqlite3.Connection, name: str) -> bool:
 
     Runs in the caller's write transaction: ``chunks_fts`` is dropped and created anew with
     its rank (the column weights) kept, and ``rebuild`` reads ``chunks`` again. The chunks'
-    triggers name the table, not its definition, and carry on; a locked source has no rows in
-    ``chunks`` (its content is only in ``sealed``), so none of it reaches the new index, and
-    its rows come back through the insert trigger when it is unlocked.
+    delete and update triggers and the writes that index new chunks name the table, not its
+    definition, and carry on; a locked source has no rows in ``chunks`` (its content is only
+    in ``sealed``), so none of it reaches the new index, and its rows are indexed again when
+    it is unlocked.
     """
     if name not in TOKENIZERS:
         raise ValueError(f"unknown tokenizer {name!r}; known: {', '.join(TOKENIZERS)}")
@@ -345,6 +346,10 @@ class FtsTerms:
             for term in terms:
                 self._phrases.move_to_end(term)
                 out.append(self._phrases[term])
+            # Evicted only now: a query of more new words than the cache holds would
+            # otherwise lose the first of its own before they are read.
+            while len(self._phrases) > _QUERY_CACHE:
+                self._phrases.popitem(last=False)
             return out
 
     def _tokenize(self, missing: list[str]) -> None:
@@ -364,8 +369,6 @@ class FtsTerms:
             self._clear(conn)
         for i, term in enumerate(missing, start=1):
             self._phrases[term] = tuple(found.get(i, ()))
-        while len(self._phrases) > _QUERY_CACHE:
-            self._phrases.popitem(last=False)
 
     def _clear(self, conn: sqlite3.Connection | None = None) -> None:
         conn = conn or self.conn

@@ -27,6 +27,11 @@ from stratamem.store.tables.filters import gate_sql
 from stratamem.store.tables.hits import keyword_hit
 from stratamem.types import Filters, RetrievalHit
 
+FTS_INDEX = """INSERT INTO chunks_fts(rowid, content, title)
+    SELECT rowid, content, title FROM chunks WHERE """
+"""Indexes in FTS5 the chunks a condition appended to it selects: every write of chunks ends
+with it (there is no insert trigger: see migration 18)."""
+
 
 class KeywordTables:
     """The keyword half of :class:`~stratamem.store.sqlite.store.SQLiteStore`."""

@@ -543,6 +543,13 @@ MIGRATIONS: tuple[str, ...] = (
     """
     ALTER TABLE facts ADD COLUMN reason TEXT NOT NULL DEFAULT '';
     """,
+    # 18: chunks are indexed in FTS5 by the statement that writes them (one INSERT ... SELECT
+    # over the new rowids, see store/sqlite/sources.py), not by a trigger row by row: a
+    # trigger makes every row a statement of its own, which costs FTS5 a flush of its pending
+    # terms each. The delete and update triggers stay.
+    """
+    DROP TRIGGER IF EXISTS chunks_fts_insert;
+    """,
 )
 
 SCHEMA_VERSION = len(MIGRATIONS)

@@ -13,7 +13,7 @@ On-disk format: see ``migrations.py``.
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 from typing import Any
@@ -24,7 +24,7 @@ from stratamem.store.settings import CHUNK_GENERATION_KEY, GENERATION_KEY
 from stratamem.store.sqlite.connection import atomic, connect
 from stratamem.store.sqlite.copying import SqliteCopyRows
 from stratamem.store.sqlite.dialect import SQLITE
-from stratamem.store.sqlite.keyword import KeywordTables
+from stratamem.store.sqlite.keyword import FTS_INDEX, KeywordTables
 from stratamem.store.sqlite.migrations import migrate
 from stratamem.store.tables.aliases import AliasTables
 from stratamem.store.tables.facts import FactTables
@@ -39,6 +39,7 @@ from stratamem.store.tables.rollups import RollupTables
 from stratamem.store.tables.sources import SourceTables
 from stratamem.store.tables.trees import TreeTables
 from stratamem.store.tables.vectors import VectorTables
+from stratamem.types import Chunk
 
 
 class SQLiteStore(
@@ -138,6 +139,29 @@ class SQLiteStore(
             yield
         finally:
             self.conn.execute("PRAGMA synchronous = FULL")
+
+    def insert_chunks(self, chunks: Iterable[Chunk]) -> None:
+        """Store new chunks and index them in FTS5 in one statement over their rowids (which
+        ``AUTOINCREMENT`` hands out above every rowid the table ever held)."""
+        (top,) = self.conn.execute("SELECT coalesce(max(rowid), 0) FROM chunks").fetchone()
+        super().insert_chunks(chunks)
+        self.conn.execute(FTS_INDEX + "rowid > ?", (top,))
+
+    def insert_restored(self, table: str, columns: list[str], rows: Iterator[list[Any]]) -> None:
+        """Put sealed rows back; restored chunks are indexed in FTS5 again."""
+        if table != "chunks":
+            super().insert_restored(table, columns, rows)
+            return
+        at, ids = columns.index("id"), []
+
+        def noted() -> Iterator[list[Any]]:
+            for row in rows:
+                ids.append(row[at])
+                yield row
+
+        super().insert_restored(table, columns, noted())
+        for part, marks in self.dialect.batches(ids):
+            self.conn.execute(FTS_INDEX + f"id IN ({marks})", part)
 
     def scrub(self) -> None:
         """Leave no copy of deleted text in the files. ``secure_delete`` (set on connect)

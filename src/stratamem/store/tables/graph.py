@@ -118,6 +118,56 @@ class GraphTables:
         ).fetchall()
         return {row[0]: float(row[1]) for row in rows}
 
+    def nodes_by_entities_many(
+        self,
+        weights: Sequence[dict[str, float]],
+        filters: Filters,
+        limit: int,
+        *,
+        exclude: Sequence[str] = (),
+    ) -> list[dict[str, float]]:
+        """:meth:`nodes_by_entities` of each of ``weights`` (the same nodes, scores and
+        order), in one read: with a time filter one SQL statement ranks every set's nodes
+        apart (what would otherwise be a round trip to the database per set)."""
+        if filters.since is None and filters.until is None:
+            return [self.nodes_by_entities(w, filters, limit, exclude=exclude) for w in weights]
+        out: list[dict[str, float]] = [{} for _ in weights]
+        asked = [(i, e, w) for i, each in enumerate(weights) for e, w in each.items()]
+        if not asked or limit <= 0:
+            return out
+        d = self.dialect
+        values = ",".join(f"({d.marks(3)})" for _ in asked)
+        visible = self.visible_ids()
+        mine, mine_params = of_visible_sql(d, visible, "e.source_id")
+        where, params = filter_sql(d, filters, visible)
+        skip = ""
+        if exclude:
+            skip = f"AND e.node_id NOT IN ({d.marks(len(exclude))})"
+        rows = self.conn.execute(
+            f"""WITH q(k, entity_id, weight) AS (VALUES {values}),
+                scored AS (
+                    SELECT q.k AS k, e.node_id AS node_id, sum(q.weight) AS score
+                    FROM q JOIN entity_index e ON e.entity_id = q.entity_id
+                    JOIN chunks c ON c.id = e.node_id JOIN sources s ON s.id = c.source_id
+                    WHERE {mine} AND {where} {skip}
+                    GROUP BY q.k, e.node_id),
+                ranked AS (
+                    SELECT k, node_id, score,
+                           row_number() OVER (PARTITION BY k ORDER BY score DESC, node_id) AS n
+                    FROM scored)
+                SELECT k, node_id, score FROM ranked WHERE n <= {d.p} ORDER BY k, n""",
+            (
+                *[x for triple in asked for x in triple],
+                *mine_params,
+                *params,
+                *exclude,
+                limit,
+            ),
+        ).fetchall()
+        for k, node, score in rows:
+            out[int(k)][str(node)] = float(score)
+        return out
+
     def neighbour_chunks(
         self, node_ids: Sequence[str], filters: Filters, *, window: int = 1
     ) -> dict[str, list[tuple[str, int]]]:

@@ -22,11 +22,11 @@ The compressed stream is cut into parts of :data:`PART_BYTES`; part ``i`` is the
 The locked source's row stays, with those columns blanked (:data:`SOURCE_COLUMNS`); its id,
 scope, kind, platform, access scopes and times stay readable to the owner. Rows of the other
 tables keep every column, rowids included, so a restore puts back the very rows that were
-sealed, and the full-text rows come back through the chunks' insert trigger. Two exceptions:
-a summary whose rowid another summary took meanwhile comes back under a new one (the source's
-summaries keep their order), and of the source's seal jobs only a pending or running one is
-kept, and comes back pending. Sealing removes the rows in reverse table order; deleting chunks
-fires the full-text delete trigger.
+sealed, and the full-text rows are written again for the source's chunks once they are
+back. Two exceptions: a summary whose rowid another summary took meanwhile comes back under a
+new one (the source's summaries keep their order), and of the source's seal jobs only a
+pending or running one is kept, and comes back pending. Sealing removes the rows in reverse
+table order; deleting chunks fires the full-text delete trigger.
 """
 
 from __future__ import annotations

@@ -233,7 +233,10 @@ class VectorTables:
         """The chunk rowids ``filters`` admit to the reader, or None when every chunk is
         admitted (the owner, no filter and no locked source), which lets the vector leg skip
         building a mask."""
-        locked = self.conn.execute("SELECT 1 FROM sources WHERE locked = 1 LIMIT 1").fetchone()
+        locked = self._cached_read(
+            "a locked source",
+            lambda: self.conn.execute("SELECT 1 FROM sources WHERE locked = 1 LIMIT 1").fetchone(),
+        )
         visible = self.visible_ids()
         if filters == Filters() and locked is None and visible is None:
             return None
