@@ -7,11 +7,12 @@ Ingests the `til` Markdown notes, the LKML Maildir and the Ubuntu IRC logs from
 Summary trees are left queued (``trees=False``): their cost is measured on its own by
 ``benchmarks/tree_build.py``, and an ingest that builds them costs the sum of the two.
 
-    python benchmarks/ingest.py [--repeat 3] [--compare /tmp/wt-base]
+    python benchmarks/ingest.py [--repeat 3] [--compare /tmp/wt-base [--label what]]
 
 ``--compare`` names a checkout whose ``src`` holds other code (e.g. ``git worktree add
 /tmp/wt-base 8cd52d7``): every run is then a process of its own, this checkout's code and
-that one's in turn, and both are reported (chunks/s and the ratio of the medians).
+that one's in turn, and both are reported (chunks/s and the ratio of the medians), in a
+section of ``ingest_compare.md`` of its own (``--label``; earlier sections are kept).
 """
 
 from __future__ import annotations
@@ -104,25 +105,37 @@ def compare(args: argparse.Namespace) -> None:
         "code": git_state(),
         "corpora": rows,
     }
-    (RESULTS / "ingest_compare.json").write_text(json.dumps(result, indent=2) + "\n")
-    m = result["machine"]
-    lines = [
-        "# Ingest throughput (no embeddings): this code beside another checkout",
-        "",
-        f"`{result['command']}` on {result['date']}, {m['cpus']} CPUs, load (1 min) "
-        f"{m['load_start'][0]} at the start, {m['load_end'][0]} at the end. Each run a new "
-        f"store in a process of its own, the two codes in turn; medians of {args.repeat}.",
-        "",
-        "| corpus | chunks | old s | new s | old chunks/s | new chunks/s | old ÷ new time |",
-        "| --- | ---: | ---: | ---: | ---: | ---: | ---: |",
-    ]
-    for row in rows:
-        old, new = row["old"], row["new"]
-        lines.append(
-            f"| {row['corpus']} | {new['chunks']:,} | {old['seconds']} | {new['seconds']} "
-            f"| {old['chunks_per_s']:,} | {new['chunks_per_s']:,} | {row['old_over_new']} |"
-        )
-    (RESULTS / "ingest_compare.md").write_text("\n".join(lines) + "\n")
+    # One section per label, kept across runs (a file of a single run is that run's section).
+    out = RESULTS / "ingest_compare.json"
+    runs = json.loads(out.read_text()) if out.exists() else {}
+    if "corpora" in runs:
+        runs = {runs["date"]: runs}
+    runs[args.label or result["date"]] = result
+    out.write_text(json.dumps(runs, indent=2) + "\n")
+    lines = ["# Ingest throughput (no embeddings): this code beside another checkout", ""]
+    for label, run in runs.items():
+        m = run["machine"]
+        repeat = run["command"].split("--repeat ")[1].split()[0]
+        code = run["code"]
+        lines += [
+            f"## {label}",
+            "",
+            f"`{run['command']}` on {run['date']}, {m['cpus']} CPUs, load (1 min) "
+            f"{m['load_start'][0]} at the start, {m['load_end'][0]} at the end; code "
+            f"{code['head'][:10]}{' (modified)' if code['modified'] else ''}. Each run a new "
+            f"store in a process of its own, the two codes in turn; medians of {repeat}.",
+            "",
+            "| corpus | chunks | old s | new s | old chunks/s | new chunks/s | old ÷ new time |",
+            "| --- | ---: | ---: | ---: | ---: | ---: | ---: |",
+        ]
+        for row in run["corpora"]:
+            old, new = row["old"], row["new"]
+            lines.append(
+                f"| {row['corpus']} | {new['chunks']:,} | {old['seconds']} | {new['seconds']} "
+                f"| {old['chunks_per_s']:,} | {new['chunks_per_s']:,} | {row['old_over_new']} |"
+            )
+        lines.append("")
+    (RESULTS / "ingest_compare.md").write_text("\n".join(lines))
     print("\n".join(lines))
 
 
@@ -134,6 +147,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=3, help="runs per corpus; the median counts")
     parser.add_argument("--compare", type=Path, help="a checkout holding the code to compare")
+    parser.add_argument("--label", help="the section of ingest_compare.md a comparison writes")
     args = parser.parse_args()
     if args.compare:
         compare(args)

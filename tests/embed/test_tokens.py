@@ -127,3 +127,19 @@ def test_the_fallback_is_the_estimate(text: str, n: int) -> None:
     assert tokens.estimate_tokens(cut) <= n
     if tokens.estimate_tokens(text) <= n:
         assert cut == text
+
+
+def _old_estimate(text: str) -> int:
+    """The estimate as first written: every piece found, then every long word found again."""
+    import re
+
+    extra = sum((len(word) - 1) // 8 for word in re.findall(r"\w{9,}", text))
+    return len(re.findall(r"\w+|[^\w\s]", text)) + extra
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(max_size=300))
+@example("snake_case_identifiers_are_one_word, don't—stop… ½ 日本語テキスト x²")
+@example("tab\tnew\nline\r\nnbsp\u00a0zero\u200bwidth 123456789")
+def test_the_estimate_is_the_one_first_written(text: str) -> None:
+    assert tokens.estimate_tokens(text) == _old_estimate(text)

@@ -2,6 +2,10 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from stratamem.entities.extract import canonical, extract, topics
 from stratamem.types import Record, SourceKind
 
@@ -74,3 +78,78 @@ def test_extraction_is_deterministic() -> None:
     text = "Alice Chen and Bob Martins met about SQLite and Redis; #decision @carol"
     first = extract(text, [], scope="s", kind=SourceKind.EMAIL)
     assert first == extract(text, [], scope="s", kind=SourceKind.EMAIL)
+
+
+def _old_topics(text: str, limit: int = 3) -> list[str]:
+    """Keyphrases as first written: every pattern scanned from each word boundary."""
+    import re
+    from collections import Counter
+
+    from stratamem.entities.stopwords import STOPWORDS
+
+    proper = r"\b(?:[A-Z][a-z]+|[A-Z]{2,}[a-z]*)(?:[ \t]+(?:[A-Z][a-z]+|[A-Z]{2,}))+\b"
+    camel = r"\b[A-Z]?[a-z]+[A-Z][A-Za-z]+\b|\b[A-Z][a-z]*[A-Z][A-Za-z]*\b"
+    scores: Counter[str] = Counter()
+    for match in re.finditer(proper, text):
+        words = match.group(0).split()
+        while words and words[0].lower() in STOPWORDS:
+            words = words[1:]
+        if len(words) >= 2:
+            scores[" ".join(words[:3]).lower()] += len(words[:3])
+    for match in re.finditer(camel, text):
+        if len(match.group(0)) >= 4:
+            scores[match.group(0).lower()] += 2
+    long_word = r"\b[a-z][a-z0-9'+-]{3,}[a-z0-9+]"
+    for word, count in Counter(re.findall(long_word, text.lower())).items():
+        if count >= 2 and word not in STOPWORDS:
+            scores[word] += count
+    ranked = sorted(scores.items(), key=lambda item: (-item[1], item[0]))
+    return [phrase for phrase, score in ranked[:limit] if score >= 2]
+
+
+_TOPIC_TEXTS = [
+    "We moved PostgreSQL to pgBouncer; PostgreSQL and iPhone apps use GraphQL via McDonald.",
+    "The HIV-1 protease and TNF-alpha in DNA repair; mRNA of IL6R and CD4 cells. " * 3,
+    "ÉcoleNormale, naïveBayes, x_CamelCase, CamelCase_x, abcDef9, 9abcDef, ABC, AbC, aBc",
+    "New York Times\tand The United Nations met The World Bank; THE END Of Days.",
+    "Über Straße Wien — Zürich Airport and Zürich Airport again; MacOS macOS MACOs",
+    "Alice Chen: ok\nBob Martins: see JiraTicket and JiraTicket and the jira ticket",
+    "xNew York and _Grand Canyon, 9Big Apple, éSan Francisco, but Golden Gate Bridge",
+    "",
+    "a",
+]
+
+
+@pytest.mark.parametrize("text", _TOPIC_TEXTS)
+@pytest.mark.parametrize("limit", [3, 50])
+def test_topics_are_those_first_written(text: str, limit: int) -> None:
+    assert topics(text, limit) == _old_topics(text, limit)
+
+
+_topic_alphabet = st.sampled_from(
+    [
+        *"aAbBzZqQ",
+        "Ab",
+        "aB",
+        "Abc",
+        "ABC",
+        "ÉÜé",
+        "_",
+        "9",
+        "-",
+        "'",
+        " ",
+        " ",
+        "\t",
+        "\n",
+        ".",
+        "#",
+        "@",
+    ]
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(_topic_alphabet, max_size=120).map("".join))
+def test_any_text_has_the_topics_first_written(text: str) -> None:
+    assert topics(text, 50) == _old_topics(text, 50)

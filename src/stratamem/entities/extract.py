@@ -20,8 +20,17 @@ _URL = re.compile(r"https?://[^\s<>\"'`]+", re.IGNORECASE)
 _HANDLE = re.compile(r"(?<![\w@.])@([A-Za-z][\w.-]{1,38})")
 _HASHTAG = re.compile(r"(?<![\w#&/])#([A-Za-z][\w-]{1,49})")
 _LONG_WORD = re.compile(r"\b[a-z][a-z0-9'+-]{3,}[a-z0-9+]")
-_PROPER = re.compile(r"\b(?:[A-Z][a-z]+|[A-Z]{2,}[a-z]*)(?:[ \t]+(?:[A-Z][a-z]+|[A-Z]{2,}))+\b")
-_CAMEL = re.compile(r"\b[A-Z]?[a-z]+[A-Z][A-Za-z]+\b|\b[A-Z][a-z]*[A-Z][A-Za-z]*\b")
+# Runs of capitalised words. Written to begin with the capital rather than the word boundary
+# (``\b(?:[A-Z][a-z]+|[A-Z]{2,}[a-z]*)…``, the same matches) so that the scan skips ahead to
+# the next capital letter instead of trying every position.
+_PROPER = re.compile(
+    r"[A-Z](?<=\b[A-Z])(?:[a-z]+|[A-Z]+[a-z]*)(?:[ \t]+(?:[A-Z][a-z]+|[A-Z]{2,}))+\b"
+)
+# A product-style name (``PostgreSQL``, ``iPhone``): a whole word of ASCII letters with a
+# capital after its first letter. Only words holding a capital after a letter are tried.
+_CAMEL = re.compile(r"[A-Z]?[a-z]+[A-Z][A-Za-z]+|[A-Z][a-z]*[A-Z][A-Za-z]*")
+_INNER_CAPITAL = re.compile(r"[A-Z](?<=[A-Za-z][A-Z])")
+_WORD_REST = re.compile(r"\w*")
 _LINK_TARGET = re.compile(r"\[\[([^\]\n]+)\]\]|\]\(([^)\s]+)\)")
 _HEX_COLOUR = re.compile(r"[0-9a-fA-F]{3,8}")
 _TRAILING = ".,;:!?)]}'\"-_"
@@ -232,8 +241,7 @@ def topics(text: str, limit: int = _TOPICS_PER_CHUNK) -> list[str]:
         if len(words) >= 2:
             phrase = " ".join(words[:3]).lower()
             scores[phrase] += len(words[:3])
-    for match in _CAMEL.finditer(text):
-        word = match.group(0)
+    for word in _camel_words(text):
         if len(word) >= 4:
             scores[word.lower()] += 2
     for word, count in Counter(_LONG_WORD.findall(text.lower())).items():
@@ -241,3 +249,26 @@ def topics(text: str, limit: int = _TOPICS_PER_CHUNK) -> list[str]:
             scores[word] += count
     ranked = sorted(scores.items(), key=lambda item: (-item[1], item[0]))
     return [phrase for phrase, score in ranked[:limit] if score >= 2]
+
+
+def _camel_words(text: str) -> list[str]:
+    """The words ``\\b(?:[A-Z]?[a-z]+[A-Z][A-Za-z]+|[A-Z][a-z]*[A-Z][A-Za-z]*)\\b`` finds.
+
+    Such a match is a whole word (a run of ``\\w``, bounded on both sides) with a capital
+    after a letter, so only the words around such capitals are tried.
+    """
+    found: list[str] = []
+    end = 0
+    for capital in _INNER_CAPITAL.finditer(text):
+        at = capital.start()
+        if at < end:  # in the word just tried
+            continue
+        start = at - 1
+        while start and ((c := text[start - 1]).isalnum() or c == "_"):  # \w, as re has it
+            start -= 1
+        rest = _WORD_REST.match(text, at)
+        end = at if rest is None else rest.end()
+        word = text[start:end]
+        if _CAMEL.fullmatch(word):
+            found.append(word)
+    return found

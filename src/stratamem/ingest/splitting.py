@@ -9,11 +9,15 @@ sentence, at any whitespace. Only a break at plain whitespace inside a paragraph
 
 from __future__ import annotations
 
+import bisect
 import re
 from dataclasses import dataclass
 
 _HEADING = re.compile(r"^#{1,6}[ \t]", re.MULTILINE)
 _SENTENCE_END = re.compile(r"[.!?][\"')\]]?\s")
+_SPACES = re.compile(r"\s+")
+_LINE = re.compile(r"\n")
+_PARAGRAPH = re.compile(r"\n[ \t]*\n")
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,34 +50,57 @@ def split_text(
 
 
 def _best_break(text: str, start: int, target: int, lo: int, hi: int) -> tuple[int, bool]:
-    """(end, soft): the best cut in [start+lo, start+hi]; soft when it falls mid-paragraph."""
+    """(end, soft): the best cut in [start+lo, start+hi]; soft when it falls mid-paragraph.
+
+    A cut scores its kind's rank less its distance from ``start + target`` over ``hi``. That
+    distance is under 1 (the window is ``[start + lo, start + hi]`` with ``0 < lo <= target
+    <= hi``), so any cut of a better kind beats every cut of a worse one: the best cut is the
+    one nearest the aim among those of the best kind the window holds (the first of two as
+    near), and the kinds below it need not be looked for.
+    """
     window_lo, window_hi = start + lo, min(start + hi, len(text))
     aim = start + target
-    best: tuple[float, int] | None = None
-    best_rank = -1
-    for rank, positions in enumerate(_candidates(text, window_lo, window_hi)):
-        for pos in positions:
-            distance = abs(pos - aim) / max(hi, 1)
-            score = rank - distance
-            if best is None or score > best[0]:
-                best, best_rank = (score, pos), rank
-    if best is not None and best_rank >= 2:
-        return best[1], False
-    if best is not None:
-        return best[1], True
+    segment = text[window_lo:window_hi]
+    for rank in range(len(_KINDS) - 1, -1, -1):
+        positions = _KINDS[rank](segment, window_lo)
+        if positions:
+            return _nearest(positions, aim), rank < 2
     # A single word longer than the window: cut it hard.
     return window_hi, False
 
 
-def _candidates(text: str, lo: int, hi: int) -> list[list[int]]:
-    """Break positions by increasing preference: whitespace, sentence, line, paragraph, heading."""
-    segment = text[lo:hi]
-    spaces = [lo + m.end() for m in re.finditer(r"\s+", segment)]
-    sentences = [lo + m.end() for m in _SENTENCE_END.finditer(segment)]
-    lines = [lo + m.end() for m in re.finditer(r"\n", segment)]
-    paragraphs = [lo + m.end() for m in re.finditer(r"\n[ \t]*\n", segment)]
-    headings = [lo + m.start() for m in _HEADING.finditer(segment) if lo + m.start() > lo]
-    return [spaces, sentences, lines, paragraphs, headings]
+def _nearest(positions: list[int], aim: int) -> int:
+    """The position nearest ``aim`` in the ascending ``positions``; the earlier of two."""
+    at = bisect.bisect_left(positions, aim)
+    if at == len(positions):
+        return positions[-1]
+    if at == 0 or aim - positions[at - 1] > positions[at] - aim:
+        return positions[at]
+    return positions[at - 1]
+
+
+def _spaces(segment: str, lo: int) -> list[int]:
+    return [lo + m.end() for m in _SPACES.finditer(segment)]
+
+
+def _sentences(segment: str, lo: int) -> list[int]:
+    return [lo + m.end() for m in _SENTENCE_END.finditer(segment)]
+
+
+def _lines(segment: str, lo: int) -> list[int]:
+    return [lo + m.end() for m in _LINE.finditer(segment)]
+
+
+def _paragraphs(segment: str, lo: int) -> list[int]:
+    return [lo + m.end() for m in _PARAGRAPH.finditer(segment)]
+
+
+def _headings(segment: str, lo: int) -> list[int]:
+    return [lo + m.start() for m in _HEADING.finditer(segment) if m.start() > 0]
+
+
+# Break positions by increasing preference: whitespace, sentence, line, paragraph, heading.
+_KINDS = (_spaces, _sentences, _lines, _paragraphs, _headings)
 
 
 def _word_start(text: str, pos: int, limit: int) -> int:
