@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import signal
 import threading
 import zlib
@@ -32,6 +33,7 @@ from collections import defaultdict
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -305,3 +307,30 @@ def _label(value: object) -> str:
         if isinstance(found, str):
             return found
     return repr(value)
+
+
+_NAMED = re.compile(r"(?<![:\w]):([A-Za-z_]\w*)")
+
+
+def postgres_spelling(sql: str) -> str:
+    """A test's own statement, written once in SQLite's spelling (``?``, ``:name``), for a
+    PostgreSQL connection (``%s``, ``%(name)s``, a literal ``%`` doubled). Only for what a test
+    reads or tampers with past the store: the store builds its SQL from its dialect."""
+    return _NAMED.sub(r"%(\1)s", sql.replace("%", "%%")).replace("?", "%s")
+
+
+class PastTheStore:
+    """A PostgreSQL connection of a test's own that takes SQLite's spelling of a statement
+    (see :func:`postgres_spelling`); everything else is the connection's."""
+
+    def __init__(self, conn: Any) -> None:
+        self.conn = conn
+
+    def execute(self, sql: str, params: Any = ()) -> Any:
+        return self.conn.execute(postgres_spelling(sql), params)
+
+    def executemany(self, sql: str, rows: Any) -> Any:
+        return self.conn.executemany(postgres_spelling(sql), rows)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.conn, name)

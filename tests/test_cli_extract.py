@@ -24,7 +24,7 @@ import stratamem
 from stratamem.cli import main
 from stratamem.memory.extract import PROGRESS_PREFIX
 from stratamem.testing import FakeModelServer
-from suite import PATIENCE_S
+from suite import PATIENCE_S, PastTheStore
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples" / "workspace"
 ENG = "slack:#eng"
@@ -87,7 +87,7 @@ def rows_of(db: str, sql: str) -> list[tuple[Any, ...]]:
     if "://" in db:
         from stratamem.store.postgres.connection import connect
 
-        pg = connect(db, application="stratamem-test")
+        pg = PastTheStore(connect(db, application="stratamem-test"))
         try:
             return [tuple(row) for row in pg.execute(sql).fetchall()]
         finally:

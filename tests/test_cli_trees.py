@@ -14,7 +14,7 @@ from click.testing import CliRunner
 
 import stratamem
 from stratamem.cli import main
-from stratamem.store.sqlite.jobs import HOST, holder_token, process_start
+from stratamem.store.tables.jobs import HOST, holder_token, process_start
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples" / "workspace"
 
@@ -200,10 +200,12 @@ def test_flush_says_so_and_fails_when_another_process_holds_a_seal_job(
         mem.ingest(EXAMPLES / "slack-export", trees=False)
         (key,) = mem.store.conn.execute("SELECT min(dedupe_key) FROM jobs").fetchone()
         token = holder_token(os.getpid(), process_start(os.getpid()))
+        p = mem.store.dialect.p
         with mem.store.transaction():
             mem.store.conn.execute(
-                """UPDATE jobs SET status = 'running', attempts = 1, holder = ?,
-                     holder_host = ?, holder_pid = ?, leased_at = ? WHERE dedupe_key = ?""",
+                f"""UPDATE jobs SET status = 'running', attempts = 1, holder = {p},
+                     holder_host = {p}, holder_pid = {p}, leased_at = {p}
+                   WHERE dedupe_key = {p}""",
                 (token, HOST, os.getpid(), int(time.time() * 1000), key),
             )
         held = mem.store.trees.get(key.removeprefix("seal:"))

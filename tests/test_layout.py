@@ -146,6 +146,29 @@ def test_upper_layers_speak_only_to_the_store_protocols(layer: str) -> None:
     assert offenders == []
 
 
+# The SQL both backends share, and the copy between them: written against the dialect and the
+# stores' methods, so they name no driver and neither backend's modules (each backend's store
+# puts the tables together with what differs; ``copy`` opens a store by its URL).
+SHARED = (
+    "stratamem.store.tables",
+    "stratamem.store.dialect",
+    "stratamem.store.copy",
+    "stratamem.store.migrations",
+)
+BACKENDS = ("stratamem.store.sqlite", "stratamem.store.postgres")
+
+
+def test_the_shared_store_code_imports_no_driver_and_no_backend() -> None:
+    assert any(e.source.startswith(SHARED[0] + ".") for e in edges())  # the tables are read
+    offenders = [
+        f"{e.source}:{e.line} imports {e.target}"
+        for e in edges()
+        if any(e.source == m or e.source.startswith(m + ".") for m in SHARED)
+        and any(e.target == d or e.target.startswith(d + ".") for d in (*DRIVERS, *BACKENDS))
+    ]
+    assert offenders == []
+
+
 def test_the_store_imports_nothing_above_it() -> None:
     # The access rule is a pure function of types, applied inside every backend's reads.
     allowed = (

@@ -242,3 +242,12 @@ def is_disk_full(exc: BaseException) -> bool:
     if isinstance(code, int):
         return code & 0xFF == _SQLITE_FULL
     return getattr(exc, "sqlstate", None) == _PG_DISK_FULL
+
+
+def full_error(exc: BaseException) -> StoreFull:
+    """``exc`` (SQLITE_FULL, or the OS's ENOSPC) as the :class:`StoreFull` a write that
+    ran out of room raises."""
+    return StoreFull(
+        f"disk full ({exc}): this write was rolled back and nothing of it was written; what "
+        "earlier writes committed is kept. Free some space and run it again"
+    )

@@ -111,8 +111,9 @@ class Db:
         self.postgres = is_postgres(location)
         if self.postgres:
             from stratamem.store.postgres.connection import connect
+            from suite import PastTheStore
 
-            self.conn: Any = connect(self.location, application="stratamem-test")
+            self.conn: Any = PastTheStore(connect(self.location, application="stratamem-test"))
         else:
             self.conn = sqlite3.connect(location)
 
@@ -168,6 +169,11 @@ FTS_DOCSIZE = """SELECT rowid, sz FROM chunks_fts_docsize
 def source_dump(conn: Any, source_id: str = SECRET_ID) -> Dump:
     """Every row stored of one source, with (on SQLite) the full-text index's matches for its
     words. ``conn`` is a :class:`Db` or a store's own connection."""
+    if _postgres(conn) and not isinstance(conn, Db):
+        from suite import PastTheStore
+
+        if not isinstance(conn, PastTheStore):
+            conn = PastTheStore(conn)
     out = {name: _rows(conn, sql, {"s": source_id}) for name, sql in SOURCE_QUERIES.items()}
     if _postgres(conn):
         return out

@@ -127,9 +127,10 @@ def check(db: str, stores: Stores) -> str:
             during = source_dump(conn)
             assert during.pop("sources")[0][7] == 1
             assert {name: rows for name, rows in during.items() if rows} == {}
+            p = mem.store.dialect.p
             parts, recorded = conn.execute(
-                "SELECT count(*), (SELECT parts FROM locks WHERE source_id = ?) FROM sealed "
-                "WHERE source_id = ?",
+                f"SELECT count(*), (SELECT parts FROM locks WHERE source_id = {p}) FROM sealed "
+                f"WHERE source_id = {p}",
                 (SECRET_ID, SECRET_ID),
             ).fetchone()
             assert parts == recorded >= 1

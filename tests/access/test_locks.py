@@ -53,7 +53,7 @@ from stratamem.retrieval.legs.keyword import sparse_index
 from stratamem.retrieval.legs.vector import VectorLeg
 from stratamem.retrieval.rerank import get_reranker
 from stratamem.store.postgres.server import PostgresServer
-from stratamem.store.sqlite import locks as sqlite_locks
+from stratamem.store.tables import locks as table_locks
 from stratamem.testing import FakeModelServer, HashingEmbedder
 from stratamem.tree.llm import LLMSummarizer
 from suite import PATIENCE_S
@@ -160,7 +160,7 @@ def test_a_source_sealed_in_many_parts_comes_back_whole_and_a_cut_one_does_not(
     open_db: Connect,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setattr(sqlite_locks, "PART_BYTES", 2048)
+    monkeypatch.setattr(table_locks, "PART_BYTES", 2048)
     db = store_copy()
     conn = open_db(db)
     before = source_dump(conn)
@@ -268,7 +268,8 @@ def twins(
                 table: [
                     r[0]
                     for r in conn.execute(
-                        f"SELECT id FROM {table} WHERE source_id = ?", (SECRET_ID,)
+                        f"SELECT id FROM {table} WHERE source_id = {locked.store.dialect.p}",
+                        (SECRET_ID,),
                     )
                 ]
                 for table in ("chunks", "summaries", "trees")

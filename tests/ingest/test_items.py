@@ -406,7 +406,8 @@ def test_an_item_of_a_locked_source_is_not_found(store_location: str) -> None:
         written = memory.items.add("the vault code is 4711", source="private", id="secret")
         with memory.store.transaction():
             memory.store.conn.execute(
-                "UPDATE sources SET locked = 1 WHERE id = ?", (written.source_id,)
+                f"UPDATE sources SET locked = 1 WHERE id = {memory.store.dialect.p}",
+                (written.source_id,),
             )
         with pytest.raises(NotFoundError):
             memory.items.get("secret")

@@ -386,10 +386,12 @@ def snapshot(memory: stratamem.Memory) -> dict[str, tuple[list[tuple[Any, ...]],
     for source_id, scope in conn.execute("SELECT id, scope FROM sources"):
         chunks = conn.execute(
             "SELECT seq, content, title, author, ts_start, ts_end, thread FROM chunks"
-            " WHERE source_id = ? ORDER BY seq",
+            f" WHERE source_id = {memory.store.dialect.p} ORDER BY seq",
             (source_id,),
         )
-        keys = conn.execute("SELECT key FROM records WHERE source_id = ?", (source_id,))
+        keys = conn.execute(
+            f"SELECT key FROM records WHERE source_id = {memory.store.dialect.p}", (source_id,)
+        )
         out[scope] = ([tuple(row) for row in chunks], {key for (key,) in keys})
     return out
 
@@ -721,8 +723,11 @@ def _forget_records(memory: stratamem.Memory, *, legacy_ids: bool) -> None:
             rows = conn.execute("SELECT id, source_id, seq, content_sha256 FROM chunks").fetchall()
             for node, source_id, seq, sha in rows:
                 old = hashlib.sha256(f"{source_id}\x00{seq}\x00{sha}".encode()).hexdigest()[:32]
-                conn.execute("UPDATE chunks SET id = ? WHERE id = ?", (old, node))
-                conn.execute("UPDATE entity_index SET node_id = ? WHERE node_id = ?", (old, node))
+                p = memory.store.dialect.p
+                conn.execute(f"UPDATE chunks SET id = {p} WHERE id = {p}", (old, node))
+                conn.execute(
+                    f"UPDATE entity_index SET node_id = {p} WHERE node_id = {p}", (old, node)
+                )
 
 
 @pytest.mark.parametrize("legacy_ids", [False, True])

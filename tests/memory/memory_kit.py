@@ -7,7 +7,7 @@ import sqlite3
 from pathlib import Path
 from typing import Any
 
-from suite import PATIENCE_S
+from suite import PATIENCE_S, PastTheStore
 from suite import is_postgres as is_postgres  # the tests import it from here too
 
 
@@ -17,7 +17,7 @@ def rows(location: str | Path, sql: str, *args: Any) -> list[tuple[Any, ...]]:
     if is_postgres(location):
         from stratamem.store.postgres.connection import connect
 
-        pg = connect(str(location))
+        pg = PastTheStore(connect(str(location)))
         try:
             return [tuple(row) for row in pg.execute(sql, args).fetchall()]
         finally:
@@ -34,7 +34,7 @@ def execute(location: str | Path, sql: str, *args: Any) -> None:
     if is_postgres(location):
         from stratamem.store.postgres.connection import connect
 
-        pg = connect(str(location))
+        pg = PastTheStore(connect(str(location)))
         try:
             pg.execute(sql, args)
         finally:
@@ -54,5 +54,5 @@ def connect(location: str | Path) -> Any:
     if is_postgres(location):
         from stratamem.store.postgres.connection import connect as connect_pg
 
-        return connect_pg(str(location))
+        return PastTheStore(connect_pg(str(location)))
     return sqlite3.connect(location, timeout=PATIENCE_S)

@@ -19,7 +19,7 @@ from stratamem.embed.base import ModelSpec
 from stratamem.retrieval.rerank import HTTPReranker
 from stratamem.store.base import Store
 from stratamem.store.postgres.connection import atomic, connect
-from stratamem.store.sqlite.filters import filter_sql
+from stratamem.store.tables.filters import filter_sql
 from stratamem.testing import FakeModelServer, HashingEmbedder
 from stratamem.types import Filters, SourceKind
 from suite import PATIENCE_S
@@ -309,7 +309,7 @@ def _nodes_by_entities_in_sql(
     limit: int,
     exclude: list[str],
 ) -> list[tuple[str, float]]:
-    where, params = filter_sql(filters, store.visible_ids())
+    where, params = filter_sql(store.dialect, filters, store.visible_ids())
     values = ",".join("(?, ?)" for _ in weights)
     skip = f"AND e.node_id NOT IN ({','.join('?' * len(exclude))})" if exclude else ""
     return [
@@ -380,16 +380,19 @@ def test_the_entity_postings_follow_every_change_to_the_store(
     node = next(iter(ranked))
     # A write on this connection.
     store.conn.execute(
-        "DELETE FROM entity_index WHERE entity_id = ? AND node_id = ?", (entity, node)
+        f"DELETE FROM entity_index"
+        f" WHERE entity_id = {store.dialect.p} AND node_id = {store.dialect.p}",
+        (entity, node),
     )
     assert store.entity_frequencies([entity])[entity] == before - 1
     assert node not in store.nodes_by_entities({entity: 1.0}, Filters(), 1000)
     # A commit by another connection to the same database.
     other = connect(location(mem)) if store.name == "postgresql" else sqlite3.connect(store.path)
+    p = store.dialect.p
     with contextlib.closing(other), atomic(other) if store.name == "postgresql" else other:
         other.execute(
-            """INSERT INTO entity_index (entity_id, node_id, kind, surface, source_id)
-               SELECT ?, id, 'topic', 'x', source_id FROM chunks WHERE id = ?""",
+            f"""INSERT INTO entity_index (entity_id, node_id, kind, surface, source_id)
+               SELECT {p}, id, 'topic', 'x', source_id FROM chunks WHERE id = {p}""",
             (entity, node),
         )
     assert store.entity_frequencies([entity])[entity] == before
@@ -409,14 +412,16 @@ def test_the_entity_postings_follow_every_change_to_the_store(
 
     # Read inside a transaction that is then rolled back.
     with contextlib.suppress(RuntimeError), store.transaction():
-        store.conn.execute("DELETE FROM entity_index WHERE entity_id = ?", (entity,))
+        store.conn.execute(
+            f"DELETE FROM entity_index WHERE entity_id = {store.dialect.p}", (entity,)
+        )
         assert store.entity_frequencies([entity]) == {}
         raise RuntimeError("roll back")
     assert store.entity_frequencies([entity])[entity] == before
     agrees()
     chunks = store.chunk_count()
     with contextlib.suppress(RuntimeError), store.transaction():
-        store.conn.execute("DELETE FROM chunks WHERE id = ?", (node,))
+        store.conn.execute(f"DELETE FROM chunks WHERE id = {store.dialect.p}", (node,))
         assert store.chunk_count() == chunks - 1
         raise RuntimeError("roll back")
     assert store.chunk_count() == chunks

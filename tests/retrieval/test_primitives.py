@@ -365,9 +365,12 @@ def test_leaves_carry_their_tree_once_sealed(memory: stratamem.Memory) -> None:
 def test_a_locked_source_is_invisible_to_every_primitive(memory: stratamem.Memory) -> None:
     node = memory.get(_a_level2(memory))
     leaf = memory.store.conn.execute(
-        "SELECT id FROM chunks WHERE source_id = ? LIMIT 1", (node.source_id,)
+        f"SELECT id FROM chunks WHERE source_id = {memory.store.dialect.p} LIMIT 1",
+        (node.source_id,),
     ).fetchone()[0]
-    memory.store.conn.execute("UPDATE sources SET locked = 1 WHERE id = ?", (node.source_id,))
+    memory.store.conn.execute(
+        f"UPDATE sources SET locked = 1 WHERE id = {memory.store.dialect.p}", (node.source_id,)
+    )
     try:
         _check_invisible(memory, node.tree_scope, node.node_id, leaf)
     finally:

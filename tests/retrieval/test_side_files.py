@@ -406,7 +406,8 @@ def test_another_process_s_new_vectors_are_added_without_reading_every_key(
             other = HashingEmbedder().embed_batch(["something else entirely"], role="passage")[0]
             with writer.store.transaction():
                 writer.store.conn.execute(
-                    "UPDATE embeddings SET vector = ? WHERE node_id = ?",
+                    f"UPDATE embeddings SET vector = {writer.store.dialect.p}"
+                    f" WHERE node_id = {writer.store.dialect.p}",
                     (np.asarray(other, "<f2").tobytes(), node),
                 )
                 writer.store.bump_generation(chunks=False)
@@ -414,7 +415,7 @@ def test_another_process_s_new_vectors_are_added_without_reading_every_key(
             # index cannot tell; a write as the store does it takes a new key.)
             row = writer.store.conn.execute(
                 "SELECT node_id, model, source_id, dim, vector, content_sha256 FROM embeddings"
-                " WHERE node_id = ?",
+                f" WHERE node_id = {writer.store.dialect.p}",
                 (node,),
             ).fetchone()
             with writer.store.transaction():
@@ -442,7 +443,9 @@ def test_after_anything_is_taken_away_every_key_is_compared(
         ).fetchone()
         if change == "top row retaken":  # a chunk with no vector yet, to be given one later
             with store.transaction():
-                store.conn.execute("DELETE FROM embeddings WHERE node_id = ?", (kept[0],))
+                store.conn.execute(
+                    f"DELETE FROM embeddings WHERE node_id = {store.dialect.p}", (kept[0],)
+                )
                 store.bump_generation(chunks=False)
         with stratamem.open(db, embedder=HashingEmbedder()) as reader:
             leg, _ = legs(reader)

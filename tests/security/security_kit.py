@@ -38,6 +38,7 @@ from stratamem.store.postgres.server import PostgresServer
 from stratamem.store.sources import source_id_for
 from stratamem.testing import HashingEmbedder
 from stratamem.types import NodeKind, Principal, RetrievalHit
+from suite import PastTheStore
 from suite import is_postgres as is_postgres  # kit.is_postgres, for the tests
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
@@ -214,7 +215,7 @@ def read_rows(location: str | Path, sql: str, params: Sequence[Any] = ()) -> lis
     if is_postgres(location):
         from stratamem.store.postgres.connection import connect
 
-        conn = connect(str(location), application="stratamem-test")
+        conn = PastTheStore(connect(str(location), application="stratamem-test"))
         try:
             return [tuple(row) for row in conn.execute(sql, tuple(params)).fetchall()]
         finally:

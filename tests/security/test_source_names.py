@@ -280,7 +280,8 @@ def plant_decoy(served: Served, real: str) -> str:
     with store.transaction():
         store.conn.execute(
             "INSERT INTO sources (id, scope, kind, platform, location, title, meta, "
-            "ingested_at, access) VALUES (?, ?, 'record', 'jsonl', '', '', '{}', 0, "
+            f"ingested_at, access) VALUES ({store.dialect.marks(2)}, 'record', 'jsonl', '', '', "
+            "'{}', 0, "
             "'[\"team\"]')",
             (source_id_for(decoy_scope), decoy_scope),
         )

@@ -44,7 +44,7 @@ from stratamem.server.http import MAX_BODY_BYTES, create_app
 from stratamem.server.service import Service
 from stratamem.store.urls import shown_location
 from stratamem.testing import HashingEmbedder
-from suite import PATIENCE_S
+from suite import PATIENCE_S, PastTheStore
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "examples" / "workspace"
@@ -90,7 +90,7 @@ def connected(db: str, *, read_only: bool = False) -> Any:
     if is_postgres(db):
         from stratamem.store.postgres.connection import connect
 
-        return connect(db, application="stratamem-test")
+        return PastTheStore(connect(db, application="stratamem-test"))
     if read_only:
         return sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=PATIENCE_S)
     return sqlite3.connect(db)

@@ -183,7 +183,8 @@ def test_float32_vectors_of_an_older_store_and_new_float16_ones_serve_alike(
         with store.transaction():
             for node in old:
                 store.conn.execute(
-                    "UPDATE embeddings SET vector = ? WHERE node_id = ?",
+                    f"UPDATE embeddings SET vector = {store.dialect.p}"
+                    f" WHERE node_id = {store.dialect.p}",
                     (np.asarray(exact[node], "<f4").tobytes(), node),
                 )
     with stratamem.open(store_location, embedder=embedder) as mem:
@@ -289,22 +290,36 @@ def test_the_source_lists_a_search_reads_follow_other_connections(store_location
                 scope="vault:notes", kind=SourceKind.DOCUMENT, platform="obsidian", location="y"
             )
         assert reader.source_kinds() == {chat: SourceKind.CHAT, notes: SourceKind.DOCUMENT}
-        writer.conn.execute("UPDATE sources SET locked = 1 WHERE id = ?", (chat,))
+        writer.conn.execute(f"UPDATE sources SET locked = 1 WHERE id = {writer.dialect.p}", (chat,))
         assert reader.scopes() == {notes: "vault:notes"}
         only_chat = Filters(kinds=(SourceKind.CHAT,))
         assert reader.nodes_by_entities({"topic:x": 1.0}, only_chat, 5) == {}
 
         def unlock_then_fail() -> None:
             with reader.transaction():
-                reader.conn.execute("UPDATE sources SET locked = 0 WHERE id = ?", (chat,))
+                reader.conn.execute(
+                    f"UPDATE sources SET locked = 0 WHERE id = {reader.dialect.p}", (chat,)
+                )
                 assert chat in reader.scopes()
                 raise RuntimeError("rolled back")
 
         with pytest.raises(RuntimeError):
             unlock_then_fail()
         assert reader.scopes() == {notes: "vault:notes"}  # what it read there was not kept
-        writer.conn.execute("UPDATE sources SET locked = 0 WHERE id = ?", (chat,))
+        writer.conn.execute(f"UPDATE sources SET locked = 0 WHERE id = {writer.dialect.p}", (chat,))
         assert reader.scopes() == {chat: "slack:#eng", notes: "vault:notes"}
+
+
+def test_an_items_versions_are_read_by_key_within_one_source(store_location: str) -> None:
+    with stratamem.open(store_location) as mem:
+        mem.items.add("carol carries the pager", source="notes:team", id="t1")
+        mem.items.add("dave carries the pager", source="notes:ops", id="t1")
+        store = mem.store
+        team = store.resolve_source("notes:team")
+        (version,) = store.item_versions(["t1"], source_id=team.id)
+        assert (version.source_id, version.text) == (team.id, "carol carries the pager")
+        assert len(version.nodes) == 1
+        assert len(store.item_versions(["t1"])) == 2
 
 
 def test_a_bulk_write_of_chunks_keeps_every_field_and_each_mention_once(

@@ -24,7 +24,7 @@ from stratamem.api import Memory
 from stratamem.api.trees import Trees
 from stratamem.cli import main
 from stratamem.errors import StoreFull, is_disk_full
-from stratamem.store.sqlite.locks import SCRUB_PENDING
+from stratamem.store.tables.locks import SCRUB_PENDING
 from stratamem.testing import HashingEmbedder
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"

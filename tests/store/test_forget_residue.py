@@ -70,7 +70,8 @@ def rows_holding(memory: stratamem.Memory, words: set[bytes]) -> dict[str, int]:
     for table in tables:
         held = conn.execute(
             f"SELECT count(*) FROM {table} t WHERE EXISTS"
-            " (SELECT 1 FROM json_each(?) w WHERE strpos(lower(CAST(t AS TEXT)), w.value) > 0)",
+            f" (SELECT 1 FROM {memory.store.dialect.json_rows} w"
+            " WHERE strpos(lower(CAST(t AS TEXT)), w.value) > 0)",
             (json.dumps(sorted(w.decode() for w in words)),),
         ).fetchone()[0]
         if held:
@@ -104,7 +105,8 @@ def test_forget_leaves_no_byte_of_the_text_behind(store_location: str, tmp_path:
         assert mem.search(CANARIES[0]).hits
         mem.trees.flush()
         summaries = mem.store.conn.execute(
-            "SELECT count(*) FROM summaries WHERE content LIKE ?", (f"%{CANARIES[0]}%",)
+            f"SELECT count(*) FROM summaries WHERE content LIKE {mem.store.dialect.p}",
+            (f"%{CANARIES[0]}%",),
         ).fetchone()[0]
         assert summaries  # the trees summarised the canaries too
         mem._vectors.saver.flush()

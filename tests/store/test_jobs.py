@@ -12,7 +12,9 @@ from typing import Any
 import pytest
 
 from stratamem.plugins import open_store
-from stratamem.store.sqlite.jobs import (
+from stratamem.store.sqlite.migrations import MIGRATIONS
+from stratamem.store.sqlite.store import SQLiteStore
+from stratamem.store.tables.jobs import (
     HOST,
     boot_id,
     holder_alive,
@@ -20,8 +22,6 @@ from stratamem.store.sqlite.jobs import (
     process_exists,
     process_start,
 )
-from stratamem.store.sqlite.migrations import MIGRATIONS
-from stratamem.store.sqlite.store import SQLiteStore
 
 
 @pytest.fixture
@@ -31,7 +31,9 @@ def store(store_location: str) -> Iterator[Any]:
 
 
 def row(store: Any, key: str = "seal:t") -> Any:
-    return store.conn.execute("SELECT * FROM jobs WHERE dedupe_key = ?", (key,)).fetchone()
+    return store.conn.execute(
+        f"SELECT * FROM jobs WHERE dedupe_key = {store.dialect.p}", (key,)
+    ).fetchone()
 
 
 def gone_pid() -> int:
@@ -46,9 +48,10 @@ def hold_as(
 ) -> None:
     """Make the job running, held the way another process would have left it (by default
     with a token of the older form, which names no start)."""
+    p = store.dialect.p
     store.conn.execute(
-        """UPDATE jobs SET status = 'running', attempts = 1, holder = ?, holder_host = ?,
-             holder_pid = ?, leased_at = ?""",
+        f"""UPDATE jobs SET status = 'running', attempts = 1, holder = {p}, holder_host = {p},
+             holder_pid = {p}, leased_at = {p}""",
         (token or f"{host}/{pid}/0", host, pid, int(time.time() * 1000) - leased_ms_ago),
     )
 

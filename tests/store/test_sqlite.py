@@ -55,7 +55,7 @@ def test_vectors_move_to_rowid_tables_where_each_keeps_its_page(tmp_path: Path) 
         assert {r[2] for r in rows} == {384}
         for table in ("embeddings", "summary_vectors", "fact_vectors"):
             sql = store.conn.execute(
-                "SELECT sql FROM sqlite_master WHERE name = ?", (table,)
+                f"SELECT sql FROM sqlite_master WHERE name = {store.dialect.p}", (table,)
             ).fetchone()[0]
             assert "WITHOUT ROWID" not in sql
         overflow = store.conn.execute(
@@ -183,14 +183,14 @@ def test_a_full_text_index_that_cannot_back_bm25_is_unavailable(tmp_path: Path) 
 
 @pytest.mark.parametrize("children", [1, 3, 50, 500])
 def test_a_seal_claims_its_children_by_id_however_many(tmp_path: Path, children: int) -> None:
-    from stratamem.store.sqlite.trees import CLAIM_LEAVES, CLAIM_SUMMARIES
+    from stratamem.store.tables.trees import claim_sql
 
     with SQLiteStore(tmp_path / "s.db") as store:
-        marks = ",".join("?" * children)
+        marks = store.dialect.marks(children)
         ids = [f"n{i}" for i in range(children)]
-        for claim, table in ((CLAIM_LEAVES, "chunks"), (CLAIM_SUMMARIES, "summaries")):
+        for level, table in ((1, "chunks"), (2, "summaries")):
             plan = store.conn.execute(
-                "EXPLAIN QUERY PLAN " + claim.format(marks=marks), ("parent", *ids)
+                "EXPLAIN QUERY PLAN " + claim_sql(store.dialect, level, marks), ("parent", *ids)
             ).fetchall()
             details = " ".join(row[3] for row in plan)
             # By the primary key's index, never by the parent column's: that one would visit
@@ -200,12 +200,12 @@ def test_a_seal_claims_its_children_by_id_however_many(tmp_path: Path, children:
 
 @pytest.mark.parametrize("expired", [1, 50, 500])
 def test_facts_to_expire_are_found_by_id(tmp_path: Path, expired: int) -> None:
-    from stratamem.store.sqlite.facts import EXPIRE_FACTS
+    from stratamem.store.tables.facts import expire_facts_sql
 
     with SQLiteStore(tmp_path / "s.db") as store:
-        marks = ",".join("?" * expired)
+        marks = store.dialect.marks(expired)
         plan = store.conn.execute(
-            "EXPLAIN QUERY PLAN " + EXPIRE_FACTS.format(marks=marks),
+            "EXPLAIN QUERY PLAN " + expire_facts_sql(store.dialect, marks),
             (0, "src", *[f"f{i}" for i in range(expired)]),
         ).fetchall()
         assert [row[3] for row in plan] == [

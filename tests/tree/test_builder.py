@@ -49,7 +49,8 @@ def test_level0_seals_when_the_token_budget_is_reached(store: Store, chat: Chat)
         assert tokens >= 30
         assert tokens - children[-1].token_count < 30  # sealed as soon as the budget was met
     sealed = store.conn.execute(
-        "SELECT count(*) FROM chunks WHERE source_id = ? AND parent_summary_id IS NOT NULL",
+        f"SELECT count(*) FROM chunks"
+        f" WHERE source_id = {store.dialect.p} AND parent_summary_id IS NOT NULL",
         (sid,),
     ).fetchone()[0]
     waiting = len(store.trees.leaf_buffer(sid))

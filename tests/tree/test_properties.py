@@ -87,7 +87,8 @@ def test_cover_window_covers_every_in_window_leaf_exactly_once(
         expected = {
             row[0]
             for row in store.conn.execute(
-                "SELECT id FROM chunks WHERE ts_start >= ? AND ts_end <= ?",
+                f"SELECT id FROM chunks"
+                f" WHERE ts_start >= {store.dialect.p} AND ts_end <= {store.dialect.p}",
                 (int(since.timestamp() * 1000), int(until.timestamp() * 1000)),
             )
         }

@@ -16,7 +16,7 @@ import pytest
 import stratamem
 from stratamem.config import TreeConfig
 from stratamem.plugins import open_store
-from stratamem.store.sqlite.jobs import HOST
+from stratamem.store.tables.jobs import HOST
 from stratamem.tree import builder as builder_module
 from stratamem.tree.builder import TreeBuilder
 from stratamem.tree.extractive import ExtractiveSummarizer
@@ -140,8 +140,9 @@ def test_flushes_do_not_renew_a_silent_holders_lease(queued: str, expected: dict
     now = int(time.time() * 1000)
     with open_store(queued) as store:
         store.conn.execute(
-            """UPDATE jobs SET status = 'running', holder = 'elsewhere/1/0',
-                 holder_host = ?, holder_pid = 1, leased_at = ? WHERE id = 1""",
+            f"""UPDATE jobs SET status = 'running', holder = 'elsewhere/1/0',
+                 holder_host = {store.dialect.p}, holder_pid = 1, leased_at = {store.dialect.p}
+                 WHERE id = 1""",
             (f"not-{HOST}", now - 500_000),
         )
     for _ in range(3):

@@ -53,20 +53,18 @@ from chunks spread over the store) rank the same chunks with the same BM25 score
 
 from __future__ import annotations
 
-import json
 import math
 import re
-import sqlite3
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final, Protocol, cast
 
 from stratamem.errors import StoreError
-from stratamem.extras import require
 from stratamem.store.base import Store
+from stratamem.store.dialect import Dialect
 from stratamem.types import Filters
 
 BATCH: Final = 1000
@@ -132,10 +130,28 @@ _WORD = re.compile(r"[^\W\d_]{4,}")
 
 
 class _Backend(Store, Protocol):
-    """A store of one of :data:`_BACKENDS`: its tables are spoken to in SQL."""
+    """A store of one of :data:`_BACKENDS`: its tables are spoken to in SQL (built from its
+    dialect), and what differs between the backends is asked of the store."""
 
     name: str
     conn: Any
+    dialect: Dialect
+
+    def schema_versions(self) -> tuple[int, int]: ...
+
+    def derived_columns(self, table: str) -> tuple[str, ...]: ...
+
+    def with_derived(
+        self, table: str, columns: Sequence[str], rows: Iterable[Sequence[Any]]
+    ) -> tuple[list[str], list[tuple[Any, ...]]]: ...
+
+    def row_writer(
+        self, table: str, columns: Sequence[str]
+    ) -> Callable[[list[tuple[Any, ...]]], None]: ...
+
+    def row_key_high_water(self, table: str, column: str) -> int: ...
+
+    def move_row_key(self, table: str, column: str, high: int) -> None: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -267,7 +283,7 @@ def _copy(
             totals = {t.name: _count(src, t.name) for t in TABLES}
             settings = _settings(src)
             tokenizer = src.keyword_tokenizer()
-            high = {table: _high_water(src, table, column) for table, column in _IDENTITIES}
+            high = {t: src.row_key_high_water(t, column) for t, column in _IDENTITIES}
             copied: dict[str, int] = {}
             queries = 0
             step = "writing the destination"
@@ -315,11 +331,7 @@ def _same_place(a: str, b: str, backend: str) -> bool:
 
 
 def _driver_errors(*stores: _Backend) -> tuple[type[BaseException], ...]:
-    errors: list[type[BaseException]] = [sqlite3.Error]
-    if any(s.name == "postgresql" for s in stores):
-        psycopg = require("psycopg", "postgres", "copying a postgresql:// store")
-        errors.append(psycopg.Error)
-    return tuple(errors)
+    return tuple(error for store in stores for error in store.dialect.errors)
 
 
 # -- checks ---------------------------------------------------------------------------------
@@ -328,18 +340,10 @@ def _driver_errors(*stores: _Backend) -> tuple[type[BaseException], ...]:
 def _check_schema(store: _Backend) -> None:
     """The store's schema is this version's (opening one migrates it, so this holds but for
     a store another process opened with an older stratamem meanwhile)."""
-    if store.name == "sqlite":
-        from stratamem.store.sqlite.migrations import SCHEMA_VERSION
-
-        found = int(store.conn.execute("PRAGMA user_version").fetchone()[0])
-    else:
-        from stratamem.store.postgres.migrations import SCHEMA_VERSION
-
-        row = store.conn.execute("SELECT max(version) FROM stratamem_schema").fetchone()
-        found = int(row[0] or 0) if row else 0
-    if found != SCHEMA_VERSION:
+    found, latest = store.schema_versions()
+    if found != latest:
         raise StoreError(
-            f"{store.path}: schema version {found}, not this stratamem's {SCHEMA_VERSION}; "
+            f"{store.path}: schema version {found}, not this stratamem's {latest}; "
             "open it with this version first"
         )
 
@@ -400,7 +404,7 @@ def _probe_queries(src: _Backend, chunks: int) -> list[tuple[str, ...]]:
     words: list[str] = []
     for i in range(min(_PROBES, chunks)):
         row = src.conn.execute(
-            "SELECT content FROM chunks ORDER BY rowid LIMIT 1 OFFSET ?",
+            f"SELECT content FROM chunks ORDER BY rowid LIMIT 1 OFFSET {src.dialect.p}",
             (chunks * i // _PROBES,),
         ).fetchone()
         found = _WORD.findall(str(row[0])) if row else []
@@ -445,7 +449,9 @@ def _copy_settings(dst: _Backend, settings: dict[str, str]) -> int:
         if key in _GENERATIONS and key in before:
             rows[i] = (key, str(max(int(value), int(before[key]) + 1)))
     if rows:
-        dst.conn.executemany("INSERT INTO settings (key, value) VALUES (?, ?)", rows)
+        dst.conn.executemany(
+            f"INSERT INTO settings (key, value) VALUES ({dst.dialect.marks(2)})", rows
+        )
     return len(rows)
 
 
@@ -464,10 +470,8 @@ def _copy_table(
     started: float,
     progress: Callable[[CopyProgress], None] | None,
 ) -> int:
-    from stratamem.store.postgres.derived import derived_columns, with_derived
-
     have, want = _columns(src, table), _columns(dst, table)
-    computed = derived_columns(table.name)
+    computed = {*src.derived_columns(table.name), *dst.derived_columns(table.name)}
     # Between two PostgreSQL stores derived columns come along, and are kept where portable.
     along = src.name == dst.name == "postgresql"
     columns = [c for c in have if c in want and (along or c not in computed)]
@@ -480,8 +484,8 @@ def _copy_table(
     derive = any(c in want for c in computed)
     names = list(columns)
     if derive:
-        names = with_derived(dst, table.name, columns, [])[0]
-    write = _writer(dst, table.name, names)
+        names = dst.with_derived(table.name, columns, [])[0]
+    write = dst.row_writer(table.name, names)
     # PostgreSQL's text cannot hold NUL, and keeps U+0001 in its place; the records' sort
     # keys, the one text written with NUL (its lowest separator), get theirs back on SQLite.
     nul = None
@@ -494,7 +498,7 @@ def _copy_table(
         if nul is not None:
             rows = [(*r[:nul], str(r[nul]).replace("\x01", "\x00"), *r[nul + 1 :]) for r in rows]
         if derive:
-            _, _, rows = with_derived(dst, table.name, columns, rows)
+            _, rows = dst.with_derived(table.name, columns, rows)
         write(rows)
         copied += len(rows)
         if progress is not None:
@@ -510,15 +514,16 @@ def _read_batches(
     store: _Backend, table: _Table, columns: list[str]
 ) -> Iterator[list[tuple[Any, ...]]]:
     """The rows of ``table`` (these ``columns``) in key order, :data:`BATCH` at a time."""
+    d = store.dialect
     select = ", ".join(columns)
     order = ", ".join(table.key)
     at = [columns.index(k) for k in table.key]
     if len(table.key) == 1:
-        after = f"{table.key[0]} > ?"
+        after = f"{table.key[0]} > {d.p}"
     else:
-        after = f"({order}) > ({', '.join('?' * len(table.key))})"
-    first = f"SELECT {select} FROM {table.name} ORDER BY {order} LIMIT ?"
-    rest = f"SELECT {select} FROM {table.name} WHERE {after} ORDER BY {order} LIMIT ?"
+        after = f"({order}) > ({d.marks(len(table.key))})"
+    first = f"SELECT {select} FROM {table.name} ORDER BY {order} LIMIT {d.p}"
+    rest = f"SELECT {select} FROM {table.name} WHERE {after} ORDER BY {order} LIMIT {d.p}"
     last: tuple[Any, ...] | None = None
     while True:
         if last is None:
@@ -533,88 +538,9 @@ def _read_batches(
         last = tuple(rows[-1][i] for i in at)
 
 
-def _writer(
-    dst: _Backend, table: str, columns: list[str]
-) -> Callable[[list[tuple[Any, ...]]], None]:
-    """Inserts rows of ``columns`` into ``table``: SQLite takes them one statement each
-    (prepared once); PostgreSQL a batch per ``COPY``, so its statement triggers run once per
-    batch. PostgreSQL's text cannot hold NUL: U+0001 takes its place, as in every write of
-    the store (see ``store/postgres/connection.py``)."""
-    names = ", ".join(columns)
-    if dst.name == "sqlite":
-        sql = f"INSERT INTO {table} ({names}) VALUES ({', '.join('?' * len(columns))})"
-
-        def each(rows: list[tuple[Any, ...]]) -> None:
-            dst.conn.executemany(sql, rows)
-            if table == "chunks":
-                rowids = [row[columns.index("rowid")] for row in rows]
-                dst.conn.execute(
-                    """INSERT INTO chunks_fts(rowid, content, title)
-                       SELECT rowid, content, title FROM chunks
-                       WHERE rowid IN (SELECT value FROM json_each(?))""",
-                    (json.dumps(rowids),),
-                )
-
-        return each
-
-    statement = f"COPY {table} ({names}) FROM STDIN".encode()
-
-    def write(rows: list[tuple[Any, ...]]) -> None:
-        with dst.conn.raw.cursor() as cursor, cursor.copy(statement) as pipe:
-            for row in rows:
-                pipe.write_row([_no_nul(v) for v in row])
-        dst.conn.total_changes += len(rows)  # what the store's caches are keyed on
-
-    return write
-
-
-def _no_nul(value: Any) -> Any:
-    if isinstance(value, str) and "\x00" in value:
-        return value.replace("\x00", "\x01")
-    return value
-
-
 # -- row key counters -----------------------------------------------------------------------
-
-
-def _high_water(store: _Backend, table: str, column: str) -> int:
-    """The highest key the table's counter has handed out (0 where it keeps none)."""
-    if store.name == "sqlite":
-        row = store.conn.execute("SELECT seq FROM sqlite_sequence WHERE name = ?", (table,))
-        found = row.fetchone()
-    else:
-        found = store.conn.execute(
-            "SELECT pg_sequence_last_value(CAST(pg_get_serial_sequence(?, ?) AS regclass))",
-            (table, column),
-        ).fetchone()
-    return int(found[0] or 0) if found else 0
 
 
 def _move_identities(dst: _Backend, high: dict[str, int]) -> None:
     for table, column in _IDENTITIES:
-        if dst.name == "postgresql":
-            # Called at the highest key (the next is one above), or not yet called at 1.
-            dst.conn.execute(
-                f"""SELECT setval(pg_get_serial_sequence(?, ?), greatest(top, 1), top > 0)
-                    FROM (SELECT greatest(coalesce(max({column}), 0), ?) AS top FROM {table}) t""",
-                (table, column, high[table]),
-            )
-            continue
-        autoincrement = dst.conn.execute(
-            "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ? "
-            "AND sql LIKE '%AUTOINCREMENT%'",
-            (table,),
-        ).fetchone()
-        if autoincrement is None or not high[table]:
-            continue
-        row = dst.conn.execute(
-            "SELECT seq FROM sqlite_sequence WHERE name = ?", (table,)
-        ).fetchone()
-        if row is None:
-            dst.conn.execute(
-                "INSERT INTO sqlite_sequence (name, seq) VALUES (?, ?)", (table, high[table])
-            )
-        elif int(row[0]) < high[table]:
-            dst.conn.execute(
-                "UPDATE sqlite_sequence SET seq = ? WHERE name = ?", (high[table], table)
-            )
+        dst.move_row_key(table, column, high[table])

@@ -5,6 +5,18 @@ from __future__ import annotations
 from contextlib import AbstractContextManager
 from typing import Any, Protocol
 
+# How long a write transaction waits for another process's write to finish, on either backend.
+# Far longer than SQLite's busy timeout: an ingest holds the write lock for a whole source,
+# which can take minutes, and a lock that is held belongs to a live process.
+WRITE_WAIT_S = 30 * 60.0
+# The settings the store's writes bump, named here so that a state check can read them in the
+# same statement as the rest of the state: every vector written or deleted and every chunk
+# deleted bumps the first (``StoreHandle.generation``); only a chunk deleted bumps the second
+# (``chunk_generation``), so that an item embedded on write leaves the keyword index and the
+# entity postings to take the new rows as an append.
+GENERATION_KEY = "vectors.generation"
+CHUNK_GENERATION_KEY = "chunks.generation"
+
 
 class StoreHandle(Protocol):
     @property

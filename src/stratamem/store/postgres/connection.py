@@ -1,26 +1,11 @@
-"""A PostgreSQL connection that the store's table classes can speak to as they speak to SQLite.
+"""A PostgreSQL connection that the store's table classes speak to as they speak to SQLite.
 
-The table classes write their SQL once, in the dialect both engines share, with ``?`` for a
-parameter. :class:`PgConnection` runs it on PostgreSQL: each statement is rewritten once (and
-kept) by :func:`translate`, which knows the few places where SQLite's spelling differs:
-
-=====================================  ===================================================
-SQLite                                 PostgreSQL
-=====================================  ===================================================
-``?``                                  ``%s`` (a literal ``%`` becomes ``%%``)
-``json_each(?)``                       ``json_array_elements_text(CAST(%s AS json))``
-``INSERT OR IGNORE INTO t …``          ``INSERT INTO t … ON CONFLICT DO NOTHING``
-``INSERT OR REPLACE INTO t (cols) …``  ``… ON CONFLICT (key of t) DO UPDATE SET col = EXCLUDED.col``
-``x IS ?`` / ``x IS NOT ?``            ``x IS NOT DISTINCT FROM %s`` / ``IS DISTINCT FROM``
-``+column`` (a planner hint)           ``column``
-``:name`` with a dict of parameters    ``%(name)s``
-``instr(text, part)``                  ``strpos(text, part)``
-``json_group_array(x)``                ``coalesce(CAST(json_agg(x) AS TEXT), '[]')``
-``?1`` (numbered, may repeat)          ``%(p1)s`` (the parameters by number)
-=====================================  ===================================================
+The table classes build their SQL from the store's dialect
+(:class:`~stratamem.store.postgres.dialect.PostgresDialect`: ``%s`` for a parameter, and the
+few other places where the engines differ); :class:`PgConnection` runs it as it is.
 
 Parameters are bound on the client (:class:`psycopg.ClientCursor`), as SQLite binds them: a
-``?`` whose type PostgreSQL could not infer is never an error. Rows come back as
+parameter whose type PostgreSQL could not infer is never an error. Rows come back as
 :class:`Row`, which reads by position and by column name, as ``sqlite3.Row`` does; Python
 booleans are written as integers, and ``numeric`` (what ``sum`` of integers gives) is read
 back as an ``int`` (or a ``float`` where it has a fraction).
@@ -46,88 +31,20 @@ from psycopg import pq
 from psycopg.adapt import Dumper, Loader
 from psycopg.rows import RowMaker
 
-from stratamem.errors import StoreBusyError, StoreError, StoreFull, is_disk_full
-from stratamem.store.sqlite.connection import WRITE_WAIT_S, full_error
+from stratamem.errors import StoreBusyError, StoreError, StoreFull, full_error, is_disk_full
+from stratamem.store.settings import WRITE_WAIT_S
 
 T = TypeVar("T")
 # The advisory lock every write transaction of a store holds (pg_advisory_xact_lock's key).
 WRITE_LOCK = 0x5374_7261_7461  # "Strata"
-# The conflict target of each table written with INSERT OR REPLACE: its primary key.
-PRIMARY_KEYS: dict[str, tuple[str, ...]] = {
-    "settings": ("key",),
-    "embeddings": ("node_id", "model"),
-    "summary_vectors": ("summary_id", "model"),
-    "fact_vectors": ("fact_id", "model"),
-    "fact_scores": ("fact_id",),
-}
-_QUOTED = re.compile(r"'(?:[^']|'')*'|\"(?:[^\"]|\"\")*\"")
-_JSON_EACH = re.compile(r"\bjson_each\(\?\)", re.IGNORECASE)
-_OR_IGNORE = re.compile(r"\bINSERT\s+OR\s+IGNORE\s+INTO\b", re.IGNORECASE)
-_OR_REPLACE = re.compile(r"\bINSERT\s+OR\s+REPLACE\s+INTO\s+(\w+)\s*\(([^)]*)\)", re.IGNORECASE)
-_IS_NOT_PARAM = re.compile(r"\bIS\s+NOT\s+\?", re.IGNORECASE)
-_IS_PARAM = re.compile(r"\bIS\s+\?", re.IGNORECASE)
-_HINT = re.compile(r"(?<=[\s(])\+(?=[A-Za-z_])")
-_NAMED = re.compile(r"(?<![:\w]):([A-Za-z_]\w*)")
-_INSTR = re.compile(r"\binstr\(", re.IGNORECASE)
-_GROUP_ARRAY = re.compile(r"\bjson_group_array\(([^()]*)\)", re.IGNORECASE)
-_NUMBERED = re.compile(r"\?(\d+)")
-_READ = re.compile(r"\s*(SELECT|WITH|BEGIN|SHOW)\b", re.IGNORECASE)
-_RETURNING = re.compile(r"\bRETURNING\b", re.IGNORECASE)
+# The first word of a statement that only reads: run again on a new connection where the
+# server dropped the old one outside a transaction.
+_READS = frozenset({"SELECT", "WITH", "BEGIN", "SHOW"})
 
 
-@functools.lru_cache(maxsize=2048)
-def translate(sql: str, named: bool = False) -> str:
-    """``sql`` as written for SQLite (see the module's table), for PostgreSQL; ``named`` where
-    its parameters are ``:name`` (given as a dict)."""
-    out: list[str] = []
-    at = 0
-    for quoted in _QUOTED.finditer(sql):
-        out.append(_plain(sql[at : quoted.start()], named))
-        out.append(quoted.group(0).replace("%", "%%"))
-        at = quoted.end()
-    out.append(_plain(sql[at:], named))
-    text = "".join(out)
-    conflict = ""
-    if _OR_IGNORE.search(text):
-        text = _OR_IGNORE.sub("INSERT INTO", text, count=1)
-        conflict = " ON CONFLICT DO NOTHING"
-    elif match := _OR_REPLACE.search(text):
-        table, columns = match.group(1), [c.strip() for c in match.group(2).split(",")]
-        key = PRIMARY_KEYS.get(table.lower())
-        if key is None:
-            raise StoreError(f"INSERT OR REPLACE into {table}: no conflict key is known for it")
-        rest = [c for c in columns if c not in key]
-        action = (
-            "DO UPDATE SET " + ", ".join(f"{c} = EXCLUDED.{c}" for c in rest)
-            if rest
-            else "DO NOTHING"
-        )
-        text = (
-            text[: match.start()] + f"INSERT INTO {table} ({match.group(2)})" + text[match.end() :]
-        )
-        conflict = f" ON CONFLICT ({', '.join(key)}) {action}"
-    if conflict:
-        returning = _RETURNING.search(text)
-        if returning is None:
-            text = text.rstrip().rstrip(";") + conflict
-        else:
-            text = text[: returning.start()] + conflict.strip() + " " + text[returning.start() :]
-    return text
-
-
-def _plain(part: str, named: bool) -> str:
-    """Rewrite a stretch of SQL outside any quotes."""
-    part = part.replace("%", "%%")
-    if named:
-        part = _NAMED.sub(r"%(\1)s", part)
-    part = _NUMBERED.sub(r"%(p\1)s", part)
-    part = _JSON_EACH.sub("json_array_elements_text(CAST(? AS json))", part)
-    part = _IS_NOT_PARAM.sub("IS DISTINCT FROM ?", part)
-    part = _IS_PARAM.sub("IS NOT DISTINCT FROM ?", part)
-    part = _HINT.sub("", part)
-    part = _INSTR.sub("strpos(", part)
-    part = _GROUP_ARRAY.sub(r"coalesce(CAST(json_agg(\1) AS TEXT), '[]')", part)
-    return part.replace("?", "%s")
+def _reads(sql: str) -> bool:
+    first = sql.lstrip().split(None, 1)
+    return bool(first) and first[0].upper() in _READS
 
 
 class Row(tuple[Any, ...]):
@@ -215,11 +132,8 @@ class PgConnection:
     def execute(
         self, sql: str, params: Sequence[Any] | dict[str, Any] | None = None
     ) -> psycopg.ClientCursor[Row]:
-        statement = translate(sql, isinstance(params, dict))
+        statement = sql
         values = _values(params) if params is not None else ()
-        if isinstance(values, tuple) and "%(p" in statement:
-            # ``?1``, ``?2`` name positional parameters, and may repeat.
-            values = {f"p{i}": v for i, v in enumerate(values, start=1)}
 
         def run() -> psycopg.ClientCursor[Row]:
             cursor: psycopg.ClientCursor[Row] = psycopg.ClientCursor(self.raw, row_factory=_rows)
@@ -228,13 +142,13 @@ class PgConnection:
             cursor.execute(statement, values)
             return cursor
 
-        cursor = self._lost_safe(run, retry=_READ.match(statement) is not None)
+        cursor = self._lost_safe(run, retry=_reads(statement))
         if cursor.rowcount > 0 and cursor.description is None:
             self.total_changes += cursor.rowcount
         return cursor
 
     def executemany(self, sql: str, seq: Iterable[Sequence[Any]]) -> psycopg.ClientCursor[Row]:
-        statement = translate(sql)
+        statement = sql
         rows = [_values(p) for p in seq]
 
         def run() -> psycopg.ClientCursor[Row]:

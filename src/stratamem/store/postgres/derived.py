@@ -50,10 +50,10 @@ def _vector_texts(store: Any, rows: list[tuple[Any, ...]]) -> list[tuple[Any, ..
 
 DERIVED: Final = {
     "chunks": Derived(
-        ("terms_content", "terms_title"), ("content", "title"), ("?", "?"), _term_counts
+        ("terms_content", "terms_title"), ("content", "title"), ("%s", "%s"), _term_counts
     ),
     "embeddings": Derived(
-        ("embedding",), ("vector", "dim"), ("CAST(? AS vector)",), _vector_texts, portable=True
+        ("embedding",), ("vector", "dim"), ("CAST(%s AS vector)",), _vector_texts, portable=True
     ),
 }
 
@@ -78,11 +78,11 @@ def with_derived(
     names = [columns[i] for i in keep]
     kept = [tuple(row[i] for i in keep) for row in rows]
     if derived is None:
-        return names, ["?"] * len(names), kept
+        return names, ["%s"] * len(names), kept
     at = [names.index(c) for c in derived.needs]
     values = derived.compute(store, [tuple(r[i] for i in at) for r in kept]) if kept else []
     return (
         [*names, *derived.columns],
-        ["?"] * len(names) + list(derived.marks),
+        ["%s"] * len(names) + list(derived.marks),
         [(*r, *v) for r, v in zip(kept, values, strict=True)],
     )

@@ -28,17 +28,18 @@ import sqlite3
 import threading
 from collections import OrderedDict
 from collections.abc import Iterable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from typing import TYPE_CHECKING, Final
 
 import numpy as np
 
 from stratamem.errors import KeywordIndexUnavailable
+from stratamem.store.dialect import Dialect
 from stratamem.store.keyword import IntArray, KeywordRows, KeywordSchema, KeywordState, Postings
-from stratamem.store.sqlite.connection import CHUNK_GENERATION_KEY
-from stratamem.store.sqlite.filters import filter_sql, gate_sql
+from stratamem.store.settings import CHUNK_GENERATION_KEY
 from stratamem.store.sqlite.fts_terms import TOKENIZERS, read_postings, tokenizer_name
-from stratamem.store.sqlite.keyword import KeywordTables
+from stratamem.store.tables.filters import filter_sql, gate_sql
+from stratamem.store.tables.hits import keyword_hit
 from stratamem.types import Chunk, Filters, RetrievalHit
 
 if TYPE_CHECKING:
@@ -168,13 +169,26 @@ def merge(parts: Sequence[tuple[IntArray, Postings]]) -> tuple[IntArray, Posting
     )
 
 
-class PgKeywordTables(KeywordTables):
+class PgKeywordTables:
     """The keyword half of :class:`~stratamem.store.postgres.store.PostgresStore`."""
 
-    conn: PgConnection  # type: ignore[assignment]
+    conn: PgConnection
+    dialect: Dialect
     _tokenizer: Tokenizer | None = None
 
     if TYPE_CHECKING:
+
+        def visible_ids(self) -> list[str] | None: ...
+
+        def allowed_rowids(self, filters: Filters) -> list[int] | None: ...
+
+        def mentions_of(self, node_ids: Sequence[str]) -> dict[str, list[str]]: ...
+
+        def in_transaction(self) -> bool: ...
+
+        def transaction(self) -> AbstractContextManager[PgConnection]: ...
+
+        def read_snapshot(self) -> AbstractContextManager[None]: ...
 
         def get_setting(self, key: str) -> str | None: ...
 
@@ -210,12 +224,12 @@ class PgKeywordTables(KeywordTables):
             tokenizer = Tokenizer(TOKENIZERS[name])
             above = 0
             while rows := self.conn.execute(
-                "SELECT rowid, content, title FROM chunks WHERE rowid > ? ORDER BY rowid LIMIT ?",
+                "SELECT rowid, content, title FROM chunks WHERE rowid > %s ORDER BY rowid LIMIT %s",
                 (above, _BATCH),
             ).fetchall():
                 counts = tokenizer.counts([(r[1], r[2]) for r in rows])
                 self.conn.executemany(
-                    "UPDATE chunks SET terms_content = ?, terms_title = ? WHERE rowid = ?",
+                    "UPDATE chunks SET terms_content = %s, terms_title = %s WHERE rowid = %s",
                     [(a, b, r[0]) for (a, b), r in zip(counts, rows, strict=True)],
                 )
                 above = int(rows[-1][0])
@@ -241,7 +255,7 @@ class PgKeywordTables(KeywordTables):
 
     def keyword_state(self) -> KeywordState:
         row = self.conn.execute(
-            """SELECT (SELECT CAST(value AS BIGINT) FROM settings WHERE key = ?),
+            """SELECT (SELECT CAST(value AS BIGINT) FROM settings WHERE key = %s),
                       (SELECT max(rowid) FROM chunks), docs, content, title
                FROM keyword_stats""",
             (CHUNK_GENERATION_KEY,),
@@ -257,7 +271,7 @@ class PgKeywordTables(KeywordTables):
         )
 
     def keyword_rows(self, *, above: int = 0, upto: int | None = None) -> list[tuple[int, str]]:
-        sql = "SELECT rowid, id FROM chunks WHERE rowid > ? AND rowid <= ? ORDER BY rowid"
+        sql = "SELECT rowid, id FROM chunks WHERE rowid > %s AND rowid <= %s ORDER BY rowid"
         params = (above, (1 << 63) - 1 if upto is None else upto)
         return [(int(r[0]), str(r[1])) for r in self.conn.execute(sql, params)]
 
@@ -266,7 +280,7 @@ class PgKeywordTables(KeywordTables):
         ids: list[str] = []
         parts: list[tuple[IntArray, Postings]] = []
         cursor = self.conn.execute(
-            "SELECT rowid, id, content, title FROM chunks WHERE rowid > ? ORDER BY rowid",
+            "SELECT rowid, id, content, title FROM chunks WHERE rowid > %s ORDER BY rowid",
             (above,),
         )
         while batch := cursor.fetchmany(_BATCH):
@@ -307,19 +321,19 @@ class PgKeywordTables(KeywordTables):
         if not n_docs:
             return [], 0
         avgdl = sum(state.totals) / n_docs
-        where, params = filter_sql(filters, self.visible_ids())
+        where, params = filter_sql(self.dialect, filters, self.visible_ids())
         patterns = sorted({_pattern(token) for phrase in phrases for token in phrase[:1]})
         candidates = self.conn.execute(
             """SELECT c.rowid, c.content, c.title, c.terms_content + c.terms_title
                 FROM chunks c JOIN sources s ON s.id = c.source_id
-                WHERE (c.content ILIKE ANY (?) OR c.title ILIKE ANY (?))""",
+                WHERE (c.content ILIKE ANY (%s) OR c.title ILIKE ANY (%s))""",
             (patterns, patterns),
         ).fetchall()
         admitted = {
             int(r[0])
             for r in self.conn.execute(
                 f"""SELECT c.rowid FROM chunks c JOIN sources s ON s.id = c.source_id
-                    WHERE c.rowid = ANY (?) AND {where}""",
+                    WHERE c.rowid = ANY (%s) AND {where}""",
                 ([int(r[0]) for r in candidates], *params),
             )
         }
@@ -357,17 +371,15 @@ class PgKeywordTables(KeywordTables):
     ) -> list[RetrievalHit]:
         if not ranked:
             return []
-        from stratamem.store.sqlite.keyword import _hit
-
         rowids = [int(r[0]) for r in ranked]
-        gate, params = gate_sql(self.visible_ids(), probe=True)
+        gate, params = gate_sql(self.dialect, self.visible_ids(), probe=True)
         rows = {
             row["rowid"]: row
             for row in self.conn.execute(
                 f"""SELECT c.rowid, c.id, c.content, c.title, c.author, c.ts_start, c.ts_end,
                            c.tags, c.source_ref, c.source_id, s.scope, c.content_sha256, c.seq
                     FROM chunks c JOIN sources s ON s.id = c.source_id
-                    WHERE c.rowid = ANY (?) AND {gate}""",
+                    WHERE c.rowid = ANY (%s) AND {gate}""",
                 (rowids, *params),
             )
         }
@@ -389,7 +401,7 @@ class PgKeywordTables(KeywordTables):
         )
         entities = self.mentions_of([rows[rowid]["id"] for _, _, rowid in order])
         return [
-            _hit(rows[rowid], entities[node], score, snips.get(rowid, ""))  # type: ignore[arg-type]
+            keyword_hit(rows[rowid], entities[node], score, snips.get(rowid, ""))
             for score, node, rowid in order
         ]
 

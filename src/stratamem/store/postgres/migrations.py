@@ -10,14 +10,15 @@ totals: what BM25 divides by.
 
 The version is the row of ``stratamem_schema``. Each migration runs in one transaction that
 holds the store's write lock and reads the version again once it has it, so two processes
-opening a new database take turns.
+opening a new database take turns: the runner is :mod:`stratamem.store.migrations`.
 """
 
 from __future__ import annotations
 
 import re
 
-from stratamem.errors import SchemaError, StoreError
+from stratamem.errors import StoreError
+from stratamem.store.migrations import migrate as run_migrations
 from stratamem.store.postgres.connection import WRITE_LOCK, PgConnection
 
 _V1 = """
@@ -421,47 +422,45 @@ MIGRATIONS: tuple[str, ...] = (
 SCHEMA_VERSION = len(MIGRATIONS)
 
 
+class PostgresSchema:
+    """The version is the row of ``stratamem_schema``; a step's transaction takes the store's
+    advisory write lock first."""
+
+    steps = MIGRATIONS
+
+    def __init__(self, conn: PgConnection) -> None:
+        self.raw = conn.raw
+
+    def version(self) -> int:
+        row = self.raw.execute(b"SELECT to_regclass('stratamem_schema') IS NOT NULL").fetchone()
+        if not row or not row[0]:
+            return 0
+        found = self.raw.execute(b"SELECT max(version) FROM stratamem_schema").fetchone()
+        return int(found[0] or 0) if found else 0
+
+    def begin(self) -> None:
+        self.raw.execute(b"BEGIN")
+        self.raw.execute(b"SELECT pg_advisory_xact_lock(%d)" % WRITE_LOCK)
+        self.raw.execute(b"CREATE TABLE IF NOT EXISTS stratamem_schema (version BIGINT NOT NULL)")
+
+    def apply(self, step: str) -> None:
+        self.raw.execute(step.encode())
+
+    def set_version(self, version: int) -> None:
+        self.raw.execute(b"DELETE FROM stratamem_schema")
+        self.raw.execute(b"INSERT INTO stratamem_schema (version) VALUES (%d)" % version)
+
+    def commit(self) -> None:
+        self.raw.execute(b"COMMIT")
+
+    def rollback(self) -> None:
+        self.raw.execute(b"ROLLBACK")
+
+
 def migrate(conn: PgConnection) -> int:
-    """Bring the database up to :data:`SCHEMA_VERSION`; returns the version it found."""
-    found = _version(conn)
-    version = found
-    while version < SCHEMA_VERSION:
-        raw = conn.raw
-        raw.execute(b"BEGIN")
-        try:
-            raw.execute(b"SELECT pg_advisory_xact_lock(%d)" % WRITE_LOCK)
-            raw.execute(b"CREATE TABLE IF NOT EXISTS stratamem_schema (version BIGINT NOT NULL)")
-            row = raw.execute(b"SELECT max(version) FROM stratamem_schema").fetchone()
-            version = int(row[0] or 0) if row else 0
-            _check(version)
-            if version < SCHEMA_VERSION:
-                version += 1
-                raw.execute(MIGRATIONS[version - 1].encode())
-                raw.execute(b"DELETE FROM stratamem_schema")
-                raw.execute(b"INSERT INTO stratamem_schema (version) VALUES (%d)" % version)
-        except BaseException:
-            raw.execute(b"ROLLBACK")
-            raise
-        raw.execute(b"COMMIT")
-    return found
-
-
-def _version(conn: PgConnection) -> int:
-    row = conn.raw.execute(b"SELECT to_regclass('stratamem_schema') IS NOT NULL").fetchone()
-    if not row or not row[0]:
-        return 0
-    found = conn.raw.execute(b"SELECT max(version) FROM stratamem_schema").fetchone()
-    version = int(found[0] or 0) if found else 0
-    _check(version)
-    return version
-
-
-def _check(version: int) -> None:
-    if version > SCHEMA_VERSION:
-        raise SchemaError(
-            f"database schema version {version} is newer than this stratamem knows "
-            f"({SCHEMA_VERSION}); upgrade stratamem"
-        )
+    """Bring the database up to :data:`SCHEMA_VERSION`; returns the version it found (see
+    :mod:`stratamem.store.migrations`)."""
+    return run_migrations(PostgresSchema(conn))
 
 
 def require_vector_extension(conn: PgConnection) -> None:

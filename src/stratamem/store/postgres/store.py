@@ -1,7 +1,8 @@
 """The PostgreSQL store: one database that many processes, on many machines, share.
 
-It is the SQLite store's tables put together over a PostgreSQL connection
-(:class:`~stratamem.store.postgres.connection.PgConnection` runs their SQL), with what differs
+It is the shared tables (:mod:`stratamem.store.tables`, their SQL built from
+:class:`~stratamem.store.postgres.dialect.PostgresDialect`) put together over a PostgreSQL
+connection (:class:`~stratamem.store.postgres.connection.PgConnection`), with what differs
 between the engines here: the connection, transactions and read snapshots, the settings'
 counters, what keys caches of the database's contents (:meth:`PostgresStore.write_state`),
 scrubbing, and the keyword role (``keyword``), whose BM25 keeps the SQLite store's numbers.
@@ -28,23 +29,25 @@ import psycopg
 from stratamem.errors import StoreError
 from stratamem.store.caches import LastFew
 from stratamem.store.postgres.connection import PgConnection, atomic, connect, redact
+from stratamem.store.postgres.copying import PgCopyRows
 from stratamem.store.postgres.derived import with_derived
+from stratamem.store.postgres.dialect import POSTGRES
 from stratamem.store.postgres.keyword import PgKeywordTables
 from stratamem.store.postgres.migrations import migrate, require_vector_extension
 from stratamem.store.postgres.vectors import PgVectorTables
-from stratamem.store.sqlite.aliases import AliasTables
-from stratamem.store.sqlite.connection import CHUNK_GENERATION_KEY, GENERATION_KEY
-from stratamem.store.sqlite.facts import FactTables
-from stratamem.store.sqlite.graph import GraphTables
-from stratamem.store.sqlite.items import ItemVersionTables
-from stratamem.store.sqlite.jobs import JobQueue
-from stratamem.store.sqlite.locks import LockTables, table_columns
-from stratamem.store.sqlite.postings import COUNTED_MENTIONS, EntityPostings
-from stratamem.store.sqlite.principals import PrincipalTables
-from stratamem.store.sqlite.records import RecordTables
-from stratamem.store.sqlite.rollups import RollupTables
-from stratamem.store.sqlite.sources import SourceTables, _chunk_row, _mention_rows
-from stratamem.store.sqlite.trees import TreeTables
+from stratamem.store.settings import CHUNK_GENERATION_KEY, GENERATION_KEY
+from stratamem.store.tables.aliases import AliasTables
+from stratamem.store.tables.facts import FactTables
+from stratamem.store.tables.graph import GraphTables
+from stratamem.store.tables.items import ItemVersionTables
+from stratamem.store.tables.jobs import JobQueue
+from stratamem.store.tables.locks import LockTables, table_columns
+from stratamem.store.tables.postings import COUNTED_MENTIONS, EntityPostings
+from stratamem.store.tables.principals import PrincipalTables
+from stratamem.store.tables.records import RecordTables
+from stratamem.store.tables.rollups import RollupTables
+from stratamem.store.tables.sources import SourceTables, _chunk_row, _mention_rows
+from stratamem.store.tables.trees import TreeTables
 from stratamem.types import Chunk, Mention
 
 # Tables whose rows hold a source's text: vacuumed after a forget.
@@ -68,6 +71,7 @@ _MENTION_COLUMNS = ("entity_id", "node_id", "kind", "surface", "source_id", "ts"
 
 
 class PostgresStore(
+    PgCopyRows,
     SourceTables,
     RecordTables,
     ItemVersionTables,
@@ -83,7 +87,8 @@ class PostgresStore(
     """Owns one connection to the server; use as a context manager or call :meth:`close`."""
 
     name = "postgresql"
-    conn: PgConnection  # type: ignore[assignment]
+    dialect = POSTGRES
+    conn: PgConnection
 
     def __init__(self, location: str) -> None:
         self.location = location
@@ -105,15 +110,16 @@ class PostgresStore(
                     "INSERT INTO settings (key, value) VALUES ('store.id', md5(random()::text))"
                     " ON CONFLICT DO NOTHING"
                 )
-        self.trees = TreeTables(self)  # type: ignore[arg-type]
-        self.jobs = JobQueue(self.conn, lambda: atomic(self.conn))  # type: ignore[arg-type]
+        self.trees = TreeTables(self)
+        self.jobs = JobQueue(self.conn, lambda: atomic(self.conn), self.dialect)
         self.postings = EntityPostings(
-            lambda: self.conn,  # type: ignore[arg-type, return-value]
+            lambda: self.conn,
             state=self.write_state,
             generation=self.chunk_generation,
             snapshot=self.read_snapshot,
             writing=self.in_transaction,
             count_sql=COUNTED_MENTIONS,
+            dialect=self.dialect,
         )
         self._counters = CommittedCounters(self.location, self.path)
         self._index_base: str | None = None
@@ -128,7 +134,7 @@ class PostgresStore(
         self._counters.close()
         self.conn.close()
 
-    def transaction(self) -> AbstractContextManager[PgConnection]:  # type: ignore[override]
+    def transaction(self) -> AbstractContextManager[PgConnection]:
         if self._reading:
             raise StoreError(f"{self.path}: a write cannot start inside a read snapshot")
         return atomic(self.conn)
@@ -174,7 +180,7 @@ class PostgresStore(
             return found
         if memo is not None and _PREFETCHED in memo and ":" not in key:
             return None  # read with the snapshot's BEGIN: the store has no such setting
-        row = self.conn.execute("SELECT value FROM settings WHERE key = ?", (key,)).fetchone()
+        row = self.conn.execute("SELECT value FROM settings WHERE key = %s", (key,)).fetchone()
         value = None if row is None else str(row[0])
         if memo is not None:
             memo[("setting", key)] = value
@@ -182,7 +188,7 @@ class PostgresStore(
 
     def set_setting(self, key: str, value: str) -> None:
         self.conn.execute(
-            "INSERT INTO settings (key, value) VALUES (?, ?) "
+            "INSERT INTO settings (key, value) VALUES (%s, %s) "
             "ON CONFLICT (key) DO UPDATE SET value = excluded.value",
             (key, value),
         )
@@ -190,7 +196,7 @@ class PostgresStore(
     def bump_generation(self, *, chunks: bool = True) -> None:
         keys = (GENERATION_KEY, CHUNK_GENERATION_KEY) if chunks else (GENERATION_KEY,)
         self.conn.executemany(
-            "INSERT INTO settings (key, value) VALUES (?, '1') ON CONFLICT (key) "
+            "INSERT INTO settings (key, value) VALUES (%s, '1') ON CONFLICT (key) "
             "DO UPDATE SET value = CAST(CAST(settings.value AS BIGINT) + 1 AS TEXT)",
             [(key,) for key in keys],
         )
@@ -265,10 +271,10 @@ class PostgresStore(
             self.conn.executemany(sql, with_derived(self, table, known, batch)[2])
         if "rowid" in known:
             self.conn.execute(
-                f"""SELECT setval(pg_get_serial_sequence(?, 'rowid'), greatest(
+                f"""SELECT setval(pg_get_serial_sequence(%s, 'rowid'), greatest(
                        (SELECT coalesce(max(rowid), 1) FROM {table}),
                        coalesce(pg_sequence_last_value(
-                           CAST(pg_get_serial_sequence(?, 'rowid') AS regclass)), 1)))""",
+                           CAST(pg_get_serial_sequence(%s, 'rowid') AS regclass)), 1)))""",
                 (table, table),
             )
 
@@ -343,7 +349,7 @@ class CommittedCounters:
                 self._conn = connect(self._location, application="stratamem-state")
             found: dict[str, str] = dict(
                 self._conn.execute(
-                    "SELECT key, value FROM settings WHERE key IN (?, ?)",
+                    "SELECT key, value FROM settings WHERE key IN (%s, %s)",
                     (GENERATION_KEY, CHUNK_GENERATION_KEY),
                 ).fetchall()
             )

@@ -36,7 +36,7 @@ from typing import Any
 from stratamem.errors import StoreError
 from stratamem.store.postgres.connection import redact
 from stratamem.store.postgres.store import CommittedCounters, PostgresStore, open_postgres
-from stratamem.store.sqlite.postings import COUNTED_MENTIONS, EntityPostings
+from stratamem.store.tables.postings import COUNTED_MENTIONS, EntityPostings
 
 
 class PerThreadPostgresStore:
@@ -58,13 +58,14 @@ class PerThreadPostgresStore:
         self._serials = itertools.count()
         self._counters = CommittedCounters(location, self.path)
         self.postings = EntityPostings(
-            lambda: self._mine().conn,  # type: ignore[arg-type, return-value]
+            lambda: self._mine().conn,
             state=lambda: self._mine().write_state(),
             generation=lambda: self._mine().chunk_generation(),
             snapshot=lambda: self._mine().read_snapshot(),
             writing=lambda: self._mine().in_transaction(),
             reader=self._reader,
             count_sql=COUNTED_MENTIONS,
+            dialect=PostgresStore.dialect,
         )
         first = self._mine()  # connects (and migrates) now: a bad URL fails here
         first.read_as(principal)

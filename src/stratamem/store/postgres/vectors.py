@@ -35,8 +35,9 @@ from psycopg.adapt import Dumper
 from psycopg.types import TypeInfo
 
 from stratamem.errors import StoreError
-from stratamem.store.sqlite.filters import filter_sql
-from stratamem.store.sqlite.vectors import VectorTables
+from stratamem.store.postgres.dialect import POSTGRES
+from stratamem.store.tables.filters import filter_sql
+from stratamem.store.tables.vectors import VectorTables
 from stratamem.store.vectors import ChunkVector, VectorMark, packed_rows, unpack_vectors
 from stratamem.types import Filters
 
@@ -95,7 +96,7 @@ def index_name(model: str) -> str:
 class PgVectorTables(VectorTables):
     """The vectors half of :class:`~stratamem.store.postgres.store.PostgresStore`."""
 
-    conn: PgConnection  # type: ignore[assignment]
+    conn: PgConnection
     _indexed_models: set[str]
 
     if TYPE_CHECKING:
@@ -134,7 +135,7 @@ class PgVectorTables(VectorTables):
             return True
         row = self.conn.execute(
             """SELECT i.indisvalid FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid
-               WHERE c.relname = ?""",
+               WHERE c.relname = %s""",
             (index_name(model),),
         ).fetchone()
         if row is not None and row[0]:
@@ -148,7 +149,7 @@ class PgVectorTables(VectorTables):
         if self.vector_index_of(model):
             return None
         row = self.conn.execute(
-            "SELECT count(*), max(dim) FROM embeddings WHERE model = ?", (model,)
+            "SELECT count(*), max(dim) FROM embeddings WHERE model = %s", (model,)
         ).fetchone()
         count, dim = (int(row[0]), row[1]) if row is not None else (0, None)
         if count < threshold or dim is None:
@@ -199,10 +200,10 @@ class PgVectorTables(VectorTables):
             ("vector index", model),
             lambda: self.vector_index_of(model) or self.build_vector_index(model) is not None,
         )
-        distance = f"e.embedding::vector({dim}) <=> CAST(? AS vector({dim}))"
+        distance = f"e.embedding::vector({dim}) <=> CAST(%s AS vector({dim}))"
         sql = f"""SELECT e.node_id, {distance} AS d FROM embeddings e
                   WHERE e.model = '{model.replace("'", "''")}' AND {where}
-                  ORDER BY d LIMIT ?"""
+                  ORDER BY d LIMIT %s"""
         with self.read_snapshot():
             # Both settings in one round trip.
             self.conn.command(
@@ -223,8 +224,8 @@ def _admitted(filters: Filters, visible: Sequence[str] | None) -> tuple[str, lis
     if filters == Filters():
         if visible is None:
             return "TRUE", []
-        return "e.source_id = ANY (?)", [list(visible)]
-    where, params = filter_sql(filters, visible)
+        return "e.source_id = ANY (%s)", [list(visible)]
+    where, params = filter_sql(POSTGRES, filters, visible)
     return (
         f"""coalesce((SELECT TRUE FROM chunks c JOIN sources s ON s.id = c.source_id
                      WHERE c.id = e.node_id AND {where}), FALSE)""",

@@ -7,28 +7,15 @@ import logging
 import shutil
 import sqlite3
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TypeVar
 
-from stratamem.errors import StoreBusyError, StoreError, StoreFull, is_disk_full
+from stratamem.errors import StoreBusyError, StoreError, StoreFull, full_error, is_disk_full
 from stratamem.store.modes import private_file
+from stratamem.store.settings import WRITE_WAIT_S
 
-BATCH = 500
 BUSY_TIMEOUT_S = 60.0
-# How long a write transaction waits for another process's write to finish. Far longer than
-# the busy timeout: an ingest holds the write lock for a whole source, which can take minutes,
-# and a lock that is held belongs to a live process (SQLite's locks go with their process).
-WRITE_WAIT_S = 30 * 60.0
-# The settings the store's writes bump, named here so that a state check can read them in the
-# same statement as the rest of the state: every vector written or deleted and every chunk
-# deleted bumps the first (``SQLiteStore.generation``); only a chunk deleted bumps the second
-# (``SQLiteStore.chunk_generation``), so that an item embedded on write leaves the keyword
-# index and the entity postings to take the new rows as an append.
-GENERATION_KEY = "vectors.generation"
-CHUNK_GENERATION_KEY = "chunks.generation"
-T = TypeVar("T")
 _log = logging.getLogger(__name__)
 
 
@@ -116,15 +103,6 @@ def is_busy(exc: sqlite3.Error) -> bool:
     return "locked" in str(exc)
 
 
-def full_error(exc: BaseException) -> StoreFull:
-    """``exc`` (SQLITE_FULL, or the OS's ENOSPC) as the :class:`StoreFull` a write that
-    ran out of room raises."""
-    return StoreFull(
-        f"disk full ({exc}): this write was rolled back and nothing of it was written; what "
-        "earlier writes committed is kept. Free some space and run it again"
-    )
-
-
 @contextmanager
 def atomic(
     conn: sqlite3.Connection, *, wait_s: float = WRITE_WAIT_S
@@ -189,11 +167,3 @@ def _begin_immediate(conn: sqlite3.Connection, wait_s: float) -> None:
         if not waited:
             waited = True
             _log.warning("waiting for another process's write to the store to finish")
-
-
-def batches(values: Sequence[T]) -> Iterator[tuple[list[T], str]]:
-    """``values`` in slices of :data:`BATCH`, each with its ``?,?,…`` placeholder list, so an
-    ``IN (…)`` query never passes SQLite's limit on bound parameters."""
-    for start in range(0, len(values), BATCH):
-        part = list(values[start : start + BATCH])
-        yield part, ",".join("?" * len(part))

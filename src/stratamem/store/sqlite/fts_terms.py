@@ -41,7 +41,7 @@ import numpy as np
 
 from stratamem.errors import KeywordIndexUnavailable
 from stratamem.store.keyword import IntArray, KeywordRows, KeywordSchema, KeywordState, Postings
-from stratamem.store.sqlite.connection import CHUNK_GENERATION_KEY
+from stratamem.store.settings import CHUNK_GENERATION_KEY
 
 FTS_TABLE: Final = "chunks_fts"
 _VOCAB: Final = "temp.stratamem_bm25_vocab"

@@ -6,16 +6,14 @@ so filtering always happens before the limit."""
 from __future__ import annotations
 
 import heapq
-import json
 import sqlite3
 from collections.abc import Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from stratamem.errors import KeywordIndexUnavailable
-from stratamem.store.base import from_ms
+from stratamem.store.dialect import Dialect
 from stratamem.store.keyword import KeywordRows, KeywordSchema, KeywordState
-from stratamem.store.sqlite.filters import gate_sql
 from stratamem.store.sqlite.fts_terms import (
     FtsTerms,
     chunk_rows,
@@ -25,13 +23,21 @@ from stratamem.store.sqlite.fts_terms import (
     tokenizer_name,
     unavailable_on_error,
 )
-from stratamem.types import Filters, NodeKind, RetrievalHit, TreeKind
+from stratamem.store.tables.filters import gate_sql
+from stratamem.store.tables.hits import keyword_hit
+from stratamem.types import Filters, RetrievalHit
+
+FTS_INDEX = """INSERT INTO chunks_fts(rowid, content, title)
+    SELECT rowid, content, title FROM chunks WHERE """
+"""Indexes in FTS5 the chunks a condition appended to it selects: every write of chunks ends
+with it (there is no insert trigger: see migration 18)."""
 
 
 class KeywordTables:
     """The keyword half of :class:`~stratamem.store.sqlite.store.SQLiteStore`."""
 
     conn: sqlite3.Connection
+    dialect: Dialect
 
     if TYPE_CHECKING:
 
@@ -169,7 +175,7 @@ class KeywordTables:
             return []
         rowids = [r[0] for r in ranked]
         marks = ",".join("?" * len(rowids))
-        gate, params = gate_sql(self.visible_ids(), probe=True)
+        gate, params = gate_sql(self.dialect, self.visible_ids(), probe=True)
         rows = {
             row["rowid"]: row
             for row in self.conn.execute(
@@ -201,30 +207,6 @@ class KeywordTables:
         )
         entities = self.mentions_of([rows[rowid]["id"] for _, _, rowid in order])
         return [
-            _hit(rows[rowid], entities[node], score, snips.get(rowid, ""))
+            keyword_hit(rows[rowid], entities[node], score, snips.get(rowid, ""))
             for score, node, rowid in order
         ]
-
-
-def _hit(row: sqlite3.Row, entities: list[str], score: float, snippet: str) -> RetrievalHit:
-    explain: dict[str, Any] = {"keyword": round(score, 4)}
-    return RetrievalHit(
-        node_id=row["id"],
-        node_kind=NodeKind.LEAF,
-        tree_id="",
-        tree_kind=TreeKind.SOURCE,
-        tree_scope=row["scope"],
-        level=0,
-        content=row["content"],
-        entities=tuple(entities),
-        topics=tuple(json.loads(row["tags"])),
-        time_start=from_ms(row["ts_start"]),
-        time_end=from_ms(row["ts_end"]),
-        score=score,
-        source_ref=row["source_ref"],
-        source_id=row["source_id"],
-        author=row["author"],
-        title=row["title"],
-        snippet=snippet,
-        explain=explain,
-    )

@@ -2,7 +2,7 @@
 
 Times are stored as integer milliseconds since the Unix epoch (UTC). Lists are JSON text.
 Each migration runs in its own transaction and bumps ``PRAGMA user_version``; re-running the
-list on an up-to-date file does nothing.
+list on an up-to-date file does nothing. The runner is :mod:`stratamem.store.migrations`.
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 import sqlite3
 
-from stratamem.errors import SchemaError
+from stratamem.store.migrations import migrate as run_migrations
 
 MIGRATIONS: tuple[str, ...] = (
     # 1: sources, chunks with their FTS5 index, the entity index and co-mention edges.
@@ -275,7 +275,7 @@ MIGRATIONS: tuple[str, ...] = (
     # ``sources`` row; its content lives only in ``sealed`` (AES-256-GCM parts under a key derived
     # from a passphrase with ``locks.kdf``; ``locks.check_value`` tells a wrong passphrase;
     # ``locks.format`` is the sealed format and ``locks.parts`` how many parts it has, see
-    # store/sqlite/locks.py).
+    # store/tables/locks.py).
     """
     UPDATE sources SET access = CASE WHEN kind = 'chat' THEN '["team"]' ELSE '["private"]' END
     WHERE access = '[]';
@@ -515,7 +515,7 @@ MIGRATIONS: tuple[str, ...] = (
     # with its source (forget) and is sealed with it (lock). ``entity_merges`` holds what a
     # person decided: ``merge`` (entity_a is entity_b) or ``split`` (an alias a source stated
     # is not to be followed), who and when; undoing one fills ``undone_by``/``undone_at``,
-    # so the history stays listable. Its ids are random (store/sqlite/aliases.py), and the
+    # so the history stays listable. Its ids are random (store/tables/aliases.py), and the
     # rows naming an id only one source names go with that source (lock, forget).
     """
     CREATE TABLE IF NOT EXISTS entity_aliases (
@@ -555,41 +555,40 @@ MIGRATIONS: tuple[str, ...] = (
 SCHEMA_VERSION = len(MIGRATIONS)
 
 
+class SqliteSchema:
+    """The version is ``PRAGMA user_version``; a step's transaction is ``BEGIN IMMEDIATE``,
+    which takes the write lock at once."""
+
+    steps = MIGRATIONS
+
+    def __init__(self, conn: sqlite3.Connection) -> None:
+        self.conn = conn
+
+    def version(self) -> int:
+        return int(self.conn.execute("PRAGMA user_version").fetchone()[0])
+
+    def begin(self) -> None:
+        self.conn.execute("BEGIN IMMEDIATE")
+
+    def apply(self, step: str) -> None:
+        for statement in _statements(step):
+            if not _column_there(self.conn, statement):
+                self.conn.execute(statement)
+
+    def set_version(self, version: int) -> None:
+        self.conn.execute(f"PRAGMA user_version = {version}")
+
+    def commit(self) -> None:
+        self.conn.execute("COMMIT")
+
+    def rollback(self) -> None:
+        self.conn.execute("ROLLBACK")
+
+
 def migrate(conn: sqlite3.Connection) -> int:
-    """Bring the file up to :data:`SCHEMA_VERSION`; returns the version it found.
-
-    Each migration runs in its own ``BEGIN IMMEDIATE`` transaction that reads the version again
-    once it holds the write lock, so two processes opening a new file at once take turns and
-    the second finds each migration done rather than running it twice (an ``ALTER TABLE`` is
-    not idempotent).
-    """
-    found = _version(conn)
-    version = found
-    while version < SCHEMA_VERSION:
-        conn.execute("BEGIN IMMEDIATE")
-        try:
-            version = _version(conn)
-            if version < SCHEMA_VERSION:
-                version += 1
-                for statement in _statements(MIGRATIONS[version - 1]):
-                    if not _column_there(conn, statement):
-                        conn.execute(statement)
-                conn.execute(f"PRAGMA user_version = {version}")
-        except BaseException:
-            conn.execute("ROLLBACK")
-            raise
-        conn.execute("COMMIT")
-    return found
-
-
-def _version(conn: sqlite3.Connection) -> int:
-    version = int(conn.execute("PRAGMA user_version").fetchone()[0])
-    if version > SCHEMA_VERSION:
-        raise SchemaError(
-            f"database schema version {version} is newer than this stratamem knows "
-            f"({SCHEMA_VERSION}); upgrade stratamem"
-        )
-    return version
+    """Bring the file up to :data:`SCHEMA_VERSION`; returns the version it found (see
+    :mod:`stratamem.store.migrations`)."""
+    return run_migrations(SqliteSchema(conn))
 
 
 _ADD_COLUMN = re.compile(r"ALTER TABLE (\w+) ADD COLUMN (\w+)", re.IGNORECASE)

@@ -1,47 +1,49 @@
 """The default store: one SQLite file holding sources, chunks, FTS5, vectors, the entity
 graph and the summary trees.
 
-The class is its roles put together, one module each: ``sources`` (sources, chunks,
-mentions, and the reader's gate), ``records``, ``items`` (item versions), ``vectors``,
-``graph``, ``keyword`` (FTS5), ``principals``, ``locks`` (sealed sources), ``trees`` and
-``jobs``; this module holds the connection, transactions, settings and the store's identity.
+The class is its roles put together, one module each: the shared tables
+(:mod:`stratamem.store.tables`: ``sources`` (sources, chunks, mentions, and the reader's
+gate), ``records``, ``items`` (item versions), ``vectors``, ``graph``, ``principals``,
+``locks`` (sealed sources), ``trees`` and ``jobs``), their SQL built from
+:class:`~stratamem.store.sqlite.dialect.SqliteDialect`, and SQLite's own ``keyword`` (FTS5);
+this module holds the connection, transactions, settings and the store's identity.
 On-disk format: see ``migrations.py``.
 """
 
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 from typing import Any
 
 from stratamem.errors import StoreError
 from stratamem.store.caches import LastFew
-from stratamem.store.sqlite.aliases import AliasTables
-from stratamem.store.sqlite.connection import (
-    CHUNK_GENERATION_KEY,
-    GENERATION_KEY,
-    atomic,
-    connect,
-)
-from stratamem.store.sqlite.facts import FactTables
-from stratamem.store.sqlite.graph import GraphTables
-from stratamem.store.sqlite.items import ItemVersionTables
-from stratamem.store.sqlite.jobs import JobQueue
-from stratamem.store.sqlite.keyword import KeywordTables
-from stratamem.store.sqlite.locks import LockTables
+from stratamem.store.settings import CHUNK_GENERATION_KEY, GENERATION_KEY
+from stratamem.store.sqlite.connection import atomic, connect
+from stratamem.store.sqlite.copying import SqliteCopyRows
+from stratamem.store.sqlite.dialect import SQLITE
+from stratamem.store.sqlite.keyword import FTS_INDEX, KeywordTables
 from stratamem.store.sqlite.migrations import migrate
-from stratamem.store.sqlite.postings import COUNTED_MENTIONS, EntityPostings
-from stratamem.store.sqlite.principals import PrincipalTables
-from stratamem.store.sqlite.records import RecordTables
-from stratamem.store.sqlite.rollups import RollupTables
-from stratamem.store.sqlite.sources import SourceTables
-from stratamem.store.sqlite.trees import TreeTables
-from stratamem.store.sqlite.vectors import VectorTables
+from stratamem.store.tables.aliases import AliasTables
+from stratamem.store.tables.facts import FactTables
+from stratamem.store.tables.graph import GraphTables
+from stratamem.store.tables.items import ItemVersionTables
+from stratamem.store.tables.jobs import JobQueue
+from stratamem.store.tables.locks import LockTables
+from stratamem.store.tables.postings import COUNTED_MENTIONS, EntityPostings
+from stratamem.store.tables.principals import PrincipalTables
+from stratamem.store.tables.records import RecordTables
+from stratamem.store.tables.rollups import RollupTables
+from stratamem.store.tables.sources import SourceTables
+from stratamem.store.tables.trees import TreeTables
+from stratamem.store.tables.vectors import VectorTables
+from stratamem.types import Chunk
 
 
 class SQLiteStore(
+    SqliteCopyRows,
     SourceTables,
     RecordTables,
     ItemVersionTables,
@@ -57,6 +59,8 @@ class SQLiteStore(
     """Owns one connection; use as a context manager or call :meth:`close`."""
 
     name = "sqlite"
+    dialect = SQLITE
+    conn: sqlite3.Connection
 
     def __init__(self, path: str | Path) -> None:
         self.path = str(path)
@@ -77,7 +81,7 @@ class SQLiteStore(
                     "VALUES ('store.id', lower(hex(randomblob(16))))"
                 )
         self.trees = TreeTables(self)
-        self.jobs = JobQueue(self.conn)
+        self.jobs = JobQueue(self.conn, lambda: atomic(self.conn), self.dialect)
         self.postings = EntityPostings(
             lambda: self.conn,
             state=self.write_state,
@@ -85,6 +89,7 @@ class SQLiteStore(
             snapshot=self.read_snapshot,
             writing=self.in_transaction,
             count_sql=COUNTED_MENTIONS,
+            dialect=self.dialect,
         )
         self.finish_scrub()
 
@@ -134,6 +139,45 @@ class SQLiteStore(
             yield
         finally:
             self.conn.execute("PRAGMA synchronous = FULL")
+
+    def insert_chunks(self, chunks: Iterable[Chunk]) -> None:
+        """Store new chunks and index them in FTS5 in one statement over their rowids (which
+        ``AUTOINCREMENT`` hands out above every rowid the table ever held)."""
+        (top,) = self.conn.execute("SELECT coalesce(max(rowid), 0) FROM chunks").fetchone()
+        super().insert_chunks(chunks)
+        self.conn.execute(FTS_INDEX + "rowid > ?", (top,))
+
+    def insert_restored(self, table: str, columns: list[str], rows: Iterator[list[Any]]) -> None:
+        """Put sealed rows back; restored chunks are indexed in FTS5 again."""
+        if table != "chunks":
+            super().insert_restored(table, columns, rows)
+            return
+        at, ids = columns.index("id"), []
+
+        def noted() -> Iterator[list[Any]]:
+            for row in rows:
+                ids.append(row[at])
+                yield row
+
+        super().insert_restored(table, columns, noted())
+        for part, marks in self.dialect.batches(ids):
+            self.conn.execute(FTS_INDEX + f"id IN ({marks})", part)
+
+    def scrub(self) -> None:
+        """Leave no copy of deleted text in the files. ``secure_delete`` (set on connect)
+        zeroes a deleted row where it lies, but not the stale copies B-tree rebalancing
+        leaves in a page's free space, and FTS5 keeps a deleted row's tokens in its old
+        segments until they are merged. So: ``optimize`` merges every segment into one,
+        ``VACUUM`` rewrites every page from the live rows, and a ``TRUNCATE`` checkpoint
+        empties the WAL. VACUUM rewrites the whole file (it costs time and transient disk
+        in proportion to the store), which is why only a forget calls this. A no-op inside
+        an open transaction; a checkpoint a reader blocks completes on a later one."""
+        if self.conn.in_transaction:
+            return
+        with self.transaction():
+            self.conn.execute("INSERT INTO chunks_fts(chunks_fts) VALUES ('optimize')")
+        self.conn.execute("VACUUM")
+        self.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
 
     def get_setting(self, key: str) -> str | None:
         row = self.conn.execute("SELECT value FROM settings WHERE key = ?", (key,)).fetchone()

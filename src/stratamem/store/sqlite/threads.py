@@ -25,8 +25,8 @@ from pathlib import Path
 from typing import Any
 
 from stratamem.errors import StoreError
-from stratamem.store.sqlite.postings import COUNTED_MENTIONS, EntityPostings
 from stratamem.store.sqlite.store import SQLiteStore
+from stratamem.store.tables.postings import COUNTED_MENTIONS, EntityPostings
 
 
 class PerThreadStore:
@@ -56,6 +56,7 @@ class PerThreadStore:
             writing=lambda: self._mine().in_transaction(),
             reader=self._reader,
             count_sql=COUNTED_MENTIONS,
+            dialect=SQLiteStore.dialect,
         )
         first = self._mine()  # opens (and migrates) the file now: a bad path fails here
         first.read_as(principal)

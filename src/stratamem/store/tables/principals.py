@@ -1,27 +1,28 @@
-"""Principals in the SQLite store (the ``AccessStore`` role): who may read what, and the
+"""Principals in the store (the ``AccessStore`` role): who may read what, and the
 slow hash of each one's token."""
 
 from __future__ import annotations
 
 import json
-import sqlite3
 from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING
 
 from stratamem.errors import AccessDenied
 from stratamem.store.access import PrincipalRow
 from stratamem.store.base import from_ms, to_ms
+from stratamem.store.dialect import Connection, Dialect, Row
 from stratamem.types import Principal
 
 
 class PrincipalTables:
-    """The principals half of :class:`~stratamem.store.sqlite.store.SQLiteStore`."""
+    """The principals half of a store (SQLite\'s or PostgreSQL\'s)."""
 
-    conn: sqlite3.Connection
+    conn: Connection
+    dialect: Dialect
     principal_name: str | None
     if TYPE_CHECKING:
 
-        def transaction(self) -> AbstractContextManager[sqlite3.Connection]: ...
+        def transaction(self) -> AbstractContextManager[Connection]: ...
 
     def read_as(self, principal: str | None) -> None:
         if principal is not None and self.get_principal(principal) is None:
@@ -37,10 +38,13 @@ class PrincipalTables:
     def principal_row(
         self, *, name: str | None = None, token_id: str | None = None
     ) -> PrincipalRow | None:
+        d = self.dialect
         if (name is None) == (token_id is None):
             raise ValueError("give a name or a token id")
         column, value = ("name", name) if name is not None else ("token_id", token_id)
-        row = self.conn.execute(f"SELECT * FROM principals WHERE {column} = ?", (value,)).fetchone()
+        row = self.conn.execute(
+            f"SELECT * FROM principals WHERE {column} = {d.p}", (value,)
+        ).fetchone()
         if row is None:
             return None
         return PrincipalRow(_principal(row), row["token_id"], row["token_hash"])
@@ -50,15 +54,16 @@ class PrincipalTables:
         return [_principal(row) for row in rows]
 
     def put_principal(self, row: PrincipalRow) -> None:
+        d = self.dialect
         p = row.principal
         created = to_ms(p.created_at) or 0
         rotated = to_ms(p.rotated_at) or created
         with self.transaction():
             self.conn.execute(
-                """INSERT INTO principals
+                f"""INSERT INTO principals
                      (name, scopes, sources, can_write, token_id, token_hash, created_at,
                       rotated_at)
-                   VALUES (?, ?, ?, ?, ?, ?, ?, ?)
+                   VALUES ({d.marks(8)})
                    ON CONFLICT (name) DO UPDATE SET scopes = excluded.scopes,
                      sources = excluded.sources, can_write = excluded.can_write,
                      token_id = excluded.token_id, token_hash = excluded.token_hash,
@@ -76,12 +81,13 @@ class PrincipalTables:
             )
 
     def delete_principal(self, name: str) -> bool:
+        d = self.dialect
         with self.transaction():
-            cursor = self.conn.execute("DELETE FROM principals WHERE name = ?", (name,))
+            cursor = self.conn.execute(f"DELETE FROM principals WHERE name = {d.p}", (name,))
         return cursor.rowcount > 0
 
 
-def _principal(row: sqlite3.Row) -> Principal:
+def _principal(row: Row) -> Principal:
     return Principal(
         name=row["name"],
         scopes=tuple(json.loads(row["scopes"])),

@@ -1,4 +1,4 @@
-"""A durable job queue in the SQLite file: work that must survive a crash (sealing trees); the
+"""A durable job queue in the store: work that must survive a crash (sealing trees); the
 :class:`~stratamem.store.jobs.JobQueue` role, reached as ``store.jobs``.
 
 A job is keyed by ``dedupe_key``: enqueueing a key that is already pending does nothing but
@@ -34,15 +34,14 @@ import json
 import os
 import secrets
 import socket
-import sqlite3
 import time
 from collections.abc import Callable, Collection
 from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any
 
+from stratamem.store.dialect import Connection, Dialect
 from stratamem.store.jobs import Job
-from stratamem.store.sqlite.connection import atomic
 
 HOST = socket.gethostname()
 
@@ -120,12 +119,13 @@ class JobQueue:
 
     def __init__(
         self,
-        conn: sqlite3.Connection,
-        transaction: Callable[[], AbstractContextManager[Any]] | None = None,
+        conn: Connection,
+        transaction: Callable[[], AbstractContextManager[Any]],
+        dialect: Dialect,
     ) -> None:
         self.conn = conn
-        # How a write transaction is opened on ``conn`` (SQLite's, unless the backend says).
-        self._transaction = transaction or (lambda: atomic(conn))
+        self._transaction = transaction  # how a write transaction is opened on ``conn``
+        self.dialect = dialect
 
     def enqueue(self, kind: str, dedupe_key: str, payload: dict[str, Any] | None = None) -> None:
         """Add a job, or make a finished or failed one with the same key pending again.
@@ -134,16 +134,17 @@ class JobQueue:
         once set); a running one is marked to run again once its holder finishes, and its lease
         is left alone. A finished job starts over from the new payload.
         """
+        d = self.dialect
         now = _now_ms()
         body = json.dumps(payload or {}, sort_keys=True)
         with self._transaction():
             row = self.conn.execute(
-                "SELECT status, payload FROM jobs WHERE dedupe_key = ?", (dedupe_key,)
+                f"SELECT status, payload FROM jobs WHERE dedupe_key = {d.p}", (dedupe_key,)
             ).fetchone()
             if row is None:
                 self.conn.execute(
-                    """INSERT INTO jobs (kind, dedupe_key, payload, created_at, updated_at)
-                       VALUES (?, ?, ?, ?, ?)""",
+                    f"""INSERT INTO jobs (kind, dedupe_key, payload, created_at, updated_at)
+                       VALUES ({d.marks(5)})""",
                     (kind, dedupe_key, body, now, now),
                 )
                 return
@@ -152,15 +153,16 @@ class JobQueue:
                 new = payload or {}
                 merged = {k: old.get(k) or new.get(k) for k in {*old, *new}}
                 self.conn.execute(
-                    """UPDATE jobs SET payload = ?, updated_at = ?,
+                    f"""UPDATE jobs SET payload = {d.p}, updated_at = {d.p},
                          again = CASE WHEN status = 'running' THEN 1 ELSE again END
-                       WHERE dedupe_key = ?""",
+                       WHERE dedupe_key = {d.p}""",
                     (json.dumps(merged, sort_keys=True), now, dedupe_key),
                 )
                 return
             self.conn.execute(
-                """UPDATE jobs SET status = 'pending', payload = ?, attempts = 0, not_before = 0,
-                     last_error = NULL, again = 0, updated_at = ? WHERE dedupe_key = ?""",
+                f"""UPDATE jobs SET status = 'pending', payload = {d.p}, attempts = 0,
+                     not_before = 0,
+                     last_error = NULL, again = 0, updated_at = {d.p} WHERE dedupe_key = {d.p}""",
                 (body, now, dedupe_key),
             )
 
@@ -170,6 +172,7 @@ class JobQueue:
         """Take the oldest ready job (of ``kind``; the one keyed ``key`` only, where given):
         pending and due, or running with its holder silent for ``lease_s`` or its holder's
         process gone from this host."""
+        d = self.dialect
         now = _now_ms()
         stale = now - int(lease_s * 1000)
         pid = os.getpid()
@@ -183,9 +186,10 @@ class JobQueue:
             if row is None:
                 return None
             self.conn.execute(
-                """UPDATE jobs SET status = 'running', attempts = attempts + 1, again = 0,
-                     holder = ?, holder_host = ?, holder_pid = ?, leased_at = ?, updated_at = ?
-                   WHERE id = ?""",
+                f"""UPDATE jobs SET status = 'running', attempts = attempts + 1, again = 0,
+                     holder = {d.p}, holder_host = {d.p}, holder_pid = {d.p}, leased_at = {d.p},
+                     updated_at = {d.p}
+                   WHERE id = {d.p}""",
                 (holder, HOST, pid, now, now, row["id"]),
             )
         return Job(
@@ -207,23 +211,24 @@ class JobQueue:
         together sorted every pending job on each claim, and an ingest queues a seal per
         source it changed: the claims of one ingest cost the square of its sources.
         """
+        d = self.dialect
         found = [
             self.conn.execute(sql, params).fetchone()
             for sql, params in (
                 (
-                    """SELECT * FROM jobs WHERE status = 'pending' AND not_before = 0
-                         AND (? IS NULL OR kind = ?) ORDER BY id LIMIT 1""",
+                    f"""SELECT * FROM jobs WHERE status = 'pending' AND not_before = 0
+                         AND ({d.p} IS NULL OR kind = {d.p}) ORDER BY id LIMIT 1""",
                     (kind, kind),
                 ),
                 (
-                    """SELECT * FROM jobs
-                       WHERE status = 'pending' AND not_before > 0 AND not_before <= ?
-                         AND (? IS NULL OR kind = ?) ORDER BY id LIMIT 1""",
+                    f"""SELECT * FROM jobs
+                       WHERE status = 'pending' AND not_before > 0 AND not_before <= {d.p}
+                         AND ({d.p} IS NULL OR kind = {d.p}) ORDER BY id LIMIT 1""",
                     (now, kind, kind),
                 ),
                 (
-                    """SELECT * FROM jobs WHERE status = 'running' AND leased_at <= ?
-                         AND (? IS NULL OR kind = ?) ORDER BY id LIMIT 1""",
+                    f"""SELECT * FROM jobs WHERE status = 'running' AND leased_at <= {d.p}
+                         AND ({d.p} IS NULL OR kind = {d.p}) ORDER BY id LIMIT 1""",
                     (stale, kind, kind),
                 ),
             )
@@ -232,34 +237,39 @@ class JobQueue:
 
     def _ready_of(self, key: str, now: int, stale: int, kind: str | None) -> Any:
         """The row of the job keyed ``key`` where it is ready (see :meth:`_oldest_ready`)."""
+        d = self.dialect
         return self.conn.execute(
-            """SELECT * FROM jobs WHERE dedupe_key = ? AND (? IS NULL OR kind = ?)
-                 AND ((status = 'pending' AND not_before <= ?)
-                      OR (status = 'running' AND leased_at <= ?))""",
+            f"""SELECT * FROM jobs WHERE dedupe_key = {d.p} AND ({d.p} IS NULL OR kind = {d.p})
+                 AND ((status = 'pending' AND not_before <= {d.p})
+                      OR (status = 'running' AND leased_at <= {d.p}))""",
             (key, kind, kind, now, stale),
         ).fetchone()
 
     def _expire_orphans(self) -> None:
         """End the leases of running jobs whose holder was a process of this host that is
         gone."""
+        d = self.dialect
         orphans = [
             int(job_id)
             for job_id, pid, token in self.conn.execute(
-                """SELECT id, holder_pid, holder FROM jobs
-                   WHERE status = 'running' AND leased_at > 0 AND holder_host = ?""",
+                f"""SELECT id, holder_pid, holder FROM jobs
+                   WHERE status = 'running' AND leased_at > 0 AND holder_host = {d.p}""",
                 (HOST,),
             )
             if pid is not None and not holder_alive(int(pid), token)
         ]
-        self.conn.executemany("UPDATE jobs SET leased_at = 0 WHERE id = ?", [(i,) for i in orphans])
+        self.conn.executemany(
+            f"UPDATE jobs SET leased_at = 0 WHERE id = {d.p}", [(i,) for i in orphans]
+        )
 
     def touch(self, job: Job) -> bool:
         """Renew the lease of a long job; False when this claim no longer holds it."""
+        d = self.dialect
         now = _now_ms()
         with self._transaction():  # one statement; a write that fails is a store error
             cur = self.conn.execute(
-                """UPDATE jobs SET leased_at = ?, updated_at = ?
-                   WHERE id = ? AND holder = ? AND status = 'running'""",
+                f"""UPDATE jobs SET leased_at = {d.p}, updated_at = {d.p}
+                   WHERE id = {d.p} AND holder = {d.p} AND status = 'running'""",
                 (now, now, job.id, job.holder),
             )
         return cur.rowcount == 1
@@ -267,12 +277,13 @@ class JobQueue:
     def done(self, job: Job) -> bool:
         """Finish the job, unless it was asked for again while it ran: then it is pending.
         False (and nothing changed) when this claim no longer holds it."""
+        d = self.dialect
         with self._transaction():
             cur = self.conn.execute(
-                """UPDATE jobs SET status = CASE WHEN again = 1 THEN 'pending' ELSE 'done' END,
+                f"""UPDATE jobs SET status = CASE WHEN again = 1 THEN 'pending' ELSE 'done' END,
                      again = 0, attempts = 0, not_before = 0, last_error = NULL, holder = NULL,
-                     holder_host = NULL, holder_pid = NULL, leased_at = 0, updated_at = ?
-                   WHERE id = ? AND holder = ? AND status = 'running'""",
+                     holder_host = NULL, holder_pid = NULL, leased_at = 0, updated_at = {d.p}
+                   WHERE id = {d.p} AND holder = {d.p} AND status = 'running'""",
                 (_now_ms(), job.id, job.holder),
             )
         return cur.rowcount == 1
@@ -280,26 +291,29 @@ class JobQueue:
     def fail(self, job: Job, error: str, *, max_attempts: int = 5, backoff_s: float = 2.0) -> bool:
         """Record a failure: pending again after a backoff, or ``failed`` after the last
         attempt. False (and nothing changed) when this claim no longer holds the job."""
+        d = self.dialect
         now = _now_ms()
         last = job.attempts >= max_attempts
         delay = 0 if last else int(backoff_s * 1000 * 2 ** (job.attempts - 1))
         with self._transaction():
             cur = self.conn.execute(
-                """UPDATE jobs SET status = ?, last_error = ?, not_before = ?, again = 0,
+                f"""UPDATE jobs SET status = {d.p}, last_error = {d.p}, not_before = {d.p},
+                     again = 0,
                      holder = NULL, holder_host = NULL, holder_pid = NULL, leased_at = 0,
-                     updated_at = ?
-                   WHERE id = ? AND holder = ? AND status = 'running'""",
+                     updated_at = {d.p}
+                   WHERE id = {d.p} AND holder = {d.p} AND status = 'running'""",
                 ("failed" if last else "pending", error, now + delay, now, job.id, job.holder),
             )
         return cur.rowcount == 1
 
     def counts(self, *, kind: str | None = None) -> dict[str, int]:
+        d = self.dialect
         return {
             str(status): int(n)
             for status, n in self.conn.execute(
-                """SELECT status, count(*) FROM jobs WHERE ?1 IS NULL OR kind = ?1
+                f"""SELECT status, count(*) FROM jobs WHERE {d.p} IS NULL OR kind = {d.p}
                    GROUP BY status ORDER BY status""",
-                (kind,),
+                (kind, kind),
             )
         }
 
@@ -309,12 +323,13 @@ class JobQueue:
         """(dedupe key, holder token) of the running jobs (of ``kind``, or all; keyed among
         ``keys``, where given), oldest first: work a claim now would not get while its
         holder lives."""
+        d = self.dialect
         return [
             (str(key), str(holder or ""))
             for key, holder in self.conn.execute(
-                """SELECT dedupe_key, holder FROM jobs
-                   WHERE status = 'running' AND (?1 IS NULL OR kind = ?1) ORDER BY id""",
-                (kind,),
+                f"""SELECT dedupe_key, holder FROM jobs
+                   WHERE status = 'running' AND ({d.p} IS NULL OR kind = {d.p}) ORDER BY id""",
+                (kind, kind),
             )
             if keys is None or key in keys
         ]

@@ -1,16 +1,15 @@
-"""Chunk embeddings per model signature in the SQLite store (the ``VectorStore`` role).
+"""Chunk embeddings per model signature in the store (the ``VectorStore`` role).
 
 A chunk's row key is its ``chunks.rowid``; the in-process vector index is addressed by it.
 """
 
 from __future__ import annotations
 
-import sqlite3
 from collections.abc import Callable, Hashable, Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING, TypeVar
 
-from stratamem.store.sqlite.connection import batches
-from stratamem.store.sqlite.filters import filter_sql, gate_sql
+from stratamem.store.dialect import Connection, Dialect
+from stratamem.store.tables.filters import filter_sql, gate_sql
 from stratamem.store.vectors import ChunkVector, PendingChunk, VectorMark, packed_rows
 from stratamem.types import Filters
 
@@ -18,9 +17,10 @@ T = TypeVar("T")
 
 
 class VectorTables:
-    """The vectors half of :class:`~stratamem.store.sqlite.store.SQLiteStore`."""
+    """The vectors half of a store (SQLite\'s or PostgreSQL\'s)."""
 
-    conn: sqlite3.Connection
+    conn: Connection
+    dialect: Dialect
 
     if TYPE_CHECKING:
 
@@ -39,15 +39,16 @@ class VectorTables:
     ) -> list[PendingChunk]:
         """Chunks of unlocked sources (of ``source`` only, where given) with no vector for
         ``model``, oldest (lowest rowid) first."""
+        d = self.dialect
         return [
             PendingChunk(*row)
             for row in self.conn.execute(
-                """SELECT c.rowid, c.id, c.source_id, c.title, c.content, c.content_sha256
+                f"""SELECT c.rowid, c.id, c.source_id, c.title, c.content, c.content_sha256
                    FROM chunks c JOIN sources s ON s.id = c.source_id
-                   WHERE c.rowid > ? AND s.locked = 0 AND (? IS NULL OR c.source_id = ?)
+                   WHERE c.rowid > {d.p} AND s.locked = 0 AND ({d.p} IS NULL OR c.source_id = {d.p})
                      AND NOT EXISTS (
-                       SELECT 1 FROM embeddings e WHERE e.node_id = c.id AND e.model = ?)
-                   ORDER BY c.rowid LIMIT ?""",
+                       SELECT 1 FROM embeddings e WHERE e.node_id = c.id AND e.model = {d.p})
+                   ORDER BY c.rowid LIMIT {d.p}""",
                 (after, source, source, model, limit),
             )
         ]
@@ -55,12 +56,13 @@ class VectorTables:
     def count_pending_embeddings(self, model: str, *, source: str | None = None) -> int:
         """How many chunks the reader may see (of ``source`` only, where given) have no
         vector of ``model``."""
-        gate, params = gate_sql(self.visible_ids())
+        d = self.dialect
+        gate, params = gate_sql(self.dialect, self.visible_ids())
         return int(
             self.conn.execute(
                 f"""SELECT count(*) FROM chunks c JOIN sources s ON s.id = c.source_id
-                   WHERE {gate} AND (? IS NULL OR c.source_id = ?) AND NOT EXISTS (
-                       SELECT 1 FROM embeddings e WHERE e.node_id = c.id AND e.model = ?)""",
+                   WHERE {gate} AND ({d.p} IS NULL OR c.source_id = {d.p}) AND NOT EXISTS (
+                       SELECT 1 FROM embeddings e WHERE e.node_id = c.id AND e.model = {d.p})""",
                 (*params, source, source, model),
             ).fetchone()[0]
         )
@@ -68,14 +70,15 @@ class VectorTables:
     def has_vectors(self, model: str) -> bool:
         """Whether any chunk the reader may see has a vector of ``model``: looked for source
         by source among those it may see, so that what it may not see costs nothing."""
-        gate, params = gate_sql(self.visible_ids())
+        gate, params = gate_sql(self.dialect, self.visible_ids())
 
         def read() -> bool:
+            d = self.dialect
             return (
                 self.conn.execute(
                     f"""SELECT 1 FROM sources s WHERE {gate} AND EXISTS (
                            SELECT 1 FROM embeddings e
-                           WHERE e.source_id = s.id AND e.model = ?) LIMIT 1""",
+                           WHERE e.source_id = s.id AND e.model = {d.p}) LIMIT 1""",
                     (*params, model),
                 ).fetchone()
                 is not None
@@ -85,11 +88,12 @@ class VectorTables:
 
     def cached_vectors(self, model: str, hashes: Sequence[str]) -> dict[str, bytes]:
         """Vectors already made by ``model`` for these content hashes (any node)."""
+        d = self.dialect
         found: dict[str, bytes] = {}
-        for part, marks in batches(hashes):
+        for part, marks in d.batches(hashes):
             for sha, blob in self.conn.execute(
                 f"""SELECT content_sha256, vector FROM embeddings
-                    WHERE model = ? AND content_sha256 IN ({marks})""",
+                    WHERE model = {d.p} AND content_sha256 IN ({marks})""",
                 (model, *part),
             ):
                 found[sha] = blob
@@ -98,10 +102,13 @@ class VectorTables:
     def insert_vectors(self, rows: Iterable[ChunkVector]) -> None:
         """Each row's fields go to the columns of the same name, ``vector`` packed to half
         precision (:func:`~stratamem.store.vectors.pack_vector`)."""
+        d = self.dialect
         self.conn.executemany(
-            """INSERT OR REPLACE INTO embeddings
-               (node_id, model, source_id, dim, vector, content_sha256)
-               VALUES (?, ?, ?, ?, ?, ?)""",
+            d.upsert(
+                "embeddings",
+                ("node_id", "model", "source_id", "dim", "vector", "content_sha256"),
+                key=("node_id", "model"),
+            ),
             packed_rows(rows),
         )
         self.bump_generation(chunks=False)
@@ -114,10 +121,13 @@ class VectorTables:
 
     def delete_vectors(self, *, keep_model: str | None = None) -> int:
         """Delete the vectors of every model but ``keep_model`` (all when None)."""
+        d = self.dialect
         if keep_model is None:
             cursor = self.conn.execute("DELETE FROM embeddings")
         else:
-            cursor = self.conn.execute("DELETE FROM embeddings WHERE model != ?", (keep_model,))
+            cursor = self.conn.execute(
+                f"DELETE FROM embeddings WHERE model != {d.p}", (keep_model,)
+            )
         self.bump_generation(chunks=False)
         return cursor.rowcount
 
@@ -127,9 +137,10 @@ class VectorTables:
         """(chunk rowids, their stored vectors) of ``model``'s vectors, in the table's
         order: sorting them here would copy every vector into a temporary b-tree, and reading
         them through the model's index would visit the table in no order."""
+        d = self.dialect
         cursor = self.conn.execute(
-            """SELECT c.rowid, e.vector FROM embeddings e
-               JOIN chunks c ON c.id = e.node_id WHERE +e.model = ?""",
+            f"""SELECT c.rowid, e.vector FROM embeddings e
+               JOIN chunks c ON c.id = e.node_id WHERE {d.hint}e.model = {d.p}""",
             (model,),
         )
         while rows := cursor.fetchmany(batch):
@@ -139,11 +150,12 @@ class VectorTables:
         """(chunk rowid, chunk id) of the chunks that have a vector of ``model``, by rowid:
         the chunks in rowid order, each looked up in the vectors' key (a join from the
         vectors would sort every row; at a million chunks 3.6 s against 6.2)."""
+        d = self.dialect
         return [
             (int(row[0]), str(row[1]))
             for row in self.conn.execute(
-                """SELECT c.rowid, c.id FROM chunks c WHERE EXISTS (
-                       SELECT 1 FROM embeddings e WHERE e.node_id = c.id AND e.model = ?)
+                f"""SELECT c.rowid, c.id FROM chunks c WHERE EXISTS (
+                       SELECT 1 FROM embeddings e WHERE e.node_id = c.id AND e.model = {d.p})
                    ORDER BY c.rowid""",
                 (model,),
             )
@@ -159,34 +171,38 @@ class VectorTables:
 
     def vector_row_node(self, row: int) -> str | None:
         """The chunk the vector row ``row`` names, None when there is no such row."""
-        found = self.conn.execute("SELECT node_id FROM embeddings WHERE rowid = ?", (row,))
+        d = self.dialect
+        found = self.conn.execute(f"SELECT node_id FROM embeddings WHERE rowid = {d.p}", (row,))
         hit = found.fetchone()
         return None if hit is None else str(hit[0])
 
     def vectors_after(self, model: str, mark: VectorMark) -> list[tuple[int, str, bytes]]:
         """(chunk rowid, chunk id, vector) of ``model``'s vector rows written after ``mark``,
         in the order they were written."""
+        d = self.dialect
         return [
             (int(row[0]), str(row[1]), bytes(row[2]))
             for row in self.conn.execute(
-                """SELECT c.rowid, c.id, e.vector FROM embeddings e
+                f"""SELECT c.rowid, c.id, e.vector FROM embeddings e
                    JOIN chunks c ON c.id = e.node_id
-                   WHERE e.rowid > ? AND e.model = ? ORDER BY e.rowid""",
+                   WHERE e.rowid > {d.p} AND e.model = {d.p} ORDER BY e.rowid""",
                 (mark.row, model),
             )
         ]
 
     def count_vectors(self, model: str) -> int:
         """How many vectors of ``model`` the store holds."""
-        found = self.conn.execute("SELECT count(*) FROM embeddings WHERE model = ?", (model,))
+        d = self.dialect
+        found = self.conn.execute(f"SELECT count(*) FROM embeddings WHERE model = {d.p}", (model,))
         return int(found.fetchone()[0])
 
     def vectors_by_rowid(self, model: str, rowids: Sequence[int]) -> dict[int, bytes]:
+        d = self.dialect
         found: dict[int, bytes] = {}
-        for part, marks in batches(rowids):
+        for part, marks in d.batches(rowids):
             for rowid, blob in self.conn.execute(
                 f"""SELECT c.rowid, e.vector FROM chunks c
-                    JOIN embeddings e ON e.node_id = c.id AND e.model = ?
+                    JOIN embeddings e ON e.node_id = c.id AND e.model = {d.p}
                     WHERE c.rowid IN ({marks})""",
                 (model, *part),
             ):
@@ -194,8 +210,9 @@ class VectorTables:
         return found
 
     def rowids_to_ids(self, rowids: Sequence[int]) -> dict[int, str]:
+        d = self.dialect
         found: dict[int, str] = {}
-        for part, marks in batches([int(r) for r in rowids]):
+        for part, marks in d.batches([int(r) for r in rowids]):
             for rowid, node in self.conn.execute(
                 f"SELECT rowid, id FROM chunks WHERE rowid IN ({marks})", part
             ):
@@ -203,8 +220,9 @@ class VectorTables:
         return found
 
     def ids_to_rowids(self, node_ids: Sequence[str]) -> dict[str, int]:
+        d = self.dialect
         found: dict[str, int] = {}
-        for part, marks in batches(node_ids):
+        for part, marks in d.batches(node_ids):
             for node, rowid in self.conn.execute(
                 f"SELECT id, rowid FROM chunks WHERE id IN ({marks}) ORDER BY id", part
             ):
@@ -224,7 +242,7 @@ class VectorTables:
             return None
 
         def read() -> list[int]:
-            where, params = filter_sql(filters, visible)
+            where, params = filter_sql(self.dialect, filters, visible)
             rows = self.conn.execute(
                 f"""SELECT c.rowid FROM chunks c JOIN sources s ON s.id = c.source_id
                     WHERE {where} ORDER BY c.rowid""",
@@ -239,10 +257,12 @@ class VectorTables:
         return read()
 
     def vectors_of(self, model: str, node_ids: Sequence[str]) -> dict[str, bytes]:
+        d = self.dialect
         found: dict[str, bytes] = {}
-        for part, marks in batches(node_ids):
+        for part, marks in d.batches(node_ids):
             for node, blob in self.conn.execute(
-                f"""SELECT node_id, vector FROM embeddings WHERE model = ? AND node_id IN ({marks})
+                f"""SELECT node_id, vector FROM embeddings
+                    WHERE model = {d.p} AND node_id IN ({marks})
                     ORDER BY node_id""",
                 (model, *part),
             ):

@@ -1,4 +1,4 @@
-"""Sources, chunks and entity mentions in the SQLite store (the ``SourceStore`` and
+"""Sources, chunks and entity mentions in the store (the ``SourceStore`` and
 ``ChunkStore`` roles).
 
 Ids: a source id is ``src_`` + the first 16 hex digits of sha256(scope); a chunk id is the
@@ -10,7 +10,6 @@ id names a source by id alone).
 from __future__ import annotations
 
 import json
-import sqlite3
 from collections.abc import Callable, Hashable, Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import replace
@@ -21,31 +20,27 @@ from stratamem.errors import InvalidArgument, NotFoundError, StoreFull, is_disk_
 from stratamem.store.access import default_access, may_read
 from stratamem.store.base import from_ms, to_ms
 from stratamem.store.caches import LastFew
+from stratamem.store.dialect import Connection, Dialect, Row
 from stratamem.store.jobs import SEAL_JOB_PREFIX, SEAL_KIND, seal_job_key
 from stratamem.store.names import check_name, looks_like_id, name_key
 from stratamem.store.sources import ChunkPlace, source_id_for
-from stratamem.store.sqlite.aliases import DECISIONS_OF_SOURCE
-from stratamem.store.sqlite.connection import batches
-from stratamem.store.sqlite.filters import gate_sql
+from stratamem.store.tables.aliases import decisions_of_source
+from stratamem.store.tables.filters import gate_sql
 from stratamem.types import Chunk, Mention, Principal, Source, SourceKind
 
 T = TypeVar("T")
 
-FTS_INDEX = """INSERT INTO chunks_fts(rowid, content, title)
-    SELECT rowid, content, title FROM chunks WHERE """
-"""Indexes in FTS5 the chunks a condition appended to it selects: every write of chunks ends
-with it (there is no insert trigger)."""
-
 if TYPE_CHECKING:
-    from stratamem.store.sqlite.jobs import JobQueue
-    from stratamem.store.sqlite.trees import TreeTables
+    from stratamem.store.tables.jobs import JobQueue
+    from stratamem.store.tables.trees import TreeTables
 
 
 class SourceTables:
-    """The sources half of :class:`~stratamem.store.sqlite.store.SQLiteStore`, and the gate:
+    """The sources half of a store (SQLite\'s or PostgreSQL\'s), and the gate:
     which sources the store's reader (``principal``; None for the owner) may see."""
 
-    conn: sqlite3.Connection
+    conn: Connection
+    dialect: Dialect
     principal_name: str | None
     _reads_cache: LastFew[tuple[tuple[int, int], Any]]
 
@@ -53,7 +48,7 @@ class SourceTables:
         trees: TreeTables
         jobs: JobQueue
 
-        def transaction(self) -> AbstractContextManager[sqlite3.Connection]: ...
+        def transaction(self) -> AbstractContextManager[Connection]: ...
 
         def bump_generation(self, *, chunks: bool = True) -> None: ...
 
@@ -72,6 +67,8 @@ class SourceTables:
         def mark_removed(self) -> None: ...
 
         def finish_scrub(self, *, strict: bool = False) -> None: ...
+
+        def scrub(self) -> None: ...
 
     # -- the gate ----------------------------------------------------------------------------
 
@@ -100,12 +97,13 @@ class SourceTables:
     ) -> list[Source]:
         """Every source (``only`` these ids; ``ref``: the source of that id, where it looks
         like one, else of that exact scope), with its chunk count unless ``counts=False``."""
+        d = self.dialect
         count = "(SELECT count(*) FROM chunks c WHERE c.source_id = s.id)" if counts else "0"
         where, params = "", []
         if only is not None:
-            where, params = "WHERE s.id IN (SELECT value FROM json_each(?))", [json.dumps(only)]
+            where, params = f"WHERE s.id IN (SELECT value FROM {d.json_rows})", [json.dumps(only)]
         elif ref is not None:
-            where = "WHERE s.id = ?" if looks_like_id(ref) else "WHERE s.scope = ?"
+            where = f"WHERE s.id = {d.p}" if looks_like_id(ref) else f"WHERE s.scope = {d.p}"
             params = [ref]
         rows = self.conn.execute(
             f"SELECT s.*, {count} AS n FROM sources s {where} ORDER BY s.scope", params
@@ -119,7 +117,7 @@ class SourceTables:
     def stats(self) -> dict[str, Any]:
         """Counts over what the reader may see (the owner: every unlocked source; locked
         ones are counted in ``locked``, and the store's ``path`` and ``bytes`` are shown)."""
-        gate, params = gate_sql(self.visible_ids())
+        gate, params = gate_sql(self.dialect, self.visible_ids())
 
         def one(sql: str) -> Any:
             return self.conn.execute(sql, params).fetchone()[0]
@@ -170,19 +168,20 @@ class SourceTables:
         its access unless ``access`` is given (a new source gets its kind's default). A new
         source is recorded as made by ``created_by`` (a principal's name; None: the owner),
         and its name must be one a new source may take (see :meth:`check_new_name`)."""
+        d = self.dialect
         sid = source_id_for(scope)
-        if self.conn.execute("SELECT 1 FROM sources WHERE id = ?", (sid,)).fetchone() is None:
+        if self.conn.execute(f"SELECT 1 FROM sources WHERE id = {d.p}", (sid,)).fetchone() is None:
             self.check_new_name(scope, created_by)
         given = None if access is None else json.dumps(sorted(set(access)))
         self.conn.execute(
-            """INSERT INTO sources
+            f"""INSERT INTO sources
                  (id, scope, kind, platform, location, title, meta, ingested_at, access,
                   created_by)
-               VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+               VALUES ({d.marks(10)})
                ON CONFLICT(id) DO UPDATE SET kind = excluded.kind, platform = excluded.platform,
                  location = excluded.location, title = excluded.title, meta = excluded.meta,
                  ingested_at = excluded.ingested_at,
-                 access = coalesce(?, sources.access)""",
+                 access = coalesce({d.p}, sources.access)""",
             (
                 sid,
                 scope,
@@ -203,11 +202,13 @@ class SourceTables:
         """Refuse ``scope`` as a new source's name: one that breaks a rule of
         :func:`~stratamem.store.names.check_name`, or one too close to (reads like) the name
         of a source another writer made (:class:`InvalidArgument` naming it)."""
+        d = self.dialect
         check_name(scope)
         key = name_key(scope)
         # Only the other writers' names: the owner's many sources are never read for its own.
         others = self.conn.execute(
-            "SELECT scope FROM sources WHERE coalesce(created_by, '') <> ?", (created_by or "",)
+            f"SELECT scope FROM sources WHERE coalesce(created_by, '') <> {d.p}",
+            (created_by or "",),
         ).fetchall()
         for (other,) in others:
             if name_key(other) == key:
@@ -217,14 +218,18 @@ class SourceTables:
 
     def is_locked(self, source_id: str) -> bool:
         """Whether the source exists and is locked (whoever reads)."""
-        row = self.conn.execute("SELECT locked FROM sources WHERE id = ?", (source_id,)).fetchone()
+        d = self.dialect
+        row = self.conn.execute(
+            f"SELECT locked FROM sources WHERE id = {d.p}", (source_id,)
+        ).fetchone()
         return row is not None and bool(row[0])
 
     def set_access(self, source_id: str, access: Sequence[str]) -> None:
         """Replace the source's access scopes."""
+        d = self.dialect
         with self.transaction():
             self.conn.execute(
-                "UPDATE sources SET access = ? WHERE id = ?",
+                f"UPDATE sources SET access = {d.p} WHERE id = {d.p}",
                 (json.dumps(sorted(set(access))), source_id),
             )
 
@@ -255,25 +260,27 @@ class SourceTables:
         raises :class:`StoreFull` saying that the source is gone and its space not yet
         reclaimed; a scrub that does not run (a process killed after the commit, a full disk)
         is done when the store is next opened."""
+        d = self.dialect
         with self.transaction():
             (count,) = self.conn.execute(
-                "SELECT count(*) FROM chunks WHERE source_id = ?", (source_id,)
+                f"SELECT count(*) FROM chunks WHERE source_id = {d.p}", (source_id,)
             ).fetchone()
             self.conn.execute(
-                """DELETE FROM jobs WHERE dedupe_key IN (
-                       SELECT ? || id FROM trees WHERE source_id = ?)""",
+                f"""DELETE FROM jobs WHERE dedupe_key IN (
+                       SELECT {d.p} || id FROM trees WHERE source_id = {d.p})""",
                 (SEAL_JOB_PREFIX, source_id),
             )
             self.conn.execute(
-                f"DELETE FROM entity_merges WHERE {DECISIONS_OF_SOURCE}", {"source": source_id}
+                f"DELETE FROM entity_merges WHERE {decisions_of_source(d)}", {"source": source_id}
             )
             # Trees, summaries, their entities and vectors go with the source (foreign keys).
-            self.conn.execute("DELETE FROM sources WHERE id = ?", (source_id,))
+            self.conn.execute(f"DELETE FROM sources WHERE id = {d.p}", (source_id,))
             self.bump_generation()
             self.mark_removed()
+        retried: tuple[type[Exception], ...] = (*self.dialect.operational_errors, StoreFull)
         try:
             self.finish_scrub(strict=True)
-        except (sqlite3.OperationalError, StoreFull) as exc:
+        except retried as exc:
             if not is_disk_full(exc):
                 raise
             cause = exc.__cause__ if isinstance(exc, StoreFull) else exc
@@ -285,25 +292,10 @@ class SourceTables:
             ) from exc
         return int(count)
 
-    def scrub(self) -> None:
-        """Leave no copy of deleted text in the files. ``secure_delete`` (set on connect)
-        zeroes a deleted row where it lies, but not the stale copies B-tree rebalancing
-        leaves in a page's free space, and FTS5 keeps a deleted row's tokens in its old
-        segments until they are merged. So: ``optimize`` merges every segment into one,
-        ``VACUUM`` rewrites every page from the live rows, and a ``TRUNCATE`` checkpoint
-        empties the WAL. VACUUM rewrites the whole file (it costs time and transient disk
-        in proportion to the store), which is why only a forget calls this. A no-op inside
-        an open transaction; a checkpoint a reader blocks completes on a later one."""
-        if self.conn.in_transaction:
-            return
-        with self.transaction():
-            self.conn.execute("INSERT INTO chunks_fts(chunks_fts) VALUES ('optimize')")
-        self.conn.execute("VACUUM")
-        self.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
-
     def existing_ids(self, ids: Sequence[str]) -> set[str]:
+        d = self.dialect
         found: set[str] = set()
-        for part, marks in batches(ids):
+        for part, marks in d.batches(ids):
             found.update(
                 row[0]
                 for row in self.conn.execute(f"SELECT id FROM chunks WHERE id IN ({marks})", part)
@@ -311,32 +303,31 @@ class SourceTables:
         return found
 
     def insert_chunks(self, chunks: Iterable[Chunk]) -> None:
-        """Store new chunks and index them in FTS5 in one statement over their rowids (which
-        ``AUTOINCREMENT`` hands out above every rowid the table ever held)."""
-        (top,) = self.conn.execute("SELECT coalesce(max(rowid), 0) FROM chunks").fetchone()
+        d = self.dialect
         self.conn.executemany(
-            """INSERT INTO chunks (id, source_id, seq, content, title, token_count, author,
+            f"""INSERT INTO chunks (id, source_id, seq, content, title, token_count, author,
                  ts_start, ts_end, tags, source_ref, thread, doc_id, version, content_sha256,
                  record_key, meta)
-               VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)""",
+               VALUES ({d.marks(17)})""",
             map(_chunk_row, chunks),
         )
-        self.conn.execute(FTS_INDEX + "rowid > ?", (top,))
 
     def insert_mentions(self, mentions: Iterable[tuple[Chunk, Iterable[Mention]]]) -> None:
+        d = self.dialect
         self.conn.executemany(
-            """INSERT OR IGNORE INTO entity_index (entity_id, node_id, kind, surface, source_id, ts)
-               VALUES (?, ?, ?, ?, ?, ?)""",
+            f"""INSERT INTO entity_index (entity_id, node_id, kind, surface, source_id, ts)
+               VALUES ({d.marks(6)}) ON CONFLICT DO NOTHING""",
             _mention_rows(mentions),
         )
 
     def chunk_places(self, source_id: str, ids: Sequence[str]) -> dict[str, ChunkPlace]:
         """The place and the facets of each of these chunks the source holds."""
+        d = self.dialect
         found: dict[str, ChunkPlace] = {}
-        for part, marks in batches(ids):
+        for part, marks in d.batches(ids):
             rows = self.conn.execute(
                 f"""SELECT id, seq, ts_start, ts_end, tags, author, source_ref FROM chunks
-                    WHERE source_id = ? AND id IN ({marks})""",
+                    WHERE source_id = {d.p} AND id IN ({marks})""",
                 [source_id, *part],
             )
             for node, seq, start, end, tags, author, ref in rows:
@@ -345,11 +336,15 @@ class SourceTables:
 
     def move_chunks(self, places: Sequence[tuple[str, int]]) -> None:
         """Give chunks (id, place) new places in their source."""
-        self.conn.executemany("UPDATE chunks SET seq = ? WHERE id = ?", [(s, i) for i, s in places])
+        d = self.dialect
+        self.conn.executemany(
+            f"UPDATE chunks SET seq = {d.p} WHERE id = {d.p}", [(s, i) for i, s in places]
+        )
 
     def chunk_ids(self, source_id: str) -> list[str]:
         """The ids of the source's chunks, in place order."""
-        sql = "SELECT id FROM chunks WHERE source_id = ? ORDER BY seq"
+        d = self.dialect
+        sql = f"SELECT id FROM chunks WHERE source_id = {d.p} ORDER BY seq"
         return [row[0] for row in self.conn.execute(sql, (source_id,))]
 
     def _delete_chunks(self, where: str, params: list[Any]) -> int:
@@ -360,27 +355,29 @@ class SourceTables:
 
     def _delete_nodes(self, source_id: str, nodes: list[str]) -> int:
         """Delete these chunks of the source with everything derived from them."""
+        d = self.dialect
         if not nodes:
             return 0
         # Summaries over the doomed chunks summarise text that is going away: retire them and
         # have the tree sealed again.
         for tree_id in self.trees.invalidate_chunks(nodes):
             self.jobs.enqueue(SEAL_KIND, seal_job_key(tree_id), {"tree_id": tree_id})
-        for part, marks in batches(nodes):
+        for part, marks in d.batches(nodes):
             self.add_edges(source_id, part, sign=-1)
             self.conn.execute(f"DELETE FROM entity_index WHERE node_id IN ({marks})", part)
             self.conn.execute(f"DELETE FROM embeddings WHERE node_id IN ({marks})", part)
             self.conn.execute(f"DELETE FROM chunks WHERE id IN ({marks})", part)
         self.bump_generation()
         self.conn.execute(
-            "DELETE FROM entity_edges WHERE source_id = ? AND weight <= 0", (source_id,)
+            f"DELETE FROM entity_edges WHERE source_id = {d.p} AND weight <= 0", (source_id,)
         )
         return len(nodes)
 
     def content_keys(self, ids: Sequence[str]) -> dict[str, tuple[str, int]]:
         """(content digest, place in its source) of each of these chunks."""
+        d = self.dialect
         found: dict[str, tuple[str, int]] = {}
-        for part, marks in batches(ids):
+        for part, marks in d.batches(ids):
             for node, sha, seq in self.conn.execute(
                 f"SELECT id, content_sha256, seq FROM chunks WHERE id IN ({marks})", part
             ):
@@ -390,9 +387,10 @@ class SourceTables:
     def chunks(self, ids: Sequence[str]) -> list[Chunk]:
         """Chunks by id, in the order asked; unknown ids, and those the reader may not see,
         are left out."""
+        d = self.dialect
         found: dict[str, Chunk] = {}
-        gate, params = gate_sql(self.visible_ids(), probe=True)
-        for part, marks in batches(ids):
+        gate, params = gate_sql(self.dialect, self.visible_ids(), probe=True)
+        for part, marks in d.batches(ids):
             for row in self.conn.execute(
                 f"""SELECT c.* FROM chunks c JOIN sources s ON s.id = c.source_id
                     WHERE c.id IN ({marks}) AND {gate}""",
@@ -402,16 +400,18 @@ class SourceTables:
         return [found[i] for i in ids if i in found]
 
     def iter_chunks(self, source_id: str) -> Iterator[Chunk]:
+        d = self.dialect
         for row in self.conn.execute(
-            "SELECT * FROM chunks WHERE source_id = ? ORDER BY seq", (source_id,)
+            f"SELECT * FROM chunks WHERE source_id = {d.p} ORDER BY seq", (source_id,)
         ):
             yield chunk_from_row(row)
 
     def mentions_of(self, node_ids: Sequence[str]) -> dict[str, list[str]]:
         """The entities each chunk names (none for one the reader may not see)."""
+        d = self.dialect
         out: dict[str, list[str]] = {i: [] for i in node_ids}
-        gate, params = gate_sql(self.visible_ids(), probe=True)
-        for part, marks in batches(node_ids):
+        gate, params = gate_sql(self.dialect, self.visible_ids(), probe=True)
+        for part, marks in d.batches(node_ids):
             for node, entity in self.conn.execute(
                 f"""SELECT e.node_id, e.entity_id FROM entity_index e
                     JOIN sources s ON s.id = e.source_id
@@ -423,8 +423,9 @@ class SourceTables:
         return out
 
     def source_chunk_count(self, source_id: str) -> int:
+        d = self.dialect
         row = self.conn.execute(
-            "SELECT count(*) FROM chunks WHERE source_id = ?", (source_id,)
+            f"SELECT count(*) FROM chunks WHERE source_id = {d.p}", (source_id,)
         ).fetchone()
         return int(row[0])
 
@@ -433,7 +434,7 @@ class SourceTables:
         writes (not inside a transaction, which may yet roll back what it counted)."""
 
         def read() -> int:
-            gate, params = gate_sql(self.visible_ids())
+            gate, params = gate_sql(self.dialect, self.visible_ids())
             row = self.conn.execute(
                 f"SELECT count(*) FROM chunks c JOIN sources s ON s.id = c.source_id WHERE {gate}",
                 params,
@@ -455,7 +456,7 @@ class SourceTables:
         several times."""
 
         def read() -> list[tuple[str, str, str]]:
-            gate, params = gate_sql(self.visible_ids())
+            gate, params = gate_sql(self.dialect, self.visible_ids())
             return self.conn.execute(
                 f"SELECT s.id, s.scope, s.kind FROM sources s WHERE {gate}", params
             ).fetchall()
@@ -511,7 +512,7 @@ def _mention_rows(
             yield (m.entity_id, node, m.kind, m.surface, source, ts)
 
 
-def chunk_from_row(row: sqlite3.Row) -> Chunk:
+def chunk_from_row(row: Row) -> Chunk:
     return Chunk(
         id=row["id"],
         source_id=row["source_id"],
@@ -533,7 +534,7 @@ def chunk_from_row(row: sqlite3.Row) -> Chunk:
     )
 
 
-def _source(row: sqlite3.Row) -> Source:
+def _source(row: Row) -> Source:
     return Source(
         id=row["id"],
         scope=row["scope"],

@@ -1,15 +1,14 @@
-"""Entities and their co-mention graph in the SQLite store (the ``GraphStore`` role)."""
+"""Entities and their co-mention graph in the store (the ``GraphStore`` role)."""
 
 from __future__ import annotations
 
-import sqlite3
 from collections.abc import Callable, Hashable, Sequence
 from typing import TYPE_CHECKING, TypeVar
 
 from stratamem.store.base import from_ms
-from stratamem.store.sqlite.connection import batches
-from stratamem.store.sqlite.filters import filter_sql, gate_sql, of_visible_sql
-from stratamem.store.sqlite.postings import EntityPostings
+from stratamem.store.dialect import Connection, Dialect
+from stratamem.store.tables.filters import filter_sql, gate_sql, of_visible_sql
+from stratamem.store.tables.postings import EntityPostings
 from stratamem.types import EntityMatch, Filters
 
 MAX_EDGE_NODE_ENTITIES = 24
@@ -18,9 +17,10 @@ T = TypeVar("T")
 
 
 class GraphTables:
-    """The graph half of :class:`~stratamem.store.sqlite.store.SQLiteStore`."""
+    """The graph half of a store (SQLite\'s or PostgreSQL\'s)."""
 
-    conn: sqlite3.Connection
+    conn: Connection
+    dialect: Dialect
     postings: EntityPostings
 
     if TYPE_CHECKING:
@@ -37,17 +37,18 @@ class GraphTables:
         entities adds none: such lists (a long CC line, a digest) say little about which
         entities belong together, and cost n².
         """
+        d = self.dialect
         if not node_ids:
             return
-        marks = ",".join("?" * len(node_ids))
+        marks = d.marks(len(node_ids))
         self.conn.execute(
             f"""INSERT INTO entity_edges (a, b, source_id, weight)
-                SELECT x.entity_id, y.entity_id, ?, ? * count(*)
+                SELECT x.entity_id, y.entity_id, {d.marks(2)} * count(*)
                 FROM entity_index x
                 JOIN entity_index y ON y.node_id = x.node_id AND x.entity_id < y.entity_id
                 WHERE x.node_id IN (
                     SELECT node_id FROM entity_index WHERE node_id IN ({marks})
-                    GROUP BY node_id HAVING count(*) <= ?)
+                    GROUP BY node_id HAVING count(*) <= {d.p})
                 GROUP BY x.entity_id, y.entity_id
                 ON CONFLICT (a, b, source_id)
                 DO UPDATE SET weight = entity_edges.weight + excluded.weight""",
@@ -56,14 +57,15 @@ class GraphTables:
 
     def rebuild_edges(self, source_id: str) -> None:
         """Recompute the source's edges from scratch (a repair; ingest keeps them current)."""
-        self.conn.execute("DELETE FROM entity_edges WHERE source_id = ?", (source_id,))
+        d = self.dialect
+        self.conn.execute(f"DELETE FROM entity_edges WHERE source_id = {d.p}", (source_id,))
         nodes = [
             row[0]
             for row in self.conn.execute(
-                "SELECT DISTINCT node_id FROM entity_index WHERE source_id = ?", (source_id,)
+                f"SELECT DISTINCT node_id FROM entity_index WHERE source_id = {d.p}", (source_id,)
             )
         ]
-        for part, _ in batches(nodes):
+        for part, _ in d.batches(nodes):
             self.add_edges(source_id, part)
 
     def entity_frequencies(self, entity_ids: Sequence[str]) -> dict[str, int]:
@@ -85,32 +87,33 @@ class GraphTables:
         Without a time filter the gate is a set of sources and the in-memory postings
         answer; with one, the chunks' times are needed and SQL does.
         """
+        d = self.dialect
         if not weights:
             return {}
         if filters.since is None and filters.until is None:
 
             def admitted() -> list[str]:
-                where, params = filter_sql(filters, self.visible_ids())
+                where, params = filter_sql(self.dialect, filters, self.visible_ids())
                 rows = self.conn.execute(f"SELECT s.id FROM sources s WHERE {where}", params)
                 return [row[0] for row in rows]
 
             sources = self._cached_read(("sources of", filters), admitted)
             return self.postings.score(weights, sources, limit, exclude=exclude)
-        values = ",".join("(?, ?)" for _ in weights)
+        values = ",".join(f"({d.marks(2)})" for _ in weights)
         visible = self.visible_ids()
-        mine, mine_params = of_visible_sql(visible, "e.source_id")
-        where, params = filter_sql(filters, visible)
+        mine, mine_params = of_visible_sql(self.dialect, visible, "e.source_id")
+        where, params = filter_sql(self.dialect, filters, visible)
         params = [*mine_params, *params]
         skip = ""
         if exclude:
-            skip = f"AND e.node_id NOT IN ({','.join('?' * len(exclude))})"
+            skip = f"AND e.node_id NOT IN ({d.marks(len(exclude))})"
         rows = self.conn.execute(
             f"""WITH q(entity_id, weight) AS (VALUES {values})
                 SELECT e.node_id, sum(q.weight) AS score
                 FROM q JOIN entity_index e ON e.entity_id = q.entity_id
                 JOIN chunks c ON c.id = e.node_id JOIN sources s ON s.id = c.source_id
                 WHERE {mine} AND {where} {skip}
-                GROUP BY e.node_id ORDER BY score DESC, e.node_id LIMIT ?""",
+                GROUP BY e.node_id ORDER BY score DESC, e.node_id LIMIT {d.p}""",
             (*[x for pair in weights.items() for x in pair], *params, *exclude, limit),
         ).fetchall()
         return {row[0]: float(row[1]) for row in rows}
@@ -132,13 +135,14 @@ class GraphTables:
         asked = [(i, e, w) for i, each in enumerate(weights) for e, w in each.items()]
         if not asked or limit <= 0:
             return out
-        values = ",".join("(?, ?, ?)" for _ in asked)
+        d = self.dialect
+        values = ",".join(f"({d.marks(3)})" for _ in asked)
         visible = self.visible_ids()
-        mine, mine_params = of_visible_sql(visible, "e.source_id")
-        where, params = filter_sql(filters, visible)
+        mine, mine_params = of_visible_sql(d, visible, "e.source_id")
+        where, params = filter_sql(d, filters, visible)
         skip = ""
         if exclude:
-            skip = f"AND e.node_id NOT IN ({','.join('?' * len(exclude))})"
+            skip = f"AND e.node_id NOT IN ({d.marks(len(exclude))})"
         rows = self.conn.execute(
             f"""WITH q(k, entity_id, weight) AS (VALUES {values}),
                 scored AS (
@@ -151,7 +155,7 @@ class GraphTables:
                     SELECT k, node_id, score,
                            row_number() OVER (PARTITION BY k ORDER BY score DESC, node_id) AS n
                     FROM scored)
-                SELECT k, node_id, score FROM ranked WHERE n <= ? ORDER BY k, n""",
+                SELECT k, node_id, score FROM ranked WHERE n <= {d.p} ORDER BY k, n""",
             (
                 *[x for triple in asked for x in triple],
                 *mine_params,
@@ -170,15 +174,16 @@ class GraphTables:
         """For each chat chunk, the chunks up to ``window`` places before and after it in its
         source, with their distance: the turns around it in the conversation. Independent
         documents have no such link."""
+        d = self.dialect
         out: dict[str, list[tuple[str, int]]] = {n: [] for n in node_ids}
         if not node_ids:
             return out
-        where, params = filter_sql(filters, self.visible_ids(), chunk="n")
-        marks = ",".join("?" * len(node_ids))
+        where, params = filter_sql(self.dialect, filters, self.visible_ids(), chunk="n")
+        marks = d.marks(len(node_ids))
         for seed, node, distance in self.conn.execute(
             f"""SELECT c.id, n.id, abs(n.seq - c.seq) FROM chunks c
                 JOIN chunks n ON n.source_id = c.source_id
-                    AND n.seq BETWEEN c.seq - ? AND c.seq + ? AND n.seq != c.seq
+                    AND n.seq BETWEEN c.seq - {d.p} AND c.seq + {d.p} AND n.seq != c.seq
                 JOIN sources s ON s.id = n.source_id
                 WHERE c.id IN ({marks}) AND s.kind = 'chat' AND {where}
                 ORDER BY c.id, n.seq""",
@@ -194,18 +199,20 @@ class GraphTables:
         A substring test (``instr``) rather than ``LIKE``: no wildcard to escape, and no limit on
         the pattern's length or complexity.
         """
-        kind_sql = f"AND e.kind IN ({','.join('?' * len(kinds))})" if kinds else ""
-        gate, params = gate_sql(self.visible_ids())
+        d = self.dialect
+        kind_sql = f"AND e.kind IN ({d.marks(len(kinds))})" if kinds else ""
+        gate, params = gate_sql(self.dialect, self.visible_ids())
         rows = self.conn.execute(
             f"""SELECT e.entity_id, min(e.kind) AS kind, min(e.surface) AS surface,
                        count(*) AS mentions, max(e.ts) AS last_seen
                 FROM entity_index e JOIN sources s ON s.id = e.source_id
                 WHERE {gate}
-                  AND (instr(lower(e.entity_id), ?) > 0 OR instr(lower(e.surface), ?) > 0)
+                  AND ({d.strpos}(lower(e.entity_id), {d.p}) > 0
+                       OR {d.strpos}(lower(e.surface), {d.p}) > 0)
                   {kind_sql}
                 GROUP BY e.entity_id
                 ORDER BY mentions DESC, last_seen DESC, e.entity_id
-                LIMIT ?""",
+                LIMIT {d.p}""",
             (*params, needle, needle, *kinds, limit),
         ).fetchall()
         return [
@@ -222,15 +229,16 @@ class GraphTables:
     def neighbours(self, entity_id: str, limit: int) -> list[tuple[str, float]]:
         """Entities co-mentioned with ``entity_id``, strongest first, over the sources the
         reader may see (edges are kept per source, so hidden ones add nothing)."""
-        gate, params = gate_sql(self.visible_ids())
+        d = self.dialect
+        gate, params = gate_sql(self.dialect, self.visible_ids())
         rows = self.conn.execute(
             f"""SELECT other, sum(weight) AS w FROM (
-                   SELECT b AS other, weight, source_id FROM entity_edges WHERE a = ?
+                   SELECT b AS other, weight, source_id FROM entity_edges WHERE a = {d.p}
                    UNION ALL
-                   SELECT a AS other, weight, source_id FROM entity_edges WHERE b = ?
+                   SELECT a AS other, weight, source_id FROM entity_edges WHERE b = {d.p}
                ) x JOIN sources s ON s.id = x.source_id
                WHERE {gate}
-               GROUP BY other ORDER BY w DESC, other LIMIT ?""",
+               GROUP BY other ORDER BY w DESC, other LIMIT {d.p}""",
             (entity_id, entity_id, *params, limit),
         ).fetchall()
         return [(row["other"], float(row["w"])) for row in rows]

@@ -1,24 +1,25 @@
-"""Item versions in the SQLite store (the ``ItemVersionStore`` role): one row per (source,
+"""Item versions in the store (the ``ItemVersionStore`` role): one row per (source,
 key, version) in ``item_versions``, the record as it was in ``body`` (compressed JSON, as
 ``records`` keeps it), and the chunk ids each version was derived into in ``item_nodes``."""
 
 from __future__ import annotations
 
 import json
-import sqlite3
 from collections.abc import Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
+from stratamem.store.dialect import Connection, Dialect
 from stratamem.store.items import ItemAction, ItemVersion, item_version
-from stratamem.store.sqlite.filters import gate_sql
+from stratamem.store.tables.filters import gate_sql
 from stratamem.timeparse import from_ms, to_ms
 
 
 class ItemVersionTables:
-    """The item versions half of :class:`~stratamem.store.sqlite.store.SQLiteStore`."""
+    """The item versions half of a store (SQLite\'s or PostgreSQL\'s)."""
 
-    conn: sqlite3.Connection
+    conn: Connection
+    dialect: Dialect
 
     if TYPE_CHECKING:
 
@@ -27,13 +28,14 @@ class ItemVersionTables:
     def item_versions(
         self, keys: Sequence[str], *, source_id: str | None = None
     ) -> list[ItemVersion]:
+        d = self.dialect
         if not keys:
             return []
-        gate, params = gate_sql(self.visible_ids())
-        where = [gate, "v.key IN (SELECT value FROM json_each(?))"]
+        gate, params = gate_sql(self.dialect, self.visible_ids())
+        where = [gate, f"v.key IN (SELECT value FROM {d.json_rows})"]
         args: list[Any] = [*params, json.dumps(list(keys))]
         if source_id is not None:
-            where.append("v.source_id = ?")
+            where.append(f"v.source_id = {d.p}")
             args.append(source_id)
         rows = self.conn.execute(
             f"""SELECT v.source_id, v.key, v.version, v.action, v.body, v.recorded_at,
@@ -50,8 +52,8 @@ class ItemVersionTables:
             f"""SELECT n.source_id, n.key, n.version, n.node_id FROM item_versions v
                 JOIN item_nodes n ON n.source_id = v.source_id AND n.key = v.key
                      AND n.version = v.version
-                WHERE v.key IN (SELECT value FROM json_each(?))
-                {"AND v.source_id = ?" if source_id is not None else ""}
+                WHERE v.key IN (SELECT value FROM {d.json_rows})
+                {f"AND v.source_id = {d.p}" if source_id is not None else ""}
                 ORDER BY n.source_id, n.key, n.version, n.seq""",
             [json.dumps(list(keys)), *([source_id] if source_id is not None else [])],
         ):
@@ -71,16 +73,17 @@ class ItemVersionTables:
         ]
 
     def item_node_versions(self, node_ids: Sequence[str]) -> dict[str, tuple[str, str, int]]:
+        d = self.dialect
         if not node_ids:
             return {}
-        gate, params = gate_sql(self.visible_ids(), probe=True)
+        gate, params = gate_sql(self.dialect, self.visible_ids(), probe=True)
         rows = self.conn.execute(
             f"""SELECT n.node_id, n.source_id, n.key, n.version, v.recorded_at
                 FROM item_nodes n
                 JOIN item_versions v ON v.source_id = n.source_id AND v.key = n.key
                      AND v.version = n.version
                 JOIN sources s ON s.id = n.source_id
-                WHERE n.node_id IN (SELECT value FROM json_each(?)) AND {gate}""",
+                WHERE n.node_id IN (SELECT value FROM {d.json_rows}) AND {gate}""",
             [json.dumps(list(node_ids)), *params],
         ).fetchall()
         # A chat window holds several items: the one whose version recorded it last names it.
@@ -101,9 +104,10 @@ class ItemVersionTables:
         nodes: Sequence[str],
         at: datetime,
     ) -> int:
+        d = self.dialect
         last, opened = self.conn.execute(
-            """SELECT max(version), max(CASE WHEN closed_at IS NULL THEN recorded_at END)
-               FROM item_versions WHERE source_id = ? AND key = ?""",
+            f"""SELECT max(version), max(CASE WHEN closed_at IS NULL THEN recorded_at END)
+               FROM item_versions WHERE source_id = {d.p} AND key = {d.p}""",
             (source_id, key),
         ).fetchone()
         stamp = to_ms(at) or 0
@@ -111,34 +115,38 @@ class ItemVersionTables:
             # Transaction time only moves forward, whatever the clock did meanwhile.
             stamp = max(stamp, int(opened))
             self.conn.execute(
-                """UPDATE item_versions SET closed_at = ?
-                   WHERE source_id = ? AND key = ? AND closed_at IS NULL""",
+                f"""UPDATE item_versions SET closed_at = {d.p}
+                   WHERE source_id = {d.p} AND key = {d.p} AND closed_at IS NULL""",
                 (stamp, source_id, key),
             )
         version = int(last or 0) + 1
         self.conn.execute(
-            """INSERT INTO item_versions (source_id, key, version, action, body, recorded_at)
-               VALUES (?, ?, ?, ?, ?, ?)""",
+            f"""INSERT INTO item_versions (source_id, key, version, action, body, recorded_at)
+               VALUES ({d.marks(6)})""",
             (source_id, key, version, action, body, stamp),
         )
         self.conn.executemany(
-            """INSERT INTO item_nodes (node_id, source_id, key, version, seq)
-               VALUES (?, ?, ?, ?, ?) ON CONFLICT DO NOTHING""",
+            f"""INSERT INTO item_nodes (node_id, source_id, key, version, seq)
+               VALUES ({d.marks(5)}) ON CONFLICT DO NOTHING""",
             [(node, source_id, key, version, seq) for seq, node in enumerate(nodes)],
         )
         return version
 
     def record_written_at(self, source_id: str, key: str) -> datetime | None:
+        d = self.dialect
         row = self.conn.execute(
-            "SELECT updated_at FROM records WHERE source_id = ? AND key = ?", (source_id, key)
+            f"SELECT updated_at FROM records WHERE source_id = {d.p} AND key = {d.p}",
+            (source_id, key),
         ).fetchone()
         return None if row is None else from_ms(int(row[0]))
 
     def item_chunks(self, source_id: str, key: str, *, within: datetime | None = None) -> list[str]:
+        d = self.dialect
         found = [
             row[0]
             for row in self.conn.execute(
-                "SELECT id FROM chunks WHERE source_id = ? AND record_key = ? ORDER BY seq",
+                f"""SELECT id FROM chunks WHERE source_id = {d.p} AND record_key = {d.p}
+                    ORDER BY seq""",
                 (source_id, key),
             )
         ]
@@ -148,8 +156,8 @@ class ItemVersionTables:
         return [
             row[0]
             for row in self.conn.execute(
-                """SELECT id FROM chunks WHERE source_id = ? AND record_key IS NOT NULL
-                   AND ts_start <= ? AND ts_end >= ? ORDER BY seq""",
+                f"""SELECT id FROM chunks WHERE source_id = {d.p} AND record_key IS NOT NULL
+                   AND ts_start <= {d.p} AND ts_end >= {d.p} ORDER BY seq""",
                 (source_id, at, at),
             )
         ]

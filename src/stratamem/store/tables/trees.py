@@ -1,4 +1,4 @@
-"""Summary-tree tables of the SQLite store: trees, sealed summaries, their entities and vectors
+"""Summary-tree tables of the store: trees, sealed summaries, their entities and vectors
 (the :class:`~stratamem.store.trees.TreeStore` role, reached as ``store.trees``).
 
 A tree's level-L buffer is the set of its level-L items without a parent: chunks whose
@@ -12,56 +12,58 @@ from __future__ import annotations
 
 import hashlib
 import json
-import sqlite3
 from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING
 
 from stratamem.store.base import from_ms, to_ms
-from stratamem.store.sqlite.connection import batches
-from stratamem.store.sqlite.filters import gate_sql
-from stratamem.store.sqlite.tree_search import TreeSearchTables, summary_from_row
+from stratamem.store.dialect import Connection, Dialect, Row
+from stratamem.store.tables.filters import gate_sql
+from stratamem.store.tables.tree_search import TreeHost, TreeSearchTables, summary_from_row
 from stratamem.store.trees import BufferItem, SealRaced, tree_id_for
 from stratamem.types import SummaryNode, Tree, TreeKind
-
-if TYPE_CHECKING:
-    from stratamem.store.sqlite.store import SQLiteStore
 
 
 # A seal claims its children by id. The unary ``+`` keeps SQLite from reading the claim through
 # the index on the parent column instead: without statistics it takes "parent IS NULL" for a
 # selective lookup, and with a few dozen ids it then visits every unclaimed row of the store,
 # once per summary, which made sealing quadratic in the store's size.
-CLAIM_LEAVES = """UPDATE chunks SET parent_summary_id = ?
-                  WHERE id IN ({marks}) AND +parent_summary_id IS NULL"""
-CLAIM_SUMMARIES = """UPDATE summaries SET parent_id = ?
-                     WHERE id IN ({marks}) AND +parent_id IS NULL AND deleted = 0"""
+def claim_sql(d: Dialect, level: int, marks: str) -> str:
+    if level == 1:
+        return f"""UPDATE chunks SET parent_summary_id = {d.p}
+                   WHERE id IN ({marks}) AND {d.hint}parent_summary_id IS NULL"""
+    return f"""UPDATE summaries SET parent_id = {d.p}
+               WHERE id IN ({marks}) AND {d.hint}parent_id IS NULL AND deleted = 0"""
 
 
 class TreeTables(TreeSearchTables):
-    """The tree half of :class:`SQLiteStore`; reached as ``store.trees``."""
+    """The tree half of a store; reached as ``store.trees``."""
 
-    def __init__(self, store: SQLiteStore) -> None:
+    def __init__(self, store: TreeHost) -> None:
         self.store = store
 
     @property
-    def conn(self) -> sqlite3.Connection:
+    def conn(self) -> Connection:
         return self.store.conn
+
+    @property
+    def dialect(self) -> Dialect:
+        return self.store.dialect
 
     # -- trees -----------------------------------------------------------------------------
 
     def ensure(self, source_id: str, scope: str) -> str:
+        d = self.dialect
         tree_id = tree_id_for(scope)
         self.conn.execute(
-            """INSERT OR IGNORE INTO trees (id, kind, scope, source_id, created_at)
-               VALUES (?, 'source', ?, ?, ?)""",
+            f"""INSERT INTO trees (id, kind, scope, source_id, created_at)
+               VALUES ({d.p}, 'source', {d.marks(3)}) ON CONFLICT DO NOTHING""",
             (tree_id, scope, source_id, to_ms(datetime.now(UTC))),
         )
         return tree_id
 
     def _trees(self, where: str, params: Sequence[object]) -> list[Tree]:
         """Trees of sources the reader may see (the gate joins each tree's source)."""
-        gate, gate_params = gate_sql(self.store.visible_ids())
+        gate, gate_params = gate_sql(self.dialect, self.store.visible_ids())
         rows = self.conn.execute(
             f"""SELECT t.* FROM trees t JOIN sources s ON s.id = t.source_id
                 WHERE {where} AND {gate} ORDER BY t.scope""",
@@ -70,11 +72,13 @@ class TreeTables(TreeSearchTables):
         return [_tree(row) for row in rows]
 
     def get(self, tree_id: str) -> Tree | None:
-        found = self._trees("t.id = ?", (tree_id,))
+        d = self.dialect
+        found = self._trees(f"t.id = {d.p}", (tree_id,))
         return found[0] if found else None
 
     def of_source(self, source_id: str) -> Tree | None:
-        found = self._trees("t.source_id = ? AND t.kind = 'source'", (source_id,))
+        d = self.dialect
+        found = self._trees(f"t.source_id = {d.p} AND t.kind = 'source'", (source_id,))
         return found[0] if found else None
 
     def all(self) -> list[Tree]:
@@ -83,44 +87,50 @@ class TreeTables(TreeSearchTables):
     def raise_root(self, tree_id: str, summary_id: str, level: int) -> None:
         """A summary just sealed at ``level`` is the root when no level above it exists yet
         (seals climb in order, so the newest of the top level wins)."""
+        d = self.dialect
         self.conn.execute(
-            """UPDATE trees SET root_id = ?, max_level = ? WHERE id = ? AND max_level <= ?""",
+            f"""UPDATE trees SET root_id = {d.p}, max_level = {d.p}
+                WHERE id = {d.p} AND max_level <= {d.p}""",
             (summary_id, level, tree_id, level),
         )
 
     def refresh_root(self, tree_id: str) -> None:
         """Point the tree at its highest live summary (the newest one when several share the
         top level, since upper levels are never force-sealed)."""
+        d = self.dialect
         row = self.conn.execute(
-            """SELECT id, level FROM summaries WHERE tree_id = ? AND deleted = 0
+            f"""SELECT id, level FROM summaries WHERE tree_id = {d.p} AND deleted = 0
                ORDER BY level DESC, (parent_id IS NULL) DESC, rowid DESC LIMIT 1""",
             (tree_id,),
         ).fetchone()
         root, level = (row[0], row[1]) if row else (None, 0)
         self.conn.execute(
-            "UPDATE trees SET root_id = ?, max_level = ? WHERE id = ?", (root, level, tree_id)
+            f"UPDATE trees SET root_id = {d.p}, max_level = {d.p} WHERE id = {d.p}",
+            (root, level, tree_id),
         )
 
     # -- buffers ---------------------------------------------------------------------------
 
     def leaf_buffer(self, source_id: str) -> list[BufferItem]:
         """The source's unsealed chunks, in source order."""
+        d = self.dialect
         return [
             _buffer_item(row)
             for row in self.conn.execute(
-                """SELECT id, token_count, ts_start, ts_end, doc_id FROM chunks
-                   WHERE source_id = ? AND parent_summary_id IS NULL ORDER BY seq""",
+                f"""SELECT id, token_count, ts_start, ts_end, doc_id FROM chunks
+                   WHERE source_id = {d.p} AND parent_summary_id IS NULL ORDER BY seq""",
                 (source_id,),
             )
         ]
 
     def summary_buffer(self, tree_id: str, level: int) -> list[BufferItem]:
         """The tree's unparented live summaries at ``level``, in the order they were sealed."""
+        d = self.dialect
         return [
             _buffer_item(row)
             for row in self.conn.execute(
-                """SELECT id, token_count, ts_start, ts_end, doc_id FROM summaries
-                   WHERE tree_id = ? AND level = ? AND parent_id IS NULL AND deleted = 0
+                f"""SELECT id, token_count, ts_start, ts_end, doc_id FROM summaries
+                   WHERE tree_id = {d.p} AND level = {d.p} AND parent_id IS NULL AND deleted = 0
                    ORDER BY rowid""",
                 (tree_id, level),
             )
@@ -128,36 +138,40 @@ class TreeTables(TreeSearchTables):
 
     def highest_open_level(self, tree_id: str) -> int:
         """The highest level holding an unparented live summary (0 when there is none)."""
+        d = self.dialect
         row = self.conn.execute(
-            """SELECT max(level) FROM summaries
-               WHERE tree_id = ? AND parent_id IS NULL AND deleted = 0""",
+            f"""SELECT max(level) FROM summaries
+               WHERE tree_id = {d.p} AND parent_id IS NULL AND deleted = 0""",
             (tree_id,),
         ).fetchone()
         return int(row[0] or 0)
 
     def newest_leaf_time(self, source_id: str) -> datetime | None:
         """The latest end (or start, where a chunk has no end) of the source's chunks."""
+        d = self.dialect
         row = self.conn.execute(
-            "SELECT max(coalesce(ts_end, ts_start)) FROM chunks WHERE source_id = ?",
+            f"SELECT max(coalesce(ts_end, ts_start)) FROM chunks WHERE source_id = {d.p}",
             (source_id,),
         ).fetchone()
         return from_ms(None if row[0] is None else int(row[0]))
 
     def next_version(self, tree_id: str, doc_id: str) -> int:
+        d = self.dialect
         row = self.conn.execute(
-            "SELECT max(version) FROM summaries WHERE tree_id = ? AND doc_id = ?",
+            f"SELECT max(version) FROM summaries WHERE tree_id = {d.p} AND doc_id = {d.p}",
             (tree_id, doc_id),
         ).fetchone()
         return 1 if row[0] is None else int(row[0]) + 1
 
     def grown_document_summaries(self, tree_id: str, source_id: str) -> list[str]:
         """The live level-1 summaries of documents that also have unsealed leaves."""
+        d = self.dialect
         return [
             row[0]
             for row in self.conn.execute(
-                """SELECT s.id FROM summaries s
-                   WHERE s.tree_id = ? AND s.level = 1 AND s.deleted = 0 AND s.doc_id IN (
-                       SELECT DISTINCT doc_id FROM chunks WHERE source_id = ?
+                f"""SELECT s.id FROM summaries s
+                   WHERE s.tree_id = {d.p} AND s.level = 1 AND s.deleted = 0 AND s.doc_id IN (
+                       SELECT DISTINCT doc_id FROM chunks WHERE source_id = {d.p}
                        AND parent_summary_id IS NULL AND doc_id IS NOT NULL)
                    ORDER BY s.rowid""",
                 (tree_id, source_id),
@@ -170,18 +184,19 @@ class TreeTables(TreeSearchTables):
         """Write a sealed summary and claim its children. Run inside a transaction: raises
         :class:`SealRaced` when a child is gone or already has a parent, and the caller's
         rollback undoes the partial claim."""
+        d = self.dialect
         children = list(node.child_ids)
         claimed = 0
-        for part, marks in batches(children):
-            claim = CLAIM_LEAVES if node.level == 1 else CLAIM_SUMMARIES
-            claimed += self.conn.execute(claim.format(marks=marks), (node.id, *part)).rowcount
+        for part, marks in d.batches(children):
+            claim = claim_sql(d, node.level, marks)
+            claimed += self.conn.execute(claim, (node.id, *part)).rowcount
         if claimed != len(children):
             raise SealRaced
         self.conn.execute(
-            """INSERT INTO summaries (id, tree_id, source_id, level, parent_id, child_ids,
+            f"""INSERT INTO summaries (id, tree_id, source_id, level, parent_id, child_ids,
                  content, token_count, entities, topics, ts_start, ts_end, score, sealed_at,
                  deleted, doc_id, version, summarizer, content_sha256)
-               VALUES (?, ?, ?, ?, NULL, ?, ?, ?, ?, ?, ?, ?, ?, ?, 0, ?, ?, ?, ?)
+               VALUES ({d.marks(4)}, NULL, {d.marks(9)}, 0, {d.marks(4)})
                ON CONFLICT (id) DO UPDATE SET deleted = 0, parent_id = NULL,
                  content = excluded.content, token_count = excluded.token_count,
                  entities = excluded.entities, topics = excluded.topics,
@@ -207,25 +222,25 @@ class TreeTables(TreeSearchTables):
                 hashlib.sha256(node.content.encode()).hexdigest(),
             ),
         )
-        self.conn.execute("DELETE FROM summary_entities WHERE summary_id = ?", (node.id,))
+        self.conn.execute(f"DELETE FROM summary_entities WHERE summary_id = {d.p}", (node.id,))
         self.conn.executemany(
-            """INSERT OR IGNORE INTO summary_entities (entity_id, summary_id, source_id)
-               VALUES (?, ?, ?)""",
+            f"""INSERT INTO summary_entities (entity_id, summary_id, source_id)
+               VALUES ({d.marks(3)}) ON CONFLICT DO NOTHING""",
             [(e, node.id, node.source_id) for e in node.entities],
         )
         if vector is not None:
             model, dim, blob = vector
             self.conn.execute(
-                """INSERT OR REPLACE INTO summary_vectors (summary_id, model, dim, vector)
-                   VALUES (?, ?, ?, ?)""",
+                _upsert_summary_vector(d),
                 (node.id, model, dim, blob),
             )
 
     def summaries(self, ids: Sequence[str], *, live_only: bool = True) -> list[SummaryNode]:
         """Summaries by id, in the order asked; unknown (and, with ``live_only``, deleted) ids
         are left out."""
+        d = self.dialect
         found: dict[str, SummaryNode] = {}
-        for part, marks in batches(ids):
+        for part, marks in d.batches(ids):
             extra = " AND deleted = 0" if live_only else ""
             for row in self.conn.execute(
                 f"SELECT * FROM summaries WHERE id IN ({marks}){extra}", part
@@ -234,13 +249,14 @@ class TreeTables(TreeSearchTables):
         return [found[i] for i in ids if i in found]
 
     def vectors(self, model: str, ids: Sequence[str]) -> dict[str, bytes]:
+        d = self.dialect
         out: dict[str, bytes] = {}
-        for part, marks in batches(ids):
+        for part, marks in d.batches(ids):
             out.update(
                 (row[0], row[1])
                 for row in self.conn.execute(
                     f"""SELECT summary_id, vector FROM summary_vectors
-                        WHERE model = ? AND summary_id IN ({marks})""",
+                        WHERE model = {d.p} AND summary_id IN ({marks})""",
                     (model, *part),
                 )
             )
@@ -249,33 +265,38 @@ class TreeTables(TreeSearchTables):
     def unembedded(self, model: str, limit: int) -> list[tuple[str, str]]:
         """Up to ``limit`` live summaries without a vector of ``model``, oldest first:
         (summary id, content)."""
+        d = self.dialect
         return [
             (str(row[0]), str(row[1]))
             for row in self.conn.execute(
-                """SELECT s.id, s.content FROM summaries s
+                f"""SELECT s.id, s.content FROM summaries s
                    WHERE s.deleted = 0 AND NOT EXISTS (
                        SELECT 1 FROM summary_vectors v
-                       WHERE v.summary_id = s.id AND v.model = ?)
-                   ORDER BY s.rowid LIMIT ?""",
+                       WHERE v.summary_id = s.id AND v.model = {d.p})
+                   ORDER BY s.rowid LIMIT {d.p}""",
                 (model, limit),
             )
         ]
 
     def insert_vectors(self, rows: Iterable[tuple[str, str, int, bytes]]) -> None:
+        d = self.dialect
         self.conn.executemany(
-            """INSERT OR REPLACE INTO summary_vectors (summary_id, model, dim, vector)
-               VALUES (?, ?, ?, ?)""",
+            _upsert_summary_vector(d),
             rows,
         )
 
     def delete_vectors(self, *, keep_model: str | None = None) -> None:
-        self.conn.execute("DELETE FROM summary_vectors WHERE model IS NOT ?", (keep_model,))
+        d = self.dialect
+        self.conn.execute(
+            f"DELETE FROM summary_vectors WHERE model {d.is_not} {d.p}", (keep_model,)
+        )
 
     def invalidate_chunks(self, chunk_ids: Sequence[str]) -> set[str]:
         """Retire every live summary above these chunks (about to be deleted): they summarise
         text that no longer exists. Returns the trees touched, which need a new seal."""
+        d = self.dialect
         parents: set[str] = set()
-        for part, marks in batches(chunk_ids):
+        for part, marks in d.batches(chunk_ids):
             parents.update(
                 row[0]
                 for row in self.conn.execute(
@@ -290,6 +311,7 @@ class TreeTables(TreeSearchTables):
         """Mark these summaries, their ancestors and (for a document) every summary of the same
         document deleted; their surviving children go back to the buffers. Superseded
         versions stay in the table for the record and are never read."""
+        d = self.dialect
         doomed: set[str] = set()
         frontier = list(summary_ids)
         trees: set[str] = set()
@@ -309,14 +331,15 @@ class TreeTables(TreeSearchTables):
                 frontier.extend(
                     r[0]
                     for r in self.conn.execute(
-                        """SELECT id FROM summaries
-                           WHERE tree_id = ? AND doc_id = ? AND deleted = 0 AND level = 1""",
+                        f"""SELECT id FROM summaries
+                           WHERE tree_id = {d.p} AND doc_id = {d.p} AND deleted = 0
+                             AND level = 1""",
                         (node.tree_id, node.doc_id),
                     )
                     if r[0] not in doomed
                 )
         ids = sorted(doomed)
-        for part, marks in batches(ids):
+        for part, marks in d.batches(ids):
             self.conn.execute(
                 f"UPDATE summaries SET deleted = 1, parent_id = NULL WHERE id IN ({marks})", part
             )
@@ -342,8 +365,9 @@ class TreeTables(TreeSearchTables):
         return self._parents("summaries", "parent_id", summary_ids)
 
     def _parents(self, table: str, column: str, ids: Sequence[str]) -> dict[str, str]:
+        d = self.dialect
         out: dict[str, str] = {}
-        for part, marks in batches(ids):
+        for part, marks in d.batches(ids):
             out.update(
                 (row[0], row[1])
                 for row in self.conn.execute(
@@ -357,12 +381,13 @@ class TreeTables(TreeSearchTables):
     def top_ids(self, tree_id: str) -> list[str]:
         """The tree's unparented live summaries: highest level first, then newest first (those
         without a time last)."""
+        d = self.dialect
         if self.get(tree_id) is None:
             return []
         return [
             row[0]
             for row in self.conn.execute(
-                """SELECT id FROM summaries WHERE tree_id = ? AND parent_id IS NULL
+                f"""SELECT id FROM summaries WHERE tree_id = {d.p} AND parent_id IS NULL
                    AND deleted = 0 ORDER BY level DESC, ts_end IS NULL, ts_end DESC, id""",
                 (tree_id,),
             )
@@ -370,19 +395,20 @@ class TreeTables(TreeSearchTables):
 
     def stats(self, tree_id: str) -> dict[int, tuple[int, int]]:
         """Per level: (live summaries, of which still unparented)."""
+        d = self.dialect
         if self.get(tree_id) is None:
             return {}
         return {
             int(level): (int(n), int(open_))
             for level, n, open_ in self.conn.execute(
-                """SELECT level, count(*), count(*) - count(parent_id) FROM summaries
-                   WHERE tree_id = ? AND deleted = 0 GROUP BY level ORDER BY level""",
+                f"""SELECT level, count(*), count(*) - count(parent_id) FROM summaries
+                   WHERE tree_id = {d.p} AND deleted = 0 GROUP BY level ORDER BY level""",
                 (tree_id,),
             )
         }
 
 
-def _buffer_item(row: sqlite3.Row) -> BufferItem:
+def _buffer_item(row: Row) -> BufferItem:
     return BufferItem(
         id=row[0],
         tokens=int(row[1]),
@@ -392,7 +418,7 @@ def _buffer_item(row: sqlite3.Row) -> BufferItem:
     )
 
 
-def _tree(row: sqlite3.Row) -> Tree:
+def _tree(row: Row) -> Tree:
     return Tree(
         id=row["id"],
         kind=TreeKind(row["kind"]),
@@ -402,4 +428,10 @@ def _tree(row: sqlite3.Row) -> Tree:
         max_level=row["max_level"],
         status=row["status"],
         created_at=from_ms(row["created_at"]),
+    )
+
+
+def _upsert_summary_vector(d: Dialect) -> str:
+    return d.upsert(
+        "summary_vectors", ("summary_id", "model", "dim", "vector"), key=("summary_id", "model")
     )

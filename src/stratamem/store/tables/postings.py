@@ -25,7 +25,6 @@ plus what was committed since, which the caller's own gated reads then find or l
 from __future__ import annotations
 
 import heapq
-import sqlite3
 import threading
 from array import array
 from collections.abc import Callable, Collection, Iterable, Sequence
@@ -35,6 +34,7 @@ import numpy as np
 import numpy.typing as npt
 
 from stratamem.store.caches import LastFew
+from stratamem.store.dialect import Connection, Dialect
 
 Codes = npt.NDArray[np.int32]
 
@@ -46,7 +46,7 @@ COUNTED_MENTIONS = "SELECT n FROM row_counts WHERE name = 'entity_index'"
 class EntityPostings:
     def __init__(
         self,
-        conn: Callable[[], sqlite3.Connection],
+        conn: Callable[[], Connection],
         *,
         state: Callable[[], tuple[int, int]],
         generation: Callable[[], int],
@@ -54,8 +54,10 @@ class EntityPostings:
         writing: Callable[[], bool],
         reader: Callable[[], object] = lambda: None,
         count_sql: str = "SELECT count(*) FROM entity_index",
+        dialect: Dialect,
     ) -> None:
         self._conn = conn
+        self.dialect = dialect
         self._count_sql = count_sql  # how many mentions the store holds (one row, one value)
         self._state = state
         self._generation = generation
@@ -168,6 +170,7 @@ class EntityPostings:
     # -- keeping current -------------------------------------------------------------------
 
     def _current(self) -> None:
+        d = self.dialect
         reader = self._reader()
         if self._loaded and self._keys.get(reader) == self._state():
             return
@@ -186,8 +189,8 @@ class EntityPostings:
             elif top > read_top:
                 self._add(
                     conn.execute(
-                        """SELECT e.entity_id, e.node_id, e.source_id FROM chunks c
-                           JOIN entity_index e ON e.node_id = c.id WHERE c.rowid > ?""",
+                        f"""SELECT e.entity_id, e.node_id, e.source_id FROM chunks c
+                           JOIN entity_index e ON e.node_id = c.id WHERE c.rowid > {d.p}""",
                         (read_top,),
                     )
                 )

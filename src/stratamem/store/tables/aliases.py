@@ -1,4 +1,4 @@
-"""Entity aliases and recorded merges in the SQLite store (the ``AliasStore`` role); the
+"""Entity aliases and recorded merges in the store (the ``AliasStore`` role); the
 PostgreSQL store runs the same SQL.
 
 ``entity_aliases`` rows are what a source states (see :mod:`stratamem.entities.aliases`) and
@@ -11,14 +11,13 @@ of its entities.
 from __future__ import annotations
 
 import secrets
-import sqlite3
 from collections.abc import Callable, Hashable, Iterable, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, TypeVar
 
+from stratamem.store.dialect import Connection, Dialect
 from stratamem.store.resolution import MERGE, Resolution, build
-from stratamem.store.sqlite.connection import batches
-from stratamem.store.sqlite.filters import gate_sql
+from stratamem.store.tables.filters import gate_sql
 from stratamem.timeparse import from_ms, to_ms
 from stratamem.types import EntityDecision, EntityMatch
 
@@ -28,37 +27,44 @@ T = TypeVar("T")
 DECISION_ID_BITS = 31
 """A decision's id is drawn at random from 1 to 2**31 - 1 (PostgreSQL's ``INTEGER``)."""
 
-# The ids source ``:source`` names (a chunk's mention, an alias, a fact's subject or entity
+# The ids source ``{source}`` names (a chunk's mention, an alias, a fact's subject or entity
 # object) that no other unlocked source names.
 _NAMED_ALONE = """
-    SELECT entity_id FROM entity_index WHERE source_id = :source
-    UNION SELECT alias FROM entity_aliases WHERE source_id = :source
-    UNION SELECT entity_id FROM entity_aliases WHERE source_id = :source
-    UNION SELECT subject FROM facts WHERE source_id = :source
-    UNION SELECT object FROM facts WHERE source_id = :source AND object_is_entity = 1
+    SELECT entity_id FROM entity_index WHERE source_id = {source}
+    UNION SELECT alias FROM entity_aliases WHERE source_id = {source}
+    UNION SELECT entity_id FROM entity_aliases WHERE source_id = {source}
+    UNION SELECT subject FROM facts WHERE source_id = {source}
+    UNION SELECT object FROM facts WHERE source_id = {source} AND object_is_entity = 1
     EXCEPT SELECT e.entity_id FROM entity_index e
-        JOIN sources s ON s.id = e.source_id WHERE s.id <> :source AND s.locked = 0
+        JOIN sources s ON s.id = e.source_id WHERE s.id <> {source} AND s.locked = 0
     EXCEPT SELECT a.alias FROM entity_aliases a
-        JOIN sources s ON s.id = a.source_id WHERE s.id <> :source AND s.locked = 0
+        JOIN sources s ON s.id = a.source_id WHERE s.id <> {source} AND s.locked = 0
     EXCEPT SELECT a.entity_id FROM entity_aliases a
-        JOIN sources s ON s.id = a.source_id WHERE s.id <> :source AND s.locked = 0
+        JOIN sources s ON s.id = a.source_id WHERE s.id <> {source} AND s.locked = 0
     EXCEPT SELECT f.subject FROM facts f
-        JOIN sources s ON s.id = f.source_id WHERE s.id <> :source AND s.locked = 0
+        JOIN sources s ON s.id = f.source_id WHERE s.id <> {source} AND s.locked = 0
     EXCEPT SELECT f.object FROM facts f
         JOIN sources s ON s.id = f.source_id
-        WHERE s.id <> :source AND s.locked = 0 AND f.object_is_entity = 1"""
+        WHERE s.id <> {source} AND s.locked = 0 AND f.object_is_entity = 1"""
 
 DECISIONS_OF_SOURCE = f"entity_a IN ({_NAMED_ALONE}) OR entity_b IN ({_NAMED_ALONE})"
-"""The ``entity_merges`` rows that belong to source ``:source`` (a named parameter): those
+"""The ``entity_merges`` rows that belong to source ``{source}`` (a slot for the dialect's
+named parameter ``source``: see :func:`decisions_of_source`): those
 naming an id no other unlocked source names. They are sealed with it when it is locked and
 put back when it is unlocked, and removed when it is forgotten, so an id only a locked or
 forgotten source named does not stay in plain text in a decision."""
 
 
+def decisions_of_source(d: Dialect) -> str:
+    """:data:`DECISIONS_OF_SOURCE` with its parameter ``source`` (bound from a dict)."""
+    return DECISIONS_OF_SOURCE.format(source=d.named("source"))
+
+
 class AliasTables:
     """The aliases half of the store."""
 
-    conn: sqlite3.Connection
+    conn: Connection
+    dialect: Dialect
 
     if TYPE_CHECKING:
 
@@ -76,13 +82,14 @@ class AliasTables:
         """Record ``(alias, entity id, origin)`` statements of a source, in the caller's
         transaction; ``replace`` drops what the source stated before (a document source is
         read whole each time), otherwise they add up as its records do."""
+        d = self.dialect
         if replace:
-            self.conn.execute("DELETE FROM entity_aliases WHERE source_id = ?", (source_id,))
+            self.conn.execute(f"DELETE FROM entity_aliases WHERE source_id = {d.p}", (source_id,))
         rows = sorted({(a, e, source_id, o) for a, e, o in aliases if a and e and a != e})
-        for part, _ in batches(rows):
+        for part, _ in d.batches(rows):
             self.conn.executemany(
-                "INSERT OR IGNORE INTO entity_aliases (alias, entity_id, source_id, origin) "
-                "VALUES (?, ?, ?, ?)",
+                f"INSERT INTO entity_aliases (alias, entity_id, source_id, origin) "
+                f"VALUES ({d.marks(4)}) ON CONFLICT DO NOTHING",
                 part,
             )
 
@@ -91,7 +98,7 @@ class AliasTables:
         order; kept until the store changes."""
 
         def read() -> list[tuple[str, str, str]]:
-            gate, params = gate_sql(self.visible_ids())
+            gate, params = gate_sql(self.dialect, self.visible_ids())
             rows = self.conn.execute(
                 f"""SELECT a.alias, a.entity_id, min(a.origin) FROM entity_aliases a
                     JOIN sources s ON s.id = a.source_id
@@ -145,13 +152,14 @@ class AliasTables:
         number (see :data:`DECISION_ID_BITS`), so ids neither count the decisions a reader
         cannot see nor collide between two writers. ``made_at`` is kept after every
         decision recorded before it, so the history's order is the order they were made."""
+        d = self.dialect
         (last,) = self.conn.execute("SELECT max(made_at) FROM entity_merges").fetchone()
         made_at = max(to_ms(at) or 0, 0 if last is None else int(last) + 1)
         while True:
             new_id = secrets.randbelow(2**DECISION_ID_BITS - 1) + 1
             done = self.conn.execute(
-                """INSERT INTO entity_merges (id, action, entity_a, entity_b, made_by, made_at)
-                   VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING""",
+                f"""INSERT INTO entity_merges (id, action, entity_a, entity_b, made_by, made_at)
+                   VALUES ({d.marks(6)}) ON CONFLICT DO NOTHING""",
                 (new_id, action, entity_a, entity_b, by, made_at),
             )
             if done.rowcount == 1:
@@ -159,21 +167,23 @@ class AliasTables:
 
     def undo_entity_decision(self, decision_id: int, *, by: str | None, at: datetime) -> None:
         """Mark a merge or a split undone (it stays in the history)."""
+        d = self.dialect
         self.conn.execute(
-            "UPDATE entity_merges SET undone_by = ?, undone_at = ? "
-            "WHERE id = ? AND undone_at IS NULL",
+            f"UPDATE entity_merges SET undone_by = {d.p}, undone_at = {d.p} "
+            f"WHERE id = {d.p} AND undone_at IS NULL",
             (by, to_ms(at), decision_id),
         )
 
     def entities_seen(self, entity_ids: Sequence[str]) -> set[str]:
         """Which of these ids the reader can see named anywhere: mentioned by a chunk, stated
         as an alias, or the subject or entity object of a fact, in a source it may read."""
+        d = self.dialect
         if not entity_ids:
             return set()
-        gate, params = gate_sql(self.visible_ids(), probe=True)
+        gate, params = gate_sql(self.dialect, self.visible_ids(), probe=True)
         found: set[str] = set()
-        for part, _ in batches(sorted(set(entity_ids))):
-            marks = ",".join("?" * len(part))
+        for part, _ in d.batches(sorted(set(entity_ids))):
+            marks = d.marks(len(part))
             for sql, count in (
                 (
                     f"""SELECT DISTINCT e.entity_id FROM entity_index e
@@ -206,12 +216,13 @@ class AliasTables:
     def entity_stats(self, entity_ids: Sequence[str]) -> list[EntityMatch]:
         """The mention count, kind, surface and last mention the reader may see of each of
         these ids that some chunk mentions (others are left out)."""
+        d = self.dialect
         if not entity_ids:
             return []
-        gate, params = gate_sql(self.visible_ids(), probe=True)
+        gate, params = gate_sql(self.dialect, self.visible_ids(), probe=True)
         out: list[EntityMatch] = []
-        for part, _ in batches(sorted(set(entity_ids))):
-            marks = ",".join("?" * len(part))
+        for part, _ in d.batches(sorted(set(entity_ids))):
+            marks = d.marks(len(part))
             rows = self.conn.execute(
                 f"""SELECT e.entity_id, min(e.kind), min(e.surface), count(*), max(e.ts)
                     FROM entity_index e JOIN sources s ON s.id = e.source_id
@@ -235,26 +246,28 @@ class AliasTables:
         """Ids containing ``needle`` (lowercased) that only an alias or a fact names: alias
         ids and entity ids the reader's sources state, and the subjects and entity objects
         of its facts, most recently recorded first."""
-        gate, params = gate_sql(self.visible_ids())
+        d = self.dialect
+        gate, params = gate_sql(self.dialect, self.visible_ids())
         rows = self.conn.execute(
             f"""SELECT id FROM (
                     SELECT a.alias AS id, 0 AS at FROM entity_aliases a
                     JOIN sources s ON s.id = a.source_id
-                    WHERE {gate} AND instr(lower(a.alias), ?) > 0
+                    WHERE {gate} AND {d.strpos}(lower(a.alias), {d.p}) > 0
                     UNION ALL
                     SELECT a.entity_id AS id, 0 AS at FROM entity_aliases a
                     JOIN sources s ON s.id = a.source_id
-                    WHERE {gate} AND instr(lower(a.entity_id), ?) > 0
+                    WHERE {gate} AND {d.strpos}(lower(a.entity_id), {d.p}) > 0
                     UNION ALL
                     SELECT f.subject AS id, f.recorded_at AS at FROM facts f
                     JOIN sources s ON s.id = f.source_id
-                    WHERE {gate} AND f.expired_at IS NULL AND instr(lower(f.subject), ?) > 0
+                    WHERE {gate} AND f.expired_at IS NULL
+                      AND {d.strpos}(lower(f.subject), {d.p}) > 0
                     UNION ALL
                     SELECT f.object AS id, f.recorded_at AS at FROM facts f
                     JOIN sources s ON s.id = f.source_id
                     WHERE {gate} AND f.expired_at IS NULL AND f.object_is_entity = 1
-                      AND instr(lower(f.object), ?) > 0
-                ) x GROUP BY id ORDER BY max(at) DESC, id LIMIT ?""",
+                      AND {d.strpos}(lower(f.object), {d.p}) > 0
+                ) x GROUP BY id ORDER BY max(at) DESC, id LIMIT {d.p}""",
             (*params, needle, *params, needle, *params, needle, *params, needle, limit),
         ).fetchall()
         return [row[0] for row in rows]
@@ -262,12 +275,13 @@ class AliasTables:
     def fact_mentions(self, entity_ids: Sequence[str]) -> dict[str, tuple[int, datetime | None]]:
         """For each of these ids, how many current facts the reader may see name it (as
         subject or entity object) and the latest time one holds from; absent ones left out."""
+        d = self.dialect
         if not entity_ids:
             return {}
-        gate, params = gate_sql(self.visible_ids(), probe=True)
+        gate, params = gate_sql(self.dialect, self.visible_ids(), probe=True)
         out: dict[str, tuple[int, datetime | None]] = {}
-        for part, _ in batches(sorted(set(entity_ids))):
-            marks = ",".join("?" * len(part))
+        for part, _ in d.batches(sorted(set(entity_ids))):
+            marks = d.marks(len(part))
             rows = self.conn.execute(
                 f"""SELECT id, count(*), max(at) FROM (
                         SELECT f.subject AS id, f.valid_from AS at FROM facts f

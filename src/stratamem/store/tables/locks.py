@@ -1,5 +1,5 @@
 """Sealing a source into ``sealed`` and restoring it: the :class:`~stratamem.store.locks.LockStore`
-role of the SQLite store.
+role of the store.
 
 Sealed format (version 2). The plaintext is a stream of JSON lines, compressed with zlib:
 
@@ -34,7 +34,6 @@ from __future__ import annotations
 import base64
 import json
 import logging
-import sqlite3
 import zlib
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager
@@ -44,12 +43,11 @@ from typing import TYPE_CHECKING, Any
 
 from stratamem.errors import LockError, StoreError, StoreFull
 from stratamem.store.base import to_ms
+from stratamem.store.dialect import Connection, Cursor, Dialect
 from stratamem.store.jobs import SEAL_JOB_PREFIX
 from stratamem.store.keyword import REMOVED_AT_KEY
 from stratamem.store.locks import Lock, PartCipher, SealCounts
-from stratamem.store.sqlite.aliases import DECISIONS_OF_SOURCE
-from stratamem.store.sqlite.connection import batches
-from stratamem.store.sqlite.sources import FTS_INDEX
+from stratamem.store.tables.aliases import DECISIONS_OF_SOURCE
 
 FORMAT = 2
 # The formats a restore reads: see the module's docstring.
@@ -67,16 +65,21 @@ _log = logging.getLogger(__name__)
 
 @dataclass(frozen=True, slots=True)
 class _Table:
-    """One table's share of a source: its rows are ``where`` (named parameters ``:source``
-    and ``:seal``, the seal job key prefix); ``columns`` are the ones sealed, ``only``
+    """One table's share of a source: its rows are ``where`` (slots ``{source}`` and
+    ``{seal}``, the seal job key prefix, for named parameters: see :meth:`rows`); ``columns``
+    are the ones sealed, ``only``
     narrows the rows sealed (the rest of ``where`` is removed, not kept), and ``order`` is
     the order they are sealed and restored in."""
 
     name: str
-    where: str = "source_id = :source"
+    where: str = "source_id = {source}"
     columns: str = "*"
     only: str = ""
     order: str = ""
+
+    def rows(self, d: Dialect) -> str:
+        """``where`` with its parameters as ``d`` names them (bound from a dict)."""
+        return self.where.format(source=d.named("source"), seal=d.named("seal"))
 
 
 # Parents before children: restored in this order, removed in the reverse one.
@@ -89,7 +92,7 @@ _TABLES: tuple[_Table, ...] = (
     _Table("summary_entities"),
     _Table(
         "summary_vectors",
-        where="summary_id IN (SELECT id FROM summaries WHERE source_id = :source)",
+        where="summary_id IN (SELECT id FROM summaries WHERE source_id = {source})",
     ),
     _Table("chunks", order="rowid"),
     _Table("entity_index"),
@@ -97,12 +100,12 @@ _TABLES: tuple[_Table, ...] = (
     _Table("entity_aliases"),
     _Table("embeddings"),
     _Table("facts", order="rowid"),
-    _Table("fact_vectors", where="fact_id IN (SELECT id FROM facts WHERE source_id = :source)"),
+    _Table("fact_vectors", where="fact_id IN (SELECT id FROM facts WHERE source_id = {source})"),
     # A job's claim and history are not the source's: a pending or running seal comes back
     # pending, a finished one does not come back.
     _Table(
         "jobs",
-        where="dedupe_key IN (SELECT :seal || id FROM trees WHERE source_id = :source)",
+        where="dedupe_key IN (SELECT {seal} || id FROM trees WHERE source_id = {source})",
         columns="kind, dedupe_key, payload, 'pending' AS status, created_at, updated_at",
         only="status IN ('pending', 'running')",
     ),
@@ -113,13 +116,14 @@ _COUNTED = ("chunks", "summaries", "records")
 
 
 class LockTables:
-    """The locks half of :class:`~stratamem.store.sqlite.store.SQLiteStore`."""
+    """The locks half of a store (SQLite\'s or PostgreSQL\'s)."""
 
-    conn: sqlite3.Connection
+    conn: Connection
+    dialect: Dialect
 
     if TYPE_CHECKING:
 
-        def transaction(self) -> AbstractContextManager[sqlite3.Connection]: ...
+        def transaction(self) -> AbstractContextManager[Connection]: ...
 
         def bump_generation(self, *, chunks: bool = True) -> None: ...
 
@@ -132,8 +136,9 @@ class LockTables:
         def chunk_generation(self) -> int: ...
 
     def lock_of(self, source_id: str) -> Lock | None:
+        d = self.dialect
         row = self.conn.execute(
-            "SELECT kdf, check_value, parts, locked_at FROM locks WHERE source_id = ?",
+            f"SELECT kdf, check_value, parts, locked_at FROM locks WHERE source_id = {d.p}",
             (source_id,),
         ).fetchone()
         if row is None:
@@ -149,16 +154,18 @@ class LockTables:
     def seal_source(
         self, source_id: str, *, kdf: str, check_value: bytes, cipher: PartCipher
     ) -> SealCounts:
+        d = self.dialect
         with self.transaction():
             if self._locked(source_id):
                 raise LockError(f"source {source_id} is already locked")
 
             def seal(number: int, last: bool, plaintext: bytes) -> None:
+                d = self.dialect
                 nonce, data = cipher.seal(number, last, plaintext)
                 if cipher.open(number, last, nonce, data) != plaintext:
                     raise StoreError(f"source {source_id}: sealed part {number} does not verify")
                 self.conn.execute(
-                    "INSERT INTO sealed (source_id, part, nonce, data) VALUES (?, ?, ?, ?)",
+                    f"INSERT INTO sealed (source_id, part, nonce, data) VALUES ({d.marks(4)})",
                     (source_id, number, nonce, data),
                 )
 
@@ -166,24 +173,25 @@ class LockTables:
             writer.table(
                 "sources",
                 self.conn.execute(
-                    f"SELECT {', '.join(SOURCE_COLUMNS)} FROM sources WHERE id = ?", (source_id,)
+                    f"SELECT {', '.join(SOURCE_COLUMNS)} FROM sources WHERE id = {d.p}",
+                    (source_id,),
                 ),
             )
             for table in _TABLES:
                 writer.table(table.name, self._rows(source_id, table, sealing=True))
             parts = writer.finish()
             self.conn.execute(
-                """INSERT INTO locks (source_id, kdf, check_value, format, parts, locked_at)
-                   VALUES (?, ?, ?, ?, ?, ?)""",
+                f"""INSERT INTO locks (source_id, kdf, check_value, format, parts, locked_at)
+                   VALUES ({d.marks(6)})""",
                 (source_id, kdf, check_value, FORMAT, parts, to_ms(datetime.now(UTC))),
             )
             self._remove(source_id)
             # What consolidation derived from the source goes with its plaintext: its facts'
             # scores went with the facts; its rollups go with their rows here.
-            self.conn.execute("DELETE FROM rollup_sources WHERE source_id = ?", (source_id,))
-            blanks = ", ".join(f"{column} = ?" for column in SOURCE_COLUMNS)
+            self.conn.execute(f"DELETE FROM rollup_sources WHERE source_id = {d.p}", (source_id,))
+            blanks = ", ".join(f"{column} = {d.p}" for column in SOURCE_COLUMNS)
             self.conn.execute(
-                f"UPDATE sources SET {blanks}, locked = 1 WHERE id = ?",
+                f"UPDATE sources SET {blanks}, locked = 1 WHERE id = {d.p}",
                 (*SOURCE_COLUMNS.values(), source_id),
             )
             self.bump_generation()
@@ -207,18 +215,21 @@ class LockTables:
         lie in the WAL's uncommitted frames). Run on every open; a scrub that cannot run now
         (the file is read-only, another process holds it, the disk is full) is left for the
         next, or raised with ``strict``."""
+        d = self.dialect
         if self.conn.in_transaction or self.get_setting(SCRUB_PENDING) is None:
             return
+        retried: tuple[type[Exception], ...] = (*self.dialect.operational_errors, StoreFull)
         try:
             self.scrub()
             with self.transaction():
-                self.conn.execute("DELETE FROM settings WHERE key = ?", (SCRUB_PENDING,))
-        except (sqlite3.OperationalError, StoreFull) as exc:
+                self.conn.execute(f"DELETE FROM settings WHERE key = {d.p}", (SCRUB_PENDING,))
+        except retried as exc:
             if strict:
                 raise
             _log.warning("the store could not be scrubbed, will retry at the next open: %s", exc)
 
     def restore_source(self, source_id: str, cipher: PartCipher) -> SealCounts:
+        d = self.dialect
         lock = self._lock_to_restore(source_id)
         # A restore that does not commit may leave some of what it decrypted in the WAL's
         # uncommitted frames. Until it commits, the store is marked as needing a scrub (see
@@ -241,11 +252,11 @@ class LockTables:
                     if "rowid" in columns:
                         columns, rows = self._free_rowids(table, columns, list(rows))
                     self.insert_restored(table, columns, rows)
-                self.conn.execute("DELETE FROM sealed WHERE source_id = ?", (source_id,))
-                self.conn.execute("DELETE FROM locks WHERE source_id = ?", (source_id,))
-                self.conn.execute("UPDATE sources SET locked = 0 WHERE id = ?", (source_id,))
+                self.conn.execute(f"DELETE FROM sealed WHERE source_id = {d.p}", (source_id,))
+                self.conn.execute(f"DELETE FROM locks WHERE source_id = {d.p}", (source_id,))
+                self.conn.execute(f"UPDATE sources SET locked = 0 WHERE id = {d.p}", (source_id,))
                 if marked:
-                    self.conn.execute("DELETE FROM settings WHERE key = ?", (SCRUB_PENDING,))
+                    self.conn.execute(f"DELETE FROM settings WHERE key = {d.p}", (SCRUB_PENDING,))
                 self.bump_generation()
         except BaseException:
             self.finish_scrub()
@@ -259,20 +270,15 @@ class LockTables:
         have = {*table_columns(self.conn, table), "rowid"}
         keep = [i for i, c in enumerate(columns) if c in have]
         names = ", ".join(f'"{columns[i]}"' for i in keep)
-        sql = f"INSERT INTO {table} ({names}) VALUES ({', '.join('?' * len(keep))})"
+        sql = f"INSERT INTO {table} ({names}) VALUES ({self.dialect.marks(len(keep))})"
         for batch in _batched(rows):
             self.conn.executemany(sql, [[row[i] for i in keep] for row in batch])
-            if table == "chunks":
-                at = columns.index("id")
-                self.conn.execute(
-                    FTS_INDEX + "id IN (SELECT value FROM json_each(?))",
-                    (json.dumps([row[at] for row in batch]),),
-                )
 
     def _restore_source_row(
         self, source_id: str, columns: list[str], rows: Iterator[list[Any]]
     ) -> None:
         """Put back the columns of the source's own row that were sealed."""
+        d = self.dialect
         if not set(columns) <= set(SOURCE_COLUMNS):
             raise LockError(f"source {source_id}: sealed content is malformed: {columns!r}")
         found = list(rows)
@@ -281,33 +287,41 @@ class LockTables:
                 f"source {source_id}: sealed content is malformed: {len(found)} source rows"
             )
         if columns:
-            sets = ", ".join(f"{column} = ?" for column in columns)
-            self.conn.execute(f"UPDATE sources SET {sets} WHERE id = ?", (*found[0], source_id))
+            sets = ", ".join(f"{column} = {d.p}" for column in columns)
+            self.conn.execute(f"UPDATE sources SET {sets} WHERE id = {d.p}", (*found[0], source_id))
 
     def _lock_to_restore(self, source_id: str) -> Lock:
+        d = self.dialect
         lock = self.lock_of(source_id)
         if lock is None or not self._locked(source_id):
             raise LockError(f"source {source_id} is not locked")
         (found,) = self.conn.execute(
-            "SELECT format FROM locks WHERE source_id = ?", (source_id,)
+            f"SELECT format FROM locks WHERE source_id = {d.p}", (source_id,)
         ).fetchone()
         if found not in READABLE_FORMATS:
             raise LockError(f"source {source_id}: sealed in unknown format {found}")
         return lock
 
     def _mark_scrub(self) -> None:
+        d = self.dialect
         self.conn.execute(
-            "INSERT OR REPLACE INTO settings (key, value) VALUES (?, '1')", (SCRUB_PENDING,)
+            f"""INSERT INTO settings (key, value) VALUES ({d.p}, '1')
+                ON CONFLICT (key) DO UPDATE SET value = excluded.value""",
+            (SCRUB_PENDING,),
         )
 
     def _locked(self, source_id: str) -> bool:
-        row = self.conn.execute("SELECT locked FROM sources WHERE id = ?", (source_id,)).fetchone()
+        d = self.dialect
+        row = self.conn.execute(
+            f"SELECT locked FROM sources WHERE id = {d.p}", (source_id,)
+        ).fetchone()
         if row is None:
             raise LockError(f"no source with id {source_id!r}")
         return bool(row[0])
 
-    def _rows(self, source_id: str, table: _Table, *, sealing: bool) -> sqlite3.Cursor:
-        where = f"({table.where}) AND {table.only}" if sealing and table.only else table.where
+    def _rows(self, source_id: str, table: _Table, *, sealing: bool) -> Cursor:
+        d = self.dialect
+        where = f"({table.rows(d)}) AND {table.only}" if sealing and table.only else table.rows(d)
         order = f" ORDER BY {table.order}" if table.order else ""
         return self.conn.execute(
             f"SELECT {table.columns} FROM {table.name} WHERE {where}{order}",
@@ -315,9 +329,10 @@ class LockTables:
         )
 
     def _remove(self, source_id: str) -> None:
+        d = self.dialect
         params = {"source": source_id, "seal": SEAL_JOB_PREFIX}
         for table in reversed(_TABLES):
-            self.conn.execute(f"DELETE FROM {table.name} WHERE {table.where}", params)
+            self.conn.execute(f"DELETE FROM {table.name} WHERE {table.rows(d)}", params)
 
     def _free_rowids(
         self, table: str, columns: list[str], rows: list[list[Any]]
@@ -325,9 +340,10 @@ class LockTables:
         """The rows with their own rowids, or without (given new ones, in the same order)
         where another row took one of them while the source was locked: summaries' rowids
         are handed out again (chunks' never are), and only their order matters."""
+        d = self.dialect
         at = columns.index("rowid")
         rowids = [row[at] for row in rows]
-        for part, marks in batches(rowids):
+        for part, marks in d.batches(rowids):
             if self.conn.execute(
                 f"SELECT 1 FROM {table} WHERE rowid IN ({marks}) LIMIT 1", part
             ).fetchone():
@@ -338,8 +354,9 @@ class LockTables:
     def _parts(self, lock: Lock, cipher: PartCipher) -> Iterator[bytes]:
         """The decrypted parts in order; every part is there and in its place, or
         :class:`LockError`."""
+        d = self.dialect
         rows = self.conn.execute(
-            "SELECT part, nonce, data FROM sealed WHERE source_id = ? ORDER BY part",
+            f"SELECT part, nonce, data FROM sealed WHERE source_id = {d.p} ORDER BY part",
             (lock.source_id,),
         )
         seen = 0
@@ -371,7 +388,7 @@ class _Writer:
         self._counts = dict.fromkeys(_COUNTED, 0)
         self._line({"format": FORMAT, "source_id": source_id})
 
-    def table(self, name: str, cursor: sqlite3.Cursor) -> None:
+    def table(self, name: str, cursor: Cursor) -> None:
         columns = [d[0] for d in cursor.description]
         self._line({"table": name, "columns": columns})
         for row in cursor:

@@ -11,20 +11,16 @@ version that a newer live version superseded, is never returned.
 from __future__ import annotations
 
 import json
-import sqlite3
 from collections.abc import Sequence
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from stratamem.store.base import from_ms, to_ms
-from stratamem.store.sqlite.connection import batches
-from stratamem.store.sqlite.filters import filter_sql, of_visible_sql, trees_sql
-from stratamem.store.sqlite.sources import chunk_from_row
+from stratamem.store.dialect import Connection, Dialect, Row
+from stratamem.store.tables.filters import filter_sql, of_visible_sql, trees_sql
+from stratamem.store.tables.sources import chunk_from_row
 from stratamem.store.trees import TreeLeaf, TreeSummary
 from stratamem.types import Filters, SummaryNode, TreeKind
-
-if TYPE_CHECKING:
-    from stratamem.store.sqlite.store import SQLiteStore
 
 LIVE = """sm.deleted = 0 AND (sm.doc_id IS NULL OR sm.version = (
     SELECT max(v.version) FROM summaries v
@@ -42,39 +38,56 @@ _LEAF_FROM = """FROM chunks c JOIN sources s ON s.id = c.source_id
     LEFT JOIN trees t ON t.source_id = c.source_id AND t.kind = 'source'"""
 
 
+class TreeHost(Protocol):
+    """What the tree tables use of the store they belong to."""
+
+    @property
+    def conn(self) -> Connection: ...
+
+    @property
+    def dialect(self) -> Dialect: ...
+
+    def visible_ids(self) -> list[str] | None: ...
+
+
 class TreeSearchTables:
     """The reads of the tree primitives, over the connection of ``store.trees``."""
 
     if TYPE_CHECKING:
-        store: SQLiteStore
+        store: TreeHost
 
         @property
-        def conn(self) -> sqlite3.Connection: ...
+        def conn(self) -> Connection: ...
+
+        @property
+        def dialect(self) -> Dialect: ...
 
     def summaries_matching(
         self, filters: Filters, *, platforms: Sequence[str] = (), limit: int
     ) -> tuple[list[TreeSummary], int]:
         """Live summaries whose time range overlaps the filters' window; (capped, total)."""
+        d = self.dialect
         visible = self.store.visible_ids()
-        trees, params = trees_sql(visible)
-        where, more = filter_sql(filters, visible, chunk="sm")
+        trees, params = trees_sql(self.dialect, visible)
+        where, more = filter_sql(self.dialect, filters, visible, chunk="sm")
         params += more
         if platforms:
-            where += f" AND s.platform IN ({','.join('?' * len(platforms))})"
+            where += f" AND s.platform IN ({d.marks(len(platforms))})"
             params.extend(platforms)
         sql_where = f"{_SUMMARY_FROM} WHERE {trees} AND {LIVE} AND {where}"
         (total,) = self.conn.execute(f"SELECT count(*) {sql_where}", params).fetchone()
         rows = self.conn.execute(
             f"""SELECT {_SUMMARY_COLUMNS} {sql_where}
-                ORDER BY sm.ts_end IS NULL, sm.ts_end DESC, sm.id LIMIT ?""",
+                ORDER BY sm.ts_end IS NULL, sm.ts_end DESC, sm.id LIMIT {d.p}""",
             (*params, limit),
         ).fetchall()
         return [_tree_summary(row) for row in rows], int(total)
 
     def summaries_by_id(self, ids: Sequence[str], filters: Filters) -> dict[str, TreeSummary]:
-        where, params = filter_sql(filters, self.store.visible_ids(), chunk="sm")
+        d = self.dialect
+        where, params = filter_sql(self.dialect, filters, self.store.visible_ids(), chunk="sm")
         out: dict[str, TreeSummary] = {}
-        for part, marks in batches(ids):
+        for part, marks in d.batches(ids):
             for row in self.conn.execute(
                 f"""SELECT {_SUMMARY_COLUMNS} {_SUMMARY_FROM}
                     WHERE sm.id IN ({marks}) AND {LIVE} AND {where}""",
@@ -84,9 +97,10 @@ class TreeSearchTables:
         return out
 
     def leaves_by_id(self, ids: Sequence[str], filters: Filters) -> dict[str, TreeLeaf]:
-        where, params = filter_sql(filters, self.store.visible_ids())
+        d = self.dialect
+        where, params = filter_sql(self.dialect, filters, self.store.visible_ids())
         out: dict[str, TreeLeaf] = {}
-        for part, marks in batches(ids):
+        for part, marks in d.batches(ids):
             for row in self.conn.execute(
                 f"SELECT {_LEAF_COLUMNS} {_LEAF_FROM} WHERE c.id IN ({marks}) AND {where}",
                 (*part, *params),
@@ -99,13 +113,14 @@ class TreeSearchTables:
     ) -> tuple[list[str], int]:
         """Leaves and summaries indexed under ``entity_id`` (or any of several ids) in the
         window, newest first: their ids capped at ``cap``, and the count before the cap."""
+        d = self.dialect
         ids = [entity_id] if isinstance(entity_id, str) else sorted(set(entity_id))
-        marks = ",".join("?" * len(ids))
+        marks = d.marks(len(ids))
         visible = self.store.visible_ids()
-        leaf_where, leaf_params = filter_sql(filters, visible)
-        sum_where, sum_params = filter_sql(filters, visible, chunk="sm")
-        leaf_mine, leaf_mine_params = of_visible_sql(visible, "e.source_id")
-        sum_mine, sum_mine_params = of_visible_sql(visible, "se.source_id")
+        leaf_where, leaf_params = filter_sql(self.dialect, filters, visible)
+        sum_where, sum_params = filter_sql(self.dialect, filters, visible, chunk="sm")
+        leaf_mine, leaf_mine_params = of_visible_sql(self.dialect, visible, "e.source_id")
+        sum_mine, sum_mine_params = of_visible_sql(self.dialect, visible, "se.source_id")
         body = f"""
             SELECT c.id AS id, coalesce(c.ts_end, c.ts_start) AS ts
             FROM entity_index e JOIN chunks c ON c.id = e.node_id
@@ -126,7 +141,7 @@ class TreeSearchTables:
         )
         (total,) = self.conn.execute(f"SELECT count(*) FROM ({body}) t", params).fetchone()
         rows = self.conn.execute(
-            f"SELECT id FROM ({body}) t ORDER BY ts IS NULL, ts DESC, id LIMIT ?",
+            f"SELECT id FROM ({body}) t ORDER BY ts IS NULL, ts DESC, id LIMIT {d.p}",
             (*params, cap),
         ).fetchall()
         return [str(row[0]) for row in rows], int(total)
@@ -137,29 +152,30 @@ class TreeSearchTables:
         """The maximal summaries inside [since, until] (their parent is not inside it) and the
         in-window leaves no such summary covers (at most ``max_leaves``, oldest first), with
         the count of such leaves before that cap."""
+        d = self.dialect
         since_ms, until_ms = to_ms(since), to_ms(until)
-        inside = "p.ts_start >= ? AND p.ts_end <= ? AND p.deleted = 0"
+        inside = f"p.ts_start >= {d.p} AND p.ts_end <= {d.p} AND p.deleted = 0"
         visible = self.store.visible_ids()
-        trees, tree_params = trees_sql(visible)
-        where, params = filter_sql(filters, visible, chunk="sm")
+        trees, tree_params = trees_sql(self.dialect, visible)
+        where, params = filter_sql(self.dialect, filters, visible, chunk="sm")
         frontier = self.conn.execute(
             f"""SELECT {_SUMMARY_COLUMNS} {_SUMMARY_FROM}
-                WHERE {trees} AND {LIVE} AND sm.ts_start >= ? AND sm.ts_end <= ? AND {where}
+                WHERE {trees} AND {LIVE} AND sm.ts_start >= {d.p} AND sm.ts_end <= {d.p} AND {where}
                   AND NOT EXISTS (SELECT 1 FROM summaries p
                                   WHERE p.id = sm.parent_id AND {inside})
                 ORDER BY s.scope, sm.ts_start, sm.id""",
             (*tree_params, since_ms, until_ms, *params, since_ms, until_ms),
         ).fetchall()
-        leaf_where, leaf_params = filter_sql(filters, visible)
+        leaf_where, leaf_params = filter_sql(self.dialect, filters, visible)
         uncovered = f"""{_LEAF_FROM}
-            WHERE c.ts_start >= ? AND coalesce(c.ts_end, c.ts_start) <= ? AND {leaf_where}
+            WHERE c.ts_start >= {d.p} AND coalesce(c.ts_end, c.ts_start) <= {d.p} AND {leaf_where}
               AND NOT EXISTS (SELECT 1 FROM summaries p
                               WHERE p.id = c.parent_summary_id AND {inside})"""
         args: tuple[Any, ...] = (since_ms, until_ms, *leaf_params, since_ms, until_ms)
         (count,) = self.conn.execute(f"SELECT count(*) {uncovered}", args).fetchone()
         leaves = self.conn.execute(
             f"""SELECT {_LEAF_COLUMNS} {uncovered}
-                ORDER BY s.scope, c.ts_start, c.seq LIMIT ?""",
+                ORDER BY s.scope, c.ts_start, c.seq LIMIT {d.p}""",
             (*args, max_leaves),
         ).fetchall()
         return (
@@ -169,7 +185,7 @@ class TreeSearchTables:
         )
 
 
-def summary_from_row(row: sqlite3.Row) -> SummaryNode:
+def summary_from_row(row: Row) -> SummaryNode:
     return SummaryNode(
         id=row["id"],
         tree_id=row["tree_id"],
@@ -192,12 +208,12 @@ def summary_from_row(row: sqlite3.Row) -> SummaryNode:
     )
 
 
-def _tree_summary(row: sqlite3.Row) -> TreeSummary:
+def _tree_summary(row: Row) -> TreeSummary:
     """A summaries row joined with its tree's ``scope`` and ``tree_kind``."""
     return TreeSummary(summary_from_row(row), row["scope"], TreeKind(row["tree_kind"]))
 
 
-def _tree_leaf(row: sqlite3.Row) -> TreeLeaf:
+def _tree_leaf(row: Row) -> TreeLeaf:
     """A chunks row joined with its source's ``scope`` and its ``tree_id`` (empty while
     unsealed)."""
     return TreeLeaf(chunk_from_row(row), row["scope"], row["tree_id"])
