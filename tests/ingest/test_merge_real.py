@@ -200,15 +200,15 @@ def built(
 def snapshot(memory: stratamem.Memory) -> Snapshot:
     """Per scope, the chunks as they read (not their ids or refs, which name the file they
     came from) in order, and the record keys."""
-    conn = memory.store.conn
+    conn, p = memory.store.conn, memory.store.dialect.p
     out = {}
     for source_id, scope in conn.execute("SELECT id, scope FROM sources"):
         chunks = conn.execute(
             "SELECT seq, content, title, author, ts_start, ts_end, thread FROM chunks"
-            " WHERE source_id = ? ORDER BY seq",
+            f" WHERE source_id = {p} ORDER BY seq",
             (source_id,),
         )
-        keys = conn.execute("SELECT key FROM records WHERE source_id = ?", (source_id,))
+        keys = conn.execute(f"SELECT key FROM records WHERE source_id = {p}", (source_id,))
         out[scope] = ([tuple(row) for row in chunks], {key for (key,) in keys})
     return out
 

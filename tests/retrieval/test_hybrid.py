@@ -310,8 +310,9 @@ def _nodes_by_entities_in_sql(
     exclude: list[str],
 ) -> list[tuple[str, float]]:
     where, params = filter_sql(store.dialect, filters, store.visible_ids())
-    values = ",".join("(?, ?)" for _ in weights)
-    skip = f"AND e.node_id NOT IN ({','.join('?' * len(exclude))})" if exclude else ""
+    p = store.dialect.p
+    values = ",".join(f"({p}, {p})" for _ in weights)
+    skip = f"AND e.node_id NOT IN ({','.join([p] * len(exclude))})" if exclude else ""
     return [
         (row[0], row[1])
         for row in store.conn.execute(
@@ -320,7 +321,7 @@ def _nodes_by_entities_in_sql(
                 FROM q JOIN entity_index e ON e.entity_id = q.entity_id
                 JOIN chunks c ON c.id = e.node_id JOIN sources s ON s.id = c.source_id
                 WHERE {where} {skip}
-                GROUP BY e.node_id ORDER BY score DESC, e.node_id LIMIT ?""",
+                GROUP BY e.node_id ORDER BY score DESC, e.node_id LIMIT {p}""",
             (*[x for pair in weights.items() for x in pair], *params, *exclude, limit),
         )
     ]

@@ -412,7 +412,9 @@ def test_a_superseded_document_version_never_resurfaces(
         assert "April 5" in joined
         assert "March 22" not in joined
         versions = mem.store.conn.execute(
-            "SELECT version, deleted FROM summaries WHERE doc_id LIKE '%plan%' ORDER BY version"
+            "SELECT version, deleted FROM summaries"
+            f" WHERE doc_id LIKE {mem.store.dialect.p} ORDER BY version",
+            ("%plan%",),
         ).fetchall()
         assert [tuple(v) for v in versions] == [(1, 1), (2, 0)]
 

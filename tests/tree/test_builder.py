@@ -101,7 +101,7 @@ def test_envelope_score_entities_and_parents(store: Store, chat: Chat) -> None:
             kids = store.chunks(ids)
             starts = [c.time_start for c in kids]
             ends = [c.time_end for c in kids]
-            marks = ",".join("?" * len(ids))
+            marks = ",".join([store.dialect.p] * len(ids))
             parents = {
                 r[0]
                 for r in store.conn.execute(
