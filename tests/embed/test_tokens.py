@@ -85,7 +85,7 @@ def test_missing_package_error_names_the_install(monkeypatch: pytest.MonkeyPatch
 
 
 def test_estimate_when_the_tokenizer_is_missing(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(tokens, "_tokenizer", lambda: None)
+    monkeypatch.setattr(tokens, "counting_tokenizer", lambda: None)
     assert not tokens.tokenizer_available()
     assert count_tokens("Hello, world!") == 4
     assert count_tokens("unbelievably") == 2  # one extra per eight letters past the first
@@ -120,7 +120,7 @@ def test_the_estimate_adds_up_over_whitespace(a: str, b: str) -> None:
 @given(st.text(max_size=200), st.integers(min_value=0, max_value=60))
 def test_the_fallback_is_the_estimate(text: str, n: int) -> None:
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(tokens, "_tokenizer", lambda: None)
+        patch.setattr(tokens, "counting_tokenizer", lambda: None)
         assert count_tokens(text) == tokens.estimate_tokens(text)
         cut = truncate(text, n)
     assert text.startswith(cut)

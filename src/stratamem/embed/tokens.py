@@ -77,7 +77,9 @@ def load_minilm_tokenizer() -> Tokenizer:
 
 
 @cache
-def _tokenizer() -> Tokenizer | None:
+def counting_tokenizer() -> Tokenizer | None:
+    """The model's tokenizer set for counting (no truncation, no padding), or None where the
+    tokenizer is not installed."""
     try:
         tokenizer = load_minilm_tokenizer()
     except MissingDependencyError:
@@ -89,12 +91,12 @@ def _tokenizer() -> Tokenizer | None:
 
 def tokenizer_available() -> bool:
     """True when counts come from the real tokenizer, False when they are estimates."""
-    return _tokenizer() is not None
+    return counting_tokenizer() is not None
 
 
 def count_tokens(text: str) -> int:
     """Word pieces in ``text`` (no special tokens, no truncation)."""
-    tokenizer = _tokenizer()
+    tokenizer = counting_tokenizer()
     if tokenizer is None:
         return estimate_tokens(text)
     return len(tokenizer.encode(text, add_special_tokens=False).ids)
@@ -102,7 +104,7 @@ def count_tokens(text: str) -> int:
 
 def count_tokens_batch(texts: Sequence[str]) -> list[int]:
     """:func:`count_tokens` of each text, tokenized in one parallel call."""
-    tokenizer = _tokenizer()
+    tokenizer = counting_tokenizer()
     if tokenizer is None:
         return [count_tokens(text) for text in texts]
     if not texts:
@@ -120,7 +122,7 @@ def truncate_to_tokens(text: str, n: int) -> str:
     """
     if n < 0:
         raise ValueError(f"n must be >= 0, got {n}")
-    tokenizer = _tokenizer()
+    tokenizer = counting_tokenizer()
     if tokenizer is None:
         end, total = 0, 0
         for piece in _PIECES.finditer(text):

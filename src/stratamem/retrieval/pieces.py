@@ -25,19 +25,9 @@ from __future__ import annotations
 
 import re
 from collections import OrderedDict
-from functools import cache
 from threading import Lock
-from typing import TYPE_CHECKING
 
-from stratamem.embed.base import MissingDependencyError
-from stratamem.embed.tokens import (
-    count_tokens,
-    load_minilm_tokenizer,
-    truncate_to_tokens,
-)
-
-if TYPE_CHECKING:
-    from tokenizers import Tokenizer
+from stratamem.embed.tokens import count_tokens, counting_tokenizer, truncate_to_tokens
 
 CACHED = 4096  # texts whose counts are remembered
 _RUN = re.compile(r"[^ \t\n\r]+")
@@ -64,17 +54,6 @@ def prefix_holding(text: str, pieces: int) -> str:
             if found == pieces:
                 return text[: run.end()]
     return text
-
-
-@cache
-def _tokenizer() -> Tokenizer | None:
-    try:
-        tokenizer = load_minilm_tokenizer()
-    except MissingDependencyError:
-        return None
-    tokenizer.no_truncation()
-    tokenizer.no_padding()
-    return tokenizer
 
 
 _counted: OrderedDict[str, int] = OrderedDict()
@@ -113,7 +92,7 @@ def truncate(text: str, n: int) -> str:
     prefix that surely holds ``n + 1`` pieces."""
     if n < 0:
         raise ValueError(f"n must be >= 0, got {n}")
-    tokenizer = _tokenizer()
+    tokenizer = counting_tokenizer()
     if tokenizer is None:
         return truncate_to_tokens(text, n)
     offsets = tokenizer.encode(prefix_holding(text, n + 1), add_special_tokens=False).offsets
