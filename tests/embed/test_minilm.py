@@ -186,6 +186,7 @@ def fast_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return tmp_path_factory.mktemp("cache")
 
 
+@pytest.mark.slow  # builds the quantised model
 def test_fast_variant_is_close_to_the_default(minilm: MiniLMEmbedder, fast_cache: Path) -> None:
     fast = FastMiniLMEmbedder(cache_dir=fast_cache)
     assert fast.spec == FAST_SPEC
@@ -204,6 +205,7 @@ def test_fast_variant_is_close_to_the_default(minilm: MiniLMEmbedder, fast_cache
     assert record["source_sha256"] == pinned_model()[1]
 
 
+@pytest.mark.slow  # builds the quantised model
 def test_fast_model_is_reused_and_rebuilt_when_damaged(fast_cache: Path) -> None:
     model = FastMiniLMEmbedder(cache_dir=fast_cache).model_path
     stamp = model.stat().st_mtime_ns
