@@ -56,9 +56,9 @@ from pathlib import Path
 from typing import Any
 
 import bm25s
-import numpy as np
 import Stemmer
 
+from keyword_stemming import Bm25sRetriever
 from run_info import clock, dataset_table, git_state, machine, write_results
 from stratamem.api import Memory
 from stratamem.cli.common import cache_dir_from_environment
@@ -140,41 +140,6 @@ def locomo_summaries(locomo: Dataset, data: Path) -> Dataset:
 # -- retrievers ----------------------------------------------------------------------------------
 
 
-class Bm25sRetriever:
-    """bm25s over the dataset's documents (title and text), one index per group."""
-
-    def __init__(self, dataset: Dataset, *, k1: float = 1.5, b: float = 0.75) -> None:
-        self.dataset = dataset
-        self.stemmer = Stemmer.Stemmer("english")
-        self.indexes: dict[str | None, tuple[bm25s.BM25, list[str]]] = {}
-        for group, ids in dataset.doc_ids_by_group().items():
-            wanted = set(ids)
-            docs = [d for d in dataset.docs if d.id in wanted]
-            tokens = bm25s.tokenize(
-                [f"{d.title} {d.text}".strip() for d in docs],
-                stopwords="en",
-                stemmer=self.stemmer,
-                show_progress=False,
-            )
-            model = bm25s.BM25(k1=k1, b=b)
-            model.index(tokens, show_progress=False)
-            self.indexes[group] = (model, [d.id for d in docs])
-
-    def retrieve(self, query: Query, k: int) -> list[str]:
-        model, ids = self.indexes[self.dataset.group_of(query)]
-        tokens = bm25s.tokenize(
-            query.text,
-            stopwords="en",
-            stemmer=self.stemmer,
-            show_progress=False,
-            return_ids=False,
-        )
-        scores = model.get_scores(tokens[0]) if tokens and tokens[0] else np.zeros(len(ids))
-        matched = np.flatnonzero(scores > 0)
-        order = matched[np.lexsort((matched, -scores[matched]))][:k]
-        return [ids[i] for i in order.tolist()]
-
-
 class LeavingOut:
     """A retriever whose ranking leaves out the query's own document."""
 
@@ -240,7 +205,7 @@ def quality(data: Path, cache: Path, scratch: Path, say: Callable[[str], None]) 
                 long = label != name
                 retrievers: dict[str, Any] = {"keyword": StoreRetriever(memory, dataset, "keyword")}
                 for ref, options in REFERENCES.items():
-                    retrievers[ref] = Bm25sRetriever(dataset, **options)
+                    retrievers[ref] = Bm25sRetriever(dataset, stem=True, **options)
                 runs = []
                 for run_name, retriever in retrievers.items():
                     say(f"{label}: {run_name}")
