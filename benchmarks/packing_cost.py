@@ -93,13 +93,13 @@ def exact_cards(
 
 @contextmanager
 def packing_as(way: str) -> Iterator[None]:
-    cheaper = hybrid._with_cards
+    cheaper = hybrid.with_cards
     if way == "exact":
-        hybrid._with_cards = exact_cards
+        hybrid.with_cards = exact_cards
     try:
         yield
     finally:
-        hybrid._with_cards = cheaper
+        hybrid.with_cards = cheaper
 
 
 def summary(values: list[float]) -> dict[str, float]:

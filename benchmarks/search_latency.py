@@ -400,7 +400,7 @@ STAGES: list[tuple[object, str, str]] = [
     (hybrid, "decreasing", "relevance"),
     (hybrid, "floor", "relevance"),
     (hybrid, "_hits", "hit construction: hits"),
-    (hybrid, "_with_cards", "packing (budget 2,000 tokens)"),
+    (hybrid, "with_cards", "packing (budget 2,000 tokens)"),
     (hybrid.HybridSearcher, "search", REST),
 ]
 STAGE_NAMES = [*dict.fromkeys(stage for _, _, stage in STAGES), "total"]

@@ -47,7 +47,6 @@ from stratamem.memory.hits import fact_hits
 from stratamem.memory.search import MAX_FACTS, FactHit, rank_facts
 from stratamem.retrieval import primitives
 from stratamem.retrieval.item_nodes import item_refs
-from stratamem.retrieval.packing import pack
 from stratamem.retrieval.relevance import Calibration, decreasing
 from stratamem.retrieval.scope import admitted_sources
 from stratamem.store.base import Store
@@ -436,8 +435,8 @@ def _evidence(fact: RetrievalHit) -> list[str]:
 
 def packed(response: SearchResponse, budget: int) -> SearchResponse:
     """``response`` with its hits packed into ``budget`` tokens as cards, as search packs
-    its own (:func:`~stratamem.retrieval.packing.pack`)."""
-    from stratamem.embed.tokens import count_tokens, truncate_to_tokens
+    its own (:func:`~stratamem.retrieval.hybrid.with_cards`)."""
+    from stratamem.retrieval.hybrid import with_cards
 
     breakdowns = [
         ScoreBreakdown(
@@ -449,16 +448,4 @@ def packed(response: SearchResponse, budget: int) -> SearchResponse:
         )
         for h in response.hits
     ]
-    cards, dropped = pack(
-        response.hits,
-        budget,
-        reasons=[str(h.explain.get("reason", "")) for h in response.hits],
-        breakdowns=breakdowns,
-        tier0=[bool(h.explain.get("tier0")) for h in response.hits],
-        count=count_tokens,
-        truncate=truncate_to_tokens,
-    )
-    notes = response.notes
-    if dropped:
-        notes += (f"{dropped} hit(s) did not fit the {budget}-token budget",)
-    return replace(response, cards=tuple(cards), budget=budget, notes=notes)
+    return replace(with_cards(response, budget, breakdowns), budget=budget)

@@ -222,7 +222,7 @@ class HybridSearcher:
             nothing_relevant=nothing,
         )
         if budget is not None:
-            response = _with_cards(response, budget, breakdowns)
+            response = with_cards(response, budget, breakdowns)
         return response
 
     # -- legs ------------------------------------------------------------------------------
@@ -599,9 +599,11 @@ def reason(breakdown: ScoreBreakdown, via: str = "") -> str:
     return text
 
 
-def _with_cards(
+def with_cards(
     response: SearchResponse, budget: int, breakdowns: list[ScoreBreakdown]
 ) -> SearchResponse:
+    """``response`` with its hits packed into ``budget`` tokens as cards (a note says how many
+    did not fit); recall packs its answers the same way."""
     from stratamem.retrieval import pieces
     from stratamem.retrieval.packing import pack
 
