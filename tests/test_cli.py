@@ -127,6 +127,7 @@ def test_search_filters(workspace) -> None:  # type: ignore[no-untyped-def]
         assert hit["time_start"] <= "2024-03-18T23:59"
 
 
+@pytest.mark.slow
 def test_search_says_when_a_leg_is_off(file_workspace) -> None:  # type: ignore[no-untyped-def]
     before = file_workspace("search", "postmortem", "--limit", "1").output
     assert "vector leg off: no vectors yet: run `stratamem embed`" in before
@@ -324,6 +325,7 @@ def test_ingest_can_embed_right_away(run) -> None:  # type: ignore[no-untyped-de
     assert explained["legs"]["vector"].startswith("ok")
 
 
+@pytest.mark.slow
 def test_ingest_embeds_by_default_so_the_first_search_is_hybrid(  # type: ignore[no-untyped-def]
     file_run, monkeypatch: pytest.MonkeyPatch
 ) -> None:

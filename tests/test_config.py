@@ -151,6 +151,7 @@ def breakdowns(result: object) -> list[dict[str, float]]:
     return [h["explain"]["breakdown"] for h in data["hits"]]
 
 
+@pytest.mark.slow
 def test_the_store_file_reaches_search_and_an_option_reaches_past_it(file_cli) -> None:  # type: ignore[no-untyped-def]
     db, run = file_cli
     assert run("ingest", str(EXAMPLES / "notes"), "--embed").exit_code == 0
@@ -175,6 +176,7 @@ def test_the_store_file_reaches_search_and_an_option_reaches_past_it(file_cli) -
     assert "unknown setting 'search.pol'" in broken.output
 
 
+@pytest.mark.slow
 def test_chunk_sizes_reach_ingest(file_cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     _db, run = file_cli
     assert run("ingest", str(EXAMPLES / "notes")).exit_code == 0

@@ -377,6 +377,7 @@ def _echoes(text: str) -> bool:
     return "canary" in text.lower() or str(NUMBER) in text or f"{NUMBER:g}" in text
 
 
+@pytest.mark.slow
 def test_no_error_repeats_what_the_caller_sent(tmp_path: Path) -> None:
     store = _small(tmp_path / "store.db")
     echoed: list[tuple[str, str, str]] = []
@@ -488,6 +489,7 @@ def test_the_access_log_cannot_be_given_a_line(small: Small, tmp_path: Path) -> 
 # -- a server with unlocked sources follows the store -----------------------------------------
 
 
+@pytest.mark.slow
 def test_an_unlocked_server_follows_principals_and_access_in_the_store(
     places: kit.Places, tmp_path: Path
 ) -> None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import pytest
 import security_kit as kit
 from security_kit import ENG, HR, TEAM, PrincipalSpec, SourceSpec
 
@@ -44,6 +45,7 @@ def _same_as_built(
         kit.assert_same(got[key], want[key], key)
 
 
+@pytest.mark.slow
 def test_an_open_principal_follows_every_change_at_once(places: kit.Places, tmp_path: Path) -> None:
     places = places.within(tmp_path)
     full = places.new("full")

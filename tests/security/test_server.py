@@ -720,6 +720,7 @@ def test_mcp_answers_a_hidden_id_as_a_missing_one(  # type: ignore[no-untyped-de
 # -- many principals at once ---------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_principals_reading_at_once_each_get_their_own_answers(  # type: ignore[no-untyped-def]
     world, refs, served: Served, http_calls: list[Http], mcp_calls: list[Tool]
 ) -> None:

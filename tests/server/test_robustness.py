@@ -619,6 +619,7 @@ def writable(db: str, **options: Any) -> Iterator[tuple[Service, str, Watch]]:
         yield service, url, watch
 
 
+@pytest.mark.slow
 @server_layer_only
 def test_an_ingest_whose_caller_goes_away_runs_to_the_end(stores: Stores, tmp_path: Path) -> None:
     db = stores.copy(tmp_path)
