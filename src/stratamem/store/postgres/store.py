@@ -46,6 +46,7 @@ from stratamem.store.tables.postings import COUNTED_MENTIONS, EntityPostings
 from stratamem.store.tables.principals import PrincipalTables
 from stratamem.store.tables.records import RecordTables
 from stratamem.store.tables.rollups import RollupTables
+from stratamem.store.tables.settings import SettingTables
 from stratamem.store.tables.sources import SourceTables, _chunk_row, _mention_rows
 from stratamem.store.tables.trees import TreeTables
 from stratamem.types import Chunk, Mention
@@ -83,6 +84,7 @@ class PostgresStore(
     LockTables,
     FactTables,
     RollupTables,
+    SettingTables,
 ):
     """Owns one connection to the server; use as a context manager or call :meth:`close`."""
 
@@ -186,33 +188,9 @@ class PostgresStore(
             memo[("setting", key)] = value
         return value
 
-    def set_setting(self, key: str, value: str) -> None:
-        self.conn.execute(
-            "INSERT INTO settings (key, value) VALUES (%s, %s) "
-            "ON CONFLICT (key) DO UPDATE SET value = excluded.value",
-            (key, value),
-        )
-
-    def bump_generation(self, *, chunks: bool = True) -> None:
-        keys = (GENERATION_KEY, CHUNK_GENERATION_KEY) if chunks else (GENERATION_KEY,)
-        self.conn.executemany(
-            "INSERT INTO settings (key, value) VALUES (%s, '1') ON CONFLICT (key) "
-            "DO UPDATE SET value = CAST(CAST(settings.value AS BIGINT) + 1 AS TEXT)",
-            [(key,) for key in keys],
-        )
-
-    def generation(self) -> int:
-        return int(self.get_setting(GENERATION_KEY) or 0)
-
-    def chunk_generation(self) -> int:
-        return int(self.get_setting(CHUNK_GENERATION_KEY) or 0)
-
     def committed_generations(self) -> tuple[int, int]:
         """The counters as committed, whatever transaction this connection is in."""
         return self._counters.read()
-
-    def store_id(self) -> str:
-        return self.get_setting("store.id") or ""
 
     def write_state(self) -> tuple[int, int]:
         """Moves whenever this connection or another one changes the database: the server's

@@ -36,6 +36,7 @@ from stratamem.store.tables.postings import COUNTED_MENTIONS, EntityPostings
 from stratamem.store.tables.principals import PrincipalTables
 from stratamem.store.tables.records import RecordTables
 from stratamem.store.tables.rollups import RollupTables
+from stratamem.store.tables.settings import SettingTables
 from stratamem.store.tables.sources import SourceTables
 from stratamem.store.tables.trees import TreeTables
 from stratamem.store.tables.vectors import VectorTables
@@ -55,6 +56,7 @@ class SQLiteStore(
     LockTables,
     FactTables,
     RollupTables,
+    SettingTables,
 ):
     """Owns one connection; use as a context manager or call :meth:`close`."""
 
@@ -179,35 +181,6 @@ class SQLiteStore(
         self.conn.execute("VACUUM")
         self.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
 
-    def get_setting(self, key: str) -> str | None:
-        row = self.conn.execute("SELECT value FROM settings WHERE key = ?", (key,)).fetchone()
-        return None if row is None else str(row[0])
-
-    def set_setting(self, key: str, value: str) -> None:
-        self.conn.execute(
-            "INSERT INTO settings (key, value) VALUES (?, ?) "
-            "ON CONFLICT (key) DO UPDATE SET value = excluded.value",
-            (key, value),
-        )
-
-    def bump_generation(self, *, chunks: bool = True) -> None:
-        """Mark vectors changed (and chunks deleted, unless ``chunks=False``), so that
-        in-process indexes know they are stale."""
-        keys = (GENERATION_KEY, CHUNK_GENERATION_KEY) if chunks else (GENERATION_KEY,)
-        self.conn.executemany(
-            "INSERT INTO settings (key, value) VALUES (?, '1') "
-            "ON CONFLICT (key) DO UPDATE SET value = CAST(value AS INTEGER) + 1",
-            [(key,) for key in keys],
-        )
-
-    def generation(self) -> int:
-        return int(self.get_setting(GENERATION_KEY) or 0)
-
-    def chunk_generation(self) -> int:
-        """Bumped by every chunk deleted: what the keyword index and the entity postings,
-        which an append alone leaves current, compare."""
-        return int(self.get_setting(CHUNK_GENERATION_KEY) or 0)
-
     def committed_generations(self) -> tuple[int, int]:
         if self.path == ":memory:":
             return self.generation(), self.chunk_generation()
@@ -222,12 +195,6 @@ class SQLiteStore(
         finally:
             conn.close()
         return int(found.get(GENERATION_KEY, 0)), int(found.get(CHUNK_GENERATION_KEY, 0))
-
-    def store_id(self) -> str:
-        """The random id this database was given when created: a copy or a restored backup
-        keeps it, a new database at the same path gets another. Index files beside the
-        database record it and are not used by any other."""
-        return self.get_setting("store.id") or ""
 
     def index_base(self) -> str | None:
         return None if self.path == ":memory:" else self.path
