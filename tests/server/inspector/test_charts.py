@@ -110,28 +110,56 @@ def test_the_fact_timeline_draws_each_value_over_its_valid_time() -> None:
         _fact("status", "away", None, 20, ended="retracted", expired=30, recorded=5),
     ]
     root = _safe(fact_timeline(facts, now=NOW))
-    bars = _rects(root)
-    assert [b.get("class") for b in bars] == [
-        "fact-bar fact-bar-superseded",
-        "fact-bar fact-bar-closed",
-        "fact-bar fact-bar-open",
-        "fact-bar fact-bar-retracted",
+    bars = {b.get("class", "").split()[-1]: b for b in _rects(root)}
+    assert sorted(bars) == [
+        "fact-bar-closed",
+        "fact-bar-open",
+        "fact-bar-retracted",
+        "fact-bar-superseded",
     ]
-    x = [float(b.get("x", "")) for b in bars]
-    right = [float(b.get("x", "")) + float(b.get("width", "")) for b in bars]
+    superseded, closed, release, retracted = (
+        bars[f"fact-bar-{state}"] for state in ("superseded", "closed", "open", "retracted")
+    )
+
+    def x(bar: ET.Element) -> float:
+        return float(bar.get("x", ""))
+
+    def right(bar: ET.Element) -> float:
+        return x(bar) + float(bar.get("width", ""))
+
+    def y(bar: ET.Element) -> float:
+        return float(bar.get("y", ""))
+
     # The closed row ends where the value that replaced it starts; open rows run to now.
-    assert right[1] == x[2]
-    assert right[0] == right[2]
+    assert right(closed) == x(release)
+    assert right(superseded) == right(release)
     # A value true since before anything known starts at the left edge, with the first time.
-    assert x[3] == x[0]
-    rows = {b.get("y") for b in bars[:3]} | {b.get("y") for b in bars[3:]}
-    assert len(rows) == 3  # leads believed, leads no longer believed, status no longer believed
-    said = [b.find(f"{SVG}title").text or "" for b in bars]  # type: ignore[union-attr]
-    assert "recorded 2024-03-01 00:00:00, superseded 2024-03-11 00:00:00" in said[0]
-    assert said[2].startswith("leads: release (valid 2024-03-11 to now;")
-    assert "retracted 2024-03-31" in said[3]
+    assert x(retracted) == x(superseded)
+    # One lane for what is believed of leads, one below for what no longer is; then status.
+    assert y(closed) == y(release) < y(superseded) < y(retracted)
+    said = {k: b.find(f"{SVG}title").text or "" for k, b in bars.items()}  # type: ignore[union-attr]
+    assert (
+        "recorded 2024-03-01 00:00:00, superseded 2024-03-11 00:00:00"
+        in said["fact-bar-superseded"]
+    )
+    assert said["fact-bar-open"].startswith("leads: release (valid 2024-03-11 to now;")
+    assert "retracted 2024-03-31" in said["fact-bar-retracted"]
     labels = [t.text for t in root.iter(f"{SVG}text") if t.get("class") == "chart-label"]
     assert labels[:2] == ["leads", "status"]
+    values = [t.text for t in root.iter(f"{SVG}text") if t.get("class") == "fact-value"]
+    assert sorted(values) == ["on-call", "release"]  # the values believed, written
+
+
+def test_overlapping_values_take_lanes_of_their_own() -> None:
+    facts = [
+        _fact("likes", "tea", 0, None),
+        _fact("likes", "coffee", 5, None),
+        _fact("likes", "cocoa", 40, 50),
+    ]
+    root = _safe(fact_timeline(facts, now=NOW))
+    ys = [float(b.get("y", "")) for b in _rects(root)]
+    # Tea and coffee overlap from day 5 on; cocoa overlaps both.
+    assert len(set(ys)) == 3
 
 
 def test_score_bars_are_as_wide_as_their_values() -> None:

@@ -300,6 +300,7 @@ def test_the_fact_timeline_says_how_each_value_ended(owner: stratamem.Memory) ->
     retracted = facts[("status", "away", True, False)]
     assert first.ended == "superseded"
     assert first.superseded_by == release.id
+    assert first.superseded_with == "release"
     assert first.expired_at == release.recorded_at == T0 + timedelta(days=1)
     assert closed.ended == "closed"
     assert closed.valid_to == T0 + timedelta(days=9)
@@ -505,3 +506,10 @@ def test_an_empty_store_renders_its_empty_pages(env: jinja2.Environment, tmp_pat
         assert level.children == ()
         assert level.unsealed == 1
         _safe(env.get_template("tree.html").render(level=level))
+
+
+def test_times_are_written_to_the_minute_or_as_a_day() -> None:
+    assert views.when(None) == "—"
+    assert views.when(T0) == "2024-03-01"
+    assert views.when(T0 + timedelta(hours=9, minutes=30)) == "2024-03-01 09:30"
+    assert views.when(date(2024, 3, 2)) == "2024-03-02"

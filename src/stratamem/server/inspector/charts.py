@@ -10,7 +10,7 @@ a ``<title>``) is escaped.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
@@ -54,7 +54,7 @@ class Point:
 
 _WIDTH = 640
 _LABEL = 160  # the left margin of the fact timeline, where the predicates are written
-_ROW = 30
+_ROW = 24
 
 
 def _svg(kind: str, title: str, width: int, height: int, body: list[str]) -> Markup:
@@ -110,7 +110,11 @@ def fact_timeline(
     to its ``valid_to`` (or to ``now``, default the clock, while it holds), its class saying
     how it ended (``fact-bar-open``, ``-closed``, ``-superseded``, ``-retracted``), its
     ``<title>`` what it said, over which span, and when it was recorded and expired. A value
-    true since before anything known starts at the left edge."""
+    true since before anything known starts at the left edge.
+
+    In its predicate's row the values still believed come first, each with its value
+    written above it, then those no longer believed as thinner bars below; values that
+    overlap (of two sources, or of a predicate of many values) take lanes of their own."""
     now = now or datetime.now(UTC)
     what = title or "facts over valid time"
     if not facts:
@@ -122,57 +126,98 @@ def fact_timeline(
         end = start.replace(year=start.year + 1)
     span = (end - start).total_seconds()
     plot = _WIDTH - _LABEL - 8
-    predicates = list(dict.fromkeys(f.predicate for f in facts))
-    rows = {p: i for i, p in enumerate(predicates)}
-    height = _ROW * len(predicates) + 20
 
     def x(when: datetime | None, default: datetime) -> float:
         moment = when or default
         return _LABEL + plot * (moment - start).total_seconds() / span
 
+    groups: dict[str, list[FactEntry]] = {}
+    for fact in facts:
+        groups.setdefault(fact.predicate, []).append(fact)
     body: list[str] = []
-    for predicate, i in rows.items():
-        y = i * _ROW
+    top = 0
+    for predicate, members in groups.items():
+        believed = _lanes([f for f in members if f.expired_at is None], x, start, now, text=True)
+        expired = _lanes([f for f in members if f.expired_at is not None], x, start, now)
+        height = max(_ROW, 4 + _BELIEVED * len(believed) + _EXPIRED * len(expired) + 4)
         body.append(
-            f'<text class="chart-label" x="0" y="{y + 19}">{escape(_cut(predicate, 22))}'
+            f'<text class="chart-label" x="0" y="{top + 15}">{escape(_cut(predicate, 22))}'
             f"<title>{escape(predicate)}</title></text>"
         )
+        lane_top = top + 4
+        for lane in believed:
+            for fact in lane:
+                body += _fact_bar(fact, x(fact.valid_from, start), x(fact.valid_to, now), lane_top)
+            lane_top += _BELIEVED
+        for lane in expired:
+            for fact in lane:
+                body += _fact_bar(fact, x(fact.valid_from, start), x(fact.valid_to, now), lane_top)
+            lane_top += _EXPIRED
+        top += height
         body.append(
-            f'<line class="chart-axis" x1="{_LABEL}" y1="{y + _ROW}" x2="{_WIDTH - 8}" '
-            f'y2="{y + _ROW}"></line>'
+            f'<line class="chart-axis" x1="{_LABEL}" y1="{top}" x2="{_WIDTH - 8}" '
+            f'y2="{top}"></line>'
         )
-    # In its predicate's row a believed value is a bar with its value written above it; a
-    # row no longer believed a thinner bar below, so what replaced it stays readable.
-    for fact in facts:
-        left = x(fact.valid_from, start)
-        right = x(fact.valid_to, now)
-        width = max(right - left, 2.0)
-        believed = fact.expired_at is None
-        y = rows[fact.predicate] * _ROW + (12 if believed else 22)
-        tall = 8 if believed else 5
-        state = fact.ended or "open"
-        says = f"{fact.predicate}: {fact.value}"
-        valid = f"valid {_day(fact.valid_from, 'since ever')} to {_day(fact.valid_to, 'now')}"
-        known = f"recorded {_stamp(fact.recorded_at)}"
-        if fact.expired_at is not None:
-            known += f", {state} {_stamp(fact.expired_at)}"
-        body.append(
-            f'<rect class="fact-bar fact-bar-{state}" x="{_n(left)}" y="{y}" '
-            f'width="{_n(width)}" height="{tall}">'
-            f"<title>{escape(f'{says} ({valid}; {known})')}</title></rect>"
-        )
-        if believed:
-            body.append(
-                f'<text class="fact-value" x="{_n(left + 2)}" y="{y - 2}">'
-                f"{escape(_cut(fact.value, 40))}</text>"
-            )
-    base = _ROW * len(predicates)
-    body.append(f'<text class="chart-label" x="{_LABEL}" y="{base + 15}">{_day(start, "")}</text>')
+    body.append(f'<text class="chart-label" x="{_LABEL}" y="{top + 15}">{_day(start, "")}</text>')
     body.append(
-        f'<text class="chart-label" x="{_WIDTH - 8}" y="{base + 15}" text-anchor="end">'
+        f'<text class="chart-label" x="{_WIDTH - 8}" y="{top + 15}" text-anchor="end">'
         f"{_day(end, '')}</text>"
     )
-    return _svg("chart-facts", f"{what}: {len(facts)} rows", _WIDTH, height, body)
+    return _svg("chart-facts", f"{what}: {len(facts)} rows", _WIDTH, top + 20, body)
+
+
+_BELIEVED = 20  # a lane of values believed: the value written, its bar below
+_EXPIRED = 8  # a lane of values no longer believed: a thin bar
+_CHAR = 6.0  # about the width of a character of a value written, to keep lanes apart
+
+
+def _lanes(
+    facts: Sequence[FactEntry],
+    x: Callable[[datetime | None, datetime], float],
+    start: datetime,
+    now: datetime,
+    *,
+    text: bool = False,
+) -> list[list[FactEntry]]:
+    """The facts put in lanes, earliest first, each in the first lane where it overlaps
+    nothing (its written value included, where ``text``)."""
+    lanes: list[list[FactEntry]] = []
+    ends: list[float] = []
+    for fact in sorted(facts, key=lambda f: (x(f.valid_from, start), f.id)):
+        left, right = x(fact.valid_from, start), x(fact.valid_to, now)
+        if text:
+            right = max(right, left + _CHAR * len(_cut(fact.value, 40)) + 4)
+        for i, taken in enumerate(ends):
+            if taken <= left:
+                lanes[i].append(fact)
+                ends[i] = right
+                break
+        else:
+            lanes.append([fact])
+            ends.append(right)
+    return lanes
+
+
+def _fact_bar(fact: FactEntry, left: float, right: float, lane: int) -> list[str]:
+    believed = fact.expired_at is None
+    state = fact.ended or "open"
+    says = f"{fact.predicate}: {fact.value}"
+    valid = f"valid {_day(fact.valid_from, 'since ever')} to {_day(fact.valid_to, 'now')}"
+    known = f"recorded {_stamp(fact.recorded_at)}"
+    if fact.expired_at is not None:
+        known += f", {state} {_stamp(fact.expired_at)}"
+    y, tall = (lane + 11, 7) if believed else (lane + 1, 5)
+    out = [
+        f'<rect class="fact-bar fact-bar-{state}" x="{_n(left)}" y="{y}" '
+        f'width="{_n(max(right - left, 2.0))}" height="{tall}">'
+        f"<title>{escape(f'{says} ({valid}; {known})')}</title></rect>"
+    ]
+    if believed:
+        out.append(
+            f'<text class="fact-value" x="{_n(left + 1)}" y="{lane + 9}">'
+            f"{escape(_cut(fact.value, 40))}</text>"
+        )
+    return out
 
 
 def score_bars(parts: Mapping[str, float], *, title: str = "score by leg") -> Markup:

@@ -311,7 +311,8 @@ class FactEntry:
 
     ``ended`` says how the row stopped, where it did: ``""`` (believed and still true),
     ``closed`` (believed, true until ``valid_to``), ``superseded`` (no longer believed: a
-    later statement replaced it, ``superseded_by`` that statement's row) or ``retracted``
+    later statement replaced it: ``superseded_by`` that statement's row, ``superseded_with``
+    the value it says) or ``retracted``
     (no longer believed: corrected as never true). A locked source's facts are sealed with
     it and are not shown at all (see :attr:`EntityDetail.sealed`)."""
 
@@ -329,6 +330,7 @@ class FactEntry:
     confidence: float
     ended: str
     superseded_by: str | None = None
+    superseded_with: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -500,11 +502,10 @@ def fact_entries(rows: Sequence[Fact]) -> list[FactEntry]:
     out: list[FactEntry] = []
     for row in rows:
         ended = ""
-        by: str | None = None
+        successor: Fact | None = None
         if row.expired_at is not None:
             successor = _successor(row, timelines[(row.source_id, row.subject, row.predicate)])
             ended = "retracted" if successor is None else "superseded"
-            by = None if successor is None else successor.id
         elif row.valid_to is not None:
             ended = "closed"
         out.append(
@@ -522,7 +523,8 @@ def fact_entries(rows: Sequence[Fact]) -> list[FactEntry]:
                 origin=row.origin,
                 confidence=row.confidence,
                 ended=ended,
-                superseded_by=by,
+                superseded_by=None if successor is None else successor.id,
+                superseded_with=None if successor is None else successor.object,
             )
         )
     return out
@@ -574,10 +576,13 @@ def register(env: jinja2.Environment) -> None:
 
 
 def when(value: datetime | date | None) -> str:
-    """A time for a page: ``2024-03-12 09:30`` (UTC), a day as ``2024-03-12``, ``—`` for
-    none."""
+    """A time for a page: ``2024-03-12 09:30`` (UTC), ``2024-03-12`` for midnight or a
+    day, ``—`` for none."""
     if value is None:
         return "—"
     if isinstance(value, datetime):
-        return value.astimezone(UTC).strftime("%Y-%m-%d %H:%M")
+        at = value.astimezone(UTC)
+        if (at.hour, at.minute, at.second, at.microsecond) == (0, 0, 0, 0):
+            return at.strftime("%Y-%m-%d")
+        return at.strftime("%Y-%m-%d %H:%M")
     return value.isoformat()
