@@ -86,3 +86,25 @@ def test_a_principal_reads_facts_and_writes_none(small: stratamem.Memory) -> Non
             reader.facts.remember(CAROL, "leads", "x")
         with pytest.raises(AccessDenied, match="may not consolidate"):
             reader.facts.consolidate()
+
+
+def test_every_fact_about_an_entity_every_id_of_it(small: stratamem.Memory) -> None:
+    small.facts.remember(CAROL, "leads", "on-call", valid_from="2024-03-01", source=ENG)
+    small.facts.remember(CAROL, "leads", "release", valid_from="2024-03-10", source=ENG)
+    wrong = small.facts.remember(CAROL, "status", "away", source=ENG)
+    small.facts.retract(wrong.recorded[0].id)
+    small.facts.remember("person:c. diaz", "likes", "tea", source=ENG)
+    assert "likes" not in {f.predicate for f in small.facts.about(CAROL)}
+    small.entities.merge("person:c. diaz", CAROL)
+
+    rows = small.facts.about("person:c. diaz")
+    said = [(f.predicate, f.object, f.valid_to is None, f.believed) for f in rows]
+    assert said == [
+        ("leads", "on-call", True, False),  # replaced: no longer believed
+        ("leads", "on-call", False, True),  # closed where release starts
+        ("leads", "release", True, True),
+        ("likes", "tea", True, True),
+        ("status", "away", True, False),  # retracted
+    ]
+    assert small.facts.about(CAROL) == rows
+    assert len(small.facts.about(CAROL, limit=2)) == 2

@@ -48,3 +48,23 @@ def test_an_unknown_tree_or_source_is_an_error(shared: stratamem.Memory) -> None
         shared.trees.unsealed("nope")
     with pytest.raises(NotFoundError, match="no source with id or scope 'slack:#nope'"):
         shared.trees.get("slack:#nope")
+
+
+def test_the_summaries_above_a_node_are_its_ancestors_top_first(
+    shared: stratamem.Memory,
+) -> None:
+    tree = shared.trees.get(ENG)
+    top = shared.trees.tops(tree.id)[0]
+    assert shared.trees.ancestors(top.node_id) == []
+    node = top
+    below = shared.drill_down(node.node_id)
+    path = [top.node_id]
+    while below:
+        node = below[0]
+        above = shared.trees.ancestors(node.node_id)
+        assert [a.node_id for a in above] == path
+        assert node.node_id in above[-1].child_ids
+        path.append(node.node_id)
+        below = shared.drill_down(node.node_id) if node.level > 0 else []
+    assert node.level == 0  # down to a leaf
+    assert shared.trees.ancestors("no-such-node") == []

@@ -779,6 +779,9 @@ def reads(mem: Memory, query: str, entity: str, source: str) -> dict[str, Any]:
         "cover_window": lambda: mem.cover_window(**window),
         "search_entities": lambda: mem.search_entities(entity.partition(":")[2][:4], limit=50),
         "related": lambda: mem.related(entity, limit=50),
+        "top_entities": lambda: mem.entities.top(limit=100),
+        "entity_mentions": lambda: mem.entities.mentions(entity),
+        "facts_about": lambda: mem.facts.about(entity),
         "stats": lambda: mem.stats(),
         "sources": lambda: mem.sources.list(),
     }

@@ -44,6 +44,10 @@ ASKS: dict[str, Ask] = {
     "query_source-id": lambda m, r: m.query_source(r.source_id, query="queue"),
     "query_topic": lambda m, r: [m.query_topic(e) for e in r.entities],
     "related": lambda m, r: [m.related(e) for e in r.entities],
+    "entity_mentions": lambda m, r: [m.entities.mentions(e) for e in r.entities],
+    "facts_about": lambda m, r: [m.facts.about(e) for e in r.entities],
+    "ancestors-leaf": lambda m, r: m.trees.ancestors(r.leaf),
+    "ancestors-summary": lambda m, r: m.trees.ancestors(r.summary),
     "search-source-filter": lambda m, r: m.search("queue", sources=[r.scope]),
     "keyword-source-filter": lambda m, r: m.search("queue", sources=[r.scope], mode="keyword"),
     "cover_window-filter": lambda m, r: m.cover_window(

@@ -64,3 +64,26 @@ def test_nodes_by_entities_many_of_no_sets_reads_nothing(memory: stratamem.Memor
     since = Filters(since=datetime(2024, 1, 1, tzinfo=UTC))
     assert memory.store.nodes_by_entities_many([], since, 3) == []
     assert memory.store.nodes_by_entities_many([{}, {}], since, 3) == [{}, {}]
+
+
+def test_mentions_per_source_and_day_add_up_to_each_ids_count(memory: stratamem.Memory) -> None:
+    store = memory.store
+    chunks = [c for s in store.sources(counts=False) for c in store.iter_chunks(s.id)]
+    mentions = store.mentions_of([c.id for c in chunks])
+    ids = sorted({e for found in mentions.values() for e in found})[:40]
+    rows = store.entity_mention_days(ids)
+    assert rows == sorted(rows, key=lambda r: (r[0], r[1], -1 if r[2] is None else r[2]))
+    totals: dict[str, int] = {}
+    for entity, _, _, count in rows:
+        totals[entity] = totals.get(entity, 0) + count
+    assert totals == {m.canonical_id: m.mention_count for m in store.entity_stats(ids)}
+    # Each day is that of a chunk of that source that mentions the id.
+    expected = {
+        (e, c.source_id, None if c.time_start is None else int(c.time_start.timestamp() // 86400))
+        for c in chunks
+        for e in mentions.get(c.id, ())
+        if e in ids
+    }
+    assert {(e, s, d) for e, s, d, _ in rows} <= expected
+    assert store.entity_mention_days([]) == []
+    assert store.entity_mention_days(["topic:nothing-names-this"]) == []

@@ -3,16 +3,32 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from stratamem.api._core import Facet
 from stratamem.entities import merges
-from stratamem.types import EntityDecision
+from stratamem.entities.search import MentionCount, mention_counts, top_entities
+from stratamem.types import EntityDecision, EntityMatch
 
 __all__ = ["Entities"]
 
 
 class Entities(Facet):
     """What resolution from the sources cannot infer: ``merge`` two ids of one person,
-    ``split`` them again; every decision is recorded with who and when."""
+    ``split`` them again; every decision is recorded with who and when. And, for a
+    browser of the entities, the most mentioned and one's mentions over time."""
+
+    def top(self, *, kinds: Sequence[str] = (), limit: int = 50) -> list[EntityMatch]:
+        """The most mentioned entities among the sources the reader may see, as
+        ``mem.search_entities`` gives them (one per canonical id, its aliases listed);
+        ``kinds`` keeps those one of whose ids is of such a kind; ``limit`` at most 100."""
+        return top_entities(self._store, kinds=kinds, limit=limit)
+
+    def mentions(self, entity_id: str) -> list[MentionCount]:
+        """How often ``entity_id``'s entity (every id of it) is mentioned, per source and
+        UTC day, in the sources the reader may see: oldest day first, mentions without a
+        time last. An id no visible source names gives nothing."""
+        return mention_counts(self._store, entity_id)
 
     def merge(self, entity_a: str, entity_b: str) -> EntityDecision:
         """Record that ``entity_a`` is ``entity_b`` (the canonical id); where a split keeps

@@ -141,6 +141,29 @@ class Facts(Facet):
             session=session,
         )
 
+    def about(self, subject: str, *, limit: int = 10_000) -> list[Fact]:
+        """Every row of every fact whose subject is ``subject``'s entity (any id of it: see
+        ``docs/memory.md``), of the sources the reader may read: the values true now, those
+        closed, replaced or corrected (``expired_at`` set), all predicates, ordered by
+        predicate, then valid time, then when recorded; at most ``limit`` rows."""
+        store = self._store
+        members = store.entity_resolution().members(remembering.entity_id(subject))
+        rows = [
+            row
+            for member in members
+            for row in store.facts(subject=member, believed_only=False, limit=max(1, limit))
+        ]
+        rows.sort(
+            key=lambda r: (
+                r.predicate,
+                r.valid_from is not None,
+                r.valid_from,
+                r.recorded_at,
+                r.id,
+            )
+        )
+        return rows[: max(1, limit)]
+
     def search(
         self,
         query: str,

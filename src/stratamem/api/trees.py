@@ -12,6 +12,8 @@ from stratamem.types import RetrievalHit, Tree
 
 __all__ = ["Trees"]
 
+_MAX_DEPTH = 64
+
 
 class Trees(Facet):
     """Seal the queued summaries, flush young buffers, and look at the trees."""
@@ -78,6 +80,23 @@ class Trees(Facet):
     def tops(self, tree_id: str) -> builtins.list[RetrievalHit]:
         """A tree's summaries that have no parent yet, highest level first, newest first."""
         return self._memory.nodes(self._store.trees.top_ids(tree_id))
+
+    def ancestors(self, node_id: str) -> builtins.list[RetrievalHit]:
+        """The summaries above a node (a chunk or a summary), its tree's top first; nothing
+        for a node the reader may not see, a missing one, or one not sealed into a summary."""
+        memory = self._memory
+        if not memory.nodes([node_id]):
+            return []
+        trees = self._store.trees
+        path: builtins.list[str] = []
+        parent = trees.parents_of_chunks([node_id]).get(node_id)
+        if parent is None:
+            parent = trees.parents_of_summaries([node_id]).get(node_id)
+        # A summary's parent is of its own tree: the depth is bounded by the cascade's.
+        while parent is not None and parent not in path and len(path) < _MAX_DEPTH:
+            path.append(parent)
+            parent = trees.parents_of_summaries([parent]).get(parent)
+        return memory.nodes(path[::-1])
 
     def unsealed(self, tree_id: str) -> int:
         """How many chunks wait in a tree's level-0 buffer for the next seal."""

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from datetime import datetime
+from dataclasses import dataclass
+from datetime import date, datetime, timedelta
 
 from stratamem.store.base import Store
 from stratamem.types import EntityMatch
@@ -38,6 +39,20 @@ def search_entities(
             f"an entity query is at most {MAX_QUERY_CHARS:,} characters; this one has "
             f"{len(needle):,}"
         )
+    return _matching(store, needle, kinds, limit)
+
+
+def top_entities(
+    store: Store, *, kinds: Sequence[str] = (), limit: int = DEFAULT_LIMIT
+) -> list[EntityMatch]:
+    """The most mentioned entities the reader may see, each as :func:`search_entities`
+    gives it (one per canonical id, its mentions counted over every id of it), in the same
+    order. ``limit`` as there."""
+    return _matching(store, "", kinds, limit)
+
+
+def _matching(store: Store, needle: str, kinds: Sequence[str], limit: int) -> list[EntityMatch]:
+    """The entities one of whose ids or surfaces contains ``needle`` (every one for "")."""
     limit = DEFAULT_LIMIT if limit <= 0 else min(limit, MAX_LIMIT)
     resolution = store.entity_resolution()
     pool = max(limit * _POOL_FACTOR, _MIN_POOL)
@@ -95,6 +110,34 @@ def _surface(entity_id: str) -> str:
 
 def _stamp(when: datetime | None) -> float:
     return when.timestamp() if when is not None else float("-inf")
+
+
+@dataclass(frozen=True, slots=True)
+class MentionCount:
+    """How many nodes of one source mention an entity on one UTC day (``day`` None: the
+    mentions that have no time)."""
+
+    source_id: str
+    day: date | None
+    count: int
+
+
+def mention_counts(store: Store, entity_id: str) -> list[MentionCount]:
+    """The mentions of ``entity_id``'s entity (every id of it: see
+    :mod:`stratamem.store.resolution`) the reader may see, per source and day, oldest day
+    first (those without a time last), then by source."""
+    members = store.entity_resolution().members(entity_id)
+    counts: dict[tuple[str, int | None], int] = {}
+    for _, source, day, count in store.entity_mention_days(members):
+        counts[(source, day)] = counts.get((source, day), 0) + count
+    ordered = sorted(counts.items(), key=lambda kv: (kv[0][1] is None, kv[0][1] or 0, kv[0][0]))
+    return [
+        MentionCount(source, None if day is None else _EPOCH + timedelta(days=day), count)
+        for (source, day), count in ordered
+    ]
+
+
+_EPOCH = date(1970, 1, 1)
 
 
 def neighbours(store: Store, entity_id: str, *, limit: int = 10) -> list[tuple[str, float]]:

@@ -36,6 +36,10 @@ class AliasStore(Protocol):
 
     def entity_stats(self, entity_ids: Sequence[str]) -> list[EntityMatch]: ...
 
+    def entity_mention_days(
+        self, entity_ids: Sequence[str]
+    ) -> list[tuple[str, str, int | None, int]]: ...
+
     def search_named_entities(self, needle: str, limit: int) -> list[str]: ...
 
     def fact_mentions(

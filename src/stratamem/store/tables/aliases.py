@@ -26,6 +26,7 @@ T = TypeVar("T")
 
 DECISION_ID_BITS = 31
 """A decision's id is drawn at random from 1 to 2**31 - 1 (PostgreSQL's ``INTEGER``)."""
+_DAY_MS = 86_400_000
 
 # The ids source ``{source}`` names (a chunk's mention, an alias, a fact's subject or entity
 # object) that no other unlocked source names.
@@ -241,6 +242,32 @@ class AliasTables:
                 for row in rows
             ]
         return out
+
+    def entity_mention_days(
+        self, entity_ids: Sequence[str]
+    ) -> list[tuple[str, str, int | None, int]]:
+        """How many nodes the reader may see mention each of these ids, per source and per
+        UTC day: (entity id, source id, day as days since 1970-01-01 or None for a mention
+        without a time, count), in that order."""
+        d = self.dialect
+        if not entity_ids:
+            return []
+        gate, params = gate_sql(self.dialect, self.visible_ids(), probe=True)
+        out: list[tuple[str, str, int | None, int]] = []
+        for part, _ in d.batches(sorted(set(entity_ids))):
+            marks = d.marks(len(part))
+            rows = self.conn.execute(
+                f"""SELECT e.entity_id, e.source_id, e.ts / {_DAY_MS} AS day, count(*)
+                    FROM entity_index e JOIN sources s ON s.id = e.source_id
+                    WHERE e.entity_id IN ({marks}) AND {gate}
+                    GROUP BY e.entity_id, e.source_id, e.ts / {_DAY_MS}""",
+                [*part, *params],
+            ).fetchall()
+            out += [
+                (row[0], row[1], None if row[2] is None else int(row[2]), int(row[3]))
+                for row in rows
+            ]
+        return sorted(out, key=lambda r: (r[0], r[1], -1 if r[2] is None else r[2]))
 
     def search_named_entities(self, needle: str, limit: int) -> list[str]:
         """Ids containing ``needle`` (lowercased) that only an alias or a fact names: alias

@@ -1,0 +1,1 @@
+"""The memory inspector: server-rendered pages over the operation table."""
