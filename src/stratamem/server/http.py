@@ -162,10 +162,9 @@ def create_app(
     app.state.mcp = bool(mounted)
     app.state.inspector = None
     if inspector:
-        from stratamem.server.inspector import Inspector
+        from stratamem.server.inspector import mount
 
-        app.state.inspector = Inspector(calls, tokens_required=tokens_required)
-        app.state.inspector.mount(app)
+        app.state.inspector = mount(app, calls, tokens_required=tokens_required)
     app.add_middleware(Guard, max_body_bytes=max_body_bytes, access_log=access_log, hosts=hosts)
     return app
 

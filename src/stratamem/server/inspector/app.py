@@ -100,10 +100,7 @@ class Inspector:
     # -- mounting ------------------------------------------------------------------------------
 
     def mount(self, app: FastAPI) -> None:
-        """Add the inspector's routes and headers to ``app``."""
-        from stratamem.server.inspector import pages
-
-        pages.add_routes(self)
+        """Add the pages declared (:meth:`page`) and their headers to ``app``."""
         for path, methods, handler in self._routes:
             app.add_route(path, handler, methods=methods, include_in_schema=False)
         app.add_middleware(PageHeaders)

@@ -8,7 +8,7 @@ from typing import Any
 from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 
-from stratamem.server.inspector import search
+import stratamem.server.inspector.search as search
 from stratamem.server.inspector.app import (
     EXPIRED,
     STATIC,

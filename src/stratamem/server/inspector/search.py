@@ -8,13 +8,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from stratamem.memory.recall import TYPES as RECALL_TYPES
-from stratamem.ops.params import KINDS
+from stratamem.ops import OPERATIONS as TABLE
 
 OPERATIONS = ("search", "recall")
 MODES = ("hybrid", "keyword", "vector")
-TYPES = tuple(RECALL_TYPES)
-SOURCE_KINDS = KINDS
+TYPES = TABLE["recall"].param("types").choices
+SOURCE_KINDS = TABLE["search"].param("kinds").choices
 # The legs a hit's breakdown may carry, in the order they are drawn.
 LEGS = (
     "keyword",
