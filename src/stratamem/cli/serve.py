@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import socket
 import sys
@@ -229,10 +230,8 @@ def inspect(ctx: click.Context, port: int, no_browser: bool) -> None:
             # The socket already listens: the browser's first request waits in its queue.
             webbrowser.open(url)
         config = uvicorn.Config(app, log_level="warning", access_log=False)
-        try:
+        with contextlib.suppress(KeyboardInterrupt):  # Ctrl-C is how it stops: no error
             uvicorn.Server(config).run(sockets=[listening])
-        except KeyboardInterrupt:
-            pass  # the way it is stopped: no error
         click.echo("stopped", err=True)
     finally:
         listening.close()
