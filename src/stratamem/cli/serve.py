@@ -155,6 +155,8 @@ def serve(
         click.echo(f"API docs: {url}/docs", err=True)
         if app.state.inspector is not None:
             click.echo(f"inspector: {url}/", err=True)
+        elif app.state.inspector_missing:
+            click.echo(f"inspector: not served ({app.state.inspector_missing})", err=True)
         if app.state.mcp:
             click.echo(f"MCP: {url}/mcp", err=True)
         elif app.state.mcp_missing:

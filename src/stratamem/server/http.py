@@ -122,7 +122,8 @@ def create_app(
     those origins only. The MCP server is mounted at ``/mcp`` (unless ``mount_mcp`` is
     False); without the ``mcp`` extra it is not, and ``app.state.mcp_missing`` says what to
     install. The inspector's pages are mounted at ``/`` (unless ``inspector`` is False; see
-    :mod:`stratamem.server.inspector`), needing the ``server`` extra's Jinja2."""
+    :mod:`stratamem.server.inspector`); without Jinja2 they are not, and
+    ``app.state.inspector_missing`` says what to install."""
     hosts = Hosts(allowed_hosts)
     if max_body_bytes <= 0:
         raise ValueError(f"max_body_bytes must be > 0, got {max_body_bytes}")
@@ -161,10 +162,17 @@ def create_app(
             mounted.append(mcp)
     app.state.mcp = bool(mounted)
     app.state.inspector = None
+    app.state.inspector_missing = None
     if inspector:
-        from stratamem.server.inspector import mount
+        try:
+            require("jinja2", "server", "the inspector")
+        except MissingExtraError as missing:
+            log.info("the inspector is not mounted: %s", missing)
+            app.state.inspector_missing = str(missing)
+        else:
+            from stratamem.server.inspector import mount
 
-        app.state.inspector = mount(app, calls, tokens_required=tokens_required)
+            app.state.inspector = mount(app, calls, tokens_required=tokens_required)
     app.add_middleware(Guard, max_body_bytes=max_body_bytes, access_log=access_log, hosts=hosts)
     return app
 
