@@ -43,6 +43,7 @@ def store(served_location: str, tmp_path_factory: pytest.TempPathFactory) -> dic
         memory.ingest(notes, access="team", parallel=False)
         memory.indexes.embed()
         token = memory.principals.add("bot", "team")
+        temp = memory.principals.add("temp", "team")
         sources = memory.sources.list()
         hidden = next(s for s in sources if "eng" in s.access)
         hostile = memory.search("quokkabanner", mode="keyword", limit=1).hits[0].node_id
@@ -56,6 +57,7 @@ def store(served_location: str, tmp_path_factory: pytest.TempPathFactory) -> dic
         "summary": summary.node_id,
         "children": list(summary.child_ids),
         "token": token,
+        "temp": temp,
         "hidden_scope": hidden.scope,
         "hidden_node": hidden_node,
         "hostile": hostile,
@@ -173,6 +175,25 @@ def test_logout_ends_the_session(urls: dict[str, str], store: dict[str, Any]) ->
         assert answer.status_code == 303
         assert answer.headers["location"] == "/login"
         assert browser.get("/").status_code == 303
+
+
+def test_a_login_ends_when_its_token_is_rotated_or_removed(
+    urls: dict[str, str], store: dict[str, Any]
+) -> None:
+    with logged_in(urls, store["temp"]) as browser:
+        assert browser.get("/").status_code == 200
+        with stratamem.open(store["path"], embedder=None) as owner:
+            owner.principals.remove("temp")
+            store["temp"] = owner.principals.add("temp", "team")
+        answer = browser.get("/")
+        assert answer.status_code == 303
+        assert answer.headers["location"] == "/login"
+        assert browser.get("/").status_code == 303  # ended, not only refused once
+    with logged_in(urls, store["temp"]) as browser:
+        assert browser.get("/").status_code == 200
+        with stratamem.open(store["path"], embedder=None) as owner:
+            owner.principals.remove("temp")
+        assert browser.get("/search?q=deploy").status_code == 303
 
 
 # -- CSRF, headers, the API ---------------------------------------------------------------------

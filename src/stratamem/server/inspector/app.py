@@ -181,7 +181,9 @@ class Inspector:
             raise Refused(429, str(exc)) from None
         except AccessDenied as exc:
             raise Refused(401, str(exc)) from None
-        return self.sessions.start(principal.name)
+        name = principal.name
+        stored = await self.read(lambda: self.service.token_hash(name))
+        return self.sessions.start(name, token_hash=stored)
 
     # -- reading -------------------------------------------------------------------------------
 
@@ -210,14 +212,34 @@ class Inspector:
         context = ServiceContext(self.service, session.principal)
 
         def job() -> list[dict[str, Any]]:
+            self.still_valid(session)
             return [op.run(context, b) for op, b in bound]
 
-        return await self.read(job, said)
+        return await self.read(job, said, session=session)
 
-    async def read(self, job: Callable[[], T], said: Mapping[str, str] | None = None) -> T:
-        """``job`` on a reader thread within the time limit; its errors as :class:`Refused`."""
+    def still_valid(self, session: Session) -> None:
+        """:class:`_LoginGone` where ``session``'s principal was removed or given another
+        token since it logged in (a blocking call: on a reader thread)."""
+        if session.principal is not None and (
+            self.service.token_hash(session.principal) != session.token_hash
+        ):
+            raise _LoginGone("this login's token no longer opens this store: log in again")
+
+    async def read(
+        self,
+        job: Callable[[], T],
+        said: Mapping[str, str] | None = None,
+        *,
+        session: Session | None = None,
+    ) -> T:
+        """``job`` on a reader thread within the time limit; its errors as :class:`Refused`
+        (a login no longer valid: ended, and :class:`NeedLogin`)."""
         try:
             return await self.calls.in_thread(job)
+        except _LoginGone:
+            if session is not None:
+                self.sessions.end(session.id)
+            raise NeedLogin from None
         except _ApiError as exc:
             raise Refused(exc.status, without_echo(exc.message, said or {})) from None
         except AccessDenied as exc:
@@ -229,10 +251,11 @@ class Inspector:
         service = self.service
 
         def job() -> T:
+            self.still_valid(session)
             with service.reading(who) as memory:
                 return work(memory)
 
-        return await self.read(job)
+        return await self.read(job, session=session)
 
     # -- answering -----------------------------------------------------------------------------
 
@@ -286,6 +309,10 @@ class Inspector:
 
 class NeedLogin(Exception):
     """A page asked for without a session where logins are needed."""
+
+
+class _LoginGone(AccessDenied):
+    """A session whose principal was removed or given another token."""
 
 
 def secure(request: Request) -> bool:
