@@ -22,6 +22,7 @@ import stratamem
 from stratamem.server.http import create_app
 from stratamem.server.inspector import CSP
 from stratamem.server.service import Service
+from stratamem.server.tokens import FAILURES
 from stratamem.testing import HashingEmbedder
 from suite import PATIENCE_S
 
@@ -158,6 +159,24 @@ def test_a_bad_token_is_refused_on_the_form_without_echo(urls: dict[str, str]) -
         assert typed not in answer.text
         assert "stratamem_session" not in answer.headers.get("set-cookie", "")
         assert browser.get("/").status_code == 303
+
+
+def test_logins_share_the_apis_limit_on_bad_tokens(store: dict[str, Any]) -> None:
+    with (
+        Service(store["path"], embedder=HashingEmbedder()) as service,
+        live(create_app(service, access_log=None)) as url,
+        client(url) as browser,
+    ):
+        csrf = csrf_of(browser.get("/login").text)
+        for n in range(FAILURES):
+            bad = {"token": f"stm_00000000000{n % 10}_" + "Z" * 43, "csrf": csrf}
+            assert browser.post("/login", data=bad).status_code == 401
+        answer = browser.post("/login", data={"token": store["token"], "csrf": csrf})
+        assert answer.status_code == 429
+        assert answer.headers["retry-after"]
+        assert "too many bad tokens" in answer.text
+        api = browser.post("/v1/search", json={"query": "x"}, headers=bearer("stm_x_" + "Y" * 43))
+        assert api.status_code == 429  # one count for both doors
 
 
 def test_the_owner_server_needs_no_login(urls: dict[str, str]) -> None:

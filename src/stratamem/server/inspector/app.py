@@ -73,10 +73,11 @@ if TYPE_CHECKING:
 class Refused(Exception):
     """A page answered with an error page: ``status`` and one line saying why."""
 
-    def __init__(self, status: int, message: str) -> None:
+    def __init__(self, status: int, message: str, *, retry_after: int | None = None) -> None:
         super().__init__(message)
         self.status = status
         self.message = message
+        self.retry_after = retry_after
 
 
 class Inspector:
@@ -123,7 +124,7 @@ class Inspector:
                 except NeedLogin:
                     return RedirectResponse("/login", status_code=303)
                 except Refused as exc:
-                    return self.error_page(request, exc.status, exc.message)
+                    return self.error_page(request, exc)
 
             self._routes.append((path, list(methods), run))
             return handler
@@ -178,7 +179,7 @@ class Inspector:
         try:
             principal = await self.service.tokens.principal(f"Bearer {token.strip()}", address)
         except _TooManyTries as exc:
-            raise Refused(429, str(exc)) from None
+            raise Refused(429, str(exc), retry_after=exc.retry_after) from None
         except AccessDenied as exc:
             raise Refused(401, str(exc)) from None
         name = principal.name
@@ -287,11 +288,11 @@ class Inspector:
             self.set_cookie(request, response, SESSION_COOKIE, new.id)
         return response
 
-    def error_page(self, request: Request, status: int, message: str) -> HTMLResponse:
-        headers = {"Retry-After": "60"} if status == 429 else {}
-        response = self.render(request, "error.html", {"status": status, "message": message})
-        response.status_code = status
-        response.headers.update(headers)
+    def error_page(self, request: Request, error: Refused) -> HTMLResponse:
+        context = {"status": error.status, "message": error.message}
+        response = self.render(request, "error.html", context, status=error.status)
+        if error.retry_after is not None:
+            response.headers["Retry-After"] = str(error.retry_after)
         return response
 
     def set_cookie(self, request: Request, response: Response, name: str, value: str) -> None:

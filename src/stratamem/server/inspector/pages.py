@@ -90,8 +90,8 @@ def add_routes(inspector: Inspector) -> None:
             if exc.status not in (401, 429):
                 raise
             response = login_form(request, exc.message, status=exc.status)
-            if exc.status == 429:
-                response.headers["Retry-After"] = "60"
+            if exc.retry_after is not None:
+                response.headers["Retry-After"] = str(exc.retry_after)
             return response
         response = RedirectResponse("/", status_code=303)
         inspector.set_cookie(request, response, SESSION_COOKIE, made.id)
