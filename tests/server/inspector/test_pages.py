@@ -265,6 +265,7 @@ def test_every_page_and_file_carries_the_headers(
         ("app.css", "text/css"),
         ("htmx.min.js", "text/javascript"),
         ("htmx.LICENSE", "text/plain"),
+        ("favicon.svg", "image/svg+xml"),
     ],
 )
 def test_static_files_have_their_types(urls: dict[str, str], name: str, kind: str) -> None:

@@ -58,6 +58,7 @@ STATIC_TYPES = {
     "app.css": "text/css; charset=utf-8",
     "htmx.min.js": "text/javascript; charset=utf-8",
     "htmx.LICENSE": "text/plain; charset=utf-8",
+    "favicon.svg": "image/svg+xml",
 }
 # The paths the inspector answers (the API's are left as they are).
 PREFIXES = ("/login", "/logout", "/search", "/nodes/", "/static/", "/sources", "/entities")
