@@ -403,3 +403,11 @@ def test_a_summary_links_its_children(bot: httpx.Client, store: dict[str, Any]) 
     linked = re.findall(r'href="/nodes/([^"]+)"', children.group(1))
     assert linked == store["children"]
     assert bot.get(f"/nodes/{linked[0]}").status_code == 200
+
+
+@pytest.mark.parametrize("path", ["/v1/sources", "/healthz", "/openapi.json", "/docs"])
+def test_the_apis_answers_are_left_as_they_are(urls: dict[str, str], path: str) -> None:
+    with client(urls["owner"]) as browser:
+        answer = browser.get(path)
+    assert answer.status_code == 200
+    assert "content-security-policy" not in answer.headers

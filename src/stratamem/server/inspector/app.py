@@ -60,8 +60,8 @@ STATIC_TYPES = {
     "htmx.LICENSE": "text/plain; charset=utf-8",
     "favicon.svg": "image/svg+xml",
 }
-# The paths the inspector answers (the API's are left as they are).
-PREFIXES = ("/login", "/logout", "/search", "/nodes/", "/static/", "/sources", "/entities")
+# The API's paths, left as they are: every other path is the inspector's.
+API_PATHS = ("/v1", "/mcp", "/docs", "/openapi.json", "/healthz")
 MAX_FORM_BYTES = 16_384
 EXPIRED = "this form has expired or did not come from this page (reload it and try again)"
 
@@ -326,12 +326,13 @@ def secure(request: Request) -> bool:
 
 
 def inspected(path: str) -> bool:
-    """Whether ``path`` is one of the inspector's (not the API's)."""
-    return path == "/" or path.startswith(PREFIXES)
+    """Whether ``path`` is the inspector's: any that is not the API's (so that a page added
+    later gets the headers too)."""
+    return not any(path == root or path.startswith(root + "/") for root in API_PATHS)
 
 
 class PageHeaders:
-    """:data:`HEADERS` on every response of the inspector's paths."""
+    """:data:`HEADERS` on every response of the inspector's paths (:func:`inspected`)."""
 
     def __init__(self, app: ASGIApp) -> None:
         self.app = app
