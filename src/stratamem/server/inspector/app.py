@@ -298,7 +298,7 @@ class Inspector:
 
     def set_cookie(self, request: Request, response: Response, name: str, value: str) -> None:
         """A cookie only this server's pages get back: HttpOnly, SameSite=Strict, Path=/, and
-        Secure unless the server is bound to loopback and reached over plain HTTP."""
+        Secure unless the connection is to a loopback address over plain HTTP."""
         response.set_cookie(
             name,
             value,
@@ -318,8 +318,9 @@ class _LoginGone(AccessDenied):
 
 
 def secure(request: Request) -> bool:
-    """Whether cookies must be Secure: the server is bound to an address other than loopback,
-    or reached over HTTPS."""
+    """Whether cookies must be Secure: the connection is to an address of the server's other
+    than loopback (the one it is bound to, or the one a wildcard bind was reached on), or
+    over HTTPS."""
     server = request.scope.get("server")
     bound = server[0] if server else ""
     return request.url.scheme == "https" or not (bound and is_loopback(str(bound)))
