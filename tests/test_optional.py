@@ -37,6 +37,7 @@ BLOCKED = (
     "sentence_transformers",
     "torch",
     "keyring",
+    "jinja2",
 )
 
 CHILD = """
@@ -82,6 +83,7 @@ def calls(folder: Path) -> list[tuple[str, list[str], dict[str, str | None]]]:
         ("ingest embedded", ["--db", embedded, "ingest", "--quiet", str(DECISIONS)], bundled),
         ("hybrid", ["--db", embedded, "search", "Redis", "--json"], bundled),
         ("serve", ["--db", plain, "serve"], off),
+        ("inspect", ["--db", plain, "inspect", "--no-browser"], off),
         ("mcp", ["--db", plain, "mcp"], off),
         ("eval", ["eval", str(DATASET), "--store", str(folder), "--out", str(folder)], off),
         ("tune", ["tune", str(DATASET), "--store", str(folder), "--out", str(folder)], off),
@@ -146,6 +148,7 @@ def test_trees_and_facts_work(blocked_run: dict[str, Any]) -> None:
     ("name", "what", "extra"),
     [
         ("serve", "stratamem serve", "server"),
+        ("inspect", "stratamem inspect", "server"),
         ("mcp", "stratamem mcp", "mcp"),
         ("eval", "stratamem eval", "eval"),
         ("tune", "stratamem tune", "eval"),

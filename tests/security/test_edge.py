@@ -199,7 +199,16 @@ def test_nothing_undocumented_is_served(small: Small) -> None:
         }
     finally:
         app.state.calls.service.close()
-    assert served_paths == set(app_paths) | {"/docs", "/openapi.json", "/mcp"}
+    assert served_paths == set(app_paths) | {"/docs", "/openapi.json", "/mcp"} | pages()
+
+
+def pages() -> set[str]:
+    """The inspector's routes, as its page documents them (its table of routes)."""
+    text = (Path(__file__).resolve().parents[2] / "docs" / "inspector.md").read_text()
+    found = set(re.findall(r"^\| `(?:GET|POST) (/[^`]*)`", text, re.M))
+    found |= set(re.findall(r", `(?:GET|POST) (/[^`]*)`", text))
+    assert {"/", "/search", "/login"} <= found
+    return found
 
 
 # -- two Authorization headers ------------------------------------------------------------------

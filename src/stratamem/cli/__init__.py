@@ -66,7 +66,7 @@ from stratamem.cli.common import (
 )
 from stratamem.cli.mcp import mcp_command
 from stratamem.cli.operations import command_for
-from stratamem.cli.serve import serve
+from stratamem.cli.serve import inspect, serve
 from stratamem.cli.trees import COMMANDS, print_seal_report
 from stratamem.config import PROFILES
 from stratamem.errors import StoreFull
@@ -1068,6 +1068,7 @@ for _command in (
 ):
     main.add_command(_command)
 main.add_command(serve)
+main.add_command(inspect)
 main.add_command(mcp_command)
 # Operations no command above runs get one made from their declaration.
 for _op in OPERATIONS.values():

@@ -1,9 +1,13 @@
-"""``stratamem serve``: the HTTP API (and MCP at ``/mcp``) on uvicorn."""
+"""``stratamem serve``: the HTTP API (and MCP at ``/mcp``, the inspector at ``/``) on uvicorn;
+``stratamem inspect``: the inspector alone for the owner, on a loopback port, in a browser."""
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import socket
 import sys
+import webbrowser
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -64,6 +68,9 @@ DEFAULT_PORT = 8765
     help="A Host the server answers besides loopback and --host (repeatable): the name a "
     "proxy or a client reaches it by, mem.example or mem.example:443.",
 )
+@click.option(
+    "--no-inspector", is_flag=True, help="Serve the API alone, without the inspector's pages at /."
+)
 @click.pass_context
 @handle_errors
 def serve(
@@ -76,12 +83,14 @@ def serve(
     no_tokens: bool,
     log_queries: bool,
     allowed_hosts: tuple[str, ...],
+    no_inspector: bool,
 ) -> None:
-    """Serve the store over HTTP: the JSON API under /v1 and MCP at /mcp.
+    """Serve the store over HTTP: the JSON API under /v1, MCP at /mcp, the inspector at /.
 
     Each call reads as the principal its bearer token names (stratamem principal add
     prints one). A non-loopback address needs at least one principal, and --no-tokens
-    needs a loopback address. API documentation is at /docs.
+    needs a loopback address. API documentation is at /docs. The inspector's pages (at /)
+    ask for a token once and keep a login session; --no-tokens pages read as the owner.
 
     Every route answers only a Host it is reached by: localhost, 127.0.0.1, [::1], the
     --host address (unless 0.0.0.0 or ::) and each --allowed-host; anything else gets 421,
@@ -93,6 +102,7 @@ def serve(
       stratamem serve
       stratamem serve --host 0.0.0.0 --port 9000 --allowed-host mem.example
       stratamem serve --no-tokens --allow-writes
+      stratamem serve --no-inspector
       stratamem serve --allow-writes --ingest-root ~/exports
       stratamem --unlock mbox:team serve
     """
@@ -133,6 +143,7 @@ def serve(
             tokens_required=not no_tokens,
             log_queries=log_queries,
             allowed_hosts=hosts,
+            inspector=not no_inspector,
         )
         click.echo("loading the indexes…", err=True)
         took = service.warm()
@@ -142,6 +153,10 @@ def serve(
         url = f"http://{shown}:{port}"
         click.echo(f"serving {shown_location(service.path)} at {url}")
         click.echo(f"API docs: {url}/docs", err=True)
+        if app.state.inspector is not None:
+            click.echo(f"inspector: {url}/", err=True)
+        elif app.state.inspector_missing:
+            click.echo(f"inspector: not served ({app.state.inspector_missing})", err=True)
         if app.state.mcp:
             click.echo(f"MCP: {url}/mcp", err=True)
         elif app.state.mcp_missing:
@@ -158,6 +173,70 @@ def serve(
         config = uvicorn.Config(app, host=host, port=port, log_level="warning", access_log=False)
         uvicorn.Server(config).run()
     finally:
+        service.close()
+
+
+@click.command()
+@click.option(
+    "--port",
+    type=click.IntRange(0, 65535),
+    default=0,
+    show_default=True,
+    help="The loopback port to listen on (0: a free one).",
+)
+@click.option("--no-browser", is_flag=True, help="Print the address; do not open a browser.")
+@click.pass_context
+@handle_errors
+def inspect(ctx: click.Context, port: int, no_browser: bool) -> None:
+    """Open the memory inspector on the store: its pages, read as the owner, served on
+    127.0.0.1 only, in your browser. Ctrl-C stops it.
+
+    No login is asked: the server answers loopback only, as the owner. To read as a
+    principal, or to serve others, use stratamem serve (the inspector is at / there).
+
+    \b
+    Examples:
+      stratamem inspect
+      stratamem --db ~/agent.db inspect --no-browser --port 8766
+      stratamem --unlock mbox:team inspect
+    """
+    for module in ("fastapi", "uvicorn", "jinja2"):
+        require(module, "server", "stratamem inspect")
+    import uvicorn
+
+    from stratamem.api.stores import shown_location
+    from stratamem.server.http import create_app
+
+    if ctx.obj.get("principal"):
+        fail(
+            "inspect reads as the owner on this machine; to read as a principal, log in to "
+            "stratamem serve's pages with its token"
+        )
+    listening = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    try:
+        listening.bind((DEFAULT_HOST, port))
+    except OSError as exc:
+        listening.close()
+        fail(f"cannot listen on {DEFAULT_HOST}:{port}: {exc.strerror or exc}")
+    listening.listen(128)
+    service = _open_service(ctx, readers=DEFAULT_READERS, allow_writes=False, ingest_roots=())
+    try:
+        app = create_app(service, tokens_required=False, mount_mcp=False)
+        click.echo("loading the indexes…", err=True)
+        service.warm()
+        _log_to_stderr()
+        url = f"http://{DEFAULT_HOST}:{listening.getsockname()[1]}/"
+        click.echo(f"inspecting {shown_location(service.path)} at {url}")
+        click.echo("Ctrl-C stops it", err=True)
+        if not no_browser:
+            # The socket already listens: the browser's first request waits in its queue.
+            webbrowser.open(url)
+        config = uvicorn.Config(app, log_level="warning", access_log=False)
+        with contextlib.suppress(KeyboardInterrupt):  # Ctrl-C is how it stops: no error
+            uvicorn.Server(config).run(sockets=[listening])
+        click.echo("stopped", err=True)
+    finally:
+        listening.close()
         service.close()
 
 

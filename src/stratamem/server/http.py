@@ -27,6 +27,8 @@ without a token reads as the owner. The routes, all JSON:
 ``GET /healthz``               no token
 ``GET /docs``                  the API's documentation (no token), from ``/openapi.json``
 ``POST /mcp``                  the MCP server (streamable HTTP; see ``docs/mcp.md``)
+``GET /``, ``/search``, …      the inspector's pages (HTML; see ``docs/inspector.md``), which
+                               read as a login session's principal, never a bearer token
 =============================  ===============================================================
 
 Every route, those without a token included, answers only a ``Host`` it is reached by: the
@@ -109,6 +111,7 @@ def create_app(
     log_queries: bool = False,
     mount_mcp: bool = True,
     allowed_hosts: Sequence[str] = (),
+    inspector: bool = True,
 ) -> FastAPI:
     """The HTTP API over ``service``. ``tokens_required=False`` lets a call without a token
     read as the owner (bind such a server to loopback only). The write routes answer as the
@@ -118,7 +121,9 @@ def create_app(
     (``name`` on any port, ``name:port``; ``*``: any), against DNS rebinding, and pages of
     those origins only. The MCP server is mounted at ``/mcp`` (unless ``mount_mcp`` is
     False); without the ``mcp`` extra it is not, and ``app.state.mcp_missing`` says what to
-    install."""
+    install. The inspector's pages are mounted at ``/`` (unless ``inspector`` is False; see
+    :mod:`stratamem.server.inspector`); without Jinja2 they are not, and
+    ``app.state.inspector_missing`` says what to install."""
     hosts = Hosts(allowed_hosts)
     if max_body_bytes <= 0:
         raise ValueError(f"max_body_bytes must be > 0, got {max_body_bytes}")
@@ -156,6 +161,18 @@ def create_app(
             app.router.routes.append(Route("/mcp", mcp))
             mounted.append(mcp)
     app.state.mcp = bool(mounted)
+    app.state.inspector = None
+    app.state.inspector_missing = None
+    if inspector:
+        try:
+            require("jinja2", "server", "the inspector")
+        except MissingExtraError as missing:
+            log.info("the inspector is not mounted: %s", missing)
+            app.state.inspector_missing = str(missing)
+        else:
+            from stratamem.server.inspector import mount
+
+            app.state.inspector = mount(app, calls, tokens_required=tokens_required)
     app.add_middleware(Guard, max_body_bytes=max_body_bytes, access_log=access_log, hosts=hosts)
     return app
 

@@ -321,6 +321,14 @@ class Service:
             self._tokens[_token_key(token)] = (principal.name, row.token_hash, time.monotonic())
         return principal
 
+    def token_hash(self, name: str) -> str | None:
+        """The stored hash of principal ``name``'s token as the store has it now (None: no
+        such principal): what a login made with its token must still find, so that a token
+        rotated or a principal removed ends the logins made with it. A blocking call."""
+        with self._on_disk() as owner:
+            row = owner.store.principal_row(name=name)
+        return None if row is None else row.token_hash
+
     @contextmanager
     def _on_disk(self) -> Iterator[Memory]:
         """The store itself (not a copy in memory), read as the owner on this thread."""
