@@ -174,6 +174,9 @@ def pytest_configure(config: pytest.Config) -> None:
         ("crash", "processes killed mid-write (tier all only)"),
     ):
         config.addinivalue_line("markers", f"{name}: {what}")
+    config.addinivalue_line(
+        "markers", "browser: pages loaded in headless Chromium (tests/browser; also slow)"
+    )
 
 
 def tier(config: pytest.Config) -> str:

@@ -1,0 +1,268 @@
+"""Headless Chromium for the browser tests, driven by Selenium 4 with the system's own binaries.
+
+A plain module beside ``conftest.py`` (which builds the fixtures from it), so that a test can
+import what it checks with (``from browsing import xss_fired, XSS_PAYLOADS``).
+
+Offline by construction: the driver is named in ``Service(executable_path=...)`` and the
+browser in ``options.binary_location``, so Selenium never runs Selenium Manager (the tool that
+would look up and download a browser or a driver); ``SE_OFFLINE=true`` is set besides, so that
+should anything run it, it may not go online. Chromium is started with its background
+networking (component updates, sync, safe browsing lists, the first-run pages) off.
+
+Where no browser or no driver is on ``PATH``, :func:`find_binaries` raises
+:class:`BrowserMissing`, whose message names what to install.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+BROWSERS = ("chromium", "chromium-browser", "google-chrome")
+DRIVERS = ("chromedriver",)
+INSTALL = "apt-get install chromium chromium-driver"
+WINDOW = (1280, 900)
+
+# Chromium's own traffic: none of it is needed to render a page from a loopback server.
+_FLAGS = (
+    "--headless=new",
+    "--no-sandbox",  # root in a container has no user namespace to sandbox in
+    "--disable-dev-shm-usage",
+    "--disable-gpu",
+    "--no-first-run",
+    "--no-default-browser-check",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-default-apps",
+    "--disable-sync",
+    "--disable-extensions",
+    "--disable-client-side-phishing-detection",
+    "--disable-domain-reliability",
+    "--metrics-recording-only",
+    "--disable-features=Translate,OptimizationHints,MediaRouter",
+    f"--window-size={WINDOW[0]},{WINDOW[1]}",
+)
+# Chrome's content setting that turns page script off (2: block), read at start.
+NO_JS_PREFS = {"profile.managed_default_content_settings.javascript": 2}
+
+# What a test may put in stored text (a note, a title, a query) to see that it is shown as
+# text: each would, if the page let it run or parsed it as markup, set ``window.__xss``, set
+# the title to XSS_TITLE, or add an element whose id is ``xss`` — what :func:`xss_fired`
+# looks for. The last two need no script at all: markup injected past the escaping.
+XSS_TITLE = "XSS FIRED"
+XSS_PAYLOADS = (
+    "<script>window.__xss = 1; document.title = 'XSS FIRED'</script>",
+    '<img src="x" onerror="window.__xss = 1">',
+    '"><svg onload="document.title=\'XSS FIRED\'">',
+    '\'><b id="xss">injected</b>',
+    '<a id="xss" href="javascript:window.__xss = 1">link</a>',
+)
+
+
+class BrowserMissing(Exception):
+    """No browser or no driver was found; the message says what to install."""
+
+
+@dataclass(frozen=True, slots=True)
+class Binaries:
+    browser: str
+    driver: str
+
+
+def find_binaries(path: str | None = None) -> Binaries:
+    """The first of :data:`BROWSERS` and of :data:`DRIVERS` on ``path`` (default: ``PATH``)."""
+    browser = _first(BROWSERS, path)
+    driver = _first(DRIVERS, path)
+    lacks = [
+        f"no browser ({', '.join(BROWSERS)})" if browser is None else "",
+        f"no driver ({', '.join(DRIVERS)})" if driver is None else "",
+    ]
+    if browser is None or driver is None:
+        raise BrowserMissing(
+            f"browser tests skipped: found {' and '.join(x for x in lacks if x)} on PATH; "
+            f"install them with `{INSTALL}`"
+        )
+    return Binaries(browser, driver)
+
+
+def binaries_or_skip(path: str | None = None) -> Binaries:
+    """:func:`find_binaries`, or the calling test skipped with the message saying what to
+    install."""
+    import pytest
+
+    try:
+        return find_binaries(path)
+    except BrowserMissing as missing:
+        pytest.skip(str(missing))
+
+
+def _first(names: tuple[str, ...], path: str | None) -> str | None:
+    for name in names:
+        found = shutil.which(name, path=path)
+        if found:
+            return found
+    return None
+
+
+def chrome_options(binaries: Binaries, *, javascript: bool = True) -> Any:
+    from selenium import webdriver
+
+    options = webdriver.ChromeOptions()
+    options.binary_location = binaries.browser
+    for flag in _FLAGS:
+        options.add_argument(flag)
+    if not javascript:
+        options.add_experimental_option("prefs", NO_JS_PREFS)
+    # The console (messages, uncaught errors, CSP refusals), read by :class:`Console`.
+    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
+    return options
+
+
+@contextmanager
+def selenium_offline() -> Iterator[list[tuple[str, ...]]]:
+    """``SE_OFFLINE=true`` for the block, and Selenium Manager replaced by a stub that records
+    its arguments and refuses: the list yielded is every call made to it (none, where the
+    driver was given)."""
+    from selenium.common.exceptions import WebDriverException
+    from selenium.webdriver.common.selenium_manager import SeleniumManager
+
+    calls: list[tuple[str, ...]] = []
+
+    def refuse(self: object, args: list[str]) -> dict[str, str]:
+        calls.append(tuple(args))
+        raise WebDriverException("Selenium Manager may not run in the tests: name the binaries")
+
+    before = os.environ.get("SE_OFFLINE")
+    os.environ["SE_OFFLINE"] = "true"
+    original = SeleniumManager.binary_paths
+    SeleniumManager.binary_paths = refuse  # type: ignore[method-assign]
+    try:
+        yield calls
+    finally:
+        SeleniumManager.binary_paths = original  # type: ignore[method-assign]
+        if before is None:
+            os.environ.pop("SE_OFFLINE", None)
+        else:
+            os.environ["SE_OFFLINE"] = before
+
+
+@dataclass
+class Started:
+    """A running browser, and how it was started."""
+
+    driver: Any
+    binaries: Binaries
+    manager_calls: list[tuple[str, ...]]
+    javascript: bool
+
+
+def start(binaries: Binaries, *, javascript: bool = True) -> Started:
+    """Headless Chromium from ``binaries``, Selenium Manager kept out (see the module)."""
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+
+    with selenium_offline() as calls:
+        driver = webdriver.Chrome(
+            service=Service(executable_path=binaries.driver),
+            options=chrome_options(binaries, javascript=javascript),
+        )
+    return Started(driver, binaries, calls, javascript)
+
+
+@contextmanager
+def fresh_window(driver: Any) -> Iterator[Any]:
+    """A new window of ``driver``, 1280×900, with no cookies or storage left by another test;
+    closed after the block, the browser back on the window it was on."""
+    home = driver.current_window_handle
+    driver.switch_to.new_window("window")
+    driver.set_window_size(*WINDOW)
+    # Cookies belong to the profile, not the window: clear them all, whatever their site.
+    driver.execute_cdp_cmd("Network.clearBrowserCookies", {})
+    driver.get_log("browser")  # what earlier tests left in the console
+    try:
+        yield driver
+    finally:
+        driver.close()
+        driver.switch_to.window(home)
+
+
+# -- the console -------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class LogEntry:
+    level: str
+    source: str
+    message: str
+
+    @property
+    def is_csp_violation(self) -> bool:
+        return "Content Security Policy" in self.message
+
+    @property
+    def is_js_error(self) -> bool:
+        """An uncaught exception, or ``console.error`` (not a refused load or a CSP refusal)."""
+        return (
+            self.level == "SEVERE"
+            and self.source in {"javascript", "console-api"}
+            and not self.is_csp_violation
+        )
+
+
+@dataclass
+class Console:
+    """What one browser's console said since :meth:`clear`. Chromium's log is read once (each
+    read takes what is new), so the entries are kept here for every question asked of them."""
+
+    driver: Any
+    entries: list[LogEntry] = field(default_factory=list)
+
+    def read(self) -> list[LogEntry]:
+        for raw in self.driver.get_log("browser"):
+            self.entries.append(
+                LogEntry(str(raw["level"]), str(raw.get("source", "")), str(raw["message"]))
+            )
+        return list(self.entries)
+
+    def clear(self) -> None:
+        self.read()
+        self.entries.clear()
+
+    def js_errors(self) -> list[str]:
+        return [e.message for e in self.read() if e.is_js_error]
+
+    def csp_violations(self) -> list[str]:
+        return [e.message for e in self.read() if e.is_csp_violation]
+
+
+# -- checks --------------------------------------------------------------------------------------
+
+
+def xss_fired(page: Any) -> bool:
+    """Whether a canary of :data:`XSS_PAYLOADS` ran on the page now shown: ``window.__xss`` set,
+    the title :data:`XSS_TITLE`, or an element of id ``xss``. Read through the driver (the
+    title, the DOM) and, where the page runs script, through script as well."""
+    from selenium.webdriver.common.by import By
+
+    if page.title == XSS_TITLE or page.find_elements(By.ID, "xss"):
+        return True
+    return bool(page.execute_script("return Boolean(window.__xss)"))
+
+
+def save_screenshot(page: Any, name: str, folders: list[Path]) -> list[Path]:
+    """The page as ``name``.png in each of ``folders`` (made where missing)."""
+    if not name or Path(name).name != name or name.startswith("."):
+        raise ValueError(f"screenshot name must be a plain file name, got {name!r}")
+    png = page.get_screenshot_as_png()
+    written = []
+    for folder in folders:
+        folder.mkdir(parents=True, exist_ok=True)
+        target = folder / f"{name.removesuffix('.png')}.png"
+        target.write_bytes(png)
+        written.append(target)
+    return written

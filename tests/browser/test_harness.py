@@ -1,0 +1,294 @@
+"""The browser harness itself: the browser is the system's, started offline; each test gets a
+clean window; the console collectors, the XSS canary and screenshots see what they claim to;
+the page without script runs none; the served stores answer as their principals.
+
+The pages here are a tiny Starlette app of the test's own (one with the inspector's CSP, one
+without, as the control) and what the HTTP server already serves (``/healthz``)."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import browsing
+import httpx
+import pytest
+from serving import bearer, live
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import HTMLResponse, Response
+from starlette.routing import Route
+
+from suite import PATIENCE_S
+
+CSP = (
+    "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
+    "form-action 'self'; frame-ancestors 'none'; base-uri 'none'; connect-src 'self'"
+)
+# An inline script, an inline handler and the canaries of every payload, beside a script from
+# the page's own origin that the CSP allows: it marks the page with #ran.
+PAGE = (
+    "<!doctype html><html><head><title>harness</title>"
+    '<script src="/ran.js"></script></head><body>'
+    '<h1>harness page</h1><noscript><p id="noscript">script is off</p></noscript>'
+    "<script>window.__xss = 1</script>"
+    '<img src="/missing.png" onerror="window.__xss = 1">'
+    "</body></html>"
+)
+RAN_JS = (
+    "document.addEventListener('DOMContentLoaded', () => {"
+    " const p = document.createElement('p'); p.id = 'ran'; document.body.append(p); });"
+)
+
+
+def _html(body: str, csp: bool) -> Response:
+    headers = {"Content-Security-Policy": CSP} if csp else {}
+    return HTMLResponse(body, headers=headers)
+
+
+def _app() -> Starlette:
+    def guarded(request: Request) -> Response:
+        return _html(PAGE, csp=True)
+
+    def open_page(request: Request) -> Response:
+        return _html(PAGE, csp=False)
+
+    def escaped(request: Request) -> Response:
+        from html import escape
+
+        shown = "".join(f"<p>{escape(p)}</p>" for p in browsing.XSS_PAYLOADS)
+        return _html(f"<!doctype html><title>escaped</title><body>{shown}</body>", csp=False)
+
+    def broken(request: Request) -> Response:
+        return _html('<!doctype html><title>broken</title><script src="/boom.js"></script>', True)
+
+    def ran_js(request: Request) -> Response:
+        return Response(RAN_JS, media_type="text/javascript")
+
+    def boom_js(request: Request) -> Response:
+        return Response("undefinedFunction();", media_type="text/javascript")
+
+    return Starlette(
+        routes=[
+            Route("/", guarded),
+            Route("/open", open_page),
+            Route("/escaped", escaped),
+            Route("/broken", broken),
+            Route("/ran.js", ran_js),
+            Route("/boom.js", boom_js),
+        ]
+    )
+
+
+@pytest.fixture(scope="module")
+def site() -> Iterator[str]:
+    with live(_app()) as url:
+        yield url
+
+
+def _has(page: Any, element_id: str) -> bool:
+    from selenium.webdriver.common.by import By
+
+    return bool(page.find_elements(By.ID, element_id))
+
+
+# -- the browser and its start ---------------------------------------------------------------------
+
+
+def test_every_test_here_is_marked_slow_and_browser(request: pytest.FixtureRequest) -> None:
+    assert request.node.get_closest_marker("slow") is not None
+    assert request.node.get_closest_marker("browser") is not None
+
+
+def test_the_browser_is_the_systems_and_selenium_manager_never_ran(
+    chromium_started: browsing.Started, page: Any
+) -> None:
+    assert chromium_started.manager_calls == []
+    assert chromium_started.driver.service.path == chromium_started.binaries.driver
+    assert chromium_started.driver.capabilities["browserName"] == "chrome"
+    page.get("chrome://version")
+    command_line = page.find_element("id", "command_line").text
+    assert "--disable-background-networking" in command_line
+    assert "--headless" in command_line
+
+
+def test_selenium_manager_is_refused_offline_where_no_driver_is_named(
+    browser_binaries: browsing.Binaries,
+) -> None:
+    from selenium import webdriver
+    from selenium.common.exceptions import NoSuchDriverException
+
+    seen: list[str | None] = []
+    with browsing.selenium_offline() as calls:
+        seen.append(os.environ.get("SE_OFFLINE"))
+        with pytest.raises(NoSuchDriverException):
+            webdriver.Chrome(options=browsing.chrome_options(browser_binaries))
+    assert seen == ["true"]
+    assert calls
+    assert calls[0][:2] == ("--browser", "chrome")
+    assert "--browser-path" in calls[0]
+
+
+def test_where_no_browser_is_found_the_tests_skip_saying_what_to_install(tmp_path: Path) -> None:
+    with pytest.raises(pytest.skip.Exception) as skipped:
+        browsing.binaries_or_skip(str(tmp_path))
+    message = str(skipped.value)
+    assert "found no browser (chromium, chromium-browser, google-chrome)" in message
+    assert "and no driver (chromedriver) on PATH" in message
+    assert "apt-get install chromium chromium-driver" in message
+    assert "\n" not in message
+
+
+def test_a_browser_without_its_driver_is_named_as_what_lacks(tmp_path: Path) -> None:
+    fake = tmp_path / "chromium"
+    fake.write_text("#!/bin/sh\n")
+    fake.chmod(0o755)
+    with pytest.raises(browsing.BrowserMissing) as missing:
+        browsing.find_binaries(str(tmp_path))
+    assert "found no driver (chromedriver) on PATH" in str(missing.value)
+    assert "browser (" not in str(missing.value)
+
+
+# -- each test's window ----------------------------------------------------------------------------
+
+
+def test_each_window_is_1280_by_900_and_starts_without_cookies(
+    page: Any, chromium: Any, site: str
+) -> None:
+    assert page.get_window_size() == {"width": 1280, "height": 900}
+    page.get(f"{site}/open")
+    page.add_cookie({"name": "left", "value": "behind"})
+    assert page.get_cookie("left") is not None
+    with browsing.fresh_window(chromium) as other:
+        other.get(f"{site}/open")
+        assert other.get_cookies() == []
+    assert page.get_cookies() == []  # cookies are the profile's: the new window cleared them
+
+
+# -- console, CSP, XSS canary ----------------------------------------------------------------------
+
+
+def test_the_csp_blocks_inline_script_and_the_collector_sees_it(
+    page: Any,
+    site: str,
+    csp_violations: Callable[[], list[str]],
+    js_errors: Callable[[], list[str]],
+) -> None:
+    page.get(f"{site}/")
+    assert _has(page, "ran")  # script from the page's origin runs
+    refused = csp_violations()
+    assert any("inline script" in m for m in refused), refused
+    assert any("inline event handler" in m for m in refused), refused
+    assert not browsing.xss_fired(page)
+    assert js_errors() == []
+
+
+def test_without_a_csp_the_canary_fires(
+    page: Any, site: str, csp_violations: Callable[[], list[str]]
+) -> None:
+    page.get(f"{site}/open")
+    assert browsing.xss_fired(page)
+    assert csp_violations() == []
+
+
+def test_payloads_shown_escaped_fire_nothing_and_injected_markup_does(page: Any, site: str) -> None:
+    page.get(f"{site}/escaped")
+    assert not browsing.xss_fired(page)
+    assert browsing.XSS_PAYLOADS[3] in page.find_element("tag name", "body").text
+    page.execute_script("document.body.insertAdjacentHTML('beforeend', arguments[0])", "<b id=xss>")
+    assert browsing.xss_fired(page)
+
+
+def test_an_uncaught_error_is_a_js_error(
+    page: Any,
+    site: str,
+    js_errors: Callable[[], list[str]],
+    csp_violations: Callable[[], list[str]],
+) -> None:
+    page.get(f"{site}/broken")
+    errors = js_errors()
+    assert len(errors) == 1
+    assert "undefinedFunction" in errors[0]
+    assert js_errors() == errors  # read twice, the same (the log is kept, not drained)
+    assert csp_violations() == []
+
+
+def test_the_page_without_javascript_runs_no_script(page_without_js: Any, site: str) -> None:
+    page_without_js.get(f"{site}/open")
+    assert not _has(page_without_js, "ran")
+    assert page_without_js.find_element("id", "noscript").is_displayed()
+    assert not browsing.xss_fired(page_without_js)
+
+
+def test_both_browsers_in_one_test_keep_their_consoles_apart(
+    page: Any, page_without_js: Any, site: str, csp_violations: Callable[[], list[str]]
+) -> None:
+    page.get(f"{site}/broken")
+    page_without_js.get(f"{site}/")
+    assert csp_violations() == []  # the page without script has no script to refuse
+    page.get(f"{site}/")
+    assert len(csp_violations()) >= 2
+
+
+# -- screenshots -----------------------------------------------------------------------------------
+
+
+def test_a_screenshot_is_a_png_in_the_tests_folder_and_the_named_one(
+    page: Any,
+    site: str,
+    screenshot: Callable[..., Path],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    docs = tmp_path / "docs-pictures"
+    monkeypatch.setenv("STRATAMEM_SCREENSHOTS", str(docs))
+    page.get(f"{site}/")
+    written = screenshot("harness")
+    assert written == tmp_path / "harness.png"
+    assert written.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert (docs / "harness.png").read_bytes() == written.read_bytes()
+    with pytest.raises(ValueError, match="plain file name"):
+        screenshot("../escape")
+
+
+def test_a_screenshot_of_two_pages_must_say_which(
+    page: Any, page_without_js: Any, site: str, screenshot: Callable[..., Path]
+) -> None:
+    page_without_js.get(f"{site}/open")
+    with pytest.raises(ValueError, match="name one with of="):
+        screenshot("either")
+    assert screenshot("without-js", of=page_without_js).is_file()
+
+
+# -- the served stores -----------------------------------------------------------------------------
+
+
+def test_healthz_renders_in_the_browser(
+    page: Any, served_owner: Any, js_errors: Callable[[], list[str]]
+) -> None:
+    page.get(f"{served_owner.url}/healthz")
+    assert '"status":"ok"' in page.find_element("tag name", "body").text.replace(" ", "")
+    assert js_errors() == []
+
+
+def test_the_served_stores_answer_as_their_principals(
+    served_owner: Any, served_with_tokens: Any
+) -> None:
+    def sources(url: str, token: str | None = None) -> dict[str, dict[str, Any]]:
+        headers = bearer(token) if token else {}
+        response = httpx.get(f"{url}/v1/sources", headers=headers, timeout=PATIENCE_S)
+        assert response.status_code == 200, response.text
+        return {s["scope"]: s for s in response.json()["sources"]}
+
+    assert httpx.get(f"{served_with_tokens.url}/v1/sources", timeout=PATIENCE_S).status_code == 401
+    assert served_owner.tokens == {}
+    owner = sources(served_owner.url)
+    bot = sources(served_with_tokens.url, served_with_tokens.tokens["bot"])
+    mailer = sources(served_with_tokens.url, served_with_tokens.tokens["mailer"])
+    assert set(mailer) == {"mbox:team"}
+    assert set(bot) == {"notes:xss", "slack:#eng", "slack:#general", "slack:#incidents"}
+    assert set(owner) == set(bot) | set(mailer) | {"notes:vault"}
+    assert owner["notes:vault"]["locked"]
+    assert not owner["notes:xss"]["locked"]
