@@ -46,8 +46,11 @@ run: $(STAMP)
 test: $(STAMP)
 	$(PYTEST)
 
-# Everything on both backends: the whole leak matrix, slow, fuzz and crash tests (CI).
+# Everything on both backends: the whole leak matrix, slow, fuzz, crash and browser tests (CI).
+# The browser tests drive headless Chromium: found on PATH, or installed with apt-get where
+# this is root (scripts/find-browser.sh; never fails: without one they are skipped).
 test-all: $(STAMP)
+	sh scripts/find-browser.sh
 	$(PYTEST) --tier all
 
 lint: $(STAMP)
