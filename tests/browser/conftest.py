@@ -40,6 +40,7 @@ Fixtures:
 
 from __future__ import annotations
 
+import functools
 import os
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -66,6 +67,21 @@ def pytest_itemcollected(item: pytest.Item) -> None:
     # Marked here, at collection, so the tier's filter (tests/suite.py) sees it.
     item.add_marker(pytest.mark.slow)
     item.add_marker(pytest.mark.browser)
+    # A skip mark rather than a skip in the fixture: pytest's summary folds the tests a mark
+    # skips into one line per module.
+    missing = _missing_browser()
+    if missing and "browser_binaries" in getattr(item, "fixturenames", ()):
+        item.add_marker(pytest.mark.skip(reason=missing))
+
+
+@functools.cache
+def _missing_browser() -> str:
+    """Why the browser tests cannot run here, or ''."""
+    try:
+        browsing.find_binaries()
+    except browsing.BrowserMissing as missing:
+        return str(missing)
+    return ""
 
 
 # -- the browser -----------------------------------------------------------------------------

@@ -20,6 +20,12 @@ SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "find-browser.sh"
 SKIPPED = "browser tests will be skipped: no chromium and chromedriver on PATH"
 
 
+def _system(tool: str) -> str:
+    found = shutil.which(tool) or shutil.which(tool, path=os.defpath)
+    assert found is not None, f"{tool} is not installed"
+    return found
+
+
 def _fake(folder: Path, name: str, body: str) -> None:
     tool = folder / name
     tool.write_text(f"#!/bin/sh\n{body}\n")
@@ -33,18 +39,15 @@ def bin_dir(tmp_path: Path) -> Path:
     folder = tmp_path / "bin"
     folder.mkdir()
     for tool in ("timeout", "sh"):
-        real = shutil.which(tool)
-        assert real is not None
+        real = _system(tool)
         (folder / tool).symlink_to(real)
     _fake(folder, "id", "echo 0")
     return folder
 
 
 def _run(bin_dir: Path, **env: str) -> subprocess.CompletedProcess[str]:
-    shell = shutil.which("sh")
-    assert shell is not None
     return subprocess.run(
-        [shell, str(SCRIPT)],
+        [_system("sh"), str(SCRIPT)],
         env={"PATH": str(bin_dir), **env},
         capture_output=True,
         text=True,
@@ -77,7 +80,7 @@ def test_a_browser_on_path_is_named_and_nothing_installed(bin_dir: Path) -> None
 
 def test_without_a_browser_root_installs_chromium_and_its_driver(bin_dir: Path) -> None:
     made = " ".join(f'"{bin_dir}/{name}"' for name in ("chromium", "chromedriver"))
-    installs = f"{shutil.which('touch')} {made}; {shutil.which('chmod')} +x {made}"
+    installs = f"{_system('touch')} {made}; {_system('chmod')} +x {made}"
     _apt(bin_dir, f'case "$*" in *install*) {installs};; esac')
     done = _run(bin_dir)
     assert done.returncode == 0

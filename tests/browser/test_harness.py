@@ -8,6 +8,8 @@ without, as the control) and what the HTTP server already serves (``/healthz``).
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -23,6 +25,7 @@ from starlette.routing import Route
 
 from suite import PATIENCE_S
 
+ROOT = Path(__file__).resolve().parents[2]
 CSP = (
     "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
     "form-action 'self'; frame-ancestors 'none'; base-uri 'none'; connect-src 'self'"
@@ -139,6 +142,31 @@ def test_where_no_browser_is_found_the_tests_skip_saying_what_to_install(tmp_pat
     assert "and no driver (chromedriver) on PATH" in message
     assert "apt-get install chromium chromium-driver" in message
     assert "\n" not in message
+
+
+def test_a_run_without_a_browser_skips_its_browser_tests_in_one_line(tmp_path: Path) -> None:
+    # The suite itself, on a PATH with nothing on it: the test that needs no browser runs, the
+    # one that needs it is skipped, the summary says why once for the module.
+    chosen = "marked_slow_and_browser or healthz_renders"
+    # One process, in file order, nothing cached, the full tier (where browser tests are).
+    plain_run = ("-n", "0", "-p", "no:randomly", "-p", "no:cacheprovider", "--tier", "all")
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", *plain_run, "-q", "-rs", "-k", chosen, __file__],
+        env={**os.environ, "PATH": str(tmp_path)},
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=PATIENCE_S,
+        check=False,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    skipped = [line for line in done.stdout.splitlines() if line.startswith("SKIPPED")]
+    assert skipped == [
+        "SKIPPED [1] tests/browser/test_harness.py: browser tests skipped: found no browser "
+        "(chromium, chromium-browser, google-chrome) and no driver (chromedriver) on PATH; "
+        "install them with `apt-get install chromium chromium-driver`"
+    ]
+    assert "1 passed, 1 skipped" in done.stdout
 
 
 def test_a_browser_without_its_driver_is_named_as_what_lacks(tmp_path: Path) -> None:
