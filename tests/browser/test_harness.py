@@ -7,6 +7,7 @@ without, as the control) and what the HTTP server already serves (``/healthz``).
 
 from __future__ import annotations
 
+import contextlib
 import os
 import subprocess
 import sys
@@ -193,6 +194,22 @@ def test_each_window_is_1280_by_900_and_starts_without_cookies(
         other.get(f"{site}/open")
         assert other.get_cookies() == []
     assert page.get_cookies() == []  # cookies are the profile's: the new window cleared them
+
+
+def test_a_window_left_with_an_alert_open_does_not_spoil_the_next(
+    page: Any, chromium: Any, site: str
+) -> None:
+    from selenium.common.exceptions import UnexpectedAlertPresentException
+
+    home = page.current_window_handle
+    with browsing.fresh_window(chromium) as other:
+        other.get(f"{site}/open")
+        other.execute_script("setTimeout(() => alert('left open'), 0)")
+        with contextlib.suppress(UnexpectedAlertPresentException):
+            other.find_elements("id", "ran")
+    assert chromium.current_window_handle == home
+    page.get(f"{site}/open")
+    assert page.title == "harness"
 
 
 # -- console, CSP, XSS canary ----------------------------------------------------------------------
