@@ -254,6 +254,26 @@ def xss_fired(page: Any) -> bool:
     return bool(page.execute_script("return Boolean(window.__xss)"))
 
 
+def log_in(page: Any, base_url: str, token: str, *, patience_s: float = 600.0) -> None:
+    """Log ``page`` in at ``base_url``/login: the token typed into the form's ``#token``, the
+    form sent with its submit button (a click, so it works with script off too), and the wait
+    until the browser has left the form's page. Where it is shown again (a refused token), the
+    assertion says what it said."""
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support import expected_conditions
+    from selenium.webdriver.support.wait import WebDriverWait
+
+    page.get(f"{base_url}/login")
+    field = page.find_element(By.ID, "token")
+    field.send_keys(token)
+    field.find_element(By.XPATH, "ancestor::form//button[@type='submit']").click()
+    WebDriverWait(page, patience_s).until(expected_conditions.staleness_of(field))
+    if page.find_elements(By.ID, "token"):
+        alerts = page.find_elements(By.CSS_SELECTOR, "[role=alert]")
+        said = alerts[0].text if alerts else page.find_element(By.TAG_NAME, "body").text
+        raise AssertionError(f"the login was refused: {said}")
+
+
 def save_screenshot(page: Any, name: str, folders: list[Path]) -> list[Path]:
     """The page as ``name``.png in each of ``folders`` (made where missing)."""
     if not name or Path(name).name != name or name.startswith("."):

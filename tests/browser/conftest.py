@@ -27,6 +27,8 @@ Fixtures:
   ``assert js_errors() == []``.
 - ``xss_fired(page)`` (a function of ``browsing``): whether a payload of
   ``browsing.XSS_PAYLOADS`` ran or was parsed as markup on the page shown.
+- ``log_in(page, url, token)`` (a function of ``browsing``): the inspector's login form at
+  ``url``/login filled in and sent, waiting for the page after it.
 - ``served_owner`` / ``served_with_tokens``: the HTTP app (``create_app``) over one store,
   served on a loopback port: without tokens (every call reads as the owner) or with them
   (``.tokens``: ``bot`` reads scope ``team``, ``mailer`` scope ``eng``). The store holds the

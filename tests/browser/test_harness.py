@@ -41,6 +41,12 @@ PAGE = (
     '<img src="/missing.png" onerror="window.__xss = 1">'
     "</body></html>"
 )
+# A login form of the inspector's shape: a hidden csrf, a #token, a submit button.
+LOGIN = (
+    "<!doctype html><title>Log in</title>"
+    '<form method="post" action="/login"><input type="hidden" name="csrf" value="fixed">'
+    '<input id="token" name="token" type="password"><button type="submit">Log in</button></form>'
+)
 RAN_JS = (
     "document.addEventListener('DOMContentLoaded', () => {"
     " const p = document.createElement('p'); p.id = 'ran'; document.body.append(p); });"
@@ -74,8 +80,24 @@ def _app() -> Starlette:
     def boom_js(request: Request) -> Response:
         return Response("undefinedFunction();", media_type="text/javascript")
 
+    async def login(request: Request) -> Response:
+        if request.method == "GET":
+            return _html(LOGIN, csp=True)
+        form = await request.form()
+        if form.get("csrf") != "fixed" or form.get("token") != "good-token":
+            return _html(LOGIN.replace("<form", '<p role="alert">no such token</p><form'), True)
+        answer = Response(status_code=303, headers={"Location": "/whoami"})
+        answer.set_cookie("stratamem_session", "s1", httponly=True, samesite="strict")
+        return answer
+
+    def whoami(request: Request) -> Response:
+        who = "logged in" if request.cookies.get("stratamem_session") == "s1" else "nobody"
+        return _html(f"<!doctype html><title>who</title><p id=who>{who}</p>", csp=True)
+
     return Starlette(
         routes=[
+            Route("/login", login, methods=["GET", "POST"]),
+            Route("/whoami", whoami),
             Route("/", guarded),
             Route("/open", open_page),
             Route("/escaped", escaped),
@@ -275,6 +297,20 @@ def test_both_browsers_in_one_test_keep_their_consoles_apart(
     assert csp_violations() == []  # the page without script has no script to refuse
     page.get(f"{site}/")
     assert len(csp_violations()) >= 2
+
+
+@pytest.mark.parametrize("script", ["on", "off"])
+def test_log_in_sends_the_form_and_waits_for_the_next_page(
+    request: pytest.FixtureRequest, site: str, script: str
+) -> None:
+    page = request.getfixturevalue("page" if script == "on" else "page_without_js")
+    browsing.log_in(page, site, "good-token")
+    assert page.find_element("id", "who").text == "logged in"
+    cookie = page.get_cookie("stratamem_session")
+    assert cookie is not None
+    assert cookie["httpOnly"]
+    with pytest.raises(AssertionError, match="the login was refused: no such token"):
+        browsing.log_in(page, site, "bad-token")
 
 
 # -- screenshots -----------------------------------------------------------------------------------
