@@ -22,6 +22,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 BROWSERS = ("chromium", "chromium-browser", "google-chrome")
 DRIVERS = ("chromedriver",)
@@ -62,6 +63,20 @@ XSS_PAYLOADS = (
     '\'><b id="xss">injected</b>',
     '<a id="xss" href="javascript:window.__xss = 1">link</a>',
 )
+
+
+# The text of the served store's locked note (see ``conftest``): on no page, for anyone.
+LOCKED_CANARY = "Quetzalcoatl vault ledger"
+
+
+@dataclass(frozen=True)
+class Served:
+    """A live server: its base URL, the store it serves, the tokens of its principals (by
+    name; none where the server asks for no token)."""
+
+    url: str
+    path: str
+    tokens: dict[str, str]
 
 
 class BrowserMissing(Exception):
@@ -268,7 +283,7 @@ def log_in(page: Any, base_url: str, token: str, *, patience_s: float = 600.0) -
     field.send_keys(token)
     field.find_element(By.XPATH, "ancestor::form//button[@type='submit']").click()
     WebDriverWait(page, patience_s).until(expected_conditions.staleness_of(field))
-    if page.find_elements(By.ID, "token"):
+    if urlsplit(page.current_url).path == "/login":  # the form again, or an error answered
         alerts = page.find_elements(By.CSS_SELECTOR, "[role=alert]")
         said = alerts[0].text if alerts else page.find_element(By.TAG_NAME, "body").text
         raise AssertionError(f"the login was refused: {said}")

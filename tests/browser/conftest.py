@@ -35,9 +35,9 @@ Fixtures:
   example Slack export (``team``; scopes ``slack:#eng``, ``slack:#general``,
   ``slack:#incidents``), the team mailbox (``eng``; ``mbox:team``), a note carrying every XSS
   payload (``team``; ``notes:xss``) and a note locked at rest (``team``; ``notes:vault``, its
-  text holds ``LOCKED_CANARY``): no page may show the mailbox to ``bot``, the locked note's
-  text to anyone, the locked source to a principal, or run a payload. SQLite only: what these
-  tests check is the page, the store under it is tested on both backends elsewhere.
+  text holds ``browsing.LOCKED_CANARY``): no page may show the mailbox to ``bot``, the locked
+  note's text to anyone, the locked source to a principal, or run a payload. SQLite only: what
+  these tests check is the page, the store under it is tested on both backends elsewhere.
 """
 
 from __future__ import annotations
@@ -61,7 +61,6 @@ from stratamem.testing import HashingEmbedder
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "examples" / "workspace"
 SCREENSHOTS_ENV = "STRATAMEM_SCREENSHOTS"
-LOCKED_CANARY = "Quetzalcoatl vault ledger"
 LOCK_PASSPHRASE = "browser tests lock"
 
 
@@ -173,16 +172,6 @@ def csp_violations(_opened: _Opened) -> Callable[[], list[str]]:
 # -- a served store ----------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class Served:
-    """A live server: its base URL, the store it serves, the tokens of its principals (by
-    name; none where the server asks for no token)."""
-
-    url: str
-    path: str
-    tokens: dict[str, str]
-
-
 @pytest.fixture(scope="session")
 def browser_store(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     folder = tmp_path_factory.mktemp("browser-store")
@@ -193,7 +182,9 @@ def browser_store(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     )
     vault = folder / "vault"
     vault.mkdir()
-    (vault / "ledger.md").write_text(f"# Ledger\n\n{LOCKED_CANARY}: the queue budget figures.\n")
+    (vault / "ledger.md").write_text(
+        f"# Ledger\n\n{browsing.LOCKED_CANARY}: the queue budget figures.\n"
+    )
     path = str(folder / "served.db")
     with stratamem.open(path, embedder=HashingEmbedder()) as memory:
         memory.ingest(EXAMPLES / "slack-export", parallel=False)
@@ -221,14 +212,18 @@ def browser_service(browser_store: dict[str, Any]) -> Iterator[Service]:
 
 
 @pytest.fixture(scope="session")
-def served_owner(browser_service: Service, browser_store: dict[str, Any]) -> Iterator[Served]:
+def served_owner(
+    browser_service: Service, browser_store: dict[str, Any]
+) -> Iterator[browsing.Served]:
     app = create_app(browser_service, tokens_required=False, access_log=None)
     with live(app) as url:
-        yield Served(url, browser_store["path"], {})
+        yield browsing.Served(url, browser_store["path"], {})
 
 
 @pytest.fixture(scope="session")
-def served_with_tokens(browser_service: Service, browser_store: dict[str, Any]) -> Iterator[Served]:
+def served_with_tokens(
+    browser_service: Service, browser_store: dict[str, Any]
+) -> Iterator[browsing.Served]:
     app = create_app(browser_service, access_log=None)
     with live(app) as url:
-        yield Served(url, browser_store["path"], dict(browser_store["tokens"]))
+        yield browsing.Served(url, browser_store["path"], dict(browser_store["tokens"]))
