@@ -7,7 +7,8 @@ Offline by construction: the driver is named in ``Service(executable_path=...)``
 browser in ``options.binary_location``, so Selenium never runs Selenium Manager (the tool that
 would look up and download a browser or a driver); ``SE_OFFLINE=true`` is set besides, so that
 should anything run it, it may not go online. Chromium is started with its background
-networking (component updates, sync, safe browsing lists, the first-run pages) off.
+networking (component updates, sync, safe browsing lists, the first-run pages) off, and with
+a proxy that refuses everything, so that a request to anywhere but loopback fails.
 
 Where no browser or no driver is on ``PATH``, :func:`find_binaries` raises
 :class:`BrowserMissing`, whose message names what to install.
@@ -28,11 +29,12 @@ BROWSERS = ("chromium", "chromium-browser", "google-chrome")
 DRIVERS = ("chromedriver",)
 INSTALL = "apt-get install chromium chromium-driver"
 WINDOW = (1280, 900)
+DEAD_PROXY = "http://127.0.0.1:9"
 
 # Chromium's own traffic: none of it is needed to render a page from a loopback server.
 _FLAGS = (
     "--headless=new",
-    "--no-sandbox",  # root in a container has no user namespace to sandbox in
+    "--no-sandbox",  # Chromium will not start as root with its sandbox (CI runs as root)
     "--disable-dev-shm-usage",
     "--disable-gpu",
     "--no-first-run",
@@ -47,6 +49,10 @@ _FLAGS = (
     "--metrics-recording-only",
     "--disable-features=Translate,OptimizationHints,MediaRouter",
     f"--window-size={WINDOW[0]},{WINDOW[1]}",
+    # Every request but to loopback (which Chromium never sends through a proxy) goes to a
+    # port where nothing listens, and fails there: a page that asks the network for anything
+    # (a CDN's script, a font) gets an error in the console, never an answer.
+    f"--proxy-server={DEAD_PROXY}",
 )
 # Chrome's content setting that turns page script off (2: block), read at start.
 NO_JS_PREFS = {"profile.managed_default_content_settings.javascript": 2}
@@ -253,6 +259,10 @@ class Console:
 
     def csp_violations(self) -> list[str]:
         return [e.message for e in self.read() if e.is_csp_violation]
+
+    def failed_loads(self) -> list[str]:
+        """Resources the page asked for and did not get (a 404, a refused connection)."""
+        return [e.message for e in self.read() if e.source == "network" and e.level == "SEVERE"]
 
 
 # -- checks --------------------------------------------------------------------------------------

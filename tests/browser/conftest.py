@@ -24,7 +24,8 @@ Fixtures:
   (to regenerate the pictures in the docs); returns the ``tmp_path`` file.
 - ``js_errors()`` / ``csp_violations()``: the console messages of the test's pages so far
   that are uncaught errors or ``console.error`` / refusals by the Content-Security-Policy;
-  ``assert js_errors() == []``.
+  ``assert js_errors() == []``. ``failed_loads()``: what the pages asked for and did not get
+  (a 404; a request past loopback, which the browser's dead proxy refuses).
 - ``xss_fired(page)`` (a function of ``browsing``): whether a payload of
   ``browsing.XSS_PAYLOADS`` ran or was parsed as markup on the page shown.
 - ``log_in(page, url, token)`` (a function of ``browsing``): the inspector's login form at
@@ -167,6 +168,11 @@ def js_errors(_opened: _Opened) -> Callable[[], list[str]]:
 @pytest.fixture
 def csp_violations(_opened: _Opened) -> Callable[[], list[str]]:
     return lambda: [m for c in _opened.consoles for m in c.csp_violations()]
+
+
+@pytest.fixture
+def failed_loads(_opened: _Opened) -> Callable[[], list[str]]:
+    return lambda: [m for c in _opened.consoles for m in c.failed_loads()]
 
 
 # -- a served store ----------------------------------------------------------------------------

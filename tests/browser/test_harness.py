@@ -108,6 +108,13 @@ def _app() -> Starlette:
         }
         return HTMLResponse(page, headers=headers)
 
+    def remote(request: Request) -> Response:
+        return _html(
+            '<!doctype html><title>remote</title><script src="/ran.js"></script>'
+            '<script src="http://cdn.example.com/lib.js"></script>',
+            csp=False,
+        )
+
     def whoami(request: Request) -> Response:
         who = "logged in" if request.cookies.get("stratamem_session") == "s1" else "nobody"
         return _html(f"<!doctype html><title>who</title><p id=who>{who}</p>", csp=True)
@@ -116,6 +123,7 @@ def _app() -> Starlette:
         routes=[
             Route("/login", login, methods=["GET", "POST"]),
             Route("/whoami", whoami),
+            Route("/remote", remote),
             Route("/origin", echo_origin, methods=["POST"]),
             Route("/form", form_to_echo),
             Route("/", guarded),
@@ -158,6 +166,17 @@ def test_the_browser_is_the_systems_and_selenium_manager_never_ran(
     command_line = page.find_element("id", "command_line").text
     assert "--disable-background-networking" in command_line
     assert "--headless" in command_line
+
+
+def test_nothing_past_loopback_is_reached(
+    page: Any, site: str, failed_loads: Callable[[], list[str]]
+) -> None:
+    page.get(f"{site}/remote")
+    # Refused by the dead proxy: the name was not even looked up.
+    assert failed_loads() == [
+        "http://cdn.example.com/lib.js - Failed to load resource: net::ERR_PROXY_CONNECTION_FAILED"
+    ]
+    assert _has(page, "ran")  # loopback is reached directly
 
 
 def test_selenium_manager_is_refused_offline_where_no_driver_is_named(

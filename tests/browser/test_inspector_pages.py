@@ -1,6 +1,6 @@
 """The inspector's pages in the browser, with script on and off: each loads with no script
-error and nothing refused by its Content-Security-Policy, runs none of the XSS payloads the
-store holds, and shows a principal nothing of what it may not read.
+error, nothing refused by its Content-Security-Policy and no asset missing, runs none of the
+XSS payloads the store holds, and shows a principal nothing of what it may not read.
 
 Skipped while the server has no inspector (``stratamem.server.inspector``)."""
 
@@ -39,12 +39,14 @@ def test_the_owners_pages_load_clean(
     path: str,
     js_errors: Callable[[], list[str]],
     csp_violations: Callable[[], list[str]],
+    failed_loads: Callable[[], list[str]],
 ) -> None:
     any_page.get(served_owner.url + path)
     assert any_page.title
     assert not browsing.xss_fired(any_page)
     assert js_errors() == []
     assert csp_violations() == []
+    assert failed_loads() == []  # every asset ships with the package, none from elsewhere
     assert LOCKED_CANARY not in any_page.page_source
 
 
