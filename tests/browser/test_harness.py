@@ -292,11 +292,19 @@ def test_the_csp_blocks_inline_script_and_the_collector_sees_it(
 
 
 def test_without_a_csp_the_canary_fires(
-    page: Any, site: str, csp_violations: Callable[[], list[str]]
+    page: Any,
+    site: str,
+    csp_violations: Callable[[], list[str]],
+    failed_loads: Callable[[], list[str]],
 ) -> None:
     page.get(f"{site}/open")
     assert browsing.xss_fired(page)
     assert csp_violations() == []
+    # The page's own missing image (and the icon a browser asks a site for, the first time).
+    missing = {m.split(" - ")[0]: m for m in failed_loads()}
+    missing.pop(f"{site}/favicon.ico", None)
+    assert list(missing) == [f"{site}/missing.png"]
+    assert "status of 404" in missing[f"{site}/missing.png"]
 
 
 def test_payloads_shown_escaped_fire_nothing_and_injected_markup_does(page: Any, site: str) -> None:
