@@ -55,6 +55,9 @@ def test_a_search_for_the_payload_note_shows_it_as_text(
 ) -> None:
     page.get(f"{served_owner.url}/search?q=" + quote("Escaping injected link"))
     assert not browsing.xss_fired(page)
+    shown = _body(page)
+    for payload in browsing.XSS_PAYLOADS:
+        assert payload in shown
     screenshot("inspector-search-escaped")
 
 
