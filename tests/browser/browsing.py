@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -197,8 +198,8 @@ def start(binaries: Binaries, *, javascript: bool = True) -> Started:
 
 @contextmanager
 def fresh_window(driver: Any) -> Iterator[Any]:
-    """A new window of ``driver``, 1280×900, with no cookies or storage left by another test;
-    closed after the block, the browser back on the window it was on."""
+    """A new window of ``driver``, 1280×900, with no cookie left by another test (nor by this
+    one before); closed after the block, the browser back on the window it was on."""
     home = driver.current_window_handle
     driver.switch_to.new_window("window")
     driver.set_window_size(*WINDOW)
@@ -235,20 +236,39 @@ class LogEntry:
         )
 
 
+_MARKER = "stratamem-console-mark-"
+
+
 @dataclass
 class Console:
     """What one browser's console said since :meth:`clear`. Chromium's log is read once (each
-    read takes what is new), so the entries are kept here for every question asked of them."""
+    read takes what is new), so the entries are kept here for every question asked of them.
+
+    The log reaches the driver after the page has moved on: an error a script raised while
+    the page loaded may not be in it yet when ``get`` returns. So each read first writes a
+    marker of its own to the console and reads until the marker comes back, with what the
+    page said before it."""
 
     driver: Any
     entries: list[LogEntry] = field(default_factory=list)
+    patience_s: float = 600.0
+    _marks: int = 0
 
     def read(self) -> list[LogEntry]:
-        for raw in self.driver.get_log("browser"):
-            self.entries.append(
-                LogEntry(str(raw["level"]), str(raw.get("source", "")), str(raw["message"]))
-            )
-        return list(self.entries)
+        self._marks += 1
+        marker = f"{_MARKER}{self._marks}"
+        self.driver.execute_script("console.info(arguments[0])", marker)
+        deadline = time.monotonic() + self.patience_s
+        while True:
+            raw = self.driver.get_log("browser")
+            found = [
+                LogEntry(str(r["level"]), str(r.get("source", "")), str(r["message"])) for r in raw
+            ]
+            self.entries.extend(e for e in found if _MARKER not in e.message)
+            if any(f'"{marker}"' in e.message for e in found):
+                return list(self.entries)
+            if time.monotonic() > deadline:
+                raise AssertionError(f"the console did not show {marker!r} in {self.patience_s} s")
 
     def clear(self) -> None:
         self.read()

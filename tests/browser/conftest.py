@@ -135,17 +135,22 @@ def _opened() -> _Opened:
     return _Opened()
 
 
+def _emptied(console: browsing.Console) -> browsing.Console:
+    console.clear()
+    return console
+
+
 @pytest.fixture
 def page(chromium: Any, _opened: _Opened) -> Iterator[Any]:
     with browsing.fresh_window(chromium) as window:
-        _opened.consoles.append(browsing.Console(window))
+        _opened.consoles.append(_emptied(browsing.Console(window)))
         yield window
 
 
 @pytest.fixture
 def page_without_js(chromium_without_js: Any, _opened: _Opened) -> Iterator[Any]:
     with browsing.fresh_window(chromium_without_js) as window:
-        _opened.consoles.append(browsing.Console(window))
+        _opened.consoles.append(_emptied(browsing.Console(window)))
         yield window
 
 
