@@ -319,6 +319,28 @@ def log_in(page: Any, base_url: str, token: str, *, patience_s: float = 600.0) -
         raise AssertionError(f"the login was refused: {said}")
 
 
+def give_session(page: Any, base_url: str, token: str, *, patience_s: float = 600.0) -> None:
+    """Log ``page`` in at ``base_url`` without its form: the login made over HTTP (the form's
+    ``csrf`` read from it, as a browser would send it), and its session cookie handed to the
+    browser. For a test whose point is what a logged-in page shows, not the login."""
+    import re
+
+    import httpx
+
+    with httpx.Client(base_url=base_url, timeout=patience_s) as client:
+        form = client.get("/login")
+        csrf = re.search(r'name="csrf" value="([^"]+)"', form.text)
+        if csrf is None:
+            raise AssertionError(f"{base_url}/login has no csrf field: {form.text[:200]}")
+        answer = client.post("/login", data={"token": token, "csrf": csrf.group(1)})
+        if answer.status_code != 303:
+            raise AssertionError(f"the login was refused ({answer.status_code}): {answer.text}")
+        session = client.cookies["stratamem_session"]
+    page.get(f"{base_url}/login")  # a cookie is set for the site the browser is on
+    cookie = {"name": "stratamem_session", "value": session, "path": "/", "httpOnly": True}
+    page.add_cookie({**cookie, "sameSite": "Strict"})
+
+
 def save_screenshot(page: Any, name: str, folders: list[Path]) -> list[Path]:
     """The page as ``name``.png in each of ``folders`` (made where missing)."""
     if not name or Path(name).name != name or name.startswith("."):
