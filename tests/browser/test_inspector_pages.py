@@ -14,6 +14,9 @@ from urllib.parse import quote
 import browsing
 import pytest
 from browsing import LOCKED_CANARY, Served
+from selenium.webdriver.support.wait import WebDriverWait
+
+from suite import PATIENCE_S
 
 pytest.importorskip("stratamem.server.inspector", reason="the server has no inspector yet")
 
@@ -61,6 +64,26 @@ def test_a_search_for_the_payload_note_shows_it_as_text(
     for payload in browsing.XSS_PAYLOADS:
         assert payload in shown
     screenshot("inspector-search-escaped")
+
+
+def test_a_node_page_reached_from_a_hit_loads_clean(
+    any_page: Any,
+    served_owner: Served,
+    js_errors: Callable[[], list[str]],
+    csp_violations: Callable[[], list[str]],
+    failed_loads: Callable[[], list[str]],
+) -> None:
+    any_page.get(f"{served_owner.url}/search?q=" + quote("Escaping injected link"))
+    links = any_page.find_elements("css selector", "a[href*='/nodes/']")
+    assert links
+    target = links[0].get_attribute("href")
+    links[0].click()
+    WebDriverWait(any_page, PATIENCE_S).until(lambda p: p.current_url == target)
+    assert not browsing.xss_fired(any_page)
+    assert browsing.XSS_PAYLOADS[1] in _body(any_page)
+    assert js_errors() == []
+    assert csp_violations() == []
+    assert failed_loads() == []
 
 
 @pytest.mark.parametrize("path", PAGES)
