@@ -109,11 +109,6 @@ def test_a_principal_sees_nothing_of_what_it_may_not_read(
     assert failed_loads() == []
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="a browser sends the login form with Origin: null (the pages' Referrer-Policy is "
-    "no-referrer), and the server's Origin check refuses it with 403",
-)
 def test_the_login_form_logs_in_with_a_strict_http_only_cookie(
     any_page: Any, served_with_tokens: Served
 ) -> None:

@@ -256,7 +256,7 @@ def test_every_page_and_file_carries_the_headers(
             answer = browser.get(path)
     assert answer.headers["content-security-policy"] == CSP
     assert answer.headers["x-content-type-options"] == "nosniff"
-    assert answer.headers["referrer-policy"] == "no-referrer"
+    assert answer.headers["referrer-policy"] == "same-origin"
 
 
 @pytest.mark.parametrize(
