@@ -185,7 +185,13 @@ class Inspector:
             raise Refused(401, str(exc)) from None
         name = principal.name
         stored = await self.read(lambda: self.service.token_hash(name))
-        return self.sessions.start(name, token_hash=stored)
+        return self.sessions.start(
+            name,
+            token_hash=stored,
+            scopes=tuple(principal.scopes),
+            sources=tuple(principal.sources),
+            write=principal.write,
+        )
 
     # -- reading -------------------------------------------------------------------------------
 
@@ -269,14 +275,16 @@ class Inspector:
         *,
         status: int = 200,
     ) -> HTMLResponse:
-        """``template`` rendered for the request's reader (``who``, ``csrf`` and the path
-        given to every template), with the session's cookie where one was just made."""
+        """``template`` rendered for the request's reader (``who``, ``reader`` (its session),
+        ``csrf`` and the path given to every template), with the session's cookie where one
+        was just made."""
         found = getattr(request.state, "new_session", None) or self.sessions.get(
             request.cookies.get(SESSION_COOKIE)
         )
         values: dict[str, Any] = {
             "who": None if found is None else (found.principal or "owner"),
             "owner": found is not None and found.principal is None,
+            "reader": found,
             "logins": self.tokens_required,
             "csrf": self.sessions.csrf(found.id) if found is not None else "",
             "path": request.url.path,
