@@ -2,7 +2,9 @@
 :func:`~stratamem.server.http.create_app` beside the API.
 
 Routes: ``/`` and ``/search`` (the search and recall page), ``/nodes/{id}`` (one node),
-``/login`` and ``/logout``, ``/static/{name}``. A page reads as the principal of its login
+``/login`` and ``/logout``, ``/static/{name}`` (:mod:`.pages`); ``/sources``,
+``/sources/{id}``, ``/sources/{id}/tree``, ``/entities`` and ``/entities/entity``
+(:mod:`.browse`). A page reads as the principal of its login
 session (see :mod:`.session`); on a server without tokens (an owner's loopback server) a page
 reads as the owner with no login. Every read is an operation of
 :data:`~stratamem.ops.OPERATIONS`, bound and run as the HTTP route runs it, on the service's
