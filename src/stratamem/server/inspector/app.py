@@ -2,7 +2,9 @@
 :func:`~stratamem.server.http.create_app` beside the API.
 
 Routes: ``/`` and ``/search`` (the search and recall page), ``/nodes/{id}`` (one node),
-``/login`` and ``/logout``, ``/static/{name}``. A page reads as the principal of its login
+``/login`` and ``/logout``, ``/static/{name}`` (:mod:`.pages`); ``/sources``,
+``/sources/{id}``, ``/sources/{id}/tree``, ``/entities`` and ``/entities/entity``
+(:mod:`.browse`). A page reads as the principal of its login
 session (see :mod:`.session`); on a server without tokens (an owner's loopback server) a page
 reads as the owner with no login. Every read is an operation of
 :data:`~stratamem.ops.OPERATIONS`, bound and run as the HTTP route runs it, on the service's
@@ -187,7 +189,13 @@ class Inspector:
             raise Refused(401, str(exc)) from None
         name = principal.name
         stored = await self.read(lambda: self.service.token_hash(name))
-        return self.sessions.start(name, token_hash=stored)
+        return self.sessions.start(
+            name,
+            token_hash=stored,
+            scopes=tuple(principal.scopes),
+            sources=tuple(principal.sources),
+            write=principal.write,
+        )
 
     # -- reading -------------------------------------------------------------------------------
 
@@ -271,14 +279,16 @@ class Inspector:
         *,
         status: int = 200,
     ) -> HTMLResponse:
-        """``template`` rendered for the request's reader (``who``, ``csrf`` and the path
-        given to every template), with the session's cookie where one was just made."""
+        """``template`` rendered for the request's reader (``who``, ``reader`` (its session),
+        ``csrf`` and the path given to every template), with the session's cookie where one
+        was just made."""
         found = getattr(request.state, "new_session", None) or self.sessions.get(
             request.cookies.get(SESSION_COOKIE)
         )
         values: dict[str, Any] = {
             "who": None if found is None else (found.principal or "owner"),
             "owner": found is not None and found.principal is None,
+            "reader": found,
             "logins": self.tokens_required,
             "csrf": self.sessions.csrf(found.id) if found is not None else "",
             "path": request.url.path,
