@@ -31,12 +31,14 @@ MAX_SESSIONS = 10_000
 @dataclass(slots=True)
 class Session:
     """A login: the principal it reads as (None: the owner), the stored hash of the token it
-    was made with (which must not change while it lasts), and when it was last used."""
+    was made with (which must not change while it lasts), when it was last used, and whether
+    its principal held the write permission when it logged in."""
 
     id: str
     principal: str | None
     seen: float
     token_hash: str | None = None
+    write: bool = False
 
 
 class Sessions:
@@ -53,9 +55,11 @@ class Sessions:
         self._lock = threading.Lock()
         self._held: OrderedDict[str, Session] = OrderedDict()
 
-    def start(self, principal: str | None, *, token_hash: str | None = None) -> Session:
+    def start(
+        self, principal: str | None, *, token_hash: str | None = None, write: bool = False
+    ) -> Session:
         """A new session reading as ``principal``, made with a token of ``token_hash``."""
-        found = Session(secrets.token_urlsafe(32), principal, self._clock(), token_hash)
+        found = Session(secrets.token_urlsafe(32), principal, self._clock(), token_hash, write)
         with self._lock:
             self._held[found.id] = found
             while len(self._held) > MAX_SESSIONS:
