@@ -177,8 +177,6 @@ def test_a_hidden_nodes_correction_is_a_missing_ones(  # type: ignore[no-untyped
                         got = browser.request(method, f"/fix/{fix}?node={ident}", data=data)
                         want = browser.request(method, f"/fix/{fix}?node={missing}", data=data)
                         assert got.status_code == want.status_code == 404, got.text
-                        assert got.text.replace(ident, "<id>") == want.text.replace(
-                            missing, "<id>"
-                        )
+                        assert got.text.replace(ident, "<id>") == want.text.replace(missing, "<id>")
                         assert ident not in got.text
                         assert not _scan(got.text, world.hidden_from(principal).canaries, [])
