@@ -23,7 +23,7 @@ from urllib.parse import urlencode
 from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 
-from stratamem.server.inspector import views
+import stratamem.server.inspector.views as views
 from stratamem.server.inspector.app import Inspector, Refused
 from stratamem.server.inspector.session import Session
 
