@@ -494,3 +494,21 @@ def test_the_entity_and_source_pages_offer_corrections_only_to_writers(
     assert "/fix/lock" not in rendered(
         "source.html", detail=source, may_write=may_write, owner=False, who="bot"
     )
+
+
+def test_a_change_the_operation_refuses_is_one_line_on_the_page(
+    urls: dict[str, str], store: dict[str, Any]
+) -> None:
+    same = "person:owner maya patel"
+    with stratamem.open(store["path"], embedder=HashingEmbedder()) as memory:
+        before = memory.entities.history()
+    with browser(urls, "owner", store) as client:
+        path = "/fix/merge?" + str(httpx.QueryParams(entity=same, into=same))
+        answer = confirmed(client, path)
+    assert answer.status_code == 422
+    assert (
+        error_line(answer.text)
+        == "entity_a and entity_b are the same id: nothing to merge or split"
+    )
+    with stratamem.open(store["path"], embedder=HashingEmbedder()) as memory:
+        assert memory.entities.history() == before
