@@ -261,3 +261,29 @@ def test_browsing_pages_equal_the_reduced_store_and_show_no_canary(  # type: ign
             tally.compared += 1
             tally.checks += len(canaries)
     assert not wrong, f"{len(wrong)} wrong as {principal}:\n" + "\n".join(wrong[:10])
+
+
+@pytest.mark.parametrize("principal", PRINCIPALS)
+def test_a_hidden_nodes_correction_is_a_missing_ones(  # type: ignore[no-untyped-def]
+    world, refs, served: Served, principal: str
+) -> None:
+    # Every principal of the served copy may write: it gets past the permission to the look-up.
+    hidden = world.hidden_from(principal).source_ids
+    cases = [refs[n] for n in HIDEABLE if refs[n].source_id in hidden]
+    assert cases, f"nothing named is hidden from {principal}"
+    with logged_in(served, principal) as browser:
+        csrf = re.search(r'name="csrf" value="([^"]+)"', browser.get("/search").text)
+        assert csrf
+        for ref in cases:
+            for part in ("leaf", "top"):
+                ident = getattr(ref, part)
+                missing = getattr(kit.NOWHERE, part)
+                for fix in ("edit", "remove"):
+                    for method in ("GET", "POST"):
+                        data = {"csrf": csrf[1], "text": "x"} if method == "POST" else None
+                        got = browser.request(method, f"/fix/{fix}?node={ident}", data=data)
+                        want = browser.request(method, f"/fix/{fix}?node={missing}", data=data)
+                        assert got.status_code == want.status_code == 404, got.text
+                        assert got.text.replace(ident, "<id>") == want.text.replace(missing, "<id>")
+                        assert ident not in got.text
+                        assert not _scan(got.text, world.hidden_from(principal).canaries, [])

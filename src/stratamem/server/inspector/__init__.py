@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING
 
 from fastapi import FastAPI
 
-from stratamem.server.inspector import browse, pages
+from stratamem.server.inspector import browse, fixes, pages
 from stratamem.server.inspector.app import CSP, HEADERS, Inspector, Refused
 
 if TYPE_CHECKING:
@@ -18,6 +18,7 @@ def mount(app: FastAPI, calls: _Calls, *, tokens_required: bool) -> Inspector:
     inspector = Inspector(calls, tokens_required=tokens_required)
     pages.add_routes(inspector)
     browse.add_routes(inspector)
+    fixes.add_routes(inspector)
     inspector.mount(app)
     return inspector
 

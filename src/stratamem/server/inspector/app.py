@@ -20,6 +20,7 @@ pages (``views``) register their routes with :meth:`Inspector.page` and render w
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -36,7 +37,7 @@ from stratamem.errors import AccessDenied
 from stratamem.extras import require
 from stratamem.ops import OPERATIONS, bind
 from stratamem.server.echo import sent, without_echo
-from stratamem.server.errors import _ApiError
+from stratamem.server.errors import _ApiError, api_error
 from stratamem.server.inspector.session import SESSION_COOKIE, Session, Sessions
 from stratamem.server.service import ServiceContext
 from stratamem.server.tokens import _TooManyTries
@@ -197,6 +198,13 @@ class Inspector:
             write=principal.write,
         )
 
+    def may_write(self, session: Session | None) -> bool:
+        """Whether ``session`` may make corrections: writes are on, and it is the owner's or
+        its principal held the write permission when it logged in (each write checks again)."""
+        if session is None or not self.service.allow_writes:
+            return False
+        return session.principal is None or session.write
+
     # -- reading -------------------------------------------------------------------------------
 
     async def call(self, session: Session, name: str, args: Mapping[str, Any]) -> dict[str, Any]:
@@ -228,6 +236,50 @@ class Inspector:
             return [op.run(context, b) for op, b in bound]
 
         return await self.read(job, said, session=session)
+
+    async def write(self, session: Session, name: str, args: Mapping[str, Any]) -> dict[str, Any]:
+        """Write operation ``name`` run with ``args`` on ``session``'s behalf, as its HTTP
+        route runs it: a job on the service's writer thread, where writes are on and the
+        session's principal may make it (an operation of the owner's: the owner only). Its
+        result when it ends within the time limit; :class:`Refused` otherwise, with the
+        one-line error every door gives (nothing of what was sent repeated in it)."""
+        op = OPERATIONS[name]
+        if op.reads:
+            raise ValueError(f"{name} is not a write")
+        said = sent(args, known={p.name for p in op.params})
+        if not self.service.allow_writes:
+            raise Refused(403, "writes are off: start the server with --allow-writes")
+        if op.access == "owner" and session.principal is not None:
+            raise Refused(403, f"{name} is the owner's")
+        try:
+            bound = bind(op, args)
+        except ValueError as exc:
+            raise Refused(422, without_echo(str(exc), said)) from None
+        context = ServiceContext(self.service, session.principal)
+
+        def job() -> dict[str, Any]:
+            self.still_valid(session)
+            return op.run(context, bound)
+
+        found = self.service.submit(name, session.principal, job, sent=said)
+        waiting = asyncio.wrap_future(found.future)
+        done, _ = await asyncio.wait({waiting}, timeout=self.calls.timeout_s)
+        if not done:
+            raise Refused(
+                504,
+                f"the change takes longer than {self.calls.timeout_s:g}s: it goes on; "
+                "reload the page later",
+            )
+        try:
+            return waiting.result()
+        except _LoginGone:
+            self.sessions.end(session.id)
+            raise NeedLogin from None
+        except Exception as exc:
+            error = api_error(exc)
+            if isinstance(error, _ApiError):
+                raise Refused(error.status, without_echo(error.message, said)) from None
+            raise Refused(403, without_echo(str(error), said)) from None
 
     def still_valid(self, session: Session) -> None:
         """:class:`_LoginGone` where ``session``'s principal was removed or given another
@@ -291,6 +343,7 @@ class Inspector:
             "reader": found,
             "logins": self.tokens_required,
             "csrf": self.sessions.csrf(found.id) if found is not None else "",
+            "may_write": self.may_write(found),
             "path": request.url.path,
         }
         values.update(context or {})
