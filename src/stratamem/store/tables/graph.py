@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, TypeVar
 from stratamem.store.base import from_ms
 from stratamem.store.dialect import Connection, Dialect
 from stratamem.store.tables.filters import filter_sql, gate_sql, of_visible_sql
+from stratamem.store.tables.owned import MENTIONS_OF_SOURCE
 from stratamem.store.tables.postings import EntityPostings
 from stratamem.types import EntityMatch, Filters
 
@@ -58,11 +59,14 @@ class GraphTables:
     def rebuild_edges(self, source_id: str) -> None:
         """Recompute the source's edges from scratch (a repair; ingest keeps them current)."""
         d = self.dialect
+        # A repair trusts no edge to have its mentions, so it reads every edge (no index).
         self.conn.execute(f"DELETE FROM entity_edges WHERE source_id = {d.p}", (source_id,))
+        mentions = MENTIONS_OF_SOURCE.format(source=d.named("source"))
         nodes = [
             row[0]
             for row in self.conn.execute(
-                f"SELECT DISTINCT node_id FROM entity_index WHERE source_id = {d.p}", (source_id,)
+                f"SELECT DISTINCT node_id FROM entity_index WHERE {mentions}",
+                {"source": source_id},
             )
         ]
         for part, _ in d.batches(nodes):

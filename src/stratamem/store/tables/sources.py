@@ -26,6 +26,7 @@ from stratamem.store.names import check_name, looks_like_id, name_key
 from stratamem.store.sources import ChunkPlace, source_id_for
 from stratamem.store.tables.aliases import decisions_of_source
 from stratamem.store.tables.filters import gate_sql
+from stratamem.store.tables.owned import delete_derived
 from stratamem.types import Chunk, Mention, Principal, Source, SourceKind
 
 T = TypeVar("T")
@@ -273,6 +274,8 @@ class SourceTables:
             self.conn.execute(
                 f"DELETE FROM entity_merges WHERE {decisions_of_source(d)}", {"source": source_id}
             )
+            for statement in delete_derived(d):
+                self.conn.execute(statement, {"source": source_id})
             # Trees, summaries, their entities and vectors go with the source (foreign keys).
             self.conn.execute(f"DELETE FROM sources WHERE id = {d.p}", (source_id,))
             self.bump_generation()
@@ -364,13 +367,16 @@ class SourceTables:
             self.jobs.enqueue(SEAL_KIND, seal_job_key(tree_id), {"tree_id": tree_id})
         for part, marks in d.batches(nodes):
             self.add_edges(source_id, part, sign=-1)
+            # An edge that falls to zero is one of these nodes' pairs (see store/tables/owned.py).
+            self.conn.execute(
+                f"""DELETE FROM entity_edges WHERE source_id = {d.p} AND weight <= 0
+                    AND a IN (SELECT entity_id FROM entity_index WHERE node_id IN ({marks}))""",
+                (source_id, *part),
+            )
             self.conn.execute(f"DELETE FROM entity_index WHERE node_id IN ({marks})", part)
             self.conn.execute(f"DELETE FROM embeddings WHERE node_id IN ({marks})", part)
             self.conn.execute(f"DELETE FROM chunks WHERE id IN ({marks})", part)
         self.bump_generation()
-        self.conn.execute(
-            f"DELETE FROM entity_edges WHERE source_id = {d.p} AND weight <= 0", (source_id,)
-        )
         return len(nodes)
 
     def content_keys(self, ids: Sequence[str]) -> dict[str, tuple[str, int]]:
