@@ -374,3 +374,30 @@ def test_a_sources_rows_go_by_its_chunks_with_no_index_on_source(tmp_path: Path)
         assert {r[0] for r in c.execute("SELECT source_id FROM entity_edges")} == {"s2"}
         assert {r[0] for r in c.execute("SELECT source_id FROM embeddings")} == {"s2"}
         assert c.execute("SELECT n FROM row_counts WHERE name = 'entity_index'").fetchone()[0] == 20
+
+
+def test_a_failed_migration_19_leaves_the_store_as_it_was(tmp_path: Path) -> None:
+    """Its table rebuilds are one transaction: a step that fails half-way (here the third
+    table's new name is taken) leaves every table, index and row of version 18."""
+    path = tmp_path / "v18.db"
+    conn = database_at_version(path, 18)
+    conn.execute(
+        "INSERT INTO sources (id, scope, kind, platform, location, ingested_at)"
+        " VALUES ('s1', 'notes', 'document', 'files', '/n', 0)"
+    )
+    conn.execute(
+        "INSERT INTO entity_index (entity_id, node_id, kind, surface, source_id)"
+        " VALUES ('person:a', 'n1', 'person', 'A', 's1')"
+    )
+    conn.execute("CREATE TABLE embeddings_next (taken INTEGER)")
+    conn.commit()
+    schema = sorted(conn.execute("SELECT type, name, sql FROM sqlite_master").fetchall())
+    conn.close()
+    with pytest.raises(StoreError):
+        SQLiteStore(path).close()
+    conn = sqlite3.connect(path)
+    assert conn.execute("PRAGMA user_version").fetchone()[0] == 18
+    assert sorted(conn.execute("SELECT type, name, sql FROM sqlite_master").fetchall()) == schema
+    assert conn.execute("SELECT entity_id, source_id FROM entity_index").fetchall() == [
+        ("person:a", "s1")
+    ]
