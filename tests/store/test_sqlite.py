@@ -304,9 +304,9 @@ def plan_of(conn: sqlite3.Connection, sql: str, params: dict[str, str]) -> str:
 
 
 def test_a_sources_rows_go_by_its_chunks_with_no_index_on_source(tmp_path: Path) -> None:
-    """A store from before keeps its mentions, edges and vectors (vectors on their rowids),
-    loses the indexes on source_id and the foreign keys that needed them, and deletes a
-    source's rows through its chunks' ids, not by a scan."""
+    """A store from before keeps its mentions and vectors (vectors on their rowids), loses
+    their indexes on source_id and the foreign keys that needed them, and deletes a source's
+    rows through its chunks' ids, not by a scan; the edges keep their index and key."""
     from stratamem.store.tables.owned import delete_derived
 
     path = tmp_path / "v18.db"
@@ -361,11 +361,13 @@ def test_a_sources_rows_go_by_its_chunks_with_no_index_on_source(tmp_path: Path)
         assert indexes == {
             "entity_index_node",
             "entity_edges_b",
+            "entity_edges_source",
             "embeddings_hash",
             "sqlite_autoindex_embeddings_1",
         }
-        for table in ("entity_index", "entity_edges", "embeddings"):
+        for table in ("entity_index", "embeddings"):
             assert c.execute(f"PRAGMA foreign_key_list({table})").fetchall() == []
+        assert len(c.execute("PRAGMA foreign_key_list(entity_edges)").fetchall()) == 1
         for statement in delete_derived(store.dialect):
             plan = plan_of(c, statement, {"source": "s1"})
             assert "SCAN" not in plan.replace("SCAN CONSTANT ROW", ""), (statement, plan)
@@ -377,7 +379,7 @@ def test_a_sources_rows_go_by_its_chunks_with_no_index_on_source(tmp_path: Path)
 
 
 def test_a_failed_migration_19_leaves_the_store_as_it_was(tmp_path: Path) -> None:
-    """Its table rebuilds are one transaction: a step that fails half-way (here the third
+    """Its table rebuilds are one transaction: a step that fails half-way (here the second
     table's new name is taken) leaves every table, index and row of version 18."""
     path = tmp_path / "v18.db"
     conn = database_at_version(path, 18)

@@ -550,12 +550,12 @@ MIGRATIONS: tuple[str, ...] = (
     """
     DROP TRIGGER IF EXISTS chunks_fts_insert;
     """,
-    # 19: a source's mentions, edges and vectors are found through its chunks, not through an
-    # index on source_id of their own. Such an index repeats every key of a WITHOUT ROWID
-    # table (entity_id, source_id, node_id in every mention), and the foreign key on
-    # source_id needed it, else deleting a source scanned the whole table. The three tables
-    # lose the foreign key (a source's rows are deleted with its chunks, see
-    # store/tables/sources.py) and the index: a tenth of the store at 100k chunks.
+    # 19: a source's mentions and vectors are found through its chunks, not through an index
+    # on source_id of their own. Such an index repeats every key of a WITHOUT ROWID table
+    # (entity_id, source_id, node_id in every mention), and the foreign key on source_id
+    # needed it, else deleting a source scanned the whole table. Both tables lose the foreign
+    # key (a source's rows are deleted through its chunks, see store/tables/owned.py) and the
+    # index. The edges keep theirs: a principal's count of its edges has no other way.
     """
     CREATE TABLE entity_index_next (
         entity_id TEXT NOT NULL,
@@ -578,18 +578,6 @@ MIGRATIONS: tuple[str, ...] = (
     CREATE TRIGGER entity_index_counted_out AFTER DELETE ON entity_index BEGIN
         UPDATE row_counts SET n = n - 1 WHERE name = 'entity_index';
     END;
-    CREATE TABLE entity_edges_next (
-        a         TEXT NOT NULL,
-        b         TEXT NOT NULL,
-        source_id TEXT NOT NULL,
-        weight    REAL NOT NULL,
-        PRIMARY KEY (a, b, source_id)
-    ) WITHOUT ROWID;
-    INSERT INTO entity_edges_next (a, b, source_id, weight)
-        SELECT a, b, source_id, weight FROM entity_edges;
-    DROP TABLE entity_edges;
-    ALTER TABLE entity_edges_next RENAME TO entity_edges;
-    CREATE INDEX entity_edges_b ON entity_edges(b);
     CREATE TABLE embeddings_next (
         node_id        TEXT NOT NULL,
         model          TEXT NOT NULL,

@@ -48,7 +48,7 @@ from stratamem.store.jobs import SEAL_JOB_PREFIX
 from stratamem.store.keyword import REMOVED_AT_KEY
 from stratamem.store.locks import Lock, PartCipher, SealCounts
 from stratamem.store.tables.aliases import DECISIONS_OF_SOURCE
-from stratamem.store.tables.owned import EDGES_OF_SOURCE, MENTIONS_OF_SOURCE, VECTORS_OF_SOURCE
+from stratamem.store.tables.owned import MENTIONS_OF_SOURCE, VECTORS_OF_SOURCE
 
 FORMAT = 2
 # The formats a restore reads: see the module's docstring.
@@ -97,7 +97,7 @@ _TABLES: tuple[_Table, ...] = (
     ),
     _Table("chunks", order="rowid"),
     _Table("entity_index", where=MENTIONS_OF_SOURCE),
-    _Table("entity_edges", where=EDGES_OF_SOURCE),
+    _Table("entity_edges"),
     _Table("entity_aliases"),
     _Table("embeddings", where=VECTORS_OF_SOURCE),
     _Table("facts", order="rowid"),

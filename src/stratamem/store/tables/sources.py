@@ -26,7 +26,7 @@ from stratamem.store.names import check_name, looks_like_id, name_key
 from stratamem.store.sources import ChunkPlace, source_id_for
 from stratamem.store.tables.aliases import decisions_of_source
 from stratamem.store.tables.filters import gate_sql
-from stratamem.store.tables.owned import delete_derived
+from stratamem.store.tables.owned import delete_derived, visible_mentions
 from stratamem.types import Chunk, Mention, Principal, Source, SourceKind
 
 T = TypeVar("T")
@@ -124,7 +124,7 @@ class SourceTables:
             return self.conn.execute(sql, params).fetchone()[0]
 
         chunks = f"chunks c JOIN sources s ON s.id = c.source_id AND {gate}"
-        mentions = f"entity_index e JOIN sources s ON s.id = e.source_id AND {gate}"
+        mentions = visible_mentions(gate)
         edges = f"entity_edges x JOIN sources s ON s.id = x.source_id AND {gate}"
         # Where the store lies is the owner's to know, as its size is.
         out: dict[str, Any] = {} if self.principal_name is not None else {"path": self.path}
@@ -367,16 +367,13 @@ class SourceTables:
             self.jobs.enqueue(SEAL_KIND, seal_job_key(tree_id), {"tree_id": tree_id})
         for part, marks in d.batches(nodes):
             self.add_edges(source_id, part, sign=-1)
-            # An edge that falls to zero is one of these nodes' pairs (see store/tables/owned.py).
-            self.conn.execute(
-                f"""DELETE FROM entity_edges WHERE source_id = {d.p} AND weight <= 0
-                    AND a IN (SELECT entity_id FROM entity_index WHERE node_id IN ({marks}))""",
-                (source_id, *part),
-            )
             self.conn.execute(f"DELETE FROM entity_index WHERE node_id IN ({marks})", part)
             self.conn.execute(f"DELETE FROM embeddings WHERE node_id IN ({marks})", part)
             self.conn.execute(f"DELETE FROM chunks WHERE id IN ({marks})", part)
         self.bump_generation()
+        self.conn.execute(
+            f"DELETE FROM entity_edges WHERE source_id = {d.p} AND weight <= 0", (source_id,)
+        )
         return len(nodes)
 
     def content_keys(self, ids: Sequence[str]) -> dict[str, tuple[str, int]]:
