@@ -473,7 +473,14 @@ def rendered(template: str, **values: Any) -> str:
         undefined=jinja2.StrictUndefined,
     )
     views.register(env)
-    base = {"who": "owner", "owner": True, "logins": False, "csrf": "t", "path": "/"}
+    base = {
+        "who": "owner",
+        "owner": True,
+        "logins": False,
+        "csrf": "t",
+        "path": "/",
+        "reader": None,
+    }
     return env.get_template(template).render({**base, **values})
 
 

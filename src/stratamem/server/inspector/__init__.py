@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 from fastapi import FastAPI
 
 from stratamem.server.inspector import browse, fixes, pages
-from stratamem.server.inspector.app import CSP, HEADERS, Inspector, Refused
+from stratamem.server.inspector.app import CSP, HEADERS, Inspector
 
 if TYPE_CHECKING:
     from stratamem.server.http import _Calls
@@ -23,4 +23,4 @@ def mount(app: FastAPI, calls: _Calls, *, tokens_required: bool) -> Inspector:
     return inspector
 
 
-__all__ = ["CSP", "HEADERS", "Inspector", "Refused", "mount"]
+__all__ = ["CSP", "HEADERS", "Inspector", "mount"]

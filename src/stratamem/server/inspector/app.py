@@ -76,7 +76,7 @@ if TYPE_CHECKING:
     from stratamem.server.http import _Calls
 
 
-class Refused(Exception):
+class _Refused(Exception):
     """A page answered with an error page: ``status`` and one line saying why."""
 
     def __init__(self, status: int, message: str, *, retry_after: int | None = None) -> None:
@@ -116,7 +116,7 @@ class Inspector:
         self, path: str, *, methods: tuple[str, ...] = ("GET",)
     ) -> Callable[[Handler], Handler]:
         """A decorator adding a page at ``path``: its handler gets the request, an error
-        it raises as :class:`Refused` (or a 4xx of the store) becomes an error page, and a
+        it raises as :class:`_Refused` (or a 4xx of the store) becomes an error page, and a
         POST is refused (403) without the form's ``csrf`` bound to the session."""
 
         def add(handler: Handler) -> Handler:
@@ -125,11 +125,11 @@ class Inspector:
                     if request.method == "POST" and path != "/login":
                         form = await self.form(request)
                         if not self.csrf_ok(request, form.get("csrf")):
-                            raise Refused(403, EXPIRED)
+                            raise _Refused(403, EXPIRED)
                     return await handler(request)
-                except NeedLogin:
+                except _NeedLogin:
                     return RedirectResponse("/login", status_code=303)
-                except Refused as exc:
+                except _Refused as exc:
                     return self.error_page(request, exc)
 
             self._routes.append((path, list(methods), run))
@@ -149,10 +149,10 @@ class Inspector:
         return found
 
     def reader(self, request: Request) -> Session:
-        """The session a page reads as; :class:`NeedLogin` without one."""
+        """The session a page reads as; :class:`_NeedLogin` without one."""
         found = self.session(request)
         if found is None:
-            raise NeedLogin
+            raise _NeedLogin
         request.state.principal = found.principal or "owner"
         return found
 
@@ -167,27 +167,27 @@ class Inspector:
             return dict(cached)
         body = await request.body()
         if len(body) > MAX_FORM_BYTES:
-            raise Refused(413, "the form is too large")
+            raise _Refused(413, "the form is too large")
         try:
             text = body.decode("utf-8")
         except UnicodeDecodeError:
-            raise Refused(400, "the form is not UTF-8") from None
+            raise _Refused(400, "the form is not UTF-8") from None
         fields = {k: v[-1] for k, v in parse_qs(text, keep_blank_values=True).items()}
         request.state.form = fields
         return dict(fields)
 
     async def login(self, request: Request, token: str) -> Session:
         """A session for the principal ``token`` names, checked as the API checks a bearer
-        token (the slow hash, the rate limit per address); :class:`Refused` otherwise."""
+        token (the slow hash, the rate limit per address); :class:`_Refused` otherwise."""
         address = request.client.host if request.client else "-"
         if not token.strip():
-            raise Refused(401, "give the token a principal was given (stratamem principal add)")
+            raise _Refused(401, "give the token a principal was given (stratamem principal add)")
         try:
             principal = await self.service.tokens.principal(f"Bearer {token.strip()}", address)
         except _TooManyTries as exc:
-            raise Refused(429, str(exc), retry_after=exc.retry_after) from None
+            raise _Refused(429, str(exc), retry_after=exc.retry_after) from None
         except AccessDenied as exc:
-            raise Refused(401, str(exc)) from None
+            raise _Refused(401, str(exc)) from None
         name = principal.name
         stored = await self.read(lambda: self.service.token_hash(name))
         return self.sessions.start(
@@ -209,7 +209,7 @@ class Inspector:
 
     async def call(self, session: Session, name: str, args: Mapping[str, Any]) -> dict[str, Any]:
         """Operation ``name`` run with ``args`` as ``session`` reads, as its HTTP route runs
-        it; :class:`Refused` with the one-line error every door gives (nothing of what was
+        it; :class:`_Refused` with the one-line error every door gives (nothing of what was
         sent repeated in it)."""
         return (await self.calls_together(session, [(name, args)]))[0]
 
@@ -228,7 +228,7 @@ class Inspector:
             try:
                 bound.append((op, bind(op, args)))
             except ValueError as exc:
-                raise Refused(422, without_echo(str(exc), said)) from None
+                raise _Refused(422, without_echo(str(exc), said)) from None
         context = ServiceContext(self.service, session.principal)
 
         def job() -> list[dict[str, Any]]:
@@ -241,20 +241,20 @@ class Inspector:
         """Write operation ``name`` run with ``args`` on ``session``'s behalf, as its HTTP
         route runs it: a job on the service's writer thread, where writes are on and the
         session's principal may make it (an operation of the owner's: the owner only). Its
-        result when it ends within the time limit; :class:`Refused` otherwise, with the
+        result when it ends within the time limit; :class:`_Refused` otherwise, with the
         one-line error every door gives (nothing of what was sent repeated in it)."""
         op = OPERATIONS[name]
         if op.reads:
             raise ValueError(f"{name} is not a write")
         said = sent(args, known={p.name for p in op.params})
         if not self.service.allow_writes:
-            raise Refused(403, "writes are off: start the server with --allow-writes")
+            raise _Refused(403, "writes are off: start the server with --allow-writes")
         if op.access == "owner" and session.principal is not None:
-            raise Refused(403, f"{name} is the owner's")
+            raise _Refused(403, f"{name} is the owner's")
         try:
             bound = bind(op, args)
         except ValueError as exc:
-            raise Refused(422, without_echo(str(exc), said)) from None
+            raise _Refused(422, without_echo(str(exc), said)) from None
         context = ServiceContext(self.service, session.principal)
 
         def job() -> dict[str, Any]:
@@ -265,7 +265,7 @@ class Inspector:
         waiting = asyncio.wrap_future(found.future)
         done, _ = await asyncio.wait({waiting}, timeout=self.calls.timeout_s)
         if not done:
-            raise Refused(
+            raise _Refused(
                 504,
                 f"the change takes longer than {self.calls.timeout_s:g}s: it goes on; "
                 "reload the page later",
@@ -274,12 +274,12 @@ class Inspector:
             return waiting.result()
         except _LoginGone:
             self.sessions.end(session.id)
-            raise NeedLogin from None
+            raise _NeedLogin from None
         except Exception as exc:
             error = api_error(exc)
             if isinstance(error, _ApiError):
-                raise Refused(error.status, without_echo(error.message, said)) from None
-            raise Refused(403, without_echo(str(error), said)) from None
+                raise _Refused(error.status, without_echo(error.message, said)) from None
+            raise _Refused(403, without_echo(str(error), said)) from None
 
     def still_valid(self, session: Session) -> None:
         """:class:`_LoginGone` where ``session``'s principal was removed or given another
@@ -296,18 +296,18 @@ class Inspector:
         *,
         session: Session | None = None,
     ) -> T:
-        """``job`` on a reader thread within the time limit; its errors as :class:`Refused`
-        (a login no longer valid: ended, and :class:`NeedLogin`)."""
+        """``job`` on a reader thread within the time limit; its errors as :class:`_Refused`
+        (a login no longer valid: ended, and :class:`_NeedLogin`)."""
         try:
             return await self.calls.in_thread(job)
         except _LoginGone:
             if session is not None:
                 self.sessions.end(session.id)
-            raise NeedLogin from None
+            raise _NeedLogin from None
         except _ApiError as exc:
-            raise Refused(exc.status, without_echo(exc.message, said or {})) from None
+            raise _Refused(exc.status, without_echo(exc.message, said or {})) from None
         except AccessDenied as exc:
-            raise Refused(403, without_echo(str(exc), said or {})) from None
+            raise _Refused(403, without_echo(str(exc), said or {})) from None
 
     async def memory(self, session: Session, work: Callable[[Memory], T]) -> T:
         """``work`` given the memory ``session`` reads, on a reader thread."""
@@ -354,7 +354,7 @@ class Inspector:
             self.set_cookie(request, response, SESSION_COOKIE, new.id)
         return response
 
-    def error_page(self, request: Request, error: Refused) -> HTMLResponse:
+    def error_page(self, request: Request, error: _Refused) -> HTMLResponse:
         context = {"status": error.status, "message": error.message}
         response = self.render(request, "error.html", context, status=error.status)
         if error.retry_after is not None:
@@ -374,7 +374,7 @@ class Inspector:
         )
 
 
-class NeedLogin(Exception):
+class _NeedLogin(Exception):
     """A page asked for without a session where logins are needed."""
 
 

@@ -18,8 +18,8 @@ from typing import TYPE_CHECKING, Any
 from starlette.requests import Request
 from starlette.responses import Response
 
-from stratamem.server.inspector import views
-from stratamem.server.inspector.app import Inspector, Refused
+import stratamem.server.inspector.views as views
+from stratamem.server.inspector.app import Inspector, _Refused
 
 if TYPE_CHECKING:
     from stratamem.api.memory import Memory
@@ -101,7 +101,7 @@ def add_routes(inspector: Inspector) -> None:
         session = inspector.reader(request)
         shown = await inspector.memory(session, make)
         if shown.missing:
-            raise Refused(404, shown.missing)
+            raise _Refused(404, shown.missing)
         return inspector.render(request, shown.template, shown.context)
 
     @page("/sources")

@@ -24,7 +24,7 @@ from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 
 import stratamem.server.inspector.views as views
-from stratamem.server.inspector.app import Inspector, Refused
+from stratamem.server.inspector.app import Inspector, _Refused
 from stratamem.server.inspector.session import Session
 
 NO_FACT = "no fact of that id"
@@ -72,14 +72,14 @@ def add_routes(inspector: Inspector) -> None:
     both = ("GET", "POST")
 
     def writer(request: Request, *, owner: bool = False) -> Session:
-        """The session, where it may make this correction; :class:`Refused` 403 otherwise."""
+        """The session, where it may make this correction; :class:`_Refused` 403 otherwise."""
         session = inspector.reader(request)
         if not inspector.service.allow_writes:
-            raise Refused(403, "writes are off: start the server with --allow-writes")
+            raise _Refused(403, "writes are off: start the server with --allow-writes")
         if not inspector.may_write(session):
-            raise Refused(403, f"principal {session.principal!r} may not write")
+            raise _Refused(403, f"principal {session.principal!r} may not write")
         if owner and session.principal is not None:
-            raise Refused(403, "only the owner locks and unlocks sources")
+            raise _Refused(403, "only the owner locks and unlocks sources")
         return session
 
     async def confirm(
@@ -119,9 +119,9 @@ def add_routes(inspector: Inspector) -> None:
         confirmation page again with its line (the fields kept, passphrases not)."""
         try:
             return await inspector.write(session, name, args)
-        except Refused as exc:
+        except _Refused as exc:
             if exc.status == 404:
-                raise Refused(404, missing) from None
+                raise _Refused(404, missing) from None
             if exc.status not in SHOWN_ON_PAGE:
                 raise
             form = await inspector.form(request)
@@ -130,7 +130,7 @@ def add_routes(inspector: Inspector) -> None:
     def target(request: Request, name: str, missing: str) -> str:
         value = request.query_params.get(name, "").strip()
         if not value or len(value) > MAX_REF:
-            raise Refused(404, missing)
+            raise _Refused(404, missing)
         return value
 
     # -- facts ---------------------------------------------------------------------------------
@@ -143,7 +143,7 @@ def add_routes(inspector: Inspector) -> None:
         detail = await inspector.memory(session, lambda m: views.entity(m, subject))
         found = None if detail is None else next((f for f in detail.facts if f.id == fact_id), None)
         if detail is None or found is None:
-            raise Refused(404, NO_FACT)
+            raise _Refused(404, NO_FACT)
         return detail, found
 
     def timeline_of(subject: str) -> str:
@@ -212,25 +212,25 @@ def add_routes(inspector: Inspector) -> None:
         node_id = target(request, "node", NO_ITEM)
         try:
             node = await inspector.call(session, "show", {"node_id": node_id})
-        except Refused as exc:
+        except _Refused as exc:
             if exc.status in (404, 422):
-                raise Refused(404, NO_ITEM) from None
+                raise _Refused(404, NO_ITEM) from None
             raise
         scope, cite = str(node.get("source", "")), str(node.get("cite", ""))
         if node.get("kind") != "leaf" or not cite.startswith(scope + "#"):
-            raise Refused(404, NO_ITEM)
+            raise _Refused(404, NO_ITEM)
         item_id = cite[len(scope) + 1 :]
         try:
             history = await inspector.call(
                 session, "item_history", {"id": item_id, "source": scope}
             )
-        except Refused as exc:
+        except _Refused as exc:
             if exc.status in (404, 422):
-                raise Refused(404, NO_ITEM) from None
+                raise _Refused(404, NO_ITEM) from None
             raise
         current = [v for v in history["versions"] if v.get("closed_at") is None]
         if not current or node_id not in current[-1].get("nodes", ()):
-            raise Refused(404, NO_ITEM)
+            raise _Refused(404, NO_ITEM)
         return item_id, scope, node
 
     @page("/fix/edit", methods=both)
@@ -290,7 +290,7 @@ def add_routes(inspector: Inspector) -> None:
         into = request.query_params.get("into", "").strip()
         first = await inspector.memory(session, lambda m: views.entity(m, away))
         if first is None:
-            raise Refused(404, NO_ENTITY)
+            raise _Refused(404, NO_ENTITY)
         if not into:
             shown = Confirmation(
                 title="Merge two entities",
@@ -305,10 +305,10 @@ def add_routes(inspector: Inspector) -> None:
             )
             return await confirm(request, shown)
         if len(into) > MAX_REF:
-            raise Refused(404, NO_ENTITY)
+            raise _Refused(404, NO_ENTITY)
         second = await inspector.memory(session, lambda m: views.entity(m, into))
         if second is None:
-            raise Refused(404, NO_ENTITY)
+            raise _Refused(404, NO_ENTITY)
         shown = Confirmation(
             title="Merge two entities",
             change=f"Merge {first.id} into {second.id}? {moves(first)} are then read as "
@@ -332,14 +332,14 @@ def add_routes(inspector: Inspector) -> None:
         ref = target(request, "source", NO_SOURCE)
         detail = await inspector.memory(session, lambda m: views.source(m, ref))
         if detail is None:
-            raise Refused(404, NO_SOURCE)
+            raise _Refused(404, NO_SOURCE)
         return detail.source
 
     async def lock_or_unlock(request: Request, *, lock: bool) -> Response:
         session = writer(request, owner=True)
         row = await source_of(request, session)
         if row.locked == lock:
-            raise Refused(409, f"{row.name} is {'already' if lock else 'not'} locked")
+            raise _Refused(409, f"{row.name} is {'already' if lock else 'not'} locked")
         fields: tuple[Field, ...] = (Field("passphrase", "Passphrase", "password"),)
         if lock:
             fields += (Field("again", "The passphrase again", "password"),)
@@ -374,7 +374,7 @@ def add_routes(inspector: Inspector) -> None:
             done = await run(
                 request, session, shown, "lock" if lock else "unlock", args, missing=NO_SOURCE
             )
-        except Refused as exc:
+        except _Refused as exc:
             if not exc.message.startswith(LOCK_REFUSALS):
                 raise
             return await confirm(request, shown, error=exc.message, status=422)

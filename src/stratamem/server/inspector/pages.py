@@ -14,7 +14,7 @@ from stratamem.server.inspector.app import (
     STATIC,
     STATIC_TYPES,
     Inspector,
-    Refused,
+    _Refused,
 )
 from stratamem.server.inspector.session import LOGIN_COOKIE, SESSION_COOKIE
 
@@ -37,7 +37,7 @@ def add_routes(inspector: Inspector) -> None:
             calls.append((form.operation, form.arguments()))
         try:
             found = await inspector.calls_together(session, calls)
-        except Refused as exc:
+        except _Refused as exc:
             if exc.status not in SHOWN_ON_PAGE:
                 raise
             error = exc.message
@@ -68,9 +68,9 @@ def add_routes(inspector: Inspector) -> None:
         node_id = request.path_params["node_id"]
         try:
             found = await inspector.call(session, "show", {"node_id": node_id})
-        except Refused as exc:
+        except _Refused as exc:
             if exc.status in (404, 422):
-                raise Refused(404, "no node of that id") from None
+                raise _Refused(404, "no node of that id") from None
             raise
         return inspector.render(request, "node.html", {"node": found})
 
@@ -83,10 +83,10 @@ def add_routes(inspector: Inspector) -> None:
             return login_form(request, "", status=200)
         form = await inspector.form(request)
         if not inspector.sessions.csrf_ok(pending, form.get("csrf"), purpose="login"):
-            raise Refused(403, EXPIRED)
+            raise _Refused(403, EXPIRED)
         try:
             made = await inspector.login(request, form.get("token", ""))
-        except Refused as exc:
+        except _Refused as exc:
             if exc.status not in (401, 429):
                 raise
             response = login_form(request, exc.message, status=exc.status)
@@ -120,6 +120,6 @@ def add_routes(inspector: Inspector) -> None:
         name = request.path_params["name"]
         kind = STATIC_TYPES.get(name)
         if kind is None:
-            raise Refused(404, "no such file")
+            raise _Refused(404, "no such file")
         body = (STATIC / name).read_bytes()
         return Response(body, media_type=kind, headers={"Cache-Control": "no-cache"})
