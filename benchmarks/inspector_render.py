@@ -277,7 +277,8 @@ def render(report: dict[str, Any]) -> str:
         "`python benchmarks/inspector_render.py` (see its docstring for what is timed).",
         f"Run {report['date']} on {m['cpus_used']} CPUs, load average (1 min) "
         f"{m['load_start'][0]} at the start and {m['load_end'][0]} at the end; code "
-        f"{report['code']['head'][:12]}{' (modified)' if report['code']['modified'] else ''}.",
+        f"{report['code']['head'][:12]}{' (modified)' if report['code']['modified'] else ''}"
+        f"{' — ' + report['code']['note'] if report['code'].get('note') else ''}.",
         f"Store: {report['store']['chunks']:,} chunks over {report['store']['sources']} sources "
         f"({report['store']['built_by']}). Queries: the first {report['queries']} SciFact test "
         "claims, each run four ways in a rotating order; the browser is headless Chromium.",
@@ -337,6 +338,7 @@ def main() -> None:
     parser.add_argument("--built-by", default="disk_build.py --documents 56500 --no-lancedb")
     parser.add_argument("--queries", type=int, default=48, help="a multiple of 4")
     parser.add_argument("--out", type=Path, default=RESULTS)
+    parser.add_argument("--code-note", default="", help="what code ran, where not this checkout")
     args = parser.parse_args()
     say = clock()
     load_start = os.getloadavg()
@@ -373,7 +375,7 @@ def main() -> None:
     report = {
         "date": datetime.now(UTC).isoformat(timespec="seconds"),
         "machine": machine(load_start, os.getloadavg()),
-        "code": git_state(),
+        "code": {**git_state(), "note": args.code_note},
         "store": {"chunks": chunks, "sources": sources, "built_by": args.built_by},
         "queries": len(queries),
         "search": {key: summary(values) for key, values in ms.items()},

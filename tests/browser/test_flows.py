@@ -190,31 +190,42 @@ def _walk_to_a_hit(page: Any, base: str, query: str) -> None:
     assert "q=" + quote(query.split()[0]) in page.current_url
 
 
-def _walk_tree_to_a_leaf(page: Any, shot: Callable[[str], Any] | None = None) -> None:
-    """From the sources page: ``#eng``, its tree outline, then the first child down to a chunk."""
+def _walk_tree_to_a_leaf(
+    page: Any,
+    shot: Callable[[str], Any] | None = None,
+    check: Callable[[Any], None] = lambda page: None,
+) -> None:
+    """From the sources page: ``#eng``, its tree outline, then the first child down to a
+    chunk; ``check`` run on each page reached."""
     _click(page, page.find_element(By.LINK_TEXT, "#eng"))
+    check(page)
     assert _path(page).startswith("/sources/")
     assert "Summary tree" in _body(page)
     if shot:
         shot("inspector-source")
     _click(page, _one(page, "a.drill"))
     assert _path(page).endswith("/tree")
+    check(page)
     for _ in range(10):  # a tree's levels, with room to spare
         if page.find_element(By.TAG_NAME, "h1").text == "Chunk":
             break
         _click(page, _one(page, ".tree-children a"))
+        check(page)
     assert page.find_element(By.TAG_NAME, "h1").text == "Chunk"
     assert _one(page, "pre.summary-text").text
     if shot:
         shot("inspector-tree")
 
 
-def _open_carol(page: Any, base: str) -> None:
+def _open_carol(page: Any, base: str, check: Callable[[Any], None] = lambda page: None) -> None:
+    """The entities page, a search there for Carol, her page; ``check`` run on each."""
     page.get(base + "/entities")
+    check(page)
     field = page.find_element(By.ID, "q")
     field.send_keys("carol")
     _click(page, field.find_element(By.XPATH, "ancestor::form//button[@type='submit']"))
     assert "q=carol" in page.current_url
+    check(page)
     _click(page, page.find_element(By.LINK_TEXT, "Carol Diaz"))
     assert _path(page) == "/entities/entity"
     assert page.find_element(By.TAG_NAME, "h1").text.startswith("Carol Diaz")
@@ -354,12 +365,12 @@ def test_a_principal_logs_in_walks_every_page_and_logs_out(
     page.get(base + "/sources")
     assert "#eng" in _body(page)
     _nothing_hidden(page)
-    _walk_tree_to_a_leaf(page)
-    _nothing_hidden(page)
+    _walk_tree_to_a_leaf(page, check=_nothing_hidden)
     clean(page)
 
-    _open_carol(page, base)
+    _open_carol(page, base, check=_nothing_hidden)
     assert "on-call rota" in _body(page)
+    assert _one(page, "figure.chart-figure svg .fact-bar")  # the timeline of what it may read
     assert page.find_elements(By.CSS_SELECTOR, "a.fix") == []  # bot may not write
     _nothing_hidden(page)
     clean(page)
@@ -421,7 +432,7 @@ def test_with_script_off_a_principal_logs_in_reads_and_logs_out(
         page.get(base + path)
         assert page.find_element(By.TAG_NAME, "h1").text
         _nothing_hidden(page)
-    _open_carol(page, base)
+    _open_carol(page, base, check=_nothing_hidden)
     _nothing_hidden(page)
     clean(page)
     _click(page, _one(page, "form.logout button[type='submit']"))
