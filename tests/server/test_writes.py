@@ -27,7 +27,7 @@ from mcp.client.session import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.shared.exceptions import MCPError
 from mcp_types import CallToolResult, TextContent, TextResourceContents
-from serving import bearer, clients, connected, data, error, live, ok
+from serving import bearer, call_http, clients, connected, data, error, live, ok
 
 import stratamem
 from stratamem.ops import OPERATIONS
@@ -203,6 +203,22 @@ def test_a_principal_without_write_permission_is_refused(
         assert error(ingest(api[who], "/no/such/path"), 403, "forbidden") == message
         assert error(api[who].delete("/v1/sources/slack:%23general"), 403, "forbidden") == message
     assert sources(api["owner"]) == before
+
+
+@pytest.mark.parametrize("name", sorted(n for n, op in OPERATIONS.items() if op.access == "owner"))
+def test_the_owners_operations_refuse_a_principal_that_may_write(
+    api: dict[str, httpx.Client], name: str
+) -> None:
+    before = ok(api["owner"].post("/v1/principals", json={}))["principals"]
+    listed = sources(api["owner"])
+    args = dict(OPERATIONS[name].example)
+    if name == "add_principal":
+        args = {"name": "escalated", "scopes": ["*"], "write": True}
+    for sent in (args, {}):
+        answer = call_http(api["writer"], name, sent)
+        assert error(answer, 403, "forbidden") == f"{name} is the owner's"
+    assert ok(api["owner"].post("/v1/principals", json={}))["principals"] == before
+    assert sources(api["owner"]) == listed
 
 
 @pytest.mark.parametrize(

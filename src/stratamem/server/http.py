@@ -310,6 +310,10 @@ def _add_operation(app: FastAPI, calls: _Calls, op: Operation, *, log_queries: b
     async def run(
         request: Request, who: str | None, args: dict[str, Any], said: Mapping[str, str]
     ) -> Any:
+        if op.access == "owner" and who is not None:
+            # As every door refuses it (ops.refuse): a principal's write permission is not
+            # the owner's, whatever it sent.
+            raise _ApiError(403, f"{op.name} is the owner's")
         try:
             bound = bind(op, args)
         except ValueError as exc:

@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING
 
 from fastapi import FastAPI
 
-from stratamem.server.inspector import pages
+from stratamem.server.inspector import browse, fixes, pages
 from stratamem.server.inspector.app import CSP, HEADERS, Inspector, Refused
 
 if TYPE_CHECKING:
@@ -17,6 +17,8 @@ def mount(app: FastAPI, calls: _Calls, *, tokens_required: bool) -> Inspector:
     """The inspector's pages added to ``app``, reading through ``calls``."""
     inspector = Inspector(calls, tokens_required=tokens_required)
     pages.add_routes(inspector)
+    browse.add_routes(inspector)
+    fixes.add_routes(inspector)
     inspector.mount(app)
     return inspector
 

@@ -2,7 +2,9 @@
 :func:`~stratamem.server.http.create_app` beside the API.
 
 Routes: ``/`` and ``/search`` (the search and recall page), ``/nodes/{id}`` (one node),
-``/login`` and ``/logout``, ``/static/{name}``. A page reads as the principal of its login
+``/login`` and ``/logout``, ``/static/{name}`` (:mod:`.pages`); ``/sources``,
+``/sources/{id}``, ``/sources/{id}/tree``, ``/entities`` and ``/entities/entity``
+(:mod:`.browse`). A page reads as the principal of its login
 session (see :mod:`.session`); on a server without tokens (an owner's loopback server) a page
 reads as the owner with no login. Every read is an operation of
 :data:`~stratamem.ops.OPERATIONS`, bound and run as the HTTP route runs it, on the service's
@@ -18,6 +20,7 @@ pages (``views``) register their routes with :meth:`Inspector.page` and render w
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -34,7 +37,7 @@ from stratamem.errors import AccessDenied
 from stratamem.extras import require
 from stratamem.ops import OPERATIONS, bind
 from stratamem.server.echo import sent, without_echo
-from stratamem.server.errors import _ApiError
+from stratamem.server.errors import _ApiError, api_error
 from stratamem.server.inspector.session import SESSION_COOKIE, Session, Sessions
 from stratamem.server.service import ServiceContext
 from stratamem.server.tokens import _TooManyTries
@@ -187,7 +190,20 @@ class Inspector:
             raise Refused(401, str(exc)) from None
         name = principal.name
         stored = await self.read(lambda: self.service.token_hash(name))
-        return self.sessions.start(name, token_hash=stored)
+        return self.sessions.start(
+            name,
+            token_hash=stored,
+            scopes=tuple(principal.scopes),
+            sources=tuple(principal.sources),
+            write=principal.write,
+        )
+
+    def may_write(self, session: Session | None) -> bool:
+        """Whether ``session`` may make corrections: writes are on, and it is the owner's or
+        its principal held the write permission when it logged in (each write checks again)."""
+        if session is None or not self.service.allow_writes:
+            return False
+        return session.principal is None or session.write
 
     # -- reading -------------------------------------------------------------------------------
 
@@ -220,6 +236,50 @@ class Inspector:
             return [op.run(context, b) for op, b in bound]
 
         return await self.read(job, said, session=session)
+
+    async def write(self, session: Session, name: str, args: Mapping[str, Any]) -> dict[str, Any]:
+        """Write operation ``name`` run with ``args`` on ``session``'s behalf, as its HTTP
+        route runs it: a job on the service's writer thread, where writes are on and the
+        session's principal may make it (an operation of the owner's: the owner only). Its
+        result when it ends within the time limit; :class:`Refused` otherwise, with the
+        one-line error every door gives (nothing of what was sent repeated in it)."""
+        op = OPERATIONS[name]
+        if op.reads:
+            raise ValueError(f"{name} is not a write")
+        said = sent(args, known={p.name for p in op.params})
+        if not self.service.allow_writes:
+            raise Refused(403, "writes are off: start the server with --allow-writes")
+        if op.access == "owner" and session.principal is not None:
+            raise Refused(403, f"{name} is the owner's")
+        try:
+            bound = bind(op, args)
+        except ValueError as exc:
+            raise Refused(422, without_echo(str(exc), said)) from None
+        context = ServiceContext(self.service, session.principal)
+
+        def job() -> dict[str, Any]:
+            self.still_valid(session)
+            return op.run(context, bound)
+
+        found = self.service.submit(name, session.principal, job, sent=said)
+        waiting = asyncio.wrap_future(found.future)
+        done, _ = await asyncio.wait({waiting}, timeout=self.calls.timeout_s)
+        if not done:
+            raise Refused(
+                504,
+                f"the change takes longer than {self.calls.timeout_s:g}s: it goes on; "
+                "reload the page later",
+            )
+        try:
+            return waiting.result()
+        except _LoginGone:
+            self.sessions.end(session.id)
+            raise NeedLogin from None
+        except Exception as exc:
+            error = api_error(exc)
+            if isinstance(error, _ApiError):
+                raise Refused(error.status, without_echo(error.message, said)) from None
+            raise Refused(403, without_echo(str(error), said)) from None
 
     def still_valid(self, session: Session) -> None:
         """:class:`_LoginGone` where ``session``'s principal was removed or given another
@@ -271,16 +331,19 @@ class Inspector:
         *,
         status: int = 200,
     ) -> HTMLResponse:
-        """``template`` rendered for the request's reader (``who``, ``csrf`` and the path
-        given to every template), with the session's cookie where one was just made."""
+        """``template`` rendered for the request's reader (``who``, ``reader`` (its session),
+        ``csrf`` and the path given to every template), with the session's cookie where one
+        was just made."""
         found = getattr(request.state, "new_session", None) or self.sessions.get(
             request.cookies.get(SESSION_COOKIE)
         )
         values: dict[str, Any] = {
             "who": None if found is None else (found.principal or "owner"),
             "owner": found is not None and found.principal is None,
+            "reader": found,
             "logins": self.tokens_required,
             "csrf": self.sessions.csrf(found.id) if found is not None else "",
+            "may_write": self.may_write(found),
             "path": request.url.path,
         }
         values.update(context or {})

@@ -31,12 +31,17 @@ MAX_SESSIONS = 10_000
 @dataclass(slots=True)
 class Session:
     """A login: the principal it reads as (None: the owner), the stored hash of the token it
-    was made with (which must not change while it lasts), and when it was last used."""
+    was made with (which must not change while it lasts), and when it was last used;
+    ``scopes``, ``sources`` and ``write`` are the principal's as they were at login (shown in
+    the page's header, never used to decide what it reads)."""
 
     id: str
     principal: str | None
     seen: float
     token_hash: str | None = None
+    scopes: tuple[str, ...] = ()
+    sources: tuple[str, ...] = ()
+    write: bool = False
 
 
 class Sessions:
@@ -53,9 +58,26 @@ class Sessions:
         self._lock = threading.Lock()
         self._held: OrderedDict[str, Session] = OrderedDict()
 
-    def start(self, principal: str | None, *, token_hash: str | None = None) -> Session:
-        """A new session reading as ``principal``, made with a token of ``token_hash``."""
-        found = Session(secrets.token_urlsafe(32), principal, self._clock(), token_hash)
+    def start(
+        self,
+        principal: str | None,
+        *,
+        token_hash: str | None = None,
+        scopes: tuple[str, ...] = (),
+        sources: tuple[str, ...] = (),
+        write: bool = False,
+    ) -> Session:
+        """A new session reading as ``principal``, made with a token of ``token_hash``
+        (``scopes``, ``sources``, ``write``: the principal's, for the page to say)."""
+        found = Session(
+            secrets.token_urlsafe(32),
+            principal,
+            self._clock(),
+            token_hash,
+            scopes=scopes,
+            sources=sources,
+            write=write,
+        )
         with self._lock:
             self._held[found.id] = found
             while len(self._held) > MAX_SESSIONS:
