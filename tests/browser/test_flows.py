@@ -42,8 +42,6 @@ from stratamem.testing import HashingEmbedder
 from suite import PATIENCE_S
 
 pytest.importorskip("stratamem.server.inspector", reason="the server has no inspector yet")
-pytest.importorskip("stratamem.server.inspector.browse", reason="the inspector has no source pages")
-pytest.importorskip("stratamem.server.inspector.fixes", reason="the inspector has no corrections")
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "examples" / "workspace"
