@@ -27,9 +27,10 @@ falls on all alike):
 Each query's embedding is cached by the embedder after its first use; the first of the four
 calls of a query pays for it, and the rotation spreads that over all four alike.
 
-Page weight: each page loaded in Chromium, its bytes from Resource Timing (the document and
-every CSS, script and image it loaded, decoded body sizes). Script off: each page loaded in a
-second Chromium with script off, its main heading and the content it exists to show present.
+Page weight: each page's HTML, and each asset it names or loaded in Chromium (Resource
+Timing: stylesheet, script, icon), fetched and counted in bytes as sent (no compression).
+Script off: each page loaded in a second Chromium with script off, its main heading and the
+content it exists to show present.
 
     python benchmarks/inspector_render.py --store /tmp/insp100k.db [--queries 48]
 
@@ -212,15 +213,20 @@ def page_paths(service: Service, query: str) -> dict[str, str]:
     return paths
 
 
-WEIGHT = """
-const n = performance.getEntriesByType('navigation')[0];
-const parts = {html: n.decodedBodySize, css: 0, js: 0, other: 0};
-for (const r of performance.getEntriesByType('resource')) {
-  const kind = r.name.endsWith('.css') ? 'css' : r.name.endsWith('.js') ? 'js' : 'other';
-  parts[kind] += r.decodedBodySize;
-}
-return parts;
+# The assets a page loaded (Resource Timing) or names (a stylesheet, a script, an icon, an
+# image): the page's weight is its HTML and each of these, fetched.
+ASSETS = """
+const named = [...document.querySelectorAll('link[href], script[src], img[src]')]
+  .map(e => e.href || e.src);
+const loaded = performance.getEntriesByType('resource').map(r => r.name);
+return [...new Set([...named, ...loaded])];
 """
+
+
+def asset_kind(url: str) -> str:
+    path = url.split("?")[0]
+    return "css" if path.endswith(".css") else "js" if path.endswith(".js") else "other"
+
 
 # What each page exists to show, by CSS selector: present with script off.
 CONTENT = {
@@ -240,14 +246,19 @@ def weigh_pages(
     base: str, paths: dict[str, str], driver: Any, client: httpx.Client
 ) -> dict[str, Any]:
     pages: dict[str, Any] = {}
+    sizes: dict[str, int] = {}
     for name, path in paths.items():
-        server_ms = [timed_get(client, base + path)[0] for _ in range(3)]
+        fetched = [timed_get(client, base + path) for _ in range(3)]
         driver.get(base + path)
-        weight = {k: int(v) for k, v in driver.execute_script(WEIGHT).items()}
         timing = driver.execute_script(NAVIGATION)
+        weight = {"html": fetched[0][1], "css": 0, "js": 0, "other": 0}
+        for url in driver.execute_script(ASSETS):
+            if url not in sizes:
+                sizes[url] = timed_get(client, url)[1]
+            weight[asset_kind(url)] += sizes[url]
         pages[name] = {
             "path": path if len(path) < 80 else path[:77] + "...",
-            "server_ms": round(statistics.median(server_ms), 1),
+            "server_ms": round(statistics.median(ms for ms, _ in fetched), 1),
             "dcl_ms": round(float(timing["dcl"]), 1),
             "bytes": weight,
             "total_bytes": sum(weight.values()),
@@ -313,8 +324,8 @@ def render(report: dict[str, Any]) -> str:
         "## Each page: server time, first render, weight",
         "",
         "Server time: the median of three client fetches of the page (HTML only). First render:"
-        " `domContentLoaded` in Chromium. Weight: decoded bytes of the document and of each CSS,"
-        " script and image it loaded (Resource Timing).",
+        " `domContentLoaded` in Chromium. Weight: bytes of the HTML and of each stylesheet, script"
+        " and icon it names or loaded, fetched (no compression; other: the icon).",
         "",
         "| page | server ms | domContentLoaded ms | HTML KB | CSS KB | JS KB | other KB | total KB"
         " | content with script off |",
