@@ -107,11 +107,8 @@ def test_entity_mentions_are_keyed_by_entity_source_and_node(tmp_path: Path) -> 
                 "('entity_index', 'summary_entities')"
             )
         }
-        assert indexes == {
-            "entity_index_node",
-            "entity_index_source",
-            "summary_entities_summary",
-        }
+        # entity_index_source went in migration 19 (see test_a_sources_rows_go_by_its_chunks)
+        assert indexes == {"entity_index_node", "summary_entities_summary"}
         plan = " ".join(
             row[3]
             for row in store.conn.execute(
@@ -300,3 +297,109 @@ def test_chunks_are_indexed_by_their_write_not_a_trigger(tmp_path: Path) -> None
         assert [r[0] for r in found] == ["old", "new0", "new1", "new2", "last"]
         # Every chunk indexed once, from its own text: FTS5 checks its index against them.
         store.conn.execute("INSERT INTO chunks_fts(chunks_fts, rank) VALUES ('integrity-check', 1)")
+
+
+def plan_of(conn: sqlite3.Connection, sql: str, params: dict[str, str]) -> str:
+    return " | ".join(row[3] for row in conn.execute(f"EXPLAIN QUERY PLAN {sql}", params))
+
+
+def test_a_sources_rows_go_by_its_chunks_with_no_index_on_source(tmp_path: Path) -> None:
+    """A store from before keeps its mentions and vectors (vectors on their rowids), loses
+    their indexes on source_id and the foreign keys that needed them, and deletes a source's
+    rows through its chunks' ids, not by a scan; the edges keep their index and key."""
+    from stratamem.store.tables.owned import delete_derived
+
+    path = tmp_path / "v18.db"
+    conn = database_at_version(path, 18)
+    for source in ("s1", "s2"):
+        conn.execute(
+            "INSERT INTO sources (id, scope, kind, platform, location, ingested_at)"
+            " VALUES (?, ?, 'document', 'files', '/n', 0)",
+            (source, f"notes-{source}"),
+        )
+    for i in range(40):
+        conn.execute(
+            "INSERT INTO chunks (id, source_id, seq, content, token_count, content_sha256)"
+            " VALUES (?, ?, ?, 'text', 1, ?)",
+            (f"n{i}", f"s{1 + i % 2}", i, f"sha{i}"),
+        )
+    conn.execute(  # as the store's writes index them (migration 18)
+        "INSERT INTO chunks_fts (rowid, content, title) SELECT rowid, content, title FROM chunks"
+    )
+    mentions = [
+        (f"person:{i % 7}", f"n{i}", "person", f"P{i % 7}", f"s{1 + i % 2}", i) for i in range(40)
+    ]
+    conn.executemany(
+        "INSERT INTO entity_index (entity_id, node_id, kind, surface, source_id, ts)"
+        " VALUES (?, ?, ?, ?, ?, ?)",
+        mentions,
+    )
+    edges = [("person:0", f"person:{j}", f"s{1 + j % 2}", float(j)) for j in range(1, 7)]
+    conn.executemany("INSERT INTO entity_edges VALUES (?, ?, ?, ?)", edges)
+    vectors = [(f"n{i}", "m", f"s{1 + i % 2}", 2, bytes([i]) * 8, f"sha{i}") for i in range(40)]
+    conn.executemany("INSERT INTO embeddings VALUES (?, ?, ?, ?, ?, ?)", vectors)
+    conn.execute("DELETE FROM embeddings WHERE node_id = 'n0'")  # a gap in the rowids
+    rowids = dict(conn.execute("SELECT node_id, rowid FROM embeddings").fetchall())
+    conn.commit()
+    conn.close()
+    with SQLiteStore(path) as store:
+        c = store.conn
+        found = c.execute(
+            "SELECT entity_id, node_id, kind, surface, source_id, ts FROM entity_index"
+        )
+        assert sorted(tuple(r) for r in found) == sorted(mentions)
+        assert sorted(tuple(r) for r in c.execute("SELECT * FROM entity_edges")) == sorted(edges)
+        assert dict(c.execute("SELECT node_id, rowid FROM embeddings").fetchall()) == rowids
+        assert c.execute("SELECT n FROM row_counts WHERE name = 'entity_index'").fetchone()[0] == 40
+        indexes = {
+            row[0]
+            for row in c.execute(
+                "SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name IN "
+                "('entity_index', 'entity_edges', 'embeddings')"
+            )
+        }
+        assert indexes == {
+            "entity_index_node",
+            "entity_edges_b",
+            "entity_edges_source",
+            "embeddings_hash",
+            "sqlite_autoindex_embeddings_1",
+        }
+        for table in ("entity_index", "embeddings"):
+            assert c.execute(f"PRAGMA foreign_key_list({table})").fetchall() == []
+        assert len(c.execute("PRAGMA foreign_key_list(entity_edges)").fetchall()) == 1
+        for statement in delete_derived(store.dialect):
+            plan = plan_of(c, statement, {"source": "s1"})
+            assert "SCAN" not in plan.replace("SCAN CONSTANT ROW", ""), (statement, plan)
+        store.delete_source("s1")
+        assert {r[0] for r in c.execute("SELECT source_id FROM entity_index")} == {"s2"}
+        assert {r[0] for r in c.execute("SELECT source_id FROM entity_edges")} == {"s2"}
+        assert {r[0] for r in c.execute("SELECT source_id FROM embeddings")} == {"s2"}
+        assert c.execute("SELECT n FROM row_counts WHERE name = 'entity_index'").fetchone()[0] == 20
+
+
+def test_a_failed_migration_19_leaves_the_store_as_it_was(tmp_path: Path) -> None:
+    """Its table rebuilds are one transaction: a step that fails half-way (here the second
+    table's new name is taken) leaves every table, index and row of version 18."""
+    path = tmp_path / "v18.db"
+    conn = database_at_version(path, 18)
+    conn.execute(
+        "INSERT INTO sources (id, scope, kind, platform, location, ingested_at)"
+        " VALUES ('s1', 'notes', 'document', 'files', '/n', 0)"
+    )
+    conn.execute(
+        "INSERT INTO entity_index (entity_id, node_id, kind, surface, source_id)"
+        " VALUES ('person:a', 'n1', 'person', 'A', 's1')"
+    )
+    conn.execute("CREATE TABLE embeddings_next (taken INTEGER)")
+    conn.commit()
+    schema = sorted(conn.execute("SELECT type, name, sql FROM sqlite_master").fetchall())
+    conn.close()
+    with pytest.raises(StoreError):
+        SQLiteStore(path).close()
+    conn = sqlite3.connect(path)
+    assert conn.execute("PRAGMA user_version").fetchone()[0] == 18
+    assert sorted(conn.execute("SELECT type, name, sql FROM sqlite_master").fetchall()) == schema
+    assert conn.execute("SELECT entity_id, source_id FROM entity_index").fetchall() == [
+        ("person:a", "s1")
+    ]

@@ -550,6 +550,49 @@ MIGRATIONS: tuple[str, ...] = (
     """
     DROP TRIGGER IF EXISTS chunks_fts_insert;
     """,
+    # 19: a source's mentions and vectors are found through its chunks, not through an index
+    # on source_id of their own. Such an index repeats every key of a WITHOUT ROWID table
+    # (entity_id, source_id, node_id in every mention), and the foreign key on source_id
+    # needed it, else deleting a source scanned the whole table. Both tables lose the foreign
+    # key (a source's rows are deleted through its chunks, see store/tables/owned.py) and the
+    # index. The edges keep theirs: a principal's count of its edges has no other way.
+    """
+    CREATE TABLE entity_index_next (
+        entity_id TEXT NOT NULL,
+        node_id   TEXT NOT NULL,
+        node_kind TEXT NOT NULL DEFAULT 'leaf',
+        kind      TEXT NOT NULL,
+        surface   TEXT NOT NULL,
+        source_id TEXT NOT NULL,
+        ts        INTEGER,
+        PRIMARY KEY (entity_id, source_id, node_id)
+    ) WITHOUT ROWID;
+    INSERT INTO entity_index_next (entity_id, node_id, node_kind, kind, surface, source_id, ts)
+        SELECT entity_id, node_id, node_kind, kind, surface, source_id, ts FROM entity_index;
+    DROP TABLE entity_index;
+    ALTER TABLE entity_index_next RENAME TO entity_index;
+    CREATE INDEX entity_index_node ON entity_index(node_id);
+    CREATE TRIGGER entity_index_counted_in AFTER INSERT ON entity_index BEGIN
+        UPDATE row_counts SET n = n + 1 WHERE name = 'entity_index';
+    END;
+    CREATE TRIGGER entity_index_counted_out AFTER DELETE ON entity_index BEGIN
+        UPDATE row_counts SET n = n - 1 WHERE name = 'entity_index';
+    END;
+    CREATE TABLE embeddings_next (
+        node_id        TEXT NOT NULL,
+        model          TEXT NOT NULL,
+        source_id      TEXT NOT NULL,
+        dim            INTEGER NOT NULL,
+        vector         BLOB NOT NULL,
+        content_sha256 TEXT NOT NULL,
+        PRIMARY KEY (node_id, model)
+    );
+    INSERT INTO embeddings_next (rowid, node_id, model, source_id, dim, vector, content_sha256)
+        SELECT rowid, node_id, model, source_id, dim, vector, content_sha256 FROM embeddings;
+    DROP TABLE embeddings;
+    ALTER TABLE embeddings_next RENAME TO embeddings;
+    CREATE INDEX embeddings_hash ON embeddings(model, content_sha256);
+    """,
 )
 
 SCHEMA_VERSION = len(MIGRATIONS)

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, TypeVar
 from stratamem.store.dialect import Connection, Dialect
 from stratamem.store.resolution import MERGE, Resolution, build
 from stratamem.store.tables.filters import gate_sql
+from stratamem.store.tables.owned import MENTIONS_OF_SOURCE
 from stratamem.timeparse import from_ms, to_ms
 from stratamem.types import EntityDecision, EntityMatch
 
@@ -30,23 +31,23 @@ _DAY_MS = 86_400_000
 
 # The ids source ``{source}`` names (a chunk's mention, an alias, a fact's subject or entity
 # object) that no other unlocked source names.
-_NAMED_ALONE = """
-    SELECT entity_id FROM entity_index WHERE source_id = {source}
-    UNION SELECT alias FROM entity_aliases WHERE source_id = {source}
-    UNION SELECT entity_id FROM entity_aliases WHERE source_id = {source}
-    UNION SELECT subject FROM facts WHERE source_id = {source}
-    UNION SELECT object FROM facts WHERE source_id = {source} AND object_is_entity = 1
+_NAMED_ALONE = f"""
+    SELECT entity_id FROM entity_index WHERE {MENTIONS_OF_SOURCE}
+    UNION SELECT alias FROM entity_aliases WHERE source_id = {{source}}
+    UNION SELECT entity_id FROM entity_aliases WHERE source_id = {{source}}
+    UNION SELECT subject FROM facts WHERE source_id = {{source}}
+    UNION SELECT object FROM facts WHERE source_id = {{source}} AND object_is_entity = 1
     EXCEPT SELECT e.entity_id FROM entity_index e
-        JOIN sources s ON s.id = e.source_id WHERE s.id <> {source} AND s.locked = 0
+        JOIN sources s ON s.id = e.source_id WHERE s.id <> {{source}} AND s.locked = 0
     EXCEPT SELECT a.alias FROM entity_aliases a
-        JOIN sources s ON s.id = a.source_id WHERE s.id <> {source} AND s.locked = 0
+        JOIN sources s ON s.id = a.source_id WHERE s.id <> {{source}} AND s.locked = 0
     EXCEPT SELECT a.entity_id FROM entity_aliases a
-        JOIN sources s ON s.id = a.source_id WHERE s.id <> {source} AND s.locked = 0
+        JOIN sources s ON s.id = a.source_id WHERE s.id <> {{source}} AND s.locked = 0
     EXCEPT SELECT f.subject FROM facts f
-        JOIN sources s ON s.id = f.source_id WHERE s.id <> {source} AND s.locked = 0
+        JOIN sources s ON s.id = f.source_id WHERE s.id <> {{source}} AND s.locked = 0
     EXCEPT SELECT f.object FROM facts f
         JOIN sources s ON s.id = f.source_id
-        WHERE s.id <> {source} AND s.locked = 0 AND f.object_is_entity = 1"""
+        WHERE s.id <> {{source}} AND s.locked = 0 AND f.object_is_entity = 1"""
 
 DECISIONS_OF_SOURCE = f"entity_a IN ({_NAMED_ALONE}) OR entity_b IN ({_NAMED_ALONE})"
 """The ``entity_merges`` rows that belong to source ``{source}`` (a slot for the dialect's

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, TypeVar
 from stratamem.store.base import from_ms
 from stratamem.store.dialect import Connection, Dialect
 from stratamem.store.tables.filters import filter_sql, gate_sql, of_visible_sql
+from stratamem.store.tables.owned import MENTIONS_OF_SOURCE, visible_mentions
 from stratamem.store.tables.postings import EntityPostings
 from stratamem.types import EntityMatch, Filters
 
@@ -59,10 +60,12 @@ class GraphTables:
         """Recompute the source's edges from scratch (a repair; ingest keeps them current)."""
         d = self.dialect
         self.conn.execute(f"DELETE FROM entity_edges WHERE source_id = {d.p}", (source_id,))
+        mentions = MENTIONS_OF_SOURCE.format(source=d.named("source"))
         nodes = [
             row[0]
             for row in self.conn.execute(
-                f"SELECT DISTINCT node_id FROM entity_index WHERE source_id = {d.p}", (source_id,)
+                f"SELECT DISTINCT node_id FROM entity_index WHERE {mentions}",
+                {"source": source_id},
             )
         ]
         for part, _ in d.batches(nodes):
@@ -205,9 +208,8 @@ class GraphTables:
         rows = self.conn.execute(
             f"""SELECT e.entity_id, min(e.kind) AS kind, min(e.surface) AS surface,
                        count(*) AS mentions, max(e.ts) AS last_seen
-                FROM entity_index e JOIN sources s ON s.id = e.source_id
-                WHERE {gate}
-                  AND ({d.strpos}(lower(e.entity_id), {d.p}) > 0
+                FROM {visible_mentions(gate)}
+                WHERE ({d.strpos}(lower(e.entity_id), {d.p}) > 0
                        OR {d.strpos}(lower(e.surface), {d.p}) > 0)
                   {kind_sql}
                 GROUP BY e.entity_id

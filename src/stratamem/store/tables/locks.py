@@ -48,6 +48,7 @@ from stratamem.store.jobs import SEAL_JOB_PREFIX
 from stratamem.store.keyword import REMOVED_AT_KEY
 from stratamem.store.locks import Lock, PartCipher, SealCounts
 from stratamem.store.tables.aliases import DECISIONS_OF_SOURCE
+from stratamem.store.tables.owned import MENTIONS_OF_SOURCE, VECTORS_OF_SOURCE
 
 FORMAT = 2
 # The formats a restore reads: see the module's docstring.
@@ -95,10 +96,10 @@ _TABLES: tuple[_Table, ...] = (
         where="summary_id IN (SELECT id FROM summaries WHERE source_id = {source})",
     ),
     _Table("chunks", order="rowid"),
-    _Table("entity_index"),
+    _Table("entity_index", where=MENTIONS_OF_SOURCE),
     _Table("entity_edges"),
     _Table("entity_aliases"),
-    _Table("embeddings"),
+    _Table("embeddings", where=VECTORS_OF_SOURCE),
     _Table("facts", order="rowid"),
     _Table("fact_vectors", where="fact_id IN (SELECT id FROM facts WHERE source_id = {source})"),
     # A job's claim and history are not the source's: a pending or running seal comes back

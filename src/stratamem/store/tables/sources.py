@@ -26,6 +26,7 @@ from stratamem.store.names import check_name, looks_like_id, name_key
 from stratamem.store.sources import ChunkPlace, source_id_for
 from stratamem.store.tables.aliases import decisions_of_source
 from stratamem.store.tables.filters import gate_sql
+from stratamem.store.tables.owned import delete_derived, visible_mentions
 from stratamem.types import Chunk, Mention, Principal, Source, SourceKind
 
 T = TypeVar("T")
@@ -123,7 +124,7 @@ class SourceTables:
             return self.conn.execute(sql, params).fetchone()[0]
 
         chunks = f"chunks c JOIN sources s ON s.id = c.source_id AND {gate}"
-        mentions = f"entity_index e JOIN sources s ON s.id = e.source_id AND {gate}"
+        mentions = visible_mentions(gate)
         edges = f"entity_edges x JOIN sources s ON s.id = x.source_id AND {gate}"
         # Where the store lies is the owner's to know, as its size is.
         out: dict[str, Any] = {} if self.principal_name is not None else {"path": self.path}
@@ -273,6 +274,8 @@ class SourceTables:
             self.conn.execute(
                 f"DELETE FROM entity_merges WHERE {decisions_of_source(d)}", {"source": source_id}
             )
+            for statement in delete_derived(d):
+                self.conn.execute(statement, {"source": source_id})
             # Trees, summaries, their entities and vectors go with the source (foreign keys).
             self.conn.execute(f"DELETE FROM sources WHERE id = {d.p}", (source_id,))
             self.bump_generation()
