@@ -17,6 +17,7 @@ from typing import Any
 from urllib.parse import quote
 
 import httpx
+import inspector_kit
 import pytest
 from serving import live
 
@@ -74,25 +75,7 @@ def store(served_location: str) -> dict[str, Any]:
         mem.sources.set_access("notes:vault", scopes=["team"])
         mem.trees.build()
         mem.trees.flush()
-        said = {"source": "chat:eng"}
-        mem.facts.remember(ALICE, "leads", "on-call", valid_from=T0, now=T0, **said)
-        mem.facts.remember(
-            ALICE,
-            "leads",
-            "release",
-            valid_from=T0 + timedelta(days=9),
-            now=T0 + timedelta(1),
-            **said,
-        )
-        wrong = mem.facts.remember(
-            ALICE,
-            "status",
-            "away",
-            valid_from=T0 + timedelta(days=4),
-            now=T0 + timedelta(2),
-            **said,
-        )
-        mem.facts.retract(wrong.recorded[0].id, now=T0 + timedelta(days=3))
+        inspector_kit.fact_history(mem, ALICE, T0, "chat:eng")
         mem.facts.remember(ALICE, "leads", "zebrafish", valid_from=T0, source="chat:secret")
         token = mem.principals.add("reader", ["team"])
         ids = {s.scope: s.id for s in mem.sources.list()}

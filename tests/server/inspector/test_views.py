@@ -12,6 +12,7 @@ from html.parser import HTMLParser
 from pathlib import Path
 from typing import Any
 
+import inspector_kit
 import jinja2
 import pytest
 
@@ -87,25 +88,8 @@ def build(location: str, *, hidden: bool) -> None:
         mem.trees.build()
         mem.trees.flush()
         alice = "person:alice chen"
+        inspector_kit.fact_history(mem, alice, T0, "chat:eng")
         said = {"source": "chat:eng"}
-        mem.facts.remember(alice, "leads", "on-call", valid_from=T0, now=T0, **said)
-        mem.facts.remember(
-            alice,
-            "leads",
-            "release",
-            valid_from=T0 + timedelta(days=9),
-            now=T0 + timedelta(1),
-            **said,
-        )
-        wrong = mem.facts.remember(
-            alice,
-            "status",
-            "away",
-            valid_from=T0 + timedelta(days=4),
-            now=T0 + timedelta(2),
-            **said,
-        )
-        mem.facts.retract(wrong.recorded[0].id, now=T0 + timedelta(days=3))
         mem.facts.remember(
             alice, "motto", HOSTILE, valid_from=T0, now=T0 + timedelta(days=4), **said
         )
