@@ -37,6 +37,7 @@ from stratamem.store.postgres.migrations import migrate, require_vector_extensio
 from stratamem.store.postgres.vectors import PgVectorTables
 from stratamem.store.settings import CHUNK_GENERATION_KEY, GENERATION_KEY
 from stratamem.store.tables.aliases import AliasTables
+from stratamem.store.tables.chunks import ChunkTables, _chunk_row, _mention_rows
 from stratamem.store.tables.facts import FactTables
 from stratamem.store.tables.graph import GraphTables
 from stratamem.store.tables.items import ItemVersionTables
@@ -47,7 +48,7 @@ from stratamem.store.tables.principals import PrincipalTables
 from stratamem.store.tables.records import RecordTables
 from stratamem.store.tables.rollups import RollupTables
 from stratamem.store.tables.settings import SettingTables
-from stratamem.store.tables.sources import SourceTables, _chunk_row, _mention_rows
+from stratamem.store.tables.sources import SourceTables
 from stratamem.store.tables.trees import TreeTables
 from stratamem.types import Chunk, Mention
 
@@ -74,6 +75,7 @@ _MENTION_COLUMNS = ("entity_id", "node_id", "kind", "surface", "source_id", "ts"
 class PostgresStore(
     PgCopyRows,
     SourceTables,
+    ChunkTables,
     RecordTables,
     ItemVersionTables,
     PgVectorTables,

@@ -27,6 +27,7 @@ from stratamem.store.sqlite.dialect import SQLITE
 from stratamem.store.sqlite.keyword import FTS_INDEX, KeywordTables
 from stratamem.store.sqlite.migrations import migrate
 from stratamem.store.tables.aliases import AliasTables
+from stratamem.store.tables.chunks import ChunkTables
 from stratamem.store.tables.facts import FactTables
 from stratamem.store.tables.graph import GraphTables
 from stratamem.store.tables.items import ItemVersionTables
@@ -46,6 +47,7 @@ from stratamem.types import Chunk
 class SQLiteStore(
     SqliteCopyRows,
     SourceTables,
+    ChunkTables,
     RecordTables,
     ItemVersionTables,
     VectorTables,

@@ -1,5 +1,5 @@
-"""Sources, chunks and entity mentions in the store (the ``SourceStore`` and
-``ChunkStore`` roles).
+"""Sources in the store (the ``SourceStore`` role) and the gate; their chunks and entity
+mentions are :mod:`stratamem.store.tables.chunks`.
 
 Ids: a source id is ``src_`` + the first 16 hex digits of sha256(scope); a chunk id is the
 first 32 hex digits of sha256(source id, seq, content). Names: see
@@ -10,7 +10,7 @@ id names a source by id alone).
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Hashable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Hashable, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import replace
 from datetime import UTC, datetime
@@ -21,13 +21,13 @@ from stratamem.store.access import default_access, may_read
 from stratamem.store.base import from_ms, to_ms
 from stratamem.store.caches import LastFew
 from stratamem.store.dialect import Connection, Dialect, Row
-from stratamem.store.jobs import SEAL_JOB_PREFIX, SEAL_KIND, seal_job_key
+from stratamem.store.jobs import SEAL_JOB_PREFIX
 from stratamem.store.names import check_name, looks_like_id, name_key
-from stratamem.store.sources import ChunkPlace, source_id_for
+from stratamem.store.sources import source_id_for
 from stratamem.store.tables.aliases import decisions_of_source
 from stratamem.store.tables.filters import gate_sql
 from stratamem.store.tables.owned import delete_derived, visible_mentions
-from stratamem.types import Chunk, Mention, Principal, Source, SourceKind
+from stratamem.types import Principal, Source, SourceKind
 
 T = TypeVar("T")
 
@@ -295,157 +295,6 @@ class SourceTables:
             ) from exc
         return int(count)
 
-    def existing_ids(self, ids: Sequence[str]) -> set[str]:
-        d = self.dialect
-        found: set[str] = set()
-        for part, marks in d.batches(ids):
-            found.update(
-                row[0]
-                for row in self.conn.execute(f"SELECT id FROM chunks WHERE id IN ({marks})", part)
-            )
-        return found
-
-    def insert_chunks(self, chunks: Iterable[Chunk]) -> None:
-        d = self.dialect
-        self.conn.executemany(
-            f"""INSERT INTO chunks (id, source_id, seq, content, title, token_count, author,
-                 ts_start, ts_end, tags, source_ref, thread, doc_id, version, content_sha256,
-                 record_key, meta)
-               VALUES ({d.marks(17)})""",
-            map(_chunk_row, chunks),
-        )
-
-    def insert_mentions(self, mentions: Iterable[tuple[Chunk, Iterable[Mention]]]) -> None:
-        d = self.dialect
-        self.conn.executemany(
-            f"""INSERT INTO entity_index (entity_id, node_id, kind, surface, source_id, ts)
-               VALUES ({d.marks(6)}) ON CONFLICT DO NOTHING""",
-            _mention_rows(mentions),
-        )
-
-    def chunk_places(self, source_id: str, ids: Sequence[str]) -> dict[str, ChunkPlace]:
-        """The place and the facets of each of these chunks the source holds."""
-        d = self.dialect
-        found: dict[str, ChunkPlace] = {}
-        for part, marks in d.batches(ids):
-            rows = self.conn.execute(
-                f"""SELECT id, seq, ts_start, ts_end, tags, author, source_ref FROM chunks
-                    WHERE source_id = {d.p} AND id IN ({marks})""",
-                [source_id, *part],
-            )
-            for node, seq, start, end, tags, author, ref in rows:
-                found[node] = ChunkPlace(seq, start, end, tuple(json.loads(tags)), author, ref)
-        return found
-
-    def move_chunks(self, places: Sequence[tuple[str, int]]) -> None:
-        """Give chunks (id, place) new places in their source."""
-        d = self.dialect
-        self.conn.executemany(
-            f"UPDATE chunks SET seq = {d.p} WHERE id = {d.p}", [(s, i) for i, s in places]
-        )
-
-    def chunk_ids(self, source_id: str) -> list[str]:
-        """The ids of the source's chunks, in place order."""
-        d = self.dialect
-        sql = f"SELECT id FROM chunks WHERE source_id = {d.p} ORDER BY seq"
-        return [row[0] for row in self.conn.execute(sql, (source_id,))]
-
-    def _delete_chunks(self, where: str, params: list[Any]) -> int:
-        nodes = [
-            row[0] for row in self.conn.execute(f"SELECT id FROM chunks WHERE {where}", params)
-        ]
-        return self._delete_nodes(params[0], nodes)
-
-    def _delete_nodes(self, source_id: str, nodes: list[str]) -> int:
-        """Delete these chunks of the source with everything derived from them."""
-        d = self.dialect
-        if not nodes:
-            return 0
-        # Summaries over the doomed chunks summarise text that is going away: retire them and
-        # have the tree sealed again.
-        for tree_id in self.trees.invalidate_chunks(nodes):
-            self.jobs.enqueue(SEAL_KIND, seal_job_key(tree_id), {"tree_id": tree_id})
-        for part, marks in d.batches(nodes):
-            self.add_edges(source_id, part, sign=-1)
-            self.conn.execute(f"DELETE FROM entity_index WHERE node_id IN ({marks})", part)
-            self.conn.execute(f"DELETE FROM embeddings WHERE node_id IN ({marks})", part)
-            self.conn.execute(f"DELETE FROM chunks WHERE id IN ({marks})", part)
-        self.bump_generation()
-        self.conn.execute(
-            f"DELETE FROM entity_edges WHERE source_id = {d.p} AND weight <= 0", (source_id,)
-        )
-        return len(nodes)
-
-    def content_keys(self, ids: Sequence[str]) -> dict[str, tuple[str, int]]:
-        """(content digest, place in its source) of each of these chunks."""
-        d = self.dialect
-        found: dict[str, tuple[str, int]] = {}
-        for part, marks in d.batches(ids):
-            for node, sha, seq in self.conn.execute(
-                f"SELECT id, content_sha256, seq FROM chunks WHERE id IN ({marks})", part
-            ):
-                found[str(node)] = (str(sha), int(seq))
-        return found
-
-    def chunks(self, ids: Sequence[str]) -> list[Chunk]:
-        """Chunks by id, in the order asked; unknown ids, and those the reader may not see,
-        are left out."""
-        d = self.dialect
-        found: dict[str, Chunk] = {}
-        gate, params = gate_sql(self.dialect, self.visible_ids(), probe=True)
-        for part, marks in d.batches(ids):
-            for row in self.conn.execute(
-                f"""SELECT c.* FROM chunks c JOIN sources s ON s.id = c.source_id
-                    WHERE c.id IN ({marks}) AND {gate}""",
-                (*part, *params),
-            ):
-                found[row["id"]] = chunk_from_row(row)
-        return [found[i] for i in ids if i in found]
-
-    def iter_chunks(self, source_id: str) -> Iterator[Chunk]:
-        d = self.dialect
-        for row in self.conn.execute(
-            f"SELECT * FROM chunks WHERE source_id = {d.p} ORDER BY seq", (source_id,)
-        ):
-            yield chunk_from_row(row)
-
-    def mentions_of(self, node_ids: Sequence[str]) -> dict[str, list[str]]:
-        """The entities each chunk names (none for one the reader may not see)."""
-        d = self.dialect
-        out: dict[str, list[str]] = {i: [] for i in node_ids}
-        gate, params = gate_sql(self.dialect, self.visible_ids(), probe=True)
-        for part, marks in d.batches(node_ids):
-            for node, entity in self.conn.execute(
-                f"""SELECT e.node_id, e.entity_id FROM entity_index e
-                    JOIN sources s ON s.id = e.source_id
-                    WHERE e.node_id IN ({marks}) AND {gate}
-                    ORDER BY e.node_id, e.entity_id""",
-                (*part, *params),
-            ):
-                out[node].append(entity)
-        return out
-
-    def source_chunk_count(self, source_id: str) -> int:
-        d = self.dialect
-        row = self.conn.execute(
-            f"SELECT count(*) FROM chunks WHERE source_id = {d.p}", (source_id,)
-        ).fetchone()
-        return int(row[0])
-
-    def chunk_count(self) -> int:
-        """The number of chunks the reader may see, cached until this or another connection
-        writes (not inside a transaction, which may yet roll back what it counted)."""
-
-        def read() -> int:
-            gate, params = gate_sql(self.dialect, self.visible_ids())
-            row = self.conn.execute(
-                f"SELECT count(*) FROM chunks c JOIN sources s ON s.id = c.source_id WHERE {gate}",
-                params,
-            ).fetchone()
-            return int(row[0])
-
-        return self._cached_read("chunk count", read)
-
     def scopes(self) -> dict[str, str]:
         """Source id → scope of the sources the reader may see, without the per-source
         counts :meth:`sources` makes."""
@@ -480,61 +329,6 @@ class SourceTables:
         if not self.in_transaction():
             self._reads_cache.put(slot, (key, value))
         return value
-
-
-def _chunk_row(c: Chunk) -> tuple[object, ...]:
-    """The values of a chunk in the column order of :meth:`SourceTables.insert_chunks`."""
-    return (
-        c.id,
-        c.source_id,
-        c.seq,
-        c.content,
-        c.title,
-        c.token_count,
-        c.author,
-        to_ms(c.time_start),
-        to_ms(c.time_end),
-        json.dumps(list(c.tags)),
-        c.source_ref,
-        c.thread,
-        c.doc_id,
-        c.version,
-        c.content_sha256,
-        c.record_key,
-        json.dumps(c.meta, default=str) if c.meta else "{}",
-    )
-
-
-def _mention_rows(
-    mentions: Iterable[tuple[Chunk, Iterable[Mention]]],
-) -> Iterator[tuple[str, str, str, str, str, int | None]]:
-    """(entity id, node id, kind, surface, source id, ts in ms) of each mention."""
-    for chunk, found in mentions:
-        node, source, ts = chunk.id, chunk.source_id, to_ms(chunk.time_start)
-        for m in found:
-            yield (m.entity_id, node, m.kind, m.surface, source, ts)
-
-
-def chunk_from_row(row: Row) -> Chunk:
-    return Chunk(
-        id=row["id"],
-        source_id=row["source_id"],
-        seq=row["seq"],
-        content=row["content"],
-        token_count=row["token_count"],
-        time_start=from_ms(row["ts_start"]),
-        time_end=from_ms(row["ts_end"]),
-        author=row["author"],
-        title=row["title"],
-        tags=tuple(json.loads(row["tags"])),
-        source_ref=row["source_ref"],
-        thread=row["thread"],
-        doc_id=row["doc_id"],
-        version=row["version"],
-        content_sha256=row["content_sha256"],
-        record_key=row["record_key"],
-        meta=json.loads(row["meta"]),
-    )
 
 
 def _source(row: Row) -> Source:

@@ -17,8 +17,8 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from stratamem.store.base import from_ms, to_ms
 from stratamem.store.dialect import Connection, Dialect, Row
+from stratamem.store.tables.chunks import chunk_from_row
 from stratamem.store.tables.filters import filter_sql, of_visible_sql, trees_sql
-from stratamem.store.tables.sources import chunk_from_row
 from stratamem.store.trees import TreeLeaf, TreeSummary
 from stratamem.types import Filters, SummaryNode, TreeKind
 
