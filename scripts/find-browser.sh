@@ -2,11 +2,12 @@
 # The browser the browser tests drive (tests/browser): says which Chromium and chromedriver
 # were found on PATH; where there are none, and this is root on a system with apt-get, installs
 # chromium and chromium-driver quietly, in at most STRATAMEM_BROWSER_INSTALL_TIMEOUT seconds
-# (default 300). It never fails: without a browser the browser tests are skipped, and say so.
+# (default 180: a slow mirror costs the suite at most three minutes). It never fails: without
+# a browser the browser tests are skipped, and say so.
 # `make test-all` (and so CI) runs it before the suite.
 set -u
 
-TIMEOUT="${STRATAMEM_BROWSER_INSTALL_TIMEOUT:-300}"
+TIMEOUT="${STRATAMEM_BROWSER_INSTALL_TIMEOUT:-180}"
 INSTALL="apt-get install chromium chromium-driver"
 
 first() {
