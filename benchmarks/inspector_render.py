@@ -45,7 +45,6 @@ import shutil
 import statistics
 import sys
 import tempfile
-import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -55,7 +54,6 @@ from typing import Any
 from urllib.parse import quote
 
 import httpx
-import uvicorn
 
 from run_info import CPUS, clock, git_state, machine, write_results
 from stratamem.embed.registry import get_embedder
@@ -66,8 +64,9 @@ from stratamem.server.inspector import views
 from stratamem.server.service import Service, ServiceContext
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "tests" / "browser"))
+sys.path[:0] = [str(ROOT / "tests" / sub) for sub in ("browser", "server", "")]
 import browsing  # noqa: E402  (the browser tests' own driver module)
+import serving  # noqa: E402  (the tests' live server)
 
 DATA = ROOT.parent / "shared" / "data"
 RESULTS = ROOT / "benchmarks" / "results"
@@ -78,30 +77,11 @@ VARIANTS = ("page", "api", "operation", "browser")
 # -- the server --------------------------------------------------------------------------------
 
 
-class _Server(uvicorn.Server):
-    def __init__(self, config: uvicorn.Config) -> None:
-        super().__init__(config)
-        self.ready = threading.Event()
-
-    async def startup(self, sockets: Any = None) -> None:
-        await super().startup(sockets)
-        self.ready.set()
-
-
 @contextmanager
 def served(service: Service) -> Iterator[str]:
-    app = create_app(service, tokens_required=False, access_log=None)
-    server = _Server(uvicorn.Config(app, host="127.0.0.1", port=0, log_level="warning"))
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    try:
-        if not server.ready.wait(600):
-            raise RuntimeError("the server did not start in 600 s")
-        port = server.servers[0].sockets[0].getsockname()[1]
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        server.should_exit = True
-        thread.join(600)
+    """The owner's server over ``service`` on a free loopback port, as the tests serve it."""
+    with serving.live(create_app(service, tokens_required=False, access_log=None)) as base:
+        yield base
 
 
 # -- one query, four ways ----------------------------------------------------------------------
