@@ -299,20 +299,50 @@ def xss_fired(page: Any) -> bool:
     return bool(page.execute_script("return Boolean(window.__xss)"))
 
 
+# What chromedriver answers when the page it was asked about is being replaced under it (a
+# click that navigates, or a check on an element of the page being left): the page moved on.
+_PAGE_LEFT = "does not belong to the document"
+
+
+def click_away(page: Any, target: Any, gone: Any | None = None, *, patience_s: float) -> None:
+    """``target`` clicked, and the wait until ``gone`` (default: ``target``) has left the page:
+    a new page loaded, or the part htmx swapped replaced. Where the driver loses track of the
+    element while the page is replaced, that is the page having moved on, not an error."""
+    from selenium.common.exceptions import WebDriverException
+    from selenium.webdriver.support.expected_conditions import staleness_of
+    from selenium.webdriver.support.wait import WebDriverWait
+
+    stale = target if gone is None else gone
+    try:
+        target.click()
+    except WebDriverException as exc:
+        if _PAGE_LEFT not in str(exc):
+            raise
+    gone_yet = staleness_of(stale)
+
+    def left(driver: Any) -> bool:
+        try:
+            return bool(gone_yet(driver))
+        except WebDriverException as exc:
+            if _PAGE_LEFT in str(exc):
+                return True
+            raise
+
+    WebDriverWait(page, patience_s).until(left)
+
+
 def log_in(page: Any, base_url: str, token: str, *, patience_s: float = 600.0) -> None:
     """Log ``page`` in at ``base_url``/login: the token typed into the form's ``#token``, the
     form sent with its submit button (a click, so it works with script off too), and the wait
     until the browser has left the form's page. Where it is shown again (a refused token), the
     assertion says what it said."""
     from selenium.webdriver.common.by import By
-    from selenium.webdriver.support import expected_conditions
-    from selenium.webdriver.support.wait import WebDriverWait
 
     page.get(f"{base_url}/login")
     field = page.find_element(By.ID, "token")
     field.send_keys(token)
-    field.find_element(By.XPATH, "ancestor::form//button[@type='submit']").click()
-    WebDriverWait(page, patience_s).until(expected_conditions.staleness_of(field))
+    button = field.find_element(By.XPATH, "ancestor::form//button[@type='submit']")
+    click_away(page, button, field, patience_s=patience_s)
     if urlsplit(page.current_url).path == "/login":  # the form again, or an error answered
         alerts = page.find_elements(By.CSS_SELECTOR, "[role=alert]")
         said = alerts[0].text if alerts else page.find_element(By.TAG_NAME, "body").text

@@ -31,7 +31,6 @@ import browsing
 import pytest
 from browsing import LOCKED_CANARY, XSS_PAYLOADS, Served
 from selenium.webdriver.common.by import By
-from selenium.webdriver.support.expected_conditions import staleness_of
 from selenium.webdriver.support.wait import WebDriverWait
 from serving import live
 
@@ -157,11 +156,7 @@ def _path(page: Any) -> str:
 
 
 def _click(page: Any, target: Any, gone: Any | None = None) -> None:
-    """``target`` clicked, and the wait until ``gone`` (default: ``target``) has left the page:
-    a new page loaded, or the part htmx swapped replaced."""
-    stale = target if gone is None else gone
-    target.click()
-    WebDriverWait(page, PATIENCE_S).until(staleness_of(stale))
+    browsing.click_away(page, target, gone, patience_s=PATIENCE_S)
 
 
 def _one(page: Any, css: str) -> Any:

@@ -2,14 +2,16 @@
 
 Against the session's real server: a server that is not there, a wrong password, pgvector not
 enabled for a role that may not enable it, a connection the server drops between statements
-and inside a transaction (what a restart or a failover does to a client), and a schema from a
-newer stratamem.
+and inside a transaction (what a restart or a failover does to a client), a process forked
+with a store open, and a schema from a newer stratamem.
 """
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -136,6 +138,44 @@ def test_a_connection_dropped_inside_a_write_is_an_error_and_writes_nothing(
         # The store carries on, on a new connection, and holds neither row.
         assert store.get_setting("half.written") is None
         assert store.get_setting("second") is None
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")
+def test_a_forked_child_reads_on_a_session_of_its_own(postgres_url: str) -> None:
+    with stratamem.open(postgres_url) as memory:
+        memory.ingest(NOTES)
+        store = memory.store
+        assert isinstance(store, PostgresStore)
+        ours = store.conn.execute("SELECT pg_backend_pid()").fetchone()[0]
+        before = [h.node_id for h in memory.search("release", mode="keyword").hits]
+        assert before
+        # The parent holds a snapshot across the fork: on a shared session the child's reads
+        # would run inside it, and the statements the driver prepares would collide.
+        with store.read_snapshot():
+            pid = os.fork()
+            if pid == 0:
+                code = 1
+                try:
+                    theirs = store.conn.execute("SELECT pg_backend_pid()").fetchone()[0]
+                    found = [
+                        [h.node_id for h in memory.search("release", mode="keyword").hits]
+                        for _ in range(8)  # past the driver's count for preparing a statement
+                    ]
+                    code = 0 if theirs != ours and all(f == before for f in found) else 1
+                finally:
+                    os._exit(code)
+            deadline = time.monotonic() + PATIENCE_S
+            while (done := os.waitpid(pid, os.WNOHANG))[0] == 0 and time.monotonic() < deadline:
+                time.sleep(0.05)
+            if done[0] == 0:
+                os.kill(pid, 9)
+                os.waitpid(pid, 0)
+                pytest.fail("the child's reads never finished")
+            assert os.waitstatus_to_exitcode(done[1]) == 0
+            assert store.conn.in_transaction  # the parent's snapshot is still its own
+            assert store.conn.execute("SELECT pg_backend_pid()").fetchone()[0] == ours
+        for _ in range(8):
+            assert [h.node_id for h in memory.search("release", mode="keyword").hits] == before
 
 
 def test_a_schema_from_a_newer_stratamem_is_refused(

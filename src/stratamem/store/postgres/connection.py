@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import functools
 import itertools
+import os
 import re
 import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -120,10 +121,21 @@ class PgConnection:
         self.total_changes = 0
         self.lock = threading.RLock()
         self._trace: Callable[[str], object] | None = None
+        self._pid = os.getpid()
+
+    def _own(self) -> None:
+        """In a process forked after the connection was made, a connection of its own: the
+        parent's session is the parent's (two processes speaking on one socket interleave
+        their statements and transactions), so the child leaves it untouched and unclosed
+        (psycopg never ends a session from a process other than the one that opened it)."""
+        if self._pid != os.getpid():
+            self.raw = connect(self.location, application=self.application).raw
+            self._pid = os.getpid()
 
     @property
     def in_transaction(self) -> bool:
         """Whether a transaction is open (a lost connection holds none: it was rolled back)."""
+        self._own()
         return self.raw.info.transaction_status not in (
             pq.TransactionStatus.IDLE,
             pq.TransactionStatus.UNKNOWN,
@@ -207,15 +219,19 @@ class PgConnection:
     def command(self, sql: bytes) -> psycopg.Cursor[Any]:
         """Run ``sql`` as written for PostgreSQL (no parameters, several statements allowed):
         transaction control and settings. Outside a transaction a lost connection is made
-        again first, so a ``BEGIN`` after a server restart starts on a live one."""
-        return self._lost_safe(lambda: self.raw.execute(sql), retry=sql.startswith(b"BEGIN"))
+        again first, so a ``BEGIN`` after a server restart starts on a live one. These are
+        never prepared on the server: they are cheap to parse, and a ``COMMIT`` that failed
+        to prepare would leave its transaction open."""
+        return self._lost_safe(
+            lambda: self.raw.execute(sql, prepare=False), retry=sql.startswith(b"BEGIN")
+        )
 
     def _lost_safe(self, run: Callable[[], T], *, retry: bool) -> T:
         """``run()``, on a connection made again where the server dropped it (a restart, a
         failover, an idle timeout). Outside a transaction a read (``retry``) is run again on
         the new connection; anything else is a :class:`StoreError` saying what was lost,
         never a wrong answer."""
-        idle = not self.in_transaction
+        idle = not self.in_transaction  # (a forked child's connection is made here)
         if idle and (self.raw.closed or self.raw.broken):
             self._reconnect()
         try:
@@ -243,7 +259,8 @@ class PgConnection:
         self.raw = fresh.raw
 
     def close(self) -> None:
-        self.raw.close()
+        if self._pid == os.getpid():  # a forked child never ends its parent's session
+            self.raw.close()
 
 
 def _values(params: Sequence[Any] | dict[str, Any]) -> Any:

@@ -165,7 +165,11 @@ class PostgresStore(
             self._memo = None
             self._reading = False
             if self.conn.in_transaction:
-                self.conn.command(b"COMMIT")
+                try:
+                    self.conn.command(b"COMMIT")
+                finally:
+                    if self.conn.in_transaction:  # the COMMIT never ran: end it all the same
+                        self.conn.command(b"ROLLBACK")
 
     @contextmanager
     def rebuildable_writes(self) -> Iterator[None]:
