@@ -3,8 +3,8 @@ the same command converges to the result of an uninterrupted run.
 
 Input: a generated JSON Lines chat log (``--lines`` lines, seeded, three channels, so three
 sources). The commands run as real subprocesses on a temporary ``--db``, chained so each
-starts from the state the previous one leaves: ``ingest`` (into an empty store; it seals the
-trees that are due), ``flush`` (seals the partial buffers), ``embed`` (chunk and summary
+starts from the state the previous one leaves: ``ingest --no-embed`` (into an empty store; it
+seals the trees that are due), ``flush`` (seals the partial buffers), ``embed`` (chunk and summary
 vectors), ``forget`` (one of the three sources). ``stratamem`` has no option to pick the
 embedder, so ``embed`` runs the same CLI entry point from a launcher that binds the default
 embedder name to the built-in ``hashing`` embedder; the bundled MiniLM takes 15-25 s for 49
@@ -21,7 +21,8 @@ SIGKILL the group at a moment drawn uniformly from [0, T) (a seeded RNG), and ch
   after, per source: the source row and its chunks (ingest writes each source in one
   transaction), and for ``forget`` everything of the source (row, chunks, vectors,
   summaries). What is committed in steps by design (a summary per transaction while
-  sealing, a batch of vectors per transaction while embedding) must lie between: every
+  sealing, a batch of vectors per transaction while embedding, which ``ingest`` does after
+  its sources are written) must lie between: every
   id present before and after is present, and every id present is one of the before or
   after ids;
 * then the same command is run again to its end, and the store must equal the after store.
@@ -123,8 +124,8 @@ def write_jsonl(path: Path, lines: int, seed: int) -> None:
 
 
 def argv_for(command: str, db: Path, jsonl: Path) -> list[str]:
-    if command == "ingest":
-        return [str(STRATAMEM), "--db", str(db), "ingest", str(jsonl), "--quiet", "--json"]
+    if command == "ingest":  # its vectors are the next step's: `embed`
+        return [str(STRATAMEM), "--db", str(db), "ingest", str(jsonl), "--no-embed", "--quiet"]
     if command == "flush":
         return [str(STRATAMEM), "--db", str(db), "flush", "--json"]
     if command == "embed":
@@ -232,13 +233,13 @@ def integrity(db: Path) -> tuple[bool, bool, str]:
 # Which parts of a source are written in one transaction by each command (the rest is
 # committed step by step and only has to lie between before and after).
 ATOMIC: dict[str, tuple[str, ...]] = {
-    "ingest": ("row", "chunks", "vectors"),
+    "ingest": ("row", "chunks"),
     "flush": ("row", "chunks", "vectors"),
     "embed": ("row", "chunks", "summaries"),
     "forget": ("row", "chunks", "vectors", "summaries"),
 }
 STEPPED: dict[str, tuple[str, ...]] = {
-    "ingest": ("summaries",),
+    "ingest": ("summaries", "vectors"),
     "flush": ("summaries",),
     "embed": ("vectors",),
     "forget": (),
@@ -389,7 +390,7 @@ def markdown(result: dict[str, Any]) -> str:
         "",
         f"Input: a generated JSON Lines chat log of {result['lines']:,} lines in three "
         f"channels (seed {result['seed']}): {result['chunks']:,} chunks. Commands chained on "
-        "one temporary store: ingest (empty store) → flush → embed → forget "
+        "one temporary store: ingest `--no-embed` (empty store) → flush → embed → forget "
         f"`{FORGET_SCOPE}`. `embed` ran the CLI entry point with the default embedder name "
         "bound to the built-in `hashing` embedder (the CLI has no option to choose one; the "
         "bundled MiniLM is too slow here for hundreds of runs). Kill moments are drawn "

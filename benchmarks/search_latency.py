@@ -325,7 +325,8 @@ class Stages:
     stage's time leaves out the wrapped stages it calls), by wrapping the functions it calls;
     ``total`` is the whole search. The query's embedding, on its own thread, is its own row."""
 
-    def __init__(self) -> None:
+    def __init__(self, stages: list[tuple[object, str, str]] | None = None) -> None:
+        self.stages = STAGES if stages is None else stages
         self.current: dict[str, float] = {}
         self.rows: list[dict[str, float]] = []
         self._undo: list[tuple[object, str, object]] = []
@@ -356,7 +357,7 @@ class Stages:
         setattr(owner, name, timed)
 
     def __enter__(self) -> Stages:
-        for owner, name, stage in STAGES:
+        for owner, name, stage in self.stages:
             self.wrap(owner, name, stage)
         return self
 
