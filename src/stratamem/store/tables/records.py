@@ -179,13 +179,24 @@ class RecordTables:
 
     def renumber_chunks(self, source_id: str) -> int:
         d = self.dialect
+        # The records' sort keys are read once, from the index that holds them: looking a
+        # record up per chunk would read its whole row each time (SQLite loads an overflowing
+        # key-ordered row whole to compare it), which made a long record's chunks quadratic.
+        sort_keys: dict[str, str] = dict(
+            self.conn.execute(
+                f"SELECT key, sort_key FROM records WHERE source_id = {d.p}", (source_id,)
+            ).fetchall()
+        )
         rows = self.conn.execute(
-            f"""SELECT c.id, c.seq, c.ts_start, r.sort_key, c.record_key, c.meta FROM chunks c
-               LEFT JOIN records r ON r.source_id = c.source_id AND r.key = c.record_key
-               WHERE c.source_id = {d.p}""",
+            f"SELECT id, seq, ts_start, record_key, meta FROM chunks WHERE source_id = {d.p}",
             (source_id,),
         ).fetchall()
-        rows.sort(key=lambda r: (r[2] is None, r[2] or 0, r[3] or "", r[4] or r[0], _part(r[5])))
+
+        def order(r: Any) -> tuple[Any, ...]:
+            key = r[3]
+            return (r[2] is None, r[2] or 0, sort_keys.get(key) or "", key or r[0], _part(r[4]))
+
+        rows.sort(key=order)
         moved = [(seq, row[0]) for seq, row in enumerate(rows) if row[1] != seq]
         self.conn.executemany(f"UPDATE chunks SET seq = {d.p} WHERE id = {d.p}", moved)
         return len(moved)
