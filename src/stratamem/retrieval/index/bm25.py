@@ -390,6 +390,9 @@ def _floor(scores: Scores, k: int, total: int) -> float:
     if k <= 0 or total <= SAMPLE_STEP * k:
         return smallest
     sample = scores[::SAMPLE_STEP]
+    # Only the matches: a partition among a sample that is mostly zeros (the documents that
+    # match nothing, most of a large index) degrades towards quadratic.
+    sample = sample[sample > 0.0]
     if len(sample) <= k:
         return smallest
     bound = float(np.partition(sample, len(sample) - k)[len(sample) - k])
