@@ -22,6 +22,7 @@ from suite import (
     pytest_runtest_protocol,
     pytest_sessionfinish,
     pytest_sessionstart,
+    scratch_database,
 )
 
 __all__ = [
@@ -82,9 +83,9 @@ def postgres_server() -> Iterator[PostgresServer]:
 
 
 @pytest.fixture
-def postgres_url(postgres_server: PostgresServer) -> str:
+def postgres_url(request: pytest.FixtureRequest) -> str:
     """A new, empty database on the session's server."""
-    return postgres_server.new_database()
+    return scratch_database(request)
 
 
 @pytest.fixture(params=BACKENDS)
@@ -92,8 +93,7 @@ def store_location(request: pytest.FixtureRequest, tmp_path: Path) -> str:
     """Where a new store goes, once per backend: a SQLite file, then a PostgreSQL database."""
     if request.param == "sqlite":
         return str(tmp_path / "test.db")
-    server: PostgresServer = request.getfixturevalue("postgres_server")
-    return server.new_database()
+    return scratch_database(request)
 
 
 @pytest.fixture(scope="module", params=BACKENDS)
@@ -103,8 +103,7 @@ def module_location(
     """Where a store shared by a module's tests goes, once per backend."""
     if request.param == "sqlite":
         return str(tmp_path_factory.mktemp("module") / "shared.db")
-    server: PostgresServer = request.getfixturevalue("postgres_server")
-    return server.new_database()
+    return scratch_database(request)
 
 
 @pytest.fixture(autouse=True, scope="session")

@@ -65,6 +65,17 @@ class Deadline(BaseException):
     under test swallows it."""
 
 
+def scratch_database(request: pytest.FixtureRequest, copy_of: str | None = None) -> str:
+    """A new database on the session's PostgreSQL server (a copy of the one at ``copy_of``
+    when given), dropped when whatever asked for it ends: the test, or a fixture of a wider
+    scope whose ``request`` this is. Each database holds megabytes on disk; a run keeping
+    all of them (thousands) fills a small disk."""
+    server = request.getfixturevalue("postgres_server")
+    url = str(server.new_database() if copy_of is None else server.copy_database(copy_of))
+    request.addfinalizer(lambda: server.drop_database(url))
+    return url
+
+
 @contextmanager
 def deadline(seconds: float) -> Iterator[None]:
     """Raise :class:`Deadline` into the block if it has not returned after ``seconds`` (an

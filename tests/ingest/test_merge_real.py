@@ -19,7 +19,7 @@ import pytest
 
 import stratamem
 from stratamem.ingest.pipeline import IngestReport
-from suite import BACKENDS
+from suite import BACKENDS, scratch_database
 
 pytestmark = pytest.mark.slow
 
@@ -171,7 +171,7 @@ def empty_store(request: pytest.FixtureRequest, backend: str) -> str:
     syncs to disk would double the time), a new database on PostgreSQL."""
     if backend == "sqlite":
         return ":memory:"
-    return str(request.getfixturevalue("postgres_server").new_database())
+    return scratch_database(request)
 
 
 @pytest.fixture(

@@ -10,8 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from stratamem.store.postgres.server import PostgresServer
-from suite import BACKENDS
+from suite import BACKENDS, scratch_database
 
 
 @pytest.fixture
@@ -20,5 +19,4 @@ def both_backends(tmp_path: Path, request: pytest.FixtureRequest) -> tuple[str, 
     the same documents on both and compares them."""
     if "postgresql" not in BACKENDS or "sqlite" not in BACKENDS:
         pytest.skip("compares the two backends: needs both")
-    server: PostgresServer = request.getfixturevalue("postgres_server")
-    return str(tmp_path / "store.db"), server.new_database()
+    return str(tmp_path / "store.db"), scratch_database(request)

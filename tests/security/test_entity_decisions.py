@@ -23,7 +23,7 @@ from serving import live
 import stratamem
 from stratamem.server.http import create_app
 from stratamem.server.service import Service
-from suite import PATIENCE_S
+from suite import PATIENCE_S, scratch_database
 
 A, B = "person:ann", "person:ann lee"
 LEAVE_OUT = {"made_at", "undone_at", "id"}
@@ -83,7 +83,7 @@ def pair(
     if store_location.endswith(".db"):
         reduced = str(tmp_path / "reduced.db")
     else:
-        reduced = request.getfixturevalue("postgres_server").new_database()
+        reduced = scratch_database(request)
     with _served(store_location, hidden=True) as full, _served(reduced, hidden=False) as less:
         yield full, less
 

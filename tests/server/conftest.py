@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from suite import BACKENDS
+from suite import BACKENDS, scratch_database
 
 
 @pytest.fixture(scope="module", params=BACKENDS)
@@ -21,8 +21,7 @@ def served_location(
     """Where a module's store goes: a SQLite file, then a new PostgreSQL database."""
     if request.param == "sqlite":
         return str(tmp_path_factory.mktemp("served") / "served.db")
-    server = request.getfixturevalue("postgres_server")
-    return str(server.new_database())
+    return scratch_database(request)
 
 
 @pytest.fixture
@@ -30,5 +29,4 @@ def another_location(request: pytest.FixtureRequest, served_location: str, tmp_p
     """A new, empty store beside the module's, on the same backend."""
     if "://" not in served_location:
         return str(tmp_path / "another.db")
-    server = request.getfixturevalue("postgres_server")
-    return str(server.new_database())
+    return scratch_database(request)

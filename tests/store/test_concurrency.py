@@ -22,7 +22,7 @@ import pytest
 from stratamem.plugins import open_store
 from stratamem.store.postgres import connection as postgres
 from stratamem.store.sqlite import connection as sqlite
-from suite import PATIENCE_S
+from suite import PATIENCE_S, scratch_database
 
 pytestmark = pytest.mark.slow
 
@@ -223,10 +223,7 @@ def test_two_processes_create_the_same_new_store(
     trials = 60
     for trial in range(trials):
         # A database with no schema yet, or no file: both processes create it.
-        if postgres:
-            db = request.getfixturevalue("postgres_server").new_database()
-        else:
-            db = str(tmp_path / f"new-{trial}.db")
+        db = scratch_database(request) if postgres else str(tmp_path / f"new-{trial}.db")
         results = pair.round([("open", db, "")], [("open", db, "")])
         for result in results:
             _ok(result)

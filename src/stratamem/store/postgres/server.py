@@ -35,7 +35,9 @@ class PostgresServer:
         ``fsync`` and full-page writes: commits, new databases and the shutdown do not wait
         for the disk, and a crash of the server, never of a client, may lose what it held. It
         turns off autovacuum too: its ANALYZE commits at moments nobody chose, and a commit
-        anywhere on the server moves every store's write state (what a test compares)."""
+        anywhere on the server moves every store's write state (what a test compares). And it
+        keeps the write-ahead log small: each new database is written to it whole (megabytes),
+        and a test run creating thousands would otherwise hold a gigabyte of it."""
         os.environ.setdefault("XDG_RUNTIME_DIR", tempfile.gettempdir())
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
@@ -53,6 +55,8 @@ class PostgresServer:
             made.psql("ALTER SYSTEM SET full_page_writes = off")
             made.psql("ALTER SYSTEM SET synchronous_commit = off")
             made.psql("ALTER SYSTEM SET autovacuum = off")
+            made.psql("ALTER SYSTEM SET max_wal_size = '64MB'")
+            made.psql("ALTER SYSTEM SET min_wal_size = '32MB'")
             made.psql("SELECT pg_reload_conf()")
         return made
 
