@@ -31,12 +31,17 @@ def templates() -> dict[bool, str]:
 
 @pytest.fixture
 def location(
-    templates: dict[bool, str], store_location: str, locations: Any, tmp_path: Path
+    templates: dict[bool, str],
+    store_location: str,
+    locations: Any,
+    tmp_path: Path,
+    tmp_path_factory: pytest.TempPathFactory,
 ) -> str:
-    """A copy of the example store, on the backend under test."""
+    """A copy of the example store, on the backend under test (the example store outlives
+    the test that made it, so not in that test's folder, which goes when it passes)."""
     postgres = locations.is_postgres(store_location)
     if postgres not in templates:
-        template = locations.new(store_location, tmp_path, "template")
+        template = locations.new(store_location, tmp_path_factory.mktemp("template"), "template")
         with stratamem.open(template, embedder=None) as memory:
             memory.ingest(EXAMPLES / "slack-export", parallel=False)
             memory.ingest(EXAMPLES / "notes", parallel=False)
