@@ -19,7 +19,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import statistics
 import subprocess
 import sys
 from datetime import UTC, datetime
@@ -27,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from run_info import git_state, machine
+from search_latency import summary
 from stratamem.eval import load_dataset
 
 RESULTS = Path(__file__).resolve().parent / "results"
@@ -76,15 +76,6 @@ def parse(spec: str) -> tuple[str, Path, str]:
     label, _, rest = spec.partition("=")
     checkout, _, store = rest.partition(":")
     return label, Path(checkout).resolve(), store
-
-
-def summary(values: list[float]) -> dict[str, float]:
-    ordered = sorted(values)
-    return {
-        "p50_ms": round(statistics.median(ordered), 2),
-        "p95_ms": round(ordered[int(0.95 * (len(ordered) - 1))], 2),
-        "mean_ms": round(statistics.fmean(ordered), 2),
-    }
 
 
 def main() -> None:
