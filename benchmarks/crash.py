@@ -164,7 +164,8 @@ def digest(db: Path) -> dict[str, Any]:
             "sources": _rows(conn, "SELECT id, scope, kind FROM sources"),
             "chunks": _rows(
                 conn,
-                "SELECT id, source_id, seq, content_sha256, parent_summary_id FROM chunks",
+                """SELECT c.id, c.source_id, c.seq, c.content_sha256, s.id FROM chunks c
+                   LEFT JOIN summaries s ON s.rowid = c.parent_summary""",
             ),
             "summaries": _rows(
                 conn,

@@ -208,6 +208,9 @@ def test_a_reused_summary_rowid_does_not_stop_an_unlock(
         newest = "SELECT source_id FROM summaries ORDER BY rowid DESC LIMIT 1"
         assert conn.execute(newest).fetchone()[0] == SECRET_ID
         secret = source_dump(conn)
+        chunk_ids = [row[1] for row in secret["chunks"]]
+        parents = mem.store.trees.parents_of_chunks(chunk_ids)
+        assert len(parents) == len(chunk_ids)
         mem.locks.lock(SECRET, passphrase=PASSPHRASE)
         mem.ingest(public, trees=False)
         mem.trees.flush()
@@ -224,6 +227,12 @@ def test_a_reused_summary_rowid_does_not_stop_an_unlock(
         assert [row[1:] for row in sorted(after.pop("summaries"))] == [
             row[1:] for row in sorted(secret.pop("summaries"))
         ]
+        # Each chunk names its summary by the summary's new rowid.
+        assert mem.store.trees.parents_of_chunks(chunk_ids) == parents
+        columns = [c[0] for c in conn.execute("SELECT * FROM chunks LIMIT 0").description]
+        rowid_at = columns.index("parent_summary")
+        for dump in (after, secret):
+            dump["chunks"] = [row[:rowid_at] + row[rowid_at + 1 :] for row in dump["chunks"]]
         # Ranks moved with the other source's rows, which the full-text statistics count.
         ranked = [name for name in secret if name.startswith("match:")]
         assert after == secret | {name: after[name] for name in ranked}

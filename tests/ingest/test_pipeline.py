@@ -375,6 +375,70 @@ def test_memory_stays_flat_as_the_mailbox_grows(
     assert growth_mb < 40, peaks
 
 
+def test_a_pair_no_chunk_mentions_together_any_more_leaves_no_edge(
+    tmp_memory: stratamem.Memory, tmp_path: Path
+) -> None:
+    """Changing the one note that named two entities together takes their edge back to
+    nothing, and the edge goes; the other source's same pair stays."""
+    path = tmp_path / "team.jsonl"
+    rows = [
+        {"id": "n1", "text": "Alice Chen met @bob about Redis", "source": "team"},
+        {"id": "n2", "text": "Alice Chen wrote the Redis notes", "source": "team"},
+        {"id": "o1", "text": "Alice Chen met @bob again", "source": "other"},
+    ]
+    tmp_memory.ingest(write_jsonl(path, rows))
+
+    def pairs(source: str) -> set[tuple[str, str]]:
+        return {
+            (r[0], r[1])
+            for r in tmp_memory.store.conn.execute(
+                "SELECT e.a, e.b FROM entity_edges e JOIN sources s ON s.id = e.source_id"
+                f" WHERE s.scope = {tmp_memory.store.dialect.p}",
+                (source,),
+            )
+        }
+
+    before = pairs("jsonl:team")
+    assert any("bob" in a + b for a, b in before)
+    rows[0] = {"id": "n1", "text": "Alice Chen met about Redis", "source": "team"}
+    tmp_memory.ingest(write_jsonl(path, rows))
+    after = pairs("jsonl:team")
+    gone = before - after
+    assert gone
+    assert all("bob" in a + b for a, b in gone)
+    assert all(w > 0 for (w,) in tmp_memory.store.conn.execute("SELECT weight FROM entity_edges"))
+    assert pairs("jsonl:other") & gone == gone
+
+
+def test_a_retired_summary_s_entity_rows_go_with_it(
+    tmp_memory: stratamem.Memory, tmp_path: Path
+) -> None:
+    """The entity rows of summaries are those of the live summaries, each as its row lists
+    them, after an edit retires the summary over the edited note."""
+    path = tmp_path / "team.jsonl"
+    rows = [
+        {"id": f"n{i}", "text": f"Alice Chen met @bob{i % 4} about Redis #q{i}", "source": "team"}
+        for i in range(60)
+    ]
+    tmp_memory.ingest(write_jsonl(path, rows))
+    tmp_memory.trees.flush()
+    conn = tmp_memory.store.conn
+    rows[3] = {**rows[3], "text": "Dana Scully met @mulder about Postgres"}
+    tmp_memory.ingest(write_jsonl(path, rows))
+    tmp_memory.trees.flush()
+    assert conn.execute("SELECT count(*) FROM summaries WHERE deleted = 1").fetchone()[0]
+    found = {tuple(r) for r in conn.execute("SELECT entity_id, summary_id FROM summary_entities")}
+    expected = {
+        (entity, summary)
+        for summary, entities in conn.execute(
+            "SELECT id, entities FROM summaries WHERE deleted = 0"
+        )
+        for entity in json.loads(entities)
+    }
+    assert expected
+    assert found == expected
+
+
 def test_edges_kept_up_to_date_equal_a_rebuild(
     tmp_memory: stratamem.Memory, tmp_path: Path
 ) -> None:

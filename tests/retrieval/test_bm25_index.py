@@ -686,7 +686,7 @@ def test_frequencies_are_saved_as_whole_counts_and_read_back_exactly(
     tiny: stratamem.Memory,
 ) -> None:
     """With the title weighing 0.6, every frequency is a whole number of fifths: the file
-    keeps each in two bytes and reads back the very float32 the index held."""
+    keeps each in one byte and reads back the very float32 the index held."""
     index = sparse(tiny, persist_min_docs=0)
     index.search(["cat"], Filters(), 10)
     held = index._index
@@ -698,9 +698,62 @@ def test_frequencies_are_saved_as_whole_counts_and_read_back_exactly(
     data = path.read_bytes()
     header = json.loads(data[12 : 12 + int.from_bytes(data[8:12], "little")])
     assert header["freq_scale"] == 5
+    assert (header["freq_width"], header["freq_overflow"]) == (1, 0)
     read, _ = bm25_file.read_file(path, tiny.store.keyword_schema(), store_id=tiny.store.store_id())
     assert read.freq.dtype == np.float32
     assert np.array_equal(read.freq, held.freq)
+
+
+@pytest.mark.parametrize(("repeats", "width", "overflow"), [(60, 1, 1), (1, 1, 0)])
+def test_a_count_too_big_for_a_byte_is_listed_apart_and_read_back_exactly(
+    store_location: str, tmp_path: Path, repeats: int, width: int, overflow: int
+) -> None:
+    """A word 60 times in a text is a count of 300 fifths: the byte holds 255 and the count
+    is listed apart; every frequency reads back as the index held it."""
+    words = " ".join(f"word{i}" for i in range(200))
+    docs = [(f"{words} {'again ' * repeats}", "long"), *[(f"cat {i}", f"t{i}") for i in range(5)]]
+    with stratamem.open(store_location, embedder=None) as mem:
+        mem.ingest(write_docs(tmp_path / "docs.jsonl", docs))
+        index = sparse(mem, persist_min_docs=0)
+        index.search(["again"], Filters(), 10)
+        held = index._index
+        assert held is not None
+        index.saver.flush()
+        path = index.index_path()
+        assert path is not None
+        data = path.read_bytes()
+        header = json.loads(data[12 : 12 + int.from_bytes(data[8:12], "little")])
+        assert (header["freq_width"], header["freq_overflow"]) == (width, overflow)
+        read, _ = bm25_file.read_file(
+            path, mem.store.keyword_schema(), store_id=mem.store.store_id()
+        )
+        assert np.array_equal(read.freq, held.freq)
+        assert (float(held.freq.max()) == 60.0) == (repeats == 60)
+
+
+@pytest.mark.parametrize(
+    ("counts", "width", "listed"),
+    [
+        ([1, 5, 254] * 30, 1, []),
+        ([1, 5, 255] + [3] * 200, 1, [2]),
+        ([300, 7, 65535] + [3] * 200, 1, [0, 2]),
+        ([300, 256, 255] + [3] * 100, 2, []),  # more than one count in 64 too big: two bytes
+    ],
+)
+def test_counts_go_in_a_byte_while_few_are_too_big(
+    counts: list[int], width: int, listed: list[int]
+) -> None:
+    given = np.asarray(counts, dtype=np.uint16)
+    found, written, at, big = bm25_file._narrowed(5, given)
+    assert found == width
+    assert at.tolist() == listed
+    assert big.tolist() == [counts[i] for i in listed]
+    if width == 1:
+        assert int(written.max()) <= 255
+        restored = written.astype(np.int64)
+        restored[at] = big
+        assert restored.tolist() == counts
+    assert bm25_file._narrowed(0, given)[0] == 4
 
 
 @pytest.mark.parametrize(

@@ -351,7 +351,7 @@ def test_fetch_leaves_caps_keeps_order_and_skips_missing(memory: stratamem.Memor
 
 def test_leaves_carry_their_tree_once_sealed(memory: stratamem.Memory) -> None:
     sealed = memory.store.conn.execute(
-        "SELECT id FROM chunks WHERE parent_summary_id IS NOT NULL LIMIT 1"
+        "SELECT id FROM chunks WHERE parent_summary IS NOT NULL LIMIT 1"
     ).fetchone()[0]
     hit = memory.fetch_leaves([sealed])[0]
     assert hit.tree_id.startswith("tree_")

@@ -67,6 +67,42 @@ def test_items_of_a_store_from_before_item_versions_begin_their_history_at_their
         assert mem.get("oncall").content == "Carol leads on-call"
 
 
+def test_chunks_of_a_store_from_before_integer_back_links_keep_their_summaries(
+    store_location: str, request: pytest.FixtureRequest, tmp_path: Path
+) -> None:
+    """A store whose chunks named their summary by its id (SQLite before migration 21,
+    PostgreSQL before 9) comes back with each chunk under the same summary."""
+    notes = tmp_path / "notes.jsonl"
+    notes.write_text(
+        "".join(
+            json.dumps({"id": f"n{i}", "text": f"note {i} on the roadmap " * 30, "source": "n"})
+            + "\n"
+            for i in range(40)
+        )
+    )
+    with stratamem.open(store_location, embedder=None) as mem:
+        mem.ingest(notes)
+        mem.trees.flush()
+        ids = [row[0] for row in mem.store.conn.execute("SELECT id FROM chunks")]
+        parents = mem.store.trees.parents_of_chunks(ids)
+    assert parents
+    back = """UPDATE chunks SET parent_summary_id = (
+            SELECT s.id FROM summaries s WHERE s.rowid = chunks.parent_summary);
+        DROP INDEX chunks_parent;
+        ALTER TABLE chunks DROP COLUMN parent_summary;
+        CREATE INDEX chunks_parent ON chunks(parent_summary_id);"""
+    if _postgres(store_location):
+        database = store_location.split("?", 1)[0].rsplit("/", 1)[1]
+        server: Any = request.getfixturevalue("postgres_server")
+        server.psql(f"{back} UPDATE stratamem_schema SET version = 8;", database)
+    else:
+        conn = sqlite3.connect(store_location)
+        conn.executescript(f"{back} PRAGMA user_version = 20;")
+        conn.close()
+    with stratamem.open(store_location, embedder=None) as mem:
+        assert mem.store.trees.parents_of_chunks(ids) == parents
+
+
 def test_transaction_rolls_back_on_error(store_location: str) -> None:
     def add_then_fail(store: Any, scope: str) -> None:
         with store.transaction():
@@ -155,6 +191,34 @@ def test_pending_chunks_and_their_vectors_are_typed(store_location: str, tmp_pat
         assert unpack_vectors([b"\x00\x3c", blob], 1).tolist() == [[1.0], [1.0]]
         with pytest.raises(StoreError, match="a stored vector has 3 bytes; 1 values take 2"):
             unpack_vectors([b"\x00\x3c", b"abc"], 1)
+
+
+def test_vectors_made_before_are_found_by_their_whole_digest_and_model(
+    store_location: str, tmp_path: Path
+) -> None:
+    """The index holds a digest's first 16 characters: rows that share them, or that another
+    model made, are not taken for the one asked for."""
+    from stratamem.store.vectors import ChunkVector
+
+    with _ingest(store_location, tmp_path, ["first text", "second text"]) as mem:
+        store = mem.store
+        first, second = store.pending_embeddings("m", 10)
+        twin = first.content_sha256[:16] + "f" * 48  # same prefix, another digest
+        one, two = b"\x00\x00\x80\x3f", b"\x00\x00\x00\x40"  # 1.0 and 2.0
+        with store.transaction():
+            store.insert_vectors(
+                [
+                    ChunkVector(first.id, "m", first.source_id, 1, one, first.content_sha256),
+                    ChunkVector(second.id, "m", second.source_id, 1, two, twin),
+                    ChunkVector(second.id, "other", second.source_id, 1, two, first.content_sha256),
+                ]
+            )
+        assert store.cached_vectors("m", [first.content_sha256]) == {
+            first.content_sha256: b"\x00\x3c"
+        }
+        assert store.cached_vectors("m", [twin]) == {twin: b"\x00\x40"}
+        assert store.cached_vectors("other", [twin]) == {}
+        assert store.cached_vectors("m", ["0" * 64]) == {}
 
 
 def test_float32_vectors_of_an_older_store_and_new_float16_ones_serve_alike(

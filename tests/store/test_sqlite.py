@@ -74,6 +74,94 @@ def test_vectors_move_to_rowid_tables_where_each_keeps_its_page(tmp_path: Path) 
         )
 
 
+def test_vectors_made_before_are_indexed_by_a_prefix_of_their_digest(tmp_path: Path) -> None:
+    """Migration 20: the index the lookup of a content's earlier vector reads is of the first
+    16 hex digits of the digest, not of the model and the whole digest; the rows stay."""
+    path = tmp_path / "v19.db"
+    conn = database_at_version(path, 19)
+    conn.execute(
+        "INSERT INTO sources (id, scope, kind, platform, location, ingested_at)"
+        " VALUES ('s1', 'notes', 'document', 'files', '/n', 0)"
+    )
+    digests = {f"n{i}": f"{i:064x}" for i in range(50)}
+    conn.executemany(
+        "INSERT INTO embeddings VALUES (?, 'm', 's1', 1, x'003c', ?)", list(digests.items())
+    )
+    conn.commit()
+    conn.close()
+    with SQLiteStore(path) as store:
+        c = store.conn
+        assert dict(c.execute("SELECT node_id, content_sha256 FROM embeddings")) == digests
+        (sql,) = c.execute(
+            "SELECT sql FROM sqlite_master WHERE name = 'embeddings_hash'"
+        ).fetchone()
+        assert "substr(content_sha256, 1, 16)" in sql
+        assert "model" not in sql
+        wanted = [digests["n7"], digests["n42"]]
+        assert store.cached_vectors("m", wanted) == dict.fromkeys(wanted, b"\x00\x3c")
+        plan = " ".join(
+            row[3]
+            for row in c.execute(
+                "EXPLAIN QUERY PLAN SELECT vector FROM embeddings"
+                " WHERE substr(content_sha256, 1, 16) IN ('a', 'b')"
+            )
+        )
+        assert "USING INDEX embeddings_hash" in plan
+
+
+def test_chunks_name_their_summary_by_its_rowid_after_migration_21(tmp_path: Path) -> None:
+    """The summary id each chunk held becomes that summary's rowid; an id naming no summary
+    becomes NULL (the chunk goes back to its tree's buffer); the old column is left empty,
+    and the new one is indexed in its place."""
+    path = tmp_path / "v20.db"
+    conn = database_at_version(path, 20)
+    conn.execute(
+        "INSERT INTO sources (id, scope, kind, platform, location, ingested_at)"
+        " VALUES ('s1', 'notes', 'document', 'files', '/n', 0)"
+    )
+    conn.execute(
+        "INSERT INTO trees (id, scope, source_id, created_at) VALUES ('t1', 'notes', 's1', 0)"
+    )
+    for rowid, summary in ((7, "sum_a"), (9, "sum_b")):
+        conn.execute(
+            "INSERT INTO summaries (rowid, id, tree_id, source_id, level, child_ids, content,"
+            " token_count, sealed_at, summarizer, content_sha256)"
+            " VALUES (?, ?, 't1', 's1', 1, '[]', 'x', 1, 0, 'e', 'h')",
+            (rowid, summary),
+        )
+    parents = {"c0": "sum_a", "c1": "sum_b", "c2": "sum_b", "c3": None, "c4": "sum_gone"}
+    conn.executemany(
+        "INSERT INTO chunks (id, source_id, seq, content, token_count, content_sha256,"
+        " parent_summary_id) VALUES (?, 's1', ?, 'text', 1, 'h', ?)",
+        [(chunk, seq, parent) for seq, (chunk, parent) in enumerate(parents.items())],
+    )
+    conn.commit()
+    conn.close()
+    with SQLiteStore(path) as store:
+        c = store.conn
+        columns = {row[1] for row in c.execute("PRAGMA table_info(chunks)")}
+        assert "parent_summary" in columns
+        assert c.execute("SELECT count(parent_summary_id) FROM chunks").fetchone()[0] == 0
+        found = dict(c.execute("SELECT id, parent_summary FROM chunks").fetchall())
+        assert found == {"c0": 7, "c1": 9, "c2": 9, "c3": None, "c4": None}
+        assert store.trees.parents_of_chunks(list(parents)) == {
+            "c0": "sum_a",
+            "c1": "sum_b",
+            "c2": "sum_b",
+        }
+        (sql,) = c.execute("SELECT sql FROM sqlite_master WHERE name = 'chunks_parent'").fetchone()
+        assert "parent_summary)" in sql
+
+
+def test_a_new_file_has_16_kib_pages_and_an_older_one_keeps_its_own(tmp_path: Path) -> None:
+    with SQLiteStore(tmp_path / "new.db") as store:
+        assert store.conn.execute("PRAGMA page_size").fetchone()[0] == 16384
+    database_at_version(tmp_path / "old.db", 19).close()
+    with SQLiteStore(tmp_path / "old.db") as store:
+        assert store.conn.execute("PRAGMA page_size").fetchone()[0] == 4096
+        assert store.conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
+
+
 def test_entity_mentions_are_keyed_by_entity_source_and_node(tmp_path: Path) -> None:
     """An older store's mentions move to tables keyed by (entity, source, node), which serve a
     gated entity lookup from the key alone, with no second index repeating it."""
@@ -108,7 +196,7 @@ def test_entity_mentions_are_keyed_by_entity_source_and_node(tmp_path: Path) -> 
             )
         }
         # entity_index_source went in migration 19 (see test_a_sources_rows_go_by_its_chunks)
-        assert indexes == {"entity_index_node", "summary_entities_summary"}
+        assert indexes == {"entity_index_node"}  # summary_entities_summary went in 23
         plan = " ".join(
             row[3]
             for row in store.conn.execute(
@@ -361,7 +449,6 @@ def test_a_sources_rows_go_by_its_chunks_with_no_index_on_source(tmp_path: Path)
         assert indexes == {
             "entity_index_node",
             "entity_edges_b",
-            "entity_edges_source",
             "embeddings_hash",
             "sqlite_autoindex_embeddings_1",
         }

@@ -50,7 +50,7 @@ def test_level0_seals_when_the_token_budget_is_reached(store: Store, chat: Chat)
         assert tokens - children[-1].token_count < 30  # sealed as soon as the budget was met
     sealed = store.conn.execute(
         f"SELECT count(*) FROM chunks"
-        f" WHERE source_id = {store.dialect.p} AND parent_summary_id IS NOT NULL",
+        f" WHERE source_id = {store.dialect.p} AND parent_summary IS NOT NULL",
         (sid,),
     ).fetchone()[0]
     waiting = len(store.trees.leaf_buffer(sid))
@@ -105,7 +105,9 @@ def test_envelope_score_entities_and_parents(store: Store, chat: Chat) -> None:
             parents = {
                 r[0]
                 for r in store.conn.execute(
-                    f"SELECT parent_summary_id FROM chunks WHERE id IN ({marks})", ids
+                    f"""SELECT s.id FROM chunks c JOIN summaries s ON s.rowid = c.parent_summary
+                        WHERE c.id IN ({marks})""",
+                    ids,
                 )
             }
         else:
@@ -151,9 +153,9 @@ def test_items_appended_after_planning_wait_for_the_next_seal(store: Store, chat
     build(store, summarizer=Appending())
     first = live(store, 1)[0]
     children = json.loads(first["child_ids"])
-    late = store.conn.execute("SELECT id, parent_summary_id FROM chunks WHERE seq = 8").fetchone()
+    late = store.conn.execute("SELECT id, parent_summary FROM chunks WHERE seq = 8").fetchone()
     assert late["id"] not in children
-    assert late["parent_summary_id"] != first["id"]
+    assert late["parent_summary"] != first["rowid"]
     assert sid
 
 
@@ -443,7 +445,7 @@ def test_short_documents_of_no_file_share_summaries_and_each_is_under_one(
         assert chunks == 60
         assert 1 < len(level1) <= chunks // 5  # about 120 tokens each, not one per record
         orphans = store.conn.execute(
-            "SELECT count(*) FROM chunks WHERE parent_summary_id IS NULL"
+            "SELECT count(*) FROM chunks WHERE parent_summary IS NULL"
         ).fetchone()[0]
         assert orphans == 0
         for row in level1:

@@ -124,8 +124,8 @@ def test_every_envelope_is_the_span_of_its_leaves_and_sealing_is_idempotent(
         assert shape(store) == before
         # Every chunk is under exactly one live summary or still in its buffer.
         parents = store.conn.execute(
-            """SELECT count(*) FROM chunks c WHERE c.parent_summary_id IS NOT NULL AND NOT EXISTS
-               (SELECT 1 FROM summaries s WHERE s.id = c.parent_summary_id AND s.deleted = 0)"""
+            """SELECT count(*) FROM chunks c WHERE c.parent_summary IS NOT NULL AND NOT EXISTS
+               (SELECT 1 FROM summaries s WHERE s.rowid = c.parent_summary AND s.deleted = 0)"""
         ).fetchone()[0]
         assert parents == 0
         store.close()

@@ -60,7 +60,11 @@ def digest(path: str) -> dict[str, Any]:
                 )
             ),
             "chunks": sorted(
-                tuple(r) for r in conn.execute("SELECT id, parent_summary_id FROM chunks")
+                tuple(r)
+                for r in conn.execute(
+                    """SELECT c.id, s.id FROM chunks c
+                       LEFT JOIN summaries s ON s.rowid = c.parent_summary"""
+                )
             ),
             "trees": sorted(
                 tuple(r) for r in conn.execute("SELECT id, root_id, max_level FROM trees")

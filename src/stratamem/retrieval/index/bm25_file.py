@@ -11,8 +11,11 @@ little-endian throughout::
     ...      4·N·C     tokens per (document, column), int32, row-major
     ...      8·(T+1)   indptr, int64: term t's postings are [indptr[t], indptr[t+1])
     ...      4·P       posting documents (positions), int32
-    ...      F·P       posting frequencies (column-weighted): F = 2, uint16 counts of 1/S
-                       (S = ``freq_scale``), or F = 4, float32 (``freq_scale`` 0 or absent)
+    ...      F·P       posting frequencies (column-weighted): F = 1, uint8 counts of 1/S
+                       (S = ``freq_scale``), 255 standing for a count listed below; F = 2,
+                       uint16 counts of 1/S; or F = 4, float32 (``freq_scale`` 0 or absent)
+    ...      8·K       (F = 1) the positions of the counts of 255 or more, int64, ascending
+    ...      2·K       (F = 1) those counts, uint16
     ...      I         chunk ids, UTF-8, joined by "\\n"
     ...      V         terms by id, UTF-8, joined by "\\n" (FTS5 tokens hold no newline)
     end-32   32        SHA-256 of every byte before it
@@ -21,7 +24,8 @@ Header keys: ``format_version`` (2), ``columns`` and ``weights`` (the column wei
 frequencies were summed with), ``k1`` and ``b``, ``tokenize`` and ``fts_sql_sha256`` (the
 full-text index's tokenizer and the hash of its definition: ``KeywordSchema.tokenizer`` and
 ``.fingerprint``), ``docs`` (N), ``terms`` (T), ``postings`` (P), ``ids_bytes`` (I),
-``terms_bytes`` (V), ``freq_scale`` (S), the database's ``store_id`` and ``rows_sha256``
+``terms_bytes`` (V), ``freq_scale`` (S), ``freq_width`` (F; 2 where absent, or 4 without a
+scale) and ``freq_overflow`` (K; 0 where absent), the database's ``store_id`` and ``rows_sha256``
 (``file.rows_digest`` of the (rowid, chunk id) pairs), and the store state the index
 reflects: ``generation``, ``max_rowid`` and ``averages`` (the row count, then the token total
 of each column, as SQLite varints, hex: the layout of FTS5's averages record). Every term
@@ -98,6 +102,7 @@ def write_file(
         raise ValueError("a term or id holds a newline; the index is not saved")
     vocab = "\n".join(terms).encode()
     scale, freq = _packed_frequencies(index.freq, index.weights)
+    width, freq, overflow, big = _narrowed(scale, freq)
     header = {
         "format_version": FORMAT_VERSION,
         "columns": list(index.columns),
@@ -112,6 +117,8 @@ def write_file(
         "ids_bytes": len(ids),
         "terms_bytes": len(vocab),
         "freq_scale": scale,
+        "freq_width": width,
+        "freq_overflow": len(overflow),
         "store_id": store_id,
         "rows_sha256": rows_digest(index.rowids, index.ids),
         "generation": state.generation,
@@ -125,7 +132,9 @@ def write_file(
             (index.lengths, "<i4"),
             (index.indptr, "<i8"),
             (index.doc, "<i4"),
-            (freq, "<u2" if scale else "<f4"),
+            (freq, _FREQ_DTYPES[width]),
+            (overflow, "<i8"),
+            (big, "<u2"),
         ):
             out.write(np.ascontiguousarray(array, dtype=dtype).data.cast("B"))
         out.write(ids)
@@ -154,18 +163,27 @@ def read_file(
         ids_bytes, terms_bytes = int(header["ids_bytes"]), int(header["terms_bytes"])
         c = len(schema.columns)
         scale = int(header.get("freq_scale") or 0)
-        width = 2 if scale else 4
-        body = 8 * n + 4 * n * c + 8 * (t + 1) + (4 + width) * p + ids_bytes + terms_bytes
-        if min(n, t, p, ids_bytes, terms_bytes) < 0 or opened.body_end != opened.body_start + body:
+        width = int(header.get("freq_width") or (2 if scale else 4))
+        k = int(header.get("freq_overflow") or 0)
+        if width not in _FREQ_DTYPES or (width == 4) != (scale == 0) or (k and width != 1):
+            raise Rejected(f"frequencies of {width} bytes with scale {scale} are not a format")
+        body = 8 * n + 4 * n * c + 8 * (t + 1) + (4 + width) * p + 10 * k
+        body += ids_bytes + terms_bytes
+        if (
+            min(n, t, p, k, ids_bytes, terms_bytes) < 0
+            or opened.body_end != opened.body_start + body
+        ):
             raise Rejected("the file's length does not match its header")
         rowids = read_array(file, (n,), "<i8").astype(np.int64)
         lengths = read_array(file, (n, c), "<i4").astype(np.int32)
         indptr = read_array(file, (t + 1,), "<i8").astype(np.int64)
         doc = read_array(file, (p,), "<i4").astype(np.int32)
-        if scale:
-            freq = read_array(file, (p,), "<u2").astype(np.float32) / np.float32(scale)
-        else:
-            freq = read_array(file, (p,), "<f4").astype(np.float32)
+        counts = read_array(file, (p,), _FREQ_DTYPES[width]).astype(np.float32)
+        at = read_array(file, (k,), "<i8").astype(np.int64)
+        if k and (int(at.min()) < 0 or int(at.max()) >= p):
+            raise Rejected("a frequency's position is outside the postings")
+        counts[at] = read_array(file, (k,), "<u2").astype(np.float32)
+        freq = counts / np.float32(scale) if scale else counts
         ids = file.read(ids_bytes).decode().split("\n") if n else []
         terms = file.read(terms_bytes).decode().split("\n") if t else []
     if (
@@ -219,6 +237,24 @@ def _packed_frequencies(
     if not np.array_equal(packed.astype(np.float32) / np.float32(scale), freq):
         return 0, freq
     return scale, packed
+
+
+_FREQ_DTYPES: Final = {1: "<u1", 2: "<u2", 4: "<f4"}
+
+
+def _narrowed(
+    scale: int, freq: npt.NDArray[Any]
+) -> tuple[int, npt.NDArray[Any], npt.NDArray[np.int64], npt.NDArray[Any]]:
+    """(F, the frequencies as written, the positions listed apart, their counts): while
+    counts of 255 or more are few (at most one in 64), every count is written in a byte,
+    255 standing for one listed apart; else they are written as they came."""
+    none = np.empty(0, np.int64)
+    if not scale:
+        return 4, freq, none, none
+    at = np.flatnonzero(freq >= 255).astype(np.int64)
+    if len(at) > len(freq) // 64:
+        return 2, freq, none, none
+    return 1, np.minimum(freq, 255), at, freq[at]
 
 
 def _varints(*values: int) -> bytes:

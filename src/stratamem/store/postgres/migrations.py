@@ -410,6 +410,38 @@ _V7 = """
 ALTER TABLE facts ADD COLUMN IF NOT EXISTS reason TEXT NOT NULL DEFAULT '';
 """
 
+# 8: vectors made before are found by a prefix of their content's digest, as SQLite's
+# migration 20.
+_V8 = """
+DROP INDEX IF EXISTS embeddings_hash;
+CREATE INDEX embeddings_hash ON embeddings(substr(content_sha256, 1, 16));
+"""
+
+# 9: a chunk names its summary by the summary's rowid, as SQLite's migration 21.
+_V9 = """
+ALTER TABLE chunks ADD COLUMN IF NOT EXISTS parent_summary INTEGER;
+UPDATE chunks c SET parent_summary = s.rowid, parent_summary_id = NULL FROM summaries s
+    WHERE c.parent_summary_id IS NOT NULL AND s.id = c.parent_summary_id;
+UPDATE chunks SET parent_summary_id = NULL WHERE parent_summary_id IS NOT NULL;
+DROP INDEX IF EXISTS chunks_parent;
+CREATE INDEX chunks_parent ON chunks(parent_summary);
+"""
+
+# 10: no index of the edges by source, as SQLite's migration 22.
+_V10 = """
+DROP INDEX IF EXISTS entity_edges_source;
+"""
+
+# 11: indexes of chunks leave out those without a document or a time, and a summary's
+# entity rows are deleted by their key, as SQLite's migration 23.
+_V11 = """
+DROP INDEX IF EXISTS chunks_doc;
+CREATE INDEX chunks_doc ON chunks(source_id, doc_id) WHERE doc_id IS NOT NULL;
+DROP INDEX IF EXISTS chunks_time;
+CREATE INDEX chunks_time ON chunks(ts_start) WHERE ts_start IS NOT NULL;
+DROP INDEX IF EXISTS summary_entities_summary;
+"""
+
 MIGRATIONS: tuple[str, ...] = (
     _postgres(_V1),
     _V2,
@@ -418,6 +450,10 @@ MIGRATIONS: tuple[str, ...] = (
     _postgres(_V5),
     _postgres(_V6),
     _V7,
+    _V8,
+    _V9,
+    _V10,
+    _V11,
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 

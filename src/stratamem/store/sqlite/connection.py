@@ -16,6 +16,7 @@ from stratamem.store.modes import private_file
 from stratamem.store.settings import WRITE_WAIT_S
 
 BUSY_TIMEOUT_S = 60.0
+PAGE_SIZE = 16384
 _log = logging.getLogger(__name__)
 
 
@@ -39,6 +40,11 @@ def connect(path: str | Path, *, timeout: float = BUSY_TIMEOUT_S) -> sqlite3.Con
         raise _open_error(path, exc) from exc
     try:
         conn.row_factory = sqlite3.Row
+        # A new file is made with 16 KiB pages (an existing one keeps its own: the pragma
+        # changes nothing once the file has a page): a chunk's row is about 1.3 KiB and a
+        # vector's about 0.8 KiB, and a 4 KiB page leaves the part of a row that does not fit
+        # empty, 15-20 % of those tables (see benchmarks/results/disk_build.md).
+        conn.execute(f"PRAGMA page_size = {PAGE_SIZE}")
         _use_wal(conn, timeout)
         conn.execute("PRAGMA synchronous = FULL")
         conn.execute("PRAGMA foreign_keys = ON")

@@ -555,7 +555,7 @@ MIGRATIONS: tuple[str, ...] = (
     # (entity_id, source_id, node_id in every mention), and the foreign key on source_id
     # needed it, else deleting a source scanned the whole table. Both tables lose the foreign
     # key (a source's rows are deleted through its chunks, see store/tables/owned.py) and the
-    # index. The edges keep theirs: a principal's count of its edges has no other way.
+    # index. The edges kept theirs, until migration 22.
     """
     CREATE TABLE entity_index_next (
         entity_id TEXT NOT NULL,
@@ -592,6 +592,46 @@ MIGRATIONS: tuple[str, ...] = (
     DROP TABLE embeddings;
     ALTER TABLE embeddings_next RENAME TO embeddings;
     CREATE INDEX embeddings_hash ON embeddings(model, content_sha256);
+    """,
+    # 20: vectors made before are found by the first 16 hex digits of their content's digest
+    # (64 bits), with the full digest and the model compared on the rows found: an index of
+    # (model, full digest) held about 100 bytes of text a vector (11 MiB at 100k chunks).
+    """
+    DROP INDEX IF EXISTS embeddings_hash;
+    CREATE INDEX embeddings_hash ON embeddings(substr(content_sha256, 1, 16));
+    """,
+    # 21: a chunk names its summary by the summary's rowid, not its id. Sealing a tree sets it
+    # after the chunk's row is written: 36 characters of id made each row grow in place and
+    # split its page, which left about a sixth of the chunks table empty; an integer grows a
+    # row by a few bytes, which the page's spare room holds. The old column stays, always
+    # NULL (a byte a row), for the earlier steps that name it.
+    """
+    ALTER TABLE chunks ADD COLUMN parent_summary INTEGER;
+    UPDATE chunks SET parent_summary = (
+        SELECT s.rowid FROM summaries s WHERE s.id = chunks.parent_summary_id),
+        parent_summary_id = NULL
+        WHERE parent_summary_id IS NOT NULL;
+    DROP INDEX IF EXISTS chunks_parent;
+    CREATE INDEX chunks_parent ON chunks(parent_summary);
+    """,
+    # 22: no index of the edges by source (16 MiB at 100k chunks). What an ingest takes back
+    # is found by its entities (the primary key's first column); what reads a whole source's
+    # edges (deleting or locking the source, a principal's count of its edges, a repair)
+    # reads the table through, as a store's counts already read its chunks and mentions.
+    """
+    DROP INDEX IF EXISTS entity_edges_source;
+    """,
+    # 23: indexes hold only what a lookup can ask for. Chunks are looked up by a document or
+    # a time, never by the lack of one: those two indexes leave out the chunks without (in a
+    # corpus of documents without times, all of them). A summary's entity rows are deleted
+    # by their key, the entities being those the summary's row lists, so the index of them
+    # by summary goes.
+    """
+    DROP INDEX IF EXISTS chunks_doc;
+    CREATE INDEX chunks_doc ON chunks(source_id, doc_id) WHERE doc_id IS NOT NULL;
+    DROP INDEX IF EXISTS chunks_time;
+    CREATE INDEX chunks_time ON chunks(ts_start) WHERE ts_start IS NOT NULL;
+    DROP INDEX IF EXISTS summary_entities_summary;
     """,
 )
 

@@ -115,13 +115,17 @@ class ChunkTables:
             self.jobs.enqueue(SEAL_KIND, seal_job_key(tree_id), {"tree_id": tree_id})
         for part, marks in d.batches(nodes):
             self.add_edges(source_id, part, sign=-1)
+            # The pairs taken back to nothing go, found by their first entity: one of these
+            # chunks' (edges have no index by source).
+            self.conn.execute(
+                f"""DELETE FROM entity_edges WHERE source_id = {d.p} AND weight <= 0
+                    AND a IN (SELECT entity_id FROM entity_index WHERE node_id IN ({marks}))""",
+                (source_id, *part),
+            )
             self.conn.execute(f"DELETE FROM entity_index WHERE node_id IN ({marks})", part)
             self.conn.execute(f"DELETE FROM embeddings WHERE node_id IN ({marks})", part)
             self.conn.execute(f"DELETE FROM chunks WHERE id IN ({marks})", part)
         self.bump_generation()
-        self.conn.execute(
-            f"DELETE FROM entity_edges WHERE source_id = {d.p} AND weight <= 0", (source_id,)
-        )
         return len(nodes)
 
     def content_keys(self, ids: Sequence[str]) -> dict[str, tuple[str, int]]:

@@ -35,7 +35,7 @@ import base64
 import json
 import logging
 import zlib
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -83,6 +83,8 @@ class _Table:
         return self.where.format(source=d.named("source"), seal=d.named("seal"))
 
 
+_PARENT_ID = "(SELECT p.id FROM summaries p WHERE p.rowid = chunks.parent_summary)"
+_SEALED_PARENT = "sealed_parent_id"
 # Parents before children: restored in this order, removed in the reverse one.
 _TABLES: tuple[_Table, ...] = (
     _Table("records"),
@@ -95,7 +97,9 @@ _TABLES: tuple[_Table, ...] = (
         "summary_vectors",
         where="summary_id IN (SELECT id FROM summaries WHERE source_id = {source})",
     ),
-    _Table("chunks", order="rowid"),
+    # A chunk's summary is sealed by its id as well as its rowid, the summary's rowid being
+    # one a restore may hand out anew (see LockTables._summaries_by_id).
+    _Table("chunks", columns=f"*, {_PARENT_ID} AS {_SEALED_PARENT}", order="rowid"),
     _Table("entity_index", where=MENTIONS_OF_SOURCE),
     _Table("entity_edges"),
     _Table("entity_aliases"),
@@ -252,6 +256,8 @@ class LockTables:
                         continue
                     if "rowid" in columns:
                         columns, rows = self._free_rowids(table, columns, list(rows))
+                    if table == "chunks":
+                        columns, rows = self._summaries_by_id(source_id, columns, rows)
                     self.insert_restored(table, columns, rows)
                 self.conn.execute(f"DELETE FROM sealed WHERE source_id = {d.p}", (source_id,))
                 self.conn.execute(f"DELETE FROM locks WHERE source_id = {d.p}", (source_id,))
@@ -334,6 +340,36 @@ class LockTables:
         params = {"source": source_id, "seal": SEAL_JOB_PREFIX}
         for table in reversed(_TABLES):
             self.conn.execute(f"DELETE FROM {table.name} WHERE {table.rows(d)}", params)
+
+    def _summaries_by_id(
+        self, source_id: str, columns: list[str], rows: Iterable[list[Any]]
+    ) -> tuple[list[str], Iterator[list[Any]]]:
+        """Chunk rows whose ``parent_summary`` is the rowid their summary has now: it is
+        found by the summary's id, sealed beside it (``sealed_parent_id``; a source sealed
+        while chunks named their summary by its id has ``parent_summary_id`` alone)."""
+        if _SEALED_PARENT in columns:
+            by = _SEALED_PARENT
+        elif "parent_summary_id" in columns and "parent_summary" not in columns:
+            by = "parent_summary_id"
+        else:
+            return columns, iter(rows)
+        d = self.dialect
+        rowid_of = dict(
+            self.conn.execute(
+                f"SELECT id, rowid FROM summaries WHERE source_id = {d.p}", (source_id,)
+            ).fetchall()
+        )
+        named = columns.index(by)
+        kept = [
+            c for c in columns if c not in (_SEALED_PARENT, "parent_summary_id", "parent_summary")
+        ]
+        at = [columns.index(c) for c in kept]
+
+        def rebuilt() -> Iterator[list[Any]]:
+            for row in rows:
+                yield [*(row[i] for i in at), rowid_of.get(row[named])]
+
+        return [*kept, "parent_summary"], rebuilt()
 
     def _free_rowids(
         self, table: str, columns: list[str], rows: list[list[Any]]

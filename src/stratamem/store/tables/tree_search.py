@@ -32,7 +32,7 @@ _SUMMARY_FROM = """FROM summaries sm JOIN trees t ON t.id = sm.tree_id
     JOIN sources s ON s.id = sm.source_id"""
 
 _LEAF_COLUMNS = """c.*, s.scope AS scope,
-    CASE WHEN c.parent_summary_id IS NULL THEN '' ELSE coalesce(t.id, '') END AS tree_id"""
+    CASE WHEN c.parent_summary IS NULL THEN '' ELSE coalesce(t.id, '') END AS tree_id"""
 
 _LEAF_FROM = """FROM chunks c JOIN sources s ON s.id = c.source_id
     LEFT JOIN trees t ON t.source_id = c.source_id AND t.kind = 'source'"""
@@ -170,7 +170,7 @@ class TreeSearchTables:
         uncovered = f"""{_LEAF_FROM}
             WHERE c.ts_start >= {d.p} AND coalesce(c.ts_end, c.ts_start) <= {d.p} AND {leaf_where}
               AND NOT EXISTS (SELECT 1 FROM summaries p
-                              WHERE p.id = c.parent_summary_id AND {inside})"""
+                              WHERE p.rowid = c.parent_summary AND {inside})"""
         args: tuple[Any, ...] = (since_ms, until_ms, *leaf_params, since_ms, until_ms)
         (count,) = self.conn.execute(f"SELECT count(*) {uncovered}", args).fetchone()
         leaves = self.conn.execute(

@@ -2,7 +2,8 @@
 (the :class:`~stratamem.store.trees.TreeStore` role, reached as ``store.trees``).
 
 A tree's level-L buffer is the set of its level-L items without a parent: chunks whose
-``parent_summary_id`` is NULL, summaries whose ``parent_id`` is NULL. Sealing a summary sets
+``parent_summary`` (the rowid of their summary) is NULL, summaries whose ``parent_id`` is
+NULL. Sealing a summary sets
 the parents of exactly the items it covers, only if they are still unparented, so a seal that
 raced with another writer changes nothing and is planned again. Ids: see
 :mod:`stratamem.store.trees`.
@@ -29,8 +30,8 @@ from stratamem.types import SummaryNode, Tree, TreeKind
 # once per summary, which made sealing quadratic in the store's size.
 def claim_sql(d: Dialect, level: int, marks: str) -> str:
     if level == 1:
-        return f"""UPDATE chunks SET parent_summary_id = {d.p}
-                   WHERE id IN ({marks}) AND {d.hint}parent_summary_id IS NULL"""
+        return f"""UPDATE chunks SET parent_summary = (SELECT rowid FROM summaries WHERE id = {d.p})
+                   WHERE id IN ({marks}) AND {d.hint}parent_summary IS NULL"""
     return f"""UPDATE summaries SET parent_id = {d.p}
                WHERE id IN ({marks}) AND {d.hint}parent_id IS NULL AND deleted = 0"""
 
@@ -118,7 +119,7 @@ class TreeTables(TreeSearchTables):
             _buffer_item(row)
             for row in self.conn.execute(
                 f"""SELECT id, token_count, ts_start, ts_end, doc_id FROM chunks
-                   WHERE source_id = {d.p} AND parent_summary_id IS NULL ORDER BY seq""",
+                   WHERE source_id = {d.p} AND parent_summary IS NULL ORDER BY seq""",
                 (source_id,),
             )
         ]
@@ -172,7 +173,7 @@ class TreeTables(TreeSearchTables):
                 f"""SELECT s.id FROM summaries s
                    WHERE s.tree_id = {d.p} AND s.level = 1 AND s.deleted = 0 AND s.doc_id IN (
                        SELECT DISTINCT doc_id FROM chunks WHERE source_id = {d.p}
-                       AND parent_summary_id IS NULL AND doc_id IS NOT NULL)
+                       AND parent_summary IS NULL AND doc_id IS NOT NULL)
                    ORDER BY s.rowid""",
                 (tree_id, source_id),
             )
@@ -186,12 +187,7 @@ class TreeTables(TreeSearchTables):
         rollback undoes the partial claim."""
         d = self.dialect
         children = list(node.child_ids)
-        claimed = 0
-        for part, marks in d.batches(children):
-            claim = claim_sql(d, node.level, marks)
-            claimed += self.conn.execute(claim, (node.id, *part)).rowcount
-        if claimed != len(children):
-            raise SealRaced
+        self._drop_entity_rows([node.id])  # of the summary's earlier seal under this id
         self.conn.execute(
             f"""INSERT INTO summaries (id, tree_id, source_id, level, parent_id, child_ids,
                  content, token_count, entities, topics, ts_start, ts_end, score, sealed_at,
@@ -222,7 +218,13 @@ class TreeTables(TreeSearchTables):
                 hashlib.sha256(node.content.encode()).hexdigest(),
             ),
         )
-        self.conn.execute(f"DELETE FROM summary_entities WHERE summary_id = {d.p}", (node.id,))
+        # The summary's row first: its chunks are claimed by its rowid.
+        claimed = 0
+        for part, marks in d.batches(children):
+            claim = claim_sql(d, node.level, marks)
+            claimed += self.conn.execute(claim, (node.id, *part)).rowcount
+        if claimed != len(children):
+            raise SealRaced
         self.conn.executemany(
             f"""INSERT INTO summary_entities (entity_id, summary_id, source_id)
                VALUES ({d.marks(3)}) ON CONFLICT DO NOTHING""",
@@ -300,8 +302,9 @@ class TreeTables(TreeSearchTables):
             parents.update(
                 row[0]
                 for row in self.conn.execute(
-                    f"""SELECT DISTINCT parent_summary_id FROM chunks
-                        WHERE id IN ({marks}) AND parent_summary_id IS NOT NULL""",
+                    f"""SELECT DISTINCT s.id FROM chunks c
+                        JOIN summaries s ON s.rowid = c.parent_summary
+                        WHERE c.id IN ({marks})""",
                     part,
                 )
             )
@@ -347,35 +350,54 @@ class TreeTables(TreeSearchTables):
                 f"UPDATE summaries SET parent_id = NULL WHERE parent_id IN ({marks})", part
             )
             self.conn.execute(
-                f"""UPDATE chunks SET parent_summary_id = NULL
-                    WHERE parent_summary_id IN ({marks})""",
+                f"""UPDATE chunks SET parent_summary = NULL WHERE parent_summary IN (
+                        SELECT rowid FROM summaries WHERE id IN ({marks}))""",
                 part,
             )
-            self.conn.execute(f"DELETE FROM summary_entities WHERE summary_id IN ({marks})", part)
+            self._drop_entity_rows(part)
         for tree_id in trees:
             self.refresh_root(tree_id)
         return trees
 
+    def _drop_entity_rows(self, summary_ids: Sequence[str]) -> None:
+        """Delete these summaries' ``summary_entities`` rows, found by their key: a summary's
+        entities are the ones its row lists (``summaries.entities``), written beside it."""
+        d = self.dialect
+        keys = [
+            (entity, source_id, summary_id)
+            for part, marks in d.batches(summary_ids)
+            for summary_id, source_id, entities in self.conn.execute(
+                f"SELECT id, source_id, entities FROM summaries WHERE id IN ({marks})", part
+            )
+            for entity in json.loads(entities)
+        ]
+        if keys:
+            self.conn.executemany(
+                f"""DELETE FROM summary_entities
+                    WHERE entity_id = {d.p} AND source_id = {d.p} AND summary_id = {d.p}""",
+                keys,
+            )
+
     def parents_of_chunks(self, chunk_ids: Sequence[str]) -> dict[str, str]:
         """chunk id → its level-1 summary, for the sealed ones."""
-        return self._parents("chunks", "parent_summary_id", chunk_ids)
+        return self._pairs(
+            """SELECT c.id, s.id FROM chunks c JOIN summaries s ON s.rowid = c.parent_summary
+               WHERE c.id IN ({marks})""",
+            chunk_ids,
+        )
 
     def parents_of_summaries(self, summary_ids: Sequence[str]) -> dict[str, str]:
         """summary id → its parent, for the live summaries that have one."""
-        return self._parents("summaries", "parent_id", summary_ids)
+        return self._pairs(
+            "SELECT id, parent_id FROM summaries WHERE id IN ({marks}) AND parent_id IS NOT NULL",
+            summary_ids,
+        )
 
-    def _parents(self, table: str, column: str, ids: Sequence[str]) -> dict[str, str]:
-        d = self.dialect
+    def _pairs(self, sql: str, ids: Sequence[str]) -> dict[str, str]:
+        """The (key, value) rows ``sql`` reads for ``ids``, a batch at a time."""
         out: dict[str, str] = {}
-        for part, marks in d.batches(ids):
-            out.update(
-                (row[0], row[1])
-                for row in self.conn.execute(
-                    f"""SELECT id, {column} FROM {table}
-                        WHERE id IN ({marks}) AND {column} IS NOT NULL""",
-                    part,
-                )
-            )
+        for part, marks in self.dialect.batches(ids):
+            out.update((row[0], row[1]) for row in self.conn.execute(sql.format(marks=marks), part))
         return out
 
     def top_ids(self, tree_id: str) -> list[str]:

@@ -14,6 +14,8 @@ from stratamem.store.vectors import ChunkVector, PendingChunk, VectorMark, packe
 from stratamem.types import Filters
 
 T = TypeVar("T")
+# The characters of a content digest (hex) that the ``embeddings_hash`` index is kept by.
+DIGEST_PREFIX = 16
 
 
 class VectorTables:
@@ -87,16 +89,23 @@ class VectorTables:
         return self._cached_read(("has vectors", model), read)
 
     def cached_vectors(self, model: str, hashes: Sequence[str]) -> dict[str, bytes]:
-        """Vectors already made by ``model`` for these content hashes (any node)."""
+        """Vectors already made by ``model`` for these content hashes (any node).
+
+        Looked up by the first :data:`DIGEST_PREFIX` characters of each hash, which is what
+        the ``embeddings_hash`` index holds; the whole hash and the model are compared on
+        the rows found."""
         d = self.dialect
+        wanted = set(hashes)
+        prefixes = sorted({sha[:DIGEST_PREFIX] for sha in wanted})
         found: dict[str, bytes] = {}
-        for part, marks in d.batches(hashes):
-            for sha, blob in self.conn.execute(
-                f"""SELECT content_sha256, vector FROM embeddings
-                    WHERE model = {d.p} AND content_sha256 IN ({marks})""",
-                (model, *part),
+        for part, marks in d.batches(prefixes):
+            for sha, found_model, blob in self.conn.execute(
+                f"""SELECT content_sha256, model, vector FROM embeddings
+                    WHERE substr(content_sha256, 1, {DIGEST_PREFIX}) IN ({marks})""",
+                part,
             ):
-                found[sha] = blob
+                if found_model == model and sha in wanted:
+                    found[sha] = blob
         return found
 
     def insert_vectors(self, rows: Iterable[ChunkVector]) -> None:
