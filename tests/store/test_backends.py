@@ -268,7 +268,9 @@ def test_float32_vectors_of_an_older_store_and_new_float16_ones_serve_alike(
 
 
 def test_the_count_of_mentions_follows_every_write(store_location: str, tmp_path: Path) -> None:
-    """Triggers keep ``row_counts`` equal to the mentions held, whatever writes them."""
+    """``row_counts`` stays equal to the mentions held, whatever writes them: an ingest,
+    a forget, a lock and an unlock, a copy into a new SQLite file, a delete of SQL's own."""
+    from stratamem.store.copy import copy_store
 
     def counted(mem: stratamem.Memory) -> tuple[int, int]:
         conn = mem.store.conn
@@ -295,6 +297,9 @@ def test_the_count_of_mentions_follows_every_write(store_location: str, tmp_path
         assert locked[0] == locked[1] < after_forget[1]
         mem.locks.unlock("jsonl:a", passphrase="correct horse battery")
         assert counted(mem) == after_forget
+        copy_store(mem.store, tmp_path / "copy.db")
+        with stratamem.open(tmp_path / "copy.db", embedder=None) as copied:
+            assert counted(copied) == after_forget
         with mem.store.transaction():
             mem.store.conn.execute("DELETE FROM entity_index")
         assert counted(mem) == (0, 0)
