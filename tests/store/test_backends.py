@@ -268,8 +268,8 @@ def test_float32_vectors_of_an_older_store_and_new_float16_ones_serve_alike(
 
 
 def test_the_count_of_mentions_follows_every_write(store_location: str, tmp_path: Path) -> None:
-    """``row_counts`` stays equal to the mentions held, whatever writes them: an ingest,
-    a forget, a lock and an unlock, a copy into a new SQLite file, a delete of SQL's own."""
+    """Triggers keep ``row_counts`` equal to the mentions held, whatever writes them: an
+    ingest, a forget, a lock and an unlock, a copy into a new SQLite file, SQL's own delete."""
     from stratamem.store.copy import copy_store
 
     def counted(mem: stratamem.Memory) -> tuple[int, int]:

@@ -153,32 +153,6 @@ def test_chunks_name_their_summary_by_its_rowid_after_migration_21(tmp_path: Pat
         assert "parent_summary)" in sql
 
 
-def test_mentions_are_counted_by_their_writes_after_migration_24(tmp_path: Path) -> None:
-    """The insert trigger goes and the count is taken again whole; a delete's trigger stays."""
-    path = tmp_path / "v23.db"
-    conn = database_at_version(path, 23)
-    conn.execute(
-        "INSERT INTO sources (id, scope, kind, platform, location, ingested_at)"
-        " VALUES ('s1', 'notes', 'document', 'files', '/n', 0)"
-    )
-    conn.executemany(
-        "INSERT INTO entity_index (entity_id, node_id, kind, surface, source_id)"
-        " VALUES (?, ?, 'person', 'P', 's1')",
-        [(f"person:{i}", f"n{i}") for i in range(12)],
-    )
-    conn.execute("UPDATE row_counts SET n = 99")  # whatever it was, it is counted again
-    conn.commit()
-    conn.close()
-    with SQLiteStore(path) as store:
-        c = store.conn
-        triggers = {
-            r[0] for r in c.execute("SELECT name FROM sqlite_master WHERE type = 'trigger'")
-        }
-        assert "entity_index_counted_in" not in triggers
-        assert "entity_index_counted_out" in triggers
-        assert c.execute("SELECT n FROM row_counts").fetchone()[0] == 12
-
-
 def test_a_new_file_has_16_kib_pages_and_an_older_one_keeps_its_own(tmp_path: Path) -> None:
     with SQLiteStore(tmp_path / "new.db") as store:
         assert store.conn.execute("PRAGMA page_size").fetchone()[0] == 16384

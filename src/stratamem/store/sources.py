@@ -96,11 +96,11 @@ class ChunkStore(Protocol):
         ``meta``."""
         ...
 
-    def insert_mentions(self, mentions: Iterable[tuple[Chunk, Iterable[Mention]]]) -> int:
+    def insert_mentions(self, mentions: Iterable[tuple[Chunk, Iterable[Mention]]]) -> None:
         """Index the entities each chunk mentions, under the chunk's source and start time.
 
         A chunk's first mention of an entity is kept; a repeat, or one already stored, is
-        ignored. Returns how many were written.
+        ignored.
         """
         ...
 

@@ -233,7 +233,7 @@ class PostgresStore(
             ((*_chunk_row(c), a, b) for c, (a, b) in zip(batch, counts, strict=True)),
         )
 
-    def insert_mentions(self, mentions: Iterable[tuple[Chunk, Iterable[Mention]]]) -> int:
+    def insert_mentions(self, mentions: Iterable[tuple[Chunk, Iterable[Mention]]]) -> None:
         """Store the entity mentions of new chunks with one ``COPY``: a mention named twice
         in a chunk is written once (the first), as SQLite's ``INSERT OR IGNORE`` keeps it;
         the chunks are new, so no stored row shares a key with them."""
@@ -241,7 +241,6 @@ class PostgresStore(
         for row in _mention_rows(mentions):
             rows.setdefault((row[0], row[4], row[1]), row)
         self.conn.copy_rows("entity_index", _MENTION_COLUMNS, rows.values())
-        return len(rows)
 
     def insert_restored(self, table: str, columns: list[str], rows: Iterator[list[Any]]) -> None:
         """Put sealed rows back as this store writes them: columns the table lacks left out,

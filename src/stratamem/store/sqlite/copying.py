@@ -10,11 +10,7 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from stratamem.store.sqlite.keyword import FTS_INDEX
-from stratamem.store.sqlite.migrations import (
-    COUNT_ADDED,
-    SCHEMA_VERSION,
-    SqliteSchema,
-)
+from stratamem.store.sqlite.migrations import SCHEMA_VERSION, SqliteSchema
 
 
 class SqliteCopyRows:
@@ -39,13 +35,11 @@ class SqliteCopyRows:
         self, table: str, columns: Sequence[str]
     ) -> Callable[[list[tuple[Any, ...]]], None]:
         """Inserts rows of ``columns`` into ``table``, one prepared statement each (new chunks
-        are then indexed in FTS5, as every write of chunks is, and new mentions counted)."""
+        are then indexed in FTS5, as every write of chunks is)."""
         sql = f"INSERT INTO {table} ({', '.join(columns)}) VALUES ({', '.join('?' * len(columns))})"
 
         def write(rows: list[tuple[Any, ...]]) -> None:
-            written = self.conn.executemany(sql, rows).rowcount
-            if table == "entity_index":  # counted by the writes (migration 24)
-                self.conn.execute(COUNT_ADDED, (written,))
+            self.conn.executemany(sql, rows)
             if table == "chunks":  # indexed in FTS5 by the statement that writes them
                 at = list(columns).index("rowid")
                 self.conn.execute(

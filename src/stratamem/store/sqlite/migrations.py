@@ -633,23 +633,9 @@ MIGRATIONS: tuple[str, ...] = (
     CREATE INDEX chunks_time ON chunks(ts_start) WHERE ts_start IS NOT NULL;
     DROP INDEX IF EXISTS summary_entities_summary;
     """,
-    # 24: the count of mentions is kept up by the statements that write them, not by a trigger
-    # row by row: the trigger's UPDATE of one row for every mention more than doubled what
-    # writing the mentions cost an ingest. A delete still counts by its trigger (deletes are
-    # few and go through many statements); inserts add what they wrote
-    # (``SQLiteStore.insert_mentions``, the restore of a locked source, ``copy``).
-    """
-    DROP TRIGGER IF EXISTS entity_index_counted_in;
-    UPDATE row_counts SET n = (SELECT count(*) FROM entity_index) WHERE name = 'entity_index';
-    """,
 )
 
 SCHEMA_VERSION = len(MIGRATIONS)
-# The count of mentions: what a write of them adds (no trigger does since migration 24), and
-# counted again whole (the restore of a locked source).
-COUNT_ADDED = "UPDATE row_counts SET n = n + ? WHERE name = 'entity_index'"
-COUNT_AGAIN = """UPDATE row_counts SET n = (SELECT count(*) FROM entity_index)
-    WHERE name = 'entity_index'"""
 
 
 class SqliteSchema:

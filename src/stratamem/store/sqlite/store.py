@@ -25,7 +25,7 @@ from stratamem.store.sqlite.connection import atomic, connect
 from stratamem.store.sqlite.copying import SqliteCopyRows
 from stratamem.store.sqlite.dialect import SQLITE
 from stratamem.store.sqlite.keyword import FTS_INDEX, KeywordTables
-from stratamem.store.sqlite.migrations import COUNT_ADDED, COUNT_AGAIN, migrate
+from stratamem.store.sqlite.migrations import migrate
 from stratamem.store.tables.aliases import AliasTables
 from stratamem.store.tables.chunks import ChunkTables
 from stratamem.store.tables.facts import FactTables
@@ -41,7 +41,7 @@ from stratamem.store.tables.settings import SettingTables
 from stratamem.store.tables.sources import SourceTables
 from stratamem.store.tables.trees import TreeTables
 from stratamem.store.tables.vectors import VectorTables
-from stratamem.types import Chunk, Mention
+from stratamem.types import Chunk
 
 
 class SQLiteStore(
@@ -151,20 +151,8 @@ class SQLiteStore(
         super().insert_chunks(chunks)
         self.conn.execute(FTS_INDEX + "rowid > ?", (top,))
 
-    def insert_mentions(self, mentions: Iterable[tuple[Chunk, Iterable[Mention]]]) -> int:
-        """Write the mentions and add them to their count (migration 24: no trigger counts an
-        insert)."""
-        added = super().insert_mentions(mentions)
-        self.conn.execute(COUNT_ADDED, (added,))
-        return added
-
     def insert_restored(self, table: str, columns: list[str], rows: Iterator[list[Any]]) -> None:
-        """Put sealed rows back; restored chunks are indexed in FTS5 again, and restored
-        mentions counted."""
-        if table == "entity_index":
-            super().insert_restored(table, columns, rows)
-            self.conn.execute(COUNT_AGAIN)
-            return
+        """Put sealed rows back; restored chunks are indexed in FTS5 again."""
         if table != "chunks":
             super().insert_restored(table, columns, rows)
             return

@@ -63,15 +63,13 @@ class ChunkTables:
             map(_chunk_row, chunks),
         )
 
-    def insert_mentions(self, mentions: Iterable[tuple[Chunk, Iterable[Mention]]]) -> int:
-        """Write the mentions; returns how many were new."""
+    def insert_mentions(self, mentions: Iterable[tuple[Chunk, Iterable[Mention]]]) -> None:
         d = self.dialect
-        cursor = self.conn.executemany(
+        self.conn.executemany(
             f"""INSERT INTO entity_index (entity_id, node_id, kind, surface, source_id, ts)
                VALUES ({d.marks(6)}) ON CONFLICT DO NOTHING""",
             _mention_rows(mentions),
         )
-        return max(cursor.rowcount, 0)
 
     def chunk_places(self, source_id: str, ids: Sequence[str]) -> dict[str, ChunkPlace]:
         """The place and the facets of each of these chunks the source holds."""
