@@ -22,6 +22,21 @@ def _postgres(location: str) -> bool:
     return location.startswith("postgresql:")
 
 
+def _as_schema(
+    location: str, request: pytest.FixtureRequest, sql: str, *, sqlite: int, postgres: int
+) -> None:
+    """Run ``sql`` on the closed store at ``location`` and set its schema version back to
+    the backend's version given: the store as an older stratamem left it."""
+    if _postgres(location):
+        database = location.split("?", 1)[0].rsplit("/", 1)[1]
+        server: Any = request.getfixturevalue("postgres_server")
+        server.psql(f"{sql}; UPDATE stratamem_schema SET version = {postgres};", database)
+    else:
+        conn = sqlite3.connect(location)
+        conn.executescript(f"{sql}; PRAGMA user_version = {sqlite};")
+        conn.close()
+
+
 def test_newer_schema_is_refused(store_location: str, request: pytest.FixtureRequest) -> None:
     if _postgres(store_location):
         open_store(store_location).close()
@@ -45,14 +60,7 @@ def test_items_of_a_store_from_before_item_versions_begin_their_history_at_their
         written = mem.items.add("Carol leads on-call", id="oncall")
         (before,) = mem.items.history("oncall")
     drop = "DROP TABLE item_nodes; DROP TABLE item_versions;"
-    if _postgres(store_location):
-        database = store_location.split("?", 1)[0].rsplit("/", 1)[1]
-        server: Any = request.getfixturevalue("postgres_server")
-        server.psql(f"{drop} UPDATE stratamem_schema SET version = 3", database)
-    else:
-        conn = sqlite3.connect(store_location)
-        conn.executescript(f"{drop} PRAGMA user_version = 13;")
-        conn.close()
+    _as_schema(store_location, request, drop, sqlite=13, postgres=3)
     with stratamem.open(store_location, embedder=None) as mem:
         (after,) = mem.items.history("oncall")
         assert (after.version, after.action, after.text, after.nodes) == (
@@ -91,14 +99,7 @@ def test_chunks_of_a_store_from_before_integer_back_links_keep_their_summaries(
         DROP INDEX chunks_parent;
         ALTER TABLE chunks DROP COLUMN parent_summary;
         CREATE INDEX chunks_parent ON chunks(parent_summary_id);"""
-    if _postgres(store_location):
-        database = store_location.split("?", 1)[0].rsplit("/", 1)[1]
-        server: Any = request.getfixturevalue("postgres_server")
-        server.psql(f"{back} UPDATE stratamem_schema SET version = 8;", database)
-    else:
-        conn = sqlite3.connect(store_location)
-        conn.executescript(f"{back} PRAGMA user_version = 20;")
-        conn.close()
+    _as_schema(store_location, request, back, sqlite=20, postgres=8)
     with stratamem.open(store_location, embedder=None) as mem:
         assert mem.store.trees.parents_of_chunks(ids) == parents
 
