@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import re
+
 import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
@@ -107,6 +109,15 @@ def test_estimate_when_the_tokenizer_is_missing(monkeypatch: pytest.MonkeyPatch)
 )
 def test_estimate_tokens(text: str, expected: int) -> None:
     assert tokens.estimate_tokens(text) == expected
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(alphabet=st.sampled_from("ab9_é日 ,.-\n\t"), max_size=120) | st.text(max_size=120))
+def test_the_estimate_counts_words_by_eights_and_symbols_by_ones(text: str) -> None:
+    """One scan gives what the rule says word by word."""
+    words = re.findall(r"\w+", text)
+    rule = sum(1 + (len(w) - 1) // 8 for w in words) + len(re.findall(r"[^\w\s]", text))
+    assert tokens.estimate_tokens(text) == rule
 
 
 @settings(max_examples=200, deadline=None)

@@ -153,3 +153,24 @@ _topic_alphabet = st.sampled_from(
 @given(st.lists(_topic_alphabet, max_size=120).map("".join))
 def test_any_text_has_the_topics_first_written(text: str) -> None:
     assert topics(text, 50) == _old_topics(text, 50)
+
+
+_WORDISH = st.text(alphabet=st.sampled_from("aAbBzZé9_'+- .\n"), max_size=80)
+
+
+@settings(max_examples=400, deadline=None)
+@given(_WORDISH | st.text(max_size=80))
+def test_the_topic_scans_find_what_their_plain_patterns_find(text: str) -> None:
+    """The patterns written to skip ahead (to a capital, to a letter) match as the plain
+    word-boundary patterns do."""
+    import re
+
+    from stratamem.entities import extract as ex
+
+    proper = r"\b[A-Z](?:[a-z]+|[A-Z]+[a-z]*)(?:[ \t]+(?:[A-Z][a-z]+|[A-Z]{2,}))+\b"
+    long_word = r"\b[a-z][a-z0-9'+-]{3,}[a-z0-9+]"
+    camel = r"\b(?:[A-Z]?[a-z]+[A-Z][A-Za-z]+|[A-Z][a-z]*[A-Z][A-Za-z]*)\b"
+    lower = text.lower()
+    assert ex._LONG_WORD.findall(lower) == re.findall(long_word, lower)
+    assert [m.group(0) for m in ex._PROPER.finditer(text)] == re.findall(proper, text)
+    assert ex._camel_words(text) == re.findall(camel, text)

@@ -4,7 +4,7 @@ cannot be written skipped and said why."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Collection, Iterable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -249,16 +249,16 @@ def test_a_write_that_fails_midway_leaves_nothing(
     mem.items.add_messages(TALK, user="maya", session="kept", now=T0)
     before = (mem.store.chunk_count(), [s.scope for s in mem.sources.list()])
     calls = 0
-    real = mem.store.add_edges
+    real = mem.store.add_new_edges
 
-    def failing(source_id: str, ids: list[str]) -> None:
+    def failing(source_id: str, mentions: Iterable[Collection[str]]) -> None:
         nonlocal calls
         calls += 1
         if calls == 3:  # after two batches of chunks were written
             raise RuntimeError("the disk went away")
-        real(source_id, ids)
+        real(source_id, mentions)
 
-    monkeypatch.setattr(mem.store, "add_edges", failing)
+    monkeypatch.setattr(mem.store, "add_new_edges", failing)
     with pytest.raises(RuntimeError, match="the disk went away"):
         mem.items.add_messages(turns(MAX_MESSAGES), user="bob", session="long", now=T0)
     monkeypatch.undo()

@@ -490,3 +490,51 @@ def test_a_failed_migration_19_leaves_the_store_as_it_was(tmp_path: Path) -> Non
     assert conn.execute("SELECT entity_id, source_id FROM entity_index").fetchall() == [
         ("person:a", "s1")
     ]
+
+
+def test_a_bulk_write_of_mentions_keeps_their_count_and_the_trigger(tmp_path: Path) -> None:
+    """A large write of mentions goes without the trigger that counts them row by row, and
+    raises the count itself: the count and the trigger are as before, whether the write
+    succeeds or fails half-way, and a later write by plain SQL is counted again."""
+    from dataclasses import replace
+
+    from stratamem.types import Chunk, Mention
+
+    def state(store: SQLiteStore) -> tuple[int, int, str]:
+        c = store.conn
+        (counted,) = c.execute("SELECT n FROM row_counts WHERE name = 'entity_index'").fetchone()
+        (held,) = c.execute("SELECT count(*) FROM entity_index").fetchone()
+        (sql,) = c.execute(
+            "SELECT sql FROM sqlite_master WHERE name = 'entity_index_counted_in'"
+        ).fetchone()
+        return int(counted), int(held), str(sql)
+
+    base = Chunk(
+        id="", source_id="s1", seq=0, content="", token_count=2, time_start=None, time_end=None
+    )
+    chunks = [replace(base, id=f"n{i}", seq=i) for i in range(200)]
+    mentions = [
+        (chunk, [Mention(f"topic:t{i % 7}", "topic", "t"), Mention(f"tag:x{i}", "tag", "x")])
+        for i, chunk in enumerate(chunks)
+    ]
+    with SQLiteStore(tmp_path / "m.db") as store:
+        _, _, trigger = state(store)
+        with store.transaction():
+            store.insert_mentions([*mentions, mentions[0]])  # a mention twice counts once
+        assert state(store) == (400, 400, trigger)
+        broken = [
+            (replace(base, id=f"b{i}"), [Mention(f"topic:b{i}", "topic", "b")]) for i in range(300)
+        ]
+        broken.append((replace(base, id="bad"), [Mention(None, "topic", "b")]))  # type: ignore[arg-type]
+        with pytest.raises(sqlite3.IntegrityError), store.transaction():
+            store.insert_mentions(broken)
+        assert state(store) == (400, 400, trigger)
+        with store.transaction():
+            store.insert_mentions(broken[:-1])
+        assert state(store) == (700, 700, trigger)
+        with store.transaction():
+            store.conn.execute(
+                "INSERT INTO entity_index (entity_id, node_id, kind, surface, source_id)"
+                " VALUES ('topic:one', 'n0', 'topic', 'one', 's1')"
+            )
+        assert state(store) == (701, 701, trigger)

@@ -355,7 +355,7 @@ def insert_rows(store: Store, source_id: str, rows: Sequence[Row]) -> None:
         found = text_mentions(chunk.content, skip_ids=named, skip_handles=skip)
         mentions.append((chunk, fields + found))
     store.insert_mentions(mentions)
-    store.add_edges(source_id, [chunk.id for chunk, _, _ in rows])
+    store.add_new_edges(source_id, ([m.entity_id for m in found] for _, found in mentions))
 
 
 class ReadOrder:

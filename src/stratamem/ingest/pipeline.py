@@ -543,6 +543,7 @@ def _write_stream(
     recorded at ``now``. Chunks ``before`` says this ingest produced are kept too."""
     sid = _open_source(store, info, result, access, writer)
     produced = set(before.produced)
+    held = store.source_chunk_count(sid) > 0  # else no chunk read can be one it holds
     fresh: list[Chunk] = []
     notes: list[Note] = []
     for event in _group_events(info, events, result, report, counts):
@@ -552,7 +553,7 @@ def _write_stream(
             break
         rows: list[Row] = event[1]
         notes += event[4]
-        fresh += _place_rows(store, sid, rows, produced)
+        fresh += _place_rows(store, sid, rows, produced, held=held)
         counts.chunks += len(rows)
         if progress is not None:
             progress(counts)
@@ -693,13 +694,16 @@ def queue_seal(store: Store, source_id: str, scope: str) -> None:
     store.jobs.enqueue(SEAL_KIND, seal_job_key(tree_id), {"tree_id": tree_id})
 
 
-def _place_rows(store: Store, sid: str, rows: list[Row], produced: set[str]) -> list[Chunk]:
+def _place_rows(
+    store: Store, sid: str, rows: list[Row], produced: set[str], *, held: bool = True
+) -> list[Chunk]:
     """Write a document source's chunks at their places: a chunk already stored (its note's
     text around it unchanged) is kept, moved if its place changed, and rewritten under its id
     with its vector if only its facets did (the note's front matter changed its time, tags or
     author); the rest are inserted with their entity mentions. ``produced`` gathers the ids;
-    returns the chunks written."""
-    held = store.chunk_places(sid, [chunk.id for chunk, _, _ in rows])
+    ``held=False``: the source held no chunks before this ingest wrote any, so none is looked
+    up. Returns the chunks written."""
+    places = store.chunk_places(sid, [chunk.id for chunk, _, _ in rows]) if held else {}
     moved: list[tuple[str, int]] = []
     new: dict[str, Row] = {}
     refaced: list[Row] = []
@@ -708,7 +712,7 @@ def _place_rows(store: Store, sid: str, rows: list[Row], produced: set[str]) -> 
         if chunk.id in produced:
             continue  # the same note twice (a repeated id): its first copy stands
         produced.add(chunk.id)
-        place = held.get(chunk.id)
+        place = places.get(chunk.id)
         if place is None:
             new[chunk.id] = row
         elif place._replace(seq=chunk.seq) != ChunkPlace.of(chunk):

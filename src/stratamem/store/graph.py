@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Iterable, Sequence
 from typing import Protocol
 
 from stratamem.types import EntityMatch, Filters
@@ -10,6 +10,8 @@ from stratamem.types import EntityMatch, Filters
 
 class GraphStore(Protocol):
     def add_edges(self, source_id: str, node_ids: Sequence[str], *, sign: int = 1) -> None: ...
+
+    def add_new_edges(self, source_id: str, mentions: Iterable[Collection[str]]) -> None: ...
 
     def rebuild_edges(self, source_id: str) -> None: ...
 

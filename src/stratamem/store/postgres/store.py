@@ -37,7 +37,7 @@ from stratamem.store.postgres.migrations import migrate, require_vector_extensio
 from stratamem.store.postgres.vectors import PgVectorTables
 from stratamem.store.settings import CHUNK_GENERATION_KEY, GENERATION_KEY
 from stratamem.store.tables.aliases import AliasTables
-from stratamem.store.tables.chunks import ChunkTables, _chunk_row, _mention_rows
+from stratamem.store.tables.chunks import ChunkTables, _chunk_row, mention_rows
 from stratamem.store.tables.facts import FactTables
 from stratamem.store.tables.graph import GraphTables
 from stratamem.store.tables.items import ItemVersionTables
@@ -63,7 +63,7 @@ _TEXT_TABLES = (
     "embeddings",
 )
 
-# In the order of ``_chunk_row`` and ``_mention_rows``; the chunks' token counts last.
+# In the order of ``_chunk_row`` and ``mention_rows``; the chunks' token counts last.
 _CHUNK_COLUMNS = (
     *("id", "source_id", "seq", "content", "title", "token_count", "author", "ts_start"),
     *("ts_end", "tags", "source_ref", "thread", "doc_id", "version", "content_sha256"),
@@ -238,7 +238,7 @@ class PostgresStore(
         in a chunk is written once (the first), as SQLite's ``INSERT OR IGNORE`` keeps it;
         the chunks are new, so no stored row shares a key with them."""
         rows: dict[tuple[str, str, str], tuple[Any, ...]] = {}
-        for row in _mention_rows(mentions):
+        for row in mention_rows(mentions):
             rows.setdefault((row[0], row[4], row[1]), row)
         self.conn.copy_rows("entity_index", _MENTION_COLUMNS, rows.values())
 

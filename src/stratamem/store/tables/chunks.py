@@ -64,12 +64,17 @@ class ChunkTables:
         )
 
     def insert_mentions(self, mentions: Iterable[tuple[Chunk, Iterable[Mention]]]) -> None:
+        self.insert_mentions_rows(mention_rows(mentions))
+
+    def insert_mentions_rows(self, rows: Iterable[MentionRow]) -> int:
+        """Store mention rows (see :func:`mention_rows`); how many were new."""
         d = self.dialect
-        self.conn.executemany(
+        cursor = self.conn.executemany(
             f"""INSERT INTO entity_index (entity_id, node_id, kind, surface, source_id, ts)
                VALUES ({d.marks(6)}) ON CONFLICT DO NOTHING""",
-            _mention_rows(mentions),
+            rows,
         )
+        return int(cursor.rowcount)
 
     def chunk_places(self, source_id: str, ids: Sequence[str]) -> dict[str, ChunkPlace]:
         """The place and the facets of each of these chunks the source holds."""
@@ -211,7 +216,7 @@ def _chunk_row(c: Chunk) -> tuple[object, ...]:
         c.author,
         to_ms(c.time_start),
         to_ms(c.time_end),
-        json.dumps(list(c.tags)),
+        json.dumps(list(c.tags)) if c.tags else "[]",
         c.source_ref,
         c.thread,
         c.doc_id,
@@ -222,9 +227,10 @@ def _chunk_row(c: Chunk) -> tuple[object, ...]:
     )
 
 
-def _mention_rows(
-    mentions: Iterable[tuple[Chunk, Iterable[Mention]]],
-) -> Iterator[tuple[str, str, str, str, str, int | None]]:
+MentionRow = tuple[str, str, str, str, str, int | None]
+
+
+def mention_rows(mentions: Iterable[tuple[Chunk, Iterable[Mention]]]) -> Iterator[MentionRow]:
     """(entity id, node id, kind, surface, source id, ts in ms) of each mention."""
     for chunk, found in mentions:
         node, source, ts = chunk.id, chunk.source_id, to_ms(chunk.time_start)

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Hashable, Sequence
+from collections import Counter
+from collections.abc import Callable, Collection, Hashable, Iterable, Sequence
+from itertools import combinations
 from typing import TYPE_CHECKING, TypeVar
 
 from stratamem.store.base import from_ms
@@ -54,6 +56,29 @@ class GraphTables:
                 ON CONFLICT (a, b, source_id)
                 DO UPDATE SET weight = entity_edges.weight + excluded.weight""",
             (source_id, sign, *node_ids, MAX_EDGE_NODE_ENTITIES),
+        )
+
+    def add_new_edges(self, source_id: str, mentions: Iterable[Collection[str]]) -> None:
+        """Add the co-mention pairs of new nodes, given each node's entity ids.
+
+        The same pairs :meth:`add_edges` finds in the stored mentions, counted here: the
+        nodes are new, so what they mention is what the caller just wrote, and a join of the
+        mention table with itself is not needed.
+        """
+        pairs: Counter[tuple[str, str]] = Counter()
+        for found in mentions:
+            entities = sorted(set(found))
+            if len(entities) > MAX_EDGE_NODE_ENTITIES:
+                continue
+            pairs.update(combinations(entities, 2))
+        if not pairs:
+            return
+        d = self.dialect
+        self.conn.executemany(
+            f"""INSERT INTO entity_edges (a, b, source_id, weight) VALUES ({d.marks(4)})
+                ON CONFLICT (a, b, source_id)
+                DO UPDATE SET weight = entity_edges.weight + excluded.weight""",
+            [(a, b, source_id, n) for (a, b), n in sorted(pairs.items())],
         )
 
     def rebuild_edges(self, source_id: str) -> None:
