@@ -458,3 +458,67 @@ def test_a_bulk_write_of_chunks_keeps_every_field_and_each_mention_once(
             write_with_a_taken_id()
         assert store.chunks(["c9"]) == []
         assert store.fts_search('"okapi"', Filters(), 10, snippets=False, count=False)[0] == []
+
+
+def test_a_large_ingest_writes_the_edges_and_the_count_a_rebuild_finds(
+    store_location: str, tmp_path: Path
+) -> None:
+    """Enough chunks that the mentions are written in bulk (the count raised by the rows
+    written) and the new chunks' co-mention pairs counted in memory: the edges are those
+    the stored mentions give, and the count is the table's."""
+    rows = [
+        {
+            "text": f"Alice Chen and @bob{i % 7} moved Redis{i % 3} to SQLite #queue{i % 5}",
+            "source": f"team{i % 2}",
+        }
+        for i in range(400)
+    ]
+    path = tmp_path / "team.jsonl"
+    path.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    with stratamem.open(store_location, embedder=None) as mem:
+        mem.ingest(path, trees=False)
+        conn = mem.store.conn
+
+        def edges() -> list[tuple[str, str, str, float]]:
+            found = conn.execute("SELECT a, b, source_id, weight FROM entity_edges")
+            return sorted((str(a), str(b), str(s), float(w)) for a, b, s, w in found)
+
+        kept = edges()
+        assert len({source for _, _, source, _ in kept}) == 2
+        assert max(weight for *_, weight in kept) >= 100
+        (counted,) = conn.execute("SELECT n FROM row_counts WHERE name = 'entity_index'").fetchone()
+        (held,) = conn.execute("SELECT count(*) FROM entity_index").fetchone()
+        assert int(counted) == int(held) >= 2 * 256  # each source past the bulk write's floor
+        with mem.store.transaction():
+            for source in mem.sources.list():
+                mem.store.rebuild_edges(source.id)
+        assert edges() == kept
+
+
+def test_a_large_ingest_leaves_the_planner_statistics_current(
+    store_location: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """PostgreSQL plans a table it has no statistics of as a small one until autovacuum
+    samples it: an ingest of many chunks has them taken at its end (SQLite keeps none)."""
+    from stratamem.ingest import pipeline
+
+    monkeypatch.setattr(pipeline, "STATISTICS_AFTER", 30)
+    path = tmp_path / "docs.jsonl"
+
+    def analyzed(mem: stratamem.Memory) -> bool:
+        if mem.store.name != "postgresql":
+            return False
+        found = mem.store.conn.execute(
+            "SELECT last_analyze FROM pg_stat_user_tables WHERE relname = 'chunks'"
+        ).fetchone()
+        return found[0] is not None
+
+    with stratamem.open(store_location, embedder=None) as mem:
+        for n, scope in ((20, "few"), (40, "many")):
+            lines = ({"text": f"note {i} of {n}", "kind": "document"} for i in range(n))
+            path.write_text("".join(json.dumps(line) + "\n" for line in lines))
+            report = mem.ingest(path, trees=False, scope=scope)
+            if n == 20:
+                assert not analyzed(mem)
+        assert sum(s.added for s in report.sources) >= 30
+        assert analyzed(mem) == (mem.store.name == "postgresql")

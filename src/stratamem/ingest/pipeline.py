@@ -317,6 +317,8 @@ def ingest_path(
                 report.sources.append(result)
             else:
                 before.result.fold(result)
+    if sum(result.added for result in report.sources) >= STATISTICS_AFTER:
+        store.refresh_statistics()
     if report.records == 0 and not report.failed:
         why = _why_nothing(path, connector.name, report.problems)
         report.read_nothing = why is not None
@@ -325,6 +327,9 @@ def ingest_path(
     report.seconds = time.perf_counter() - started
     return report
 
+
+# The chunks an ingest adds from which it has the store refresh its planner's statistics.
+STATISTICS_AFTER = 5000
 
 # How many files a folder is looked through for to say what it holds.
 _LOOK = 2000

@@ -275,6 +275,8 @@ def _values(params: Sequence[Any] | dict[str, Any]) -> Any:
 def _value(value: Any) -> Any:
     if isinstance(value, str) and "\x00" in value:
         return value.replace("\x00", "\x01")
+    if isinstance(value, list):  # an array parameter
+        return [_value(v) for v in value]
     return value
 
 

@@ -20,7 +20,7 @@ from __future__ import annotations
 import hashlib
 import itertools
 import threading
-from collections.abc import Iterable, Iterator
+from collections.abc import Collection, Iterable, Iterator
 from contextlib import AbstractContextManager, contextmanager
 from typing import Any
 
@@ -39,7 +39,7 @@ from stratamem.store.settings import CHUNK_GENERATION_KEY, GENERATION_KEY
 from stratamem.store.tables.aliases import AliasTables
 from stratamem.store.tables.chunks import ChunkTables, _chunk_row, mention_rows
 from stratamem.store.tables.facts import FactTables
-from stratamem.store.tables.graph import GraphTables
+from stratamem.store.tables.graph import GraphTables, co_mention_pairs
 from stratamem.store.tables.items import ItemVersionTables
 from stratamem.store.tables.jobs import JobQueue
 from stratamem.store.tables.locks import LockTables, table_columns
@@ -181,6 +181,13 @@ class PostgresStore(
         finally:
             self.conn.command(b"SET synchronous_commit = on")
 
+    def refresh_statistics(self) -> None:
+        """``ANALYZE``: a table PostgreSQL has no statistics of yet is planned as a small one,
+        until autovacuum samples it (within about a minute). The summary trees built right
+        after an ingest of 100k chunks took about 110 s without them and 35 s with them (about
+        2 s for the ``ANALYZE``)."""
+        self.conn.command(b"ANALYZE")
+
     def get_setting(self, key: str) -> str | None:
         memo = self._memo
         if memo is not None and ("setting", key) in memo:
@@ -241,6 +248,23 @@ class PostgresStore(
         for row in mention_rows(mentions):
             rows.setdefault((row[0], row[4], row[1]), row)
         self.conn.copy_rows("entity_index", _MENTION_COLUMNS, rows.values())
+
+    def add_new_edges(self, source_id: str, mentions: Iterable[Collection[str]]) -> None:
+        """The co-mention pairs of new nodes in one statement over three arrays (one round
+        trip, where a statement per pair is one each)."""
+        pairs = co_mention_pairs(mentions)
+        if not pairs:
+            return
+        a, b, n = (list(column) for column in zip(*pairs, strict=True))
+        self.conn.execute(
+            """INSERT INTO entity_edges (a, b, source_id, weight)
+               SELECT x.a, x.b, %s, x.n
+               FROM unnest(CAST(%s AS text[]), CAST(%s AS text[]), CAST(%s AS real[]))
+                   AS x(a, b, n)
+               ON CONFLICT (a, b, source_id)
+               DO UPDATE SET weight = entity_edges.weight + excluded.weight""",
+            (source_id, a, b, n),
+        )
 
     def insert_restored(self, table: str, columns: list[str], rows: Iterator[list[Any]]) -> None:
         """Put sealed rows back as this store writes them: columns the table lacks left out,

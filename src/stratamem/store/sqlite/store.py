@@ -149,6 +149,10 @@ class SQLiteStore(
         finally:
             self.conn.execute("PRAGMA synchronous = FULL")
 
+    def refresh_statistics(self) -> None:
+        """Nothing: the store never runs SQLite's ``ANALYZE``, so its planner keeps no
+        statistics to fall behind."""
+
     def insert_chunks(self, chunks: Iterable[Chunk]) -> None:
         """Store new chunks and index them in FTS5 in one statement over their rowids (which
         ``AUTOINCREMENT`` hands out above every rowid the table ever held)."""

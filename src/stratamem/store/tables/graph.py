@@ -19,6 +19,18 @@ MAX_EDGE_NODE_ENTITIES = 24
 T = TypeVar("T")
 
 
+def co_mention_pairs(mentions: Iterable[Collection[str]]) -> list[tuple[str, str, int]]:
+    """(a, b, how many nodes name both) for each pair of entities, a before b, that the same
+    node names, counting each node's entities once; a node that names more than
+    :data:`MAX_EDGE_NODE_ENTITIES` adds none (see :meth:`GraphTables.add_edges`)."""
+    pairs: Counter[tuple[str, str]] = Counter()
+    for found in mentions:
+        entities = sorted(set(found))
+        if len(entities) <= MAX_EDGE_NODE_ENTITIES:
+            pairs.update(combinations(entities, 2))
+    return [(a, b, n) for (a, b), n in sorted(pairs.items())]
+
+
 class GraphTables:
     """The graph half of a store (SQLite\'s or PostgreSQL\'s)."""
 
@@ -65,12 +77,7 @@ class GraphTables:
         nodes are new, so what they mention is what the caller just wrote, and a join of the
         mention table with itself is not needed.
         """
-        pairs: Counter[tuple[str, str]] = Counter()
-        for found in mentions:
-            entities = sorted(set(found))
-            if len(entities) > MAX_EDGE_NODE_ENTITIES:
-                continue
-            pairs.update(combinations(entities, 2))
+        pairs = co_mention_pairs(mentions)
         if not pairs:
             return
         d = self.dialect
@@ -78,7 +85,7 @@ class GraphTables:
             f"""INSERT INTO entity_edges (a, b, source_id, weight) VALUES ({d.marks(4)})
                 ON CONFLICT (a, b, source_id)
                 DO UPDATE SET weight = entity_edges.weight + excluded.weight""",
-            [(a, b, source_id, n) for (a, b), n in sorted(pairs.items())],
+            [(a, b, source_id, n) for a, b, n in pairs],
         )
 
     def rebuild_edges(self, source_id: str) -> None:
