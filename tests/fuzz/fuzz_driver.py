@@ -17,7 +17,8 @@ The same cases serve the bounded suite (``tests/fuzz/test_*.py``) and the long r
 - ``uncaught``: any other exception escaped (a bug).
 - ``hang``: the ingest ran past the deadline.
 - ``partial``: the store is unsound afterwards: the integrity check fails, the FTS index
-  disagrees with the chunks, a source row has no chunks, or a source that failed left rows.
+  disagrees with the chunks, a source row has no chunks though its records make some (or it
+  holds no records either), or a source that failed left rows.
 - ``unplaced``: a reported problem has an empty ``where``.
 """
 
@@ -34,6 +35,9 @@ from types import ModuleType
 
 import stratamem
 from stratamem.errors import StratamemError
+from stratamem.ingest.chunking import chunk_records
+from stratamem.store.sqlite.store import SQLiteStore
+from stratamem.types import SourceKind
 from suite import Deadline, deadline
 
 HERE = Path(__file__).resolve().parent
@@ -114,6 +118,19 @@ def run_case(case: ModuleType, seed: int, workdir: Path, *, timeout_s: float = 2
     return Outcome(case.NAME, seed, status, detail, len(report.problems), report.chunks, seconds)
 
 
+def _chunkless(db: Path, source_id: str, kind: SourceKind) -> str:
+    """What is wrong with a source that holds no chunks: nothing, where it holds records and
+    none of them makes a chunk (a message with no text and no subject); else why not."""
+    with SQLiteStore(db) as store:
+        keys = list(store.record_keys(source_id))
+        if not keys:
+            return f"source {source_id} has no chunks and no records"
+        records = [stored.record for stored in store.records_by_key(source_id, keys)]
+    if any(True for _ in chunk_records(kind, records)):
+        return f"source {source_id} has no chunks, but its {len(keys)} records make some"
+    return ""
+
+
 def store_problems(db: Path, *, failed: set[str] = frozenset()) -> str:  # type: ignore[assignment]
     """What is wrong with the store at ``db``, or ``""`` when it is sound."""
     if not db.exists():
@@ -132,11 +149,13 @@ def store_problems(db: Path, *, failed: set[str] = frozenset()) -> str:  # type:
         if chunks != indexed:
             return f"{chunks} chunks but {indexed} FTS rows"
         empty = conn.execute(
-            "SELECT s.id FROM sources s WHERE NOT EXISTS "
+            "SELECT s.id, s.kind FROM sources s WHERE NOT EXISTS "
             "(SELECT 1 FROM chunks c WHERE c.source_id = s.id)"
         ).fetchall()
-        if empty:
-            return f"source {empty[0][0]} has no chunks"
+        for source_id, kind in empty:
+            wrong = _chunkless(db, source_id, SourceKind(kind))
+            if wrong:
+                return wrong
         for source_id in failed:
             left = conn.execute(
                 "SELECT count(*) FROM chunks WHERE source_id = ?", (source_id,)

@@ -21,6 +21,8 @@ CASES = {case.NAME: case for case in fuzz_driver.load_cases()}
 # The JSON formats are cheap to ingest, the mail and notes formats dearer: about 15 s each.
 SEEDS = {"slack": 60, "discord": 60, "jsonl": 60}
 DEFAULT_SEEDS = 25
+# Seeds of the long run kept as cases of their own.
+KEPT_SEEDS = [("maildir", 679), ("eml", 912)]
 
 
 def test_every_input_kind_has_cases() -> None:
@@ -33,7 +35,10 @@ def test_every_input_kind_has_cases() -> None:
         pytest.param(kind, seed, marks=[pytest.mark.fuzz] if seed else [])
         for kind in CASES
         for seed in range(SEEDS.get(kind, DEFAULT_SEEDS))
-    ],
+    ]
+    # Each leaves a mail source holding one message with no text and no subject: a record,
+    # and no chunk to make of it.
+    + [pytest.param(kind, seed, marks=[pytest.mark.fuzz]) for kind, seed in KEPT_SEEDS],
 )
 def test_fuzzed_input_is_read_or_refused(kind: str, seed: int, tmp_path: Path) -> None:
     # A hang is an input still being read after minutes; a slow machine is not one.
@@ -61,3 +66,32 @@ def _contents(path: Path) -> list[tuple[str, bytes]]:
         (p.relative_to(path).as_posix(), p.read_bytes() if p.is_file() else b"")
         for p in path.rglob("*")
     )
+
+
+def test_a_source_without_chunks_is_sound_only_where_its_records_make_none(
+    tmp_path: Path,
+) -> None:
+    import json
+    import sqlite3
+
+    import stratamem
+
+    db = tmp_path / "store.db"
+    notes = tmp_path / "team.jsonl"
+    notes.write_text(
+        "".join(json.dumps({"text": f"note {i}", "source": "team"}) + "\n" for i in range(3))
+    )
+    with stratamem.open(db, embedder=None) as mem:
+        mem.ingest(notes, trees=False)
+    assert fuzz_driver.store_problems(db) == ""
+    conn = sqlite3.connect(db)
+    (source,) = conn.execute("SELECT id FROM sources").fetchone()
+    with conn:
+        conn.execute("DELETE FROM chunks")
+    assert fuzz_driver.store_problems(db) == (
+        f"source {source} has no chunks, but its 3 records make some"
+    )
+    with conn:
+        conn.execute("DELETE FROM records")
+    conn.close()
+    assert fuzz_driver.store_problems(db) == f"source {source} has no chunks and no records"
