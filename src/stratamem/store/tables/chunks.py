@@ -74,7 +74,7 @@ class ChunkTables:
                VALUES ({d.marks(6)}) ON CONFLICT DO NOTHING""",
             rows,
         )
-        return int(cursor.rowcount)
+        return max(int(cursor.rowcount), 0)  # -1 for an empty batch
 
     def chunk_places(self, source_id: str, ids: Sequence[str]) -> dict[str, ChunkPlace]:
         """The place and the facets of each of these chunks the source holds."""
