@@ -74,7 +74,7 @@ class ChunkTables:
                VALUES ({d.marks(6)}) ON CONFLICT DO NOTHING""",
             rows,
         )
-        return max(int(cursor.rowcount), 0)  # -1 for an empty batch
+        return max(int(cursor.rowcount), 0)  # DB-API: -1 where a driver cannot count
 
     def chunk_places(self, source_id: str, ids: Sequence[str]) -> dict[str, ChunkPlace]:
         """The place and the facets of each of these chunks the source holds."""
