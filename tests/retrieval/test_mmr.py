@@ -2,7 +2,11 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
+from stratamem.config import SearchConfig
+from stratamem.retrieval.hybrid import _diversify
 from stratamem.retrieval.mmr import mmr
 
 
@@ -67,3 +71,55 @@ def test_threshold_zero_is_the_classic_rule() -> None:
 def test_bad_threshold() -> None:
     with pytest.raises(ValueError, match="threshold"):
         mmr(["a"], {"a": 1.0}, {"a": unit(1, 0)}, threshold=1.5)
+
+
+candidates = st.integers(min_value=1, max_value=14).flatmap(
+    lambda n: st.tuples(
+        st.lists(st.floats(0, 1, allow_nan=False), min_size=n, max_size=n),
+        st.lists(
+            st.tuples(st.integers(-3, 3), st.integers(-3, 3), st.integers(-3, 3)),
+            min_size=n,
+            max_size=n,
+        ),
+        st.lists(st.booleans(), min_size=n, max_size=n),  # which have a vector
+        st.lists(st.booleans(), min_size=n, max_size=n),  # which are chat turns
+    )
+)
+
+
+def _inputs(drawn: tuple) -> tuple[list[str], dict, dict, set[str]]:
+    scores, points, has, chat = drawn
+    ids = [f"n{i}" for i in range(len(scores))]
+    relevance = dict(zip(ids, scores, strict=True))
+    # Small integer points repeat, so equal vectors and equal scores (ties) are common.
+    vectors = {
+        key: unit(*(float(x) + 0.5 for x in point))
+        for key, point, present in zip(ids, points, has, strict=True)
+        if present
+    }
+    return ids, relevance, vectors, {k for k, c in zip(ids, chat, strict=True) if c}
+
+
+@given(drawn=candidates, limit=st.integers(0, 16), threshold=st.sampled_from([0.0, 0.9, 1.0]))
+def test_a_limit_picks_the_head_of_the_whole_order(
+    drawn: tuple, limit: int, threshold: float
+) -> None:
+    ids, relevance, vectors, _ = _inputs(drawn)
+    whole = mmr(ids, relevance, vectors, threshold=threshold)
+    assert mmr(ids, relevance, vectors, threshold=threshold, limit=limit) == whole[:limit]
+
+
+@given(
+    drawn=candidates, limit=st.integers(1, 16), mode=st.sampled_from(["on", "duplicates", "auto"])
+)
+def test_the_search_diversifies_the_head_it_shows_as_the_whole_list(
+    drawn: tuple, limit: int, mode: str
+) -> None:
+    """The search diversifies only the ``limit`` hits it shows; they are the head of what
+    diversifying the whole candidate list gives, chat turns mixed with the rest included."""
+    ids, relevance, vectors, chat = _inputs(drawn)
+    cfg = SearchConfig(mmr=mode)
+    in_chat = chat if mode == "auto" else set()
+    whole = _diversify(ids, relevance, vectors, in_chat, cfg, len(ids))
+    assert sorted(whole) == sorted(ids)
+    assert _diversify(ids, relevance, vectors, in_chat, cfg, limit) == whole[:limit]

@@ -91,11 +91,14 @@ def ranking(totals: Mapping[str, float], *, tie: TieBreak = _by_id) -> list[str]
 
 
 def top(totals: Mapping[str, float], n: int, *, tie: TieBreak = _by_id) -> list[str]:
-    """``ranking(totals)[:n]`` without sorting all of them (``tie`` keys are unique, so
-    the order of the first ``n`` is the same)."""
+    """``ranking(totals)[:n]`` without sorting all of them: only those scoring at least the
+    ``n``-th highest score can be among the first ``n``, and only they are ordered (``tie``
+    keys are unique, so the order of the first ``n`` is the same)."""
     if n <= 0:
         return []
     if n >= len(totals):
         return ranking(totals, tie=tie)
-    best = heapq.nsmallest(n, totals.items(), key=lambda i: (-i[1], tie(i[0])))
-    return [key for key, _ in best]
+    least = heapq.nlargest(n, totals.values())[-1]
+    best = [item for item in totals.items() if item[1] >= least]
+    best.sort(key=lambda item: (-item[1], tie(item[0])))
+    return [key for key, _ in best[:n]]

@@ -31,7 +31,7 @@ from __future__ import annotations
 import functools
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 
 from stratamem.config import SearchConfig
 from stratamem.retrieval import fusion
@@ -64,23 +64,81 @@ from stratamem.types import (
 MAX_LIMIT = 1000
 
 
-@dataclass(slots=True)
 class _Candidate:
-    parts: dict[str, float] = field(default_factory=dict)
-    expansion: float = 0.0
-    via: str = ""
-    boost: float = 1.0
-    tier0: bool = False
-    context: float = 0.0  # of the parts, what the turns around it passed on
-    rerank: float | None = None
-    fused: float = field(init=False)  # the parts' sum (they never change once fused)
+    """One candidate's score as the pipeline builds it: ``final`` is kept equal to
+    ``max(fused, expansion) * boost`` by :meth:`reach` and :meth:`boosted` (a search reads it
+    hundreds of times)."""
 
-    def __post_init__(self) -> None:
-        self.fused = sum(self.parts.values())
+    __slots__ = (
+        "boost",
+        "context",
+        "expansion",
+        "final",
+        "fused",
+        "parts",
+        "rerank",
+        "tier0",
+        "via",
+    )
 
-    @property
-    def final(self) -> float:
-        return max(self.fused, self.expansion) * self.boost
+    def __init__(self, parts: dict[str, float] | None = None) -> None:
+        self.parts = {} if parts is None else parts
+        self.fused = sum(self.parts.values())  # the parts never change once fused
+        self.expansion = 0.0
+        self.via = ""
+        self.boost = 1.0
+        self.tier0 = False
+        self.context = 0.0  # of the parts, what the turns around it passed on
+        self.rerank: float | None = None
+        self.final = max(self.fused, self.expansion) * self.boost
+
+    def reach(self, value: float, via: str) -> None:
+        """Reached by expansion from ``via`` with ``value``, if more than before."""
+        if value > self.expansion:
+            self.expansion, self.via = value, via
+            self.final = max(self.fused, self.expansion) * self.boost
+
+    def boosted(self, boost: float) -> None:
+        self.boost = boost
+        self.final = max(self.fused, self.expansion) * self.boost
+
+
+class _Candidates:
+    """The fused candidates by id: each one's final score in ``finals``, and made a
+    :class:`_Candidate` only where the pipeline needs more of it (the nodes the expansion
+    reaches, the head): a search fuses hundreds and shows ten."""
+
+    def __init__(
+        self,
+        parts: dict[str, dict[str, float]],
+        scores: dict[str, dict[str, float]],
+        lent: dict[str, dict[str, float]],
+    ) -> None:
+        self._parts, self._scores, self._lent = parts, scores, lent
+        self._made: dict[str, _Candidate] = {}
+        # What _Candidate(parts).final is, without making one.
+        self.finals = {key: max(sum(p.values()), 0.0) * 1.0 for key, p in parts.items()}
+
+    def __len__(self) -> int:
+        return len(self.finals)
+
+    def __getitem__(self, key: str) -> _Candidate:
+        found = self._made.get(key)
+        if found is None:
+            found = self._made[key] = _Candidate(self._parts.get(key))
+            for name, passed in self._lent.items():
+                amount = passed.get(key)
+                if amount is not None and name in found.parts:
+                    score = self._scores[name][key]
+                    share = amount / score if score > 0 else 0.0
+                    found.context += found.parts[name] * share
+        return found
+
+    def reach(self, key: str, value: float, via: str) -> None:
+        """``key`` reached by the expansion from ``via`` with ``value``."""
+        candidate = self[key]
+        candidate.reach(value, via)
+        self.finals[key] = candidate.final
 
 
 class HybridSearcher:
@@ -150,12 +208,7 @@ class HybridSearcher:
                 parts = fusion.rrf(scores, weights, k=cfg.rrf_k, tie=ties.key)
             else:
                 parts = fusion.weighted_minmax(scores, weights)
-            candidates = {key: _Candidate(parts=value) for key, value in parts.items()}
-            for name, passed in lent.items():
-                for key, amount in passed.items():
-                    if key in candidates and name in candidates[key].parts:
-                        share = amount / scores[name][key] if scores[name][key] > 0 else 0.0
-                        candidates[key].context += candidates[key].parts[name] * share
+            candidates = _Candidates(parts, scores, lent)
             if not candidates:
                 return SearchResponse(
                     hits=(),
@@ -167,7 +220,7 @@ class HybridSearcher:
                 )
             if cfg.expand_seeds > 0 and cfg.expand_damping > 0:
                 self._expand(candidates, filters, turns, cfg, ties)
-            finals = {k: c.final for k, c in candidates.items()}
+            finals = candidates.finals
             wanted = max(limit * 4, cfg.rerank_top, 40)
             ties.cover(finals, top=wanted)
             head = fusion.top(finals, wanted, tie=ties.key)
@@ -176,7 +229,7 @@ class HybridSearcher:
             head = [key for key in head if key in chunks]
             for key in head:
                 if set(chunks[key].tags) & set(cfg.tier0_tags):
-                    candidates[key].boost = cfg.tier0_boost
+                    candidates[key].boosted(cfg.tier0_boost)
                     candidates[key].tier0 = True
             boosted = {k: candidates[k].final for k in head}
             ties.cover(boosted)
@@ -198,13 +251,15 @@ class HybridSearcher:
             reranking = rerank and self.reranker is not None and bool(head)
             if not reranking:  # the order is final here: only the hits' entities are read
                 if vectors:
-                    head = _diversify(head, _relevance(head, candidates), vectors, in_chat, cfg)
+                    head = _diversify(
+                        head, _relevance(head, candidates), vectors, in_chat, cfg, limit
+                    )
                 head = head[:limit]
             entities = self.store.mentions_of(head)
         if reranking and self.reranker is not None:
             head = _rerank(self.reranker, query, head, chunks, candidates, cfg, notes, ties)
             if vectors:
-                head = _diversify(head, _relevance(head, candidates), vectors, in_chat, cfg)
+                head = _diversify(head, _relevance(head, candidates), vectors, in_chat, cfg, limit)
         top = head[:limit]
         lowest = min(raw["vector"].values()) if raw.get("vector") else 0.0
         signals = [_signals(key, raw, status, ceilings, lowest, candidates[key]) for key in top]
@@ -304,13 +359,13 @@ class HybridSearcher:
 
     def _expand(
         self,
-        candidates: dict[str, _Candidate],
+        candidates: _Candidates,
         filters: Filters,
         turns: _Turns,
         cfg: SearchConfig,
         ties: TieOrder,
     ) -> None:
-        finals = {k: c.final for k, c in candidates.items()}
+        finals = candidates.finals  # changed only at the end, by what is reached
         ties.cover(finals, top=cfg.expand_seeds)
         seeds = fusion.top(finals, cfg.expand_seeds, tie=ties.key)
         reached: dict[str, tuple[float, str]] = {}
@@ -323,7 +378,7 @@ class HybridSearcher:
         for seed, neighbours in around.items():
             for node, distance in neighbours:
                 # Each step further from the seed damps what it passes on again.
-                reach(node, candidates[seed].final * cfg.expand_damping**distance, seed)
+                reach(node, finals[seed] * cfg.expand_damping**distance, seed)
         mentions = self.store.mentions_of(seeds)
         # One frequency lookup for every seed's entities rather than one per seed.
         frequencies = self.store.entity_frequencies(
@@ -347,11 +402,9 @@ class HybridSearcher:
         for (seed, _, total), shared in zip(weighted, found, strict=True):
             for node, overlap in shared.items():
                 strength = overlap / total
-                reach(node, candidates[seed].final * cfg.expand_damping * strength, seed)
+                reach(node, finals[seed] * cfg.expand_damping * strength, seed)
         for node, (value, seed) in reached.items():
-            candidate = candidates.setdefault(node, _Candidate())
-            if value > candidate.expansion:
-                candidate.expansion, candidate.via = value, seed
+            candidates.reach(node, value, seed)
 
 
 CONTEXT_LEGS = ("keyword", "vector")
@@ -424,7 +477,7 @@ def _spread(
 def _hits(
     keys: list[str],
     chunks: dict[str, Chunk],
-    candidates: dict[str, _Candidate],
+    candidates: _Candidates,
     scopes: dict[str, str],
     entities: dict[str, list[str]],
     signals: list[dict[str, float]],
@@ -510,7 +563,7 @@ def _rerank(
     query: str,
     head: list[str],
     chunks: dict[str, Chunk],
-    candidates: dict[str, _Candidate],
+    candidates: _Candidates,
     cfg: SearchConfig,
     notes: list[str],
     ties: TieOrder,
@@ -535,26 +588,30 @@ def _diversify(
     vectors: dict[str, Vector],
     in_chat: set[str],
     cfg: SearchConfig,
+    limit: int,
 ) -> list[str]:
-    """MMR as ``cfg.mmr`` says. Under "auto" the chat turns, whose neighbours repeat and answer
-    each other, are diversified among themselves as under "on"; every other candidate is
-    passed over only for a near-duplicate of one already picked, as under "duplicates"."""
-    if cfg.mmr == "on":
-        return mmr(head, relevance, vectors, lam=cfg.mmr_lambda)
-    duplicates = mmr(head, relevance, vectors, lam=cfg.mmr_lambda, threshold=cfg.mmr_threshold)
+    """The first ``limit`` of ``head`` picked by MMR as ``cfg.mmr`` says (MMR picks one at a
+    time, so these are the first ``limit`` of the whole order). Under "auto" the chat turns,
+    whose neighbours repeat and answer each other, are diversified among themselves as under
+    "on"; every other candidate is passed over only for a near-duplicate of one already
+    picked, as under "duplicates"."""
+    lam = cfg.mmr_lambda
+    if cfg.mmr == "on" or (cfg.mmr == "auto" and len(in_chat) == len(head)):
+        return mmr(head, relevance, vectors, lam=lam, limit=limit)
+    threshold = cfg.mmr_threshold
     if cfg.mmr == "duplicates" or not in_chat:
-        return duplicates
-    if len(in_chat) == len(head):
-        return mmr(head, relevance, vectors, lam=cfg.mmr_lambda)
-    # A mix: each kind keeps the places its items held in the near-duplicate order, and the
-    # chat turns among them are put in their MMR order.
-    turns = iter(
-        mmr([k for k in duplicates if k in in_chat], relevance, vectors, lam=cfg.mmr_lambda)
-    )
-    return [next(turns) if k in in_chat else k for k in duplicates]
+        return mmr(head, relevance, vectors, lam=lam, threshold=threshold, limit=limit)
+    # A mix: each kind keeps the places its items held in the near-duplicate order of them
+    # all, and the chat turns among them are put in their MMR order.
+    duplicates = mmr(head, relevance, vectors, lam=lam, threshold=threshold)
+    shown = duplicates[:limit]
+    places = sum(1 for k in shown if k in in_chat)
+    chat = [k for k in duplicates if k in in_chat]
+    turns = iter(mmr(chat, relevance, vectors, lam=lam, limit=places))
+    return [next(turns) if k in in_chat else k for k in shown]
 
 
-def _relevance(head: list[str], candidates: dict[str, _Candidate]) -> dict[str, float]:
+def _relevance(head: list[str], candidates: _Candidates) -> dict[str, float]:
     """What MMR weighs against similarity: the final scores; reranked items, whose scores are
     on the reranker's own scale, stay above the rest and in the reranker's order."""
     rel = {k: candidates[k].final for k in head}

@@ -62,16 +62,18 @@ class TieOrder:
         highest score (any node scoring less ranks after ``top`` others whatever its key)."""
         tied: set[str] = set()
         for mapping in scores:
-            counts = Counter(mapping.values())
+            items: Iterable[tuple[str, float]] = mapping.items()
             if top is not None and top < len(mapping):
                 if top <= 0:
                     continue
+                # A node ties only with nodes of its own score, so those below the cut are
+                # not counted.
                 least = heapq.nlargest(top, mapping.values())[-1]
-                tied.update(
-                    node for node, value in mapping.items() if value >= least and counts[value] > 1
-                )
-                continue
-            tied.update(node for node, value in mapping.items() if counts[value] > 1)
+                items = [item for item in items if item[1] >= least]
+            else:
+                items = list(items)
+            counts = Counter(value for _, value in items)
+            tied.update(node for node, value in items if counts[value] > 1)
         wanted = sorted(tied - self._asked)
         if wanted:
             self._asked.update(wanted)

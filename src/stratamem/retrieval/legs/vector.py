@@ -352,9 +352,10 @@ class VectorLeg:
             names: dict[int, str] = {}
             try:
                 rowids, scores = index.search(vector, k, allow=allow)
-                found = [int(r) for r in rowids]
+                found: list[int] = rowids.tolist()
                 if same_version:  # no sync changes the rows while this search is counted
-                    names = {r: self._rows[r] for r in found if r in self._rows}
+                    rows = self._rows
+                    names = {r: rows[r] for r in found if r in rows}
             finally:
                 with self._lock:
                     self._searching -= 1
@@ -362,9 +363,7 @@ class VectorLeg:
                         self._idle.notify_all()
             if not same_version:
                 names = self.store.rowids_to_ids(found)
-        return {
-            names[int(r)]: float(s) for r, s in zip(rowids, scores, strict=True) if int(r) in names
-        }
+        return {names[r]: s for r, s in zip(found, scores.tolist(), strict=True) if r in names}
 
     def _allow(self, index: VectorIndex, allowed: list[int]) -> Allowed:
         """``allowed`` resolved against ``index``, kept while the store returns the same

@@ -152,17 +152,19 @@ class ChunkTables:
         gate, params = gate_sql(self.dialect, self.visible_ids(), probe=True)
         for part, marks in d.batches(ids):
             for row in self.conn.execute(
-                f"""SELECT c.* FROM chunks c JOIN sources s ON s.id = c.source_id
+                f"""SELECT {CHUNK_COLUMNS} FROM chunks c JOIN sources s ON s.id = c.source_id
                     WHERE c.id IN ({marks}) AND {gate}""",
                 (*part, *params),
             ):
-                found[row["id"]] = chunk_from_row(row)
+                chunk = chunk_from_row(row)
+                found[chunk.id] = chunk
         return [found[i] for i in ids if i in found]
 
     def iter_chunks(self, source_id: str) -> Iterator[Chunk]:
         d = self.dialect
         for row in self.conn.execute(
-            f"SELECT * FROM chunks WHERE source_id = {d.p} ORDER BY seq", (source_id,)
+            f"SELECT {CHUNK_COLUMNS} FROM chunks c WHERE c.source_id = {d.p} ORDER BY c.seq",
+            (source_id,),
         ):
             yield chunk_from_row(row)
 
@@ -238,23 +240,51 @@ def mention_rows(mentions: Iterable[tuple[Chunk, Iterable[Mention]]]) -> Iterato
             yield (m.entity_id, node, m.kind, m.surface, source, ts)
 
 
+# The columns :func:`chunk_from_row` reads, in its order (first in any query it reads).
+CHUNK_COLUMNS = """c.id, c.source_id, c.seq, c.content, c.token_count, c.ts_start, c.ts_end,
+    c.author, c.title, c.tags, c.source_ref, c.thread, c.doc_id, c.version, c.content_sha256,
+    c.record_key, c.meta"""
+_CHUNK_WIDTH = CHUNK_COLUMNS.count(",") + 1
+
+
 def chunk_from_row(row: Row) -> Chunk:
+    """The chunk of a row that begins with :data:`CHUNK_COLUMNS` (read by place: a search
+    makes dozens a query)."""
+    (
+        node,
+        source,
+        seq,
+        content,
+        tokens,
+        start,
+        end,
+        author,
+        title,
+        tags,
+        ref,
+        thread,
+        doc,
+        version,
+        sha,
+        record,
+        meta,
+    ) = row[:_CHUNK_WIDTH]
     return Chunk(
-        id=row["id"],
-        source_id=row["source_id"],
-        seq=row["seq"],
-        content=row["content"],
-        token_count=row["token_count"],
-        time_start=from_ms(row["ts_start"]),
-        time_end=from_ms(row["ts_end"]),
-        author=row["author"],
-        title=row["title"],
-        tags=tuple(json.loads(row["tags"])),
-        source_ref=row["source_ref"],
-        thread=row["thread"],
-        doc_id=row["doc_id"],
-        version=row["version"],
-        content_sha256=row["content_sha256"],
-        record_key=row["record_key"],
-        meta=json.loads(row["meta"]),
+        id=node,
+        source_id=source,
+        seq=seq,
+        content=content,
+        token_count=tokens,
+        time_start=from_ms(start),
+        time_end=from_ms(end),
+        author=author,
+        title=title,
+        tags=() if tags == "[]" else tuple(json.loads(tags)),
+        source_ref=ref,
+        thread=thread,
+        doc_id=doc,
+        version=version,
+        content_sha256=sha,
+        record_key=record,
+        meta={} if meta == "{}" else json.loads(meta),
     )

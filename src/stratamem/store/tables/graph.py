@@ -126,13 +126,7 @@ class GraphTables:
         if not weights:
             return {}
         if filters.since is None and filters.until is None:
-
-            def admitted() -> list[str]:
-                where, params = filter_sql(self.dialect, filters, self.visible_ids())
-                rows = self.conn.execute(f"SELECT s.id FROM sources s WHERE {where}", params)
-                return [row[0] for row in rows]
-
-            sources = self._cached_read(("sources of", filters), admitted)
+            sources = self._admitted_sources(filters)
             return self.postings.score(weights, sources, limit, exclude=exclude)
         values = ",".join(f"({d.marks(2)})" for _ in weights)
         visible = self.visible_ids()
@@ -153,6 +147,16 @@ class GraphTables:
         ).fetchall()
         return {row[0]: float(row[1]) for row in rows}
 
+    def _admitted_sources(self, filters: Filters) -> list[str]:
+        """The sources the reader may see that ``filters`` admit (times aside)."""
+
+        def admitted() -> list[str]:
+            where, params = filter_sql(self.dialect, filters, self.visible_ids())
+            rows = self.conn.execute(f"SELECT s.id FROM sources s WHERE {where}", params)
+            return [row[0] for row in rows]
+
+        return self._cached_read(("sources of", filters), admitted)
+
     def nodes_by_entities_many(
         self,
         weights: Sequence[dict[str, float]],
@@ -165,7 +169,8 @@ class GraphTables:
         order), in one read: with a time filter one SQL statement ranks every set's nodes
         apart (what would otherwise be a round trip to the database per set)."""
         if filters.since is None and filters.until is None:
-            return [self.nodes_by_entities(w, filters, limit, exclude=exclude) for w in weights]
+            sources = self._admitted_sources(filters)
+            return self.postings.score_many(weights, sources, limit, exclude=exclude)
         out: list[dict[str, float]] = [{} for _ in weights]
         asked = [(i, e, w) for i, each in enumerate(weights) for e, w in each.items()]
         if not asked or limit <= 0:

@@ -120,28 +120,58 @@ class EntityPostings:
         """The ``limit`` nodes with the highest summed weight of the entities they mention,
         among those of ``sources`` (all when None) and not in ``exclude``; ties go to the
         smaller node id, as ``ORDER BY score DESC, node_id`` would have them."""
-        if not weights or limit <= 0:
-            return {}
+        return self.score_many([weights], sources, limit, exclude=exclude)[0]
+
+    def score_many(
+        self,
+        weights: Sequence[dict[str, float]],
+        sources: Collection[str] | None,
+        limit: int,
+        *,
+        exclude: Sequence[str] = (),
+    ) -> list[dict[str, float]]:
+        """:meth:`score` of each of ``weights``, summed in one pass over all their postings
+        (the expansion scores five seeds a search). Each node's weights are added in the
+        order its set names its entities, as :meth:`score` alone would add them."""
+        out: list[dict[str, float]] = [{} for _ in weights]
+        if limit <= 0:
+            return out
         with self._lock:
             self._current()
-            parts = [(self._codes(e), w) for e, w in weights.items() if e in self._lists]
-            if not parts:
-                return {}
-            nodes = np.concatenate([codes for codes, _ in parts])
-            values = np.concatenate([np.full(len(codes), w) for codes, w in parts])
+            codes: list[Codes] = []
+            values: list[npt.NDArray[np.float64]] = []
+            sets: list[npt.NDArray[np.int64]] = []
+            for i, each in enumerate(weights):
+                for entity, weight in each.items():
+                    if entity in self._lists:
+                        found = self._codes(entity)
+                        codes.append(found)
+                        values.append(np.full(len(found), weight))
+                        sets.append(np.full(len(found), i, np.int64))
+            if not codes:
+                return out
+            nodes = np.concatenate(codes)
+            value = np.concatenate(values)
             keep = np.ones(len(nodes), np.bool_)
             if sources is not None:
                 keep &= self._admitted(sources)[nodes]
             if exclude:
                 skip = [self._node_codes[n] for n in exclude if n in self._node_codes]
                 keep &= ~np.isin(nodes, np.asarray(skip, dtype=np.int32))
+            pairs = np.concatenate(sets) * len(self._node_ids) + nodes
             if not keep.all():
-                nodes, values = nodes[keep], values[keep]
-            if not len(nodes):
-                return {}
-            unique, inverse = np.unique(nodes, return_inverse=True)
-            totals = np.bincount(inverse, weights=values).astype(np.float64, copy=False)
-            return self._top(unique, totals, limit)
+                pairs, value = pairs[keep], value[keep]
+            if not len(pairs):
+                return out
+            unique, inverse = np.unique(pairs, return_inverse=True)
+            totals = np.bincount(inverse, weights=value).astype(np.float64, copy=False)
+            owner, node = np.divmod(unique, len(self._node_ids))
+            bounds = np.searchsorted(owner, np.arange(len(weights) + 1))
+            for i in range(len(weights)):
+                start, end = int(bounds[i]), int(bounds[i + 1])
+                if end > start:
+                    out[i] = self._top(node[start:end], totals[start:end], limit)
+            return out
 
     def _codes(self, entity: str) -> Codes:
         codes = self._arrays.get(entity)
@@ -154,18 +184,15 @@ class EntityPostings:
         if len(nodes) > limit:
             # Everything scoring above the limit-th score, and the ties at it by smallest id.
             cut = np.partition(totals, len(totals) - limit)[len(totals) - limit]
-            above = np.flatnonzero(totals > cut)
-            tied = np.flatnonzero(totals == cut)
-            smallest = heapq.nsmallest(
-                limit - len(above), tied.tolist(), key=lambda i: names[int(nodes[i])]
-            )
-            chosen = np.concatenate([above, np.asarray(smallest, dtype=np.int64)])
-            nodes, totals = nodes[chosen], totals[chosen]
-        ranked = sorted(
-            zip(totals.tolist(), nodes.tolist(), strict=True),
-            key=lambda pair: (-pair[0], names[pair[1]]),
-        )
-        return {names[node]: total for total, node in ranked}
+            above = totals > cut
+            ranked = _negated_pairs(totals[above], nodes[above], names)
+            tied = [names[n] for n in nodes[totals == cut].tolist()]
+            at_cut = -float(cut)
+            ranked += [(at_cut, name) for name in heapq.nsmallest(limit - len(ranked), tied)]
+        else:
+            ranked = _negated_pairs(totals, nodes, names)
+        ranked.sort()  # by score descending, then id (ids are unique)
+        return {name: -negated for negated, name in ranked}
 
     # -- keeping current -------------------------------------------------------------------
 
@@ -243,3 +270,10 @@ class EntityPostings:
             found.append(code)
             added += 1
         self._total += added
+
+
+def _negated_pairs(
+    totals: npt.NDArray[np.float64], nodes: Codes, names: list[str]
+) -> list[tuple[float, str]]:
+    """(−total, node id) of each node: sorted, best first and ties by id."""
+    return list(zip((-totals).tolist(), [names[n] for n in nodes.tolist()], strict=True))

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from stratamem.store.base import from_ms, to_ms
 from stratamem.store.dialect import Connection, Dialect, Row
-from stratamem.store.tables.chunks import chunk_from_row
+from stratamem.store.tables.chunks import CHUNK_COLUMNS, chunk_from_row
 from stratamem.store.tables.filters import filter_sql, of_visible_sql, trees_sql
 from stratamem.store.trees import TreeLeaf, TreeSummary
 from stratamem.types import Filters, SummaryNode, TreeKind
@@ -31,7 +31,7 @@ _SUMMARY_COLUMNS = "sm.*, t.scope AS scope, t.kind AS tree_kind"
 _SUMMARY_FROM = """FROM summaries sm JOIN trees t ON t.id = sm.tree_id
     JOIN sources s ON s.id = sm.source_id"""
 
-_LEAF_COLUMNS = """c.*, s.scope AS scope,
+_LEAF_COLUMNS = f"""{CHUNK_COLUMNS}, s.scope AS scope,
     CASE WHEN c.parent_summary IS NULL THEN '' ELSE coalesce(t.id, '') END AS tree_id"""
 
 _LEAF_FROM = """FROM chunks c JOIN sources s ON s.id = c.source_id
