@@ -9,7 +9,9 @@ clustered structure of real embeddings without embedding N texts. Queries are Sc
 test claims.
 
 One pass over the queries times, for each query and in an order that rotates from query to
-query (so the machine's drifting load falls on all alike):
+query (so the machine's drifting load falls on all alike), each system in a process of its own
+that times its own calls (in one process, a search right after a peer's query paid for the
+peer's threads and heap):
 
 - our hybrid search end to end, limit 10, the query embedded anew (the query cache cleared);
 - our hybrid search with the query's vector given (put in the query cache beforehand);
@@ -37,6 +39,8 @@ import json
 import os
 import sqlite3
 import statistics
+import subprocess
+import sys
 import tempfile
 import threading
 import time
@@ -250,74 +254,129 @@ def bm25s_index(path: Path) -> tuple[Any, dict[str, Any]]:
     }
 
 
-def interleaved(path: Path, folder: Path, queries: list[str]) -> dict[str, Any]:
-    """Every variant on every query, in an order rotating from query to query."""
-    import bm25s
+# Each system runs in a process of its own (as it would be deployed): in one process a peer's
+# threads and heap sit beside ours, and a search right after a peer's query pays for it.
+SYSTEMS = {
+    "stratamem": (HYBRID, GIVEN, KEYWORD),
+    "lancedb": (LANCE_HYBRID, LANCE_FTS),
+    "bm25s": (BM25S,),
+}
+Run = Callable[[str, np.ndarray], object]
 
-    table, lance_info = lancedb_table(path, folder)
-    retriever, bm25s_info = bm25s_index(path)
-    timings: dict[str, list[float]] = {name: [] for name in VARIANTS}
-    with open_store(path) as mem:
-        started = time.perf_counter()
-        mem.search("warm up the index and caches")
-        first_search_s = time.perf_counter() - started
-        vectors = mem.vectors
-        assert vectors is not None
-        given = {q: vectors.embed_query(q) for q in queries}
-        keyword = legs.LEGS["keyword"](mem.store, vectors, SearchConfig())
 
-        def hybrid_embedded(query: str) -> object:
-            vectors._queries.clear()  # embedded anew, as a new query would be
-            return mem.search(query, limit=10)
+def system_runs(system: str, path: Path, folder: Path) -> tuple[dict[str, Run], dict[str, Any]]:
+    """The variants of one system, each a call on (query, its vector), and what to report
+    of the system's setup."""
+    if system == "lancedb":
+        table, lance_info = lancedb_table(path, folder)
 
-        def hybrid_given(query: str) -> object:
-            vectors._queries.clear()
-            vectors._queries[query] = given[query]
-            return mem.search(query, limit=10)
-
-        def keyword_leg(query: str) -> object:
-            with mem.store.read_snapshot():
-                return keyword.start(query, Filters(), POOL)()
-
-        def lance_hybrid(query: str) -> object:
+        def lance_hybrid(query: str, vector: np.ndarray) -> object:
             return (
                 table.search(query_type="hybrid", vector_column_name="vector")
-                .vector(given[query])
+                .vector(vector)
                 .text(query)
                 .select(["id", "text"])
                 .limit(10)
                 .to_list()
             )
 
-        def lance_fts(query: str) -> object:
+        def lance_fts(query: str, vector: np.ndarray) -> object:
             return table.search(query, query_type="fts").select(["id"]).limit(POOL).to_list()
 
-        def bm25s_search(query: str) -> object:
+        return {LANCE_HYBRID: lance_hybrid, LANCE_FTS: lance_fts}, {"lancedb": lance_info}
+    if system == "bm25s":
+        import bm25s  # type: ignore[import-not-found]
+
+        retriever, bm25s_info = bm25s_index(path)
+
+        def bm25s_search(query: str, vector: np.ndarray) -> object:
             tokens = bm25s.tokenize([query], stopwords="en", show_progress=False)
             return retriever.retrieve(tokens, k=POOL, show_progress=False, n_threads=1)
 
-        runs: dict[str, Callable[[str], object]] = {
-            HYBRID: hybrid_embedded,
-            GIVEN: hybrid_given,
-            KEYWORD: keyword_leg,
-            LANCE_HYBRID: lance_hybrid,
-            LANCE_FTS: lance_fts,
-            BM25S: bm25s_search,
-        }
+        return {BM25S: bm25s_search}, {"bm25s": bm25s_info}
+    mem = open_store(path)
+    started = time.perf_counter()
+    mem.search("warm up the index and caches")
+    first_search_s = time.perf_counter() - started
+    vectors = mem.vectors
+    assert vectors is not None
+    keyword = legs.LEGS["keyword"](mem.store, vectors, SearchConfig())
+
+    def hybrid_embedded(query: str, vector: np.ndarray) -> object:
+        vectors._queries.clear()  # embedded anew, as a new query would be
+        return mem.search(query, limit=10)
+
+    def hybrid_given(query: str, vector: np.ndarray) -> object:
+        vectors._queries.clear()
+        vectors._queries[query] = vector
+        return mem.search(query, limit=10)
+
+    def keyword_leg(query: str, vector: np.ndarray) -> object:
+        with mem.store.read_snapshot():
+            return keyword.start(query, Filters(), POOL)()
+
+    runs = {HYBRID: hybrid_embedded, GIVEN: hybrid_given, KEYWORD: keyword_leg}
+    return runs, {"first_search_s": round(first_search_s, 2)}
+
+
+def serve(system: str, path: Path, folder: Path) -> None:
+    """A system's process: reads [variant, query, vector] a line, answers the milliseconds
+    the variant took (timed here, so the pipes cost nothing)."""
+    runs, info = system_runs(system, path, folder)
+    print(json.dumps(info), flush=True)
+    for line in sys.stdin:
+        name, query, vector = json.loads(line)
+        given = np.asarray(vector, dtype=np.float32)
+        started = time.perf_counter()
+        runs[name](query, given)
+        print(json.dumps((time.perf_counter() - started) * 1000), flush=True)
+
+
+def interleaved(path: Path, folder: Path, queries: list[str]) -> dict[str, Any]:
+    """Every variant on every query, in an order rotating from query to query; each system in
+    its own process."""
+    embedder = get_embedder("minilm", threads=CPUS)
+    given = {q: embedder.embed_batch([q], role="query")[0].tolist() for q in queries}
+    del embedder
+    lancedb_table(path, folder)  # built here, once, before any system is timed
+    info: dict[str, Any] = {}
+    procs: dict[str, subprocess.Popen[str]] = {}
+    for system in SYSTEMS:
+        command = [sys.executable, __file__, "--serve", system, "--store", str(path)]
+        proc = subprocess.Popen(
+            [*command, "--keep", str(folder)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        assert proc.stdout is not None
+        info.update(json.loads(proc.stdout.readline()))
+        procs[system] = proc
+    owner = {name: system for system, names in SYSTEMS.items() for name in names}
+
+    def ask(name: str, query: str) -> float:
+        proc = procs[owner[name]]
+        assert proc.stdin is not None
+        assert proc.stdout is not None
+        proc.stdin.write(json.dumps([name, query, given[query]]) + "\n")
+        proc.stdin.flush()
+        took: float = json.loads(proc.stdout.readline())
+        return took
+
+    timings: dict[str, list[float]] = {name: [] for name in VARIANTS}
+    try:
         for name in (KEYWORD, LANCE_HYBRID, LANCE_FTS, BM25S):
-            runs[name](queries[0])  # each warmed once (LanceDB opens its indexes)
+            ask(name, queries[0])  # each warmed once (LanceDB opens its indexes)
         for i, query in enumerate(queries):
             turn = i % len(VARIANTS)
             for name in VARIANTS[turn:] + VARIANTS[:turn]:
-                started = time.perf_counter()
-                runs[name](query)
-                timings[name].append((time.perf_counter() - started) * 1000)
-    return {
-        "latency": {name: summary(t) for name, t in timings.items()},
-        "first_search_s": round(first_search_s, 2),
-        "lancedb": lance_info,
-        "bm25s": bm25s_info,
-    }
+                timings[name].append(ask(name, query))
+    finally:
+        for proc in procs.values():
+            assert proc.stdin is not None
+            proc.stdin.close()
+            proc.wait()
+    return {"latency": {name: summary(t) for name, t in timings.items()}, **info}
 
 
 class Stages:
@@ -444,7 +503,12 @@ def main() -> None:
         help="build the corpora (and LanceDB's tables) in this folder and keep them; reuse "
         "what is already there",
     )
+    parser.add_argument("--serve", choices=sorted(SYSTEMS), help=argparse.SUPPRESS)
+    parser.add_argument("--store", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.serve:
+        serve(args.serve, args.store, args.keep)
+        return
     load_start = os.getloadavg()
     texts, vectors, queries = base_corpus()
     queries = queries[: args.queries]
