@@ -448,6 +448,7 @@ STAGES: list[tuple[object, str, str]] = [
     (fusion, "top", "fusion"),
     (TieOrder, "cover", "tie keys"),
     (hybrid.HybridSearcher, "_expand", "expansion"),
+    (SQLiteStore, "chunk_heads", "hit construction: read chunks"),
     (SQLiteStore, "chunks", "hit construction: read chunks"),
     (SQLiteStore, "scopes", "hit construction: read sources"),
     (SQLiteStore, "source_kinds", "hit construction: read sources"),

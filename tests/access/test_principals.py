@@ -274,6 +274,10 @@ def test_scopes_decide_what_every_read_sees(memory: Memory) -> None:
         # A hidden node reads as one that does not exist.
         hidden = memory.search("Numeric", mode="keyword").hits[0].node_id
         assert views["team"].nodes([hidden]) == []
+        # The reads a search makes of its candidates see it as none either.
+        assert views["team"].store.chunk_heads([hidden]) == {}
+        assert views["team"].store.chunks([hidden]) == []
+        assert hidden in views["eng"].store.chunk_heads([hidden])
         with pytest.raises(NotFoundError) as unseen:
             views["team"].get(hidden)
         with pytest.raises(NotFoundError) as missing:

@@ -433,6 +433,10 @@ def test_a_bulk_write_of_chunks_keeps_every_field_and_each_mention_once(
             )
         assert store.chunks(["c2", "c0", "c1"]) == [chunks[2], chunks[0], chunks[1]]
         assert [c.meta for c in store.chunks(["c0", "c1"])] == [{}, {"part": 1}]
+        assert store.chunk_heads(["c1", "nowhere", "c0"]) == {
+            c.id: (c.source_id, c.seq, c.content_sha256, c.tags) for c in chunks[:2]
+        }
+        assert store.chunk_heads(["c1"])["c1"].tags == ("x", "y")
         assert store.mentions_of(["c0", "c1"]) == {
             "c0": ["person:ann", "topic:zebra"],
             "c1": ["person:ann", "topic:zebra"],

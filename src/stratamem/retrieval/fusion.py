@@ -90,6 +90,17 @@ def ranking(totals: Mapping[str, float], *, tie: TieBreak = _by_id) -> list[str]
     return [key for key, _ in sorted(totals.items(), key=lambda item: (-item[1], tie(item[0])))]
 
 
+def at_least_top(totals: Mapping[str, float], n: int) -> list[str]:
+    """Every id that can be among ``top(totals, n)``, whatever the tie break: those scoring
+    at least the ``n``-th highest score (all of them when there are no more than ``n``)."""
+    if n <= 0:
+        return []
+    if n >= len(totals):
+        return list(totals)
+    least = heapq.nlargest(n, totals.values())[-1]
+    return [key for key, value in totals.items() if value >= least]
+
+
 def top(totals: Mapping[str, float], n: int, *, tie: TieBreak = _by_id) -> list[str]:
     """``ranking(totals)[:n]`` without sorting all of them: only those scoring at least the
     ``n``-th highest score can be among the first ``n``, and only they are ordered (``tie``
@@ -98,7 +109,5 @@ def top(totals: Mapping[str, float], n: int, *, tie: TieBreak = _by_id) -> list[
         return []
     if n >= len(totals):
         return ranking(totals, tie=tie)
-    least = heapq.nlargest(n, totals.values())[-1]
-    best = [item for item in totals.items() if item[1] >= least]
-    best.sort(key=lambda item: (-item[1], tie(item[0])))
-    return [key for key, _ in best[:n]]
+    best = sorted(at_least_top(totals, n), key=lambda key: (-totals[key], tie(key)))
+    return best[:n]

@@ -222,13 +222,14 @@ class HybridSearcher:
                 self._expand(candidates, filters, turns, cfg, ties)
             finals = candidates.finals
             wanted = max(limit * 4, cfg.rerank_top, 40)
+            # What the head is chosen and ordered by, read once for every node that can be in
+            # it (those tied at its cut included); the texts only of those shown, below.
+            heads = self.store.chunk_heads(fusion.at_least_top(finals, wanted))
+            ties.learn(heads)
             ties.cover(finals, top=wanted)
-            head = fusion.top(finals, wanted, tie=ties.key)
-            chunks = {c.id: c for c in self.store.chunks(head)}
-            ties.learn(chunks.values())
-            head = [key for key in head if key in chunks]
+            head = [key for key in fusion.top(finals, wanted, tie=ties.key) if key in heads]
             for key in head:
-                if set(chunks[key].tags) & set(cfg.tier0_tags):
+                if set(heads[key].tags) & set(cfg.tier0_tags):
                     candidates[key].boosted(cfg.tier0_boost)
                     candidates[key].tier0 = True
             boosted = {k: candidates[k].final for k in head}
@@ -246,7 +247,7 @@ class HybridSearcher:
                 if cfg.mmr == "auto":
                     kinds = self.store.source_kinds()
                     chat = {sid for sid, kind in kinds.items() if kind is SourceKind.CHAT}
-                    in_chat = {k for k in head if chunks[k].source_id in chat}
+                    in_chat = {k for k in head if heads[k].source_id in chat}
             scopes = self.store.scopes()
             reranking = rerank and self.reranker is not None and bool(head)
             if not reranking:  # the order is final here: only the hits' entities are read
@@ -255,6 +256,7 @@ class HybridSearcher:
                         head, _relevance(head, candidates), vectors, in_chat, cfg, limit
                     )
                 head = head[:limit]
+            chunks = {c.id: c for c in self.store.chunks(head)}
             entities = self.store.mentions_of(head)
         if reranking and self.reranker is not None:
             head = _rerank(self.reranker, query, head, chunks, candidates, cfg, notes, ties)

@@ -25,7 +25,7 @@ from collections import Counter
 from collections.abc import Iterable, Mapping
 
 from stratamem.store.base import Store
-from stratamem.types import Chunk
+from stratamem.store.sources import ChunkHead
 
 TieKey = tuple[str, int, str]
 
@@ -48,12 +48,12 @@ class TieOrder:
         found = self._keys.get(node)
         return ("", -1, node) if found is None else (found[0], found[1], node)
 
-    def learn(self, chunks: Iterable[Chunk]) -> None:
+    def learn(self, heads: Mapping[str, ChunkHead]) -> None:
         """Take the keys of chunks read for another purpose: a later :meth:`cover` does not
         read them again."""
-        for chunk in chunks:
-            self._keys[chunk.id] = (chunk.content_sha256, chunk.seq)
-            self._asked.add(chunk.id)
+        for node, head in heads.items():
+            self._keys[node] = (head.content_sha256, head.seq)
+            self._asked.add(node)
 
     def cover(self, *scores: Mapping[str, float], top: int | None = None) -> None:
         """Read the keys of the nodes of each of ``scores`` that share their score with

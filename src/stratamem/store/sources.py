@@ -68,6 +68,17 @@ class SourceStore(Protocol):
     def stats(self) -> dict[str, Any]: ...
 
 
+class ChunkHead(NamedTuple):
+    """What a search needs of a candidate chunk before it shows it: its source (the chat
+    turns are diversified apart), its tie key (content digest and place) and its tags (the
+    tier-0 boost)."""
+
+    source_id: str
+    seq: int
+    content_sha256: str
+    tags: tuple[str, ...]
+
+
 class ChunkPlace(NamedTuple):
     """Where a stored chunk stands in its source, and the facets of it that a document's
     front matter sets (its times in ms, tags, author, and the line its reference names):
@@ -117,6 +128,11 @@ class ChunkStore(Protocol):
         ...
 
     def chunks(self, ids: Sequence[str]) -> list[Chunk]: ...
+
+    def chunk_heads(self, ids: Sequence[str]) -> dict[str, ChunkHead]:
+        """:class:`ChunkHead` of each of these chunks the reader may see (the rest are left
+        out): what :meth:`chunks` reads of them, without their text."""
+        ...
 
     def content_keys(self, ids: Sequence[str]) -> dict[str, tuple[str, int]]:
         """(content digest, place in its source) of each of these chunks: what orders chunks

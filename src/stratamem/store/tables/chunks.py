@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from stratamem.store.base import from_ms, to_ms
 from stratamem.store.dialect import Connection, Dialect, Row
 from stratamem.store.jobs import SEAL_KIND, seal_job_key
-from stratamem.store.sources import ChunkPlace
+from stratamem.store.sources import ChunkHead, ChunkPlace
 from stratamem.store.tables.filters import gate_sql
 from stratamem.types import Chunk, Mention
 
@@ -160,6 +160,20 @@ class ChunkTables:
                 found[chunk.id] = chunk
         return [found[i] for i in ids if i in found]
 
+    def chunk_heads(self, ids: Sequence[str]) -> dict[str, ChunkHead]:
+        d = self.dialect
+        found: dict[str, ChunkHead] = {}
+        gate, params = gate_sql(self.dialect, self.visible_ids(), probe=True)
+        for part, marks in d.batches(ids):
+            for node, source, seq, sha, tags in self.conn.execute(
+                f"""SELECT c.id, c.source_id, c.seq, c.content_sha256, c.tags
+                    FROM chunks c JOIN sources s ON s.id = c.source_id
+                    WHERE c.id IN ({marks}) AND {gate}""",
+                (*part, *params),
+            ):
+                found[node] = ChunkHead(source, seq, sha, _tags(tags))
+        return found
+
     def iter_chunks(self, source_id: str) -> Iterator[Chunk]:
         d = self.dialect
         for row in self.conn.execute(
@@ -279,7 +293,7 @@ def chunk_from_row(row: Row) -> Chunk:
         time_end=from_ms(end),
         author=author,
         title=title,
-        tags=() if tags == "[]" else tuple(json.loads(tags)),
+        tags=_tags(tags),
         source_ref=ref,
         thread=thread,
         doc_id=doc,
@@ -288,3 +302,7 @@ def chunk_from_row(row: Row) -> Chunk:
         record_key=record,
         meta={} if meta == "{}" else json.loads(meta),
     )
+
+
+def _tags(stored: str) -> tuple[str, ...]:
+    return () if stored == "[]" else tuple(json.loads(stored))
