@@ -90,16 +90,19 @@ class _Candidate:
         self.tier0 = False
         self.context = 0.0  # of the parts, what the turns around it passed on
         self.rerank: float | None = None
-        self.final = max(self.fused, self.expansion) * self.boost
+        self._settle()
 
     def reach(self, value: float, via: str) -> None:
         """Reached by expansion from ``via`` with ``value``, if more than before."""
         if value > self.expansion:
             self.expansion, self.via = value, via
-            self.final = max(self.fused, self.expansion) * self.boost
+            self._settle()
 
     def boosted(self, boost: float) -> None:
         self.boost = boost
+        self._settle()
+
+    def _settle(self) -> None:
         self.final = max(self.fused, self.expansion) * self.boost
 
 

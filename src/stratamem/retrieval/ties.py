@@ -20,10 +20,10 @@ that score at least the ``n``-th highest score are read: on a corpus that repeat
 
 from __future__ import annotations
 
-import heapq
 from collections import Counter
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 
+from stratamem.retrieval.fusion import at_least_top
 from stratamem.store.base import Store
 from stratamem.store.sources import ChunkHead
 
@@ -62,18 +62,11 @@ class TieOrder:
         highest score (any node scoring less ranks after ``top`` others whatever its key)."""
         tied: set[str] = set()
         for mapping in scores:
-            items: Iterable[tuple[str, float]] = mapping.items()
-            if top is not None and top < len(mapping):
-                if top <= 0:
-                    continue
-                # A node ties only with nodes of its own score, so those below the cut are
-                # not counted.
-                least = heapq.nlargest(top, mapping.values())[-1]
-                items = [item for item in items if item[1] >= least]
-            else:
-                items = list(items)
-            counts = Counter(value for _, value in items)
-            tied.update(node for node, value in items if counts[value] > 1)
+            # A node ties only with nodes of its own score, so those below the cut are not
+            # counted.
+            nodes = list(mapping) if top is None else at_least_top(mapping, top)
+            counts = Counter(mapping[node] for node in nodes)
+            tied.update(node for node in nodes if counts[mapping[node]] > 1)
         wanted = sorted(tied - self._asked)
         if wanted:
             self._asked.update(wanted)
