@@ -271,6 +271,12 @@ def test_scopes_decide_what_every_read_sees(memory: Memory) -> None:
         assert seen.total == len(seen.hits) < redis.total
         assert views["eng"].stats()["sources"] == 1
         assert memory.stats()["sources"] == 4
+        # The idf's chunk count is of the sources each may see.
+        counts = {s.scope: s.chunk_count for s in memory.sources.list()}
+        for name, view in views.items():
+            seen_count = sum(counts[scope] for scope in scopes_seen(view))
+            assert view.store.chunk_count() == seen_count, name
+        assert views["team"].store.chunk_count() < memory.store.chunk_count()
         # A hidden node reads as one that does not exist.
         hidden = memory.search("Numeric", mode="keyword").hits[0].node_id
         assert views["team"].nodes([hidden]) == []

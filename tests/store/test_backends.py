@@ -104,6 +104,30 @@ def test_chunks_of_a_store_from_before_integer_back_links_keep_their_summaries(
         assert mem.store.trees.parents_of_chunks(ids) == parents
 
 
+def test_a_store_from_before_source_counts_counts_its_chunks_once_opened(
+    store_location: str, request: pytest.FixtureRequest, tmp_path: Path
+) -> None:
+    notes = tmp_path / "notes.jsonl"
+    notes.write_text(
+        "".join(json.dumps({"text": f"note {i}", "source": s}) + "\n" for i, s in enumerate("aab"))
+    )
+    with stratamem.open(store_location, embedder=None) as mem:
+        mem.ingest(notes, trees=False)
+    if _postgres(store_location):
+        back = """DROP TRIGGER chunks_counted_in ON chunks;
+            DROP TRIGGER chunks_counted_out ON chunks;
+            DROP FUNCTION stratamem_chunks_added; DROP FUNCTION stratamem_chunks_removed;
+            DROP TABLE source_counts"""
+    else:
+        back = "DROP TRIGGER chunks_counted_out; DROP TABLE source_counts"
+    _as_schema(store_location, request, back, sqlite=23, postgres=11)
+    with stratamem.open(store_location, embedder=None) as mem:
+        assert mem.store.chunk_count() == 3
+        assert {s.scope: s.chunk_count for s in mem.sources.list()} == {"jsonl:a": 2, "jsonl:b": 1}
+        mem.sources.forget("jsonl:a")
+        assert mem.store.chunk_count() == 1
+
+
 def test_transaction_rolls_back_on_error(store_location: str) -> None:
     def add_then_fail(store: Any, scope: str) -> None:
         with store.transaction():
@@ -268,34 +292,50 @@ def test_float32_vectors_of_an_older_store_and_new_float16_ones_serve_alike(
         assert [hit.content for hit in top] == [texts[3]]
 
 
-def test_the_count_of_mentions_follows_every_write(store_location: str, tmp_path: Path) -> None:
-    """Triggers keep ``row_counts`` equal to the mentions held, whatever writes them: an
-    ingest, a forget, a lock and an unlock, a copy into a new SQLite file, SQL's own delete."""
+def test_the_counts_of_mentions_and_chunks_follow_every_write(
+    store_location: str, tmp_path: Path
+) -> None:
+    """Triggers and the statements that write chunks keep ``row_counts`` equal to the
+    mentions held and ``source_counts`` to each source's chunks, whatever writes them: an
+    ingest, an edit of what was ingested, a forget, a lock and an unlock, a copy into a new
+    SQLite file, SQL's own delete. The chunks a reader may see are summed from them."""
     from stratamem.store.copy import copy_store
 
-    def counted(mem: stratamem.Memory) -> tuple[int, int]:
+    def counted(mem: stratamem.Memory) -> tuple[tuple[int, int], dict[str, int]]:
         conn = mem.store.conn
         kept = conn.execute("SELECT n FROM row_counts WHERE name = 'entity_index'").fetchone()
-        return int(kept[0]), int(conn.execute("SELECT count(*) FROM entity_index").fetchone()[0])
+        mentions = (
+            int(kept[0]),
+            int(conn.execute("SELECT count(*) FROM entity_index").fetchone()[0]),
+        )
+        held = dict(conn.execute("SELECT source_id, chunks FROM source_counts WHERE chunks > 0"))
+        actual = dict(conn.execute("SELECT source_id, count(*) FROM chunks GROUP BY source_id"))
+        assert held == actual
+        assert mem.store.chunk_count() == sum(actual.values())
+        assert {s.id: s.chunk_count for s in mem.sources.list() if s.chunk_count} == actual
+        return mentions, actual
+
+    def written(texts: list[tuple[str, str]]) -> Path:
+        notes.write_text("".join(json.dumps({"text": t, "source": s}) + "\n" for s, t in texts))
+        return notes
 
     notes = tmp_path / "notes.jsonl"
-    notes.write_text(
-        "".join(
-            json.dumps({"text": f"Alice Chen met Bob Stone about #release{i}", "source": src})
-            + "\n"
-            for i, src in enumerate(["a", "a", "b", "b", "c"])
-        )
-    )
+    texts = [(src, f"Alice Chen met Bob Stone about #release{i}") for i, src in enumerate("aabbc")]
     with stratamem.open(store_location, embedder=None) as mem:
-        mem.ingest(notes, trees=False)
-        held, actual = counted(mem)
+        mem.ingest(written(texts), trees=False)
+        (held, actual), chunks = counted(mem)
         assert held == actual > 0
+        assert sorted(chunks.values()) == [1, 2, 2]
+        mem.ingest(written([*texts, ("c", "Carol joined"), ("d", "Dan left")]), trees=False)
+        assert sorted(counted(mem)[1].values()) == [1, 2, 2, 2]
         mem.sources.forget("jsonl:b")
         after_forget = counted(mem)
-        assert after_forget[0] == after_forget[1] < actual
+        assert after_forget[0][0] == after_forget[0][1] < actual
+        assert sorted(after_forget[1].values()) == [1, 2, 2]
         mem.locks.lock("jsonl:a", passphrase="correct horse battery")
         locked = counted(mem)
-        assert locked[0] == locked[1] < after_forget[1]
+        assert locked[0][0] == locked[0][1] < after_forget[0][1]
+        assert sorted(locked[1].values()) == [1, 2]
         mem.locks.unlock("jsonl:a", passphrase="correct horse battery")
         assert counted(mem) == after_forget
         copy_store(mem.store, tmp_path / "copy.db")
@@ -303,7 +343,8 @@ def test_the_count_of_mentions_follows_every_write(store_location: str, tmp_path
             assert counted(copied) == after_forget
         with mem.store.transaction():
             mem.store.conn.execute("DELETE FROM entity_index")
-        assert counted(mem) == (0, 0)
+            mem.store.conn.execute("DELETE FROM chunks")
+        assert counted(mem) == ((0, 0), {})
 
 
 def test_the_keyword_role_reads_terms_and_statistics(store_location: str, tmp_path: Path) -> None:

@@ -343,7 +343,8 @@ def test_items_written_before_versions_were_kept_get_their_record_as_version_one
 
 def test_chunks_are_indexed_by_their_write_not_a_trigger(tmp_path: Path) -> None:
     """A store from before keeps the full-text rows its insert trigger wrote; once migrated,
-    the trigger is gone and each write of chunks indexes exactly the chunks it wrote."""
+    the trigger is gone and each write of chunks indexes exactly the chunks it wrote, and
+    counts them in their source (the chunks from before counted by the migration)."""
     from dataclasses import replace
 
     from stratamem.types import Chunk
@@ -370,7 +371,8 @@ def test_chunks_are_indexed_by_their_write_not_a_trigger(tmp_path: Path) -> None
                 "SELECT name FROM sqlite_master WHERE type = 'trigger' AND tbl_name = 'chunks'"
             )
         }
-        assert triggers == {"chunks_fts_delete", "chunks_fts_update"}
+        assert triggers == {"chunks_fts_delete", "chunks_fts_update", "chunks_counted_out"}
+        assert store.source_chunk_count("s1") == 1
         with store.transaction():
             store.insert_chunks(
                 replace(base, id=f"new{i}", seq=i + 1, content=f"a newer walrus {i}")
@@ -383,6 +385,7 @@ def test_chunks_are_indexed_by_their_write_not_a_trigger(tmp_path: Path) -> None
             " WHERE chunks_fts MATCH 'walrus' ORDER BY c.rowid"
         ).fetchall()
         assert [r[0] for r in found] == ["old", "new0", "new1", "new2", "last"]
+        assert store.source_chunk_count("s1") == store.chunk_count() == 5
         # Every chunk indexed once, from its own text: FTS5 checks its index against them.
         store.conn.execute("INSERT INTO chunks_fts(chunks_fts, rank) VALUES ('integrity-check', 1)")
 

@@ -442,6 +442,39 @@ CREATE INDEX chunks_time ON chunks(ts_start) WHERE ts_start IS NOT NULL;
 DROP INDEX IF EXISTS summary_entities_summary;
 """
 
+# 12: the number of chunks each source holds, as SQLite's migration 24, kept by statement
+# triggers (a ``COPY`` of chunks is counted once).
+_V12 = """
+CREATE TABLE IF NOT EXISTS source_counts (
+    source_id TEXT COLLATE "C" PRIMARY KEY REFERENCES sources(id) ON DELETE CASCADE,
+    chunks    BIGINT NOT NULL
+);
+DELETE FROM source_counts;
+INSERT INTO source_counts (source_id, chunks)
+    SELECT source_id, count(*) FROM chunks GROUP BY source_id;
+CREATE OR REPLACE FUNCTION stratamem_chunks_added() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    INSERT INTO source_counts AS c (source_id, chunks)
+        SELECT source_id, count(*) FROM added GROUP BY source_id
+        ON CONFLICT (source_id) DO UPDATE SET chunks = c.chunks + excluded.chunks;
+    RETURN NULL;
+END $$;
+CREATE OR REPLACE FUNCTION stratamem_chunks_removed() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    UPDATE source_counts c SET chunks = c.chunks - r.n
+        FROM (SELECT source_id, count(*) AS n FROM removed GROUP BY source_id) r
+        WHERE c.source_id = r.source_id;
+    RETURN NULL;
+END $$;
+DROP TRIGGER IF EXISTS chunks_counted_in ON chunks;
+CREATE TRIGGER chunks_counted_in AFTER INSERT ON chunks
+    REFERENCING NEW TABLE AS added FOR EACH STATEMENT EXECUTE FUNCTION stratamem_chunks_added();
+DROP TRIGGER IF EXISTS chunks_counted_out ON chunks;
+CREATE TRIGGER chunks_counted_out AFTER DELETE ON chunks
+    REFERENCING OLD TABLE AS removed FOR EACH STATEMENT
+    EXECUTE FUNCTION stratamem_chunks_removed();
+"""
+
 MIGRATIONS: tuple[str, ...] = (
     _postgres(_V1),
     _V2,
@@ -454,6 +487,7 @@ MIGRATIONS: tuple[str, ...] = (
     _V9,
     _V10,
     _V11,
+    _V12,
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 

@@ -9,8 +9,8 @@ import sqlite3
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
-from stratamem.store.sqlite.keyword import FTS_INDEX
 from stratamem.store.sqlite.migrations import SCHEMA_VERSION, SqliteSchema
+from stratamem.store.sqlite.written import chunks_written
 
 
 class SqliteCopyRows:
@@ -22,7 +22,7 @@ class SqliteCopyRows:
 
     def derived_columns(self, table: str) -> tuple[str, ...]:
         """Columns of ``table`` the store computes from others as it writes a row: none (the
-        FTS5 index is kept by triggers)."""
+        FTS5 index and the sources' counts are kept beside the rows)."""
         return ()
 
     def with_derived(
@@ -35,15 +35,16 @@ class SqliteCopyRows:
         self, table: str, columns: Sequence[str]
     ) -> Callable[[list[tuple[Any, ...]]], None]:
         """Inserts rows of ``columns`` into ``table``, one prepared statement each (new chunks
-        are then indexed in FTS5, as every write of chunks is)."""
+        are then indexed in FTS5 and counted, as every write of chunks is)."""
         sql = f"INSERT INTO {table} ({', '.join(columns)}) VALUES ({', '.join('?' * len(columns))})"
 
         def write(rows: list[tuple[Any, ...]]) -> None:
             self.conn.executemany(sql, rows)
             if table == "chunks":  # indexed in FTS5 by the statement that writes them
                 at = list(columns).index("rowid")
-                self.conn.execute(
-                    FTS_INDEX + "rowid IN (SELECT value FROM json_each(?))",
+                chunks_written(
+                    self.conn,
+                    "rowid IN (SELECT value FROM json_each(?))",
                     (json.dumps([row[at] for row in rows]),),
                 )
 

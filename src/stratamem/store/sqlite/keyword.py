@@ -30,7 +30,7 @@ from stratamem.types import Filters, RetrievalHit
 FTS_INDEX = """INSERT INTO chunks_fts(rowid, content, title)
     SELECT rowid, content, title FROM chunks WHERE """
 """Indexes in FTS5 the chunks a condition appended to it selects: every write of chunks ends
-with it (there is no insert trigger: see migration 18)."""
+with it (see store/sqlite/written.py)."""
 
 
 class KeywordTables:

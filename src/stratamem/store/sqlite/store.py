@@ -24,8 +24,9 @@ from stratamem.store.settings import CHUNK_GENERATION_KEY, GENERATION_KEY
 from stratamem.store.sqlite.connection import atomic, connect
 from stratamem.store.sqlite.copying import SqliteCopyRows
 from stratamem.store.sqlite.dialect import SQLITE
-from stratamem.store.sqlite.keyword import FTS_INDEX, KeywordTables
+from stratamem.store.sqlite.keyword import KeywordTables
 from stratamem.store.sqlite.migrations import migrate
+from stratamem.store.sqlite.written import chunks_written
 from stratamem.store.tables.aliases import AliasTables
 from stratamem.store.tables.chunks import ChunkTables, mention_rows
 from stratamem.store.tables.facts import FactTables
@@ -154,11 +155,12 @@ class SQLiteStore(
         statistics to fall behind."""
 
     def insert_chunks(self, chunks: Iterable[Chunk]) -> None:
-        """Store new chunks and index them in FTS5 in one statement over their rowids (which
-        ``AUTOINCREMENT`` hands out above every rowid the table ever held)."""
+        """Store new chunks, then index them in FTS5 and count them in their sources, a
+        statement each over their rowids (which ``AUTOINCREMENT`` hands out above every
+        rowid the table ever held)."""
         (top,) = self.conn.execute("SELECT coalesce(max(rowid), 0) FROM chunks").fetchone()
         super().insert_chunks(chunks)
-        self.conn.execute(FTS_INDEX + "rowid > ?", (top,))
+        chunks_written(self.conn, "rowid > ?", (top,))
 
     def insert_mentions(self, mentions: Iterable[tuple[Chunk, Iterable[Mention]]]) -> None:
         """Store the entity mentions of new chunks, counted in one statement.
@@ -187,7 +189,7 @@ class SQLiteStore(
             self.conn.execute(found[0])
 
     def insert_restored(self, table: str, columns: list[str], rows: Iterator[list[Any]]) -> None:
-        """Put sealed rows back; restored chunks are indexed in FTS5 again."""
+        """Put sealed rows back; restored chunks are indexed in FTS5 and counted again."""
         if table != "chunks":
             super().insert_restored(table, columns, rows)
             return
@@ -200,7 +202,7 @@ class SQLiteStore(
 
         super().insert_restored(table, columns, noted())
         for part, marks in self.dialect.batches(ids):
-            self.conn.execute(FTS_INDEX + f"id IN ({marks})", part)
+            chunks_written(self.conn, f"id IN ({marks})", part)
 
     def scrub(self) -> None:
         """Leave no copy of deleted text in the files. ``secure_delete`` (set on connect)

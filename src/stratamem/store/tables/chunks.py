@@ -201,18 +201,20 @@ class ChunkTables:
     def source_chunk_count(self, source_id: str) -> int:
         d = self.dialect
         row = self.conn.execute(
-            f"SELECT count(*) FROM chunks WHERE source_id = {d.p}", (source_id,)
+            f"SELECT chunks FROM source_counts WHERE source_id = {d.p}", (source_id,)
         ).fetchone()
-        return int(row[0])
+        return int(row[0]) if row else 0
 
     def chunk_count(self) -> int:
-        """The number of chunks the reader may see, cached until this or another connection
-        writes (not inside a transaction, which may yet roll back what it counted)."""
+        """The number of chunks the reader may see: the sum of their sources' counts (kept as
+        chunks are written and deleted), cached until this or another connection writes (not
+        inside a transaction, which may yet roll back what it counted)."""
 
         def read() -> int:
             gate, params = gate_sql(self.dialect, self.visible_ids())
             row = self.conn.execute(
-                f"SELECT count(*) FROM chunks c JOIN sources s ON s.id = c.source_id WHERE {gate}",
+                f"""SELECT coalesce(sum(n.chunks), 0) FROM source_counts n
+                    JOIN sources s ON s.id = n.source_id WHERE {gate}""",
                 params,
             ).fetchone()
             return int(row[0])

@@ -99,7 +99,11 @@ class SourceTables:
         """Every source (``only`` these ids; ``ref``: the source of that id, where it looks
         like one, else of that exact scope), with its chunk count unless ``counts=False``."""
         d = self.dialect
-        count = "(SELECT count(*) FROM chunks c WHERE c.source_id = s.id)" if counts else "0"
+        count = (
+            "coalesce((SELECT n.chunks FROM source_counts n WHERE n.source_id = s.id), 0)"
+            if counts
+            else "0"
+        )
         where, params = "", []
         if only is not None:
             where, params = f"WHERE s.id IN (SELECT value FROM {d.json_rows})", [json.dumps(only)]
