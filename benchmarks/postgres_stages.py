@@ -24,10 +24,16 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from postgres_scale import BACKENDS, open_memory
+from postgres_scale import (
+    BACKENDS,
+    buffers_flag,
+    open_memory,
+    server_settings,
+    settings_text,
+    start_server,
+)
 from run_info import git_state, machine
 from search_latency import STAGES, Stages
-from stratamem.store.postgres.server import PostgresServer
 from stratamem.store.sqlite.store import SQLiteStore
 from stratamem.store.tables.chunks import ChunkTables
 from stratamem.store.tables.sources import SourceTables
@@ -79,8 +85,9 @@ def report(result: dict[str, Any]) -> str:
         f"{result['chunks']:,} chunks",
         "",
         f"{result['date']}, {m['cpus']} cores, load {m['load_start'][0]} → {m['load_end'][0]}; "
-        f"`python benchmarks/postgres_stages.py --work DIR --queries {result['queries']}` on the "
-        "stores `postgres_scale.py --work DIR` built. Hybrid mode, the query embedded anew, a "
+        f"`python benchmarks/postgres_stages.py --work DIR --queries {result['queries']}"
+        f"{buffers_flag(result)}` on the stores `postgres_scale.py --work DIR` built; "
+        f"PostgreSQL with {settings_text(result)}. Hybrid mode, the query embedded anew, a "
         "2,000-token budget; the two stores searched in turn, query by query. Exclusive wall "
         "time per stage on the searching thread (the embedding runs on its own thread).",
         "",
@@ -105,13 +112,17 @@ def main() -> None:
     parser.add_argument("--work", type=Path, required=True, help="postgres_scale.py's --work")
     parser.add_argument("--queries", type=int, default=200)
     parser.add_argument("--name", default="postgres_stages")
+    parser.add_argument(
+        "--shared-buffers", help="PostgreSQL's shared_buffers for the run (a size, or default)"
+    )
     args = parser.parse_args()
     load_start = os.getloadavg()
     os.environ.setdefault("STRATAMEM_INDEX_DIR", str(args.work / "indexes"))
     queries = json.loads((args.work / "queries.json").read_text())[: args.queries]
     builds = json.loads((args.work / "builds.json").read_text())
-    server = PostgresServer.start(str(args.work / "pg"))
+    server = start_server(args.work / "pg", args.shared_buffers)
     try:
+        settings = server_settings(server)
         locations = {"sqlite": str(args.work / "store.db"), "postgresql": server.url_of("scale")}
         started = time.perf_counter()
         stages = profile(locations, queries)
@@ -123,6 +134,7 @@ def main() -> None:
         "code": git_state(),
         "chunks": builds["sqlite"].get("chunks", 0),
         "queries": len(queries),
+        "server": settings,
         "seconds": round(time.perf_counter() - started, 1),
         "stages": stages,
     }

@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Any
 
 import stratamem
-from postgres_scale import WRITER
+from postgres_scale import WRITER, server_settings
 from postgres_stages import BOTH
 from run_info import git_state, keep_run, machine
 from search_latency import Stages
@@ -137,6 +137,7 @@ def main() -> None:
     server = PostgresServer.start(str(args.server)) if args.server else None
     try:
         location = server.url_of(args.store) if server else args.store
+        settings = server_settings(server) if server else {}
         corpus = args.corpus or Path(args.store).parent / "corpus.jsonl"
         with stratamem.open(location, embedder=None) as mem:
             chunks = mem.store.chunk_count()
@@ -150,6 +151,7 @@ def main() -> None:
         "chunks": chunks,
         "seconds": args.seconds,
         "warm": args.warm,
+        **({"server": settings} if server else {}),
         **found,
         "machine": machine(load_start, os.getloadavg()),
         "code": git_state(),

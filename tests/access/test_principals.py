@@ -284,6 +284,10 @@ def test_scopes_decide_what_every_read_sees(memory: Memory) -> None:
         assert views["team"].store.chunk_heads([hidden]) == {}
         assert views["team"].store.chunks([hidden]) == []
         assert hidden in views["eng"].store.chunk_heads([hidden])
+        assert views["team"].store.chunks_and_mentions([hidden]) == ([], {hidden: []})
+        shown, named = views["eng"].store.chunks_and_mentions([hidden])
+        assert [c.id for c in shown] == [hidden]
+        assert named == memory.store.mentions_of([hidden])
         with pytest.raises(NotFoundError) as unseen:
             views["team"].get(hidden)
         with pytest.raises(NotFoundError) as missing:

@@ -439,6 +439,7 @@ def test_a_bulk_write_of_chunks_keeps_every_field_and_each_mention_once(
     """Chunks and their mentions written in bulk (one statement, or one COPY) read back as
     written, text that needs escaping included; a mention named twice in a chunk is kept
     once; the chunks are found by keyword at once; a failed write leaves nothing."""
+    from dataclasses import replace
     from datetime import UTC, datetime
 
     from stratamem.types import Chunk, Mention
@@ -482,6 +483,11 @@ def test_a_bulk_write_of_chunks_keeps_every_field_and_each_mention_once(
             "c0": ["person:ann", "topic:zebra"],
             "c1": ["person:ann", "topic:zebra"],
         }
+        asked = ["c1", "nowhere", "c0"]
+        assert store.chunks_and_mentions(asked) == (store.chunks(asked), store.mentions_of(asked))
+        with store.transaction():
+            store.insert_chunks([replace(chunks[0], id="c5", seq=5, content="a quiet gnu")])
+        assert store.chunks_and_mentions(["c5"])[1] == {"c5": []}
         hits, _ = store.fts_search('"zebra"', Filters(), 10, snippets=False, count=False)
         assert len(hits) == 3
         okapi = Chunk(

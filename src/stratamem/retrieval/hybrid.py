@@ -259,8 +259,8 @@ class HybridSearcher:
                         head, _relevance(head, candidates), vectors, in_chat, cfg, limit
                     )
                 head = head[:limit]
-            chunks = {c.id: c for c in self.store.chunks(head)}
-            entities = self.store.mentions_of(head)
+            shown, entities = self.store.chunks_and_mentions(head)
+            chunks = {c.id: c for c in shown}
         if reranking and self.reranker is not None:
             head = _rerank(self.reranker, query, head, chunks, candidates, cfg, notes, ties)
             if vectors:

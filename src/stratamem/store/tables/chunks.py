@@ -174,6 +174,26 @@ class ChunkTables:
                 found[node] = ChunkHead(source, seq, sha, _tags(tags))
         return found
 
+    def chunks_and_mentions(self, ids: Sequence[str]) -> tuple[list[Chunk], dict[str, list[str]]]:
+        """:meth:`chunks` and :meth:`mentions_of` of these ids in one read."""
+        d = self.dialect
+        found: dict[str, Chunk] = {}
+        mentions: dict[str, list[str]] = {i: [] for i in ids}
+        named = f"""(SELECT {d.group_array("e.entity_id")} FROM entity_index e
+                     WHERE e.node_id = c.id)"""
+        gate, params = gate_sql(self.dialect, self.visible_ids(), probe=True)
+        for part, marks in d.batches(ids):
+            for row in self.conn.execute(
+                f"""SELECT {CHUNK_COLUMNS}, {named} FROM chunks c
+                    JOIN sources s ON s.id = c.source_id
+                    WHERE c.id IN ({marks}) AND {gate}""",
+                (*part, *params),
+            ):
+                chunk = chunk_from_row(row)
+                found[chunk.id] = chunk
+                mentions[chunk.id] = sorted(json.loads(row[_CHUNK_WIDTH]))
+        return [found[i] for i in ids if i in found], mentions
+
     def iter_chunks(self, source_id: str) -> Iterator[Chunk]:
         d = self.dialect
         for row in self.conn.execute(
