@@ -179,6 +179,7 @@ def measure(
 # they overlap the stages and are not summed with them.
 STORE_READS = {
     "mentions_of": "store: entities of chunks",
+    "chunks_and_mentions": "store: chunks shown and their entities",
     "entity_frequencies": "store: entity frequencies",
     "nodes_by_entities": "store: nodes by entities",
     "allowed_rowids": "store: admitted rowids",

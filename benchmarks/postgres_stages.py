@@ -40,7 +40,9 @@ from stratamem.store.tables.sources import SourceTables
 
 RESULTS = Path(__file__).resolve().parent / "results"
 # search_latency's stages, with the store's reads timed on the classes both backends share.
-_SHARED = {"chunks": ChunkTables, "chunk_heads": ChunkTables, "mentions_of": ChunkTables}
+_SHARED = dict.fromkeys(
+    ("chunks", "chunk_heads", "chunks_and_mentions", "mentions_of"), ChunkTables
+)
 BOTH = [
     (_SHARED.get(name, SourceTables), name, stage) if owner is SQLiteStore else (owner, name, stage)
     for owner, name, stage in STAGES

@@ -450,6 +450,7 @@ STAGES: list[tuple[object, str, str]] = [
     (hybrid.HybridSearcher, "_expand", "expansion"),
     (SQLiteStore, "chunk_heads", "hit construction: read chunks"),
     (SQLiteStore, "chunks", "hit construction: read chunks"),
+    (SQLiteStore, "chunks_and_mentions", "hit construction: read chunks"),
     (SQLiteStore, "scopes", "hit construction: read sources"),
     (SQLiteStore, "source_kinds", "hit construction: read sources"),
     (SQLiteStore, "mentions_of", "hit construction: read entities"),
