@@ -151,7 +151,7 @@ def main() -> None:
         "chunks": chunks,
         "seconds": args.seconds,
         "warm": args.warm,
-        **({"server": settings} if server else {}),
+        **({"server": settings} if settings else {}),
         **found,
         "machine": machine(load_start, os.getloadavg()),
         "code": git_state(),

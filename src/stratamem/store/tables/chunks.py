@@ -147,52 +147,39 @@ class ChunkTables:
     def chunks(self, ids: Sequence[str]) -> list[Chunk]:
         """Chunks by id, in the order asked; unknown ids, and those the reader may not see,
         are left out."""
-        d = self.dialect
-        found: dict[str, Chunk] = {}
-        gate, params = gate_sql(self.dialect, self.visible_ids(), probe=True)
-        for part, marks in d.batches(ids):
-            for row in self.conn.execute(
-                f"""SELECT {CHUNK_COLUMNS} FROM chunks c JOIN sources s ON s.id = c.source_id
-                    WHERE c.id IN ({marks}) AND {gate}""",
-                (*part, *params),
-            ):
-                chunk = chunk_from_row(row)
-                found[chunk.id] = chunk
+        found = {c.id: c for c in map(chunk_from_row, self._visible_rows(CHUNK_COLUMNS, ids))}
         return [found[i] for i in ids if i in found]
 
     def chunk_heads(self, ids: Sequence[str]) -> dict[str, ChunkHead]:
-        d = self.dialect
-        found: dict[str, ChunkHead] = {}
-        gate, params = gate_sql(self.dialect, self.visible_ids(), probe=True)
-        for part, marks in d.batches(ids):
-            for node, source, seq, sha, tags in self.conn.execute(
-                f"""SELECT c.id, c.source_id, c.seq, c.content_sha256, c.tags
-                    FROM chunks c JOIN sources s ON s.id = c.source_id
-                    WHERE c.id IN ({marks}) AND {gate}""",
-                (*part, *params),
-            ):
-                found[node] = ChunkHead(source, seq, sha, _tags(tags))
-        return found
+        columns = "c.id, c.source_id, c.seq, c.content_sha256, c.tags"
+        return {
+            row[0]: ChunkHead(row[1], row[2], row[3], _tags(row[4]))
+            for row in self._visible_rows(columns, ids)
+        }
 
     def chunks_and_mentions(self, ids: Sequence[str]) -> tuple[list[Chunk], dict[str, list[str]]]:
         """:meth:`chunks` and :meth:`mentions_of` of these ids in one read."""
-        d = self.dialect
+        named = f"""(SELECT {self.dialect.group_array("e.entity_id")} FROM entity_index e
+                     WHERE e.node_id = c.id)"""
         found: dict[str, Chunk] = {}
         mentions: dict[str, list[str]] = {i: [] for i in ids}
-        named = f"""(SELECT {d.group_array("e.entity_id")} FROM entity_index e
-                     WHERE e.node_id = c.id)"""
-        gate, params = gate_sql(self.dialect, self.visible_ids(), probe=True)
+        for row in self._visible_rows(f"{CHUNK_COLUMNS}, {named}", ids):
+            chunk = chunk_from_row(row)
+            found[chunk.id] = chunk
+            mentions[chunk.id] = sorted(json.loads(row[_CHUNK_WIDTH]))
+        return [found[i] for i in ids if i in found], mentions
+
+    def _visible_rows(self, columns: str, ids: Sequence[str]) -> Iterator[Row]:
+        """``columns`` (over chunks ``c``) of the chunks of these ids the reader may see, in
+        no set order: every read of chunks by id goes through the gate here."""
+        d = self.dialect
+        gate, params = gate_sql(d, self.visible_ids(), probe=True)
         for part, marks in d.batches(ids):
-            for row in self.conn.execute(
-                f"""SELECT {CHUNK_COLUMNS}, {named} FROM chunks c
-                    JOIN sources s ON s.id = c.source_id
+            yield from self.conn.execute(
+                f"""SELECT {columns} FROM chunks c JOIN sources s ON s.id = c.source_id
                     WHERE c.id IN ({marks}) AND {gate}""",
                 (*part, *params),
-            ):
-                chunk = chunk_from_row(row)
-                found[chunk.id] = chunk
-                mentions[chunk.id] = sorted(json.loads(row[_CHUNK_WIDTH]))
-        return [found[i] for i in ids if i in found], mentions
+            )
 
     def iter_chunks(self, source_id: str) -> Iterator[Chunk]:
         d = self.dialect

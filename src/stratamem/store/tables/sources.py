@@ -61,6 +61,8 @@ class SourceTables:
 
         def get_principal(self, name: str) -> Principal | None: ...
 
+        def source_chunk_count(self, source_id: str) -> int: ...
+
         path: str
 
         def bytes_on_disk(self) -> int: ...
@@ -267,9 +269,7 @@ class SourceTables:
         is done when the store is next opened."""
         d = self.dialect
         with self.transaction():
-            (count,) = self.conn.execute(
-                f"SELECT count(*) FROM chunks WHERE source_id = {d.p}", (source_id,)
-            ).fetchone()
+            count = self.source_chunk_count(source_id)
             self.conn.execute(
                 f"""DELETE FROM jobs WHERE dedupe_key IN (
                        SELECT {d.p} || id FROM trees WHERE source_id = {d.p})""",
