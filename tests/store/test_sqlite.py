@@ -220,6 +220,35 @@ def test_pragmas(tmp_path: Path) -> None:
         assert store.conn.execute("PRAGMA synchronous").fetchone()[0] == 2  # FULL
 
 
+def test_an_ingest_keeps_a_larger_page_cache_while_it_writes(tmp_path: Path) -> None:
+    """The ingest writes inside ``bulk_writes``: the page cache is 128 MiB while it runs and
+    32 MiB again after it, whether it ends or fails."""
+    import stratamem
+
+    def cache(mem: stratamem.Memory) -> int:
+        return int(mem.store.conn.execute("PRAGMA cache_size").fetchone()[0])  # type: ignore[attr-defined]
+
+    folder = tmp_path / "notes"
+    folder.mkdir()
+    for i in range(3):
+        (folder / f"n{i}.md").write_text(f"# Note {i}\n\nAlice met Bob about item {i}.\n")
+    with stratamem.open(tmp_path / "c.db", embedder=None) as mem:
+        assert cache(mem) == -(32 << 10)
+        seen: list[int] = []
+        mem.ingest(folder, progress=lambda _: seen.append(cache(mem)))
+        assert seen and set(seen) == {-(128 << 10)}
+        assert cache(mem) == -(32 << 10)
+
+        def fail(_: object) -> None:
+            raise RuntimeError("stopped")
+
+        (folder / "n0.md").write_text("# Note 0\n\nChanged.\n")
+        with pytest.raises(RuntimeError, match="stopped"):
+            mem.ingest(folder, progress=fail)
+        assert cache(mem) == -(32 << 10)
+        assert mem.store.source_chunk_count(mem.sources.list()[0].id) == 3
+
+
 def test_a_file_that_is_not_sqlite_is_a_clear_error(tmp_path: Path) -> None:
     path = tmp_path / "junk.db"
     path.write_bytes(b"this is not a database" * 100)

@@ -263,60 +263,64 @@ def ingest_path(
     )
     # What this ingest read of each source so far, should it come again after other sources.
     read_before: dict[str, _ReadBefore] = {}
-    for event in events:
-        tag = event[0]
-        if tag == "problem":
-            report.problems.append(event[1])
-        elif tag == "fatal":
-            # The connector could not even open the next source: nothing of it was written.
-            report.sources.append(SourceResult(scope=scope or str(path), error=event[1]))
-        elif tag == "crash":
-            raise IngestError(f"{path}: reading failed unexpectedly:\n{event[1]}")
-        elif tag == "stream":
-            info: StreamInfo = event[1]
-            result = SourceResult(
-                scope=info.scope, kind=info.kind.value, platform=info.platform, merged=info.merge
-            )
-            before = read_before.setdefault(info.scope, _ReadBefore())
-            write = _merge_stream if info.merge else _write_stream
-            try:
-                given = _admit(store, info, scopes, admit, join=join)
-                with store.transaction():
-                    write(
-                        store,
-                        info,
-                        events,
-                        result,
-                        report,
-                        counts,
-                        progress,
-                        config,
-                        sync,
-                        given,
-                        now,
-                        embedder,
-                        before,
-                        writer,
-                    )
-            except (_StreamFailed, AccessDenied) as exc:
-                result.error = str(exc)
-                result.added = result.removed = 0
-            except _StreamEmpty:
-                continue
-            except StoreFull as exc:
-                # Nothing of this source was written, and nothing after it can be: the
-                # sources written before it stay, and the report says so.
-                result.error = str(exc)
-                result.added = result.removed = 0
-                report.sources.append(result)
-                report.stopped = f"stopped at {info.scope}: {exc}"
-                events.close()
-                break
-            if before.result is None:
-                before.result = result
-                report.sources.append(result)
-            else:
-                before.result.fold(result)
+    with store.bulk_writes():
+        for event in events:
+            tag = event[0]
+            if tag == "problem":
+                report.problems.append(event[1])
+            elif tag == "fatal":
+                # The connector could not even open the next source: nothing of it was written.
+                report.sources.append(SourceResult(scope=scope or str(path), error=event[1]))
+            elif tag == "crash":
+                raise IngestError(f"{path}: reading failed unexpectedly:\n{event[1]}")
+            elif tag == "stream":
+                info: StreamInfo = event[1]
+                result = SourceResult(
+                    scope=info.scope,
+                    kind=info.kind.value,
+                    platform=info.platform,
+                    merged=info.merge,
+                )
+                before = read_before.setdefault(info.scope, _ReadBefore())
+                write = _merge_stream if info.merge else _write_stream
+                try:
+                    given = _admit(store, info, scopes, admit, join=join)
+                    with store.transaction():
+                        write(
+                            store,
+                            info,
+                            events,
+                            result,
+                            report,
+                            counts,
+                            progress,
+                            config,
+                            sync,
+                            given,
+                            now,
+                            embedder,
+                            before,
+                            writer,
+                        )
+                except (_StreamFailed, AccessDenied) as exc:
+                    result.error = str(exc)
+                    result.added = result.removed = 0
+                except _StreamEmpty:
+                    continue
+                except StoreFull as exc:
+                    # Nothing of this source was written, and nothing after it can be: the
+                    # sources written before it stay, and the report says so.
+                    result.error = str(exc)
+                    result.added = result.removed = 0
+                    report.sources.append(result)
+                    report.stopped = f"stopped at {info.scope}: {exc}"
+                    events.close()
+                    break
+                if before.result is None:
+                    before.result = result
+                    report.sources.append(result)
+                else:
+                    before.result.fold(result)
     if sum(result.added for result in report.sources) >= STATISTICS_AFTER:
         store.refresh_statistics()
     if report.records == 0 and not report.failed:

@@ -45,6 +45,11 @@ class StoreHandle(Protocol):
 
     def rebuildable_writes(self) -> AbstractContextManager[None]: ...
 
+    def bulk_writes(self) -> AbstractContextManager[None]:
+        """Many writes to come (an ingest): the handle may keep more of the store in memory
+        until they end. Changes nothing of what is written or when it is durable."""
+        ...
+
     def refresh_statistics(self) -> None:
         """Bring the query planner's statistics up to date after a write of many rows, where
         the store's planner keeps any."""

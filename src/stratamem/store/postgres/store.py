@@ -181,6 +181,11 @@ class PostgresStore(
         finally:
             self.conn.command(b"SET synchronous_commit = on")
 
+    @contextmanager
+    def bulk_writes(self) -> Iterator[None]:
+        """Nothing: the server's own buffers hold the pages, whoever writes."""
+        yield
+
     def refresh_statistics(self) -> None:
         """``ANALYZE``: a table PostgreSQL has no statistics of yet is planned as a small one,
         until autovacuum samples it (within about a minute). The summary trees built right

@@ -17,6 +17,10 @@ from stratamem.store.settings import WRITE_WAIT_S
 
 BUSY_TIMEOUT_S = 60.0
 PAGE_SIZE = 16384
+# The pages a connection keeps in memory (KiB; SQLite takes a negative size as KiB), and
+# those it may keep while a large write runs (see ``SQLiteStore.bulk_writes``).
+CACHE_KIB = 32 << 10
+BULK_CACHE_KIB = 128 << 10
 _log = logging.getLogger(__name__)
 
 
@@ -50,7 +54,7 @@ def connect(path: str | Path, *, timeout: float = BUSY_TIMEOUT_S) -> sqlite3.Con
         conn.execute("PRAGMA foreign_keys = ON")
         # Deleted rows are overwritten with zeros, so a forgotten text leaves no bytes behind.
         conn.execute("PRAGMA secure_delete = ON")
-        conn.execute("PRAGMA cache_size = -32768")
+        conn.execute(f"PRAGMA cache_size = -{CACHE_KIB}")
     except sqlite3.Error as exc:
         conn.close()
         raise _open_error(path, exc) from exc
