@@ -155,9 +155,9 @@ class SQLiteStore(
         """A page cache of 128 MiB in place of 32 while inside. An ingest writes each chunk
         into several B-trees keyed in no order of the writes (the entity index, its node
         index, the edges, FTS5); once they outgrow the cache, their pages are read back from
-        the file again and again. At 100k chunks the ingest took 0.87× as long, 18.7 against 21.4 s (medians of
-        three rounds in turn, ``benchmarks/results/ingest_scale.md``); at 10k it took the
-        same. The cache shrinks back when it ends."""
+        the file again and again. At 100k chunks the ingest took 0.87× as long, 18.7 against
+        21.4 s (medians of three rounds in turn, ``benchmarks/results/ingest_scale.md``); at
+        10k it took the same. The cache shrinks back when it ends."""
         self.conn.execute(f"PRAGMA cache_size = -{BULK_CACHE_KIB}")
         try:
             yield
