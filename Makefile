@@ -11,6 +11,13 @@ DB ?= .example/stratamem.db
 JOBS ?= auto
 PYTEST_ARGS ?=
 PYTEST := $(BIN)/python -m pytest -n $(JOBS) --dist loadgroup $(PYTEST_ARGS)
+# The tests' folders (thousands of stores) go in a folder of their own under TEST_TMP, removed
+# after the run: /dev/shm where it can be written, a file system in memory, where the stores'
+# files are as real but an fsync costs nothing. The PostgreSQL the suite starts keeps its data
+# in the system's temporary folder (it runs without fsync already).
+TEST_TMP ?= $(shell test -w /dev/shm && echo /dev/shm || echo $${TMPDIR:-/tmp})
+IN_TEST_TMP = tmp=$$(mktemp -d "$(TEST_TMP)/stratamem-tests.XXXXXX") && \
+	trap 'rm -rf "$$tmp"' EXIT && trap 'exit 130' INT TERM &&
 
 .PHONY: run test test-all lint typecheck bench eval clean
 
@@ -44,14 +51,14 @@ run: $(STAMP)
 # The quick tier, before every commit: each behaviour once on SQLite, the store contract on
 # both backends, a covering sample of the leak suite (see tests/suite.py).
 test: $(STAMP)
-	$(PYTEST)
+	$(IN_TEST_TMP) $(PYTEST) --basetemp="$$tmp/t"
 
 # Everything on both backends: the whole leak matrix, slow, fuzz, crash and browser tests (CI).
 # The browser tests drive headless Chromium: found on PATH, or installed with apt-get where
 # this is root (scripts/find-browser.sh; never fails: without one they are skipped).
 test-all: $(STAMP)
 	sh scripts/find-browser.sh
-	$(PYTEST) --tier all
+	$(IN_TEST_TMP) $(PYTEST) --tier all --basetemp="$$tmp/t"
 
 lint: $(STAMP)
 	$(BIN)/ruff check .
