@@ -12,10 +12,13 @@ JOBS ?= auto
 PYTEST_ARGS ?=
 PYTEST := $(BIN)/python -m pytest -n $(JOBS) --dist loadgroup $(PYTEST_ARGS)
 # The tests' folders (thousands of stores) go in a folder of their own under TEST_TMP, removed
-# after the run: /dev/shm where it can be written, a file system in memory, where the stores'
-# files are as real but an fsync costs nothing. The PostgreSQL the suite starts keeps its data
-# in the system's temporary folder (it runs without fsync already).
-TEST_TMP ?= $(shell test -w /dev/shm && echo /dev/shm || echo $${TMPDIR:-/tmp})
+# after the run: /dev/shm where it can be written and has 2 GiB free (a whole run peaks under
+# 0.5 GiB; a container's is often 64 MiB), a file system in memory, where the stores' files are
+# as real but an fsync costs nothing. The PostgreSQL the suite starts keeps its data in the
+# system's temporary folder (it runs without fsync already).
+SHM_FREE_KIB = df -Pk /dev/shm 2>/dev/null | awk 'NR == 2 { print $$4 }'
+TEST_TMP ?= $(shell test -w /dev/shm && test "$$($(SHM_FREE_KIB))" -ge 2097152 2>/dev/null \
+	&& echo /dev/shm || echo $${TMPDIR:-/tmp})
 IN_TEST_TMP = tmp=$$(mktemp -d "$(TEST_TMP)/stratamem-tests.XXXXXX") && \
 	trap 'rm -rf "$$tmp"' EXIT && trap 'exit 130' INT TERM &&
 
