@@ -222,7 +222,8 @@ def test_pragmas(tmp_path: Path) -> None:
 
 def test_an_ingest_keeps_a_larger_page_cache_while_it_writes(tmp_path: Path) -> None:
     """The ingest writes inside ``bulk_writes``: the page cache is 128 MiB while it runs and
-    32 MiB again after it, whether it ends or fails."""
+    32 MiB again after it, whether it ends or fails; a bulk write inside another keeps the
+    outer one's cache."""
     import stratamem
 
     def cache(mem: stratamem.Memory) -> int:
@@ -248,6 +249,13 @@ def test_an_ingest_keeps_a_larger_page_cache_while_it_writes(tmp_path: Path) -> 
             mem.ingest(folder, progress=fail)
         assert cache(mem) == -(32 << 10)
         assert mem.store.source_chunk_count(mem.sources.list()[0].id) == 3
+        store = mem.store
+        assert isinstance(store, SQLiteStore)
+        with store.bulk_writes():
+            with store.bulk_writes():
+                assert cache(mem) == -(128 << 10)
+            assert cache(mem) == -(128 << 10)  # the inner one leaves the outer one's cache
+        assert cache(mem) == -(32 << 10)
 
 
 def test_a_file_that_is_not_sqlite_is_a_clear_error(tmp_path: Path) -> None:

@@ -21,7 +21,7 @@ from typing import Any
 from stratamem.errors import StoreError
 from stratamem.store.caches import LastFew
 from stratamem.store.settings import CHUNK_GENERATION_KEY, GENERATION_KEY
-from stratamem.store.sqlite.connection import BULK_CACHE_KIB, CACHE_KIB, atomic, connect
+from stratamem.store.sqlite.connection import BULK_CACHE_KIB, atomic, connect
 from stratamem.store.sqlite.copying import SqliteCopyRows
 from stratamem.store.sqlite.dialect import SQLITE
 from stratamem.store.sqlite.keyword import KeywordTables
@@ -157,12 +157,14 @@ class SQLiteStore(
         index, the edges, FTS5); once they outgrow the cache, their pages are read back from
         the file again and again. At 100k chunks the ingest took 0.87× as long, 18.7 against
         21.4 s (medians of three rounds in turn, ``benchmarks/results/ingest_scale.md``); at
-        10k it took the same. The cache shrinks back when it ends."""
+        10k it took the same. When it ends the cache is set back to what it was, so a bulk
+        write inside another keeps the outer one's cache."""
+        (before,) = self.conn.execute("PRAGMA cache_size").fetchone()
         self.conn.execute(f"PRAGMA cache_size = -{BULK_CACHE_KIB}")
         try:
             yield
         finally:
-            self.conn.execute(f"PRAGMA cache_size = -{CACHE_KIB}")
+            self.conn.execute(f"PRAGMA cache_size = {int(before)}")
 
     def refresh_statistics(self) -> None:
         """Nothing: the store never runs SQLite's ``ANALYZE``, so its planner keeps no
